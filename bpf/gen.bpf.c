@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Lab traffic generator, run with BPF_PROG_RUN and
+ * BPF_F_TEST_XDP_LIVE_FRAMES: every run builds one frame and returns
+ * XDP_TX, which the kernel turns into a redirect out of the ingress device
+ * given in the run's context (the generator's interface).
+ *
+ * The kernel recycles live-frame pages without re-initialising their data
+ * (DESIGN.md gotcha 4): whatever a DUT wrote into a frame (MACs, TTL) comes
+ * back on the next run. So every run rewrites every header byte from the
+ * template in the config map, then the per-flow fields, the stamp and both
+ * checksums. */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "lab_maps.h"
+#include "csum.h"
+
+#define V4_HDR (sizeof(struct ethhdr) + sizeof(struct iphdr) + sizeof(struct udphdr))
+#define V6_HDR (sizeof(struct ethhdr) + sizeof(struct ipv6hdr) + sizeof(struct udphdr))
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gen_config);
+} gen_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct gen_state);
+} gen_state SEC(".maps");
+
+struct flow {
+	__u32 saddr, daddr;   /* host order */
+	__u16 sport, dport;   /* host order */
+};
+
+/* Flows advance like netmap pkt-gen: source port fastest, then source
+ * address, destination port, destination address. */
+static __always_inline void flow_of(const struct gen_config *c, __u64 n, struct flow *f)
+{
+	__u32 sp = c->src_port_count ? c->src_port_count : 1;
+	__u32 sa = c->src_addr_count ? c->src_addr_count : 1;
+	__u32 dp = c->dst_port_count ? c->dst_port_count : 1;
+	__u32 da = c->dst_addr_count ? c->dst_addr_count : 1;
+
+	f->sport = c->src_port_first + n % sp;
+	n /= sp;
+	f->saddr = c->src_addr_first + n % sa;
+	n /= sa;
+	f->dport = c->dst_port_first + n % dp;
+	n /= dp;
+	f->daddr = c->dst_addr_first + n % da;
+}
+
+static __always_inline __u64 write_stamp(struct stamp *s, __u32 stream, __u64 seq)
+{
+	s->magic = bpf_htons(STAMP_MAGIC);
+	s->stream = bpf_htons(stream);
+	s->seq = bpf_htonl((__u32)seq);
+	s->tx_ns = bpf_cpu_to_be64(bpf_ktime_get_ns());
+	return csum_words(s, sizeof(*s) / 2);
+}
+
+static __always_inline int build_v4(struct xdp_md *ctx, const struct gen_config *c,
+				    const struct flow *f, __u32 stream, __u64 seq)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+
+	if (data + V4_HDR + sizeof(struct stamp) > data_end)
+		return XDP_ABORTED;
+	__builtin_memcpy(data, c->template, V4_HDR);
+
+	struct iphdr *ip = data + sizeof(struct ethhdr);
+	struct udphdr *udp = (void *)(ip + 1);
+	__u64 udp_sum = c->udp_csum_base;
+
+	ip->saddr = bpf_htonl(f->saddr);
+	ip->daddr = bpf_htonl(f->daddr);
+	ip->check = 0;
+	ip->check = csum_fold(csum_words(ip, sizeof(*ip) / 2));
+
+	udp->source = bpf_htons(f->sport);
+	udp->dest = bpf_htons(f->dport);
+	udp->check = 0;
+	udp_sum += csum_word32(ip->saddr) + csum_word32(ip->daddr);
+	udp_sum += udp->source + udp->dest;
+	if (c->stamp)
+		udp_sum += write_stamp((void *)(udp + 1), stream, seq);
+	udp->check = csum_fold(udp_sum);
+	if (!udp->check)
+		udp->check = 0xffff; /* RFC 768: zero means "no checksum" */
+	return XDP_TX;
+}
+
+static __always_inline int build_v6(struct xdp_md *ctx, const struct gen_config *c,
+				    const struct flow *f, __u32 stream, __u64 seq)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+
+	if (data + V6_HDR > data_end)
+		return XDP_ABORTED;
+	__builtin_memcpy(data, c->template, V6_HDR);
+
+	struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
+	struct udphdr *udp = (void *)(ip6 + 1);
+	__u64 udp_sum = c->udp_csum_base;
+
+	ip6->saddr.in6_u.u6_addr32[3] = bpf_htonl(f->saddr);
+	ip6->daddr.in6_u.u6_addr32[3] = bpf_htonl(f->daddr);
+	udp->source = bpf_htons(f->sport);
+	udp->dest = bpf_htons(f->dport);
+	udp->check = 0;
+	udp_sum += csum_words(&ip6->saddr, 16); /* both addresses: 32 bytes */
+	udp_sum += udp->source + udp->dest;
+	if (c->stamp) {
+		if ((void *)(udp + 1) + sizeof(struct stamp) > data_end)
+			return XDP_ABORTED;
+		udp_sum += write_stamp((void *)(udp + 1), stream, seq);
+	}
+	udp->check = csum_fold(udp_sum);
+	if (!udp->check)
+		udp->check = 0xffff;
+	return XDP_TX;
+}
+
+SEC("xdp")
+int lab_gen(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	const struct gen_config *c = bpf_map_lookup_elem(&gen_config, &zero);
+	struct gen_state *st = bpf_map_lookup_elem(&gen_state, &zero);
+	struct flow f;
+
+	if (!c || !st)
+		return XDP_ABORTED;
+
+	__u64 seq = st->seq++;
+	__u32 stream = c->stream_base + bpf_get_smp_processor_id();
+
+	flow_of(c, seq, &f);
+	if (c->family == 6)
+		return build_v6(ctx, c, &f, stream, seq);
+	return build_v4(ctx, c, &f, stream, seq);
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

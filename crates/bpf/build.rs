@@ -1,0 +1,45 @@
+//! Compiles every `bpf/*.bpf.c` of the workspace with `clang -target bpf`
+//! into OUT_DIR, so the objects are embedded with `include_bytes!`.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
+    let bpf_dir = manifest.join("../../bpf").canonicalize().expect("bpf/ directory");
+    let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
+    let clang = std::env::var("BPF_CLANG").unwrap_or_else(|_| "clang".into());
+    // <asm/types.h> lives in the multiarch include directory on Debian.
+    let arch = std::env::consts::ARCH;
+    let multiarch = format!("/usr/include/{arch}-linux-gnu");
+
+    println!("cargo:rerun-if-env-changed=BPF_CLANG");
+    println!("cargo:rerun-if-changed={}", bpf_dir.display());
+    for header in std::fs::read_dir(bpf_dir.join("include")).unwrap() {
+        println!("cargo:rerun-if-changed={}", header.unwrap().path().display());
+    }
+    for entry in std::fs::read_dir(&bpf_dir).unwrap() {
+        let src = entry.unwrap().path();
+        let name = src.file_name().unwrap().to_string_lossy().to_string();
+        let Some(stem) = name.strip_suffix(".bpf.c") else { continue };
+        println!("cargo:rerun-if-changed={}", src.display());
+        compile(&clang, &src, &bpf_dir.join("include"), &multiarch, &out.join(format!("{stem}.bpf.o")));
+    }
+}
+
+fn compile(clang: &str, src: &Path, include: &Path, multiarch: &str, obj: &Path) {
+    let status = Command::new(clang)
+        .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-D__TARGET_ARCH_x86"])
+        .arg("-I")
+        .arg(include)
+        .arg("-I")
+        .arg(multiarch)
+        .arg("-c")
+        .arg(src)
+        .arg("-o")
+        .arg(obj)
+        .status()
+        .unwrap_or_else(|e| {
+            panic!("cannot run `{clang}` to build {}: {e} (install clang: apt-get install clang)", src.display())
+        });
+    assert!(status.success(), "clang failed on {}", src.display());
+}

@@ -1,0 +1,87 @@
+//! Loading embedded objects and attaching XDP programs through BPF links.
+use anyhow::{bail, Context, Result};
+use libbpf_rs::{Object, ObjectBuilder};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+
+/// Opens and loads a BPF object from memory (one of [`crate::objects`]).
+pub fn load(object: &[u8], what: &str) -> Result<Object> {
+    let open = ObjectBuilder::default()
+        .open_memory(object)
+        .with_context(|| format!("cannot open the {what} BPF object"))?;
+    open.load().with_context(|| {
+        format!("cannot load the {what} BPF program into the kernel (are you root? is BPF enabled?)")
+    })
+}
+
+/// Where the XDP program runs: the driver's hook (native; veth has one) or
+/// the generic hook after skb allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum XdpMode {
+    #[default]
+    Native,
+    Generic,
+}
+
+impl XdpMode {
+    fn link_flags(self) -> u32 {
+        match self {
+            XdpMode::Native => libbpf_sys::XDP_FLAGS_DRV_MODE,
+            XdpMode::Generic => libbpf_sys::XDP_FLAGS_SKB_MODE,
+        }
+    }
+}
+
+/// An XDP program attached to an interface through a BPF link. The link
+/// lives as long as this value (or the process): dropping it, or the process
+/// dying for any reason, detaches the program. Nothing is left behind.
+#[derive(Debug)]
+pub struct XdpAttachment {
+    link: OwnedFd,
+    pub ifindex: u32,
+    pub ifname: String,
+}
+
+impl XdpAttachment {
+    /// Attaches `prog` to interface `ifname` in the calling thread's network
+    /// namespace.
+    pub fn attach(prog: &libbpf_rs::Program<'_>, ifname: &str, mode: XdpMode) -> Result<Self> {
+        let ifindex = ifindex(ifname)?;
+        let mut opts = libbpf_sys::bpf_link_create_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _,
+            flags: mode.link_flags(),
+            ..Default::default()
+        };
+        // SAFETY: valid program fd, valid opts struct of the size we declare.
+        let fd = unsafe {
+            libbpf_sys::bpf_link_create(prog.as_fd().as_raw_fd(), ifindex as i32, libbpf_sys::BPF_XDP, &mut opts)
+        };
+        if fd < 0 {
+            let err = std::io::Error::from_raw_os_error(-fd);
+            let hint = match -fd {
+                libc::EBUSY | libc::EEXIST => ": another XDP program is already attached (linerate already running there, or `ip link set dev IF xdp off`)",
+                libc::EOPNOTSUPP => ": the interface does not support this XDP mode (try --mode generic)",
+                _ => "",
+            };
+            bail!("cannot attach XDP program to {ifname}: {err}{hint}");
+        }
+        // SAFETY: bpf_link_create returned a new fd that we now own.
+        let link = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(XdpAttachment { link, ifindex, ifname: ifname.to_string() })
+    }
+
+    /// The link's file descriptor (for pinning or queries).
+    pub fn link_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.link.as_fd()
+    }
+}
+
+/// The index of an interface in the calling thread's network namespace.
+pub fn ifindex(ifname: &str) -> Result<u32> {
+    let c = std::ffi::CString::new(ifname).context("interface name contains a NUL byte")?;
+    // SAFETY: valid NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if idx == 0 {
+        bail!("interface {ifname} does not exist (in this network namespace; use --netns to pick another)");
+    }
+    Ok(idx)
+}

@@ -1,0 +1,6 @@
+//! The compiled BPF objects, one per program role.
+
+/// Lab generator: run with `BPF_F_TEST_XDP_LIVE_FRAMES`, program `lab_gen`.
+pub const GEN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gen.bpf.o"));
+/// Lab receiver: count and drop, program `lab_recv`.
+pub const RECV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/recv.bpf.o"));

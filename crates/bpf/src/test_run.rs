@@ -1,0 +1,63 @@
+//! `BPF_PROG_RUN` (a.k.a. BPF_PROG_TEST_RUN) of XDP programs.
+//!
+//! libbpf-rs's `Program::test_run` covers data, context, repeat and flags
+//! but not `batch_size`, which live-frames generation needs, so this module
+//! calls `bpf_prog_test_run_opts` directly.
+use anyhow::{bail, Result};
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// The kernel's `struct xdp_md`, the context of an XDP test run.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct XdpMd {
+    pub data: u32,
+    pub data_end: u32,
+    pub data_meta: u32,
+    pub ingress_ifindex: u32,
+    pub rx_queue_index: u32,
+    pub egress_ifindex: u32,
+}
+
+/// Largest batch the kernel takes for live frames (TEST_XDP_MAX_BATCH).
+pub const MAX_LIVE_BATCH: u32 = 256;
+
+/// One live-frames run: the program is run `repeat` times on copies of
+/// `frame`; frames it returns `XDP_TX`/`XDP_REDIRECT` for are really sent
+/// (`XDP_TX` leaves through `ingress_ifindex`). Returns the run's duration in
+/// nanoseconds as measured by the kernel (per repetition).
+pub fn run_live_frames(
+    prog: BorrowedFd<'_>,
+    frame: &[u8],
+    ingress_ifindex: u32,
+    rx_queue: u32,
+    repeat: u32,
+    batch_size: u32,
+) -> Result<u32> {
+    if batch_size > MAX_LIVE_BATCH {
+        bail!("batch size {batch_size} is above the kernel's limit of {MAX_LIVE_BATCH}");
+    }
+    let mut ctx = XdpMd {
+        data: 0,
+        data_end: frame.len() as u32,
+        ingress_ifindex,
+        rx_queue_index: rx_queue,
+        ..Default::default()
+    };
+    let mut opts = libbpf_sys::bpf_test_run_opts {
+        sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
+        data_in: frame.as_ptr() as *const _,
+        data_size_in: frame.len() as u32,
+        ctx_in: &mut ctx as *mut XdpMd as *const _,
+        ctx_size_in: std::mem::size_of::<XdpMd>() as u32,
+        repeat: repeat.min(i32::MAX as u32) as i32,
+        flags: libbpf_sys::BPF_F_TEST_XDP_LIVE_FRAMES,
+        batch_size,
+        ..Default::default()
+    };
+    // SAFETY: buffers outlive the call; sizes are the buffers' sizes.
+    let err = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
+    if err < 0 {
+        bail!("BPF_PROG_RUN (live frames) failed: {}", std::io::Error::from_raw_os_error(-err));
+    }
+    Ok(opts.duration)
+}
