@@ -1,0 +1,140 @@
+//! The benchmark lab: generator -> DUT -> receiver, three network
+//! namespaces joined by veth pairs (DESIGN.md section 4).
+//!
+//! A [`Lab`] is a value: [`Lab::up`] builds it, dropping it removes it, so a
+//! test that panics still cleans up. [`Lab::persist`] keeps it after the
+//! value goes (for `linerate lab up`); [`down`] removes a persisted one.
+
+pub mod setup;
+pub mod state;
+pub mod status;
+pub mod topology;
+
+use anyhow::{bail, Result};
+use linerate_host::netns;
+pub use status::LabStatus;
+pub use topology::{Interfaces, LabSpec, Namespaces};
+
+/// A lab that is up. Dropping it removes it unless it was persisted.
+#[derive(Debug)]
+pub struct Lab {
+    pub record: state::LabRecord,
+    remove_on_drop: bool,
+}
+
+/// What `up` found when asked to build.
+#[derive(Debug, PartialEq, Eq)]
+pub enum UpOutcome {
+    Built,
+    AlreadyUp,
+}
+
+impl Lab {
+    /// Builds the lab of `spec`. If that lab is already up: with `force`,
+    /// removes and rebuilds it; without, returns it unchanged (and not owned:
+    /// dropping the value will not remove a lab this call did not build).
+    pub fn up(spec: &LabSpec, force: bool) -> Result<(Lab, UpOutcome)> {
+        linerate_host::privilege::require_root("linerate lab")?;
+        spec.validate()?;
+        for tool in ["ip", "ethtool"] {
+            linerate_host::cmd::require_tool(tool)?;
+        }
+        let ns = spec.namespaces();
+        if let Some(existing) = state::load(&spec.name)? {
+            let complete = existing.spec.namespaces().all().into_iter().all(netns::exists);
+            if complete && !force {
+                return Ok((Lab { record: existing, remove_on_drop: false }, UpOutcome::AlreadyUp));
+            }
+            // Rebuild: asked to (--force), or the record is stale (some of
+            // its namespaces were removed by hand).
+            remove(&existing)?;
+        }
+        if let Some(clash) = ns.all().into_iter().find(|n| netns::exists(n)) {
+            bail!(
+                "network namespace {clash} already exists and is not part of a linerate lab: \
+                 choose another --name, or remove it with `ip netns del {clash}`"
+            );
+        }
+        let napi_threads = setup::build(spec)?;
+        let record = state::LabRecord { spec: spec.clone(), napi_threads };
+        if let Err(e) = state::save(&record) {
+            let _ = setup::remove(spec);
+            return Err(e);
+        }
+        Ok((Lab { record, remove_on_drop: true }, UpOutcome::Built))
+    }
+
+    pub fn spec(&self) -> &LabSpec {
+        &self.record.spec
+    }
+
+    pub fn namespaces(&self) -> Namespaces {
+        self.record.spec.namespaces()
+    }
+
+    pub fn interfaces(&self) -> Interfaces {
+        Interfaces::default()
+    }
+
+    pub fn status(&self) -> Result<LabStatus> {
+        status::read(&self.record)
+    }
+
+    /// Keeps the lab after this value is dropped.
+    pub fn persist(mut self) {
+        self.remove_on_drop = false;
+    }
+
+    /// Removes the lab now, reporting errors (Drop can only ignore them).
+    pub fn down(mut self) -> Result<Vec<String>> {
+        self.remove_on_drop = false;
+        remove(&self.record)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if self.remove_on_drop {
+            if let Err(e) = remove(&self.record) {
+                eprintln!("warning: removing lab {}: {e:#}", self.record.spec.name);
+            }
+        }
+    }
+}
+
+fn remove(rec: &state::LabRecord) -> Result<Vec<String>> {
+    let removed = setup::remove(&rec.spec)?;
+    state::remove(&rec.spec.name)?;
+    Ok(removed)
+}
+
+/// Removes the lab called `name`. Errors if there is no such lab.
+pub fn down(name: &str) -> Result<Vec<String>> {
+    linerate_host::privilege::require_root("linerate lab")?;
+    match state::load(name)? {
+        Some(rec) => remove(&rec),
+        None => bail!("no lab named {name} is up (labs up: {})", list_or_none()),
+    }
+}
+
+/// The status of the lab called `name`.
+pub fn status(name: &str) -> Result<LabStatus> {
+    match state::load(name)? {
+        Some(rec) => status::read(&rec),
+        None => bail!("no lab named {name} is up (labs up: {})", list_or_none()),
+    }
+}
+
+/// The record of lab `name`, if it is up.
+pub fn find(name: &str) -> Result<Option<state::LabRecord>> {
+    state::load(name)
+}
+
+fn list_or_none() -> String {
+    let l = state::list();
+    if l.is_empty() {
+        "none".into()
+    } else {
+        l.join(", ")
+    }
+}

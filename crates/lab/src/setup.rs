@@ -1,0 +1,184 @@
+//! Building and removing a lab. Every step is an `ip`/`ethtool` call or a
+//! sysctl written from inside the namespace; a failing step removes what the
+//! earlier steps made before the error is returned.
+use crate::topology::{addr, mac, Interfaces, LabSpec};
+use anyhow::{Context, Result};
+use linerate_host::cmd::{in_netns, ip};
+use linerate_host::netns::{self, NetnsGuard};
+
+/// A threaded-NAPI kernel thread of the DUT and the CPU it was pinned to.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NapiThread {
+    pub pid: i32,
+    pub cpu: usize,
+}
+
+/// Builds the topology of `spec`. The namespaces must not exist yet.
+pub fn build(spec: &LabSpec) -> Result<Vec<NapiThread>> {
+    let ns = spec.namespaces();
+    let mut made: Vec<String> = Vec::new();
+    let result = (|| -> Result<Vec<NapiThread>> {
+        for n in ns.all() {
+            ip(None, &["netns", "add", n])?;
+            made.push(n.to_string());
+        }
+        links(spec)?;
+        addresses(spec)?;
+        routes_and_neighbours(spec)?;
+        sysctls(spec)?;
+        tune(spec)
+    })();
+    result.map_err(|e| {
+        for n in made.iter().rev() {
+            let _ = ip(None, &["netns", "del", n]);
+        }
+        e.context(format!("building lab {} failed; removed what was built", spec.name))
+    })
+}
+
+/// Removes the lab's namespaces, and with them its veths and any XDP
+/// programs attached to them. Returns the namespaces that were removed.
+pub fn remove(spec: &LabSpec) -> Result<Vec<String>> {
+    let mut removed = Vec::new();
+    for n in spec.namespaces().all() {
+        if netns::exists(n) {
+            ip(None, &["netns", "del", n])?;
+            removed.push(n.to_string());
+        }
+    }
+    Ok(removed)
+}
+
+fn links(spec: &LabSpec) -> Result<()> {
+    let ns = spec.namespaces();
+    let i = Interfaces::default();
+    let q = spec.queues.to_string();
+    let pair = |a: &str, a_ns: &str, b: &str, b_ns: &str| {
+        ip(
+            None,
+            &[
+                "link", "add", a, "netns", a_ns, "numtxqueues", &q, "numrxqueues", &q, "type", "veth", "peer", "name", b,
+                "netns", b_ns, "numtxqueues", &q, "numrxqueues", &q,
+            ],
+        )
+    };
+    pair(&i.gen, &ns.gen, &i.dut_in, &ns.dut)?;
+    pair(&i.dut_out, &ns.dut, &i.recv, &ns.recv)?;
+    for (n, dev, mac) in [
+        (&ns.gen, &i.gen, mac::GEN),
+        (&ns.dut, &i.dut_in, mac::DUT_IN),
+        (&ns.dut, &i.dut_out, mac::DUT_OUT),
+        (&ns.recv, &i.recv, mac::RECV),
+    ] {
+        ip(Some(n), &["link", "set", "dev", dev, "address", mac])?;
+        ip(Some(n), &["link", "set", "dev", dev, "up"])?;
+    }
+    for n in ns.all() {
+        ip(Some(n), &["link", "set", "dev", "lo", "up"])?;
+    }
+    Ok(())
+}
+
+fn addresses(spec: &LabSpec) -> Result<()> {
+    let ns = spec.namespaces();
+    let i = Interfaces::default();
+    for (n, dev, a4, a6) in [
+        (&ns.gen, &i.gen, addr::GEN_V4, addr::GEN_V6),
+        (&ns.dut, &i.dut_in, addr::DUT_IN_V4, addr::DUT_IN_V6),
+        (&ns.dut, &i.dut_out, addr::DUT_OUT_V4, addr::DUT_OUT_V6),
+        (&ns.recv, &i.recv, addr::RECV_V4, addr::RECV_V6),
+    ] {
+        ip(Some(n), &["addr", "add", &format!("{a4}/24"), "dev", dev])?;
+        // nodad: the address is usable at once, no duplicate detection wait.
+        ip(Some(n), &["-6", "addr", "add", &format!("{a6}/64"), "dev", dev, "nodad"])?;
+    }
+    Ok(())
+}
+
+fn routes_and_neighbours(spec: &LabSpec) -> Result<()> {
+    let ns = spec.namespaces();
+    let i = Interfaces::default();
+    let route = |n: &str, net: &str, via: &str| ip(Some(n), &["route", "add", net, "via", via]);
+    // The DUT routes each benchmark range to its side; the end hosts send
+    // everything through the DUT.
+    route(&ns.dut, addr::GEN_NET_V4, addr::GEN_V4)?;
+    route(&ns.dut, addr::RECV_NET_V4, addr::RECV_V4)?;
+    route(&ns.dut, addr::GEN_NET_V6, addr::GEN_V6)?;
+    route(&ns.dut, addr::RECV_NET_V6, addr::RECV_V6)?;
+    route(&ns.gen, addr::RECV_NET_V4, addr::DUT_IN_V4)?;
+    route(&ns.gen, addr::RECV_NET_V6, addr::DUT_IN_V6)?;
+    route(&ns.recv, addr::GEN_NET_V4, addr::DUT_OUT_V4)?;
+    route(&ns.recv, addr::GEN_NET_V6, addr::DUT_OUT_V6)?;
+    // Static neighbours: no ARP/ND traffic during measurements.
+    for (n, dev, a, m) in [
+        (&ns.gen, &i.gen, addr::DUT_IN_V4, mac::DUT_IN),
+        (&ns.gen, &i.gen, addr::DUT_IN_V6, mac::DUT_IN),
+        (&ns.dut, &i.dut_in, addr::GEN_V4, mac::GEN),
+        (&ns.dut, &i.dut_in, addr::GEN_V6, mac::GEN),
+        (&ns.dut, &i.dut_out, addr::RECV_V4, mac::RECV),
+        (&ns.dut, &i.dut_out, addr::RECV_V6, mac::RECV),
+        (&ns.recv, &i.recv, addr::DUT_OUT_V4, mac::DUT_OUT),
+        (&ns.recv, &i.recv, addr::DUT_OUT_V6, mac::DUT_OUT),
+    ] {
+        ip(Some(n), &["neigh", "replace", a, "lladdr", m, "dev", dev, "nud", "permanent"])?;
+    }
+    Ok(())
+}
+
+/// Writes a sysctl of namespace `ns` (the /proc/sys/net tree a thread sees
+/// is its network namespace's).
+fn sysctl(ns: &str, key: &str, value: &str) -> Result<()> {
+    let _in = NetnsGuard::enter(ns)?;
+    let path = format!("/proc/sys/{}", key.replace('.', "/"));
+    std::fs::write(&path, value).with_context(|| format!("cannot set {key}={value} in {ns}"))
+}
+
+fn sysctls(spec: &LabSpec) -> Result<()> {
+    let ns = spec.namespaces();
+    sysctl(&ns.dut, "net.ipv4.ip_forward", "1")?;
+    sysctl(&ns.dut, "net.ipv6.conf.all.forwarding", "1")?;
+    for n in ns.all() {
+        // No rp_filter or redirect surprises in a benchmark.
+        sysctl(n, "net.ipv4.conf.all.rp_filter", "0")?;
+        sysctl(n, "net.ipv4.conf.default.rp_filter", "0")?;
+        sysctl(n, "net.ipv4.conf.all.send_redirects", "0")?;
+    }
+    // The receiver drops what it is sent; it must not forward it back.
+    sysctl(&ns.recv, "net.ipv4.ip_forward", "0")?;
+    Ok(())
+}
+
+/// The veth tuning of DESIGN.md's gotchas 1 and 2: NAPI (GRO on) for the
+/// DUT's receiving veth, threaded and pinned, so that the DUT's work runs on
+/// its own CPU and not on the sender's; TSO off on the generator side.
+fn tune(spec: &LabSpec) -> Result<Vec<NapiThread>> {
+    let ns = spec.namespaces();
+    let i = Interfaces::default();
+    in_netns(&ns.gen, "ethtool", &["-K", &i.gen, "tso", "off"])?;
+    in_netns(&ns.dut, "ethtool", &["-K", &i.dut_in, "gro", "on"])?;
+    let before = napi_threads(&i.dut_in);
+    in_netns(&ns.dut, "sh", &["-c", &format!("echo 1 > /sys/class/net/{}/threaded", i.dut_in)])?;
+    let mut mine: Vec<i32> = napi_threads(&i.dut_in).into_iter().filter(|p| !before.contains(p)).collect();
+    mine.sort();
+    let cpus = linerate_host::cpu::online();
+    let mut pinned = Vec::new();
+    for (q, pid) in mine.iter().enumerate() {
+        let cpu = (spec.dut_cpu + q) % cpus;
+        linerate_host::cpu::pin(*pid, cpu)?;
+        pinned.push(NapiThread { pid: *pid, cpu });
+    }
+    Ok(pinned)
+}
+
+/// Kernel threads named `napi/<dev>-<id>` (threaded NAPI), by pid.
+pub fn napi_threads(dev: &str) -> Vec<i32> {
+    let prefix = format!("napi/{dev}-");
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.filter_map(|e| {
+        let e = e.ok()?;
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+        comm.trim_end().starts_with(&prefix).then_some(pid)
+    })
+    .collect()
+}

@@ -1,0 +1,133 @@
+//! What a lab is made of: names, addresses and MACs (DESIGN.md section 4,
+//! BSDRP's RFC 2544 benchmark ranges).
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+
+/// The user's choices for one lab.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LabSpec {
+    /// Prefix of the lab's namespaces: `<name>-gen`, `<name>-dut`, `<name>-recv`.
+    pub name: String,
+    /// RX/TX queues per veth (multi-queue veth lets XDP run on several CPUs).
+    pub queues: u32,
+    /// CPU the DUT's receive NAPI thread (dut0) is pinned to.
+    pub dut_cpu: usize,
+}
+
+pub const DEFAULT_NAME: &str = "linerate";
+
+impl LabSpec {
+    pub fn new(name: &str) -> Self {
+        // On a 2-core machine: generator on CPU 0, DUT on CPU 1.
+        let dut_cpu = if linerate_host::cpu::online() > 1 { 1 } else { 0 };
+        LabSpec { name: name.to_string(), queues: 1, dut_cpu }
+    }
+
+    /// Rejects a spec before anything is built.
+    pub fn validate(&self) -> Result<()> {
+        let n = &self.name;
+        if n.is_empty() || n.len() > 32 {
+            bail!("--name: lab name must be 1 to 32 characters, got {:?}", n);
+        }
+        if !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            bail!("--name: {n:?} may hold only letters, digits, '-' and '_'");
+        }
+        if !(1..=64).contains(&self.queues) {
+            bail!("--queues: must be between 1 and 64, got {}", self.queues);
+        }
+        let cpus = linerate_host::cpu::online();
+        if self.dut_cpu >= cpus {
+            bail!("--dut-cpu: CPU {} does not exist (this machine has {cpus} online)", self.dut_cpu);
+        }
+        Ok(())
+    }
+
+    pub fn namespaces(&self) -> Namespaces {
+        Namespaces {
+            gen: format!("{}-gen", self.name),
+            dut: format!("{}-dut", self.name),
+            recv: format!("{}-recv", self.name),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Namespaces {
+    pub gen: String,
+    pub dut: String,
+    pub recv: String,
+}
+
+impl Namespaces {
+    pub fn all(&self) -> [&str; 3] {
+        [&self.gen, &self.dut, &self.recv]
+    }
+}
+
+/// Interface names: the same in every lab, since each lives in its lab's
+/// own namespaces.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interfaces {
+    pub gen: String,
+    pub dut_in: String,
+    pub dut_out: String,
+    pub recv: String,
+}
+
+impl Default for Interfaces {
+    fn default() -> Self {
+        Interfaces { gen: "gen0".into(), dut_in: "dut0".into(), dut_out: "dut1".into(), recv: "recv0".into() }
+    }
+}
+
+/// Locally administered MACs, fixed so captures and neighbour entries are
+/// predictable.
+pub mod mac {
+    pub const GEN: &str = "02:00:00:00:00:01";
+    pub const DUT_IN: &str = "02:00:00:00:00:02";
+    pub const DUT_OUT: &str = "02:00:00:00:00:03";
+    pub const RECV: &str = "02:00:00:00:00:04";
+}
+
+/// Addresses (RFC 2544 / RFC 5180 benchmark ranges).
+pub mod addr {
+    pub const GEN_V4: &str = "198.18.0.1";
+    pub const DUT_IN_V4: &str = "198.18.0.254";
+    pub const DUT_OUT_V4: &str = "198.19.0.254";
+    pub const RECV_V4: &str = "198.19.0.1";
+    pub const GEN_NET_V4: &str = "198.18.0.0/16";
+    pub const RECV_NET_V4: &str = "198.19.0.0/16";
+    pub const GEN_V6: &str = "2001:2::1";
+    pub const DUT_IN_V6: &str = "2001:2::254";
+    pub const DUT_OUT_V6: &str = "2001:2:0:8000::254";
+    pub const RECV_V6: &str = "2001:2:0:8000::1";
+    pub const GEN_NET_V6: &str = "2001:2::/49";
+    pub const RECV_NET_V6: &str = "2001:2:0:8000::/49";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_derive_from_the_lab_name() {
+        let s = LabSpec::new("t1");
+        assert_eq!(s.namespaces().all(), ["t1-gen", "t1-dut", "t1-recv"]);
+    }
+
+    #[test]
+    fn bad_specs_are_rejected_with_the_field() {
+        let mut s = LabSpec::new("bad name");
+        assert!(s.validate().unwrap_err().to_string().starts_with("--name"));
+        s.name = "x".repeat(33);
+        assert!(s.validate().unwrap_err().to_string().starts_with("--name"));
+        s.name = "ok".into();
+        s.queues = 0;
+        assert!(s.validate().unwrap_err().to_string().starts_with("--queues"));
+        s.queues = 2;
+        s.dut_cpu = 4096;
+        assert!(s.validate().unwrap_err().to_string().starts_with("--dut-cpu"));
+        s.dut_cpu = 0;
+        assert!(s.validate().is_ok());
+    }
+}
