@@ -10,6 +10,7 @@
 pub mod btf_layout;
 pub mod layout;
 pub mod loader;
+pub mod maps;
 pub mod objects;
 pub mod test_run;
 

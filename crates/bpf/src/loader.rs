@@ -85,3 +85,17 @@ pub fn ifindex(ifname: &str) -> Result<u32> {
     }
     Ok(idx)
 }
+
+/// The program called `name` in `obj`.
+pub fn prog<'o>(obj: &'o Object, name: &str) -> Result<libbpf_rs::Program<'o>> {
+    obj.progs()
+        .find(|p| p.name() == name)
+        .ok_or_else(|| anyhow::anyhow!("BPF object has no program {name} (build mismatch)"))
+}
+
+/// The map called `name` in `obj`.
+pub fn map<'o>(obj: &'o Object, name: &str) -> Result<libbpf_rs::Map<'o>> {
+    obj.maps()
+        .find(|m| libbpf_rs::MapCore::name(m) == name)
+        .ok_or_else(|| anyhow::anyhow!("BPF object has no map {name} (build mismatch)"))
+}

@@ -1,0 +1,8 @@
+//! Lab traffic: [`gen`] sends frames with the XDP live-frames generator,
+//! [`recv`] counts what arrives with an XDP count-and-drop program, and
+//! [`frame`] builds the frame templates both agree on.
+
+pub mod flows;
+pub mod frame;
+pub mod gen;
+pub mod recv;
