@@ -5,7 +5,10 @@ use std::process::Command;
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let bpf_dir = manifest.join("../../bpf").canonicalize().expect("bpf/ directory");
+    let bpf_dir = manifest
+        .join("../../bpf")
+        .canonicalize()
+        .expect("bpf/ directory");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     let clang = std::env::var("BPF_CLANG").unwrap_or_else(|_| "clang".into());
     // <asm/types.h> lives in the multiarch include directory on Debian.
@@ -15,20 +18,39 @@ fn main() {
     println!("cargo:rerun-if-env-changed=BPF_CLANG");
     println!("cargo:rerun-if-changed={}", bpf_dir.display());
     for header in std::fs::read_dir(bpf_dir.join("include")).unwrap() {
-        println!("cargo:rerun-if-changed={}", header.unwrap().path().display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            header.unwrap().path().display()
+        );
     }
     for entry in std::fs::read_dir(&bpf_dir).unwrap() {
         let src = entry.unwrap().path();
         let name = src.file_name().unwrap().to_string_lossy().to_string();
-        let Some(stem) = name.strip_suffix(".bpf.c") else { continue };
+        let Some(stem) = name.strip_suffix(".bpf.c") else {
+            continue;
+        };
         println!("cargo:rerun-if-changed={}", src.display());
-        compile(&clang, &src, &bpf_dir.join("include"), &multiarch, &out.join(format!("{stem}.bpf.o")));
+        compile(
+            &clang,
+            &src,
+            &bpf_dir.join("include"),
+            &multiarch,
+            &out.join(format!("{stem}.bpf.o")),
+        );
     }
 }
 
 fn compile(clang: &str, src: &Path, include: &Path, multiarch: &str, obj: &Path) {
     let status = Command::new(clang)
-        .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-D__TARGET_ARCH_x86"])
+        .args([
+            "-O2",
+            "-g",
+            "-Wall",
+            "-Werror",
+            "-target",
+            "bpf",
+            "-D__TARGET_ARCH_x86",
+        ])
         .arg("-I")
         .arg(include)
         .arg("-I")
@@ -39,7 +61,10 @@ fn compile(clang: &str, src: &Path, include: &Path, multiarch: &str, obj: &Path)
         .arg(obj)
         .status()
         .unwrap_or_else(|e| {
-            panic!("cannot run `{clang}` to build {}: {e} (install clang: apt-get install clang)", src.display())
+            panic!(
+                "cannot run `{clang}` to build {}: {e} (install clang: apt-get install clang)",
+                src.display()
+            )
         });
     assert!(status.success(), "clang failed on {}", src.display());
 }

@@ -20,8 +20,16 @@ pub fn struct_layout(object: &[u8], name: &str) -> Option<StructLayout> {
                 MemberAttr::Normal { offset } => offset,
                 MemberAttr::BitField { offset, .. } => offset,
             };
-            (m.name.map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), bits as usize / 8)
+            (
+                m.name
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                bits as usize / 8,
+            )
         })
         .collect();
-    Some(StructLayout { size: s.size(), members })
+    Some(StructLayout {
+        size: s.size(),
+        members,
+    })
 }

@@ -58,7 +58,12 @@ pub struct RecvCounters {
 pub unsafe trait Pod: Copy + Default {
     fn as_bytes(&self) -> &[u8] {
         // SAFETY: Pod guarantees a plain #[repr(C)] value.
-        unsafe { std::slice::from_raw_parts(self as *const Self as *const u8, std::mem::size_of::<Self>()) }
+        unsafe {
+            std::slice::from_raw_parts(
+                self as *const Self as *const u8,
+                std::mem::size_of::<Self>(),
+            )
+        }
     }
     /// Reads a value from map bytes; `None` when the length does not match.
     fn from_bytes(bytes: &[u8]) -> Option<Self> {
@@ -92,11 +97,28 @@ mod tests {
 
     #[test]
     fn gen_config_matches_c() {
-        check_layout!(objects::GEN, "gen_config", GenConfig, [
-            template, family, hdr_len, stamp, src_addr_first, src_addr_count,
-            dst_addr_first, dst_addr_count, src_port_first, src_port_count,
-            dst_port_first, dst_port_count, stream_base, udp_csum_base, _pad
-        ]);
+        check_layout!(
+            objects::GEN,
+            "gen_config",
+            GenConfig,
+            [
+                template,
+                family,
+                hdr_len,
+                stamp,
+                src_addr_first,
+                src_addr_count,
+                dst_addr_first,
+                dst_addr_count,
+                src_port_first,
+                src_port_count,
+                dst_port_first,
+                dst_port_count,
+                stream_base,
+                udp_csum_base,
+                _pad
+            ]
+        );
     }
 
     #[test]
@@ -106,6 +128,11 @@ mod tests {
 
     #[test]
     fn recv_counters_match_c() {
-        check_layout!(objects::RECV, "recv_counters", RecvCounters, [packets, bytes, stamped]);
+        check_layout!(
+            objects::RECV,
+            "recv_counters",
+            RecvCounters,
+            [packets, bytes, stamped]
+        );
     }
 }

@@ -9,7 +9,9 @@ pub fn load(object: &[u8], what: &str) -> Result<Object> {
         .open_memory(object)
         .with_context(|| format!("cannot open the {what} BPF object"))?;
     open.load().with_context(|| {
-        format!("cannot load the {what} BPF program into the kernel (are you root? is BPF enabled?)")
+        format!(
+            "cannot load the {what} BPF program into the kernel (are you root? is BPF enabled?)"
+        )
     })
 }
 
@@ -53,7 +55,12 @@ impl XdpAttachment {
         };
         // SAFETY: valid program fd, valid opts struct of the size we declare.
         let fd = unsafe {
-            libbpf_sys::bpf_link_create(prog.as_fd().as_raw_fd(), ifindex as i32, libbpf_sys::BPF_XDP, &mut opts)
+            libbpf_sys::bpf_link_create(
+                prog.as_fd().as_raw_fd(),
+                ifindex as i32,
+                libbpf_sys::BPF_XDP,
+                &mut opts,
+            )
         };
         if fd < 0 {
             let err = std::io::Error::from_raw_os_error(-fd);
@@ -66,7 +73,11 @@ impl XdpAttachment {
         }
         // SAFETY: bpf_link_create returned a new fd that we now own.
         let link = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(XdpAttachment { link, ifindex, ifname: ifname.to_string() })
+        Ok(XdpAttachment {
+            link,
+            ifindex,
+            ifname: ifname.to_string(),
+        })
     }
 
     /// The link's file descriptor (for pinning or queries).

@@ -17,7 +17,9 @@ pub fn read_percpu<T: Pod>(map: &impl MapCore, key: u32) -> Result<Vec<T>> {
         .ok_or_else(|| anyhow!("map {:?} has no key {key}", map.name()))?;
     per_cpu
         .iter()
-        .map(|b| T::from_bytes(b).ok_or_else(|| anyhow!("map {:?}: value size mismatch", map.name())))
+        .map(|b| {
+            T::from_bytes(b).ok_or_else(|| anyhow!("map {:?}: value size mismatch", map.name()))
+        })
         .collect()
 }
 

@@ -15,8 +15,21 @@ pub fn run(program: &str, args: &[&str]) -> Result<String> {
         })?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let first = stderr.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-        bail!("`{} {}` failed: {}", program, args.join(" "), if first.is_empty() { "no message" } else { first });
+        let first = stderr
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim();
+        bail!(
+            "`{} {}` failed: {}",
+            program,
+            args.join(" "),
+            if first.is_empty() {
+                "no message"
+            } else {
+                first
+            }
+        );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -53,7 +66,10 @@ fn package_of(tool: &str) -> &str {
 }
 
 fn missing_tool(tool: &str) -> anyhow::Error {
-    anyhow::anyhow!("missing tool `{tool}`: install it with `apt-get install {}`", package_of(tool))
+    anyhow::anyhow!(
+        "missing tool `{tool}`: install it with `apt-get install {}`",
+        package_of(tool)
+    )
 }
 
 /// Fails with an install hint unless `tool` is on PATH.
@@ -74,16 +90,26 @@ mod tests {
 
     #[test]
     fn failing_command_names_itself_and_its_message() {
-        let err = run("sh", &["-c", "echo 'bad thing happened' >&2; exit 3"]).unwrap_err().to_string();
+        let err = run("sh", &["-c", "echo 'bad thing happened' >&2; exit 3"])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("`sh -c"), "{err}");
         assert!(err.contains("bad thing happened"), "{err}");
     }
 
     #[test]
     fn missing_program_says_what_to_install() {
-        let err = run("ethtool-that-does-not-exist", &[]).unwrap_err().to_string();
-        assert!(err.contains("missing tool `ethtool-that-does-not-exist`"), "{err}");
-        assert!(require_tool("surely-not-a-tool-xyz").unwrap_err().to_string().contains("apt-get install"));
+        let err = run("ethtool-that-does-not-exist", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("missing tool `ethtool-that-does-not-exist`"),
+            "{err}"
+        );
+        assert!(require_tool("surely-not-a-tool-xyz")
+            .unwrap_err()
+            .to_string()
+            .contains("apt-get install"));
         assert!(require_tool("sh").is_ok());
     }
 

@@ -5,15 +5,21 @@ use nix::unistd::Pid;
 
 /// CPUs online, from sysconf.
 pub fn online() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 /// Pins the calling thread (pid 0) or task `pid` to `cpu`.
 pub fn pin(pid: i32, cpu: usize) -> Result<()> {
     if cpu >= CpuSet::count() || cpu >= online() {
-        bail!("CPU {cpu} does not exist (this machine has {} online)", online());
+        bail!(
+            "CPU {cpu} does not exist (this machine has {} online)",
+            online()
+        );
     }
     let mut set = CpuSet::new();
     set.set(cpu)?;
-    sched_setaffinity(Pid::from_raw(pid), &set).with_context(|| format!("cannot pin task {pid} to CPU {cpu}"))
+    sched_setaffinity(Pid::from_raw(pid), &set)
+        .with_context(|| format!("cannot pin task {pid} to CPU {cpu}"))
 }

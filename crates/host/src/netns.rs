@@ -23,7 +23,8 @@ pub struct NetnsGuard {
 
 impl NetnsGuard {
     pub fn enter(name: &str) -> Result<Self> {
-        let previous = File::open("/proc/thread-self/ns/net").context("cannot open this thread's network namespace")?;
+        let previous = File::open("/proc/thread-self/ns/net")
+            .context("cannot open this thread's network namespace")?;
         enter_for_good(name)?;
         Ok(NetnsGuard { previous })
     }
@@ -34,14 +35,17 @@ impl Drop for NetnsGuard {
         // Cannot fail for a namespace we were in a moment ago, short of a
         // kernel bug; a thread left in the wrong namespace would be worse
         // than a panic.
-        setns(&self.previous, CloneFlags::CLONE_NEWNET).expect("return to the previous network namespace");
+        setns(&self.previous, CloneFlags::CLONE_NEWNET)
+            .expect("return to the previous network namespace");
     }
 }
 
 /// Moves the calling thread into namespace `name` for the rest of its life
 /// (for threads that do all their work there, and for `--netns`).
 pub fn enter_for_good(name: &str) -> Result<()> {
-    let f = File::open(path(name))
-        .with_context(|| format!("network namespace {name} does not exist (see `ip netns list`)"))?;
-    setns(&f, CloneFlags::CLONE_NEWNET).with_context(|| format!("cannot enter network namespace {name} (are you root?)"))
+    let f = File::open(path(name)).with_context(|| {
+        format!("network namespace {name} does not exist (see `ip netns list`)")
+    })?;
+    setns(&f, CloneFlags::CLONE_NEWNET)
+        .with_context(|| format!("cannot enter network namespace {name} (are you root?)"))
 }

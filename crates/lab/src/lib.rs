@@ -41,9 +41,20 @@ impl Lab {
         }
         let ns = spec.namespaces();
         if let Some(existing) = state::load(&spec.name)? {
-            let complete = existing.spec.namespaces().all().into_iter().all(netns::exists);
+            let complete = existing
+                .spec
+                .namespaces()
+                .all()
+                .into_iter()
+                .all(netns::exists);
             if complete && !force {
-                return Ok((Lab { record: existing, remove_on_drop: false }, UpOutcome::AlreadyUp));
+                return Ok((
+                    Lab {
+                        record: existing,
+                        remove_on_drop: false,
+                    },
+                    UpOutcome::AlreadyUp,
+                ));
             }
             // Rebuild: asked to (--force), or the record is stale (some of
             // its namespaces were removed by hand).
@@ -56,12 +67,21 @@ impl Lab {
             );
         }
         let napi_threads = setup::build(spec)?;
-        let record = state::LabRecord { spec: spec.clone(), napi_threads };
+        let record = state::LabRecord {
+            spec: spec.clone(),
+            napi_threads,
+        };
         if let Err(e) = state::save(&record) {
             let _ = setup::remove(spec);
             return Err(e);
         }
-        Ok((Lab { record, remove_on_drop: true }, UpOutcome::Built))
+        Ok((
+            Lab {
+                record,
+                remove_on_drop: true,
+            },
+            UpOutcome::Built,
+        ))
     }
 
     pub fn spec(&self) -> &LabSpec {

@@ -32,7 +32,10 @@ pub fn build(spec: &LabSpec) -> Result<Vec<NapiThread>> {
         for n in made.iter().rev() {
             let _ = ip(None, &["netns", "del", n]);
         }
-        e.context(format!("building lab {} failed; removed what was built", spec.name))
+        e.context(format!(
+            "building lab {} failed; removed what was built",
+            spec.name
+        ))
     })
 }
 
@@ -57,8 +60,26 @@ fn links(spec: &LabSpec) -> Result<()> {
         ip(
             None,
             &[
-                "link", "add", a, "netns", a_ns, "numtxqueues", &q, "numrxqueues", &q, "type", "veth", "peer", "name", b,
-                "netns", b_ns, "numtxqueues", &q, "numrxqueues", &q,
+                "link",
+                "add",
+                a,
+                "netns",
+                a_ns,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                b,
+                "netns",
+                b_ns,
+                "numtxqueues",
+                &q,
+                "numrxqueues",
+                &q,
             ],
         )
     };
@@ -90,7 +111,18 @@ fn addresses(spec: &LabSpec) -> Result<()> {
     ] {
         ip(Some(n), &["addr", "add", &format!("{a4}/24"), "dev", dev])?;
         // nodad: the address is usable at once, no duplicate detection wait.
-        ip(Some(n), &["-6", "addr", "add", &format!("{a6}/64"), "dev", dev, "nodad"])?;
+        ip(
+            Some(n),
+            &[
+                "-6",
+                "addr",
+                "add",
+                &format!("{a6}/64"),
+                "dev",
+                dev,
+                "nodad",
+            ],
+        )?;
     }
     Ok(())
 }
@@ -120,7 +152,20 @@ fn routes_and_neighbours(spec: &LabSpec) -> Result<()> {
         (&ns.recv, &i.recv, addr::DUT_OUT_V4, mac::DUT_OUT),
         (&ns.recv, &i.recv, addr::DUT_OUT_V6, mac::DUT_OUT),
     ] {
-        ip(Some(n), &["neigh", "replace", a, "lladdr", m, "dev", dev, "nud", "permanent"])?;
+        ip(
+            Some(n),
+            &[
+                "neigh",
+                "replace",
+                a,
+                "lladdr",
+                m,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ],
+        )?;
     }
     Ok(())
 }
@@ -157,8 +202,18 @@ fn tune(spec: &LabSpec) -> Result<Vec<NapiThread>> {
     in_netns(&ns.gen, "ethtool", &["-K", &i.gen, "tso", "off"])?;
     in_netns(&ns.dut, "ethtool", &["-K", &i.dut_in, "gro", "on"])?;
     let before = napi_threads(&i.dut_in);
-    in_netns(&ns.dut, "sh", &["-c", &format!("echo 1 > /sys/class/net/{}/threaded", i.dut_in)])?;
-    let mut mine: Vec<i32> = napi_threads(&i.dut_in).into_iter().filter(|p| !before.contains(p)).collect();
+    in_netns(
+        &ns.dut,
+        "sh",
+        &[
+            "-c",
+            &format!("echo 1 > /sys/class/net/{}/threaded", i.dut_in),
+        ],
+    )?;
+    let mut mine: Vec<i32> = napi_threads(&i.dut_in)
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
     mine.sort();
     let cpus = linerate_host::cpu::online();
     let mut pinned = Vec::new();
@@ -173,7 +228,9 @@ fn tune(spec: &LabSpec) -> Result<Vec<NapiThread>> {
 /// Kernel threads named `napi/<dev>-<id>` (threaded NAPI), by pid.
 pub fn napi_threads(dev: &str) -> Vec<i32> {
     let prefix = format!("napi/{dev}-");
-    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     dir.filter_map(|e| {
         let e = e.ok()?;
         let pid: i32 = e.file_name().to_str()?.parse().ok()?;

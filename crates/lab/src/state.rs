@@ -21,14 +21,17 @@ fn path(name: &str) -> PathBuf {
 pub fn save(rec: &LabRecord) -> Result<()> {
     std::fs::create_dir_all(STATE_DIR).with_context(|| format!("cannot create {STATE_DIR}"))?;
     let p = path(&rec.spec.name);
-    std::fs::write(&p, serde_json::to_vec_pretty(rec)?).with_context(|| format!("cannot write {}", p.display()))
+    std::fs::write(&p, serde_json::to_vec_pretty(rec)?)
+        .with_context(|| format!("cannot write {}", p.display()))
 }
 
 pub fn load(name: &str) -> Result<Option<LabRecord>> {
     let p = path(name);
     match std::fs::read(&p) {
         Ok(bytes) => {
-            Ok(Some(serde_json::from_slice(&bytes).with_context(|| format!("{} is not a lab record", p.display()))?))
+            Ok(Some(serde_json::from_slice(&bytes).with_context(|| {
+                format!("{} is not a lab record", p.display())
+            })?))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
@@ -44,9 +47,17 @@ pub fn remove(name: &str) -> Result<()> {
 
 /// Names of the labs that are recorded as up.
 pub fn list() -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir(STATE_DIR) else { return Vec::new() };
+    let Ok(dir) = std::fs::read_dir(STATE_DIR) else {
+        return Vec::new();
+    };
     let mut names: Vec<String> = dir
-        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".json").map(str::to_string))
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".json")
+                .map(str::to_string)
+        })
         .collect();
     names.sort();
     names

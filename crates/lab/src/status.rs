@@ -69,7 +69,12 @@ pub struct XdpProg {
 pub fn read(rec: &LabRecord) -> Result<LabStatus> {
     let ns = rec.spec.namespaces();
     let ifs = Interfaces::default();
-    let present: Vec<String> = ns.all().iter().filter(|n| netns::exists(n)).map(|n| n.to_string()).collect();
+    let present: Vec<String> = ns
+        .all()
+        .iter()
+        .filter(|n| netns::exists(n))
+        .map(|n| n.to_string())
+        .collect();
     let mut links = Vec::new();
     for (role, n, dev) in [
         ("gen", &ns.gen, &ifs.gen),
@@ -84,7 +89,14 @@ pub fn read(rec: &LabRecord) -> Result<LabStatus> {
             links.push(l);
         }
     }
-    let dut_forwarding = if present.contains(&ns.dut) { forwarding(&ns.dut)? } else { Forwarding { ipv4: false, ipv6: false } };
+    let dut_forwarding = if present.contains(&ns.dut) {
+        forwarding(&ns.dut)?
+    } else {
+        Forwarding {
+            ipv4: false,
+            ipv6: false,
+        }
+    };
     let napi_threads = rec
         .napi_threads
         .iter()
@@ -107,18 +119,31 @@ pub fn read(rec: &LabRecord) -> Result<LabStatus> {
 }
 
 fn link(role: &str, ns: &str, dev: &str) -> Result<Option<LinkStatus>> {
-    let Ok(out) = ip(Some(ns), &["-j", "-s", "-d", "link", "show", "dev", dev]) else { return Ok(None) };
-    let v: Value = serde_json::from_str(&out).with_context(|| format!("`ip -j link show` printed bad JSON for {dev}"))?;
+    let Ok(out) = ip(Some(ns), &["-j", "-s", "-d", "link", "show", "dev", dev]) else {
+        return Ok(None);
+    };
+    let v: Value = serde_json::from_str(&out)
+        .with_context(|| format!("`ip -j link show` printed bad JSON for {dev}"))?;
     let Some(l) = v.get(0) else { return Ok(None) };
     let addrs: Value = serde_json::from_str(&ip(Some(ns), &["-j", "addr", "show", "dev", dev])?)?;
-    Ok(Some(parse_link(role, ns, l, addrs.get(0).unwrap_or(&Value::Null))))
+    Ok(Some(parse_link(
+        role,
+        ns,
+        l,
+        addrs.get(0).unwrap_or(&Value::Null),
+    )))
 }
 
 /// Builds a LinkStatus from one `ip -j -s -d link` object and its
 /// `ip -j addr` object.
 fn parse_link(role: &str, ns: &str, l: &Value, addrs: &Value) -> LinkStatus {
     let u = |p: &str| l.pointer(p).and_then(Value::as_u64).unwrap_or(0);
-    let s = |p: &str| l.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    let s = |p: &str| {
+        l.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     let xdp = l
         .pointer("/xdp/attached")
         .and_then(Value::as_array)
@@ -131,7 +156,13 @@ fn parse_link(role: &str, ns: &str, l: &Value, addrs: &Value) -> LinkStatus {
         .map(|a| {
             a.iter()
                 .filter(|x| x.get("scope").and_then(Value::as_str) == Some("global"))
-                .filter_map(|x| Some(format!("{}/{}", x.get("local")?.as_str()?, x.get("prefixlen")?.as_u64()?)))
+                .filter_map(|x| {
+                    Some(format!(
+                        "{}/{}",
+                        x.get("local")?.as_str()?,
+                        x.get("prefixlen")?.as_u64()?
+                    ))
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -165,14 +196,22 @@ fn xdp_prog(a: &Value) -> Option<XdpProg> {
     };
     Some(XdpProg {
         id: prog.get("id")?.as_u64()?,
-        name: prog.get("name").and_then(Value::as_str).unwrap_or("").into(),
+        name: prog
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .into(),
         mode: mode.into(),
     })
 }
 
 fn forwarding(ns: &str) -> Result<Forwarding> {
     let _in = netns::NetnsGuard::enter(ns)?;
-    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim() == "1").unwrap_or(false);
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim() == "1")
+            .unwrap_or(false)
+    };
     Ok(Forwarding {
         ipv4: read("/proc/sys/net/ipv4/ip_forward"),
         ipv6: read("/proc/sys/net/ipv6/conf/all/forwarding"),
@@ -181,9 +220,19 @@ fn forwarding(ns: &str) -> Result<Forwarding> {
 
 impl fmt::Display for LabStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "lab {} ({} queue{} per veth)", self.name, self.queues, if self.queues == 1 { "" } else { "s" })?;
+        writeln!(
+            f,
+            "lab {} ({} queue{} per veth)",
+            self.name,
+            self.queues,
+            if self.queues == 1 { "" } else { "s" }
+        )?;
         for n in self.namespaces.all() {
-            let state = if self.namespaces_present.iter().any(|p| p == n) { "present" } else { "MISSING" };
+            let state = if self.namespaces_present.iter().any(|p| p == n) {
+                "present"
+            } else {
+                "MISSING"
+            };
             writeln!(f, "  netns {n:<24} {state}")?;
         }
         writeln!(
@@ -193,18 +242,37 @@ impl fmt::Display for LabStatus {
             on_off(self.dut_forwarding.ipv6)
         )?;
         for t in &self.napi_threads {
-            writeln!(f, "  napi thread pid {} on CPU {}{}", t.pid, t.cpu, if t.alive { "" } else { " (gone)" })?;
+            writeln!(
+                f,
+                "  napi thread pid {} on CPU {}{}",
+                t.pid,
+                t.cpu,
+                if t.alive { "" } else { " (gone)" }
+            )?;
         }
         writeln!(
             f,
             "  {:<8} {:<16} {:<7} {:<5} {:>12} {:>12} {:>9} {:>12} {:>12} {:>9}  xdp",
-            "role", "interface", "state", "mtu", "rx pkts", "rx bytes", "rx drop", "tx pkts", "tx bytes", "tx drop"
+            "role",
+            "interface",
+            "state",
+            "mtu",
+            "rx pkts",
+            "rx bytes",
+            "rx drop",
+            "tx pkts",
+            "tx bytes",
+            "tx drop"
         )?;
         for l in &self.links {
             let xdp = if l.xdp.is_empty() {
                 "-".to_string()
             } else {
-                l.xdp.iter().map(|p| format!("{}#{} ({})", p.name, p.id, p.mode)).collect::<Vec<_>>().join(", ")
+                l.xdp
+                    .iter()
+                    .map(|p| format!("{}#{} ({})", p.name, p.id, p.mode))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             };
             writeln!(
                 f,
@@ -258,8 +326,18 @@ mod tests {
         )
         .unwrap();
         let s = parse_link("gen", "x-gen", &l, &a);
-        assert_eq!(s.xdp, vec![XdpProg { id: 101, name: "lab_recv".into(), mode: "generic".into() }]);
-        assert_eq!((s.rx_packets, s.rx_bytes, s.rx_dropped, s.tx_packets), (1, 90, 4, 2));
+        assert_eq!(
+            s.xdp,
+            vec![XdpProg {
+                id: 101,
+                name: "lab_recv".into(),
+                mode: "generic".into()
+            }]
+        );
+        assert_eq!(
+            (s.rx_packets, s.rx_bytes, s.rx_dropped, s.tx_packets),
+            (1, 90, 4, 2)
+        );
         assert_eq!(s.addresses, vec!["198.18.0.1/24"]);
         assert_eq!((s.ifindex, s.rx_queues, s.mtu), (3, 2, 1500));
     }

@@ -19,8 +19,16 @@ pub const DEFAULT_NAME: &str = "linerate";
 impl LabSpec {
     pub fn new(name: &str) -> Self {
         // On a 2-core machine: generator on CPU 0, DUT on CPU 1.
-        let dut_cpu = if linerate_host::cpu::online() > 1 { 1 } else { 0 };
-        LabSpec { name: name.to_string(), queues: 1, dut_cpu }
+        let dut_cpu = if linerate_host::cpu::online() > 1 {
+            1
+        } else {
+            0
+        };
+        LabSpec {
+            name: name.to_string(),
+            queues: 1,
+            dut_cpu,
+        }
     }
 
     /// Rejects a spec before anything is built.
@@ -29,7 +37,10 @@ impl LabSpec {
         if n.is_empty() || n.len() > 32 {
             bail!("--name: lab name must be 1 to 32 characters, got {:?}", n);
         }
-        if !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        if !n
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
             bail!("--name: {n:?} may hold only letters, digits, '-' and '_'");
         }
         if !(1..=64).contains(&self.queues) {
@@ -37,7 +48,10 @@ impl LabSpec {
         }
         let cpus = linerate_host::cpu::online();
         if self.dut_cpu >= cpus {
-            bail!("--dut-cpu: CPU {} does not exist (this machine has {cpus} online)", self.dut_cpu);
+            bail!(
+                "--dut-cpu: CPU {} does not exist (this machine has {cpus} online)",
+                self.dut_cpu
+            );
         }
         Ok(())
     }
@@ -76,7 +90,12 @@ pub struct Interfaces {
 
 impl Default for Interfaces {
     fn default() -> Self {
-        Interfaces { gen: "gen0".into(), dut_in: "dut0".into(), dut_out: "dut1".into(), recv: "recv0".into() }
+        Interfaces {
+            gen: "gen0".into(),
+            dut_in: "dut0".into(),
+            dut_out: "dut1".into(),
+            recv: "recv0".into(),
+        }
     }
 }
 
@@ -123,10 +142,18 @@ mod tests {
         assert!(s.validate().unwrap_err().to_string().starts_with("--name"));
         s.name = "ok".into();
         s.queues = 0;
-        assert!(s.validate().unwrap_err().to_string().starts_with("--queues"));
+        assert!(s
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("--queues"));
         s.queues = 2;
         s.dut_cpu = 4096;
-        assert!(s.validate().unwrap_err().to_string().starts_with("--dut-cpu"));
+        assert!(s
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .starts_with("--dut-cpu"));
         s.dut_cpu = 0;
         assert!(s.validate().is_ok());
     }

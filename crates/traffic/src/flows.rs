@@ -73,18 +73,30 @@ pub fn parse(what: &str, s: &str, default_port: u16) -> Result<Endpoints> {
     if addr_low32(last) < addr_low32(first) {
         bail!("{what}: address range {first}-{last} is inverted");
     }
-    Ok(Endpoints { first, last, port_first, port_last })
+    Ok(Endpoints {
+        first,
+        last,
+        port_first,
+        port_last,
+    })
 }
 
 fn addr(what: &str, s: &str) -> Result<IpAddr> {
-    s.parse().with_context(|| format!("{what}: {s:?} is not an IP address"))
+    s.parse()
+        .with_context(|| format!("{what}: {s:?} is not an IP address"))
 }
 
 fn port_range(what: &str, p: Option<&str>, default_port: u16) -> Result<(u16, u16)> {
-    let Some(p) = p else { return Ok((default_port, default_port)) };
+    let Some(p) = p else {
+        return Ok((default_port, default_port));
+    };
     let (x, y) = p.split_once('-').unwrap_or((p, p));
-    let x: u16 = x.parse().with_context(|| format!("{what}: {x:?} is not a port"))?;
-    let y: u16 = y.parse().with_context(|| format!("{what}: {y:?} is not a port"))?;
+    let x: u16 = x
+        .parse()
+        .with_context(|| format!("{what}: {x:?} is not a port"))?;
+    let y: u16 = y
+        .parse()
+        .with_context(|| format!("{what}: {y:?} is not a port"))?;
     if y < x {
         bail!("{what}: port range {x}-{y} is inverted");
     }
@@ -138,11 +150,17 @@ mod tests {
     fn pktgen_style_ranges() {
         // BSDRP's own command line.
         let e = parse("-s", "198.18.10.1:2000-198.18.10.20", 9).unwrap();
-        assert_eq!((e.addr_count(), e.port_first, e.port_last), (20, 2000, 2000));
+        assert_eq!(
+            (e.addr_count(), e.port_first, e.port_last),
+            (20, 2000, 2000)
+        );
         let e = parse("-s", "198.18.10.1:2000-198.18.10.20:2003", 9).unwrap();
         assert_eq!((e.addr_count(), e.port_count()), (20, 4));
         let e = parse("-s", "198.18.10.1-198.18.10.20:2000", 9).unwrap();
-        assert_eq!((e.addr_count(), e.port_first, e.port_last), (20, 2000, 2000));
+        assert_eq!(
+            (e.addr_count(), e.port_first, e.port_last),
+            (20, 2000, 2000)
+        );
         let d = parse("-d", "198.19.10.1-198.19.10.100", 2000).unwrap();
         assert_eq!((d.addr_count(), d.port_count()), (100, 1));
         let p = parse("-d", "10.0.0.1:1000-1009", 0).unwrap();
@@ -156,12 +174,21 @@ mod tests {
         assert_eq!(e.addr_count(), 16);
         let b = parse("-s", "[2001:2::1-2001:2::2]:7-8", 9).unwrap();
         assert_eq!((b.addr_count(), b.port_first, b.port_last), (2, 7, 8));
-        assert!(parse("-s", "2001:2::1-2001:3::1", 9).unwrap_err().to_string().contains("low 32 bits"));
+        assert!(parse("-s", "2001:2::1-2001:3::1", 9)
+            .unwrap_err()
+            .to_string()
+            .contains("low 32 bits"));
     }
 
     #[test]
     fn bad_ranges_name_the_option() {
-        for bad in ["198.18.0.9-198.18.0.1", "1.2.3.4:9-8", "1.2.3.4-2001::1", "nonsense", "1.2.3.4:x"] {
+        for bad in [
+            "198.18.0.9-198.18.0.1",
+            "1.2.3.4:9-8",
+            "1.2.3.4-2001::1",
+            "nonsense",
+            "1.2.3.4:x",
+        ] {
             let e = parse("-d", bad, 9).unwrap_err().to_string();
             assert!(e.starts_with("-d:"), "{bad}: {e}");
         }

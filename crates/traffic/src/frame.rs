@@ -57,7 +57,11 @@ impl FrameSpec {
     pub fn validate(&self) -> Result<()> {
         let v6 = self.is_ipv6();
         if self.src.is_ipv6() != self.dst.is_ipv6() {
-            bail!("source {} and destination {} are not of the same family", self.src, self.dst);
+            bail!(
+                "source {} and destination {} are not of the same family",
+                self.src,
+                self.dst
+            );
         }
         let min = header_len(v6).max(MIN_FRAME);
         if self.len < min || self.len > MAX_FRAME {
@@ -137,7 +141,9 @@ pub fn parse_mac(what: &str, s: &str) -> Result<[u8; 6]> {
         mac[i] = u8::from_str_radix(p, 16)
             .ok()
             .filter(|_| p.len() == 2)
-            .ok_or_else(|| anyhow::anyhow!("{what}: {s:?} is not a MAC address (aa:bb:cc:dd:ee:ff)"))?;
+            .ok_or_else(|| {
+                anyhow::anyhow!("{what}: {s:?} is not a MAC address (aa:bb:cc:dd:ee:ff)")
+            })?;
     }
     Ok(mac)
 }
@@ -161,8 +167,20 @@ mod tests {
 
     #[test]
     fn sizes_follow_pktgen() {
-        assert_eq!(spec("198.18.10.1", "198.19.10.1", 60).build().unwrap().len(), 60);
-        assert_eq!(spec("2001:2::1", "2001:2:0:8000::1", 62).build().unwrap().len(), 62);
+        assert_eq!(
+            spec("198.18.10.1", "198.19.10.1", 60)
+                .build()
+                .unwrap()
+                .len(),
+            60
+        );
+        assert_eq!(
+            spec("2001:2::1", "2001:2:0:8000::1", 62)
+                .build()
+                .unwrap()
+                .len(),
+            62
+        );
         assert!(spec("198.18.10.1", "198.19.10.1", 60).stamped());
         assert!(!spec("2001:2::1", "2001:2:0:8000::1", 62).stamped());
         assert!(spec("2001:2::1", "2001:2:0:8000::1", 78).stamped());
@@ -171,16 +189,30 @@ mod tests {
 
     #[test]
     fn bad_lengths_and_families_are_refused() {
-        assert!(spec("198.18.10.1", "198.19.10.1", 59).build().unwrap_err().to_string().starts_with("-l:"));
+        assert!(spec("198.18.10.1", "198.19.10.1", 59)
+            .build()
+            .unwrap_err()
+            .to_string()
+            .starts_with("-l:"));
         assert!(spec("198.18.10.1", "198.19.10.1", 1515).build().is_err());
-        assert!(spec("198.18.10.1", "2001::1", 100).build().unwrap_err().to_string().contains("same family"));
+        assert!(spec("198.18.10.1", "2001::1", 100)
+            .build()
+            .unwrap_err()
+            .to_string()
+            .contains("same family"));
     }
 
     #[test]
     fn macs() {
-        assert_eq!(parse_mac("-S", "02:00:00:00:00:0a").unwrap(), [2, 0, 0, 0, 0, 10]);
+        assert_eq!(
+            parse_mac("-S", "02:00:00:00:00:0a").unwrap(),
+            [2, 0, 0, 0, 0, 10]
+        );
         for bad in ["02:00:00:00:00", "02:00:00:00:00:0g", "2:0:0:0:0:1"] {
-            assert!(parse_mac("-S", bad).unwrap_err().to_string().starts_with("-S:"));
+            assert!(parse_mac("-S", bad)
+                .unwrap_err()
+                .to_string()
+                .starts_with("-S:"));
         }
     }
 }

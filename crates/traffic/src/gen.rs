@@ -5,6 +5,7 @@
 use crate::flows::{addr_low32, Endpoints};
 use crate::frame::FrameSpec;
 use anyhow::{bail, Result};
+use linerate_bpf::layout::GenState;
 use linerate_bpf::{loader, maps, objects, test_run};
 use serde::Serialize;
 use std::os::fd::AsFd;
@@ -46,9 +47,13 @@ pub struct GenReport {
     pub frame_len: usize,
 }
 
-/// Repetitions per BPF_PROG_RUN call: a few milliseconds of frames, so the
-/// stop flag, the count and the per-second lines stay responsive.
-const CHUNK: u32 = 8192;
+/// Each BPF_PROG_RUN call costs milliseconds of set-up and tear-down (see
+/// `run_live_frames`), so calls are sized to last about this long: long
+/// enough to amortise that, short enough for the stop flag, the count and
+/// the per-second lines.
+const CALL_TARGET: Duration = Duration::from_millis(200);
+const MIN_CHUNK: u64 = 1 << 12;
+const MAX_CHUNK: u64 = 1 << 24;
 
 const XDP_TX: u32 = 3;
 
@@ -80,6 +85,12 @@ impl Generator {
         Ok(Generator { obj, frame })
     }
 
+    /// Frames the program has built so far, over all CPUs.
+    pub fn frames_built(&self) -> Result<u64> {
+        let st: Vec<GenState> = maps::read_percpu(&loader::map(&self.obj, "gen_state")?, 0)?;
+        Ok(st.iter().map(|s| s.seq).sum())
+    }
+
     /// Runs the program `n` times without sending (plain BPF_PROG_RUN) and
     /// returns the frames it built, in order: what the wire would carry.
     pub fn sample(&self, n: usize) -> Result<Vec<Vec<u8>>> {
@@ -105,34 +116,63 @@ impl Generator {
 
     /// Sends frames out of `opts.ifname` until the duration, the count or
     /// `stop`; calls `on_interval` about once a second.
-    pub fn run(&self, opts: &GenOptions, stop: &AtomicBool, mut on_interval: impl FnMut(&Interval)) -> Result<GenReport> {
+    pub fn run(
+        &self,
+        opts: &GenOptions,
+        stop: &AtomicBool,
+        mut on_interval: impl FnMut(&Interval),
+    ) -> Result<GenReport> {
         if opts.duration.is_none() && opts.count.is_none() {
             bail!("the generator needs -t seconds or -n count");
         }
         let prog = loader::prog(&self.obj, "lab_gen")?;
         let ifindex = loader::ifindex(&opts.ifname)?;
         let frame = &self.frame;
-        let start = Instant::now();
-        let mut sent: u64 = 0;
-        let mut tick = start;
-        let mut tick_sent: u64 = 0;
         let len = frame.len() as u64;
+        // The program's own per-CPU sequence counters say how many frames it
+        // built, including in a call a signal cut short.
+        let base = self.frames_built()?;
+        let start = Instant::now();
+        let (mut sent, mut tick, mut tick_sent) = (0u64, start, 0u64);
+        let mut chunk = MIN_CHUNK * 4;
         loop {
-            let now = Instant::now();
-            if stop.load(Ordering::Relaxed) || opts.duration.is_some_and(|d| now - start >= d) {
+            if stop.load(Ordering::Relaxed) || opts.duration.is_some_and(|d| start.elapsed() >= d) {
                 break;
             }
-            let left = opts.count.map(|c| c - sent).unwrap_or(u64::MAX);
-            if left == 0 {
+            let mut n = opts.count.map_or(chunk, |c| (c - sent).min(chunk));
+            if let Some(d) = opts.duration {
+                // Do not run far past the end: scale to the time left.
+                let left =
+                    d.saturating_sub(start.elapsed()).as_secs_f64() / CALL_TARGET.as_secs_f64();
+                n = n.min(((chunk as f64 * left) as u64).max(MIN_CHUNK.min(n)));
+            }
+            if n == 0 {
                 break;
             }
-            let n = left.min(CHUNK as u64) as u32;
-            test_run::run_live_frames(prog.as_fd(), frame, ifindex, 0, n, opts.batch_size)?;
-            sent += n as u64;
+            let t0 = Instant::now();
+            let outcome = test_run::run_live_frames(
+                prog.as_fd(),
+                frame,
+                ifindex,
+                0,
+                n as u32,
+                opts.batch_size,
+            )?;
+            let took = t0.elapsed();
+            sent = self.frames_built()? - base;
+            if outcome == test_run::LiveRun::Interrupted {
+                break;
+            }
+            let scaled = n as f64 * CALL_TARGET.as_secs_f64() / took.as_secs_f64().max(1e-6);
+            chunk = (scaled as u64).clamp(MIN_CHUNK, MAX_CHUNK);
             let now = Instant::now();
             if now - tick >= Duration::from_secs(1) {
                 let p = sent - tick_sent;
-                on_interval(&Interval { packets: p, bytes: p * len, usec: (now - tick).as_micros() as u64 });
+                on_interval(&Interval {
+                    packets: p,
+                    bytes: p * len,
+                    usec: (now - tick).as_micros() as u64,
+                });
                 tick = now;
                 tick_sent = sent;
             }

@@ -5,4 +5,6 @@
 pub mod flows;
 pub mod frame;
 pub mod gen;
+pub mod measure;
 pub mod recv;
+pub mod units;

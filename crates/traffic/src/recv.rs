@@ -19,7 +19,10 @@ impl Receiver {
             let _in = netns.map(NetnsGuard::enter).transpose()?;
             XdpAttachment::attach(&loader::prog(&obj, "lab_recv")?, ifname, mode)?
         };
-        Ok(Receiver { _attachment: attachment, obj })
+        Ok(Receiver {
+            _attachment: attachment,
+            obj,
+        })
     }
 
     /// Counters per CPU.
@@ -29,10 +32,13 @@ impl Receiver {
 
     /// Counters summed over CPUs.
     pub fn total(&self) -> Result<RecvCounters> {
-        Ok(self.per_cpu()?.iter().fold(RecvCounters::default(), |a, c| RecvCounters {
-            packets: a.packets + c.packets,
-            bytes: a.bytes + c.bytes,
-            stamped: a.stamped + c.stamped,
-        }))
+        Ok(self
+            .per_cpu()?
+            .iter()
+            .fold(RecvCounters::default(), |a, c| RecvCounters {
+                packets: a.packets + c.packets,
+                bytes: a.bytes + c.bytes,
+                stamped: a.stamped + c.stamped,
+            }))
     }
 }

@@ -40,12 +40,18 @@ struct Decoded {
 
 fn decode(frame: &[u8]) -> Decoded {
     let p = SlicedPacket::from_ethernet(frame).expect("etherparse decodes the frame");
-    let Some(TransportSlice::Udp(udp)) = p.transport else { panic!("not UDP") };
+    let Some(TransportSlice::Udp(udp)) = p.transport else {
+        panic!("not UDP")
+    };
     let payload = udp.payload();
     let (src, dst) = match p.net.expect("IP") {
         NetSlice::Ipv4(ip) => {
             let h = ip.header().to_header();
-            assert_eq!(h.header_checksum, h.calc_header_checksum(), "IPv4 header checksum");
+            assert_eq!(
+                h.header_checksum,
+                h.calc_header_checksum(),
+                "IPv4 header checksum"
+            );
             let want = udp.to_header().calc_checksum_ipv4(&h, payload).unwrap();
             assert_eq!(udp.checksum(), want, "UDP checksum over IPv4");
             (h.source.into(), h.destination.into())
@@ -59,15 +65,29 @@ fn decode(frame: &[u8]) -> Decoded {
         NetSlice::Arp(_) => panic!("ARP"),
     };
     let seq = (payload.len() >= 16 && payload[0..2] == [0x4c, 0x52]).then(|| {
-        assert_eq!(u16::from_be_bytes([payload[2], payload[3]]) >= 7, true, "stream id from stream_base");
+        assert_eq!(
+            u16::from_be_bytes([payload[2], payload[3]]) >= 7,
+            true,
+            "stream id from stream_base"
+        );
         u32::from_be_bytes(payload[4..8].try_into().unwrap())
     });
-    Decoded { src, dst, sport: udp.source_port(), dport: udp.destination_port(), seq }
+    Decoded {
+        src,
+        dst,
+        sport: udp.source_port(),
+        dport: udp.destination_port(),
+        seq,
+    }
 }
 
 #[test]
 fn ipv4_frames_are_valid_and_flows_advance_like_pktgen() {
-    let o = opts("198.18.10.1-198.18.10.3:2000-2001", "198.19.10.1-198.19.10.2", 60);
+    let o = opts(
+        "198.18.10.1-198.18.10.3:2000-2001",
+        "198.19.10.1-198.19.10.2",
+        60,
+    );
     let g = Generator::new(&o).unwrap();
     let frames = g.sample(2 * 3 * 2 + 1).unwrap();
     let d: Vec<Decoded> = frames.iter().map(|f| decode(f)).collect();
@@ -80,10 +100,17 @@ fn ipv4_frames_are_valid_and_flows_advance_like_pktgen() {
     };
     for (i, x) in d.iter().enumerate() {
         let (sport, src, dst) = expect(i);
-        assert_eq!((x.sport, x.src.to_string(), x.dst.to_string(), x.dport), (sport, src, dst, 2000), "frame {i}");
+        assert_eq!(
+            (x.sport, x.src.to_string(), x.dst.to_string(), x.dport),
+            (sport, src, dst, 2000),
+            "frame {i}"
+        );
     }
     // Sequence numbers increase by one per frame.
-    let seqs: Vec<u32> = d.iter().map(|x| x.seq.expect("60-byte IPv4 frames carry a stamp")).collect();
+    let seqs: Vec<u32> = d
+        .iter()
+        .map(|x| x.seq.expect("60-byte IPv4 frames carry a stamp"))
+        .collect();
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
     assert!(frames.iter().all(|f| f.len() == 60));
 }
@@ -102,7 +129,11 @@ fn ipv4_checksums_hold_for_every_size() {
 #[test]
 fn ipv6_frames_are_valid_with_and_without_stamp() {
     for len in [62, 78, 79, 1514] {
-        let o = opts("2001:2::1-2001:2::14", "[2001:2:0:8000::1-2001:2:0:8000::64]:3000", len);
+        let o = opts(
+            "2001:2::1-2001:2::14",
+            "[2001:2:0:8000::1-2001:2:0:8000::64]:3000",
+            len,
+        );
         let frames = Generator::new(&o).unwrap().sample(30).unwrap();
         for (i, f) in frames.iter().enumerate() {
             let d = decode(f);
@@ -130,6 +161,10 @@ fn a_dirtied_frame_is_rewritten() {
     let out = g.sample_from(&dirty, 1).unwrap().remove(0);
     // Everything up to the UDP checksum (which covers the time stamp, new
     // on every run) is back to the template; decode() checks the checksums.
-    assert_eq!(out[..40], clean[..40], "headers restored (MACs, TTL, IP checksum)");
+    assert_eq!(
+        out[..40],
+        clean[..40],
+        "headers restored (MACs, TTL, IP checksum)"
+    );
     decode(&out);
 }

@@ -1,0 +1,146 @@
+//! The command-line grammar.
+use clap::{Args, Parser, Subcommand};
+use linerate_lab::topology::DEFAULT_NAME;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "linerate",
+    version,
+    about = "An XDP software router and the lab that measures routers"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Build, inspect, remove and run the gen -> dut -> recv namespace lab.
+    #[command(subcommand)]
+    Lab(LabCmd),
+    /// Send frames with the XDP live-frames generator (pkt-gen style options).
+    Gen(GenArgs),
+    /// Count and drop frames with an XDP receiver.
+    Recv(RecvArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LabCmd {
+    /// Build the lab (three namespaces, two veth pairs, addresses, routes).
+    Up(UpArgs),
+    /// Remove the lab and everything it made.
+    Down(NameArg),
+    /// Show namespaces, links, addresses, XDP programs and counters.
+    Status(StatusArgs),
+    /// Build a lab, send traffic through the kernel DUT, report, remove it.
+    Run(RunArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct NameArg {
+    /// Lab name: its namespaces are NAME-gen, NAME-dut, NAME-recv.
+    #[arg(long, default_value = DEFAULT_NAME)]
+    pub name: String,
+}
+
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    #[command(flatten)]
+    pub name: NameArg,
+    /// RX/TX queues per veth.
+    #[arg(long, default_value_t = 1)]
+    pub queues: u32,
+    /// CPU for the DUT's receive NAPI thread (default: 1, or 0 on one CPU).
+    #[arg(long)]
+    pub dut_cpu: Option<usize>,
+    /// Remove and rebuild the lab if it is already up.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub name: NameArg,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Lab name used for the run (built and removed by the run).
+    #[arg(long, default_value = "linerate-run")]
+    pub name: String,
+    /// Seconds of traffic.
+    #[arg(short = 't', long, default_value_t = 5)]
+    pub seconds: u64,
+    /// Frame length without FCS.
+    #[arg(short = 'l', long, default_value_t = 60)]
+    pub len: usize,
+    /// CPU of the generator.
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct GenArgs {
+    /// Interface to send from.
+    #[arg(short = 'i', long)]
+    pub iface: String,
+    /// Run inside this network namespace.
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Frame length without FCS (60..1514).
+    #[arg(short = 'l', long, default_value_t = 60)]
+    pub len: usize,
+    /// Source range, pkt-gen style: ADDR[:PORT][-ADDR[:PORT]].
+    #[arg(short = 's', long, default_value = "198.18.10.1:2000-198.18.10.20")]
+    pub src: String,
+    /// Destination range, pkt-gen style.
+    #[arg(short = 'd', long, default_value = "198.19.10.1:2000-198.19.10.100")]
+    pub dst: String,
+    /// Source MAC (default: the interface's).
+    #[arg(short = 'S', long)]
+    pub src_mac: Option<String>,
+    /// Destination MAC (the next hop's; default: the lab DUT's dut0).
+    #[arg(short = 'D', long, default_value = linerate_lab::topology::mac::DUT_IN)]
+    pub dst_mac: String,
+    /// Seconds to send.
+    #[arg(short = 't', long)]
+    pub seconds: Option<f64>,
+    /// Frames to send.
+    #[arg(short = 'n', long)]
+    pub count: Option<u64>,
+    /// Pin the generator to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Frames per kernel batch (1..256).
+    #[arg(long, default_value_t = 64)]
+    pub batch: u32,
+    /// Print a final JSON object instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RecvArgs {
+    /// Interface to count on.
+    #[arg(short = 'i', long)]
+    pub iface: String,
+    /// Run inside this network namespace.
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Seconds to count (default: until Ctrl-C).
+    #[arg(short = 't', long)]
+    pub seconds: Option<f64>,
+    /// Attach in generic (skb) mode instead of native.
+    #[arg(long)]
+    pub generic: bool,
+    /// Print a final JSON object instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}

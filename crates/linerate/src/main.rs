@@ -1,0 +1,21 @@
+//! linerate: the command line. Argument parsing and wiring only; the work
+//! is in the library crates.
+mod cli;
+mod cmd_lab;
+mod cmd_traffic;
+mod stop;
+
+use clap::Parser;
+
+fn main() {
+    let args = cli::Cli::parse();
+    let result = match args.command {
+        cli::Command::Lab(lab) => cmd_lab::run(lab),
+        cli::Command::Gen(g) => cmd_traffic::gen(g),
+        cli::Command::Recv(r) => cmd_traffic::recv(r),
+    };
+    if let Err(e) = result {
+        eprintln!("linerate: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,99 @@
+//! One forwarding-rate trial: a receiver on the far side, the generator on
+//! its own pinned thread on the near side, and the per-second rates of both
+//! (BSDRP's default measurement: the rate a DUT forwards under overload).
+use crate::gen::{GenOptions, GenReport, Generator};
+use crate::recv::Receiver;
+use anyhow::{anyhow, Result};
+use linerate_bpf::loader::XdpMode;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct Trial {
+    pub gen_netns: String,
+    pub recv_netns: String,
+    pub recv_ifname: String,
+    pub gen_cpu: usize,
+    pub gen: GenOptions,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TrialResult {
+    pub offered: GenReport,
+    pub received_packets: u64,
+    pub received_bytes: u64,
+    /// Received packets per second over the generator's run.
+    pub received_pps: f64,
+    pub loss_ratio: f64,
+    /// Receiver's packets per second, one value a second.
+    pub received_pps_per_second: Vec<f64>,
+}
+
+/// Grace period after the generator stops for frames still in flight.
+const DRAIN: Duration = Duration::from_millis(200);
+
+/// Runs one trial. `on_second` gets the receiver's packets and bytes of
+/// each second as they come.
+pub fn run_trial(
+    t: &Trial,
+    stop: &AtomicBool,
+    mut on_second: impl FnMut(u64, u64, u64),
+) -> Result<TrialResult> {
+    let receiver = Receiver::attach(&t.recv_ifname, Some(&t.recv_netns), XdpMode::Native)?;
+    let base = receiver.total()?;
+    let done = Arc::new(AtomicBool::new(false));
+    let gen_stop = Arc::new(AtomicBool::new(false));
+    let handle = {
+        let (t, done, gen_stop) = (t.clone(), done.clone(), gen_stop.clone());
+        std::thread::Builder::new()
+            .name("linerate-gen".into())
+            .spawn(move || -> Result<GenReport> {
+                let r = (|| {
+                    linerate_host::netns::enter_for_good(&t.gen_netns)?;
+                    linerate_host::cpu::pin(0, t.gen_cpu)?;
+                    let g = Generator::new(&t.gen)?;
+                    g.run(&t.gen, &gen_stop, |_| {})
+                })();
+                done.store(true, Ordering::SeqCst);
+                r
+            })?
+    };
+    let mut per_second = Vec::new();
+    let mut last = base;
+    let mut tick = Instant::now();
+    while !done.load(Ordering::SeqCst) {
+        if stop.load(Ordering::Relaxed) {
+            gen_stop.store(true, Ordering::SeqCst);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        if tick.elapsed() >= Duration::from_secs(1) {
+            let now = receiver.total()?;
+            let usec = tick.elapsed().as_micros() as u64;
+            tick = Instant::now();
+            let p = now.packets - last.packets;
+            per_second.push(p as f64 * 1e6 / usec as f64);
+            on_second(p, now.bytes - last.bytes, usec);
+            last = now;
+        }
+    }
+    let offered = handle
+        .join()
+        .map_err(|_| anyhow!("generator thread panicked"))??;
+    std::thread::sleep(DRAIN);
+    let total = receiver.total()?;
+    let received_packets = total.packets - base.packets;
+    Ok(TrialResult {
+        received_bytes: total.bytes - base.bytes,
+        received_pps: received_packets as f64 / offered.seconds,
+        loss_ratio: if offered.sent_packets == 0 {
+            0.0
+        } else {
+            1.0 - received_packets as f64 / offered.sent_packets as f64
+        },
+        received_pps_per_second: per_second,
+        received_packets,
+        offered,
+    })
+}
