@@ -22,7 +22,11 @@ pub struct Trial {
 #[derive(Clone, Debug, Serialize)]
 pub struct TrialResult {
     pub offered: GenReport,
+    /// Frames from the generator that arrived (stamped ones when the frames
+    /// carry a stamp, so the kernel's own ND/MLD chatter is not counted).
     pub received_packets: u64,
+    /// Other frames the receiver saw.
+    pub other_packets: u64,
     pub received_bytes: u64,
     /// Received packets per second over the generator's run.
     pub received_pps: f64,
@@ -83,7 +87,12 @@ pub fn run_trial(
         .map_err(|_| anyhow!("generator thread panicked"))??;
     std::thread::sleep(DRAIN);
     let total = receiver.total()?;
-    let received_packets = total.packets - base.packets;
+    let all = total.packets - base.packets;
+    let received_packets = if t.gen.frame.stamped() {
+        total.stamped - base.stamped
+    } else {
+        all
+    };
     Ok(TrialResult {
         received_bytes: total.bytes - base.bytes,
         received_pps: received_packets as f64 / offered.seconds,
@@ -93,6 +102,7 @@ pub fn run_trial(
             1.0 - received_packets as f64 / offered.sent_packets as f64
         },
         received_pps_per_second: per_second,
+        other_packets: all - received_packets,
         received_packets,
         offered,
     })
