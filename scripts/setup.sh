@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what linerate needs on Debian 12, as root: the BPF toolchain,
+# the tools the lab calls, and Rust (if cargo is missing). Idempotent: fast
+# when everything is already there.
+set -euo pipefail
+
+PACKAGES=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config make gcc
+          iproute2 ethtool iputils-ping procps util-linux linux-libc-dev)
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: run as root (apt-get, network namespaces and BPF need it)" >&2
+    exit 1
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    [ -x "$HOME/.cargo/bin/cargo" ] || {
+        echo "setup: installing Rust with rustup"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q curl ca-certificates
+        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+    }
+fi
