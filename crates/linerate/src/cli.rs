@@ -22,6 +22,18 @@ pub enum Command {
     Gen(GenArgs),
     /// Count and drop frames with an XDP receiver.
     Recv(RecvArgs),
+    /// FreeBSD's ministat: statistics and Student's t test of data sets.
+    /// Usage: ministat [-Anqs] [-C column] [-c confidence] [-d delimiters]
+    /// [-w width] [--json] [file ...]
+    #[command(disable_help_flag = true)]
+    Ministat(MinistatArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct MinistatArgs {
+    /// ministat's own options and files, parsed as FreeBSD's getopt does.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    pub args: Vec<String>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -2,6 +2,7 @@
 //! is in the library crates.
 mod cli;
 mod cmd_lab;
+mod cmd_ministat;
 mod cmd_traffic;
 mod stop;
 
@@ -13,6 +14,7 @@ fn main() {
         cli::Command::Lab(lab) => cmd_lab::run(lab),
         cli::Command::Gen(g) => cmd_traffic::gen(g),
         cli::Command::Recv(r) => cmd_traffic::recv(r),
+        cli::Command::Ministat(m) => std::process::exit(cmd_ministat::run(m)),
     };
     if let Err(e) = result {
         eprintln!("linerate: {e:#}");
