@@ -27,6 +27,31 @@ pub enum Command {
     /// [-w width] [--json] [file ...]
     #[command(disable_help_flag = true)]
     Ministat(MinistatArgs),
+    /// Simple IMIX pps <-> bps conversion and Ethernet line rates.
+    Imix(ImixArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["pps", "bps", "line_rate"])))]
+pub struct ImixArgs {
+    /// Packets per second to convert to bandwidth (e.g. 7000000, 7M).
+    #[arg(long)]
+    pub pps: Option<String>,
+    /// Bandwidth to convert to packets per second (e.g. 10G).
+    #[arg(long)]
+    pub bps: Option<String>,
+    /// Layer of --bps: ip or ethernet.
+    #[arg(long, default_value = "ethernet", value_parser = ["ip", "ethernet"])]
+    pub layer: String,
+    /// Link speed for line-rate references (1G, 10G, 25G, 40G, 100G, ...).
+    #[arg(long)]
+    pub line_rate: Option<String>,
+    /// Frame size in bytes, FCS included, for --line-rate.
+    #[arg(long, default_value_t = 64)]
+    pub size: u32,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -1,6 +1,7 @@
 //! linerate: the command line. Argument parsing and wiring only; the work
 //! is in the library crates.
 mod cli;
+mod cmd_imix;
 mod cmd_lab;
 mod cmd_ministat;
 mod cmd_traffic;
@@ -14,6 +15,7 @@ fn main() {
         cli::Command::Lab(lab) => cmd_lab::run(lab),
         cli::Command::Gen(g) => cmd_traffic::gen(g),
         cli::Command::Recv(r) => cmd_traffic::recv(r),
+        cli::Command::Imix(i) => cmd_imix::run(i),
         cli::Command::Ministat(m) => std::process::exit(cmd_ministat::run(m)),
     };
     if let Err(e) = result {

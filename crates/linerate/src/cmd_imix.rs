@@ -1,0 +1,60 @@
+//! `linerate imix`: Simple IMIX conversions and line-rate references.
+use crate::cli::ImixArgs;
+use anyhow::{anyhow, bail, Result};
+use linerate_imix::{convert_pps, human, imix_pps, line_rate, parse_rate, Layer};
+
+pub fn run(a: ImixArgs) -> Result<()> {
+    let layer = if a.layer == "ip" {
+        Layer::Ip
+    } else {
+        Layer::Ethernet
+    };
+    if let Some(speed) = &a.line_rate {
+        if !(64..=16000).contains(&a.size) {
+            bail!(
+                "--size: {} bytes is not an Ethernet frame size (64..16000, FCS included)",
+                a.size
+            );
+        }
+        let speed = parse_rate("--line-rate", speed).map_err(|e| anyhow!(e))?;
+        let l = line_rate(speed, a.size as f64);
+        let c = convert_pps(l.imix_pps);
+        if a.json {
+            let mut v = serde_json::to_value(&c)?;
+            v.as_object_mut()
+                .unwrap()
+                .extend(serde_json::to_value(&l)?.as_object().unwrap().clone());
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        } else {
+            println!("{}bps link, {}-byte frames:", human(speed), a.size);
+            println!(
+                "  line rate:                 {}pps ({}pps full duplex)",
+                human(l.line_rate_pps),
+                human(l.line_rate_pps_full_duplex)
+            );
+            println!(
+                "  Simple IMIX at link speed: {}pps ({}pps full duplex)",
+                human(l.imix_pps),
+                human(l.imix_pps_full_duplex)
+            );
+        }
+        return Ok(());
+    }
+    let pps = match (&a.pps, &a.bps) {
+        (Some(p), _) => parse_rate("--pps", p).map_err(|e| anyhow!(e))?,
+        (None, Some(b)) => imix_pps(parse_rate("--bps", b).map_err(|e| anyhow!(e))?, layer),
+        (None, None) => unreachable!("clap requires one"),
+    };
+    let c = convert_pps(pps);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        println!(
+            "{}pps of Simple IMIX = {}bps at the IP layer, {}bps at the Ethernet layer",
+            human(c.pps),
+            human(c.ip_bps),
+            human(c.ethernet_bps)
+        );
+    }
+    Ok(())
+}
