@@ -113,17 +113,6 @@ pub fn line_rate(speed_bps: f64, frame_bytes: f64) -> LineRate {
     }
 }
 
-/// `1.488 M`-style: three decimals and a K/M/G/T suffix.
-pub fn human(v: f64) -> String {
-    let units = ["", "K", "M", "G", "T"];
-    let (mut v, mut i) = (v, 0);
-    while v.abs() >= 1000.0 && i < units.len() - 1 {
-        v /= 1000.0;
-        i += 1;
-    }
-    format!("{v:.3} {}", units[i])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

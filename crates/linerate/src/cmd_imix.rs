@@ -1,7 +1,8 @@
 //! `linerate imix`: Simple IMIX conversions and line-rate references.
 use crate::cli::ImixArgs;
 use anyhow::{anyhow, bail, Result};
-use linerate_imix::{convert_pps, human, imix_pps, line_rate, parse_rate, Layer};
+use linerate_imix::{convert_pps, imix_pps, line_rate, parse_rate, Layer};
+use linerate_traffic::units::norm as human;
 
 pub fn run(a: ImixArgs) -> Result<()> {
     let layer = if a.layer == "ip" {
