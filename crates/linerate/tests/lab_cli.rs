@@ -306,13 +306,19 @@ fn lab_run_measures_the_kernel_and_removes_its_lab() {
 
 #[test]
 fn not_root_is_a_one_line_error() {
-    // runuser (util-linux) drops to an unprivileged user.
+    // runuser (util-linux) drops to an unprivileged user, who may not be
+    // able to reach the build directory (say, under /root): run a copy.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.path().join("linerate");
+    std::fs::copy(BIN, &bin).unwrap();
     let o = Command::new("runuser")
         .args([
             "-u",
             "nobody",
             "--",
-            BIN,
+            bin.to_str().unwrap(),
             "lab",
             "up",
             "--name",
