@@ -6,7 +6,7 @@ use linerate_bpf::loader::XdpMode;
 use linerate_traffic::flows;
 use linerate_traffic::frame::{parse_mac, FrameSpec};
 use linerate_traffic::gen::{GenOptions, Generator};
-use linerate_traffic::recv::Receiver;
+use linerate_traffic::recv::{Receiver, Ticker};
 use linerate_traffic::units::rate_line;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -126,22 +126,14 @@ pub fn recv(a: RecvArgs) -> Result<()> {
     let r = Receiver::attach(&a.iface, a.netns.as_deref(), mode)?;
     let stop = stop::flag();
     let start = Instant::now();
-    let mut last = r.total()?;
-    let mut tick = start;
+    let mut ticker = Ticker::new(&r)?;
     let end = a.seconds.map(Duration::from_secs_f64);
     while !stop.load(Ordering::Relaxed) && end.is_none_or(|e| start.elapsed() < e) {
         std::thread::sleep(Duration::from_millis(20));
-        if tick.elapsed() >= Duration::from_secs(1) {
-            let now = r.total()?;
-            let usec = tick.elapsed().as_micros() as u64;
-            tick = Instant::now();
+        if let Some(t) = ticker.poll(&r)? {
             if !a.json {
-                println!(
-                    "{}",
-                    rate_line(now.packets - last.packets, now.bytes - last.bytes, usec)
-                );
+                println!("{}", rate_line(t.delta.packets, t.delta.bytes, t.usec));
             }
-            last = now;
         }
     }
     let t = r.total()?;

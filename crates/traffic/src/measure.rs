@@ -2,13 +2,13 @@
 //! its own pinned thread on the near side, and the per-second rates of both
 //! (BSDRP's default measurement: the rate a DUT forwards under overload).
 use crate::gen::{GenOptions, GenReport, Generator};
-use crate::recv::Receiver;
+use crate::recv::{Receiver, Ticker};
 use anyhow::{anyhow, Result};
 use linerate_bpf::loader::XdpMode;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Clone, Debug)]
 pub struct Trial {
@@ -65,21 +65,15 @@ pub fn run_trial(
             })?
     };
     let mut per_second = Vec::new();
-    let mut last = base;
-    let mut tick = Instant::now();
+    let mut ticker = Ticker::new(&receiver)?;
     while !done.load(Ordering::SeqCst) {
         if stop.load(Ordering::Relaxed) {
             gen_stop.store(true, Ordering::SeqCst);
         }
         std::thread::sleep(Duration::from_millis(20));
-        if tick.elapsed() >= Duration::from_secs(1) {
-            let now = receiver.total()?;
-            let usec = tick.elapsed().as_micros() as u64;
-            tick = Instant::now();
-            let p = now.packets - last.packets;
-            per_second.push(p as f64 * 1e6 / usec as f64);
-            on_second(p, now.bytes - last.bytes, usec);
-            last = now;
+        if let Some(t) = ticker.poll(&receiver)? {
+            per_second.push(t.delta.packets as f64 * 1e6 / t.usec as f64);
+            on_second(t.delta.packets, t.delta.bytes, t.usec);
         }
     }
     let offered = handle

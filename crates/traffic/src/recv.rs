@@ -42,3 +42,42 @@ impl Receiver {
             }))
     }
 }
+
+/// What a receiver counted over one interval.
+#[derive(Clone, Copy, Debug)]
+pub struct Tick {
+    pub delta: RecvCounters,
+    pub usec: u64,
+}
+
+/// Turns a receiver's running counters into per-second deltas.
+pub struct Ticker {
+    last: RecvCounters,
+    since: std::time::Instant,
+}
+
+impl Ticker {
+    pub fn new(r: &Receiver) -> Result<Self> {
+        Ok(Ticker {
+            last: r.total()?,
+            since: std::time::Instant::now(),
+        })
+    }
+
+    /// Once a second has passed since the last tick: the counts since then.
+    pub fn poll(&mut self, r: &Receiver) -> Result<Option<Tick>> {
+        if self.since.elapsed() < std::time::Duration::from_secs(1) {
+            return Ok(None);
+        }
+        let now = r.total()?;
+        let usec = self.since.elapsed().as_micros() as u64;
+        self.since = std::time::Instant::now();
+        let delta = RecvCounters {
+            packets: now.packets - self.last.packets,
+            bytes: now.bytes - self.last.bytes,
+            stamped: now.stamped - self.last.stamped,
+        };
+        self.last = now;
+        Ok(Some(Tick { delta, usec }))
+    }
+}
