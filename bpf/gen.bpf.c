@@ -7,10 +7,13 @@
  * The kernel recycles live-frame pages without re-initialising their data
  * (DESIGN.md gotcha 4): whatever a DUT wrote into a frame (MACs, TTL) comes
  * back on the next run. So every run rewrites every header byte from the
- * template in the config map, then the per-flow fields, the stamp and both
- * checksums. */
+ * template in the config map, then the lengths, the per-flow fields, the
+ * stamp and both checksums. The frame pointers are reset for each run, so
+ * shrinking a frame to the size of the moment (IMIX) is undone for the
+ * next one: the run's input frame is the largest size. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
+#include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <linux/udp.h>
@@ -60,20 +63,37 @@ static __always_inline void flow_of(const struct gen_config *c, __u64 n, struct 
 	f->daddr = c->dst_addr_first + n % da;
 }
 
-static __always_inline __u64 write_stamp(struct stamp *s, __u32 stream, __u64 seq)
+/* What one run writes: which frame, of which stream, at what time. */
+struct frame_id {
+	__u64 seq;
+	__u64 now;
+	__u32 stream;
+	__u16 ip_len;
+};
+
+static __always_inline __u64 write_stamp(struct stamp *s, const struct frame_id *id)
 {
 	s->magic = bpf_htons(STAMP_MAGIC);
-	s->stream = bpf_htons(stream);
-	s->seq = bpf_htonl((__u32)seq);
-	s->tx_ns = bpf_cpu_to_be64(bpf_ktime_get_ns());
+	s->stream = bpf_htons(id->stream);
+	s->seq = bpf_htonl((__u32)id->seq);
+	s->tx_ns = bpf_htonl((__u32)id->now);
 	return csum_words(s, sizeof(*s) / 2);
 }
 
+/* Pseudo-header protocol and length plus the UDP length field: the part of
+ * the UDP checksum that depends only on the size (the payload is zero). */
+static __always_inline __u64 udp_len_sum(__u16 udp_len)
+{
+	return bpf_htons(IPPROTO_UDP) + 2 * (__u64)bpf_htons(udp_len);
+}
+
 static __always_inline int build_v4(struct xdp_md *ctx, const struct gen_config *c,
-				    const struct flow *f, __u32 stream, __u64 seq)
+				    const struct flow *f, const struct frame_id *id)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
+	__u16 ip_len = id->ip_len;
+	__u16 udp_len = ip_len - sizeof(struct iphdr);
 
 	if (data + V4_HDR + sizeof(struct stamp) > data_end)
 		return XDP_ABORTED;
@@ -81,8 +101,9 @@ static __always_inline int build_v4(struct xdp_md *ctx, const struct gen_config 
 
 	struct iphdr *ip = data + sizeof(struct ethhdr);
 	struct udphdr *udp = (void *)(ip + 1);
-	__u64 udp_sum = c->udp_csum_base;
+	__u64 udp_sum = udp_len_sum(udp_len);
 
+	ip->tot_len = bpf_htons(ip_len);
 	ip->saddr = bpf_htonl(f->saddr);
 	ip->daddr = bpf_htonl(f->daddr);
 	ip->check = 0;
@@ -90,11 +111,12 @@ static __always_inline int build_v4(struct xdp_md *ctx, const struct gen_config 
 
 	udp->source = bpf_htons(f->sport);
 	udp->dest = bpf_htons(f->dport);
+	udp->len = bpf_htons(udp_len);
 	udp->check = 0;
 	udp_sum += csum_word32(ip->saddr) + csum_word32(ip->daddr);
 	udp_sum += udp->source + udp->dest;
-	if (c->stamp)
-		udp_sum += write_stamp((void *)(udp + 1), stream, seq);
+	if (udp_len >= sizeof(struct udphdr) + sizeof(struct stamp))
+		udp_sum += write_stamp((void *)(udp + 1), id);
 	udp->check = csum_fold(udp_sum);
 	if (!udp->check)
 		udp->check = 0xffff; /* RFC 768: zero means "no checksum" */
@@ -102,10 +124,11 @@ static __always_inline int build_v4(struct xdp_md *ctx, const struct gen_config 
 }
 
 static __always_inline int build_v6(struct xdp_md *ctx, const struct gen_config *c,
-				    const struct flow *f, __u32 stream, __u64 seq)
+				    const struct flow *f, const struct frame_id *id)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
+	__u16 udp_len = id->ip_len - sizeof(struct ipv6hdr);
 
 	if (data + V6_HDR > data_end)
 		return XDP_ABORTED;
@@ -113,24 +136,37 @@ static __always_inline int build_v6(struct xdp_md *ctx, const struct gen_config 
 
 	struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
 	struct udphdr *udp = (void *)(ip6 + 1);
-	__u64 udp_sum = c->udp_csum_base;
+	__u64 udp_sum = udp_len_sum(udp_len);
 
+	ip6->payload_len = bpf_htons(udp_len);
 	ip6->saddr.in6_u.u6_addr32[3] = bpf_htonl(f->saddr);
 	ip6->daddr.in6_u.u6_addr32[3] = bpf_htonl(f->daddr);
 	udp->source = bpf_htons(f->sport);
 	udp->dest = bpf_htons(f->dport);
+	udp->len = bpf_htons(udp_len);
 	udp->check = 0;
 	udp_sum += csum_words(&ip6->saddr, 16); /* both addresses: 32 bytes */
 	udp_sum += udp->source + udp->dest;
-	if (c->stamp) {
+	if (udp_len >= sizeof(struct udphdr) + sizeof(struct stamp)) {
 		if ((void *)(udp + 1) + sizeof(struct stamp) > data_end)
 			return XDP_ABORTED;
-		udp_sum += write_stamp((void *)(udp + 1), stream, seq);
+		udp_sum += write_stamp((void *)(udp + 1), id);
 	}
 	udp->check = csum_fold(udp_sum);
 	if (!udp->check)
 		udp->check = 0xffff;
 	return XDP_TX;
+}
+
+/* Rate control: a frame may leave once the schedule (rate_pps since
+ * start_ns) allows it; until then runs are spent dropping. */
+static __always_inline int ahead_of_schedule(const struct gen_config *c,
+					     const struct gen_state *st, __u64 now)
+{
+	if (!c->rate_pps || now < c->start_ns)
+		return 0;
+	__u64 allowed = (now - c->start_ns) / 1000 * c->rate_pps / 1000000 + 1;
+	return st->seq >= allowed;
 }
 
 SEC("xdp")
@@ -139,18 +175,39 @@ int lab_gen(struct xdp_md *ctx)
 	__u32 zero = 0;
 	const struct gen_config *c = bpf_map_lookup_elem(&gen_config, &zero);
 	struct gen_state *st = bpf_map_lookup_elem(&gen_state, &zero);
+	struct frame_id id;
 	struct flow f;
 
-	if (!c || !st)
+	if (!c || !st || !c->size_count || c->size_count > GEN_SIZES_MAX)
 		return XDP_ABORTED;
+	/* One clock read per frame serves the stop, the pacing and the stamp. */
+	id.now = bpf_ktime_get_ns();
+	if ((c->stop_ns && id.now >= c->stop_ns) || (st->limit && st->seq >= st->limit)) {
+		st->after_stop++;
+		return XDP_DROP;
+	}
+	if (ahead_of_schedule(c, st, id.now)) {
+		st->held++;
+		return XDP_DROP;
+	}
 
-	__u64 seq = st->seq++;
-	__u32 stream = c->stream_base + bpf_get_smp_processor_id();
+	id.seq = st->seq;
+	id.stream = c->stream_base + bpf_get_smp_processor_id();
+	/* A division costs tens of cycles: skip it for the common single size. */
+	__u32 idx = c->size_count == 1 ? 0 : id.seq % c->size_count;
+	const struct gen_size *sz = &c->sizes[idx & (GEN_SIZES_MAX - 1)];
+	int delta = (int)sz->frame_len - (int)(ctx->data_end - ctx->data);
 
-	flow_of(c, seq, &f);
+	if (delta && bpf_xdp_adjust_tail(ctx, delta))
+		return XDP_ABORTED;
+	id.ip_len = sz->ip_len;
+	st->seq = id.seq + 1;
+	st->bytes += sz->frame_len;
+	st->last_ns = id.now;
+	flow_of(c, id.seq, &f);
 	if (c->family == 6)
-		return build_v6(ctx, c, &f, stream, seq);
-	return build_v4(ctx, c, &f, stream, seq);
+		return build_v6(ctx, c, &f, &id);
+	return build_v4(ctx, c, &f, &id);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

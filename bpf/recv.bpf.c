@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Lab receiver: count every frame per CPU, note the ones that carry the
- * generator's stamp, and drop them all (an XDP drop costs about a sixth of
- * letting the kernel stack drop, DESIGN.md section 1). */
+/* Lab receiver: count every frame per CPU; for frames that carry the
+ * generator's stamp, track each stream's sequence numbers (lost, duplicated,
+ * reordered) and the one-way latency; drop them all (an XDP drop costs
+ * about a sixth of letting the kernel stack drop, DESIGN.md section 1).
+ *
+ * State is per CPU, without locks: a stream whose packets arrive on several
+ * CPUs is merged by the reader, and duplicates or reordering across CPUs
+ * are not seen (an RSS NIC keeps a flow on one queue). */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -19,6 +24,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct recv_counters);
 } recv_counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RECV_STREAMS);
+	__type(key, __u32);
+	__type(value, struct recv_stream);
+} recv_streams SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct recv_latency);
+} recv_latency SEC(".maps");
 
 /* The stamp sits right after a UDP header that follows an option-less IPv4
  * header or a plain IPv6 header. */
@@ -48,6 +67,101 @@ static __always_inline struct stamp *find_stamp(void *data, void *data_end)
 	return s;
 }
 
+/* Marks seq in the window; returns 1 if it was already marked. Each word
+ * covers the 64 numbers from its tag; a word holding an older block is
+ * recycled, one holding a newer block means seq is too old to tell (-1). */
+static __always_inline int window_mark(struct recv_stream *s, __u32 seq)
+{
+	__u32 w = (seq >> 6) & (RECV_WINDOW_WORDS - 1);
+	__u32 tag = seq & ~63u;
+	__u64 bit = 1ULL << (seq & 63);
+
+	if (s->tag[w] != tag) {
+		if ((__s32)(tag - s->tag[w]) < 0)
+			return -1;
+		s->tag[w] = tag;
+		s->bits[w] = 0;
+	}
+	if (s->bits[w] & bit)
+		return 1;
+	s->bits[w] |= bit;
+	return 0;
+}
+
+/* Sequence numbers are 32 bits and compared modulo 2^32 (RFC 1982), so a
+ * stream may wrap. */
+static __always_inline void track(struct recv_stream *s, __u32 seq)
+{
+	s->received++;
+	if (!s->seen) {
+		/* Each word starts as the block at or below seq that it stands
+		 * for, empty, so numbers just before the first are seen too. */
+		__u32 block = seq & ~63u;
+#pragma unroll
+		for (int w = 0; w < RECV_WINDOW_WORDS; w++) {
+			s->tag[w] = block - (((block >> 6) - w) & (RECV_WINDOW_WORDS - 1)) * 64;
+			s->bits[w] = 0;
+		}
+		s->seen = 1;
+		s->first = s->max = seq;
+		s->span = 1;
+		window_mark(s, seq);
+		return;
+	}
+	__s32 ahead = seq - s->max;
+	if (ahead > 0) {
+		s->span += ahead;
+		s->max = seq;
+		window_mark(s, seq);
+		return;
+	}
+	int r = window_mark(s, seq);
+	if (r > 0) {
+		s->duplicated++;
+		return;
+	}
+	s->reordered++;
+	if (r < 0)
+		s->late++;
+	if ((__s32)(seq - s->first) < 0) {
+		s->span += s->first - seq;
+		s->first = seq;
+	}
+}
+
+/* Bucket of a latency: exact below 16 ns, then 16 linear steps for each
+ * power of two (HdrHistogram with 4 bits of precision). */
+static __always_inline __u32 latency_bucket(__u32 v)
+{
+	__u32 msb = 0, x = v;
+
+	if (x >> 16) { x >>= 16; msb += 16; }
+	if (x >> 8) { x >>= 8; msb += 8; }
+	if (x >> 4) { x >>= 4; msb += 4; }
+	if (x >> 2) { x >>= 2; msb += 2; }
+	if (x >> 1) { msb += 1; }
+	if (msb < 4)
+		return v;
+	return ((msb - 3) << 4) | ((v >> (msb - 4)) & 15);
+}
+
+static __always_inline void record_latency(struct stamp *st)
+{
+	__u32 zero = 0;
+	struct recv_latency *l = bpf_map_lookup_elem(&recv_latency, &zero);
+	__u32 lat = (__u32)bpf_ktime_get_ns() - bpf_ntohl(st->tx_ns);
+
+	if (!l || (__s32)lat < 0) /* another host's clock */
+		return;
+	if (!l->count || lat < l->min_ns)
+		l->min_ns = lat;
+	if (lat > l->max_ns)
+		l->max_ns = lat;
+	l->count++;
+	l->sum_ns += lat;
+	l->hist[latency_bucket(lat) & (RECV_LAT_BUCKETS - 1)]++;
+}
+
 SEC("xdp")
 int lab_recv(struct xdp_md *ctx)
 {
@@ -55,13 +169,25 @@ int lab_recv(struct xdp_md *ctx)
 	void *data_end = (void *)(long)ctx->data_end;
 	__u32 zero = 0;
 	struct recv_counters *cnt = bpf_map_lookup_elem(&recv_counters, &zero);
+	struct stamp *st;
 
 	if (!cnt)
 		return XDP_DROP;
 	cnt->packets++;
 	cnt->bytes += data_end - data;
-	if (find_stamp(data, data_end))
-		cnt->stamped++;
+	st = find_stamp(data, data_end);
+	if (!st)
+		return XDP_DROP;
+	cnt->stamped++;
+
+	__u32 stream = bpf_ntohs(st->stream);
+	struct recv_stream *s = bpf_map_lookup_elem(&recv_streams, &stream);
+	if (!s) {
+		cnt->bad_stream++;
+		return XDP_DROP;
+	}
+	track(s, bpf_ntohl(st->seq));
+	record_latency(st);
 	return XDP_DROP;
 }
 

@@ -7,26 +7,38 @@
 #include <linux/types.h>
 
 /* Largest header template the generator rewrites on each run:
- * Ethernet 14 + IPv6 40 + UDP 8 + stamp 16 = 78, rounded up. */
-#define GEN_TEMPLATE_MAX 96
+ * Ethernet 14 + IPv6 40 + UDP 8 = 62, rounded up. */
+#define GEN_TEMPLATE_MAX 64
 
-/* Payload stamp at the start of the UDP payload, network byte order. */
+/* Frame sizes a generator cycles through (IMIX needs 12 slots for 7:4:1). */
+#define GEN_SIZES_MAX 16
+
+/* Payload stamp at the start of the UDP payload, network byte order. 12
+ * bytes, so that IMIX's 40-byte IPv4 packets (UDP payload 12) carry it. */
 #define STAMP_MAGIC 0x4c52 /* "LR" */
 struct stamp {
 	__u16 magic;
 	__u16 stream;
 	__u32 seq;
-	__u64 tx_ns; /* bpf_ktime_get_ns() of the sender (CLOCK_MONOTONIC) */
+	/* Low 32 bits of the sender's bpf_ktime_get_ns() (CLOCK_MONOTONIC):
+	 * one-way latencies below 4.29 s are exact modulo 2^32. */
+	__u32 tx_ns;
 } __attribute__((packed));
+
+/* One frame size: the frame's length without FCS and the IP packet's
+ * length (smaller when the frame is padded to Ethernet's 60 bytes). */
+struct gen_size {
+	__u16 frame_len;
+	__u16 ip_len;
+};
 
 /* One generator configuration (array map, one entry). Addresses and ports
  * are host byte order; ranges are [first, first + count). For IPv6 only the
- * low 32 bits of each address vary. */
+ * low 32 bits of each address vary. The UDP payload is all zero apart from
+ * the stamp, which the checksum relies on. */
 struct gen_config {
 	__u8  template[GEN_TEMPLATE_MAX];
 	__u32 family;          /* 4 or 6 */
-	__u32 hdr_len;         /* bytes of template[] copied: eth + ip + udp */
-	__u32 stamp;           /* 1: write a stamp after the UDP header */
 	__u32 src_addr_first;
 	__u32 src_addr_count;
 	__u32 dst_addr_first;
@@ -36,16 +48,28 @@ struct gen_config {
 	__u32 dst_port_first;
 	__u32 dst_port_count;
 	__u32 stream_base;     /* stream id = stream_base + cpu */
-	/* Unfolded ones'-complement sum of everything the UDP checksum covers
-	 * except the addresses, ports, checksum and stamp: protocol and length
-	 * of the pseudo-header, the UDP length, the constant payload. */
-	__u32 udp_csum_base;
+	__u32 size_count;      /* frame n has size sizes[n % size_count] */
 	__u32 _pad;
+	struct gen_size sizes[GEN_SIZES_MAX];
+	/* Frames per second per CPU; 0 = as fast as possible. Frames ahead of
+	 * the schedule are dropped before they leave (XDP_DROP), so the wire
+	 * sees a steady rate whatever the size of a BPF_PROG_RUN call. */
+	__u64 rate_pps;
+	/* CLOCK_MONOTONIC ns: the pacing epoch, and the end of the run (0:
+	 * none); frames due after stop_ns are dropped, so a run sends exactly
+	 * what its duration allows however late its last call returns. */
+	__u64 start_ns;
+	__u64 stop_ns;
 };
 
 /* Generator per-CPU state. */
 struct gen_state {
-	__u64 seq;   /* next sequence number, also the flow counter */
+	__u64 seq;       /* frames sent (XDP_TX), also the flow counter */
+	__u64 bytes;     /* their bytes without FCS */
+	__u64 held;      /* runs that dropped a frame to keep the rate */
+	__u64 after_stop;/* runs after stop_ns or the limit */
+	__u64 limit;     /* frames this CPU may send (-n share); 0: no limit */
+	__u64 last_ns;   /* when the last frame was built */
 };
 
 /* Receiver per-CPU counters. */
@@ -53,6 +77,37 @@ struct recv_counters {
 	__u64 packets;
 	__u64 bytes;
 	__u64 stamped;   /* packets that carried a valid stamp */
+	__u64 bad_stream;/* stamped, but the stream id is >= RECV_STREAMS */
+};
+
+/* Per-stream sequence tracking (per CPU). A window of the last
+ * RECV_WINDOW_WORDS * 64 sequence numbers tells duplicates from packets
+ * that arrive late (RFC 4737: seq below the highest seen = reordered). */
+#define RECV_STREAMS 256
+#define RECV_WINDOW_WORDS 16
+struct recv_stream {
+	__u64 received;
+	__u64 duplicated;
+	__u64 reordered;   /* arrived after a higher sequence number */
+	__u64 late;        /* reordered too far back to check for duplicates */
+	__u64 span;        /* sequence numbers from the lowest to the highest */
+	__u32 first;       /* lowest sequence number seen */
+	__u32 max;         /* highest sequence number seen */
+	__u32 seen;
+	__u32 _pad;
+	__u32 tag[RECV_WINDOW_WORDS];   /* seq & ~63 each word stands for */
+	__u64 bits[RECV_WINDOW_WORDS];
+};
+
+/* One-way latency (per CPU): 16 linear sub-buckets per power of two
+ * (values below 16 ns exact, above about 6% wide), see latency_bucket(). */
+#define RECV_LAT_BUCKETS 512
+struct recv_latency {
+	__u64 count;
+	__u64 sum_ns;
+	__u64 min_ns;
+	__u64 max_ns;
+	__u64 hist[RECV_LAT_BUCKETS];
 };
 
 #endif

@@ -3,19 +3,30 @@
 //! so the two definitions cannot drift apart silently.
 
 /// Bytes of header template the generator copies on every run.
-pub const GEN_TEMPLATE_MAX: usize = 96;
+pub const GEN_TEMPLATE_MAX: usize = 64;
+/// Frame sizes one generator configuration cycles through.
+pub const GEN_SIZES_MAX: usize = 16;
 /// First two bytes of the payload stamp ("LR").
 pub const STAMP_MAGIC: u16 = 0x4c52;
-/// Size of the payload stamp (magic, stream, seq, tx_ns).
-pub const STAMP_LEN: usize = 16;
+/// Size of the payload stamp (magic, stream, seq, low 32 bits of tx_ns).
+pub const STAMP_LEN: usize = 12;
+/// Streams the receiver tracks (stream ids 0..RECV_STREAMS).
+pub const RECV_STREAMS: u32 = 256;
+pub const RECV_WINDOW_WORDS: usize = 16;
+pub const RECV_LAT_BUCKETS: usize = 512;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GenSize {
+    pub frame_len: u16,
+    pub ip_len: u16,
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct GenConfig {
     pub template: [u8; GEN_TEMPLATE_MAX],
     pub family: u32,
-    pub hdr_len: u32,
-    pub stamp: u32,
     pub src_addr_first: u32,
     pub src_addr_count: u32,
     pub dst_addr_first: u32,
@@ -25,8 +36,12 @@ pub struct GenConfig {
     pub dst_port_first: u32,
     pub dst_port_count: u32,
     pub stream_base: u32,
-    pub udp_csum_base: u32,
+    pub size_count: u32,
     pub _pad: u32,
+    pub sizes: [GenSize; GEN_SIZES_MAX],
+    pub rate_pps: u64,
+    pub start_ns: u64,
+    pub stop_ns: u64,
 }
 
 impl Default for GenConfig {
@@ -40,6 +55,11 @@ impl Default for GenConfig {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct GenState {
     pub seq: u64,
+    pub bytes: u64,
+    pub held: u64,
+    pub after_stop: u64,
+    pub limit: u64,
+    pub last_ns: u64,
 }
 
 #[repr(C)]
@@ -48,6 +68,40 @@ pub struct RecvCounters {
     pub packets: u64,
     pub bytes: u64,
     pub stamped: u64,
+    pub bad_stream: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecvStream {
+    pub received: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub late: u64,
+    pub span: u64,
+    pub first: u32,
+    pub max: u32,
+    pub seen: u32,
+    pub _pad: u32,
+    pub tag: [u32; RECV_WINDOW_WORDS],
+    pub bits: [u64; RECV_WINDOW_WORDS],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RecvLatency {
+    pub count: u64,
+    pub sum_ns: u64,
+    pub min_ns: u64,
+    pub max_ns: u64,
+    pub hist: [u64; RECV_LAT_BUCKETS],
+}
+
+impl Default for RecvLatency {
+    fn default() -> Self {
+        // SAFETY: plain old data, all-zero is a valid value.
+        unsafe { std::mem::zeroed() }
+    }
 }
 
 /// Plain-old-data structs that can be viewed as map bytes.
@@ -75,6 +129,8 @@ pub unsafe trait Pod: Copy + Default {
 unsafe impl Pod for GenConfig {}
 unsafe impl Pod for GenState {}
 unsafe impl Pod for RecvCounters {}
+unsafe impl Pod for RecvStream {}
+unsafe impl Pod for RecvLatency {}
 unsafe impl Pod for u32 {}
 unsafe impl Pod for u64 {}
 
@@ -104,8 +160,6 @@ mod tests {
             [
                 template,
                 family,
-                hdr_len,
-                stamp,
                 src_addr_first,
                 src_addr_count,
                 dst_addr_first,
@@ -115,24 +169,46 @@ mod tests {
                 dst_port_first,
                 dst_port_count,
                 stream_base,
-                udp_csum_base,
-                _pad
+                size_count,
+                _pad,
+                sizes,
+                rate_pps,
+                start_ns,
+                stop_ns
             ]
         );
+        check_layout!(objects::GEN, "gen_size", GenSize, [frame_len, ip_len]);
     }
 
     #[test]
     fn gen_state_matches_c() {
-        check_layout!(objects::GEN, "gen_state", GenState, [seq]);
+        check_layout!(
+            objects::GEN,
+            "gen_state",
+            GenState,
+            [seq, bytes, held, after_stop, limit, last_ns]
+        );
     }
 
     #[test]
-    fn recv_counters_match_c() {
+    fn recv_structs_match_c() {
         check_layout!(
             objects::RECV,
             "recv_counters",
             RecvCounters,
-            [packets, bytes, stamped]
+            [packets, bytes, stamped, bad_stream]
+        );
+        check_layout!(
+            objects::RECV,
+            "recv_stream",
+            RecvStream,
+            [received, duplicated, reordered, late, span, first, max, seen, _pad, tag, bits]
+        );
+        check_layout!(
+            objects::RECV,
+            "recv_latency",
+            RecvLatency,
+            [count, sum_ns, min_ns, max_ns, hist]
         );
     }
 }

@@ -48,7 +48,7 @@ impl XdpAttachment {
     /// namespace.
     pub fn attach(prog: &libbpf_rs::Program<'_>, ifname: &str, mode: XdpMode) -> Result<Self> {
         let ifindex = ifindex(ifname)?;
-        let mut opts = libbpf_sys::bpf_link_create_opts {
+        let opts = libbpf_sys::bpf_link_create_opts {
             sz: std::mem::size_of::<libbpf_sys::bpf_link_create_opts>() as _,
             flags: mode.link_flags(),
             ..Default::default()
@@ -59,7 +59,7 @@ impl XdpAttachment {
                 prog.as_fd().as_raw_fd(),
                 ifindex as i32,
                 libbpf_sys::BPF_XDP,
-                &mut opts,
+                &opts,
             )
         };
         if fd < 0 {

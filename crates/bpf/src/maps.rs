@@ -30,3 +30,18 @@ pub fn write_percpu<T: Pod>(map: &impl MapCore, key: u32, value: &T) -> Result<(
     map.update_percpu(&key.to_ne_bytes(), &values, MapFlags::ANY)
         .with_context(|| format!("cannot update map {:?}", map.name()))
 }
+
+/// Writes one value per possible CPU at `key` of a per-CPU map.
+pub fn write_percpu_each<T: Pod>(map: &impl MapCore, key: u32, values: &[T]) -> Result<()> {
+    let n = libbpf_rs::num_possible_cpus()?;
+    if values.len() != n {
+        return Err(anyhow!(
+            "map {:?}: {} values for {n} CPUs",
+            map.name(),
+            values.len()
+        ));
+    }
+    let values: Vec<Vec<u8>> = values.iter().map(|v| v.as_bytes().to_vec()).collect();
+    map.update_percpu(&key.to_ne_bytes(), &values, MapFlags::ANY)
+        .with_context(|| format!("cannot update map {:?}", map.name()))
+}

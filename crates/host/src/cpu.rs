@@ -23,3 +23,13 @@ pub fn pin(pid: i32, cpu: usize) -> Result<()> {
     sched_setaffinity(Pid::from_raw(pid), &set)
         .with_context(|| format!("cannot pin task {pid} to CPU {cpu}"))
 }
+
+/// The CPU the calling thread runs on right now.
+pub fn current() -> Result<usize> {
+    // SAFETY: sched_getcpu has no arguments and no side effects.
+    let c = unsafe { libc::sched_getcpu() };
+    if c < 0 {
+        bail!("sched_getcpu: {}", std::io::Error::last_os_error());
+    }
+    Ok(c as usize)
+}

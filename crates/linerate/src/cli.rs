@@ -112,9 +112,12 @@ pub struct RunArgs {
     /// Seconds of traffic.
     #[arg(short = 't', long, default_value_t = 5)]
     pub seconds: u64,
-    /// Frame length without FCS.
-    #[arg(short = 'l', long, default_value_t = 60)]
-    pub len: usize,
+    /// Frame length without FCS, or imix, rfc2544, a list.
+    #[arg(short = 'l', long, default_value = "60")]
+    pub len: String,
+    /// IPv6 traffic.
+    #[arg(short = '6', long)]
+    pub ipv6: bool,
     /// CPU of the generator.
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,
@@ -123,7 +126,7 @@ pub struct RunArgs {
     pub json: bool,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct GenArgs {
     /// Interface to send from.
     #[arg(short = 'i', long)]
@@ -131,36 +134,78 @@ pub struct GenArgs {
     /// Run inside this network namespace.
     #[arg(long)]
     pub netns: Option<String>,
-    /// Frame length without FCS (60..1514).
-    #[arg(short = 'l', long, default_value_t = 60)]
-    pub len: usize,
-    /// Source range, pkt-gen style: ADDR[:PORT][-ADDR[:PORT]].
-    #[arg(short = 's', long, default_value = "198.18.10.1:2000-198.18.10.20")]
-    pub src: String,
-    /// Destination range, pkt-gen style.
-    #[arg(short = 'd', long, default_value = "198.19.10.1:2000-198.19.10.100")]
-    pub dst: String,
+    /// Frame length without FCS (60..1514), a list cycled through
+    /// (60,124,1514), imix (7:4:1 of 40/576/1500-byte IP packets) or
+    /// rfc2544 (its seven sizes, cycled).
+    #[arg(short = 'l', long, default_value = "60")]
+    pub len: String,
+    /// IPv6 (default ranges: the lab's IPv6 networks).
+    #[arg(short = '6', long)]
+    pub ipv6: bool,
+    /// Source range, pkt-gen style: ADDR[:PORT][-ADDR[:PORT]]
+    /// [default: 198.18.10.1:2000-198.18.10.20, with -6 2001:2::10:1-2001:2::10:14].
+    #[arg(short = 's', long)]
+    pub src: Option<String>,
+    /// Destination range, pkt-gen style
+    /// [default: 198.19.10.1:2000-198.19.10.100, with -6 2001:2:0:8000::10:1-2001:2:0:8000::10:64].
+    #[arg(short = 'd', long)]
+    pub dst: Option<String>,
     /// Source MAC (default: the interface's).
     #[arg(short = 'S', long)]
     pub src_mac: Option<String>,
     /// Destination MAC (the next hop's; default: the lab DUT's dut0).
     #[arg(short = 'D', long, default_value = linerate_lab::topology::mac::DUT_IN)]
     pub dst_mac: String,
+    /// Rate in frames per second over all threads (1500000, 1.5M);
+    /// default: as fast as possible.
+    #[arg(short = 'R', long)]
+    pub rate: Option<String>,
     /// Seconds to send.
     #[arg(short = 't', long)]
     pub seconds: Option<f64>,
     /// Frames to send.
     #[arg(short = 'n', long)]
     pub count: Option<u64>,
-    /// Pin the generator to this CPU.
+    /// Sending threads, one per CPU from --cpu on.
+    #[arg(short = 'p', long, default_value_t = 1)]
+    pub threads: usize,
+    /// Pin the (first) sending thread to this CPU.
     #[arg(long)]
     pub cpu: Option<usize>,
-    /// Frames per kernel batch (1..256).
+    /// xdp (live frames) or afpacket (sendmmsg, for interfaces without XDP).
+    #[arg(long, value_enum, default_value = "xdp")]
+    pub mode: linerate_traffic::gen::Mode,
+    /// Frames per kernel batch in xdp mode (1..256).
     #[arg(long, default_value_t = 64)]
     pub batch: u32,
     /// Print a final JSON object instead of the summary.
     #[arg(long)]
     pub json: bool,
+}
+
+impl GenArgs {
+    /// The options a lab trial starts from: the lab's generator interface
+    /// and MACs, 2000 IPv4 flows.
+    pub fn for_lab(iface: &str, len: &str, ipv6: bool, seconds: f64) -> Self {
+        GenArgs {
+            iface: iface.into(),
+            netns: None,
+            len: len.into(),
+            ipv6,
+            src: None,
+            dst: None,
+            src_mac: Some(linerate_lab::topology::mac::GEN.into()),
+            dst_mac: linerate_lab::topology::mac::DUT_IN.into(),
+            rate: None,
+            seconds: Some(seconds),
+            count: None,
+            threads: 1,
+            cpu: None,
+            mode: linerate_traffic::gen::Mode::Xdp,
+            batch: 64,
+            json: false,
+        }
+    }
 }
 
 #[derive(Args, Debug)]

@@ -69,27 +69,18 @@ fn run_kernel(a: RunArgs) -> Result<()> {
     }
     let ns = lab.namespaces();
     let ifs = lab.interfaces();
-    let gen = crate::cmd_traffic::gen_options(
-        &ifs.gen,
-        a.len,
-        "198.18.10.1:2000-198.18.10.20",
-        "198.19.10.1:2000-198.19.10.100",
-        topology::mac::GEN,
-        topology::mac::DUT_IN,
-        Some(a.seconds as f64),
-        None,
-        64,
-    )?;
+    let mut args = crate::cli::GenArgs::for_lab(&ifs.gen, &a.len, a.ipv6, a.seconds as f64);
+    args.cpu = Some(a.gen_cpu);
+    let gen = crate::cmd_traffic::gen_options(&args, topology::mac::GEN)?;
     let trial = Trial {
         gen_netns: ns.gen.clone(),
         recv_netns: ns.recv.clone(),
         recv_ifname: ifs.recv.clone(),
-        gen_cpu: a.gen_cpu,
         gen,
     };
     if !a.json {
         println!(
-            "lab {}: kernel forwarding DUT, {}-byte frames, 2000 flows, {} s (generator CPU {}, DUT CPU {})",
+            "lab {}: kernel forwarding DUT, -l {} frames, 2000 flows, {} s (generator CPU {}, DUT CPU {})",
             a.name,
             a.len,
             a.seconds,

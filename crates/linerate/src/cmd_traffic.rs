@@ -5,54 +5,98 @@ use anyhow::{bail, Result};
 use linerate_bpf::loader::XdpMode;
 use linerate_traffic::flows;
 use linerate_traffic::frame::{parse_mac, FrameSpec};
-use linerate_traffic::gen::{GenOptions, Generator};
-use linerate_traffic::recv::{Receiver, Ticker};
+use linerate_traffic::gen::{GenOptions, GenReport, Generator};
+use linerate_traffic::latency;
+use linerate_traffic::recv::{self, Receiver, Ticker};
+use linerate_traffic::sizes::SizeMix;
 use linerate_traffic::units::rate_line;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-#[allow(clippy::too_many_arguments)]
-pub fn gen_options(
-    ifname: &str,
-    len: usize,
-    src: &str,
-    dst: &str,
-    src_mac: &str,
-    dst_mac: &str,
-    seconds: Option<f64>,
-    count: Option<u64>,
-    batch: u32,
-) -> Result<GenOptions> {
-    let src = flows::parse("-s", src, 2000)?;
-    let dst = flows::parse("-d", dst, 2000)?;
-    if let Some(s) = seconds {
+/// Default flows, 20 sources x 100 destinations = 2000 (BSDRP's benches).
+const SRC_V4: &str = "198.18.10.1:2000-198.18.10.20";
+const DST_V4: &str = "198.19.10.1:2000-198.19.10.100";
+const SRC_V6: &str = "2001:2::10:1-2001:2::10:14";
+const DST_V6: &str = "2001:2:0:8000::10:1-2001:2:0:8000::10:64";
+
+/// Checks the arguments and turns them into generator options; nothing is
+/// touched before every argument is known good.
+pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
+    let (src_default, dst_default) = if a.ipv6 {
+        (SRC_V6, DST_V6)
+    } else {
+        (SRC_V4, DST_V4)
+    };
+    let src = flows::parse("-s", a.src.as_deref().unwrap_or(src_default), 2000)?;
+    let dst = flows::parse("-d", a.dst.as_deref().unwrap_or(dst_default), 2000)?;
+    if a.ipv6 && !src.is_ipv6() {
+        bail!("-6: the -s range {} is not IPv6", src.first);
+    }
+    if src.is_ipv6() != dst.is_ipv6() {
+        bail!(
+            "-s and -d: {} and {} are not of the same family",
+            src.first,
+            dst.first
+        );
+    }
+    if let Some(s) = a.seconds {
         if !(s > 0.0 && s.is_finite()) {
             bail!("-t: seconds must be a positive number, got {s}");
         }
     }
-    if !(1..=256).contains(&batch) {
-        bail!("--batch: must be 1..256, got {batch}");
+    if a.count == Some(0) {
+        bail!("-n: the count must be at least 1");
     }
+    if !(1..=256).contains(&a.batch) {
+        bail!("--batch: must be 1..256, got {}", a.batch);
+    }
+    let rate_pps = a
+        .rate
+        .as_deref()
+        .map(|r| linerate_imix::parse_rate("-R", r).map_err(anyhow::Error::msg))
+        .transpose()?
+        .map(|r| r.round() as u64);
+    if rate_pps == Some(0) {
+        bail!("-R: the rate must be at least 1 pps");
+    }
+    let online = linerate_host::cpu::online();
+    if a.threads == 0 || a.threads > online {
+        bail!("-p: {} threads, this machine has {online} CPUs", a.threads);
+    }
+    if let Some(c) = a.cpu {
+        if c >= online {
+            bail!("--cpu: CPU {c} does not exist (CPUs 0..{})", online - 1);
+        }
+    }
+    // Senders are always pinned: pacing and sequence numbers are per CPU.
+    let first = match a.cpu {
+        Some(c) => c,
+        None => linerate_host::cpu::current()?,
+    };
+    let cpus: Vec<usize> = (0..a.threads).map(|i| (first + i) % online).collect();
     let frame = FrameSpec {
         src_mac: parse_mac("-S", src_mac)?,
-        dst_mac: parse_mac("-D", dst_mac)?,
+        dst_mac: parse_mac("-D", &a.dst_mac)?,
         src: src.first,
         dst: dst.first,
         src_port: src.port_first,
         dst_port: dst.port_first,
-        len,
+        sizes: SizeMix::parse(&a.len, src.is_ipv6())?,
         ttl: 64,
     };
     frame.validate()?;
     Ok(GenOptions {
-        ifname: ifname.into(),
+        ifname: a.iface.clone(),
         frame,
         src,
         dst,
-        duration: seconds.map(Duration::from_secs_f64),
-        count,
-        batch_size: batch,
+        duration: a.seconds.map(Duration::from_secs_f64),
+        count: a.count,
+        batch_size: a.batch,
         stream_base: 0,
+        rate_pps,
+        cpus,
+        mode: a.mode,
     })
 }
 
@@ -70,12 +114,7 @@ pub fn gen(a: GenArgs) -> Result<()> {
         Some(m) => m.clone(),
         None => interface_mac(&a.iface)?,
     };
-    let opts = gen_options(
-        &a.iface, a.len, &a.src, &a.dst, &src_mac, &a.dst_mac, a.seconds, a.count, a.batch,
-    )?;
-    if let Some(c) = a.cpu {
-        linerate_host::cpu::pin(0, c)?;
-    }
+    let opts = gen_options(&a, &src_mac)?;
     let g = Generator::new(&opts)?;
     let json = a.json;
     let r = g.run(&opts, stop::flag(), |iv| {
@@ -86,15 +125,29 @@ pub fn gen(a: GenArgs) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        println!(
-            "Sent {} packets {} bytes in {:.3} seconds: {}",
-            r.sent_packets,
-            r.sent_bytes,
-            r.seconds,
-            rate_line(r.sent_packets, r.sent_bytes, (r.seconds * 1e6) as u64)
-        );
+        print_gen_summary(&r);
+    }
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
     }
     Ok(())
+}
+
+fn print_gen_summary(r: &GenReport) {
+    println!(
+        "Sent {} packets {} bytes in {:.3} seconds ({} mode, {} thread{}, -l {}): {}",
+        r.sent_packets,
+        r.sent_bytes,
+        r.seconds,
+        serde_json::to_value(r.mode)
+            .unwrap_or_default()
+            .as_str()
+            .unwrap_or("?"),
+        r.threads,
+        if r.threads == 1 { "" } else { "s" },
+        r.frame_sizes,
+        rate_line(r.sent_packets, r.sent_bytes, (r.seconds * 1e6) as u64)
+    );
 }
 
 fn interface_mac(ifname: &str) -> Result<String> {
@@ -138,19 +191,45 @@ pub fn recv(a: RecvArgs) -> Result<()> {
     }
     let t = r.total()?;
     let secs = start.elapsed().as_secs_f64();
+    let streams = r.streams()?;
+    let seq = recv::totals(&streams);
+    let lat = r.latency()?;
     if a.json {
         println!(
             "{}",
-            serde_json::json!({
-                "received_packets": t.packets, "received_bytes": t.bytes, "stamped_packets": t.stamped,
+            serde_json::to_string_pretty(&serde_json::json!({
+                "received_packets": t.packets, "received_bytes": t.bytes,
+                "stamped_packets": t.stamped, "unknown_stream_packets": t.bad_stream,
                 "seconds": secs, "pps": t.packets as f64 / secs, "bps": t.bytes as f64 * 8.0 / secs,
-            })
+                "lost": seq.lost, "reordered": seq.reordered, "duplicated": seq.duplicated,
+                "late": seq.late, "latency_ns": lat, "streams": streams,
+            }))?
         );
-    } else {
+        return Ok(());
+    }
+    println!(
+        "Received {} packets {} bytes in {:.3} seconds: {}",
+        t.packets,
+        t.bytes,
+        secs,
+        rate_line(t.packets, t.bytes, (secs * 1e6) as u64)
+    );
+    println!(
+        "stamped {} in {} stream{}: lost {} duplicated {} reordered {} (late {})",
+        t.stamped,
+        streams.len(),
+        if streams.len() == 1 { "" } else { "s" },
+        seq.lost,
+        seq.duplicated,
+        seq.reordered,
+        seq.late
+    );
+    if lat.count > 0 {
         println!(
-            "Received {} packets {} bytes in {:.3} seconds ({} stamped)",
-            t.packets, t.bytes, secs, t.stamped
+            "latency ns: min {} mean {:.0} p50 {:.0} p99 {:.0} max {}",
+            lat.min, lat.mean, lat.p50, lat.p99, lat.max
         );
+        print!("{}", latency::render(&lat));
     }
     Ok(())
 }

@@ -46,7 +46,7 @@ impl Dataset {
     /// The middle point, or the mean of the two middle points for even N.
     pub fn median(&self) -> f64 {
         let m = self.n() / 2;
-        if self.n() % 2 == 0 {
+        if self.n().is_multiple_of(2) {
             (self.points[m] + self.points[m - 1]) / 2.0
         } else {
             self.points[m]

@@ -7,6 +7,8 @@ pub const CONFIDENCE: [f64; 6] = [80.0, 90.0, 95.0, 98.0, 99.0, 99.5];
 pub const NSTUDENT: usize = 100;
 
 #[rustfmt::skip]
+// The t table happens to contain 2.718 (11 degrees of freedom, 98%).
+#[allow(clippy::approx_constant)]
 pub const T: [[f64; 6]; NSTUDENT + 1] = [
     [1.282, 1.645, 1.960, 2.326, 2.576, 3.090], // inf
     [3.078, 6.314, 12.706, 31.821, 63.657, 318.313], // 1

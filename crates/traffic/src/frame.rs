@@ -1,15 +1,12 @@
-//! Frame templates for the generator: Ethernet + IPv4/IPv6 + UDP + payload,
-//! built with etherparse, and the constant part of the UDP checksum that
-//! the XDP program completes for every frame.
+//! Frame templates for the generator: Ethernet + IPv4/IPv6 + UDP + zero
+//! payload, built with etherparse, and the map configuration the XDP
+//! program completes every frame from.
+use crate::flows::{addr_low32, Endpoints};
+use crate::sizes::{header_len, l3_header_len, SizeMix, ETH_LEN};
 use anyhow::{bail, Result};
 use etherparse::PacketBuilder;
-use linerate_bpf::layout::{GenConfig, GEN_TEMPLATE_MAX, STAMP_LEN};
+use linerate_bpf::layout::{GenConfig, GEN_TEMPLATE_MAX};
 use std::net::IpAddr;
-
-pub const ETH_LEN: usize = 14;
-pub const UDP_LEN: usize = 8;
-pub const MIN_FRAME: usize = 60;
-pub const MAX_FRAME: usize = 1514;
 
 /// Everything that makes one frame, apart from what changes per flow.
 #[derive(Clone, Debug)]
@@ -21,27 +18,9 @@ pub struct FrameSpec {
     pub dst: IpAddr,
     pub src_port: u16,
     pub dst_port: u16,
-    /// Frame length without FCS, like pkt-gen's `-l`.
-    pub len: usize,
+    /// Frame lengths without FCS, like pkt-gen's `-l`.
+    pub sizes: SizeMix,
     pub ttl: u8,
-}
-
-pub fn l3_header_len(ipv6: bool) -> usize {
-    if ipv6 {
-        40
-    } else {
-        20
-    }
-}
-
-/// Bytes of headers: Ethernet, IP, UDP.
-pub fn header_len(ipv6: bool) -> usize {
-    ETH_LEN + l3_header_len(ipv6) + UDP_LEN
-}
-
-/// The smallest frame that holds the headers and the payload stamp.
-pub fn min_stamped_len(ipv6: bool) -> usize {
-    (header_len(ipv6) + STAMP_LEN).max(MIN_FRAME)
 }
 
 impl FrameSpec {
@@ -49,13 +28,12 @@ impl FrameSpec {
         self.src.is_ipv6()
     }
 
-    /// Whether frames of this length carry the stamp (sequence, timestamp).
+    /// Whether every frame carries the stamp (stream, sequence, time).
     pub fn stamped(&self) -> bool {
-        self.len >= header_len(self.is_ipv6()) + STAMP_LEN
+        self.sizes.all_stamped(self.is_ipv6())
     }
 
     pub fn validate(&self) -> Result<()> {
-        let v6 = self.is_ipv6();
         if self.src.is_ipv6() != self.dst.is_ipv6() {
             bail!(
                 "source {} and destination {} are not of the same family",
@@ -63,23 +41,31 @@ impl FrameSpec {
                 self.dst
             );
         }
-        let min = header_len(v6).max(MIN_FRAME);
-        if self.len < min || self.len > MAX_FRAME {
+        let min = header_len(self.is_ipv6());
+        if let Some(s) = self
+            .sizes
+            .sizes
+            .iter()
+            .find(|s| (s.ip_len as usize) + ETH_LEN < min)
+        {
             bail!(
-                "-l: frame length {} is out of range: {}..{} bytes for {} (without FCS)",
-                self.len,
-                min,
-                MAX_FRAME,
-                if v6 { "IPv6" } else { "IPv4" }
+                "-l: {} bytes cannot hold the {} headers ({min} bytes)",
+                s.frame_len,
+                if self.is_ipv6() { "IPv6" } else { "IPv4" }
             );
+        }
+        if self.sizes.sizes.is_empty() {
+            bail!("-l: no frame size");
         }
         Ok(())
     }
 
-    /// The whole frame (headers for the first flow, zero payload).
+    /// The largest frame of the mix for the first flow, zero payload: the
+    /// frame every live-frames run starts from.
     pub fn build(&self) -> Result<Vec<u8>> {
         self.validate()?;
-        let payload = vec![0u8; self.len - header_len(self.is_ipv6())];
+        let len = self.sizes.max_frame_len();
+        let payload = vec![0u8; len - header_len(self.is_ipv6())];
         let eth = PacketBuilder::ethernet2(self.src_mac, self.dst_mac);
         let ip = match (self.src, self.dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => eth.ipv4(s.octets(), d.octets(), self.ttl),
@@ -87,47 +73,40 @@ impl FrameSpec {
             _ => unreachable!("validated"),
         };
         let b = ip.udp(self.src_port, self.dst_port);
-        let mut out = Vec::with_capacity(self.len);
+        let mut out = Vec::with_capacity(len);
         b.write(&mut out, &payload)?;
         Ok(out)
     }
 
-    /// The generator's map configuration for this frame (flow ranges are
-    /// filled in by the caller).
-    pub fn gen_config(&self, frame: &[u8]) -> GenConfig {
-        let v6 = self.is_ipv6();
-        let hdr = header_len(v6);
+    /// The generator's map configuration: template, sizes and flow ranges.
+    /// `rate_pps` is per CPU (0: as fast as possible).
+    pub fn gen_config(
+        &self,
+        src: &Endpoints,
+        dst: &Endpoints,
+        stream_base: u16,
+        rate_pps: u64,
+    ) -> Result<GenConfig> {
+        let frame = self.build()?;
+        let hdr = header_len(self.is_ipv6());
         let mut c = GenConfig::default();
-        c.template[..hdr].copy_from_slice(&frame[..hdr]);
         debug_assert!(hdr <= GEN_TEMPLATE_MAX);
-        c.family = if v6 { 6 } else { 4 };
-        c.hdr_len = hdr as u32;
-        c.stamp = self.stamped() as u32;
-        c.udp_csum_base = udp_csum_base(frame, v6, self.stamped());
-        c
+        c.template[..hdr].copy_from_slice(&frame[..hdr]);
+        c.family = if self.is_ipv6() { 6 } else { 4 };
+        c.src_addr_first = addr_low32(src.first);
+        c.src_addr_count = src.addr_count() as u32;
+        c.dst_addr_first = addr_low32(dst.first);
+        c.dst_addr_count = dst.addr_count() as u32;
+        c.src_port_first = src.port_first as u32;
+        c.src_port_count = src.port_count();
+        c.dst_port_first = dst.port_first as u32;
+        c.dst_port_count = dst.port_count();
+        c.stream_base = stream_base as u32;
+        c.size_count = self.sizes.sizes.len() as u32;
+        c.sizes[..self.sizes.sizes.len()].copy_from_slice(&self.sizes.sizes);
+        c.rate_pps = rate_pps;
+        Ok(c)
     }
-}
-
-/// Unfolded ones'-complement sum (16-bit words in memory order, as the XDP
-/// program adds them) of what the UDP checksum covers except the addresses,
-/// the ports, the checksum field and the stamp: the pseudo-header's protocol
-/// and length, the UDP length field and the constant payload.
-pub fn udp_csum_base(frame: &[u8], ipv6: bool, stamped: bool) -> u32 {
-    let udp = ETH_LEN + l3_header_len(ipv6);
-    let udp_len = (frame.len() - udp) as u16;
-    let mut sum: u32 = 0;
-    let word = |b: [u8; 2]| u16::from_ne_bytes(b) as u32;
-    // Pseudo-header: zero byte + protocol (17), and the UDP length (IPv6
-    // writes it as 32 bits, whose high half is zero).
-    sum += word([0, 17]);
-    sum += word(udp_len.to_be_bytes());
-    // UDP header's own length field.
-    sum += word([frame[udp + 4], frame[udp + 5]]);
-    let payload_start = udp + UDP_LEN + if stamped { STAMP_LEN } else { 0 };
-    for pair in frame[payload_start..].chunks(2) {
-        sum += word([pair[0], *pair.get(1).unwrap_or(&0)]);
-    }
-    sum
 }
 
 /// Parses `aa:bb:cc:dd:ee:ff`.
@@ -148,58 +127,49 @@ pub fn parse_mac(what: &str, s: &str) -> Result<[u8; 6]> {
     Ok(mac)
 }
 
+/// Offset of the IP header, the UDP header and the stamp in a frame.
+pub fn offsets(ipv6: bool) -> (usize, usize, usize) {
+    let l3 = ETH_LEN;
+    let l4 = l3 + l3_header_len(ipv6);
+    (l3, l4, l4 + 8)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn spec(src: &str, dst: &str, len: usize) -> FrameSpec {
+    fn spec(src: &str, dst: &str, len: &str) -> FrameSpec {
+        let src: IpAddr = src.parse().unwrap();
         FrameSpec {
             src_mac: [2, 0, 0, 0, 0, 1],
             dst_mac: [2, 0, 0, 0, 0, 2],
-            src: src.parse().unwrap(),
             dst: dst.parse().unwrap(),
             src_port: 2000,
             dst_port: 2000,
-            len,
+            sizes: SizeMix::parse(len, src.is_ipv6()).unwrap(),
+            src,
             ttl: 64,
         }
     }
 
     #[test]
-    fn sizes_follow_pktgen() {
-        assert_eq!(
-            spec("198.18.10.1", "198.19.10.1", 60)
-                .build()
-                .unwrap()
-                .len(),
-            60
-        );
-        assert_eq!(
-            spec("2001:2::1", "2001:2:0:8000::1", 62)
-                .build()
-                .unwrap()
-                .len(),
-            62
-        );
-        assert!(spec("198.18.10.1", "198.19.10.1", 60).stamped());
-        assert!(!spec("2001:2::1", "2001:2:0:8000::1", 62).stamped());
-        assert!(spec("2001:2::1", "2001:2:0:8000::1", 78).stamped());
-        assert_eq!(min_stamped_len(true), 78);
+    fn the_template_is_the_largest_frame() {
+        let v4 = spec("198.18.10.1", "198.19.10.1", "60");
+        assert_eq!(v4.build().unwrap().len(), 60);
+        assert!(v4.stamped());
+        let v6 = spec("2001:2::1", "2001:2:0:8000::1", "62");
+        assert_eq!(v6.build().unwrap().len(), 62);
+        assert!(!v6.stamped());
+        let imix = spec("198.18.10.1", "198.19.10.1", "imix");
+        assert_eq!(imix.build().unwrap().len(), 1514);
+        assert_eq!(crate::sizes::min_stamped_len(true), 74);
     }
 
     #[test]
-    fn bad_lengths_and_families_are_refused() {
-        assert!(spec("198.18.10.1", "198.19.10.1", 59)
-            .build()
-            .unwrap_err()
-            .to_string()
-            .starts_with("-l:"));
-        assert!(spec("198.18.10.1", "198.19.10.1", 1515).build().is_err());
-        assert!(spec("198.18.10.1", "2001::1", 100)
-            .build()
-            .unwrap_err()
-            .to_string()
-            .contains("same family"));
+    fn families_must_match() {
+        let mut s = spec("198.18.10.1", "198.19.10.1", "100");
+        s.dst = "2001::1".parse().unwrap();
+        assert!(s.build().unwrap_err().to_string().contains("same family"));
     }
 
     #[test]

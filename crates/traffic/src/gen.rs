@@ -1,16 +1,29 @@
-//! The XDP live-frames generator: `BPF_PROG_RUN` of `lab_gen` with
-//! `BPF_F_TEST_XDP_LIVE_FRAMES`, in chunks of repetitions, from the calling
-//! thread (which must be in the namespace of the interface, and pinned if
-//! the caller wants a known CPU).
-use crate::flows::{addr_low32, Endpoints};
+//! The generator: one sending thread per CPU of `-p`, each either running
+//! `lab_gen` with `BPF_PROG_RUN` and `BPF_F_TEST_XDP_LIVE_FRAMES` (XDP mode)
+//! or sending frames built in user space through an AF_PACKET socket. The
+//! calling thread must be in the namespace of the interface (the senders
+//! inherit it) and watches the clock, the count, Ctrl-C and the per-second
+//! lines.
+use crate::afpacket::{PacketSocket, BATCH};
+use crate::flows::Endpoints;
 use crate::frame::FrameSpec;
-use anyhow::{bail, Result};
-use linerate_bpf::layout::GenState;
+use crate::synth;
+use anyhow::{anyhow, bail, Result};
+use linerate_bpf::layout::{GenConfig, GenState};
 use linerate_bpf::{loader, maps, objects, test_run};
 use serde::Serialize;
-use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// XDP live frames (BPF_PROG_RUN): the fast one.
+    Xdp,
+    /// AF_PACKET sendmmsg: for interfaces without XDP.
+    Afpacket,
+}
 
 #[derive(Clone, Debug)]
 pub struct GenOptions {
@@ -26,6 +39,18 @@ pub struct GenOptions {
     pub batch_size: u32,
     /// Stream id of this generator's frames (stream = base + CPU).
     pub stream_base: u16,
+    /// Total offered rate in frames per second (`-R`), shared by threads.
+    pub rate_pps: Option<u64>,
+    /// Send from these CPUs (`-p`, `--cpu`), pinned: pacing, counts and
+    /// sequence numbers are per CPU. At least one.
+    pub cpus: Vec<usize>,
+    pub mode: Mode,
+}
+
+impl GenOptions {
+    pub fn threads(&self) -> usize {
+        self.cpus.len().max(1)
+    }
 }
 
 /// One second (or the last part of one) of generation.
@@ -38,13 +63,23 @@ pub struct Interval {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct GenReport {
-    pub mode: String,
+    pub mode: Mode,
+    /// Frames handed to the interface.
     pub sent_packets: u64,
     pub sent_bytes: u64,
     pub seconds: f64,
     pub pps: f64,
+    /// Bits per second of frames without FCS (pkt-gen's bps).
     pub bps: f64,
-    pub frame_len: usize,
+    /// `-l` as given (`60`, `imix`, ...) and the mean frame length.
+    pub frame_sizes: String,
+    pub mean_frame_len: f64,
+    pub threads: usize,
+    /// `-R`, if given.
+    pub rate_pps: Option<u64>,
+    /// Sends the kernel refused (AF_PACKET: no buffer space).
+    pub xmit_errors: u64,
+    pub warnings: Vec<String>,
 }
 
 /// Each BPF_PROG_RUN call costs milliseconds of set-up and tear-down (see
@@ -54,45 +89,80 @@ pub struct GenReport {
 const CALL_TARGET: Duration = Duration::from_millis(200);
 const MIN_CHUNK: u64 = 1 << 12;
 const MAX_CHUNK: u64 = 1 << 24;
+/// XDP senders per CPU: each BPF_PROG_RUN call ends by waiting for an RCU
+/// grace period with the CPU idle; a second sender on the same CPU sends
+/// meanwhile.
+const XDP_SENDERS_PER_CPU: usize = 2;
+/// Offered rates this far below `-R` get a warning.
+const RATE_TOLERANCE: f64 = 0.01;
 
-const XDP_TX: u32 = 3;
+/// What each sending thread has sent so far (AF_PACKET mode; XDP mode
+/// reads the program's own per-CPU counters).
+#[derive(Default)]
+struct SenderCounters {
+    packets: AtomicU64,
+    bytes: AtomicU64,
+    refused: AtomicU64,
+    last_ns: AtomicU64,
+}
 
-/// A loaded, configured generator program.
+/// A configured generator, ready to run.
 pub struct Generator {
-    obj: libbpf_rs::Object,
+    cfg: GenConfig,
     frame: Vec<u8>,
+    /// XDP mode: the loaded program and maps.
+    obj: Option<libbpf_rs::Object>,
 }
 
 impl Generator {
-    /// Validates `opts`, builds the template and loads the program.
+    /// Validates `opts`, builds the template and (XDP mode) loads the
+    /// program.
     pub fn new(opts: &GenOptions) -> Result<Self> {
         if opts.src.is_ipv6() != opts.dst.is_ipv6() {
             bail!("-s and -d are not of the same family");
         }
+        if opts.cpus.is_empty() {
+            bail!("the generator needs at least one CPU");
+        }
+        if opts.rate_pps == Some(0) {
+            bail!("-R: the rate must be at least 1 pps");
+        }
         let frame = opts.frame.build()?;
-        let mut cfg = opts.frame.gen_config(&frame);
-        cfg.src_addr_first = addr_low32(opts.src.first);
-        cfg.src_addr_count = opts.src.addr_count() as u32;
-        cfg.dst_addr_first = addr_low32(opts.dst.first);
-        cfg.dst_addr_count = opts.dst.addr_count() as u32;
-        cfg.src_port_first = opts.src.port_first as u32;
-        cfg.src_port_count = opts.src.port_count();
-        cfg.dst_port_first = opts.dst.port_first as u32;
-        cfg.dst_port_count = opts.dst.port_count();
-        cfg.stream_base = opts.stream_base as u32;
-        let obj = loader::load(objects::GEN, "generator")?;
-        maps::write(&loader::map(&obj, "gen_config")?, 0, &cfg)?;
-        Ok(Generator { obj, frame })
+        let per_thread = opts
+            .rate_pps
+            .map_or(0, |r| r.div_ceil(opts.threads() as u64));
+        let cfg = opts
+            .frame
+            .gen_config(&opts.src, &opts.dst, opts.stream_base, per_thread)?;
+        let obj = match opts.mode {
+            Mode::Xdp => {
+                let obj = loader::load(objects::GEN, "generator")?;
+                maps::write(&loader::map(&obj, "gen_config")?, 0, &cfg)?;
+                Some(obj)
+            }
+            Mode::Afpacket => None,
+        };
+        Ok(Generator { cfg, frame, obj })
     }
 
-    /// Frames the program has built so far, over all CPUs.
+    fn xdp(&self) -> Result<&libbpf_rs::Object> {
+        self.obj
+            .as_ref()
+            .ok_or_else(|| anyhow!("the generator is not in XDP mode"))
+    }
+
+    /// The XDP program's per-CPU state.
+    pub fn xdp_state(&self) -> Result<Vec<GenState>> {
+        maps::read_percpu(&loader::map(self.xdp()?, "gen_state")?, 0)
+    }
+
+    /// Frames the XDP program has built so far, over all CPUs.
     pub fn frames_built(&self) -> Result<u64> {
-        let st: Vec<GenState> = maps::read_percpu(&loader::map(&self.obj, "gen_state")?, 0)?;
-        Ok(st.iter().map(|s| s.seq).sum())
+        Ok(self.xdp_state()?.iter().map(|s| s.seq).sum())
     }
 
-    /// Runs the program `n` times without sending (plain BPF_PROG_RUN) and
-    /// returns the frames it built, in order: what the wire would carry.
+    /// Runs the XDP program `n` times without sending (plain BPF_PROG_RUN)
+    /// and returns the frames it built, in order: what the wire would carry.
     pub fn sample(&self, n: usize) -> Result<Vec<Vec<u8>>> {
         self.sample_from(&self.frame, n)
     }
@@ -100,7 +170,8 @@ impl Generator {
     /// Like [`Generator::sample`], starting each run from `input_frame`
     /// (say, a frame a DUT has rewritten, as live-frame pages come back).
     pub fn sample_from(&self, input_frame: &[u8], n: usize) -> Result<Vec<Vec<u8>>> {
-        let prog = loader::prog(&self.obj, "lab_gen")?;
+        const XDP_TX: u32 = 3;
+        let prog = loader::prog(self.xdp()?, "lab_gen")?;
         let mut frames = Vec::with_capacity(n);
         for _ in 0..n {
             let mut out = vec![0u8; input_frame.len()];
@@ -114,8 +185,13 @@ impl Generator {
         Ok(frames)
     }
 
-    /// Sends frames out of `opts.ifname` until the duration, the count or
-    /// `stop`; calls `on_interval` about once a second.
+    /// The map configuration both modes build frames from.
+    pub fn config(&self) -> &GenConfig {
+        &self.cfg
+    }
+
+    /// Sends until the duration, the count or `stop`; calls `on_interval`
+    /// about once a second with what was sent in it.
     pub fn run(
         &self,
         opts: &GenOptions,
@@ -125,67 +201,277 @@ impl Generator {
         if opts.duration.is_none() && opts.count.is_none() {
             bail!("the generator needs -t seconds or -n count");
         }
-        let prog = loader::prog(&self.obj, "lab_gen")?;
         let ifindex = loader::ifindex(&opts.ifname)?;
-        let frame = &self.frame;
-        let len = frame.len() as u64;
-        // The program's own per-CPU sequence counters say how many frames it
-        // built, including in a call a signal cut short.
-        let base = self.frames_built()?;
+        let threads = opts.threads();
+        let senders: Vec<SenderCounters> =
+            (0..threads).map(|_| SenderCounters::default()).collect();
+        let xdp = opts.mode == Mode::Xdp;
+        let totals = || -> Result<(u64, u64)> {
+            Ok(if xdp {
+                self.xdp_state()?
+                    .iter()
+                    .fold((0, 0), |a, s| (a.0 + s.seq, a.1 + s.bytes))
+            } else {
+                senders.iter().fold((0, 0), |a, c| {
+                    (
+                        a.0 + c.packets.load(Ordering::Relaxed),
+                        a.1 + c.bytes.load(Ordering::Relaxed),
+                    )
+                })
+            })
+        };
+        let quota = |i: usize| {
+            opts.count
+                .map(|c| c / threads as u64 + u64::from((i as u64) < c % threads as u64))
+        };
+        let senders_per_cpu = if xdp { XDP_SENDERS_PER_CPU } else { 1 };
+        let quit = AtomicBool::new(false);
+        let running = AtomicUsize::new(threads * senders_per_cpu);
         let start = Instant::now();
-        let (mut sent, mut tick, mut tick_sent) = (0u64, start, 0u64);
-        let mut chunk = MIN_CHUNK * 4;
-        loop {
-            if stop.load(Ordering::Relaxed) || opts.duration.is_some_and(|d| start.elapsed() >= d) {
-                break;
+        let deadline = opts.duration.map(|d| start + d);
+        let start_ns = monotonic_ns();
+        if let Some(obj) = &self.obj {
+            // Each CPU starts from sequence 0 with its share of -n; the
+            // program paces from start_ns and sends nothing after stop_ns
+            // or the share, so two senders on a CPU never overshoot and the
+            // run's window is exact whatever the calls do.
+            let mut states = vec![GenState::default(); libbpf_rs::num_possible_cpus()?];
+            for (i, &c) in opts.cpus.iter().enumerate() {
+                states[c].limit = quota(i).unwrap_or(0);
             }
-            let mut n = opts.count.map_or(chunk, |c| (c - sent).min(chunk));
-            if let Some(d) = opts.duration {
+            maps::write_percpu_each(&loader::map(obj, "gen_state")?, 0, &states)?;
+            let mut cfg = self.cfg;
+            cfg.start_ns = start_ns;
+            cfg.stop_ns = opts.duration.map_or(0, |d| start_ns + d.as_nanos() as u64);
+            maps::write(&loader::map(obj, "gen_config")?, 0, &cfg)?;
+        }
+        let outcome: Result<()> = std::thread::scope(|s| {
+            let mut handles = Vec::new();
+            for t in 0..threads * senders_per_cpu {
+                let cpu_index = t % threads;
+                let job = Job {
+                    cpu: opts.cpus[cpu_index],
+                    quota: quota(cpu_index),
+                    deadline,
+                    quit: &quit,
+                    counters: &senders[cpu_index],
+                    ifindex,
+                };
+                let running = &running;
+                let quit = &quit;
+                handles.push(s.spawn(move || {
+                    let r = self.send(opts, &job);
+                    if r.is_err() {
+                        quit.store(true, Ordering::SeqCst);
+                    }
+                    running.fetch_sub(1, Ordering::SeqCst);
+                    r
+                }));
+            }
+            let (mut tick, mut tick_totals) = (start, (0u64, 0u64));
+            while running.load(Ordering::SeqCst) > 0 {
+                std::thread::sleep(Duration::from_millis(10));
+                if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
+                    quit.store(true, Ordering::SeqCst);
+                }
+                let now = Instant::now();
+                if now - tick >= Duration::from_secs(1) {
+                    let t = totals()?;
+                    on_interval(&Interval {
+                        packets: t.0 - tick_totals.0,
+                        bytes: t.1 - tick_totals.1,
+                        usec: (now - tick).as_micros() as u64,
+                    });
+                    (tick, tick_totals) = (now, t);
+                }
+            }
+            for h in handles {
+                h.join()
+                    .map_err(|_| anyhow!("a sending thread panicked"))??;
+            }
+            Ok(())
+        });
+        outcome?;
+        // A run that reached its deadline sent in exactly [start, deadline];
+        // one ended by the count or Ctrl-C, until its last frame.
+        let last_ns = if xdp {
+            self.xdp_state()?
+                .iter()
+                .map(|s| s.last_ns)
+                .max()
+                .unwrap_or(0)
+        } else {
+            senders
+                .iter()
+                .map(|c| c.last_ns.load(Ordering::Relaxed))
+                .max()
+                .unwrap_or(0)
+        };
+        let seconds = match opts.duration {
+            Some(d) if !stop.load(Ordering::Relaxed) && start.elapsed() >= d => d.as_secs_f64(),
+            _ if last_ns > start_ns => (last_ns - start_ns) as f64 / 1e9,
+            _ => start.elapsed().as_secs_f64(),
+        };
+        let (sent, bytes) = totals()?;
+        let mut report = GenReport {
+            mode: opts.mode,
+            sent_packets: sent,
+            sent_bytes: bytes,
+            seconds,
+            pps: sent as f64 / seconds,
+            bps: bytes as f64 * 8.0 / seconds,
+            frame_sizes: opts.frame.sizes.name.clone(),
+            mean_frame_len: opts.frame.sizes.mean_frame_len(),
+            threads,
+            rate_pps: opts.rate_pps,
+            xmit_errors: senders
+                .iter()
+                .map(|c| c.refused.load(Ordering::Relaxed))
+                .sum(),
+            warnings: Vec::new(),
+        };
+        if let Some(r) = opts.rate_pps {
+            let cut_short = stop.load(Ordering::Relaxed) || opts.count.is_some_and(|c| sent < c);
+            if report.pps < r as f64 * (1.0 - RATE_TOLERANCE) && !cut_short {
+                report.warnings.push(format!(
+                    "offered {:.0} pps, {:.1}% below -R {r}: the generator could not keep up",
+                    report.pps,
+                    100.0 * (1.0 - report.pps / r as f64)
+                ));
+            }
+        }
+        if report.xmit_errors > 0 {
+            report.warnings.push(format!(
+                "the interface's queue was full {} times (sendmmsg: no buffer space); those frames were sent when it drained",
+                report.xmit_errors
+            ));
+        }
+        Ok(report)
+    }
+
+    fn send(&self, opts: &GenOptions, job: &Job) -> Result<()> {
+        linerate_host::cpu::pin(0, job.cpu)?;
+        match opts.mode {
+            Mode::Xdp => self.send_xdp(opts, job),
+            Mode::Afpacket => self.send_afpacket(job),
+        }
+    }
+
+    fn send_xdp(&self, opts: &GenOptions, job: &Job) -> Result<()> {
+        let prog = loader::prog(self.xdp()?, "lab_gen")?;
+        // SAFETY: the program (and its fd) outlives this call.
+        let fd = unsafe { BorrowedFd::borrow_raw(prog.as_fd().as_raw_fd()) };
+        let mut chunk = MIN_CHUNK * 4;
+        while !job.quit.load(Ordering::Relaxed) {
+            let mut n = chunk;
+            if let Some(q) = job.quota {
+                // Runs ahead of the rate schedule send nothing, so the
+                // count is checked against what was really sent.
+                n = n.min(q - self.xdp_state()?[job.cpu].seq.min(q));
+            }
+            if let Some(d) = job.deadline {
                 // Do not run far past the end: scale to the time left.
-                let left =
-                    d.saturating_sub(start.elapsed()).as_secs_f64() / CALL_TARGET.as_secs_f64();
+                let left = d.saturating_duration_since(Instant::now()).as_secs_f64()
+                    / CALL_TARGET.as_secs_f64();
                 n = n.min(((chunk as f64 * left) as u64).max(MIN_CHUNK.min(n)));
             }
-            if n == 0 {
+            if n == 0 || job.deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
             }
             let t0 = Instant::now();
             let outcome = test_run::run_live_frames(
-                prog.as_fd(),
-                frame,
-                ifindex,
+                fd,
+                &self.frame,
+                job.ifindex,
                 0,
-                n as u32,
+                n.min(u32::MAX as u64) as u32,
                 opts.batch_size,
             )?;
-            let took = t0.elapsed();
-            sent = self.frames_built()? - base;
             if outcome == test_run::LiveRun::Interrupted {
+                job.quit.store(true, Ordering::SeqCst);
                 break;
             }
-            let scaled = n as f64 * CALL_TARGET.as_secs_f64() / took.as_secs_f64().max(1e-6);
+            let scaled =
+                n as f64 * CALL_TARGET.as_secs_f64() / t0.elapsed().as_secs_f64().max(1e-6);
             chunk = (scaled as u64).clamp(MIN_CHUNK, MAX_CHUNK);
-            let now = Instant::now();
-            if now - tick >= Duration::from_secs(1) {
-                let p = sent - tick_sent;
-                on_interval(&Interval {
-                    packets: p,
-                    bytes: p * len,
-                    usec: (now - tick).as_micros() as u64,
-                });
-                tick = now;
-                tick_sent = sent;
+        }
+        Ok(())
+    }
+
+    fn send_afpacket(&self, job: &Job) -> Result<()> {
+        let sock = PacketSocket::open(job.ifindex)?;
+        let stream = self.cfg.stream_base as u16 + job.cpu as u16;
+        let mut bufs = vec![vec![0u8; self.frame.len()]; BATCH];
+        let mut lens = [0usize; BATCH];
+        let rate = self.cfg.rate_pps;
+        let start = Instant::now();
+        let mut seq = 0u64;
+        while !job.quit.load(Ordering::Relaxed) && job.deadline.is_none_or(|d| Instant::now() < d) {
+            let mut n = BATCH as u64;
+            if let Some(q) = job.quota {
+                n = n.min(q - seq);
+            }
+            if rate > 0 {
+                let allowed = (start.elapsed().as_secs_f64() * rate as f64) as u64 + 1;
+                if seq >= allowed {
+                    let due = start + Duration::from_secs_f64(seq as f64 / rate as f64);
+                    let wait = due.saturating_duration_since(Instant::now());
+                    if wait > Duration::from_micros(100) {
+                        std::thread::sleep(wait);
+                    }
+                    continue;
+                }
+                n = n.min(allowed - seq);
+            }
+            if n == 0 {
+                break;
+            }
+            let tx_ns = monotonic_ns() as u32;
+            for i in 0..n as usize {
+                lens[i] =
+                    synth::write_frame(&self.cfg, seq + i as u64, stream, tx_ns, &mut bufs[i]);
+            }
+            let (sent, refused) = sock.send_batch(&mut bufs, &lens[..n as usize])?;
+            let bytes: usize = lens[..sent].iter().sum();
+            seq += sent as u64;
+            job.counters
+                .packets
+                .fetch_add(sent as u64, Ordering::Relaxed);
+            job.counters
+                .bytes
+                .fetch_add(bytes as u64, Ordering::Relaxed);
+            if sent > 0 {
+                job.counters
+                    .last_ns
+                    .store(monotonic_ns(), Ordering::Relaxed);
+            }
+            if refused {
+                job.counters.refused.fetch_add(1, Ordering::Relaxed);
+                std::thread::yield_now();
             }
         }
-        let seconds = start.elapsed().as_secs_f64();
-        Ok(GenReport {
-            mode: "xdp".into(),
-            sent_packets: sent,
-            sent_bytes: sent * len,
-            seconds,
-            pps: sent as f64 / seconds,
-            bps: (sent * len * 8) as f64 / seconds,
-            frame_len: frame.len(),
-        })
+        Ok(())
     }
+}
+
+/// One sending thread's share of the work.
+struct Job<'a> {
+    cpu: usize,
+    quota: Option<u64>,
+    deadline: Option<Instant>,
+    quit: &'a AtomicBool,
+    counters: &'a SenderCounters,
+    ifindex: u32,
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock `bpf_ktime_get_ns()` reads,
+/// so the receiver can compare stamps from both modes.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

@@ -2,9 +2,13 @@
 //! [`recv`] counts what arrives with an XDP count-and-drop program, and
 //! [`frame`] builds the frame templates both agree on.
 
+pub mod afpacket;
 pub mod flows;
 pub mod frame;
 pub mod gen;
+pub mod latency;
 pub mod measure;
 pub mod recv;
+pub mod sizes;
+pub mod synth;
 pub mod units;

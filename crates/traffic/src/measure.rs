@@ -2,7 +2,8 @@
 //! its own pinned thread on the near side, and the per-second rates of both
 //! (BSDRP's default measurement: the rate a DUT forwards under overload).
 use crate::gen::{GenOptions, GenReport, Generator};
-use crate::recv::{Receiver, Ticker};
+use crate::latency::Latency;
+use crate::recv::{self, Receiver, SequenceTotals, Ticker};
 use anyhow::{anyhow, Result};
 use linerate_bpf::loader::XdpMode;
 use serde::Serialize;
@@ -15,7 +16,7 @@ pub struct Trial {
     pub gen_netns: String,
     pub recv_netns: String,
     pub recv_ifname: String,
-    pub gen_cpu: usize,
+    /// The generator's options; its `cpus` pin the sending threads.
     pub gen: GenOptions,
 }
 
@@ -33,6 +34,9 @@ pub struct TrialResult {
     pub loss_ratio: f64,
     /// Receiver's packets per second, one value a second.
     pub received_pps_per_second: Vec<f64>,
+    /// From the stamps: lost, duplicated and reordered in the sequence.
+    pub sequence: SequenceTotals,
+    pub latency_ns: Latency,
 }
 
 /// Grace period after the generator stops for frames still in flight.
@@ -56,7 +60,6 @@ pub fn run_trial(
             .spawn(move || -> Result<GenReport> {
                 let r = (|| {
                     linerate_host::netns::enter_for_good(&t.gen_netns)?;
-                    linerate_host::cpu::pin(0, t.gen_cpu)?;
                     let g = Generator::new(&t.gen)?;
                     g.run(&t.gen, &gen_stop, |_| {})
                 })();
@@ -87,7 +90,11 @@ pub fn run_trial(
     } else {
         all
     };
+    let sequence = recv::totals(&receiver.streams()?);
+    let latency_ns = receiver.latency()?;
     Ok(TrialResult {
+        sequence,
+        latency_ns,
         received_bytes: total.bytes - base.bytes,
         received_pps: received_packets as f64 / offered.seconds,
         loss_ratio: if offered.sent_packets == 0 {

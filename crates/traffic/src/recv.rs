@@ -1,13 +1,16 @@
-//! The XDP count-and-drop receiver.
+//! The XDP count-and-drop receiver, with per-stream sequence tracking and
+//! one-way latency from the generator's stamps.
+use crate::latency::{self, Latency};
 use anyhow::Result;
-use linerate_bpf::layout::RecvCounters;
+use linerate_bpf::layout::{RecvCounters, RecvLatency, RecvStream, RECV_STREAMS};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::{maps, objects};
 use linerate_host::netns::NetnsGuard;
+use serde::Serialize;
 
 /// `lab_recv` attached to one interface; detached when dropped.
 pub struct Receiver {
-    _attachment: XdpAttachment,
+    _attachment: Option<XdpAttachment>,
     obj: libbpf_rs::Object,
 }
 
@@ -20,9 +23,27 @@ impl Receiver {
             XdpAttachment::attach(&loader::prog(&obj, "lab_recv")?, ifname, mode)?
         };
         Ok(Receiver {
-            _attachment: attachment,
+            _attachment: Some(attachment),
             obj,
         })
+    }
+
+    /// The receiver program, loaded but not attached: frames reach it with
+    /// [`Receiver::run_frame`] (tests, benchmarks).
+    pub fn detached() -> Result<Self> {
+        Ok(Receiver {
+            _attachment: None,
+            obj: loader::load(objects::RECV, "receiver")?,
+        })
+    }
+
+    /// Runs the program once on `frame` (BPF_PROG_RUN, on this CPU).
+    pub fn run_frame(&self, frame: &[u8]) -> Result<()> {
+        use std::os::fd::AsFd;
+        let prog = loader::prog(&self.obj, "lab_recv")?;
+        let mut out = vec![0u8; frame.len()];
+        linerate_bpf::test_run::run_xdp(prog.as_fd(), frame, &mut out, 1)?;
+        Ok(())
     }
 
     /// Counters per CPU.
@@ -39,8 +60,104 @@ impl Receiver {
                 packets: a.packets + c.packets,
                 bytes: a.bytes + c.bytes,
                 stamped: a.stamped + c.stamped,
+                bad_stream: a.bad_stream + c.bad_stream,
             }))
     }
+
+    /// Sequence statistics of every stream seen so far.
+    pub fn streams(&self) -> Result<Vec<StreamStats>> {
+        let map = loader::map(&self.obj, "recv_streams")?;
+        let mut out = Vec::new();
+        for id in 0..RECV_STREAMS {
+            let per_cpu: Vec<RecvStream> = maps::read_percpu(&map, id)?;
+            if let Some(s) = StreamStats::merge(id, &per_cpu) {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+
+    /// One-way latency over all stamped frames so far.
+    pub fn latency(&self) -> Result<Latency> {
+        let per_cpu: Vec<RecvLatency> =
+            maps::read_percpu(&loader::map(&self.obj, "recv_latency")?, 0)?;
+        Ok(latency::summarize(&latency::merge(&per_cpu)))
+    }
+}
+
+/// Loss, duplication and reordering of one stream (one generator CPU).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StreamStats {
+    pub stream: u32,
+    pub received: u64,
+    /// Sequence numbers between the lowest and the highest seen that never
+    /// arrived (frames lost after the last one received are not seen here:
+    /// compare with the generator's count for those).
+    pub lost: u64,
+    pub duplicated: u64,
+    /// Arrived after a higher sequence number (RFC 4737).
+    pub reordered: u64,
+    /// Of the reordered, those too far back to check for duplicates.
+    pub late: u64,
+    pub first_seq: u32,
+    pub last_seq: u32,
+}
+
+impl StreamStats {
+    /// Merges the per-CPU states of stream `id`; `None` if never seen.
+    /// Across CPUs the span is taken modulo 2^32.
+    pub fn merge(id: u32, per_cpu: &[RecvStream]) -> Option<Self> {
+        let seen: Vec<&RecvStream> = per_cpu.iter().filter(|s| s.seen != 0).collect();
+        let first = seen.first()?;
+        let before = |a: u32, b: u32| (a.wrapping_sub(b) as i32) < 0;
+        let (mut lo, mut hi) = (first.first, first.max);
+        for s in &seen[1..] {
+            if before(s.first, lo) {
+                lo = s.first;
+            }
+            if before(hi, s.max) {
+                hi = s.max;
+            }
+        }
+        let span = if seen.len() == 1 {
+            first.span
+        } else {
+            hi.wrapping_sub(lo) as u64 + 1
+        };
+        let sum = |f: fn(&RecvStream) -> u64| seen.iter().map(|s| f(s)).sum::<u64>();
+        let received = sum(|s| s.received);
+        let duplicated = sum(|s| s.duplicated);
+        Some(StreamStats {
+            stream: id,
+            received,
+            lost: span.saturating_sub(received - duplicated),
+            duplicated,
+            reordered: sum(|s| s.reordered),
+            late: sum(|s| s.late),
+            first_seq: lo,
+            last_seq: hi,
+        })
+    }
+}
+
+/// Totals over streams.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SequenceTotals {
+    pub lost: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub late: u64,
+}
+
+pub fn totals(streams: &[StreamStats]) -> SequenceTotals {
+    streams
+        .iter()
+        .fold(SequenceTotals::default(), |a, s| SequenceTotals {
+            lost: a.lost + s.lost,
+            duplicated: a.duplicated + s.duplicated,
+            reordered: a.reordered + s.reordered,
+            late: a.late + s.late,
+        })
 }
 
 /// What a receiver counted over one interval.
@@ -76,6 +193,7 @@ impl Ticker {
             packets: now.packets - self.last.packets,
             bytes: now.bytes - self.last.bytes,
             stamped: now.stamped - self.last.stamped,
+            bad_stream: now.bad_stream - self.last.bad_stream,
         };
         self.last = now;
         Ok(Some(Tick { delta, usec }))

@@ -1,0 +1,171 @@
+//! The receiver program's sequence tracking and latency, run with
+//! BPF_PROG_RUN on frames with chosen sequence numbers, against an oracle
+//! that remembers every number (a set) instead of a window. Needs root.
+use linerate_traffic::flows;
+use linerate_traffic::frame::FrameSpec;
+use linerate_traffic::gen::monotonic_ns;
+use linerate_traffic::recv::{Receiver, StreamStats};
+use linerate_traffic::sizes::SizeMix;
+use linerate_traffic::synth;
+use std::collections::HashSet;
+
+fn config() -> linerate_bpf::layout::GenConfig {
+    let s = flows::parse("-s", "198.18.10.1-198.18.10.20", 2000).unwrap();
+    let d = flows::parse("-d", "198.19.10.1", 2000).unwrap();
+    FrameSpec {
+        src_mac: [2, 0, 0, 0, 0, 1],
+        dst_mac: [2, 0, 0, 0, 0, 2],
+        src: s.first,
+        dst: d.first,
+        src_port: 2000,
+        dst_port: 2000,
+        sizes: SizeMix::parse("60", false).unwrap(),
+        ttl: 64,
+    }
+    .gen_config(&s, &d, 0, 0)
+    .unwrap()
+}
+
+/// Counts by definition: a duplicate repeats a number already seen; a
+/// reordered packet (RFC 4737) is new but below the highest seen; lost
+/// numbers lie between the lowest and highest seen and never came.
+fn oracle(arrivals: &[u64]) -> (u64, u64, u64, u64) {
+    let mut seen = HashSet::new();
+    let (mut dup, mut reord, mut max) = (0, 0, None::<u64>);
+    for &s in arrivals {
+        if !seen.insert(s) {
+            dup += 1;
+            continue;
+        }
+        if max.is_some_and(|m| s < m) {
+            reord += 1;
+        }
+        max = max.max(Some(s));
+    }
+    let lo = *seen.iter().min().unwrap();
+    let hi = *seen.iter().max().unwrap();
+    let lost = hi - lo + 1 - seen.len() as u64;
+    (arrivals.len() as u64, lost, dup, reord)
+}
+
+/// xorshift64*: deterministic, no dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Sequence numbers first..first+n with some lost, some sent twice and
+/// some swapped with a neighbour up to `reach` places away.
+fn mangled(rng: &mut Rng, first: u64, n: u64, reach: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = Vec::new();
+    for s in first..first + n {
+        match rng.below(100) {
+            0..=4 => {}                // lost
+            5..=6 => v.extend([s, s]), // duplicated
+            _ => v.push(s),
+        }
+    }
+    for _ in 0..n / 10 {
+        let i = rng.below(v.len() as u64) as usize;
+        let j = (i + 1 + rng.below(reach) as usize).min(v.len() - 1);
+        v.swap(i, j);
+    }
+    v
+}
+
+fn run(arrivals: &[u64], stream: u16) -> StreamStats {
+    // Per-CPU state: keep every run on one CPU.
+    linerate_host::cpu::pin(0, 0).unwrap();
+    let r = Receiver::detached().unwrap();
+    let cfg = config();
+    let mut buf = vec![0u8; 60];
+    let now = monotonic_ns() as u32;
+    for &s in arrivals {
+        let n = synth::write_frame(&cfg, s, stream, now.wrapping_sub(5_000), &mut buf);
+        r.run_frame(&buf[..n]).unwrap();
+    }
+    let streams = r.streams().unwrap();
+    assert_eq!(streams.len(), 1, "one stream");
+    let total = r.total().unwrap();
+    assert_eq!(total.packets, arrivals.len() as u64);
+    assert_eq!(total.stamped, arrivals.len() as u64);
+    let lat = r.latency().unwrap();
+    assert_eq!(lat.count, arrivals.len() as u64);
+    assert!(lat.min >= 5_000, "latency from a stamp 5 us old: {lat:?}");
+    assert!(lat.p50 >= 5_000.0 && lat.p99 <= lat.max as f64);
+    streams[0].clone()
+}
+
+#[test]
+fn random_loss_duplication_and_reordering_match_the_oracle() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for case in 0..6 {
+        // Starts near 0 and just below the 32-bit wrap.
+        let first = if case % 2 == 0 {
+            rng.below(1000)
+        } else {
+            (1u64 << 32) - 1500
+        };
+        let reach = 1 + rng.below(400);
+        let arrivals = mangled(&mut rng, first, 3000, reach);
+        let got = run(&arrivals, case as u16 + 3);
+        let (received, lost, dup, reord) = oracle(&arrivals);
+        assert_eq!(
+            (
+                got.received,
+                got.lost,
+                got.duplicated,
+                got.reordered,
+                got.late
+            ),
+            (received, lost, dup, reord, 0),
+            "case {case} from {first}"
+        );
+        assert_eq!(got.stream, case as u16 as u32 + 3);
+    }
+}
+
+#[test]
+fn in_order_stream_has_nothing_to_report() {
+    let arrivals: Vec<u64> = (100..5100).collect();
+    let got = run(&arrivals, 0);
+    assert_eq!(
+        (
+            got.received,
+            got.lost,
+            got.duplicated,
+            got.reordered,
+            got.first_seq,
+            got.last_seq
+        ),
+        (5000, 0, 0, 0, 100, 5099)
+    );
+}
+
+#[test]
+fn a_packet_from_far_back_is_late() {
+    // Beyond the window (1024 numbers) a straggler is reordered and "late":
+    // whether it is a duplicate can no longer be told.
+    let mut arrivals: Vec<u64> = (0..5000).filter(|&s| s != 10).collect();
+    arrivals.push(10);
+    arrivals.push(20); // an old duplicate, also out of the window
+    let got = run(&arrivals, 1);
+    assert_eq!(
+        (
+            got.received,
+            got.lost,
+            got.duplicated,
+            got.reordered,
+            got.late
+        ),
+        (5001, 0, 0, 2, 2)
+    );
+}
