@@ -46,21 +46,32 @@ struct flow {
 };
 
 /* Flows advance like netmap pkt-gen: source port fastest, then source
- * address, destination port, destination address. */
-static __always_inline void flow_of(const struct gen_config *c, __u64 n, struct flow *f)
+ * address, destination port, destination address; the state steps like an
+ * odometer, because a division per range would cost more than the rest of
+ * the frame. */
+static __always_inline void step(__u32 *off, __u32 count, int *carry)
 {
-	__u32 sp = c->src_port_count ? c->src_port_count : 1;
-	__u32 sa = c->src_addr_count ? c->src_addr_count : 1;
-	__u32 dp = c->dst_port_count ? c->dst_port_count : 1;
-	__u32 da = c->dst_addr_count ? c->dst_addr_count : 1;
+	if (!*carry)
+		return;
+	if (++*off >= count)
+		*off = 0;
+	else
+		*carry = 0;
+}
 
-	f->sport = c->src_port_first + n % sp;
-	n /= sp;
-	f->saddr = c->src_addr_first + n % sa;
-	n /= sa;
-	f->dport = c->dst_port_first + n % dp;
-	n /= dp;
-	f->daddr = c->dst_addr_first + n % da;
+static __always_inline void next_flow(const struct gen_config *c, struct gen_state *st,
+				      struct flow *f)
+{
+	int carry = 1;
+
+	f->sport = c->src_port_first + st->sport_off;
+	f->saddr = c->src_addr_first + st->saddr_off;
+	f->dport = c->dst_port_first + st->dport_off;
+	f->daddr = c->dst_addr_first + st->daddr_off;
+	step(&st->sport_off, c->src_port_count, &carry);
+	step(&st->saddr_off, c->src_addr_count, &carry);
+	step(&st->dport_off, c->dst_port_count, &carry);
+	step(&st->daddr_off, c->dst_addr_count, &carry);
 }
 
 /* What one run writes: which frame, of which stream, at what time. */
@@ -159,11 +170,15 @@ static __always_inline int build_v6(struct xdp_md *ctx, const struct gen_config 
 }
 
 /* Rate control: a frame may leave once the schedule (rate_pps since
- * start_ns) allows it; until then runs are spent dropping. */
+ * start_ns) allows it; until then runs are spent dropping. Nothing leaves
+ * before start_ns: the senders warm up (their first calls are short and
+ * end in idle waits) without the schedule falling behind. */
 static __always_inline int ahead_of_schedule(const struct gen_config *c,
 					     const struct gen_state *st, __u64 now)
 {
-	if (!c->rate_pps || now < c->start_ns)
+	if (now < c->start_ns)
+		return 1;
+	if (!c->rate_pps)
 		return 0;
 	__u64 allowed = (now - c->start_ns) / 1000 * c->rate_pps / 1000000 + 1;
 	return st->seq >= allowed;
@@ -193,9 +208,7 @@ int lab_gen(struct xdp_md *ctx)
 
 	id.seq = st->seq;
 	id.stream = c->stream_base + bpf_get_smp_processor_id();
-	/* A division costs tens of cycles: skip it for the common single size. */
-	__u32 idx = c->size_count == 1 ? 0 : id.seq % c->size_count;
-	const struct gen_size *sz = &c->sizes[idx & (GEN_SIZES_MAX - 1)];
+	const struct gen_size *sz = &c->sizes[st->size_idx & (GEN_SIZES_MAX - 1)];
 	int delta = (int)sz->frame_len - (int)(ctx->data_end - ctx->data);
 
 	if (delta && bpf_xdp_adjust_tail(ctx, delta))
@@ -204,7 +217,9 @@ int lab_gen(struct xdp_md *ctx)
 	st->seq = id.seq + 1;
 	st->bytes += sz->frame_len;
 	st->last_ns = id.now;
-	flow_of(c, id.seq, &f);
+	if (++st->size_idx >= c->size_count)
+		st->size_idx = 0;
+	next_flow(c, st, &f);
 	if (c->family == 6)
 		return build_v6(ctx, c, &f, &id);
 	return build_v4(ctx, c, &f, &id);

@@ -70,6 +70,12 @@ struct gen_state {
 	__u64 after_stop;/* runs after stop_ns or the limit */
 	__u64 limit;     /* frames this CPU may send (-n share); 0: no limit */
 	__u64 last_ns;   /* when the last frame was built */
+	/* The next frame's flow as offsets into the four ranges, stepped
+	 * like an odometer (no division per frame); flow n is the same as
+	 * the Rust side's flow_of(n) when seq and these start at zero. */
+	__u32 sport_off, saddr_off, dport_off, daddr_off;
+	__u32 size_idx;  /* next frame's index into sizes[] */
+	__u32 _pad;
 };
 
 /* Receiver per-CPU counters. */

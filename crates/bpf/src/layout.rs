@@ -60,6 +60,12 @@ pub struct GenState {
     pub after_stop: u64,
     pub limit: u64,
     pub last_ns: u64,
+    pub sport_off: u32,
+    pub saddr_off: u32,
+    pub dport_off: u32,
+    pub daddr_off: u32,
+    pub size_idx: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]
@@ -186,7 +192,10 @@ mod tests {
             objects::GEN,
             "gen_state",
             GenState,
-            [seq, bytes, held, after_stop, limit, last_ns]
+            [
+                seq, bytes, held, after_stop, limit, last_ns, sport_off, saddr_off, dport_off,
+                daddr_off, size_idx, _pad
+            ]
         );
     }
 

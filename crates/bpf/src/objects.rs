@@ -4,3 +4,5 @@
 pub const GEN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gen.bpf.o"));
 /// Lab receiver: count and drop, program `lab_recv`.
 pub const RECV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/recv.bpf.o"));
+/// Drop-only sink, program `lab_sink` (generator benchmark).
+pub const SINK: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sink.bpf.o"));

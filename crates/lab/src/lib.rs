@@ -5,6 +5,7 @@
 //! test that panics still cleans up. [`Lab::persist`] keeps it after the
 //! value goes (for `linerate lab up`); [`down`] removes a persisted one.
 
+pub mod scratch;
 pub mod setup;
 pub mod state;
 pub mod status;

@@ -201,16 +201,19 @@ fn tune(spec: &LabSpec) -> Result<Vec<NapiThread>> {
     let i = Interfaces::default();
     in_netns(&ns.gen, "ethtool", &["-K", &i.gen, "tso", "off"])?;
     in_netns(&ns.dut, "ethtool", &["-K", &i.dut_in, "gro", "on"])?;
-    let before = napi_threads(&i.dut_in);
+    threaded_napi(&ns.dut, &i.dut_in, spec.dut_cpu)
+}
+
+/// Turns on threaded NAPI for `dev` (in namespace `ns`) and pins its new
+/// `napi/<dev>-*` threads to CPUs from `first_cpu` on, one queue each.
+pub fn threaded_napi(ns: &str, dev: &str, first_cpu: usize) -> Result<Vec<NapiThread>> {
+    let before = napi_threads(dev);
     in_netns(
-        &ns.dut,
+        ns,
         "sh",
-        &[
-            "-c",
-            &format!("echo 1 > /sys/class/net/{}/threaded", i.dut_in),
-        ],
+        &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")],
     )?;
-    let mut mine: Vec<i32> = napi_threads(&i.dut_in)
+    let mut mine: Vec<i32> = napi_threads(dev)
         .into_iter()
         .filter(|p| !before.contains(p))
         .collect();
@@ -218,7 +221,7 @@ fn tune(spec: &LabSpec) -> Result<Vec<NapiThread>> {
     let cpus = linerate_host::cpu::online();
     let mut pinned = Vec::new();
     for (q, pid) in mine.iter().enumerate() {
-        let cpu = (spec.dut_cpu + q) % cpus;
+        let cpu = (first_cpu + q) % cpus;
         linerate_host::cpu::pin(*pid, cpu)?;
         pinned.push(NapiThread { pid: *pid, cpu });
     }

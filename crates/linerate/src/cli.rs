@@ -29,6 +29,38 @@ pub enum Command {
     Ministat(MinistatArgs),
     /// Simple IMIX pps <-> bps conversion and Ethernet line rates.
     Imix(ImixArgs),
+    /// Benchmarks, each against a peer measured in the same run.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCmd {
+    /// The generator: XDP live frames against AF_PACKET on one CPU, into a
+    /// scratch veth whose far end is the XDP receiver, then -R accuracy.
+    Gen(BenchGenArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchGenArgs {
+    /// Seconds per run.
+    #[arg(short = 't', long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Pairs of runs (XDP, AF_PACKET).
+    #[arg(long, default_value_t = 5)]
+    pub repeat: usize,
+    /// Frame sizes, as gen's -l.
+    #[arg(short = 'l', long, default_value = "60")]
+    pub len: String,
+    /// CPU of the generator (the receiver's NAPI thread gets the next one).
+    #[arg(long, default_value_t = 0)]
+    pub cpu: usize,
+    /// Fractions of the XDP maximum to check -R at.
+    #[arg(long, value_delimiter = ',', default_value = "0.25,0.5,0.8")]
+    pub rate_fractions: Vec<f64>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -1,6 +1,7 @@
 //! linerate: the command line. Argument parsing and wiring only; the work
 //! is in the library crates.
 mod cli;
+mod cmd_bench;
 mod cmd_imix;
 mod cmd_lab;
 mod cmd_ministat;
@@ -16,6 +17,7 @@ fn main() {
         cli::Command::Gen(g) => cmd_traffic::gen(g),
         cli::Command::Recv(r) => cmd_traffic::recv(r),
         cli::Command::Imix(i) => cmd_imix::run(i),
+        cli::Command::Bench(b) => cmd_bench::run(b),
         cli::Command::Ministat(m) => std::process::exit(cmd_ministat::run(m)),
     };
     if let Err(e) = result {

@@ -77,8 +77,12 @@ pub struct GenReport {
     pub threads: usize,
     /// `-R`, if given.
     pub rate_pps: Option<u64>,
-    /// Sends the kernel refused (AF_PACKET: no buffer space).
+    /// Frames built that the interface did not transmit (a veth whose
+    /// peer's ring was full or has no XDP); not counted as sent.
     pub xmit_errors: u64,
+    /// AF_PACKET: times the interface's queue was full; those frames were
+    /// sent again once it drained (nothing lost).
+    pub queue_full: u64,
     pub warnings: Vec<String>,
 }
 
@@ -89,6 +93,11 @@ pub struct GenReport {
 const CALL_TARGET: Duration = Duration::from_millis(200);
 const MIN_CHUNK: u64 = 1 << 12;
 const MAX_CHUNK: u64 = 1 << 24;
+/// Senders start this long before the run's window opens (the program
+/// sends nothing before it): a sender's first calls are short and each
+/// ends in an idle wait, which would otherwise leave the schedule behind
+/// and make it catch up in a burst.
+const WARMUP: Duration = Duration::from_millis(300);
 /// XDP senders per CPU: each BPF_PROG_RUN call ends by waiting for an RCU
 /// grace period with the CPU idle; a second sender on the same CPU sends
 /// meanwhile.
@@ -206,8 +215,13 @@ impl Generator {
         let senders: Vec<SenderCounters> =
             (0..threads).map(|_| SenderCounters::default()).collect();
         let xdp = opts.mode == Mode::Xdp;
-        let totals = || -> Result<(u64, u64)> {
-            Ok(if xdp {
+        // What the interface transmitted is what was sent: frames the
+        // program built that the driver refused (a veth whose peer's ring
+        // was full, or whose peer has no XDP) are xmit errors. The kernel's
+        // own few frames (ND, MLD) are capped out by `built`.
+        let tx_base = tx_counters(&opts.ifname)?;
+        let totals = || -> Result<(u64, u64, u64)> {
+            let (built, built_bytes) = if xdp {
                 self.xdp_state()?
                     .iter()
                     .fold((0, 0), |a, s| (a.0 + s.seq, a.1 + s.bytes))
@@ -218,7 +232,11 @@ impl Generator {
                         a.1 + c.bytes.load(Ordering::Relaxed),
                     )
                 })
-            })
+            };
+            let (bytes, packets) = tx_counters(&opts.ifname)?;
+            let sent = (packets - tx_base.1).min(built);
+            let bytes = (bytes - tx_base.0).min(built_bytes);
+            Ok((sent, bytes, built - sent))
         };
         let quota = |i: usize| {
             opts.count
@@ -227,9 +245,9 @@ impl Generator {
         let senders_per_cpu = if xdp { XDP_SENDERS_PER_CPU } else { 1 };
         let quit = AtomicBool::new(false);
         let running = AtomicUsize::new(threads * senders_per_cpu);
-        let start = Instant::now();
+        let start = Instant::now() + WARMUP;
         let deadline = opts.duration.map(|d| start + d);
-        let start_ns = monotonic_ns();
+        let start_ns = monotonic_ns() + WARMUP.as_nanos() as u64;
         if let Some(obj) = &self.obj {
             // Each CPU starts from sequence 0 with its share of -n; the
             // program paces from start_ns and sends nothing after stop_ns
@@ -251,6 +269,8 @@ impl Generator {
                 let cpu_index = t % threads;
                 let job = Job {
                     cpu: opts.cpus[cpu_index],
+                    start,
+                    second: t >= threads,
                     quota: quota(cpu_index),
                     deadline,
                     quit: &quit,
@@ -268,22 +288,42 @@ impl Generator {
                     r
                 }));
             }
-            let (mut tick, mut tick_totals) = (start, (0u64, 0u64));
+            let (mut tick, mut tick_totals) = (start, (0u64, 0u64, 0u64));
+            // Nothing leaves after the deadline, so an interval that is read
+            // later still ends there.
+            let interval_end = |now: Instant| deadline.map_or(now, |d| now.min(d));
+            let mut emit =
+                |tick: Instant, from: (u64, u64, u64)| -> Result<(Instant, (u64, u64, u64))> {
+                    // The time is taken after the read: this thread may be
+                    // scheduled out between the two, and the counts must not be
+                    // older than the interval's end.
+                    let t = totals()?;
+                    let end = interval_end(Instant::now());
+                    on_interval(&Interval {
+                        packets: t.0 - from.0,
+                        bytes: t.1 - from.1,
+                        usec: (end - tick).as_micros() as u64,
+                    });
+                    Ok((end, t))
+                };
             while running.load(Ordering::SeqCst) > 0 {
-                std::thread::sleep(Duration::from_millis(10));
+                // Wake rarely: this thread may share a CPU with the receiving
+                // end of the wire, and every wake-up delays it.
+                let next_tick =
+                    (tick + Duration::from_secs(1)).saturating_duration_since(Instant::now());
+                std::thread::sleep(
+                    next_tick.clamp(Duration::from_millis(1), Duration::from_millis(50)),
+                );
                 if stop.load(Ordering::Relaxed) || deadline.is_some_and(|d| Instant::now() >= d) {
                     quit.store(true, Ordering::SeqCst);
                 }
-                let now = Instant::now();
-                if now - tick >= Duration::from_secs(1) {
-                    let t = totals()?;
-                    on_interval(&Interval {
-                        packets: t.0 - tick_totals.0,
-                        bytes: t.1 - tick_totals.1,
-                        usec: (now - tick).as_micros() as u64,
-                    });
-                    (tick, tick_totals) = (now, t);
+                if tick.elapsed() >= Duration::from_secs(1) && deadline.is_none_or(|d| tick < d) {
+                    (tick, tick_totals) = emit(tick, tick_totals)?;
                 }
+            }
+            // The last part of a second, as pkt-gen prints it.
+            if interval_end(Instant::now()) > tick + Duration::from_millis(1) {
+                emit(tick, tick_totals)?;
             }
             for h in handles {
                 h.join()
@@ -312,7 +352,7 @@ impl Generator {
             _ if last_ns > start_ns => (last_ns - start_ns) as f64 / 1e9,
             _ => start.elapsed().as_secs_f64(),
         };
-        let (sent, bytes) = totals()?;
+        let (sent, bytes, dropped) = totals()?;
         let mut report = GenReport {
             mode: opts.mode,
             sent_packets: sent,
@@ -324,7 +364,8 @@ impl Generator {
             mean_frame_len: opts.frame.sizes.mean_frame_len(),
             threads,
             rate_pps: opts.rate_pps,
-            xmit_errors: senders
+            xmit_errors: dropped,
+            queue_full: senders
                 .iter()
                 .map(|c| c.refused.load(Ordering::Relaxed))
                 .sum(),
@@ -342,8 +383,10 @@ impl Generator {
         }
         if report.xmit_errors > 0 {
             report.warnings.push(format!(
-                "the interface's queue was full {} times (sendmmsg: no buffer space); those frames were sent when it drained",
-                report.xmit_errors
+                "{} frames ({:.2}%) were built but not transmitted by {} (its peer could not take them); they are not counted as sent",
+                report.xmit_errors,
+                100.0 * report.xmit_errors as f64 / (sent + report.xmit_errors) as f64,
+                opts.ifname
             ));
         }
         Ok(report)
@@ -358,6 +401,11 @@ impl Generator {
     }
 
     fn send_xdp(&self, opts: &GenOptions, job: &Job) -> Result<()> {
+        if job.second {
+            // Calls end with an idle wait; starting half a call later keeps
+            // the two senders of a CPU from waiting at the same time.
+            std::thread::sleep(CALL_TARGET / 2);
+        }
         let prog = loader::prog(self.xdp()?, "lab_gen")?;
         // SAFETY: the program (and its fd) outlives this call.
         let fd = unsafe { BorrowedFd::borrow_raw(prog.as_fd().as_raw_fd()) };
@@ -404,7 +452,8 @@ impl Generator {
         let mut bufs = vec![vec![0u8; self.frame.len()]; BATCH];
         let mut lens = [0usize; BATCH];
         let rate = self.cfg.rate_pps;
-        let start = Instant::now();
+        let start = job.start;
+        std::thread::sleep(start.saturating_duration_since(Instant::now()));
         let mut seq = 0u64;
         while !job.quit.load(Ordering::Relaxed) && job.deadline.is_none_or(|d| Instant::now() < d) {
             let mut n = BATCH as u64;
@@ -457,11 +506,39 @@ impl Generator {
 /// One sending thread's share of the work.
 struct Job<'a> {
     cpu: usize,
+    /// When the run's window opens.
+    start: Instant,
+    /// The second sender of its CPU.
+    second: bool,
     quota: Option<u64>,
     deadline: Option<Instant>,
     quit: &'a AtomicBool,
     counters: &'a SenderCounters,
     ifindex: u32,
+}
+
+/// The interface's transmit counters (bytes, packets), from the calling
+/// thread's namespace view of /proc/net/dev. For a veth they count what its
+/// peer took, XDP frames included: frames it refused are not in them.
+pub fn tx_counters(ifname: &str) -> Result<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/dev")?;
+    for line in text.lines().skip(2) {
+        let Some((name, fields)) = line.split_once(':') else {
+            continue;
+        };
+        if name.trim() == ifname {
+            // 8 receive fields, then transmit bytes and packets.
+            let f: Vec<u64> = fields
+                .split_whitespace()
+                .map(|v| v.parse().unwrap_or(0))
+                .collect();
+            if f.len() < 10 {
+                bail!("/proc/net/dev: short line for {ifname}");
+            }
+            return Ok((f[8], f[9]));
+        }
+    }
+    bail!("interface {ifname} is not in this network namespace")
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock `bpf_ktime_get_ns()` reads,

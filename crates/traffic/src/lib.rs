@@ -3,6 +3,7 @@
 //! [`frame`] builds the frame templates both agree on.
 
 pub mod afpacket;
+pub mod bench;
 pub mod flows;
 pub mod frame;
 pub mod gen;

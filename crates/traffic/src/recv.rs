@@ -39,11 +39,16 @@ impl Receiver {
 
     /// Runs the program once on `frame` (BPF_PROG_RUN, on this CPU).
     pub fn run_frame(&self, frame: &[u8]) -> Result<()> {
+        self.run_frame_repeat(frame, 1).map(|_| ())
+    }
+
+    /// Runs the program `repeat` times on `frame`; the kernel's mean
+    /// nanoseconds per run.
+    pub fn run_frame_repeat(&self, frame: &[u8], repeat: u32) -> Result<u32> {
         use std::os::fd::AsFd;
         let prog = loader::prog(&self.obj, "lab_recv")?;
         let mut out = vec![0u8; frame.len()];
-        linerate_bpf::test_run::run_xdp(prog.as_fd(), frame, &mut out, 1)?;
-        Ok(())
+        Ok(linerate_bpf::test_run::run_xdp(prog.as_fd(), frame, &mut out, repeat)?.duration_ns)
     }
 
     /// Counters per CPU.

@@ -1,0 +1,96 @@
+//! `linerate bench ...`.
+use crate::cli::{BenchCmd, BenchGenArgs, GenArgs};
+use anyhow::{bail, Result};
+use linerate_lab::scratch::ScratchPair;
+use linerate_traffic::bench::{self, GenBench};
+
+pub fn run(cmd: BenchCmd) -> Result<()> {
+    match cmd {
+        BenchCmd::Gen(a) => gen(a),
+    }
+}
+
+fn gen(a: BenchGenArgs) -> Result<()> {
+    linerate_host::privilege::require_root("linerate bench gen")?;
+    if !(a.seconds >= 1.0 && a.seconds.is_finite()) {
+        bail!(
+            "-t: at least 1 second per run (rates are checked per second), got {}",
+            a.seconds
+        );
+    }
+    if a.repeat == 0 {
+        bail!("--repeat: at least 1");
+    }
+    if let Some(f) = a.rate_fractions.iter().find(|f| !(**f > 0.0 && **f <= 1.0)) {
+        bail!("--rate-fractions: {f} is not in (0, 1]");
+    }
+    let online = linerate_host::cpu::online();
+    if a.cpu >= online {
+        bail!(
+            "--cpu: CPU {} does not exist (CPUs 0..{})",
+            a.cpu,
+            online - 1
+        );
+    }
+    // Check every argument before building anything.
+    let mut args = GenArgs::for_lab("placeholder", &a.len, false, a.seconds);
+    args.cpu = Some(a.cpu);
+    args.dst_mac = "02:00:00:00:00:ff".into();
+    crate::cmd_traffic::gen_options(&args, "02:00:00:00:00:fe")?;
+    let pair = ScratchPair::new((a.cpu + 1) % online)?;
+    args.iface = pair.tx.clone();
+    let b = GenBench {
+        netns: pair.netns.clone(),
+        tx: pair.tx.clone(),
+        rx: pair.rx.clone(),
+        gen: crate::cmd_traffic::gen_options(&args, "02:00:00:00:00:fe")?,
+        seconds: a.seconds,
+        repeat: a.repeat,
+        rate_fractions: a.rate_fractions.clone(),
+    };
+    let json = a.json;
+    let r = bench::run(&b, |line| {
+        if !json {
+            println!("{line}");
+        }
+    })?;
+    drop(pair);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!(
+        "\ngenerator on CPU {}, -l {}, {} s per run, {} runs each, into a drop-only sink (median [min..max]):",
+        r.cpu, r.frame_sizes, r.seconds, a.repeat
+    );
+    let show = |name: &str, s: &bench::Spread, unit: f64, suffix: &str| {
+        println!(
+            "  {name:<10} {:>8.3}{suffix} [{:.3}..{:.3}]",
+            s.median / unit,
+            s.min / unit,
+            s.max / unit
+        )
+    };
+    show("xdp", &r.xdp_pps, 1e6, " Mpps");
+    show("afpacket", &r.afpacket_pps, 1e6, " Mpps");
+    show("xdp/afp", &r.ratio, 1.0, "x   ");
+
+    for c in &r.rate_control {
+        println!(
+            "  -R {:>9} ({:>3.0}% of max): offered {:>11.0} pps, error {:+.3}% over the run, {:.3}% worst second",
+            c.rate_pps,
+            c.fraction_of_max * 100.0,
+            c.offered_pps,
+            c.error_percent,
+            c.worst_second_error_percent
+        );
+    }
+    let rc = &r.receiver;
+    println!(
+        "  receiver as the sink: generator built {:.3} Mpps, the wire took {:.3} Mpps, the receiver counted {:.4} of those (lowest run)",
+        rc.built_pps.median / 1e6,
+        rc.sent_pps.median / 1e6,
+        rc.counted_ratio_min
+    );
+    Ok(())
+}

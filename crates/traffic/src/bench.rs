@@ -1,0 +1,228 @@
+//! `linerate bench gen`: the generator's own rate, XDP against AF_PACKET
+//! in the same run, into a veth whose far end drops every frame unread
+//! (so neither the sink nor a DUT limits it), the rate control at fractions
+//! of the XDP maximum, then the receiver as the sink: does it count every
+//! frame the generator gets onto the wire?
+use crate::gen::{GenOptions, GenReport, Generator, Mode};
+use crate::recv::Receiver;
+use anyhow::{anyhow, Result};
+use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
+use linerate_bpf::objects;
+use linerate_host::netns::NetnsGuard;
+use serde::Serialize;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct GenBench {
+    /// Scratch namespace and the two ends of its veth pair.
+    pub netns: String,
+    pub tx: String,
+    pub rx: String,
+    /// Options every run starts from (interface, frames, sender CPU).
+    pub gen: GenOptions,
+    pub seconds: f64,
+    pub repeat: usize,
+    /// Fractions of the median XDP rate to check `-R` at.
+    pub rate_fractions: Vec<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PairRun {
+    pub xdp_pps: f64,
+    pub afpacket_pps: f64,
+    pub ratio: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(v: &[f64]) -> Self {
+        let mut s = v.to_vec();
+        s.sort_by(|a, b| a.total_cmp(b));
+        let n = s.len();
+        let median = if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            (s[n / 2 - 1] + s[n / 2]) / 2.0
+        };
+        Spread {
+            median,
+            min: s[0],
+            max: s[n - 1],
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RateCheck {
+    pub fraction_of_max: f64,
+    pub rate_pps: u64,
+    pub offered_pps: f64,
+    /// (offered - rate) / rate over the run, percent.
+    pub error_percent: f64,
+    /// The largest |error| of a whole second, percent.
+    pub worst_second_error_percent: f64,
+    pub per_second_pps: Vec<f64>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GenBenchReport {
+    pub frame_sizes: String,
+    pub seconds: f64,
+    pub cpu: usize,
+    pub runs: Vec<PairRun>,
+    pub xdp_pps: Spread,
+    pub afpacket_pps: Spread,
+    pub ratio: Spread,
+    /// Lowest received/sent over every run: 1.0 when the receiver counted
+    /// every frame the generator sent.
+    pub rate_control: Vec<RateCheck>,
+    /// XDP generator at full speed into the receiver (median of runs).
+    pub receiver: ReceiverCheck,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ReceiverCheck {
+    /// Frames the generator built per second, and those the wire took.
+    pub built_pps: Spread,
+    pub sent_pps: Spread,
+    /// Frames the receiver counted over frames sent, lowest run.
+    pub counted_ratio_min: f64,
+}
+
+/// One generator run inside the scratch namespace; the receiver counts.
+fn one_run(
+    b: &GenBench,
+    receiver: Option<&Receiver>,
+    mode: Mode,
+    rate: Option<u64>,
+) -> Result<(GenReport, f64, Vec<f64>)> {
+    let mut opts = b.gen.clone();
+    opts.mode = mode;
+    opts.rate_pps = rate;
+    opts.duration = Some(Duration::from_secs_f64(b.seconds));
+    opts.count = None;
+    let before = receiver.map(|r| r.total()).transpose()?;
+    let netns = b.netns.clone();
+    let (report, seconds) = std::thread::spawn(move || -> Result<(GenReport, Vec<f64>)> {
+        linerate_host::netns::enter_for_good(&netns)?;
+        let g = Generator::new(&opts)?;
+        let mut per_second = Vec::new();
+        let r = g.run(&opts, &AtomicBool::new(false), |iv| {
+            // Whole seconds only: the last interval may be a fraction.
+            if iv.usec >= 900_000 {
+                per_second.push(iv.packets as f64 * 1e6 / iv.usec as f64);
+            }
+        })?;
+        Ok((r, per_second))
+    })
+    .join()
+    .map_err(|_| anyhow!("generator thread panicked"))??;
+    let ratio = match (receiver, before) {
+        (Some(r), Some(before)) if report.sent_packets > 0 => {
+            std::thread::sleep(Duration::from_millis(100));
+            (r.total()?.stamped - before.stamped) as f64 / report.sent_packets as f64
+        }
+        _ => f64::NAN,
+    };
+    Ok((report, ratio, seconds))
+}
+
+/// The drop-only sink on the receiving end; detached when dropped.
+fn attach_sink(b: &GenBench) -> Result<(libbpf_rs::Object, XdpAttachment)> {
+    let obj = loader::load(objects::SINK, "sink")?;
+    let link = {
+        let _in = NetnsGuard::enter(&b.netns)?;
+        XdpAttachment::attach(&loader::prog(&obj, "lab_sink")?, &b.rx, XdpMode::Native)?
+    };
+    Ok((obj, link))
+}
+
+pub fn run(b: &GenBench, mut progress: impl FnMut(&str)) -> Result<GenBenchReport> {
+    let sink = attach_sink(b)?;
+    let mut runs = Vec::new();
+    for i in 0..b.repeat {
+        let (x, _, _) = one_run(b, None, Mode::Xdp, None)?;
+        let (a, _, _) = one_run(b, None, Mode::Afpacket, None)?;
+        progress(&format!(
+            "run {}/{}: xdp {:.3} Mpps, afpacket {:.3} Mpps, ratio {:.2}",
+            i + 1,
+            b.repeat,
+            x.pps / 1e6,
+            a.pps / 1e6,
+            x.pps / a.pps
+        ));
+        runs.push(PairRun {
+            xdp_pps: x.pps,
+            afpacket_pps: a.pps,
+            ratio: x.pps / a.pps,
+        });
+    }
+    let col = |f: fn(&PairRun) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
+    let xdp_pps = Spread::of(&col(|r| r.xdp_pps));
+    let mut rate_control = Vec::new();
+    for &f in &b.rate_fractions {
+        let rate = (xdp_pps.median * f).round() as u64;
+        let (r, _, per_second) = one_run(b, None, Mode::Xdp, Some(rate))?;
+        let err = |pps: f64| 100.0 * (pps - rate as f64) / rate as f64;
+        let check = RateCheck {
+            fraction_of_max: f,
+            rate_pps: rate,
+            offered_pps: r.pps,
+            error_percent: err(r.pps),
+            worst_second_error_percent: per_second
+                .iter()
+                .map(|&p| err(p).abs())
+                .fold(0.0, f64::max),
+            per_second_pps: per_second,
+            warnings: r.warnings,
+        };
+        progress(&format!(
+            "-R {rate} ({:.0}% of max): offered {:.0} pps, error {:+.3}%, worst second {:.3}%",
+            f * 100.0,
+            check.offered_pps,
+            check.error_percent,
+            check.worst_second_error_percent
+        ));
+        rate_control.push(check);
+    }
+    drop(sink);
+    let receiver = Receiver::attach(&b.rx, Some(&b.netns), XdpMode::Native)?;
+    let (mut built, mut sent, mut counted) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..b.repeat {
+        let (x, ratio, _) = one_run(b, Some(&receiver), Mode::Xdp, None)?;
+        progress(&format!(
+            "receiver run {}/{}: generator built {:.3} Mpps, sent {:.3} Mpps, receiver counted {:.4} of them",
+            i + 1,
+            b.repeat,
+            (x.sent_packets + x.xmit_errors) as f64 / x.seconds / 1e6,
+            x.pps / 1e6,
+            ratio
+        ));
+        built.push((x.sent_packets + x.xmit_errors) as f64 / x.seconds);
+        sent.push(x.pps);
+        counted.push(ratio);
+    }
+    Ok(GenBenchReport {
+        frame_sizes: b.gen.frame.sizes.name.clone(),
+        seconds: b.seconds,
+        cpu: b.gen.cpus[0],
+        afpacket_pps: Spread::of(&col(|r| r.afpacket_pps)),
+        ratio: Spread::of(&col(|r| r.ratio)),
+        xdp_pps,
+        runs,
+        rate_control,
+        receiver: ReceiverCheck {
+            built_pps: Spread::of(&built),
+            sent_pps: Spread::of(&sent),
+            counted_ratio_min: counted.iter().copied().fold(f64::INFINITY, f64::min),
+        },
+    })
+}
