@@ -1,0 +1,11 @@
+//! linerate's FIB: longest-prefix match laid out for the XDP fast path.
+//! [`trie::Fib`] is the table, [`gen`] makes realistic full tables, [`dump`]
+//! reads route dumps.
+
+pub mod dump;
+pub mod gen;
+pub mod key;
+pub mod trie;
+
+pub use key::Key;
+pub use trie::{Fib, FibError, Shape, Stats, Table, Write, CHILD, MAX_NEXTHOP};

@@ -1,0 +1,869 @@
+//! The table: a multibit trie with leaf pushing, in the layout the XDP
+//! fast path reads (see `layout` for the exact format).
+//!
+//! Level 0 is one array of `2^first` entries indexed by the top `first` bits
+//! of the address; every deeper level is a group of `2^stride` entries taken
+//! from one pool. An entry is a next-hop id (`0` = no route) or, with
+//! [`CHILD`] set, the index of the group that holds the next `stride` bits.
+//! IPv4 uses 24 + 8 (DIR-24-8, as DPDK's rte_lpm), IPv6 16 + 8 * 14.
+//!
+//! Beside the entries the control plane keeps, per entry, the length of the
+//! prefix that wrote it (the shadow; the fast path never reads it), the
+//! routes themselves, and per group the number of entries that stop it from
+//! collapsing back into its parent.
+//!
+//! Changes are made in place, one entry at a time, in an order that keeps
+//! every state a concurrent reader can see valid (rte_lpm's rules): a new
+//! group is filled before the entry that points to it is written; an entry
+//! changes from the old next hop straight to the new one; a group is
+//! unlinked before it is freed, and freed groups are quarantined until the
+//! caller says readers are done with them ([`Fib::release_quarantine`]).
+//! Each change returns the entry writes it made, in order: what the control
+//! plane pushes to the BPF maps.
+use crate::key::Key;
+use serde::Serialize;
+use std::collections::HashMap;
+use thiserror::Error;
+
+/// Entry bit: the rest of the entry is a group index.
+pub const CHILD: u32 = 1 << 31;
+/// Largest next-hop id (ids are 1..=MAX_NEXTHOP; 0 means no route).
+pub const MAX_NEXTHOP: u32 = CHILD - 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Table {
+    /// The first level, `2^first` entries.
+    Root,
+    /// The group pool: group `g` is entries `g << stride .. (g + 1) << stride`.
+    Groups,
+}
+
+/// One entry write, in the order it must reach the fast path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Write {
+    pub table: Table,
+    pub index: u32,
+    pub value: u32,
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum FibError {
+    #[error("prefix length {len} is longer than {max} bits")]
+    BadLength { len: u8, max: u8 },
+    #[error("next-hop id {0} is out of range 1..={MAX_NEXTHOP}")]
+    NextHopOutOfRange(u32),
+    #[error("table full: the route needs {needed} more groups, {free} are free of {capacity} ({quarantined} quarantined until release_quarantine)")]
+    TableFull {
+        needed: u32,
+        free: u32,
+        capacity: u32,
+        quarantined: u32,
+    },
+    #[error("no such route")]
+    NotFound,
+}
+
+/// The shape of a table: first-level bits, bits per deeper level, and the
+/// number of groups the pool may hold (the BPF map is sized for it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Shape {
+    pub first: u8,
+    pub stride: u8,
+    pub groups: u32,
+}
+
+impl Shape {
+    /// DIR-24-8 with room for 24576 groups of 256 entries: 64 MiB + 24 MiB.
+    pub const IPV4: Shape = Shape {
+        first: 24,
+        stride: 8,
+        groups: 24576,
+    };
+    /// 16 bits, then 8 at a time: at most 15 reads for a /128.
+    pub const IPV6: Shape = Shape {
+        first: 16,
+        stride: 8,
+        groups: 49152,
+    };
+}
+
+/// Per-entry shadow: 0 = nothing, else the writing prefix's length + 1.
+type Owner = u8;
+
+#[derive(Clone, Debug)]
+pub struct Fib<K: Key> {
+    shape: Shape,
+    root: Vec<u32>,
+    root_owner: Vec<Owner>,
+    groups: Vec<u32>,
+    group_owner: Vec<Owner>,
+    /// Per group: its first bit (the level's offset) and how many of its
+    /// entries are child pointers or belong to prefixes longer than that.
+    group_start: Vec<u8>,
+    group_specific: Vec<u32>,
+    free: Vec<u32>,
+    quarantine: Vec<u32>,
+    /// Quarantine freed groups (a fast path may be reading them) or reuse
+    /// them at once (no concurrent readers: tests, benchmarks).
+    concurrent_readers: bool,
+    routes: HashMap<(K, u8), u32>,
+    routes_by_len: Vec<u32>,
+    /// Groups allocated by the change in progress, with what their entries
+    /// held before (a reused group keeps its old entries).
+    allocated: Vec<(u32, Vec<u32>)>,
+}
+
+impl<K: Key> Fib<K> {
+    pub fn new(shape: Shape) -> Self {
+        assert!(shape.first <= K::BITS && shape.first <= 24 && shape.stride > 0);
+        assert!(
+            (K::BITS - shape.first).is_multiple_of(shape.stride),
+            "levels must end at the address's last bit"
+        );
+        Fib {
+            shape,
+            root: vec![0; 1 << shape.first],
+            root_owner: vec![0; 1 << shape.first],
+            groups: Vec::new(),
+            group_owner: Vec::new(),
+            group_start: Vec::new(),
+            group_specific: Vec::new(),
+            free: Vec::new(),
+            quarantine: Vec::new(),
+            concurrent_readers: true,
+            routes: HashMap::new(),
+            routes_by_len: vec![0; K::BITS as usize + 1],
+            allocated: Vec::new(),
+        }
+    }
+
+    /// Reuse freed groups at once (nothing reads the table concurrently).
+    pub fn without_concurrent_readers(mut self) -> Self {
+        self.concurrent_readers = false;
+        self
+    }
+
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.routes.is_empty()
+    }
+
+    pub fn get(&self, addr: K, len: u8) -> Option<u32> {
+        self.routes.get(&(addr.mask(len), len)).copied()
+    }
+
+    pub fn routes(&self) -> impl Iterator<Item = (K, u8, u32)> + '_ {
+        self.routes.iter().map(|(&(a, l), &n)| (a, l, n))
+    }
+
+    /// The first level's entries, as the fast path reads them.
+    pub fn root(&self) -> &[u32] {
+        &self.root
+    }
+
+    /// The group pool's entries (groups in use and free ones).
+    pub fn groups(&self) -> &[u32] {
+        &self.groups
+    }
+
+    pub fn groups_in_use(&self) -> u32 {
+        (self.group_start.len() - self.free.len() - self.quarantine.len()) as u32
+    }
+
+    pub fn groups_quarantined(&self) -> u32 {
+        self.quarantine.len() as u32
+    }
+
+    /// Returns quarantined groups to the free list: call once every reader
+    /// that could have seen them has finished (an RCU grace period after
+    /// the writes reached the maps).
+    pub fn release_quarantine(&mut self) {
+        self.free.append(&mut self.quarantine);
+    }
+
+    fn group_size(&self) -> usize {
+        1 << self.shape.stride
+    }
+
+    fn free_groups(&self) -> u32 {
+        self.shape.groups - self.group_start.len() as u32 + self.free.len() as u32
+    }
+
+    // ---- lookups -------------------------------------------------------
+
+    /// Longest-prefix match: the next-hop id, or `None`.
+    #[inline]
+    pub fn lookup(&self, addr: K) -> Option<u32> {
+        let s = self.shape;
+        let mut e = self.root[addr.chunk(0, s.first)];
+        let mut start = s.first;
+        while e & CHILD != 0 {
+            let base = ((e & !CHILD) as usize) << s.stride;
+            e = self.groups[base + addr.chunk(start, s.stride)];
+            start += s.stride;
+        }
+        (e != 0).then_some(e)
+    }
+
+    /// Looks up every address; `out[i]` is the next-hop id of `addrs[i]`
+    /// or 0. Works through the batch level by level, prefetching each
+    /// level's entries for many addresses before reading any of them, so
+    /// that their cache misses overlap.
+    pub fn lookup_batch(&self, addrs: &[K], out: &mut [u32]) {
+        const LANES: usize = 16;
+        assert_eq!(addrs.len(), out.len());
+        let s = self.shape;
+        let gs = s.stride;
+        for (a, o) in addrs.chunks(LANES).zip(out.chunks_mut(LANES)) {
+            let n = a.len();
+            let mut idx = [0usize; LANES];
+            for i in 0..n {
+                idx[i] = a[i].chunk(0, s.first);
+                prefetch(&self.root[idx[i]]);
+            }
+            for i in 0..n {
+                o[i] = self.root[idx[i]];
+            }
+            let mut start = s.first;
+            loop {
+                let mut deeper = false;
+                for i in 0..n {
+                    if o[i] & CHILD != 0 {
+                        idx[i] = (((o[i] & !CHILD) as usize) << gs) + a[i].chunk(start, gs);
+                        prefetch(&self.groups[idx[i]]);
+                        deeper = true;
+                    }
+                }
+                if !deeper {
+                    break;
+                }
+                for i in 0..n {
+                    if o[i] & CHILD != 0 {
+                        o[i] = self.groups[idx[i]];
+                    }
+                }
+                start += gs;
+            }
+        }
+    }
+
+    // ---- changes -------------------------------------------------------
+
+    fn check(&self, len: u8, nexthop: Option<u32>) -> Result<(), FibError> {
+        if len > K::BITS {
+            return Err(FibError::BadLength { len, max: K::BITS });
+        }
+        if let Some(nh) = nexthop {
+            if nh == 0 || nh > MAX_NEXTHOP {
+                return Err(FibError::NextHopOutOfRange(nh));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds a route or replaces its next hop. Returns the entry writes, in
+    /// order. On error nothing has changed.
+    pub fn insert(&mut self, addr: K, len: u8, nexthop: u32) -> Result<Vec<Write>, FibError> {
+        self.check(len, Some(nexthop))?;
+        let addr = addr.mask(len);
+        let needed = self.groups_needed(addr, len);
+        if needed > self.free_groups() {
+            return Err(FibError::TableFull {
+                needed,
+                free: self.free_groups(),
+                capacity: self.shape.groups,
+                quarantined: self.quarantine.len() as u32,
+            });
+        }
+        if self.routes.insert((addr, len), nexthop).is_none() {
+            self.routes_by_len[len as usize] += 1;
+        }
+        self.allocated.clear();
+        let mut w = Vec::new();
+        for slot in self.descend(addr, len, &mut w) {
+            self.paint(slot, nexthop, len + 1, &mut w);
+        }
+        if !self.allocated.is_empty() {
+            w = self.new_groups_first(w);
+        }
+        Ok(w)
+    }
+
+    /// A group made by this change is unreachable until the entry linking
+    /// it is written, so its entries can go first, once each, with their
+    /// final values (and not at all where that is what they held); then the
+    /// other writes in their order.
+    fn new_groups_first(&mut self, w: Vec<Write>) -> Vec<Write> {
+        let gs = self.shape.stride;
+        let allocated = std::mem::take(&mut self.allocated);
+        let before: HashMap<u32, &Vec<u32>> = allocated.iter().map(|(g, v)| (*g, v)).collect();
+        let is_new =
+            |wr: &Write| wr.table == Table::Groups && before.contains_key(&(wr.index >> gs));
+        let mut out: Vec<Write> = Vec::new();
+        let mut done = std::collections::HashSet::new();
+        for wr in w.iter().filter(|wr| is_new(wr)) {
+            if !done.insert(wr.index) {
+                continue;
+            }
+            let g = wr.index >> gs;
+            let old = before[&g][(wr.index as usize) & ((1 << gs) - 1)];
+            let value = self.groups[wr.index as usize];
+            if value != old {
+                out.push(Write {
+                    table: Table::Groups,
+                    index: wr.index,
+                    value,
+                });
+            }
+        }
+        out.extend(w.into_iter().filter(|wr| !is_new(wr)));
+        out
+    }
+
+    /// Removes a route; addresses it covered fall back to the next shorter
+    /// route that covers them. Returns the entry writes, in order.
+    pub fn remove(&mut self, addr: K, len: u8) -> Result<Vec<Write>, FibError> {
+        self.check(len, None)?;
+        let addr = addr.mask(len);
+        if self.routes.remove(&(addr, len)).is_none() {
+            return Err(FibError::NotFound);
+        }
+        self.routes_by_len[len as usize] -= 1;
+        let (value, owner) = self.covering(addr, len);
+        let mut w = Vec::new();
+        // The path exists: the route's own entries keep its groups alive.
+        let (slots, path) = self.path(addr, len);
+        for slot in slots {
+            self.unpaint(slot, len + 1, value, owner, &mut w);
+        }
+        // Groups on the path that nothing longer than their start needs any
+        // more fold back into their parent entry, deepest first.
+        for (parent, g) in path.into_iter().rev() {
+            if self.group_specific[g as usize] != 0 {
+                break;
+            }
+            let base = (g as usize) << self.shape.stride;
+            let (v, o) = (self.groups[base], self.group_owner[base]);
+            self.set(parent, v, o, &mut w);
+            self.release(g);
+        }
+        Ok(w)
+    }
+
+    /// Loads many routes into an empty table, shortest prefixes first (so
+    /// each entry is written about once).
+    pub fn bulk_load(&mut self, routes: &[(K, u8, u32)]) -> Result<(), FibError> {
+        for &(_, len, nh) in routes {
+            self.check(len, Some(nh))?;
+        }
+        let mut sorted: Vec<(K, u8, u32)> = routes.to_vec();
+        sorted.sort_by_key(|r| r.1);
+        for (a, l, nh) in sorted {
+            self.insert(a, l, nh)?;
+        }
+        Ok(())
+    }
+
+    /// The value and owner that addresses under `addr/len` get without it:
+    /// the longest shorter route covering it.
+    fn covering(&self, addr: K, len: u8) -> (u32, Owner) {
+        for l in (0..len).rev() {
+            if self.routes_by_len[l as usize] == 0 {
+                continue;
+            }
+            if let Some(&nh) = self.routes.get(&(addr.mask(l), l)) {
+                return (nh, l + 1);
+            }
+        }
+        (0, 0)
+    }
+
+    /// Groups an insert of `addr/len` would have to create.
+    fn groups_needed(&self, addr: K, len: u8) -> u32 {
+        let s = self.shape;
+        let (mut start, mut width) = (0u8, s.first);
+        let mut e = 0u32;
+        let mut at_root = true;
+        while len > start + width {
+            let i = addr.chunk(start, width);
+            e = if at_root {
+                self.root[i]
+            } else {
+                self.groups[(((e & !CHILD) as usize) << s.stride) + i]
+            };
+            if e & CHILD == 0 {
+                // Every level from here to the prefix's needs a new group.
+                return ((len - start - width) as u32).div_ceil(s.stride as u32);
+            }
+            at_root = false;
+            start += width;
+            width = s.stride;
+        }
+        0
+    }
+
+    /// Walks (and builds) the path to the level where `addr/len` ends.
+    /// Returns the slots the prefix covers there and that level's end bit.
+    fn descend(&mut self, addr: K, len: u8, w: &mut Vec<Write>) -> Covered {
+        let s = self.shape;
+        let (mut table, mut base, mut start, mut width) = (Table::Root, 0usize, 0u8, s.first);
+        while len > start + width {
+            let slot = Slot {
+                table,
+                index: base + addr.chunk(start, width),
+            };
+            let e = self.value(slot);
+            let g = if e & CHILD != 0 {
+                e & !CHILD
+            } else {
+                self.push_down(slot, start + width, w)
+            };
+            table = Table::Groups;
+            base = (g as usize) << s.stride;
+            start += width;
+            width = s.stride;
+        }
+        covered(table, base, addr, start, width, len)
+    }
+
+    /// Like `descend` for a route that exists: also returns the path as
+    /// (parent slot, group) pairs, top down.
+    fn path(&self, addr: K, len: u8) -> (Covered, Vec<(Slot, u32)>) {
+        let s = self.shape;
+        let (mut table, mut base, mut start, mut width) = (Table::Root, 0usize, 0u8, s.first);
+        let mut path = Vec::new();
+        while len > start + width {
+            let slot = Slot {
+                table,
+                index: base + addr.chunk(start, width),
+            };
+            let e = self.value(slot);
+            debug_assert!(e & CHILD != 0, "a route's path has groups");
+            let g = e & !CHILD;
+            path.push((slot, g));
+            table = Table::Groups;
+            base = (g as usize) << s.stride;
+            start += width;
+            width = s.stride;
+        }
+        (covered(table, base, addr, start, width, len), path)
+    }
+
+    /// Gives `slot`'s range its own group, filled with `slot`'s route, then
+    /// points `slot` at it.
+    fn push_down(&mut self, slot: Slot, group_start: u8, w: &mut Vec<Write>) -> u32 {
+        let g = self.allocate(group_start);
+        let (v, o) = (self.value(slot), self.owner(slot));
+        let base = (g as usize) << self.shape.stride;
+        for i in 0..self.group_size() {
+            let child = Slot {
+                table: Table::Groups,
+                index: base + i,
+            };
+            self.set(child, v, o, w);
+        }
+        self.set(slot, CHILD | g, o, w);
+        g
+    }
+
+    /// Writes a route into `slot` unless a longer one owns it; into every
+    /// entry of its group if it points to one.
+    fn paint(&mut self, slot: Slot, nh: u32, owner: Owner, w: &mut Vec<Write>) {
+        let e = self.value(slot);
+        if e & CHILD != 0 {
+            let base = ((e & !CHILD) as usize) << self.shape.stride;
+            for i in 0..self.group_size() {
+                let child = Slot {
+                    table: Table::Groups,
+                    index: base + i,
+                };
+                self.paint(child, nh, owner, w);
+            }
+        } else if self.owner(slot) <= owner {
+            self.set(slot, nh, owner, w);
+        }
+    }
+
+    /// Gives the entries a removed route owned to the route now covering.
+    fn unpaint(&mut self, slot: Slot, old: Owner, value: u32, owner: Owner, w: &mut Vec<Write>) {
+        let e = self.value(slot);
+        if e & CHILD != 0 {
+            let base = ((e & !CHILD) as usize) << self.shape.stride;
+            for i in 0..self.group_size() {
+                let child = Slot {
+                    table: Table::Groups,
+                    index: base + i,
+                };
+                self.unpaint(child, old, value, owner, w);
+            }
+        } else if self.owner(slot) == old {
+            self.set(slot, value, owner, w);
+        }
+    }
+
+    fn allocate(&mut self, start: u8) -> u32 {
+        let g = match self.free.pop() {
+            Some(g) => g,
+            None => {
+                let g = self.group_start.len() as u32;
+                self.group_start.push(0);
+                self.group_specific.push(0);
+                self.groups.resize(self.groups.len() + self.group_size(), 0);
+                self.group_owner.resize(self.groups.len(), 0);
+                g
+            }
+        };
+        self.group_start[g as usize] = start;
+        debug_assert_eq!(self.group_specific[g as usize], 0);
+        let base = (g as usize) << self.shape.stride;
+        let size = self.group_size();
+        self.allocated
+            .push((g, self.groups[base..base + size].to_vec()));
+        g
+    }
+
+    fn release(&mut self, g: u32) {
+        // A freed group keeps its entries (readers may still be in it) but
+        // not its bookkeeping. It holds no child pointer (it had no specific
+        // entry), so with owners cleared none counts as specific on reuse.
+        debug_assert_eq!(self.group_specific[g as usize], 0);
+        let base = (g as usize) << self.shape.stride;
+        let size = self.group_size();
+        self.group_owner[base..base + size].fill(0);
+        if self.concurrent_readers {
+            self.quarantine.push(g);
+        } else {
+            self.free.push(g);
+        }
+    }
+
+    fn value(&self, s: Slot) -> u32 {
+        match s.table {
+            Table::Root => self.root[s.index],
+            Table::Groups => self.groups[s.index],
+        }
+    }
+
+    fn owner(&self, s: Slot) -> Owner {
+        match s.table {
+            Table::Root => self.root_owner[s.index],
+            Table::Groups => self.group_owner[s.index],
+        }
+    }
+
+    /// The one place entries change: keeps the specific counts and records
+    /// the write when the fast path's value changes.
+    fn set(&mut self, s: Slot, value: u32, owner: Owner, w: &mut Vec<Write>) {
+        let old = self.value(s);
+        match s.table {
+            Table::Root => {
+                self.root[s.index] = value;
+                self.root_owner[s.index] = owner;
+            }
+            Table::Groups => {
+                let g = s.index >> self.shape.stride;
+                let start = self.group_start[g];
+                let specific = |v: u32, o: Owner| v & CHILD != 0 || o > start + 1;
+                let was = specific(old, self.group_owner[s.index]);
+                let is = specific(value, owner);
+                if was != is {
+                    if is {
+                        self.group_specific[g] += 1;
+                    } else {
+                        self.group_specific[g] -= 1;
+                    }
+                }
+                self.groups[s.index] = value;
+                self.group_owner[s.index] = owner;
+            }
+        }
+        if old != value {
+            w.push(Write {
+                table: s.table,
+                index: s.index as u32,
+                value,
+            });
+        }
+    }
+
+    /// Depth, fill and memory, like Linux's fib_triestat.
+    pub fn stats(&self) -> Stats {
+        let mut by_len: Vec<(u8, u32)> = self
+            .routes_by_len
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(l, &n)| (l as u8, n))
+            .collect();
+        by_len.sort();
+        let in_use = self.groups_in_use();
+        let gbytes = (self.group_size() * 4) as u64;
+        let mut levels =
+            vec![0u32; 1 + ((K::BITS - self.shape.first) / self.shape.stride) as usize];
+        levels[0] = 1;
+        let live: Vec<bool> = {
+            let mut v = vec![true; self.group_start.len()];
+            for &g in self.free.iter().chain(&self.quarantine) {
+                v[g as usize] = false;
+            }
+            v
+        };
+        for (g, &start) in self.group_start.iter().enumerate() {
+            if live[g] {
+                levels[1 + ((start - self.shape.first) / self.shape.stride) as usize] += 1;
+            }
+        }
+        let root_filled = self.root.iter().filter(|&&e| e != 0).count() as u64;
+        Stats {
+            family: if K::BITS == 32 { "ipv4" } else { "ipv6" },
+            routes: self.routes.len() as u64,
+            prefix_lengths: by_len,
+            first_level_bits: self.shape.first,
+            stride_bits: self.shape.stride,
+            root_entries: self.root.len() as u64,
+            root_filled,
+            groups_in_use: in_use,
+            groups_quarantined: self.quarantine.len() as u32,
+            groups_capacity: self.shape.groups,
+            groups_per_level: levels,
+            max_reads: 1 + levels_used(&self.group_start, &live, self.shape),
+            fast_path_bytes: self.root.len() as u64 * 4 + in_use as u64 * gbytes,
+            map_bytes: self.root.len() as u64 * 4 + self.shape.groups as u64 * gbytes,
+            control_bytes: self.root_owner.len() as u64
+                + self.group_owner.len() as u64
+                + self.routes.capacity() as u64 * (std::mem::size_of::<(K, u8)>() + 4 + 1) as u64,
+        }
+    }
+}
+
+fn levels_used(starts: &[u8], live: &[bool], s: Shape) -> u32 {
+    starts
+        .iter()
+        .zip(live)
+        .filter(|(_, &l)| l)
+        .map(|(&st, _)| 1 + ((st - s.first) / s.stride) as u32)
+        .max()
+        .unwrap_or(0)
+}
+
+/// The slots of one level that `addr/len` covers.
+fn covered<K: Key>(table: Table, base: usize, addr: K, start: u8, width: u8, len: u8) -> Covered {
+    let first = base + addr.chunk(start, width);
+    Covered {
+        table,
+        range: first..first + (1usize << (start + width - len)),
+    }
+}
+
+/// A run of slots of one table.
+struct Covered {
+    table: Table,
+    range: std::ops::Range<usize>,
+}
+
+impl Iterator for Covered {
+    type Item = Slot;
+    fn next(&mut self) -> Option<Slot> {
+        self.range.next().map(|index| Slot {
+            table: self.table,
+            index,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    table: Table,
+    index: usize,
+}
+
+#[inline(always)]
+fn prefetch<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint; any address is allowed.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch(p as *const T as *const i8, std::arch::x86_64::_MM_HINT_T0);
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Stats {
+    pub family: &'static str,
+    pub routes: u64,
+    /// (length, routes) for every length in use.
+    pub prefix_lengths: Vec<(u8, u32)>,
+    pub first_level_bits: u8,
+    pub stride_bits: u8,
+    pub root_entries: u64,
+    pub root_filled: u64,
+    pub groups_in_use: u32,
+    pub groups_quarantined: u32,
+    pub groups_capacity: u32,
+    /// Level 0 is the root; level i > 0 counts groups at that depth.
+    pub groups_per_level: Vec<u32>,
+    /// Most memory reads one lookup needs in this table.
+    pub max_reads: u32,
+    /// Bytes of entries the fast path reads: root and groups in use.
+    pub fast_path_bytes: u64,
+    /// Bytes of the BPF maps sized for the shape (root + all groups).
+    pub map_bytes: u64,
+    /// Control plane only: shadow lengths and the route set (estimate).
+    pub control_bytes: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4(s: &str) -> u32 {
+        u32::from(s.parse::<std::net::Ipv4Addr>().unwrap())
+    }
+
+    #[test]
+    fn golden_dir_24_8() {
+        let mut f: Fib<u32> = Fib::new(Shape::IPV4);
+        assert_eq!(
+            f.insert(v4("0.0.0.0"), 0, 1).unwrap().len(),
+            1 << 24,
+            "a default route writes every root entry"
+        );
+        f.insert(v4("10.0.0.0"), 8, 2).unwrap();
+        f.insert(v4("10.1.0.0"), 16, 3).unwrap();
+        assert_eq!(f.insert(v4("10.1.2.0"), 24, 4).unwrap().len(), 1);
+        // A /25 under the /24: one new group, written once with its final
+        // entries (128 x 4, 128 x 5), then the link.
+        let w = f.insert(v4("10.1.2.128"), 25, 5).unwrap();
+        assert_eq!(w.len(), 257);
+        assert_eq!(w.last().unwrap().table, Table::Root);
+        assert_eq!(w.last().unwrap().value, CHILD);
+        f.insert(v4("10.1.2.255"), 32, 6).unwrap();
+        for (a, nh) in [
+            ("9.9.9.9", 1),
+            ("10.200.0.1", 2),
+            ("10.1.200.1", 3),
+            ("10.1.2.1", 4),
+            ("10.1.2.200", 5),
+            ("10.1.2.255", 6),
+        ] {
+            assert_eq!(f.lookup(v4(a)), Some(nh), "{a}");
+        }
+        assert_eq!(f.groups_in_use(), 1);
+        // Removing the /25 uncovers the /24; the /32 keeps the group.
+        f.remove(v4("10.1.2.128"), 25).unwrap();
+        assert_eq!(f.lookup(v4("10.1.2.200")), Some(4));
+        assert_eq!(f.lookup(v4("10.1.2.255")), Some(6));
+        assert_eq!(f.groups_in_use(), 1);
+        // Removing the /32 folds the group back: one root write.
+        let w = f.remove(v4("10.1.2.255"), 32).unwrap();
+        assert_eq!(
+            w.last().unwrap(),
+            &Write {
+                table: Table::Root,
+                index: 0x0a0102,
+                value: 4
+            }
+        );
+        assert_eq!(f.groups_in_use(), 0);
+        assert_eq!(
+            f.groups_quarantined(),
+            1,
+            "kept from reuse until readers are done"
+        );
+        f.release_quarantine();
+        assert_eq!(f.groups_quarantined(), 0);
+        // Replacing a next hop writes only what changes.
+        assert_eq!(f.insert(v4("10.1.2.0"), 24, 4).unwrap().len(), 0);
+        assert_eq!(f.insert(v4("10.1.2.0"), 24, 9).unwrap().len(), 1);
+        // Removing the default leaves unrouted space unrouted.
+        f.remove(0, 0).unwrap();
+        assert_eq!(f.lookup(v4("9.9.9.9")), None);
+        assert_eq!(f.lookup(v4("10.9.9.9")), Some(2));
+    }
+
+    #[test]
+    fn host_routes_and_defaults_in_ipv6() {
+        let mut f: Fib<u128> = Fib::new(Shape::IPV6);
+        let a: u128 = "2001:db8::1".parse::<std::net::Ipv6Addr>().unwrap().into();
+        f.insert(0, 0, 1).unwrap();
+        f.insert(a, 128, 2).unwrap();
+        f.insert(a, 32, 3).unwrap();
+        assert_eq!(f.lookup(a), Some(2));
+        assert_eq!(f.lookup(a + 1), Some(3));
+        assert_eq!(f.lookup(1), Some(1));
+        assert_eq!(f.stats().max_reads, 15, "a /128 is 15 reads deep");
+        assert_eq!(f.groups_in_use(), 14, "groups for bits 16..128");
+        f.remove(a, 128).unwrap();
+        assert_eq!(f.lookup(a), Some(3));
+        assert_eq!(
+            f.groups_in_use(),
+            2,
+            "the /32 keeps the groups for bits 16..32"
+        );
+        f.remove(a, 32).unwrap();
+        assert_eq!(f.groups_in_use(), 0);
+        assert_eq!(f.lookup(a), Some(1));
+    }
+
+    #[test]
+    fn bad_input_changes_nothing() {
+        let shape = Shape {
+            first: 24,
+            stride: 8,
+            groups: 2,
+        };
+        let mut f: Fib<u32> = Fib::new(shape);
+        f.insert(v4("10.0.0.0"), 25, 1).unwrap();
+        f.insert(v4("10.0.1.0"), 25, 2).unwrap();
+        let before = (f.root().to_vec(), f.groups().to_vec(), f.len());
+        assert_eq!(
+            f.insert(v4("10.0.0.0"), 25, 0),
+            Err(FibError::NextHopOutOfRange(0))
+        );
+        assert_eq!(
+            f.insert(v4("10.0.0.0"), 25, CHILD),
+            Err(FibError::NextHopOutOfRange(CHILD))
+        );
+        assert_eq!(
+            f.insert(v4("10.0.0.0"), 33, 1),
+            Err(FibError::BadLength { len: 33, max: 32 })
+        );
+        assert_eq!(f.remove(v4("10.0.2.0"), 24), Err(FibError::NotFound));
+        let full = f.insert(v4("10.0.2.0"), 25, 3).unwrap_err();
+        assert_eq!(
+            full,
+            FibError::TableFull {
+                needed: 1,
+                free: 0,
+                capacity: 2,
+                quarantined: 0
+            }
+        );
+        assert!(full.to_string().starts_with("table full"));
+        assert_eq!((f.root().to_vec(), f.groups().to_vec(), f.len()), before);
+        assert_eq!(f.lookup(v4("10.0.1.5")), Some(2), "still serving");
+        // Routes that fit still go in: a /24 needs no group.
+        f.insert(v4("10.0.2.0"), 24, 3).unwrap();
+        // Freed groups in quarantine are not free yet, and the error says so.
+        f.remove(v4("10.0.0.0"), 25).unwrap();
+        let e = f.insert(v4("10.0.3.0"), 26, 4).unwrap_err();
+        assert_eq!(
+            e,
+            FibError::TableFull {
+                needed: 1,
+                free: 0,
+                capacity: 2,
+                quarantined: 1
+            }
+        );
+        f.release_quarantine();
+        f.insert(v4("10.0.3.0"), 26, 4).unwrap();
+        assert_eq!(f.lookup(v4("10.0.3.1")), Some(4));
+    }
+}
