@@ -2,6 +2,7 @@
 //! [`trie::Fib`] is the table, [`gen`] makes realistic full tables, [`dump`]
 //! reads route dumps.
 
+pub mod bench;
 pub mod dump;
 pub mod gen;
 pub mod key;
@@ -9,3 +10,6 @@ pub mod trie;
 
 pub use key::Key;
 pub use trie::{Fib, FibError, Shape, Stats, Table, Write, CHILD, MAX_NEXTHOP};
+
+/// A route: address (host bits zero), prefix length, next-hop id.
+pub type Route<K> = (K, u8, u32);

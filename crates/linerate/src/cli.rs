@@ -32,6 +32,58 @@ pub enum Command {
     /// Benchmarks, each against a peer measured in the same run.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// The FIB: statistics of a table (generated or loaded from a dump).
+    #[command(subcommand)]
+    Fib(FibCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum FibCmd {
+    /// Depth, fill and memory of a table, like /proc/net/fib_triestat.
+    Stats(FibStatsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FibStatsArgs {
+    /// ipv4 or ipv6.
+    #[arg(long, value_enum, default_value = "ipv4")]
+    pub family: linerate_fib::bench::Family,
+    /// Generate a realistic table of this many routes...
+    #[arg(long, default_value_t = 1_000_000)]
+    pub routes: usize,
+    /// ...or load this dump (`PREFIX NEXTHOP` lines or `ip route` output).
+    #[arg(long)]
+    pub file: Option<std::path::PathBuf>,
+    /// Seed of the generated table.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchFibArgs {
+    /// ipv4 or ipv6.
+    #[arg(long, value_enum, default_value = "ipv4")]
+    pub family: linerate_fib::bench::Family,
+    /// Routes in the generated table [default: 1000000 for IPv4, 200000 for IPv6].
+    #[arg(long)]
+    pub routes: Option<usize>,
+    /// Random lookup keys (half inside the table's prefixes).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub keys: usize,
+    /// Changes for the update rate (withdraw one, announce one).
+    #[arg(long, default_value_t = 200_000)]
+    pub updates: usize,
+    /// Runs; medians are reported.
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -39,6 +91,9 @@ pub enum BenchCmd {
     /// The generator: XDP live frames against AF_PACKET on one CPU, into a
     /// scratch veth whose far end is the XDP receiver, then -R accuracy.
     Gen(BenchGenArgs),
+    /// The FIB: build, memory, lookups (single and batch), updates, against
+    /// the prefix-trie and poptrie crates on the same table and keys.
+    Fib(BenchFibArgs),
 }
 
 #[derive(Args, Debug)]

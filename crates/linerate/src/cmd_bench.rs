@@ -7,6 +7,7 @@ use linerate_traffic::bench::{self, GenBench};
 pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Gen(a) => gen(a),
+        BenchCmd::Fib(a) => crate::cmd_fib::bench(a),
     }
 }
 

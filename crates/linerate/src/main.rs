@@ -2,6 +2,7 @@
 //! is in the library crates.
 mod cli;
 mod cmd_bench;
+mod cmd_fib;
 mod cmd_imix;
 mod cmd_lab;
 mod cmd_ministat;
@@ -11,6 +12,10 @@ mod stop;
 use clap::Parser;
 
 fn main() {
+    // Like other Unix tools, end quietly when the reader of our output
+    // goes away (`linerate ... | head`) instead of panicking on EPIPE.
+    // SAFETY: setting a signal disposition before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let args = cli::Cli::parse();
     let result = match args.command {
         cli::Command::Lab(lab) => cmd_lab::run(lab),
@@ -18,6 +23,7 @@ fn main() {
         cli::Command::Recv(r) => cmd_traffic::recv(r),
         cli::Command::Imix(i) => cmd_imix::run(i),
         cli::Command::Bench(b) => cmd_bench::run(b),
+        cli::Command::Fib(f) => cmd_fib::run(f),
         cli::Command::Ministat(m) => std::process::exit(cmd_ministat::run(m)),
     };
     if let Err(e) = result {
