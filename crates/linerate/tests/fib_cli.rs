@@ -1,0 +1,89 @@
+//! `linerate fib stats` and `linerate bench fib` through the command line:
+//! a dump file's table, the JSON fields the issue names, bad input named.
+use serde_json::Value;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+
+fn linerate(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("run linerate")
+}
+
+#[test]
+fn stats_of_a_dump() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("routes.txt");
+    std::fs::write(
+        &path,
+        "default via 192.0.2.1 dev eth0\n10.0.0.0/8 via 192.0.2.2 dev eth0\n10.1.2.128/25 7\n",
+    )
+    .unwrap();
+    let o = linerate(&["fib", "stats", "--file", path.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s["routes"], 3);
+    assert_eq!(s["groups_in_use"], 1, "the /25 needs one group");
+    assert_eq!(s["max_reads"], 2);
+    assert_eq!(
+        s["root_filled"],
+        1 << 24,
+        "the default route fills the root"
+    );
+}
+
+#[test]
+fn a_bad_dump_names_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.txt");
+    std::fs::write(&path, "10.0.0.0/8 1\n10.0.0.0/40 2\n").unwrap();
+    let o = linerate(&["fib", "stats", "--file", path.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.txt: line 2") && err.contains("prefix length"),
+        "{err}"
+    );
+    let o = linerate(&["fib", "stats", "--file", "/nonexistent/routes"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--file"));
+}
+
+#[test]
+fn bench_fib_json_has_the_named_fields() {
+    for family in ["ipv4", "ipv6"] {
+        let o = linerate(&[
+            "bench",
+            "fib",
+            "--family",
+            family,
+            "--routes",
+            "20000",
+            "--keys",
+            "20000",
+            "--updates",
+            "2000",
+            "--repeat",
+            "1",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r["family"], family);
+        assert_eq!(r["routes"], 20000);
+        for f in [
+            "build_seconds",
+            "lookups_per_sec",
+            "batch_lookups_per_sec",
+            "updates_per_sec",
+        ] {
+            assert!(r[f].as_f64().unwrap() > 0.0, "{f}: {r}");
+        }
+        assert!(r["memory_bytes"].as_u64().unwrap() > 0);
+        let peers: Vec<&str> = r["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(peers, ["prefix-trie", "poptrie"]);
+    }
+}
