@@ -6,3 +6,5 @@ pub const GEN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/gen.bpf.o"));
 pub const RECV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/recv.bpf.o"));
 /// Drop-only sink, program `lab_sink` (generator benchmark).
 pub const SINK: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sink.bpf.o"));
+/// FIB lookup probe, program `fib_probe` (the layout contract test).
+pub const FIB_PROBE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fib_probe.bpf.o"));
