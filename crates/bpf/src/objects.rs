@@ -8,3 +8,5 @@ pub const RECV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/recv.bpf.o"));
 pub const SINK: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sink.bpf.o"));
 /// FIB lookup probe, program `fib_probe` (the layout contract test).
 pub const FIB_PROBE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fib_probe.bpf.o"));
+/// The router's fast path, program `router`.
+pub const ROUTER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/router.bpf.o"));

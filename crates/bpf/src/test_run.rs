@@ -99,6 +99,23 @@ pub fn run_xdp(
     data_out: &mut [u8],
     repeat: u32,
 ) -> Result<XdpRun> {
+    run_xdp_on(prog, data_in, data_out, repeat, None)
+}
+
+/// Like [`run_xdp`], as if the frame had arrived on `ingress_ifindex`
+/// (a device of the calling thread's namespace), queue 0.
+pub fn run_xdp_on(
+    prog: BorrowedFd<'_>,
+    data_in: &[u8],
+    data_out: &mut [u8],
+    repeat: u32,
+    ingress_ifindex: Option<u32>,
+) -> Result<XdpRun> {
+    let mut ctx = XdpMd {
+        data_end: data_in.len() as u32,
+        ingress_ifindex: ingress_ifindex.unwrap_or(0),
+        ..Default::default()
+    };
     let mut opts = libbpf_sys::bpf_test_run_opts {
         sz: std::mem::size_of::<libbpf_sys::bpf_test_run_opts>() as _,
         data_in: data_in.as_ptr() as *const _,
@@ -108,6 +125,10 @@ pub fn run_xdp(
         repeat: repeat.min(i32::MAX as u32) as i32,
         ..Default::default()
     };
+    if ingress_ifindex.is_some() {
+        opts.ctx_in = &mut ctx as *mut XdpMd as *const _;
+        opts.ctx_size_in = std::mem::size_of::<XdpMd>() as u32;
+    }
     // SAFETY: buffers outlive the call; sizes are the buffers' sizes.
     let err = unsafe { libbpf_sys::bpf_prog_test_run_opts(prog.as_raw_fd(), &mut opts) };
     if err < 0 {

@@ -30,7 +30,7 @@ pub const CHILD: u32 = 1 << 31;
 /// Largest next-hop id (ids are 1..=MAX_NEXTHOP; 0 means no route).
 pub const MAX_NEXTHOP: u32 = CHILD - 1;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub enum Table {
     /// The first level, `2^first` entries.
     Root,

@@ -1,0 +1,88 @@
+/* The router's maps apart from the FIB (fib.h): next hops, interfaces,
+ * egress ports, counters. crates/router/src/layout.rs mirrors the structs
+ * and checks them against the BTF clang emits for this file. */
+#ifndef LINERATE_ROUTER_MAPS_H
+#define LINERATE_ROUTER_MAPS_H
+
+#include <linux/types.h>
+#include <bpf/bpf_helpers.h>
+
+/* Interfaces are slots of small arrays indexed by ifindex; larger ifindexes
+ * share slot 0 (counters) and are not ours (ifaces). */
+#define ROUTER_IFACES 1024
+#define ROUTER_NEXTHOPS 65536
+
+/* Why a frame got its verdict: one counter each, per interface and CPU. */
+enum reason {
+	R_FORWARDED = 0,
+	R_PASS_NOT_IP,       /* ARP, LLDP, anything not IPv4/IPv6 */
+	R_PASS_NOT_OURS,     /* unicast to another MAC, or an interface not configured */
+	R_PASS_SPECIAL,      /* multicast, broadcast, link-local, loopback, martians */
+	R_PASS_TTL,          /* TTL / hop limit <= 1: the kernel sends the ICMP error */
+	R_PASS_OPTIONS,      /* IPv4 options */
+	R_PASS_FRAGMENT,     /* IPv4 fragments */
+	R_PASS_BAD_CSUM,     /* IPv4 header checksum wrong: the kernel drops and counts */
+	R_PASS_EXT_HDR,      /* IPv6 hop-by-hop options */
+	R_PASS_LOCAL,        /* local address, connected network, unsupported route */
+	R_PASS_NO_ROUTE,
+	R_PASS_NO_NEIGH,     /* next hop not resolved yet */
+	R_PASS_MTU,          /* too big for the egress: fragmentation or ICMP */
+	R_PASS_SAME_IF,      /* would leave where it came in: the kernel may redirect */
+	R_PASS_NO_PORT,      /* egress interface not attached */
+	R_DROP_MALFORMED,    /* shorter than the headers it claims */
+	R_MAX
+};
+
+struct router_counters {
+	__u64 packets[R_MAX];
+	__u64 bytes[R_MAX];
+};
+
+#define NH_VALID    1  /* the entry is in use */
+#define NH_RESOLVED 2  /* dmac is the neighbour's */
+#define NH_KERNEL   4  /* hand to the kernel: local, connected, unsupported */
+
+struct nexthop {
+	__u32 ifindex;
+	__u16 mtu;
+	__u8  flags;
+	__u8  _pad;
+	__u8  dmac[6];
+	__u8  smac[6];
+};
+
+struct iface {
+	__u32 ifindex;  /* 0: slot unused */
+	__u8  mac[6];
+	__u16 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ROUTER_NEXTHOPS);
+	__type(key, __u32);
+	__type(value, struct nexthop);
+} nexthops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ROUTER_IFACES);
+	__type(key, __u32);
+	__type(value, struct iface);
+} ifaces SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, ROUTER_IFACES);
+	__type(key, __u32);
+	__type(value, __u32);
+} tx_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ROUTER_IFACES);
+	__type(key, __u32);
+	__type(value, struct router_counters);
+} router_stats SEC(".maps");
+
+#endif

@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* linerate's fast path, FreeBSD ip_tryforward style: forward the common
+ * packet (plain unicast IPv4/IPv6 transit, TTL > 1, no options, a route
+ * with a resolved neighbour, fits the egress MTU) with a FIB lookup, a TTL
+ * decrement and a MAC rewrite; hand every other frame to the kernel
+ * untouched (XDP_PASS), counting why. Only frames shorter than the headers
+ * they claim are dropped, as the kernel would. */
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "fib.h"
+#include "router_maps.h"
+#include "parse.h"
+
+#define IP_MF_OFFSET 0x3fff
+#define NEXTHDR_HOP 0
+
+static __always_inline int verdict(struct router_counters *c, enum reason r, __u64 len, int action)
+{
+	if (c && r < R_MAX) {
+		c->packets[r]++;
+		c->bytes[r] += len;
+	}
+	return action;
+}
+
+#define PASS(r) verdict(c, (r), len, XDP_PASS)
+
+static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
+{
+	return !((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) |
+		 (a[3] ^ b[3]) | (a[4] ^ b[4]) | (a[5] ^ b[5]));
+}
+
+/* The next hop for `nh`, or a reason to pass. */
+static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingress,
+					    struct nexthop **out)
+{
+	struct nexthop *n;
+
+	if (!nh)
+		return R_PASS_NO_ROUTE;
+	n = bpf_map_lookup_elem(&nexthops, &nh);
+	if (!n || !(n->flags & NH_VALID))
+		return R_PASS_NO_ROUTE;
+	if (n->flags & NH_KERNEL)
+		return R_PASS_LOCAL;
+	if (!(n->flags & NH_RESOLVED))
+		return R_PASS_NO_NEIGH;
+	if (l3_len > n->mtu)
+		return R_PASS_MTU;
+	if (n->ifindex == ingress)
+		return R_PASS_SAME_IF;
+	if (!bpf_map_lookup_elem(&tx_ports, &n->ifindex))
+		return R_PASS_NO_PORT;
+	*out = n;
+	return R_FORWARDED;
+}
+
+static __always_inline int send(struct ethhdr *eth, const struct nexthop *n)
+{
+	__builtin_memcpy(eth->h_dest, n->dmac, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, n->smac, ETH_ALEN);
+	return bpf_redirect_map(&tx_ports, n->ifindex, XDP_PASS);
+}
+
+static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
+					struct router_counters *c, __u64 len)
+{
+	void *data_end = (void *)(long)ctx->data_end;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct nexthop *n = 0;
+
+	if ((void *)(ip + 1) > data_end || ip->version != 4 || ip->ihl < 5)
+		return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
+	__u32 l3_len = bpf_ntohs(ip->tot_len);
+	if (l3_len < ip->ihl * 4 || (void *)ip + l3_len > data_end)
+		return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
+	if (ip->ihl != 5)
+		return PASS(R_PASS_OPTIONS);
+	if (ipv4_csum_bad(ip))
+		return PASS(R_PASS_BAD_CSUM);
+	if (ip->frag_off & bpf_htons(IP_MF_OFFSET))
+		return PASS(R_PASS_FRAGMENT);
+	__u32 daddr = bpf_ntohl(ip->daddr);
+	if (ipv4_special(daddr) || ipv4_special(bpf_ntohl(ip->saddr)))
+		return PASS(R_PASS_SPECIAL);
+	if (ip->ttl <= 1)
+		return PASS(R_PASS_TTL);
+	enum reason r = next_hop(fib4_lookup(daddr), l3_len, ctx->ingress_ifindex, &n);
+	if (r != R_FORWARDED || !n)
+		return PASS(r);
+	ipv4_decrease_ttl(ip);
+	verdict(c, R_FORWARDED, len, 0);
+	return send(eth, n);
+}
+
+static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
+					struct router_counters *c, __u64 len)
+{
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+	struct nexthop *n = 0;
+
+	if ((void *)(ip6 + 1) > data_end || ip6->version != 6)
+		return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
+	if (ip6->nexthdr == NEXTHDR_HOP)
+		return PASS(R_PASS_EXT_HDR);
+	__u32 l3_len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
+	if ((void *)ip6 + l3_len > data_end)
+		return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
+	__u32 *d = ip6->daddr.in6_u.u6_addr32;
+	__u32 *s = ip6->saddr.in6_u.u6_addr32;
+	__u64 dhi = ((__u64)bpf_ntohl(d[0]) << 32) | bpf_ntohl(d[1]);
+	__u64 dlo = ((__u64)bpf_ntohl(d[2]) << 32) | bpf_ntohl(d[3]);
+	__u64 shi = ((__u64)bpf_ntohl(s[0]) << 32) | bpf_ntohl(s[1]);
+	if (ipv6_special(dhi) || ipv6_special(shi))
+		return PASS(R_PASS_SPECIAL);
+	if (ip6->hop_limit <= 1)
+		return PASS(R_PASS_TTL);
+	enum reason r = next_hop(fib6_lookup(dhi, dlo), l3_len, ctx->ingress_ifindex, &n);
+	if (r != R_FORWARDED || !n)
+		return PASS(r);
+	ip6->hop_limit--;
+	verdict(c, R_FORWARDED, len, 0);
+	return send(eth, n);
+}
+
+SEC("xdp")
+int router(struct xdp_md *ctx)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u64 len = data_end - data;
+	__u32 slot = ctx->ingress_ifindex < ROUTER_IFACES ? ctx->ingress_ifindex : 0;
+	struct router_counters *c = bpf_map_lookup_elem(&router_stats, &slot);
+	struct iface *ifc = bpf_map_lookup_elem(&ifaces, &slot);
+	struct ethhdr *eth = data;
+
+	if ((void *)(eth + 1) > data_end)
+		return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
+	if (!ifc || ifc->ifindex != ctx->ingress_ifindex)
+		return PASS(R_PASS_NOT_OURS);
+	if (eth->h_dest[0] & 1)
+		return PASS(R_PASS_SPECIAL);
+	if (!mac_eq(eth->h_dest, ifc->mac))
+		return PASS(R_PASS_NOT_OURS);
+	if (eth->h_proto == bpf_htons(ETH_P_IP))
+		return forward_ipv4(ctx, eth, c, len);
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+		return forward_ipv6(ctx, eth, c, len);
+	return PASS(R_PASS_NOT_IP);
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,112 @@
+//! Rust mirrors of `bpf/include/router_maps.h`; the tests check sizes and
+//! offsets against the BTF clang emitted for the C side.
+use linerate_bpf::layout::Pod;
+
+pub const ROUTER_IFACES: u32 = 1024;
+pub const ROUTER_NEXTHOPS: u32 = 65536;
+
+pub const NH_VALID: u8 = 1;
+pub const NH_RESOLVED: u8 = 2;
+pub const NH_KERNEL: u8 = 4;
+
+/// The C `enum reason`, in order: counter index and name.
+pub const REASONS: [&str; 16] = [
+    "forwarded",
+    "pass_not_ip",
+    "pass_not_ours",
+    "pass_special",
+    "pass_ttl",
+    "pass_options",
+    "pass_fragment",
+    "pass_bad_csum",
+    "pass_ext_hdr",
+    "pass_local",
+    "pass_no_route",
+    "pass_no_neigh",
+    "pass_mtu",
+    "pass_same_if",
+    "pass_no_port",
+    "drop_malformed",
+];
+pub const R_MAX: usize = REASONS.len();
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Nexthop {
+    pub ifindex: u32,
+    pub mtu: u16,
+    pub flags: u8,
+    pub _pad: u8,
+    pub dmac: [u8; 6],
+    pub smac: [u8; 6],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Iface {
+    pub ifindex: u32,
+    pub mac: [u8; 6],
+    pub _pad: u16,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RouterCounters {
+    pub packets: [u64; R_MAX],
+    pub bytes: [u64; R_MAX],
+}
+
+unsafe impl Pod for Nexthop {}
+unsafe impl Pod for Iface {}
+unsafe impl Pod for RouterCounters {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_bpf::btf_layout::struct_layout;
+    use linerate_bpf::objects;
+    use std::mem::{offset_of, size_of};
+
+    fn check(name: &str, size: usize, members: Vec<(&str, usize)>) {
+        let l = struct_layout(objects::ROUTER, name).expect("BTF");
+        assert_eq!(l.size, size, "size of struct {name}");
+        let want: Vec<(String, usize)> = members
+            .into_iter()
+            .map(|(n, o)| (n.to_string(), o))
+            .collect();
+        assert_eq!(l.members, want, "members of struct {name}");
+    }
+
+    #[test]
+    fn structs_match_c() {
+        check(
+            "nexthop",
+            size_of::<Nexthop>(),
+            vec![
+                ("ifindex", offset_of!(Nexthop, ifindex)),
+                ("mtu", offset_of!(Nexthop, mtu)),
+                ("flags", offset_of!(Nexthop, flags)),
+                ("_pad", offset_of!(Nexthop, _pad)),
+                ("dmac", offset_of!(Nexthop, dmac)),
+                ("smac", offset_of!(Nexthop, smac)),
+            ],
+        );
+        check(
+            "iface",
+            size_of::<Iface>(),
+            vec![
+                ("ifindex", offset_of!(Iface, ifindex)),
+                ("mac", offset_of!(Iface, mac)),
+                ("_pad", offset_of!(Iface, _pad)),
+            ],
+        );
+        check(
+            "router_counters",
+            size_of::<RouterCounters>(),
+            vec![
+                ("packets", offset_of!(RouterCounters, packets)),
+                ("bytes", offset_of!(RouterCounters, bytes)),
+            ],
+        );
+    }
+}

@@ -1,0 +1,401 @@
+//! Every verdict of the fast path, one frame each, run with BPF_PROG_RUN as
+//! if it arrived on a veth of a scratch namespace. Passed frames must be
+//! untouched, forwarded ones decoded by etherparse as an independent check
+//! (TTL - 1 and a valid header checksum, the next hop's MACs, the rest as
+//! sent), and exactly the expected counter must move. Needs root.
+use etherparse::{NetSlice, PacketBuilder, SlicedPacket};
+use linerate_bpf::loader::{XdpAttachment, XdpMode};
+use linerate_fib::{Fib, Shape};
+use linerate_host::cmd::ip;
+use linerate_host::netns::NetnsGuard;
+use linerate_router::fastpath::FastPath;
+use linerate_router::layout::{Nexthop, NH_KERNEL, NH_RESOLVED, NH_VALID, REASONS};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+const MAC_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const MAC_OUT: [u8; 6] = [2, 0, 0, 0, 0, 3];
+const MAC_GEN: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const MAC_RECV: [u8; 6] = [2, 0, 0, 0, 0, 4];
+
+const XDP_DROP: u32 = 1;
+const XDP_PASS: u32 = 2;
+const XDP_REDIRECT: u32 = 4;
+
+struct Scratch(String);
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = ip(None, &["netns", "del", &self.0]);
+    }
+}
+
+fn ifindex(ns: &str, dev: &str) -> u32 {
+    let out = ip(Some(ns), &["-j", "link", "show", "dev", dev]).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v[0]["ifindex"].as_u64().unwrap() as u32
+}
+
+fn v4(s: &str) -> u32 {
+    u32::from(s.parse::<Ipv4Addr>().unwrap())
+}
+
+fn v6(s: &str) -> u128 {
+    u128::from(s.parse::<Ipv6Addr>().unwrap())
+}
+
+fn udp4(dst_mac: [u8; 6], src: &str, dst: &str, ttl: u8, payload: usize) -> Vec<u8> {
+    let b = PacketBuilder::ethernet2(MAC_GEN, dst_mac)
+        .ipv4(
+            src.parse::<Ipv4Addr>().unwrap().octets(),
+            dst.parse::<Ipv4Addr>().unwrap().octets(),
+            ttl,
+        )
+        .udp(2000, 3000);
+    let mut f = Vec::new();
+    b.write(&mut f, &vec![0x5a; payload]).unwrap();
+    f
+}
+
+fn udp6(src: &str, dst: &str, hops: u8, payload: usize) -> Vec<u8> {
+    let b = PacketBuilder::ethernet2(MAC_GEN, MAC_IN)
+        .ipv6(
+            src.parse::<Ipv6Addr>().unwrap().octets(),
+            dst.parse::<Ipv6Addr>().unwrap().octets(),
+            hops,
+        )
+        .udp(2000, 3000);
+    let mut f = Vec::new();
+    b.write(&mut f, &vec![0x5a; payload]).unwrap();
+    f
+}
+
+/// Recomputes the IPv4 header checksum after an edit.
+fn fix_csum(f: &mut [u8]) {
+    let ihl = (f[14] & 15) as usize * 4;
+    f[24] = 0;
+    f[25] = 0;
+    let mut s: u32 = f[14..14 + ihl]
+        .chunks(2)
+        .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
+        .sum();
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    f[24..26].copy_from_slice(&(!(s as u16)).to_be_bytes());
+}
+
+#[test]
+fn every_verdict() {
+    let ns = format!("lrt-fp-{}", std::process::id());
+    ip(None, &["netns", "add", &ns]).unwrap();
+    let _scratch = Scratch(ns.clone());
+    ip(
+        Some(&ns),
+        &["link", "add", "fp0", "type", "veth", "peer", "name", "fp1"],
+    )
+    .unwrap();
+    for dev in ["fp0", "fp1"] {
+        ip(Some(&ns), &["link", "set", dev, "up"]).unwrap();
+    }
+    let (fp0, fp1) = (ifindex(&ns, "fp0"), ifindex(&ns, "fp1"));
+    let _in = NetnsGuard::enter(&ns).unwrap();
+
+    let fp = FastPath::load().unwrap();
+    // BPF_PROG_RUN takes an ingress device only if its RX queue is
+    // registered for XDP, which a veth does when a program is attached.
+    let _links: Vec<XdpAttachment> = ["fp0", "fp1"]
+        .iter()
+        .map(|d| XdpAttachment::attach(&fp.program().unwrap(), d, XdpMode::Native).unwrap())
+        .collect();
+    fp.add_interface(fp0, MAC_IN).unwrap();
+    fp.add_interface(fp1, MAC_OUT).unwrap();
+    let nh = |ifindex, mtu, flags| Nexthop {
+        ifindex,
+        mtu,
+        flags,
+        _pad: 0,
+        dmac: MAC_RECV,
+        smac: MAC_OUT,
+    };
+    fp.set_nexthop(1, &nh(fp1, 1500, NH_VALID | NH_RESOLVED))
+        .unwrap();
+    fp.set_nexthop(2, &nh(fp1, 1500, NH_VALID)).unwrap();
+    fp.set_nexthop(3, &nh(0, 0, NH_VALID | NH_KERNEL)).unwrap();
+    fp.set_nexthop(4, &nh(fp0, 1500, NH_VALID | NH_RESOLVED))
+        .unwrap();
+    fp.set_nexthop(5, &nh(fp1, 576, NH_VALID | NH_RESOLVED))
+        .unwrap();
+    fp.set_nexthop(6, &nh(999, 1500, NH_VALID | NH_RESOLVED))
+        .unwrap();
+    let mut f4: Fib<u32> = Fib::new(Shape::IPV4);
+    for (net, id) in [
+        ("198.19.0.0", 1),
+        ("198.20.0.0", 2),
+        ("198.21.0.0", 3),
+        ("198.22.0.0", 4),
+        ("198.23.0.0", 5),
+        ("198.24.0.0", 6),
+    ] {
+        f4.insert(v4(net), 16, id).unwrap();
+    }
+    f4.insert(v4("198.19.7.128"), 25, 7).unwrap(); // next hop 7: never set (invalid)
+    fp.load_fib(&f4).unwrap();
+    let mut f6: Fib<u128> = Fib::new(Shape::IPV6);
+    f6.insert(v6("2001:2:0:8000::"), 49, 1).unwrap();
+    f6.insert(v6("2001:db8::"), 32, 2).unwrap();
+    fp.load_fib(&f6).unwrap();
+
+    let fwd4 = udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 64, 18);
+    let mut options = fwd4.clone();
+    options.splice(34..34, [1u8, 1, 1, 0]); // NOP NOP NOP EOL
+    options[14] = 0x46;
+    let tot = u16::from_be_bytes([options[16], options[17]]) + 4;
+    options[16..18].copy_from_slice(&tot.to_be_bytes());
+    fix_csum(&mut options);
+    let mut bad_csum = fwd4.clone();
+    bad_csum[25] ^= 0xff;
+    let mut fragment = fwd4.clone();
+    fragment[20] = 0x20; // MF
+    fix_csum(&mut fragment);
+    let mut arp = fwd4.clone();
+    arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    let mut too_long = fwd4.clone();
+    too_long[16..18].copy_from_slice(&200u16.to_be_bytes());
+    fix_csum(&mut too_long);
+    let mut hbh = udp6("2001:2::1", "2001:2:0:8000::1", 64, 18);
+    hbh[20] = 0; // next header: hop-by-hop
+    let mut v6_short = udp6("2001:2::1", "2001:2:0:8000::1", 64, 18);
+    v6_short.truncate(70);
+
+    let cases: Vec<(&str, Vec<u8>, u32, &str)> = vec![
+        ("IPv4 transit", fwd4.clone(), XDP_REDIRECT, "forwarded"),
+        (
+            "IPv4 padded to 60 bytes",
+            udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 64, 0),
+            XDP_REDIRECT,
+            "forwarded",
+        ),
+        (
+            "TTL 2",
+            udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 2, 18),
+            XDP_REDIRECT,
+            "forwarded",
+        ),
+        (
+            "TTL 1",
+            udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 1, 18),
+            XDP_PASS,
+            "pass_ttl",
+        ),
+        (
+            "TTL 0",
+            udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 0, 18),
+            XDP_PASS,
+            "pass_ttl",
+        ),
+        ("IPv4 options", options, XDP_PASS, "pass_options"),
+        ("bad header checksum", bad_csum, XDP_PASS, "pass_bad_csum"),
+        ("fragment", fragment, XDP_PASS, "pass_fragment"),
+        ("ARP", arp, XDP_PASS, "pass_not_ip"),
+        (
+            "to another MAC",
+            udp4(MAC_RECV, "198.18.0.1", "198.19.1.2", 64, 18),
+            XDP_PASS,
+            "pass_not_ours",
+        ),
+        (
+            "broadcast MAC",
+            udp4([0xff; 6], "198.18.0.1", "198.19.1.2", 64, 18),
+            XDP_PASS,
+            "pass_special",
+        ),
+        (
+            "multicast destination",
+            udp4(MAC_IN, "198.18.0.1", "224.0.0.5", 64, 18),
+            XDP_PASS,
+            "pass_special",
+        ),
+        (
+            "loopback source",
+            udp4(MAC_IN, "127.0.0.1", "198.19.1.2", 64, 18),
+            XDP_PASS,
+            "pass_special",
+        ),
+        (
+            "no route",
+            udp4(MAC_IN, "198.18.0.1", "10.1.1.1", 64, 18),
+            XDP_PASS,
+            "pass_no_route",
+        ),
+        (
+            "invalid next hop",
+            udp4(MAC_IN, "198.18.0.1", "198.19.7.200", 64, 18),
+            XDP_PASS,
+            "pass_no_route",
+        ),
+        (
+            "unresolved neighbour",
+            udp4(MAC_IN, "198.18.0.1", "198.20.1.1", 64, 18),
+            XDP_PASS,
+            "pass_no_neigh",
+        ),
+        (
+            "kernel route",
+            udp4(MAC_IN, "198.18.0.1", "198.21.1.1", 64, 18),
+            XDP_PASS,
+            "pass_local",
+        ),
+        (
+            "back out the same interface",
+            udp4(MAC_IN, "198.18.0.1", "198.22.1.1", 64, 18),
+            XDP_PASS,
+            "pass_same_if",
+        ),
+        (
+            "over the egress MTU",
+            udp4(MAC_IN, "198.18.0.1", "198.23.1.1", 64, 600),
+            XDP_PASS,
+            "pass_mtu",
+        ),
+        (
+            "at the egress MTU",
+            udp4(MAC_IN, "198.18.0.1", "198.23.1.1", 64, 576 - 28),
+            XDP_REDIRECT,
+            "forwarded",
+        ),
+        (
+            "egress not attached",
+            udp4(MAC_IN, "198.18.0.1", "198.24.1.1", 64, 18),
+            XDP_PASS,
+            "pass_no_port",
+        ),
+        (
+            "IPv4 header cut short",
+            fwd4[..24].to_vec(),
+            XDP_DROP,
+            "drop_malformed",
+        ),
+        (
+            "IPv4 longer than the frame",
+            too_long,
+            XDP_DROP,
+            "drop_malformed",
+        ),
+        // (Shorter than an Ethernet header no device delivers, and
+        // BPF_PROG_RUN refuses.)
+        (
+            "only an Ethernet header",
+            fwd4[..14].to_vec(),
+            XDP_DROP,
+            "drop_malformed",
+        ),
+        (
+            "IPv6 transit",
+            udp6("2001:2::1", "2001:2:0:8000::1", 64, 18),
+            XDP_REDIRECT,
+            "forwarded",
+        ),
+        (
+            "hop limit 1",
+            udp6("2001:2::1", "2001:2:0:8000::1", 1, 18),
+            XDP_PASS,
+            "pass_ttl",
+        ),
+        ("hop-by-hop options", hbh, XDP_PASS, "pass_ext_hdr"),
+        (
+            "link-local destination",
+            udp6("2001:2::1", "fe80::1", 64, 18),
+            XDP_PASS,
+            "pass_special",
+        ),
+        (
+            "multicast IPv6",
+            udp6("2001:2::1", "ff02::1", 64, 18),
+            XDP_PASS,
+            "pass_special",
+        ),
+        (
+            "IPv6 unrouted",
+            udp6("2001:2::1", "2001:3::1", 64, 18),
+            XDP_PASS,
+            "pass_no_route",
+        ),
+        (
+            "IPv6 unresolved",
+            udp6("2001:2::1", "2001:db8::1", 64, 18),
+            XDP_PASS,
+            "pass_no_neigh",
+        ),
+        (
+            "IPv6 payload cut short",
+            v6_short,
+            XDP_DROP,
+            "drop_malformed",
+        ),
+    ];
+    for (what, frame, want, reason) in cases {
+        let before = fp.counters(fp0).unwrap();
+        let (verdict, out) = fp
+            .run(&frame, fp0)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let after = fp.counters(fp0).unwrap();
+        assert_eq!(verdict, want, "{what}: verdict");
+        let moved: Vec<&str> = (0..REASONS.len())
+            .filter(|&i| after.packets[i] != before.packets[i])
+            .map(|i| REASONS[i])
+            .collect();
+        assert_eq!(moved, [reason], "{what}: counters");
+        let r = REASONS.iter().position(|n| *n == reason).unwrap();
+        assert_eq!(
+            after.bytes[r] - before.bytes[r],
+            frame.len() as u64,
+            "{what}: bytes"
+        );
+        if want == XDP_PASS {
+            assert_eq!(out, frame, "{what}: a passed frame is untouched");
+        }
+        if want == XDP_REDIRECT {
+            assert_eq!(out.len(), frame.len(), "{what}");
+            assert_eq!(
+                (&out[0..6], &out[6..12]),
+                (&MAC_RECV[..], &MAC_OUT[..]),
+                "{what}: MACs"
+            );
+            let p = SlicedPacket::from_ethernet(&out).expect("decodes");
+            match p.net.unwrap() {
+                NetSlice::Ipv4(ip4) => {
+                    let h = ip4.header().to_header();
+                    assert_eq!(
+                        h.header_checksum,
+                        h.calc_header_checksum(),
+                        "{what}: checksum"
+                    );
+                    assert_eq!(h.time_to_live + 1, frame[22], "{what}: TTL - 1");
+                    // Only TTL and checksum changed in the IP packet.
+                    let mut expect = frame[12..].to_vec();
+                    expect[22 - 12] -= 1;
+                    expect[24 - 12..26 - 12].copy_from_slice(&out[24..26]);
+                    assert_eq!(&out[12..], &expect[..], "{what}: the rest as sent");
+                }
+                NetSlice::Ipv6(ip6) => {
+                    assert_eq!(
+                        ip6.header().hop_limit() + 1,
+                        frame[21],
+                        "{what}: hop limit - 1"
+                    );
+                    let mut expect = frame[12..].to_vec();
+                    expect[21 - 12] -= 1;
+                    assert_eq!(&out[12..], &expect[..], "{what}: the rest as sent");
+                }
+                NetSlice::Arp(_) => unreachable!(),
+            }
+        }
+    }
+    // A frame on an interface that is not (or no longer) the router's.
+    fp.remove_interface(fp1).unwrap();
+    let (verdict, out) = fp.run(&fwd4, fp1).unwrap();
+    assert_eq!((verdict, out), (XDP_PASS, fwd4.clone()));
+    assert_eq!(fp.counters(fp1).unwrap().packets[2], 1, "pass_not_ours");
+    // ... and the egress that is gone is no longer used.
+    let (verdict, _) = fp.run(&fwd4, fp0).unwrap();
+    assert_eq!(verdict, XDP_PASS);
+}
