@@ -35,6 +35,25 @@ pub enum Command {
     /// The FIB: statistics of a table (generated or loaded from a dump).
     #[command(subcommand)]
     Fib(FibCmd),
+    /// Route with the XDP fast path between these interfaces, mirroring the
+    /// kernel's routes and neighbours (Ctrl-C or SIGTERM detaches).
+    Route(RouteArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RouteArgs {
+    /// Interfaces to route between, comma-separated (-i eth0,eth1).
+    #[arg(short = 'i', long, value_delimiter = ',', required = true)]
+    pub interfaces: Vec<String>,
+    /// native (driver) or generic (skb) XDP.
+    #[arg(long, default_value = "native", value_parser = ["native", "generic"])]
+    pub mode: String,
+    /// Run inside this network namespace.
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// No per-second lines.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -208,6 +227,10 @@ pub struct RunArgs {
     /// CPU of the generator.
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,
+    /// The router under test: linux (kernel forwarding) or linerate (the
+    /// XDP fast path on dut0 and dut1).
+    #[arg(long, default_value = "linux", value_parser = ["linux", "linerate"])]
+    pub dut: String,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,

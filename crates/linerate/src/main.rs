@@ -6,6 +6,7 @@ mod cmd_fib;
 mod cmd_imix;
 mod cmd_lab;
 mod cmd_ministat;
+mod cmd_route;
 mod cmd_traffic;
 mod stop;
 
@@ -24,6 +25,7 @@ fn main() {
         cli::Command::Imix(i) => cmd_imix::run(i),
         cli::Command::Bench(b) => cmd_bench::run(b),
         cli::Command::Fib(f) => cmd_fib::run(f),
+        cli::Command::Route(r) => cmd_route::run(r),
         cli::Command::Ministat(m) => std::process::exit(cmd_ministat::run(m)),
     };
     if let Err(e) = result {

@@ -1,0 +1,408 @@
+//! The kernel's forwarding state as the fast path needs it, kept from
+//! rtnetlink messages, and pushed into the fast path's maps as it changes.
+//!
+//! What is mirrored: links (MAC, MTU, up), neighbours (MAC when usable),
+//! routes of the main and local tables (local wins, then the lowest
+//! metric). A plain unicast route through a gateway gets a next hop that
+//! the fast path forwards to once the gateway's neighbour is resolved.
+//! Everything else goes to the kernel next hop (XDP_PASS): connected
+//! networks and local addresses (the kernel resolves and delivers),
+//! multipath and nexthop-object routes (not supported yet), blackhole,
+//! unreachable, prohibit and the rest. Other routing tables (policy
+//! routing) are not mirrored.
+use crate::fastpath::FastPath;
+use crate::layout::{Nexthop, NH_KERNEL, NH_RESOLVED, NH_VALID, ROUTER_NEXTHOPS};
+use anyhow::Result;
+use linerate_fib::{Fib, FibError, Key, Shape};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteType,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+const TABLE_MAIN: u32 = 254;
+const TABLE_LOCAL: u32 = 255;
+/// The next hop that hands packets to the kernel.
+pub const KERNEL_NH: u32 = 1;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Link {
+    mac: [u8; 6],
+    mtu: u32,
+    up: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NhKey {
+    Kernel,
+    Gateway {
+        oif: u32,
+        gw: IpAddr,
+        mtu: Option<u32>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Candidate {
+    table: u32,
+    priority: u32,
+    nh: NhKey,
+}
+
+/// What happened, for logs and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub routes_installed: u64,
+    pub routes_removed: u64,
+    pub nexthop_updates: u64,
+    /// Routes the FIB could not hold: their block goes to the kernel.
+    pub overflows: u64,
+}
+
+pub struct Mirror {
+    fp: FastPath,
+    links: HashMap<u32, Link>,
+    neigh: HashMap<(u32, IpAddr), [u8; 6]>,
+    routes4: HashMap<(u32, u8), Vec<Candidate>>,
+    routes6: HashMap<(u128, u8), Vec<Candidate>>,
+    fib4: Fib<u32>,
+    fib6: Fib<u128>,
+    nh_ids: HashMap<NhKey, u32>,
+    pub counts: Counts,
+}
+
+impl Mirror {
+    pub fn new(fp: FastPath) -> Result<Self> {
+        let kernel = Nexthop {
+            flags: NH_VALID | NH_KERNEL,
+            ..Default::default()
+        };
+        fp.set_nexthop(KERNEL_NH, &kernel)?;
+        let mut nh_ids = HashMap::new();
+        nh_ids.insert(NhKey::Kernel, KERNEL_NH);
+        Ok(Mirror {
+            fp,
+            links: HashMap::new(),
+            neigh: HashMap::new(),
+            routes4: HashMap::new(),
+            routes6: HashMap::new(),
+            fib4: Fib::new(Shape::IPV4),
+            fib6: Fib::new(Shape::IPV6),
+            nh_ids,
+            counts: Counts::default(),
+        })
+    }
+
+    pub fn fast_path(&self) -> &FastPath {
+        &self.fp
+    }
+
+    /// Applies one message from a dump or a notification.
+    pub fn apply(&mut self, msg: &RouteNetlinkMessage) -> Result<()> {
+        match msg {
+            RouteNetlinkMessage::NewLink(l) => self.link(l, false),
+            RouteNetlinkMessage::DelLink(l) => self.link(l, true),
+            RouteNetlinkMessage::NewNeighbour(n) => self.neighbour(n, false),
+            RouteNetlinkMessage::DelNeighbour(n) => self.neighbour(n, true),
+            RouteNetlinkMessage::NewRoute(r) => self.route(r, false),
+            RouteNetlinkMessage::DelRoute(r) => self.route(r, true),
+            _ => Ok(()),
+        }
+    }
+
+    /// Lets freed FIB groups be reused: call a grace period after the
+    /// writes that freed them.
+    pub fn release_quarantine(&mut self) {
+        self.fib4.release_quarantine();
+        self.fib6.release_quarantine();
+    }
+
+    pub fn routes(&self) -> (usize, usize) {
+        (self.fib4.len(), self.fib6.len())
+    }
+
+    fn link(&mut self, l: &LinkMessage, gone: bool) -> Result<()> {
+        let index = l.header.index;
+        if gone {
+            self.links.remove(&index);
+        } else {
+            let mut link = Link {
+                up: l.header.flags.contains(LinkFlags::Up)
+                    && l.header.flags.contains(LinkFlags::LowerUp),
+                ..Default::default()
+            };
+            for a in &l.attributes {
+                match a {
+                    LinkAttribute::Address(m) if m.len() == 6 => link.mac.copy_from_slice(m),
+                    LinkAttribute::Mtu(m) => link.mtu = *m,
+                    _ => {}
+                }
+            }
+            if self.links.get(&index) == Some(&link) {
+                return Ok(());
+            }
+            self.links.insert(index, link);
+        }
+        self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))
+    }
+
+    fn neighbour(&mut self, n: &NeighbourMessage, gone: bool) -> Result<()> {
+        let mut ip = None;
+        let mut mac = None;
+        for a in &n.attributes {
+            match a {
+                NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => {
+                    ip = Some(IpAddr::V4(*v4))
+                }
+                NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
+                    ip = Some(IpAddr::V6(*v6))
+                }
+                NeighbourAttribute::LinkLayerAddress(m) if m.len() == 6 => {
+                    let mut x = [0u8; 6];
+                    x.copy_from_slice(m);
+                    mac = Some(x);
+                }
+                _ => {}
+            }
+        }
+        let Some(ip) = ip else { return Ok(()) };
+        let key = (n.header.ifindex, ip);
+        // The kernel forwards with REACHABLE, STALE, DELAY, PROBE,
+        // PERMANENT and NOARP entries; not with INCOMPLETE or FAILED.
+        let usable = matches!(
+            n.header.state,
+            NeighbourState::Reachable
+                | NeighbourState::Stale
+                | NeighbourState::Delay
+                | NeighbourState::Probe
+                | NeighbourState::Permanent
+                | NeighbourState::Noarp
+        );
+        let before = self.neigh.get(&key).copied();
+        match (gone, usable, mac) {
+            (false, true, Some(m)) => {
+                self.neigh.insert(key, m);
+            }
+            _ => {
+                self.neigh.remove(&key);
+            }
+        }
+        if self.neigh.get(&key).copied() == before {
+            return Ok(());
+        }
+        self.refresh_nexthops(
+            |k| matches!(k, NhKey::Gateway { oif, gw, .. } if *oif == key.0 && *gw == ip),
+        )
+    }
+
+    /// Rewrites the entries of the next hops `which` selects.
+    fn refresh_nexthops(&mut self, which: impl Fn(&NhKey) -> bool) -> Result<()> {
+        let keys: Vec<(NhKey, u32)> = self
+            .nh_ids
+            .iter()
+            .filter(|(k, _)| which(k))
+            .map(|(k, &i)| (k.clone(), i))
+            .collect();
+        for (k, id) in keys {
+            let entry = self.nexthop_entry(&k);
+            self.fp.set_nexthop(id, &entry)?;
+            self.counts.nexthop_updates += 1;
+        }
+        Ok(())
+    }
+
+    fn nexthop_entry(&self, k: &NhKey) -> Nexthop {
+        match k {
+            NhKey::Kernel => Nexthop {
+                flags: NH_VALID | NH_KERNEL,
+                ..Default::default()
+            },
+            NhKey::Gateway { oif, gw, mtu } => {
+                let link = self.links.get(oif).copied().unwrap_or_default();
+                let dmac = self.neigh.get(&(*oif, *gw)).copied();
+                let mut flags = NH_VALID;
+                if link.up && dmac.is_some() {
+                    flags |= NH_RESOLVED;
+                }
+                let mtu = mtu
+                    .unwrap_or(link.mtu)
+                    .min(link.mtu.max(1))
+                    .min(u16::MAX as u32);
+                Nexthop {
+                    ifindex: *oif,
+                    mtu: mtu as u16,
+                    flags,
+                    _pad: 0,
+                    dmac: dmac.unwrap_or_default(),
+                    smac: link.mac,
+                }
+            }
+        }
+    }
+
+    /// The id of a next hop, creating (and writing) it the first time.
+    fn nexthop_id(&mut self, k: &NhKey) -> Result<u32> {
+        if let Some(&id) = self.nh_ids.get(k) {
+            return Ok(id);
+        }
+        let id = self.nh_ids.len() as u32 + 1;
+        if id >= ROUTER_NEXTHOPS {
+            // Out of next-hop entries: the kernel forwards these routes.
+            return Ok(KERNEL_NH);
+        }
+        let entry = self.nexthop_entry(k);
+        self.fp.set_nexthop(id, &entry)?;
+        self.nh_ids.insert(k.clone(), id);
+        Ok(id)
+    }
+
+    fn route(&mut self, r: &RouteMessage, gone: bool) -> Result<()> {
+        if r.header.flags.contains(RouteFlags::Cloned) {
+            return Ok(()); // IPv6 route cache entries
+        }
+        let mut table = r.header.table as u32;
+        let (mut dst, mut gw, mut oif, mut priority, mut mtu, mut multipath) =
+            (None, None, None, 0, None, false);
+        for a in &r.attributes {
+            match a {
+                RouteAttribute::Table(t) => table = *t,
+                RouteAttribute::Destination(d) => dst = route_addr(d),
+                RouteAttribute::Gateway(g) => gw = route_addr(g),
+                RouteAttribute::Oif(o) => oif = Some(*o),
+                RouteAttribute::Priority(p) => priority = *p,
+                RouteAttribute::MultiPath(_) | RouteAttribute::NhId(_) => multipath = true,
+                RouteAttribute::Metrics(ms) => {
+                    for m in ms {
+                        if let RouteMetric::Mtu(v) = m {
+                            mtu = Some(*v);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if table != TABLE_MAIN && table != TABLE_LOCAL {
+            return Ok(());
+        }
+        let nh = match (r.header.kind, gw, oif, multipath) {
+            (RouteType::Unicast, Some(gw), Some(oif), false) => NhKey::Gateway { oif, gw, mtu },
+            _ => NhKey::Kernel,
+        };
+        let cand = Candidate {
+            table,
+            priority,
+            nh,
+        };
+        let len = r.header.destination_prefix_length;
+        match r.header.address_family {
+            AddressFamily::Inet => {
+                let a = match dst {
+                    Some(IpAddr::V4(v)) => u32::from(v),
+                    _ => 0,
+                };
+                let key = (a.mask(len), len);
+                update_candidates(self.routes4.entry(key).or_default(), cand, gone);
+                self.sync4(key)
+            }
+            AddressFamily::Inet6 => {
+                let a = match dst {
+                    Some(IpAddr::V6(v)) => u128::from(v),
+                    _ => 0,
+                };
+                let key = (a.mask(len), len);
+                update_candidates(self.routes6.entry(key).or_default(), cand, gone);
+                self.sync6(key)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn sync4(&mut self, key: (u32, u8)) -> Result<()> {
+        let best = best(self.routes4.get(&key));
+        let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
+        let (fp, fib, counts) = (&self.fp, &mut self.fib4, &mut self.counts);
+        install(fp, fib, counts, key, id)
+    }
+
+    fn sync6(&mut self, key: (u128, u8)) -> Result<()> {
+        let best = best(self.routes6.get(&key));
+        let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
+        let (fp, fib, counts) = (&self.fp, &mut self.fib6, &mut self.counts);
+        install(fp, fib, counts, key, id)
+    }
+}
+
+fn route_addr(a: &RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(v) => Some(IpAddr::V4(*v)),
+        RouteAddress::Inet6(v) => Some(IpAddr::V6(*v)),
+        _ => None,
+    }
+}
+
+/// A route is known by its table and metric (the kernel's identity for a
+/// prefix); a new one replaces, a deleted one goes.
+fn update_candidates(list: &mut Vec<Candidate>, c: Candidate, gone: bool) {
+    list.retain(|x| !(x.table == c.table && x.priority == c.priority));
+    if !gone {
+        list.push(c);
+    }
+}
+
+/// The local table wins, then the lowest metric.
+fn best(list: Option<&Vec<Candidate>>) -> Option<NhKey> {
+    list?
+        .iter()
+        .min_by_key(|c| (c.table != TABLE_LOCAL, c.priority))
+        .map(|c| c.nh.clone())
+}
+
+/// Puts `key` in the FIB with next hop `id` (or takes it out) and pushes
+/// the writes. A route the FIB cannot hold sends its whole first-level
+/// block to the kernel instead: slower, never wrong.
+fn install<K: Key>(
+    fp: &FastPath,
+    fib: &mut Fib<K>,
+    counts: &mut Counts,
+    (addr, len): (K, u8),
+    id: Option<u32>,
+) -> Result<()> {
+    let result = match id {
+        Some(id) if fib.get(addr, len) == Some(id) => return Ok(()),
+        Some(id) => fib.insert(addr, len, id).map(|w| (w, true)),
+        None if fib.get(addr, len).is_some() => fib.remove(addr, len).map(|w| (w, false)),
+        None => return Ok(()),
+    };
+    match result {
+        Ok((w, added)) => {
+            fp.apply(fib, &w)?;
+            if added {
+                counts.routes_installed += 1;
+            } else {
+                counts.routes_removed += 1;
+            }
+            Ok(())
+        }
+        Err(FibError::TableFull { .. }) => {
+            counts.overflows += 1;
+            let first = fib.shape().first;
+            eprintln!(
+                "linerate route: the FIB is full; {} goes to the kernel with its /{first} block",
+                linerate_fib::dump::show(addr, len)
+            );
+            let w = fib
+                .insert(addr.mask(first), first, KERNEL_NH)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            fp.apply(fib, &w)
+        }
+        Err(e) => Err(anyhow::anyhow!(
+            "{}: {e}",
+            linerate_fib::dump::show(addr, len)
+        )),
+    }
+}

@@ -1,0 +1,142 @@
+//! rtnetlink, synchronously: dumps of the kernel's tables, and a socket
+//! subscribed to their change notifications.
+use anyhow::{bail, Context, Result};
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
+};
+use netlink_packet_route::address::AddressMessage;
+use netlink_packet_route::link::LinkMessage;
+use netlink_packet_route::neighbour::NeighbourMessage;
+use netlink_packet_route::route::RouteMessage;
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+/// Multicast groups (the RTMGRP_* bits): links, neighbours, IPv4/IPv6
+/// addresses and routes.
+const GROUPS: u32 = 0x1 | 0x4 | 0x10 | 0x40 | 0x100 | 0x400;
+
+fn socket(groups: u32) -> Result<Socket> {
+    let mut s = Socket::new(NETLINK_ROUTE).context("cannot open a netlink socket")?;
+    s.bind(&SocketAddr::new(0, groups))
+        .context("cannot bind the netlink socket")?;
+    // Bursts of route changes (a BGP session coming up) must not overflow it.
+    let size: libc::c_int = 8 << 20;
+    // SAFETY: a valid socket and option value.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &size as *const _ as *const libc::c_void,
+            std::mem::size_of_val(&size) as libc::socklen_t,
+        );
+    }
+    Ok(s)
+}
+
+/// Sends a dump request and collects the answers.
+fn dump(request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
+    let s = socket(0)?;
+    s.connect(&SocketAddr::new(0, 0))?;
+    let mut hdr = NetlinkHeader::default();
+    hdr.flags = NLM_F_DUMP | NLM_F_REQUEST;
+    let mut req = NetlinkMessage::new(hdr, NetlinkPayload::from(request));
+    req.finalize();
+    let mut buf = vec![0; req.buffer_len()];
+    req.serialize(&mut buf);
+    s.send(&buf, 0).context("netlink dump request")?;
+    let mut out = Vec::new();
+    let mut rx = vec![0u8; 1 << 20];
+    loop {
+        let n = s.recv(&mut &mut rx[..], 0).context("netlink dump")?;
+        let mut off = 0;
+        while off < n {
+            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx[off..n])
+                .context("cannot decode a netlink message")?;
+            let len = msg.header.length as usize;
+            match msg.payload {
+                NetlinkPayload::Done(_) => return Ok(out),
+                NetlinkPayload::Error(e) => bail!("netlink dump failed: {e:?}"),
+                NetlinkPayload::InnerMessage(m) => out.push(m),
+                _ => {}
+            }
+            if len == 0 {
+                break;
+            }
+            off += len;
+        }
+    }
+}
+
+/// Everything the router mirrors, as the kernel has it now.
+pub fn dump_all() -> Result<Vec<RouteNetlinkMessage>> {
+    let mut all = dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
+    for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+        let mut a = AddressMessage::default();
+        a.header.family = family;
+        all.extend(dump(RouteNetlinkMessage::GetAddress(a))?);
+        let mut r = RouteMessage::default();
+        r.header.address_family = family;
+        all.extend(dump(RouteNetlinkMessage::GetRoute(r))?);
+        let mut n = NeighbourMessage::default();
+        n.header.family = family;
+        all.extend(dump(RouteNetlinkMessage::GetNeighbour(n))?);
+    }
+    Ok(all)
+}
+
+/// A socket that receives the kernel's change notifications. Open it
+/// before the dump so that nothing changes unseen in between.
+pub struct Monitor {
+    sock: Socket,
+    buf: Vec<u8>,
+}
+
+impl Monitor {
+    pub fn open() -> Result<Self> {
+        Ok(Monitor {
+            sock: socket(GROUPS)?,
+            buf: vec![0u8; 1 << 20],
+        })
+    }
+
+    /// The notifications that arrive within `timeout` (none if nothing
+    /// does). An overflowed socket is an error: the caller must resync.
+    pub fn wait(&mut self, timeout: Duration) -> Result<Vec<RouteNetlinkMessage>> {
+        let mut pfd = libc::pollfd {
+            fd: self.sock.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as i32) };
+        if r <= 0 {
+            return Ok(Vec::new());
+        }
+        let n = match self.sock.recv(&mut &mut self.buf[..], libc::MSG_DONTWAIT) {
+            Ok(n) => n,
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                bail!("netlink notifications overflowed: resync needed")
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(Vec::new()),
+            Err(e) => return Err(e).context("netlink receive"),
+        };
+        let mut out = Vec::new();
+        let mut off = 0;
+        while off < n {
+            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&self.buf[off..n])
+                .context("cannot decode a netlink notification")?;
+            let len = msg.header.length as usize;
+            if let NetlinkPayload::InnerMessage(m) = msg.payload {
+                out.push(m);
+            }
+            if len == 0 {
+                break;
+            }
+            off += len;
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,191 @@
+//! `linerate route`: attach the fast path to the interfaces, mirror the
+//! kernel into it, follow the kernel's changes, detach on the way out.
+//! The XDP programs hang on BPF links owned by this process: however it
+//! ends (Ctrl-C, SIGTERM, kill -9, a crash) they detach and the kernel
+//! forwards alone.
+use crate::fastpath::FastPath;
+use crate::layout::{RouterCounters, REASONS};
+use crate::mirror::Mirror;
+use crate::netlink::{self, Monitor};
+use anyhow::{bail, Context, Result};
+use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+pub struct RouteOptions {
+    pub interfaces: Vec<String>,
+    pub mode: XdpMode,
+}
+
+/// A second of the fast path's counters, over the attached interfaces.
+#[derive(Clone, Debug, Default)]
+pub struct Second {
+    pub usec: u64,
+    pub delta: RouterCounters,
+}
+
+impl Second {
+    /// `forwarded 1.234 Mpps, passed 12 pps (ttl 10, no_neigh 2), dropped 0 pps`.
+    pub fn line(&self) -> String {
+        let per_sec = |n: u64| n as f64 * 1e6 / self.usec.max(1) as f64;
+        let fwd = per_sec(self.delta.packets[0]);
+        let passed: u64 = (1..REASONS.len() - 1).map(|i| self.delta.packets[i]).sum();
+        let mut reasons: Vec<(u64, &str)> = (1..REASONS.len() - 1)
+            .filter(|&i| self.delta.packets[i] > 0)
+            .map(|i| {
+                (
+                    self.delta.packets[i],
+                    REASONS[i].trim_start_matches("pass_"),
+                )
+            })
+            .collect();
+        reasons.sort_by_key(|r| std::cmp::Reverse(r.0));
+        let detail = if reasons.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({})",
+                reasons
+                    .iter()
+                    .take(4)
+                    .map(|(n, r)| format!("{r} {:.0}", per_sec(*n)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        format!(
+            "forwarded {:.3} Mpps, passed {:.0} pps{detail}, dropped {:.0} pps",
+            fwd / 1e6,
+            per_sec(passed),
+            per_sec(self.delta.packets[REASONS.len() - 1])
+        )
+    }
+}
+
+/// Set once the first sync is done and traffic may come.
+pub type Ready<'a> = &'a AtomicBool;
+
+/// Runs until `stop`; calls `on_second` once a second. The calling thread
+/// must be in the router's network namespace.
+pub fn run(
+    opts: &RouteOptions,
+    stop: &AtomicBool,
+    ready: Ready,
+    mut on_second: impl FnMut(&Second),
+) -> Result<()> {
+    if opts.interfaces.is_empty() {
+        bail!("-i: give the interfaces to route between (-i eth0,eth1)");
+    }
+    let mut ifindexes = Vec::new();
+    for name in &opts.interfaces {
+        let idx = loader::ifindex(name)
+            .map_err(|_| anyhow::anyhow!("-i: interface {name} does not exist"))?;
+        if idx >= crate::layout::ROUTER_IFACES {
+            bail!(
+                "-i: interface {name} has index {idx}; linerate handles indexes below {}",
+                crate::layout::ROUTER_IFACES
+            );
+        }
+        ifindexes.push(idx);
+    }
+    let fp = FastPath::load()?;
+    // Attach everywhere or nowhere: the links made so far drop on error.
+    let mut links = Vec::new();
+    for name in &opts.interfaces {
+        links.push(
+            XdpAttachment::attach(&fp.program()?, name, opts.mode).with_context(|| {
+                format!("-i {name}: is another XDP program (a second linerate route?) attached?")
+            })?,
+        );
+    }
+    let mut monitor = Monitor::open()?;
+    let mut mirror = Mirror::new(fp)?;
+    for m in netlink::dump_all()? {
+        mirror.apply(&m)?;
+    }
+    // Interfaces go in once the FIB is loaded: until then every frame
+    // passes (not ours).
+    let macs = interface_macs(&ifindexes)?;
+    for (&idx, mac) in ifindexes.iter().zip(macs) {
+        mirror.fast_path().add_interface(idx, mac)?;
+    }
+    ready.store(true, Ordering::SeqCst);
+    let counters = |m: &Mirror| -> Result<RouterCounters> {
+        let mut sum = RouterCounters::default();
+        for &i in &ifindexes {
+            let c = m.fast_path().counters(i)?;
+            for k in 0..sum.packets.len() {
+                sum.packets[k] += c.packets[k];
+                sum.bytes[k] += c.bytes[k];
+            }
+        }
+        Ok(sum)
+    };
+    let (mut tick, mut last) = (Instant::now(), counters(&mirror)?);
+    let mut freed_at: Option<Instant> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let msgs = match monitor.wait(Duration::from_millis(50)) {
+            Ok(m) => m,
+            Err(e) => {
+                // Lost notifications: read everything again.
+                eprintln!("linerate route: {e:#}; resyncing");
+                monitor = Monitor::open()?;
+                netlink::dump_all()?
+            }
+        };
+        for m in &msgs {
+            if let Err(e) = mirror.apply(m) {
+                eprintln!("linerate route: {e:#}");
+            }
+        }
+        if !msgs.is_empty() && freed_at.is_none() {
+            freed_at = Some(Instant::now());
+        }
+        // Freed FIB groups may be reused once every reader that saw them
+        // is done: XDP programs run in RCU read sections of nanoseconds.
+        if freed_at.is_some_and(|t| t.elapsed() > Duration::from_millis(100)) {
+            mirror.release_quarantine();
+            freed_at = None;
+        }
+        if tick.elapsed() >= Duration::from_secs(1) {
+            let now = counters(&mirror)?;
+            let mut delta = RouterCounters::default();
+            for k in 0..delta.packets.len() {
+                delta.packets[k] = now.packets[k] - last.packets[k];
+                delta.bytes[k] = now.bytes[k] - last.bytes[k];
+            }
+            on_second(&Second {
+                usec: tick.elapsed().as_micros() as u64,
+                delta,
+            });
+            (tick, last) = (Instant::now(), now);
+        }
+    }
+    drop(links);
+    Ok(())
+}
+
+fn interface_macs(ifindexes: &[u32]) -> Result<Vec<[u8; 6]>> {
+    use netlink_packet_route::link::LinkAttribute;
+    use netlink_packet_route::RouteNetlinkMessage;
+    let mut macs = vec![None; ifindexes.len()];
+    for m in netlink::dump_all()? {
+        if let RouteNetlinkMessage::NewLink(l) = m {
+            if let Some(pos) = ifindexes.iter().position(|&i| i == l.header.index) {
+                for a in &l.attributes {
+                    if let LinkAttribute::Address(mac) = a {
+                        if mac.len() == 6 {
+                            let mut x = [0u8; 6];
+                            x.copy_from_slice(mac);
+                            macs[pos] = Some(x);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    macs.into_iter()
+        .zip(ifindexes)
+        .map(|(m, i)| m.ok_or_else(|| anyhow::anyhow!("interface {i} has no Ethernet address")))
+        .collect()
+}
