@@ -61,10 +61,15 @@ fn bench_gen_counts_every_frame_paces_and_cleans_up() {
     let xdp = r["xdp_pps"]["median"].as_f64().unwrap();
     let afp = r["afpacket_pps"]["median"].as_f64().unwrap();
     assert!(xdp > 0.0 && afp > 0.0, "{r}");
-    // Pacing works: half the maximum is what was offered (without pacing
-    // it would be the maximum).
+    // Pacing works: at half the maximum the generator builds half the
+    // maximum (without pacing it would build the maximum). What the peer
+    // took may be less when it stalls; that is the bench's to report.
     let rc = &r["rate_control"][0];
-    assert!(rc["error_percent"].as_f64().unwrap().abs() < 2.0, "{rc}");
+    let (built, rate) = (
+        rc["built_pps"].as_f64().unwrap(),
+        rc["rate_pps"].as_f64().unwrap(),
+    );
+    assert!((built - rate).abs() / rate < 0.02, "{rc}");
     // The receiver counts every frame the wire took (a few frames of the
     // kernel's own may be in the interface's counter).
     let counted = r["receiver"]["counted_ratio_min"].as_f64().unwrap();

@@ -63,7 +63,10 @@ impl Spread {
 pub struct RateCheck {
     pub fraction_of_max: f64,
     pub rate_pps: u64,
+    /// Frames the wire took per second, and frames the generator built
+    /// (the difference: refused by the peer's ring).
     pub offered_pps: f64,
+    pub built_pps: f64,
     /// (offered - rate) / rate over the run, percent.
     pub error_percent: f64,
     /// The largest |error| of a whole second, percent.
@@ -176,6 +179,7 @@ pub fn run(b: &GenBench, mut progress: impl FnMut(&str)) -> Result<GenBenchRepor
             fraction_of_max: f,
             rate_pps: rate,
             offered_pps: r.pps,
+            built_pps: (r.sent_packets + r.xmit_errors) as f64 / r.seconds,
             error_percent: err(r.pps),
             worst_second_error_percent: per_second
                 .iter()
