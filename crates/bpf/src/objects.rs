@@ -10,3 +10,5 @@ pub const SINK: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sink.bpf.o"));
 pub const FIB_PROBE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fib_probe.bpf.o"));
 /// The router's fast path, program `router`.
 pub const ROUTER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/router.bpf.o"));
+/// The bench's reference: bpf_fib_lookup + bpf_redirect, program `ref_fwd`.
+pub const REF_FWD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ref_fwd.bpf.o"));

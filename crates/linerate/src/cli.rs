@@ -113,6 +113,30 @@ pub enum BenchCmd {
     /// The FIB: build, memory, lookups (single and batch), updates, against
     /// the prefix-trie and poptrie crates on the same table and keys.
     Fib(BenchFibArgs),
+    /// The router program per packet (BPF_PROG_RUN), with 1 route and a
+    /// full table, against bpf_fib_lookup with the same routes in the kernel.
+    Fastpath(BenchFastpathArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchFastpathArgs {
+    /// ipv4 or ipv6.
+    #[arg(long, value_enum, default_value = "ipv4")]
+    pub family: linerate_fib::bench::Family,
+    /// Routes of the full table [default: 1000000 for IPv4, 200000 for IPv6].
+    #[arg(long)]
+    pub routes: Option<usize>,
+    /// Random destinations (inside the table's prefixes).
+    #[arg(long, default_value_t = 2000)]
+    pub keys: usize,
+    /// BPF_PROG_RUN repetitions per destination.
+    #[arg(long, default_value_t = 200)]
+    pub repeat: u32,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -8,7 +8,63 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
         BenchCmd::Gen(a) => gen(a),
         BenchCmd::Fib(a) => crate::cmd_fib::bench(a),
+        BenchCmd::Fastpath(a) => fastpath(a),
     }
+}
+
+fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
+    use linerate_fib::bench::Family;
+    linerate_host::privilege::require_root("linerate bench fastpath")?;
+    if a.keys == 0 || a.repeat == 0 {
+        bail!("--keys and --repeat: at least 1");
+    }
+    let routes = a.routes.unwrap_or(match a.family {
+        Family::Ipv4 => 1_000_000,
+        Family::Ipv6 => 200_000,
+    });
+    if routes < 2 {
+        bail!("--routes: at least 2 (the one-route case always runs)");
+    }
+    let pair = ScratchPair::new(0)?;
+    let b = linerate_router::bench::FastpathBench {
+        netns: pair.netns.clone(),
+        ingress: pair.tx.clone(),
+        egress: pair.rx.clone(),
+        ipv6: a.family == Family::Ipv6,
+        routes,
+        keys: a.keys,
+        repeat: a.repeat,
+        seed: a.seed,
+    };
+    let json = a.json;
+    let results = std::thread::spawn(
+        move || -> Result<Vec<linerate_router::bench::FastpathResult>> {
+            linerate_host::netns::enter_for_good(&b.netns)?;
+            linerate_router::bench::run(&b, &mut |line| {
+                if !json {
+                    println!("{line}");
+                }
+            })
+        },
+    )
+    .join()
+    .map_err(|_| anyhow::anyhow!("the bench thread panicked"))??;
+    drop(pair);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+        return Ok(());
+    }
+    if let [one, full] = &results[..] {
+        println!(
+            "\nfull table / one route: linerate {:.2}x, bpf_fib_lookup {:.2}x; linerate / bpf_fib_lookup: {:.2} (1 route), {:.2} ({} routes)",
+            full.ns_per_packet / one.ns_per_packet,
+            full.reference.ns_per_packet / one.reference.ns_per_packet,
+            one.ns_per_packet / one.reference.ns_per_packet,
+            full.ns_per_packet / full.reference.ns_per_packet,
+            full.routes
+        );
+    }
+    Ok(())
 }
 
 fn gen(a: BenchGenArgs) -> Result<()> {

@@ -87,3 +87,26 @@ fn bench_fib_json_has_the_named_fields() {
         assert_eq!(peers, ["prefix-trie", "poptrie"]);
     }
 }
+
+#[test]
+fn bench_fastpath_json_has_the_named_fields() {
+    let o = linerate(&[
+        "bench", "fastpath", "--routes", "2000", "--keys", "200", "--repeat", "20", "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = r.as_array().unwrap();
+    assert_eq!(runs.len(), 2, "one route and the full table");
+    assert_eq!(runs[0]["routes"], 1);
+    assert_eq!(runs[1]["routes"], 2000);
+    for x in runs {
+        assert_eq!(x["family"], "ipv4");
+        assert!(x["ns_per_packet"].as_f64().unwrap() > 0.0, "{x}");
+        assert_eq!(x["reference"]["name"], "bpf_fib_lookup");
+        assert!(x["reference"]["ns_per_packet"].as_f64().unwrap() > 0.0);
+        // Both programs forwarded nearly every destination.
+        assert!(x["destinations"].as_u64().unwrap() > 190, "{x}");
+    }
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&ns.stdout).contains("lrbench-"));
+}
