@@ -1,0 +1,360 @@
+//! The mirror follows the kernel: hand-built rtnetlink messages (what a
+//! dump or a notification carries) go into `Mirror`, and after each the
+//! fast path's verdicts on frames are checked with BPF_PROG_RUN. Route add,
+//! replace, delete and metrics; the local table over the main one;
+//! connected, multipath and blackhole routes to the kernel; neighbour
+//! states; link down and MTU. Needs root.
+use linerate_bpf::loader::{XdpAttachment, XdpMode};
+use linerate_host::cmd::ip;
+use linerate_host::netns::NetnsGuard;
+use linerate_router::fastpath::FastPath;
+use linerate_router::layout::REASONS;
+use linerate_router::mirror::Mirror;
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteNextHop, RouteType,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as M};
+use std::net::Ipv4Addr;
+
+const MAC_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const MAC_OUT: [u8; 6] = [2, 0, 0, 0, 0, 3];
+const MAC_GW: [u8; 6] = [2, 0, 0, 0, 0, 4];
+const MAC_GW2: [u8; 6] = [2, 0, 0, 0, 0, 5];
+const REDIRECT: u32 = 4;
+
+struct Scratch(String);
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = ip(None, &["netns", "del", &self.0]);
+    }
+}
+
+fn link(index: u32, mac: [u8; 6], mtu: u32, up: bool) -> M {
+    let mut l = LinkMessage::default();
+    l.header.index = index;
+    if up {
+        l.header.flags = LinkFlags::Up | LinkFlags::LowerUp;
+    }
+    l.attributes = vec![
+        LinkAttribute::Address(mac.to_vec()),
+        LinkAttribute::Mtu(mtu),
+    ];
+    M::NewLink(l)
+}
+
+fn route(
+    dst: &str,
+    len: u8,
+    table: u8,
+    kind: RouteType,
+    gw: Option<&str>,
+    oif: u32,
+    prio: u32,
+    mtu: Option<u32>,
+) -> RouteMessage {
+    let mut r = RouteMessage::default();
+    r.header.address_family = AddressFamily::Inet;
+    r.header.destination_prefix_length = len;
+    r.header.table = table;
+    r.header.kind = kind;
+    r.attributes
+        .push(RouteAttribute::Destination(RouteAddress::Inet(
+            dst.parse().unwrap(),
+        )));
+    if let Some(g) = gw {
+        r.attributes
+            .push(RouteAttribute::Gateway(RouteAddress::Inet(
+                g.parse().unwrap(),
+            )));
+    }
+    r.attributes.push(RouteAttribute::Oif(oif));
+    r.attributes.push(RouteAttribute::Priority(prio));
+    if let Some(m) = mtu {
+        r.attributes
+            .push(RouteAttribute::Metrics(vec![RouteMetric::Mtu(m)]));
+    }
+    r
+}
+
+fn neigh(ifindex: u32, addr: &str, mac: [u8; 6], state: NeighbourState) -> NeighbourMessage {
+    let mut n = NeighbourMessage::default();
+    n.header.family = AddressFamily::Inet;
+    n.header.ifindex = ifindex;
+    n.header.state = state;
+    n.attributes = vec![
+        NeighbourAttribute::Destination(NeighbourAddress::Inet(addr.parse().unwrap())),
+        NeighbourAttribute::LinkLayerAddress(mac.to_vec()),
+    ];
+    n
+}
+
+fn frame(dst: &str, payload: usize) -> Vec<u8> {
+    let mut f = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], MAC_IN)
+        .ipv4(
+            [198, 18, 0, 1],
+            dst.parse::<Ipv4Addr>().unwrap().octets(),
+            64,
+        )
+        .udp(1, 2)
+        .write(&mut f, &vec![0u8; payload])
+        .unwrap();
+    f
+}
+
+#[test]
+fn the_fast_path_follows_the_kernel() {
+    let ns = format!("lrt-mirror-{}", std::process::id());
+    ip(None, &["netns", "add", &ns]).unwrap();
+    let _s = Scratch(ns.clone());
+    ip(
+        Some(&ns),
+        &["link", "add", "m0", "type", "veth", "peer", "name", "m1"],
+    )
+    .unwrap();
+    for d in ["m0", "m1"] {
+        ip(Some(&ns), &["link", "set", d, "up"]).unwrap();
+    }
+    let _in = NetnsGuard::enter(&ns).unwrap();
+    let (m0, m1) = (
+        linerate_bpf::loader::ifindex("m0").unwrap(),
+        linerate_bpf::loader::ifindex("m1").unwrap(),
+    );
+    let fp = FastPath::load().unwrap();
+    let _links: Vec<XdpAttachment> = ["m0", "m1"]
+        .iter()
+        .map(|d| XdpAttachment::attach(&fp.program().unwrap(), d, XdpMode::Native).unwrap())
+        .collect();
+    fp.add_interface(m0, MAC_IN).unwrap();
+    fp.add_interface(m1, MAC_OUT).unwrap();
+    let mut m = Mirror::new(fp).unwrap();
+    // (verdict, reason, destination MAC when forwarded) for a frame.
+    let check = |m: &Mirror, dst: &str, payload: usize| -> (u32, &'static str, [u8; 6]) {
+        let before = m.fast_path().counters(m0).unwrap();
+        let (v, out) = m.fast_path().run(&frame(dst, payload), m0).unwrap();
+        let after = m.fast_path().counters(m0).unwrap();
+        let r = (0..REASONS.len())
+            .find(|&i| after.packets[i] != before.packets[i])
+            .unwrap();
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&out[0..6]);
+        (v, REASONS[r], mac)
+    };
+    let apply = |m: &mut Mirror, msg: M| m.apply(&msg).unwrap();
+
+    apply(&mut m, link(m0, MAC_IN, 1500, true));
+    apply(&mut m, link(m1, MAC_OUT, 1500, true));
+    // A connected network: the kernel's.
+    apply(
+        &mut m,
+        M::NewRoute(route(
+            "198.19.0.0",
+            24,
+            254,
+            RouteType::Unicast,
+            None,
+            m1,
+            0,
+            None,
+        )),
+    );
+    assert_eq!(check(&m, "198.19.0.9", 18).1, "pass_local");
+    // A route through a gateway not resolved yet: passed.
+    apply(
+        &mut m,
+        M::NewRoute(route(
+            "198.19.0.0",
+            16,
+            254,
+            RouteType::Unicast,
+            Some("198.19.0.1"),
+            m1,
+            0,
+            None,
+        )),
+    );
+    assert_eq!(check(&m, "198.19.5.5", 18).1, "pass_no_neigh");
+    // Resolving, then failing, then resolving again.
+    apply(
+        &mut m,
+        M::NewNeighbour(neigh(m1, "198.19.0.1", MAC_GW, NeighbourState::Incomplete)),
+    );
+    assert_eq!(check(&m, "198.19.5.5", 18).1, "pass_no_neigh");
+    apply(
+        &mut m,
+        M::NewNeighbour(neigh(m1, "198.19.0.1", MAC_GW, NeighbourState::Reachable)),
+    );
+    assert_eq!(check(&m, "198.19.5.5", 18), (REDIRECT, "forwarded", MAC_GW));
+    apply(
+        &mut m,
+        M::NewNeighbour(neigh(m1, "198.19.0.1", MAC_GW, NeighbourState::Stale)),
+    );
+    assert_eq!(
+        check(&m, "198.19.5.5", 18).0,
+        REDIRECT,
+        "STALE still forwards, as the kernel does"
+    );
+    apply(
+        &mut m,
+        M::NewNeighbour(neigh(m1, "198.19.0.1", MAC_GW, NeighbourState::Failed)),
+    );
+    assert_eq!(check(&m, "198.19.5.5", 18).1, "pass_no_neigh");
+    apply(
+        &mut m,
+        M::NewNeighbour(neigh(m1, "198.19.0.1", MAC_GW2, NeighbourState::Permanent)),
+    );
+    assert_eq!(
+        check(&m, "198.19.5.5", 18),
+        (REDIRECT, "forwarded", MAC_GW2),
+        "the new MAC"
+    );
+    // A better metric to another gateway wins; deleting it falls back.
+    apply(
+        &mut m,
+        M::NewNeighbour(neigh(m1, "198.19.0.2", MAC_GW, NeighbourState::Reachable)),
+    );
+    apply(
+        &mut m,
+        M::NewRoute(route(
+            "198.19.0.0",
+            16,
+            254,
+            RouteType::Unicast,
+            Some("198.19.0.2"),
+            m1,
+            0,
+            None,
+        )),
+    );
+    assert_eq!(
+        check(&m, "198.19.5.5", 18).2,
+        MAC_GW,
+        "replaced (same metric)"
+    );
+    apply(
+        &mut m,
+        M::NewRoute(route(
+            "198.19.0.0",
+            16,
+            254,
+            RouteType::Unicast,
+            Some("198.19.0.1"),
+            m1,
+            100,
+            None,
+        )),
+    );
+    assert_eq!(
+        check(&m, "198.19.5.5", 18).2,
+        MAC_GW,
+        "metric 0 beats metric 100"
+    );
+    apply(
+        &mut m,
+        M::DelRoute(route(
+            "198.19.0.0",
+            16,
+            254,
+            RouteType::Unicast,
+            Some("198.19.0.2"),
+            m1,
+            0,
+            None,
+        )),
+    );
+    assert_eq!(
+        check(&m, "198.19.5.5", 18).2,
+        MAC_GW2,
+        "the metric 100 route remains"
+    );
+    // A more specific route's MTU; a local address in the local table wins.
+    apply(
+        &mut m,
+        M::NewRoute(route(
+            "198.19.7.0",
+            24,
+            254,
+            RouteType::Unicast,
+            Some("198.19.0.1"),
+            m1,
+            0,
+            Some(500),
+        )),
+    );
+    assert_eq!(check(&m, "198.19.7.7", 600).1, "pass_mtu");
+    assert_eq!(check(&m, "198.19.7.7", 400).0, REDIRECT);
+    apply(
+        &mut m,
+        M::NewRoute(route(
+            "198.19.7.7",
+            32,
+            255,
+            RouteType::Local,
+            None,
+            m1,
+            0,
+            None,
+        )),
+    );
+    assert_eq!(check(&m, "198.19.7.7", 18).1, "pass_local");
+    // Multipath and blackhole routes: the kernel's.
+    let mut ecmp = route("198.19.8.0", 24, 254, RouteType::Unicast, None, m1, 0, None);
+    ecmp.attributes
+        .push(RouteAttribute::MultiPath(vec![RouteNextHop::default()]));
+    apply(&mut m, M::NewRoute(ecmp));
+    assert_eq!(check(&m, "198.19.8.1", 18).1, "pass_local");
+    apply(
+        &mut m,
+        M::NewRoute(route(
+            "198.19.9.0",
+            24,
+            254,
+            RouteType::BlackHole,
+            None,
+            m1,
+            0,
+            None,
+        )),
+    );
+    assert_eq!(check(&m, "198.19.9.1", 18).1, "pass_local");
+    // Other tables are not mirrored.
+    apply(
+        &mut m,
+        M::NewRoute(route(
+            "10.0.0.0",
+            8,
+            100,
+            RouteType::Unicast,
+            Some("198.19.0.1"),
+            m1,
+            0,
+            None,
+        )),
+    );
+    assert_eq!(check(&m, "10.1.1.1", 18).1, "pass_no_route");
+    // Link down: its next hops pass; up again: forwarded.
+    apply(&mut m, link(m1, MAC_OUT, 1500, false));
+    assert_eq!(check(&m, "198.19.5.5", 18).1, "pass_no_neigh");
+    apply(&mut m, link(m1, MAC_OUT, 1500, true));
+    assert_eq!(check(&m, "198.19.5.5", 18).0, REDIRECT);
+    // The last route goes: no route.
+    apply(
+        &mut m,
+        M::DelRoute(route(
+            "198.19.0.0",
+            16,
+            254,
+            RouteType::Unicast,
+            Some("198.19.0.1"),
+            m1,
+            100,
+            None,
+        )),
+    );
+    assert_eq!(check(&m, "198.19.5.5", 18).1, "pass_no_route");
+    assert_eq!(m.counts.overflows, 0);
+}
