@@ -46,6 +46,7 @@ fn link(index: u32, mac: [u8; 6], mtu: u32, up: bool) -> M {
     M::NewLink(l)
 }
 
+#[allow(clippy::too_many_arguments)] // a route message has that many parts
 fn route(
     dst: &str,
     len: u8,
