@@ -87,8 +87,49 @@ fn rate(keys: usize, mut f: impl FnMut() -> u64) -> f64 {
     keys as f64 / best
 }
 
+/// The peers' lookups on the same routes and keys. `net` makes the
+/// prefix-trie crate's prefix type from an address and a length.
+fn measure_peers<K, N>(routes: &[(K, u8, u32)], keys: &[K], net: impl Fn(K, u8) -> N) -> Vec<Peer>
+where
+    K: Key + poptrie::Address,
+    N: prefix_trie::Prefix,
+{
+    let t = Instant::now();
+    let mut pt: PrefixMap<N, u32> = PrefixMap::new();
+    for &(a, l, nh) in routes {
+        pt.insert(net(a, l), nh);
+    }
+    let pt_build = t.elapsed().as_secs_f64();
+    // Poptrie's own bulk build (its insert is slow by design).
+    let t = Instant::now();
+    let pop: Poptrie<(K, u8), u32> = routes.iter().map(|&(a, l, nh)| ((a, l), nh)).collect();
+    let pop_build = t.elapsed().as_secs_f64();
+    let hosts: Vec<N> = keys.iter().map(|&k| net(k, <K as Key>::BITS)).collect();
+    vec![
+        Peer {
+            name: "prefix-trie".into(),
+            build_seconds: pt_build,
+            lookups_per_sec: rate(keys.len(), || {
+                hosts
+                    .iter()
+                    .map(|n| pt.get_lpm(n).map_or(0, |(_, &v)| v as u64))
+                    .sum()
+            }),
+        },
+        Peer {
+            name: "poptrie".into(),
+            build_seconds: pop_build,
+            lookups_per_sec: rate(keys.len(), || {
+                keys.iter()
+                    .map(|&k| pop.lookup(k).map_or(0, |&v| v as u64))
+                    .sum()
+            }),
+        },
+    ]
+}
+
 /// What the bench needs of an address family.
-trait Family2: Key {
+trait Family2: Key + poptrie::Address {
     fn shape() -> Shape;
     fn routes(n: usize, seed: u64) -> Vec<(Self, u8, u32)>;
     fn peers(routes: &[(Self, u8, u32)], keys: &[Self]) -> Vec<Peer>;
@@ -102,40 +143,9 @@ impl Family2 for u32 {
         gen::ipv4(n, 64, seed)
     }
     fn peers(routes: &[(u32, u8, u32)], keys: &[u32]) -> Vec<Peer> {
-        let t = Instant::now();
-        let mut pt: PrefixMap<Ipv4Net, u32> = PrefixMap::new();
-        for &(a, l, nh) in routes {
-            pt.insert(Ipv4Net::new(a.into(), l).expect("valid"), nh);
-        }
-        let pt_build = t.elapsed().as_secs_f64();
-        // Poptrie's own bulk build (its insert is slow by design).
-        let t = Instant::now();
-        let pop: Poptrie<(u32, u8), u32> = routes.iter().map(|&(a, l, nh)| ((a, l), nh)).collect();
-        let pop_build = t.elapsed().as_secs_f64();
-        let nets: Vec<Ipv4Net> = keys
-            .iter()
-            .map(|&k| Ipv4Net::new(k.into(), 32).unwrap())
-            .collect();
-        vec![
-            Peer {
-                name: "prefix-trie".into(),
-                build_seconds: pt_build,
-                lookups_per_sec: rate(keys.len(), || {
-                    nets.iter()
-                        .map(|n| pt.get_lpm(n).map_or(0, |(_, &v)| v as u64))
-                        .sum()
-                }),
-            },
-            Peer {
-                name: "poptrie".into(),
-                build_seconds: pop_build,
-                lookups_per_sec: rate(keys.len(), || {
-                    keys.iter()
-                        .map(|&k| pop.lookup(k).map_or(0, |&v| v as u64))
-                        .sum()
-                }),
-            },
-        ]
+        measure_peers(routes, keys, |a, l| {
+            Ipv4Net::new(a.into(), l).expect("valid")
+        })
     }
 }
 
@@ -147,40 +157,9 @@ impl Family2 for u128 {
         gen::ipv6(n, 64, seed)
     }
     fn peers(routes: &[(u128, u8, u32)], keys: &[u128]) -> Vec<Peer> {
-        let t = Instant::now();
-        let mut pt: PrefixMap<Ipv6Net, u32> = PrefixMap::new();
-        for &(a, l, nh) in routes {
-            pt.insert(Ipv6Net::new(a.into(), l).expect("valid"), nh);
-        }
-        let pt_build = t.elapsed().as_secs_f64();
-        // Poptrie's own bulk build (its insert is slow by design).
-        let t = Instant::now();
-        let pop: Poptrie<(u128, u8), u32> = routes.iter().map(|&(a, l, nh)| ((a, l), nh)).collect();
-        let pop_build = t.elapsed().as_secs_f64();
-        let nets: Vec<Ipv6Net> = keys
-            .iter()
-            .map(|&k| Ipv6Net::new(k.into(), 128).unwrap())
-            .collect();
-        vec![
-            Peer {
-                name: "prefix-trie".into(),
-                build_seconds: pt_build,
-                lookups_per_sec: rate(keys.len(), || {
-                    nets.iter()
-                        .map(|n| pt.get_lpm(n).map_or(0, |(_, &v)| v as u64))
-                        .sum()
-                }),
-            },
-            Peer {
-                name: "poptrie".into(),
-                build_seconds: pop_build,
-                lookups_per_sec: rate(keys.len(), || {
-                    keys.iter()
-                        .map(|&k| pop.lookup(k).map_or(0, |&v| v as u64))
-                        .sum()
-                }),
-            },
-        ]
+        measure_peers(routes, keys, |a, l| {
+            Ipv6Net::new(a.into(), l).expect("valid")
+        })
     }
 }
 
@@ -203,8 +182,17 @@ fn run_family<K: Family2>(
     let announce: Vec<(K, u8, u32)> = fresh
         .into_iter()
         .filter(|r| !present.contains(&(r.0, r.1)))
-        .take(b.updates / 2)
+        .take((b.updates / 2).min(routes.len()))
         .collect();
+    // Distinct routes to withdraw, in a seeded random order.
+    let withdraw: Vec<usize> = {
+        use rand::seq::SliceRandom;
+        use rand::SeedableRng;
+        let mut idx: Vec<usize> = (0..routes.len()).collect();
+        idx.shuffle(&mut rand_chacha::ChaCha8Rng::seed_from_u64(b.seed ^ 0xd1ce));
+        idx.truncate(announce.len());
+        idx
+    };
     let mut runs = Vec::new();
     let mut last_stats = None;
     for i in 0..b.repeat {
@@ -225,8 +213,8 @@ fn run_family<K: Family2>(
         last_stats = Some(fib.stats());
         let t = Instant::now();
         let mut writes = 0usize;
-        for (k, r) in announce.iter().enumerate() {
-            let (a, l, _) = routes[(k * 7919) % routes.len()];
+        for (&k, r) in withdraw.iter().zip(&announce) {
+            let (a, l, _) = routes[k];
             writes += fib.remove(a, l)?.len();
             writes += fib.insert(r.0, r.1, r.2)?.len();
         }

@@ -86,6 +86,20 @@ fn bench_fib_json_has_the_named_fields() {
             .collect();
         assert_eq!(peers, ["prefix-trie", "poptrie"]);
     }
+    // Fewer routes than changes: each route is withdrawn at most once.
+    let o = linerate(&[
+        "bench",
+        "fib",
+        "--routes",
+        "500",
+        "--keys",
+        "500",
+        "--updates",
+        "5000",
+        "--repeat",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]
