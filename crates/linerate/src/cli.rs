@@ -38,6 +38,22 @@ pub enum Command {
     /// Route with the XDP fast path between these interfaces, mirroring the
     /// kernel's routes and neighbours (Ctrl-C or SIGTERM detaches).
     Route(RouteArgs),
+    /// Counters of a running `linerate route`, per interface, a line a
+    /// second, then the totals by reason.
+    Stats(StatsArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    /// The router's network namespace (as given to `linerate route --netns`).
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Seconds to watch (default: until Ctrl-C).
+    #[arg(short = 't', long)]
+    pub seconds: Option<f64>,
+    /// Print the totals as JSON at the end, no per-second lines.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -103,7 +103,7 @@ fn run_kernel(a: RunArgs) -> Result<()> {
             linerate_host::netns::enter_for_good(&ns)?;
             let mut forwarded = 0;
             linerate_router::run::run(
-                &crate::cmd_route::options(&ifs, "native"),
+                &crate::cmd_route::options(&ifs, "native", Some(&ns)),
                 &stop,
                 &ready,
                 |s| {

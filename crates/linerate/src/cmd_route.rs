@@ -6,8 +6,9 @@ use linerate_bpf::loader::XdpMode;
 use linerate_router::run::{run as route, RouteOptions};
 use std::sync::atomic::AtomicBool;
 
-pub fn options(interfaces: &[String], mode: &str) -> RouteOptions {
+pub fn options(interfaces: &[String], mode: &str, netns: Option<&str>) -> RouteOptions {
     RouteOptions {
+        record: netns.unwrap_or("default").to_string(),
         interfaces: interfaces.to_vec(),
         mode: if mode == "generic" {
             XdpMode::Generic
@@ -22,7 +23,7 @@ pub fn run(a: RouteArgs) -> Result<()> {
     if let Some(ns) = &a.netns {
         linerate_host::netns::enter_for_good(ns)?;
     }
-    let opts = options(&a.interfaces, &a.mode);
+    let opts = options(&a.interfaces, &a.mode, a.netns.as_deref());
     let ready = AtomicBool::new(false);
     let quiet = a.quiet;
     route(&opts, stop::flag(), &ready, |s| {
@@ -31,5 +32,111 @@ pub fn run(a: RouteArgs) -> Result<()> {
         }
     })?;
     eprintln!("linerate route: detached from {}", a.interfaces.join(", "));
+    Ok(())
+}
+
+/// `linerate stats`: the per-second view of a running router, per
+/// interface, in the spirit of `netstat -ihw1`, then the totals by reason.
+pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
+    use linerate_router::layout::{RouterCounters, REASONS};
+    use linerate_router::stats;
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+    linerate_host::privilege::require_root("linerate stats")?;
+    if let Some(s) = a.seconds {
+        if !(s > 0.0 && s.is_finite()) {
+            anyhow::bail!("-t: seconds must be a positive number, got {s}");
+        }
+    }
+    let name = a.netns.as_deref().unwrap_or("default");
+    let (rec, map) = stats::open(name)?;
+    let read_all = || -> Result<Vec<RouterCounters>> {
+        rec.interfaces
+            .iter()
+            .map(|(_, i)| stats::read(&map, *i))
+            .collect()
+    };
+    let first = read_all()?;
+    let (start, mut tick, mut last) = (Instant::now(), Instant::now(), first.clone());
+    let stop = crate::stop::flag();
+    if !a.json {
+        let head: Vec<String> = rec
+            .interfaces
+            .iter()
+            .map(|(n, _)| format!("{:^35}", format!("{n}: forwarded passed dropped")))
+            .collect();
+        println!("{}", head.join(" | "));
+    }
+    let end = a.seconds.map(Duration::from_secs_f64);
+    while !stop.load(Ordering::Relaxed) && end.is_none_or(|e| start.elapsed() < e) {
+        std::thread::sleep(Duration::from_millis(50));
+        if tick.elapsed() < Duration::from_secs(1) {
+            continue;
+        }
+        let now = read_all()?;
+        let secs = tick.elapsed().as_secs_f64();
+        tick = Instant::now();
+        if !a.json {
+            let cols: Vec<String> = now
+                .iter()
+                .zip(&last)
+                .map(|(n, l)| {
+                    let d = |i: std::ops::Range<usize>| {
+                        i.map(|k| n.packets[k] - l.packets[k]).sum::<u64>() as f64 / secs
+                    };
+                    format!(
+                        "{:>13.0} {:>10.0} {:>10.0}",
+                        d(0..1),
+                        d(1..REASONS.len() - 1),
+                        d(REASONS.len() - 1..REASONS.len())
+                    )
+                })
+                .collect();
+            println!("{}", cols.join(" | "));
+        }
+        last = now;
+    }
+    // Totals over the run, per interface and reason.
+    let secs = start.elapsed().as_secs_f64();
+    let totals: Vec<serde_json::Value> = rec
+        .interfaces
+        .iter()
+        .zip(last.iter().zip(&first))
+        .map(|((name, idx), (n, f))| {
+            let reasons: serde_json::Map<String, serde_json::Value> = REASONS
+                .iter()
+                .enumerate()
+                .map(|(k, r)| (r.to_string(), serde_json::json!({"packets": n.packets[k] - f.packets[k], "bytes": n.bytes[k] - f.bytes[k]})))
+                .collect();
+            serde_json::json!({"interface": name, "ifindex": idx, "reasons": reasons})
+        })
+        .collect();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"seconds": secs, "pid": rec.pid, "interfaces": totals})
+            )?
+        );
+    } else {
+        for t in &totals {
+            let nonzero: Vec<String> = t["reasons"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(_, v)| v["packets"].as_u64().unwrap_or(0) > 0)
+                .map(|(k, v)| format!("{k} {}", v["packets"]))
+                .collect();
+            println!(
+                "{} in {secs:.1} s: {}",
+                t["interface"].as_str().unwrap_or("?"),
+                if nonzero.is_empty() {
+                    "nothing".into()
+                } else {
+                    nonzero.join(", ")
+                }
+            );
+        }
+    }
     Ok(())
 }

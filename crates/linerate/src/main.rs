@@ -26,6 +26,7 @@ fn main() {
         cli::Command::Bench(b) => cmd_bench::run(b),
         cli::Command::Fib(f) => cmd_fib::run(f),
         cli::Command::Route(r) => cmd_route::run(r),
+        cli::Command::Stats(s) => cmd_route::stats(s),
         cli::Command::Ministat(m) => std::process::exit(cmd_ministat::run(m)),
     };
     if let Err(e) = result {

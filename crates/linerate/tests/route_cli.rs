@@ -110,6 +110,19 @@ fn route_forwards_refuses_doubles_and_leaves_the_kernel_forwarding() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
+    let stats = Command::new(BIN)
+        .args([
+            "stats",
+            "--netns",
+            &format!("{LAB}-dut"),
+            "-t",
+            "2.5",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     // On CPU 0: a paced generator spins (dropping frames ahead of its
     // schedule), and on the DUT's CPU it would starve the DUT.
@@ -143,6 +156,22 @@ fn route_forwards_refuses_doubles_and_leaves_the_kernel_forwarding() {
     assert_eq!(got + missing, 50_000, "{r}");
     assert!(missing >= refused && got > 40_000, "{r}");
     assert_eq!(r["duplicated"], 0);
+    // linerate stats saw the fast path forward them (all that arrived, at
+    // most all that left the generator).
+    let st = stats.wait_with_output().unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let st: Value = serde_json::from_slice(&st.stdout).unwrap();
+    let dut0 = &st["interfaces"][0];
+    assert_eq!(dut0["interface"], "dut0");
+    let fwd = dut0["reasons"]["forwarded"]["packets"].as_u64().unwrap();
+    assert!(
+        fwd >= got && fwd <= sent,
+        "forwarded {fwd}, received {got}, sent {sent}"
+    );
 
     // A second router on the same interfaces: refused, nothing changes.
     let o = linerate(&["route", "--netns", &format!("{LAB}-dut"), "-i", "dut0,dut1"]);
@@ -188,6 +217,13 @@ fn route_forwards_refuses_doubles_and_leaves_the_kernel_forwarding() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(ping_through(), "the kernel forwards after kill -9");
+    let o = linerate(&["stats", "--netns", &format!("{LAB}-dut"), "-t", "1"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("no longer running"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 
     // SIGTERM: detaches and exits 0.
     let route = start_route();

@@ -136,6 +136,11 @@ impl FastPath {
         Ok(())
     }
 
+    /// The kernel's id of the counters map (for `linerate stats`).
+    pub fn stats_map_id(&self) -> Result<u32> {
+        Ok(loader::map(&self.obj, "router_stats")?.info()?.info.id)
+    }
+
     /// Counters of an interface slot, summed over CPUs.
     pub fn counters(&self, ifindex: u32) -> Result<RouterCounters> {
         let slot = if ifindex < ROUTER_IFACES { ifindex } else { 0 };

@@ -7,3 +7,4 @@ pub mod layout;
 pub mod mirror;
 pub mod netlink;
 pub mod run;
+pub mod stats;

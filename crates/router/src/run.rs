@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 pub struct RouteOptions {
     pub interfaces: Vec<String>,
     pub mode: XdpMode,
+    /// Name of the record `linerate stats` finds it by (its network
+    /// namespace, or "default").
+    pub record: String,
 }
 
 /// A second of the fast path's counters, over the attached interfaces.
@@ -109,6 +112,19 @@ pub fn run(
     for (&idx, mac) in ifindexes.iter().zip(macs) {
         mirror.fast_path().add_interface(idx, mac)?;
     }
+    let _record = crate::stats::write_record(
+        &opts.record,
+        &crate::stats::RouterRecord {
+            pid: std::process::id(),
+            stats_map_id: mirror.fast_path().stats_map_id()?,
+            interfaces: opts
+                .interfaces
+                .iter()
+                .cloned()
+                .zip(ifindexes.iter().copied())
+                .collect(),
+        },
+    )?;
     ready.store(true, Ordering::SeqCst);
     let counters = |m: &Mirror| -> Result<RouterCounters> {
         let mut sum = RouterCounters::default();
