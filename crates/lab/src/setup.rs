@@ -201,6 +201,11 @@ fn tune(spec: &LabSpec) -> Result<Vec<NapiThread>> {
     let i = Interfaces::default();
     in_netns(&ns.gen, "ethtool", &["-K", &i.gen, "tso", "off"])?;
     in_netns(&ns.dut, "ethtool", &["-K", &i.dut_in, "gro", "on"])?;
+    // A veth takes frames an XDP program redirects into it only if its
+    // peer has NAPI (an XDP program or GRO on); otherwise it drops them
+    // silently. The receiver's end gets GRO so that an XDP DUT's frames
+    // arrive whether or not an XDP receiver is attached.
+    in_netns(&ns.recv, "ethtool", &["-K", &i.recv, "gro", "on"])?;
     threaded_napi(&ns.dut, &i.dut_in, spec.dut_cpu)
 }
 

@@ -125,6 +125,11 @@ pub fn run(
                 .collect(),
         },
     )?;
+    let (v4, v6) = mirror.routes();
+    eprintln!(
+        "linerate route: attached to {}; {v4} IPv4 and {v6} IPv6 prefixes mirrored",
+        opts.interfaces.join(", ")
+    );
     ready.store(true, Ordering::SeqCst);
     let counters = |m: &Mirror| -> Result<RouterCounters> {
         let mut sum = RouterCounters::default();

@@ -357,5 +357,48 @@ fn the_fast_path_follows_the_kernel() {
         )),
     );
     assert_eq!(check(&m, "198.19.5.5", 18).1, "pass_no_route");
+    // IPv6: a /49 through a gateway, resolved.
+    let mut r6 = RouteMessage::default();
+    r6.header.address_family = AddressFamily::Inet6;
+    r6.header.destination_prefix_length = 49;
+    r6.header.table = 254;
+    r6.header.kind = RouteType::Unicast;
+    r6.attributes = vec![
+        RouteAttribute::Destination(RouteAddress::Inet6("2001:2:0:8000::".parse().unwrap())),
+        RouteAttribute::Gateway(RouteAddress::Inet6("2001:2:0:8000::1".parse().unwrap())),
+        RouteAttribute::Oif(m1),
+        RouteAttribute::Priority(1024),
+    ];
+    apply(&mut m, M::NewRoute(r6));
+    let mut n6 = NeighbourMessage::default();
+    n6.header.family = AddressFamily::Inet6;
+    n6.header.ifindex = m1;
+    n6.header.state = NeighbourState::Permanent;
+    n6.attributes = vec![
+        NeighbourAttribute::Destination(NeighbourAddress::Inet6(
+            "2001:2:0:8000::1".parse().unwrap(),
+        )),
+        NeighbourAttribute::LinkLayerAddress(MAC_GW.to_vec()),
+    ];
+    apply(&mut m, M::NewNeighbour(n6));
+    let mut f6 = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], MAC_IN)
+        .ipv6(
+            "2001:2::1".parse::<std::net::Ipv6Addr>().unwrap().octets(),
+            "2001:2:0:8000::10:1"
+                .parse::<std::net::Ipv6Addr>()
+                .unwrap()
+                .octets(),
+            64,
+        )
+        .udp(1, 2)
+        .write(&mut f6, &[0u8; 18])
+        .unwrap();
+    let (v, out) = m.fast_path().run(&f6, m0).unwrap();
+    assert_eq!(
+        (v, &out[0..6]),
+        (REDIRECT, &MAC_GW[..]),
+        "IPv6 forwarded to the gateway"
+    );
     assert_eq!(m.counts.overflows, 0);
 }

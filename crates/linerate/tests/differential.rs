@@ -1,0 +1,340 @@
+//! The fast path changes nothing but speed: a corpus of frames (valid IPv4
+//! and IPv6 of several sizes, TTL/hop limit 0-2, IPv4 options, a bad header
+//! checksum, a truncated header, a fragment, non-IP, broadcast and
+//! multicast, to the DUT itself, unrouted, to a neighbour not resolved yet,
+//! IPv6 hop-by-hop, oversize for the egress MTU with and without DF) goes
+//! out of gen0 once with the kernel forwarding alone and once with
+//! `linerate route` attached. What arrives at recv0 and what comes back to
+//! gen0 (ICMP errors included) must be the same frames, byte for byte. Not
+//! compared: the kernels' own ARP, ND and MLD; the IPv4 ID and header
+//! checksum of packets the DUT originates (a per-destination counter).
+//! Needs root.
+use etherparse::PacketBuilder;
+use linerate_host::cmd::ip;
+use linerate_host::netns::NetnsGuard;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+const LAB: &str = "lrt-diff";
+const GEN: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const DUT_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+fn linerate(args: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+struct Down;
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = linerate(&["lab", "down", "--name", LAB]);
+    }
+}
+
+/// Frames arriving on `dev` of namespace `ns` until `stop` (not the ones it sends).
+fn capture(
+    ns: String,
+    dev: &'static str,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
+    std::thread::spawn(move || {
+        let _in = NetnsGuard::enter(&ns).unwrap();
+        let idx = linerate_bpf::loader::ifindex(dev).unwrap();
+        // SAFETY: plain socket calls on a descriptor we own.
+        unsafe {
+            let proto = (libc::ETH_P_ALL as u16).to_be();
+            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto as i32);
+            assert!(fd >= 0);
+            let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+            sll.sll_family = libc::AF_PACKET as u16;
+            sll.sll_protocol = proto;
+            sll.sll_ifindex = idx as i32;
+            assert_eq!(
+                libc::bind(
+                    fd,
+                    &sll as *const _ as *const libc::sockaddr,
+                    std::mem::size_of_val(&sll) as u32
+                ),
+                0
+            );
+            let tv = libc::timeval {
+                tv_sec: 0,
+                tv_usec: 100_000,
+            };
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                &tv as *const _ as *const libc::c_void,
+                std::mem::size_of_val(&tv) as u32,
+            );
+            let mut out = Vec::new();
+            let mut buf = vec![0u8; 65536];
+            while !stop.load(Ordering::SeqCst) {
+                let mut from: libc::sockaddr_ll = std::mem::zeroed();
+                let mut len = std::mem::size_of_val(&from) as u32;
+                let n = libc::recvfrom(
+                    fd,
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                    0,
+                    &mut from as *mut _ as *mut libc::sockaddr,
+                    &mut len,
+                );
+                if n > 0 && from.sll_pkttype != libc::PACKET_OUTGOING as u8 {
+                    out.push(buf[..n as usize].to_vec());
+                }
+            }
+            libc::close(fd);
+            out
+        }
+    })
+}
+
+fn udp4(dst: [u8; 4], ttl: u8, payload: usize, dst_mac: [u8; 6]) -> Vec<u8> {
+    let mut f = Vec::new();
+    PacketBuilder::ethernet2(GEN, dst_mac)
+        .ipv4([198, 18, 0, 1], dst, ttl)
+        .udp(4000, 5000)
+        .write(&mut f, &vec![0x33; payload])
+        .unwrap();
+    f
+}
+
+fn udp6(dst: &str, hops: u8, payload: usize) -> Vec<u8> {
+    let mut f = Vec::new();
+    let d: std::net::Ipv6Addr = dst.parse().unwrap();
+    let s: std::net::Ipv6Addr = "2001:2::1".parse().unwrap();
+    PacketBuilder::ethernet2(GEN, DUT_IN)
+        .ipv6(s.octets(), d.octets(), hops)
+        .udp(4000, 5000)
+        .write(&mut f, &vec![0x44; payload])
+        .unwrap();
+    f
+}
+
+fn fix_csum(f: &mut [u8]) {
+    let ihl = (f[14] & 15) as usize * 4;
+    f[24] = 0;
+    f[25] = 0;
+    let mut s: u32 = f[14..14 + ihl]
+        .chunks(2)
+        .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
+        .sum();
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    f[24..26].copy_from_slice(&(!(s as u16)).to_be_bytes());
+}
+
+fn corpus() -> Vec<Vec<u8>> {
+    let to = [198, 19, 10, 1];
+    let mut c = vec![
+        udp4(to, 64, 18, DUT_IN),
+        udp4(to, 64, 200, DUT_IN),
+        udp4(to, 64, 900, DUT_IN),
+        udp4(to, 2, 18, DUT_IN),
+        udp4(to, 1, 18, DUT_IN),
+        udp4(to, 0, 18, DUT_IN),
+        udp4(to, 64, 18, [0xff; 6]),
+        udp4([224, 0, 0, 251], 64, 18, DUT_IN),
+        udp4([198, 18, 0, 254], 64, 18, DUT_IN), // the DUT itself: port unreachable
+        udp4([10, 9, 9, 9], 64, 18, DUT_IN),     // unrouted: net unreachable
+        udp4([198, 19, 0, 77], 64, 18, DUT_IN),  // connected, no neighbour
+        udp4(to, 64, 1350, DUT_IN),              // over dut1's MTU (1300), as etherparse sets DF
+    ];
+    // Without DF: the kernel fragments.
+    let mut nodf = udp4(to, 64, 1350, DUT_IN);
+    nodf[20] = 0;
+    fix_csum(&mut nodf);
+    c.push(nodf);
+    let mut df = udp4(to, 64, 1350, DUT_IN);
+    df[20] = 0x40;
+    fix_csum(&mut df);
+    c.push(df);
+    let mut options = udp4(to, 64, 18, DUT_IN);
+    options.splice(34..34, [1u8, 1, 1, 0]);
+    options[14] = 0x46;
+    let tot = u16::from_be_bytes([options[16], options[17]]) + 4;
+    options[16..18].copy_from_slice(&tot.to_be_bytes());
+    fix_csum(&mut options);
+    c.push(options);
+    let mut bad = udp4(to, 64, 18, DUT_IN);
+    bad[25] ^= 0x5a;
+    c.push(bad);
+    let mut frag = udp4(to, 64, 18, DUT_IN);
+    frag[20] = 0x20;
+    fix_csum(&mut frag);
+    c.push(frag);
+    let mut trunc = udp4(to, 64, 18, DUT_IN);
+    trunc[16..18].copy_from_slice(&300u16.to_be_bytes());
+    fix_csum(&mut trunc);
+    c.push(trunc);
+    let mut non_ip = udp4(to, 64, 18, DUT_IN);
+    non_ip[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+    c.push(non_ip);
+    // IPv6 transit goes beyond the receiver's /64, through its /49 route.
+    c.extend([
+        udp6("2001:2:0:8001::10:1", 64, 18),
+        udp6("2001:2:0:8001::10:1", 64, 600),
+        udp6("2001:2:0:8001::10:1", 2, 18),
+        udp6("2001:2:0:8001::10:1", 1, 18),
+        udp6("2001:2:0:8001::10:1", 64, 1300), // over the MTU: packet too big
+        udp6("2001:2:0:8000::77", 64, 18),     // connected, no neighbour
+        udp6("2001:2::254", 64, 18),
+        udp6("2001:db8::1", 64, 18),
+        udp6("fe80::1", 64, 18),
+        udp6("ff02::1", 64, 18),
+    ]);
+    let mut hbh = udp6("2001:2:0:8001::10:1", 64, 18);
+    // Hop-by-hop header (8 bytes: next UDP, len 0, PadN 4) before UDP.
+    hbh[20] = 0;
+    hbh.splice(54..54, [17u8, 0, 1, 4, 0, 0, 0, 0]);
+    let pl = u16::from_be_bytes([hbh[18], hbh[19]]) + 8;
+    hbh[18..20].copy_from_slice(&pl.to_be_bytes());
+    c.push(hbh);
+    c
+}
+
+fn is_chatter(f: &[u8]) -> bool {
+    let et = u16::from_be_bytes([f[12], f[13]]);
+    match et {
+        0x0806 => true,
+        0x86dd => {
+            // ICMPv6 ND (133-137) and MLD (130-132, 143), after a plain header or hop-by-hop.
+            let (nh, off) = if f[20] == 0 {
+                (f[54], 54 + 8)
+            } else {
+                (f[20], 54)
+            };
+            nh == 58 && f.len() > off && matches!(f[off], 130..=137 | 143)
+        }
+        0x0800 => f[23] == 2, // IGMP
+        _ => false,
+    }
+}
+
+/// Zeroes the IPv4 ID and header checksum of packets the DUT originates.
+fn normalise(mut f: Vec<u8>) -> Vec<u8> {
+    if u16::from_be_bytes([f[12], f[13]]) == 0x0800 && f.len() >= 34 {
+        let src = [f[26], f[27], f[28], f[29]];
+        if src == [198, 18, 0, 254] || src == [198, 19, 0, 254] {
+            f[18] = 0;
+            f[19] = 0;
+            f[24] = 0;
+            f[25] = 0;
+        }
+    }
+    f
+}
+
+type Seen = BTreeMap<(String, Vec<u8>), usize>;
+
+fn send_corpus() -> Seen {
+    let stop = Arc::new(AtomicBool::new(false));
+    let at_recv = capture(format!("{LAB}-recv"), "recv0", stop.clone());
+    let at_gen = capture(format!("{LAB}-gen"), "gen0", stop.clone());
+    std::thread::sleep(Duration::from_millis(300));
+    {
+        let _in = NetnsGuard::enter(&format!("{LAB}-gen")).unwrap();
+        let sock = linerate_traffic::afpacket::PacketSocket::open(
+            linerate_bpf::loader::ifindex("gen0").unwrap(),
+        )
+        .unwrap();
+        for f in corpus() {
+            let mut b = vec![f.clone()];
+            sock.send_batch(&mut b, &[f.len()]).unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    // The unresolved neighbour's ARP gives up after about 3 s, then the
+    // kernel sends host unreachable.
+    std::thread::sleep(Duration::from_millis(3500));
+    stop.store(true, Ordering::SeqCst);
+    let mut seen = Seen::new();
+    for (name, h) in [("recv0", at_recv), ("gen0", at_gen)] {
+        for f in h.join().unwrap() {
+            if !is_chatter(&f) {
+                *seen.entry((name.to_string(), normalise(f))).or_default() += 1;
+            }
+        }
+    }
+    seen
+}
+
+#[test]
+fn the_fast_path_changes_nothing_but_speed() {
+    let _down = Down;
+    assert!(linerate(&["lab", "up", "--name", LAB]).status.success());
+    let dut = format!("{LAB}-dut");
+    for k in ["net.ipv4.icmp_ratelimit=0", "net.ipv6.icmp.ratelimit=0"] {
+        linerate_host::cmd::in_netns(&dut, "sysctl", &["-qw", k]).unwrap();
+    }
+    // A smaller egress MTU for the oversize cases (not below 1280: IPv6
+    // would leave the interface).
+    ip(Some(&dut), &["link", "set", "dut1", "mtu", "1300"]).unwrap();
+    ip(
+        Some(&format!("{LAB}-recv")),
+        &["link", "set", "recv0", "mtu", "1300"],
+    )
+    .unwrap();
+
+    let kernel = send_corpus();
+    let mut route = Command::new(BIN)
+        .args(["route", "--netns", &dut, "-i", "dut0,dut1", "-q"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !std::path::Path::new(&format!("/run/linerate/routers/{dut}.json")).exists() {
+        assert!(t.elapsed() < Duration::from_secs(10), "route did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = Command::new(BIN)
+        .args(["stats", "--netns", &dut, "-t", "4.5", "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let linerate_run = send_corpus();
+    let st: Value = serde_json::from_slice(&stats.wait_with_output().unwrap().stdout).unwrap();
+    // SAFETY: signalling our child.
+    unsafe { libc::kill(route.id() as i32, libc::SIGTERM) };
+    route.wait().unwrap();
+
+    let reasons = &st["interfaces"][0]["reasons"];
+    let count = |r: &str| reasons[r]["packets"].as_u64().unwrap();
+    assert!(
+        count("forwarded") >= 6,
+        "the fast path forwarded the plain transit frames: {reasons}"
+    );
+    assert!(
+        count("pass_ttl") >= 3 && count("pass_options") == 1 && count("pass_mtu") >= 2,
+        "{reasons}"
+    );
+    let only = |a: &Seen, b: &Seen| -> Vec<String> {
+        a.iter()
+            .filter(|(k, n)| b.get(*k) != Some(n))
+            .map(|((dev, f), n)| {
+                format!(
+                    "{dev} x{n}: {}",
+                    f.iter().map(|b| format!("{b:02x}")).collect::<String>()
+                )
+            })
+            .collect()
+    };
+    assert!(
+        kernel == linerate_run,
+        "kernel only:\n{}\nlinerate only:\n{}",
+        only(&kernel, &linerate_run).join("\n"),
+        only(&linerate_run, &kernel).join("\n")
+    );
+    assert!(
+        kernel.len() > 10,
+        "the corpus produced traffic: {}",
+        kernel.len()
+    );
+}
