@@ -85,7 +85,7 @@ fn capture(
                     &mut from as *mut _ as *mut libc::sockaddr,
                     &mut len,
                 );
-                if n > 0 && from.sll_pkttype != libc::PACKET_OUTGOING as u8 {
+                if n > 0 && from.sll_pkttype != libc::PACKET_OUTGOING {
                     out.push(buf[..n as usize].to_vec());
                 }
             }
