@@ -12,6 +12,7 @@
 use etherparse::PacketBuilder;
 use linerate_host::cmd::ip;
 use linerate_host::netns::NetnsGuard;
+use linerate_traffic::synth::fix_ipv4_checksum;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -117,20 +118,6 @@ fn udp6(dst: &str, hops: u8, payload: usize) -> Vec<u8> {
     f
 }
 
-fn fix_csum(f: &mut [u8]) {
-    let ihl = (f[14] & 15) as usize * 4;
-    f[24] = 0;
-    f[25] = 0;
-    let mut s: u32 = f[14..14 + ihl]
-        .chunks(2)
-        .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
-        .sum();
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    f[24..26].copy_from_slice(&(!(s as u16)).to_be_bytes());
-}
-
 fn corpus() -> Vec<Vec<u8>> {
     let to = [198, 19, 10, 1];
     let mut c = vec![
@@ -150,29 +137,29 @@ fn corpus() -> Vec<Vec<u8>> {
     // Without DF: the kernel fragments.
     let mut nodf = udp4(to, 64, 1350, DUT_IN);
     nodf[20] = 0;
-    fix_csum(&mut nodf);
+    fix_ipv4_checksum(&mut nodf);
     c.push(nodf);
     let mut df = udp4(to, 64, 1350, DUT_IN);
     df[20] = 0x40;
-    fix_csum(&mut df);
+    fix_ipv4_checksum(&mut df);
     c.push(df);
     let mut options = udp4(to, 64, 18, DUT_IN);
     options.splice(34..34, [1u8, 1, 1, 0]);
     options[14] = 0x46;
     let tot = u16::from_be_bytes([options[16], options[17]]) + 4;
     options[16..18].copy_from_slice(&tot.to_be_bytes());
-    fix_csum(&mut options);
+    fix_ipv4_checksum(&mut options);
     c.push(options);
     let mut bad = udp4(to, 64, 18, DUT_IN);
     bad[25] ^= 0x5a;
     c.push(bad);
     let mut frag = udp4(to, 64, 18, DUT_IN);
     frag[20] = 0x20;
-    fix_csum(&mut frag);
+    fix_ipv4_checksum(&mut frag);
     c.push(frag);
     let mut trunc = udp4(to, 64, 18, DUT_IN);
     trunc[16..18].copy_from_slice(&300u16.to_be_bytes());
-    fix_csum(&mut trunc);
+    fix_ipv4_checksum(&mut trunc);
     c.push(trunc);
     let mut non_ip = udp4(to, 64, 18, DUT_IN);
     non_ip[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());

@@ -122,6 +122,14 @@ impl Mirror {
         self.fib6.release_quarantine();
     }
 
+    /// The Ethernet address of a link, as the kernel reported it.
+    pub fn link_mac(&self, ifindex: u32) -> Option<[u8; 6]> {
+        self.links
+            .get(&ifindex)
+            .map(|l| l.mac)
+            .filter(|m| *m != [0; 6])
+    }
+
     pub fn routes(&self) -> (usize, usize) {
         (self.fib4.len(), self.fib6.len())
     }

@@ -108,8 +108,10 @@ pub fn run(
     }
     // Interfaces go in once the FIB is loaded: until then every frame
     // passes (not ours).
-    let macs = interface_macs(&ifindexes)?;
-    for (&idx, mac) in ifindexes.iter().zip(macs) {
+    for (&idx, name) in ifindexes.iter().zip(&opts.interfaces) {
+        let mac = mirror
+            .link_mac(idx)
+            .ok_or_else(|| anyhow::anyhow!("-i: interface {name} has no Ethernet address"))?;
         mirror.fast_path().add_interface(idx, mac)?;
     }
     let _record = crate::stats::write_record(
@@ -184,29 +186,4 @@ pub fn run(
     }
     drop(links);
     Ok(())
-}
-
-fn interface_macs(ifindexes: &[u32]) -> Result<Vec<[u8; 6]>> {
-    use netlink_packet_route::link::LinkAttribute;
-    use netlink_packet_route::RouteNetlinkMessage;
-    let mut macs = vec![None; ifindexes.len()];
-    for m in netlink::dump_all()? {
-        if let RouteNetlinkMessage::NewLink(l) = m {
-            if let Some(pos) = ifindexes.iter().position(|&i| i == l.header.index) {
-                for a in &l.attributes {
-                    if let LinkAttribute::Address(mac) = a {
-                        if mac.len() == 6 {
-                            let mut x = [0u8; 6];
-                            x.copy_from_slice(mac);
-                            macs[pos] = Some(x);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    macs.into_iter()
-        .zip(ifindexes)
-        .map(|(m, i)| m.ok_or_else(|| anyhow::anyhow!("interface {i} has no Ethernet address")))
-        .collect()
 }

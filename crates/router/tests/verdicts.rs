@@ -10,6 +10,7 @@ use linerate_host::cmd::ip;
 use linerate_host::netns::NetnsGuard;
 use linerate_router::fastpath::FastPath;
 use linerate_router::layout::{Nexthop, NH_KERNEL, NH_RESOLVED, NH_VALID, REASONS};
+use linerate_traffic::synth::fix_ipv4_checksum;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 const MAC_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
@@ -66,21 +67,6 @@ fn udp6(src: &str, dst: &str, hops: u8, payload: usize) -> Vec<u8> {
     let mut f = Vec::new();
     b.write(&mut f, &vec![0x5a; payload]).unwrap();
     f
-}
-
-/// Recomputes the IPv4 header checksum after an edit.
-fn fix_csum(f: &mut [u8]) {
-    let ihl = (f[14] & 15) as usize * 4;
-    f[24] = 0;
-    f[25] = 0;
-    let mut s: u32 = f[14..14 + ihl]
-        .chunks(2)
-        .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
-        .sum();
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    f[24..26].copy_from_slice(&(!(s as u16)).to_be_bytes());
 }
 
 #[test]
@@ -150,17 +136,17 @@ fn every_verdict() {
     options[14] = 0x46;
     let tot = u16::from_be_bytes([options[16], options[17]]) + 4;
     options[16..18].copy_from_slice(&tot.to_be_bytes());
-    fix_csum(&mut options);
+    fix_ipv4_checksum(&mut options);
     let mut bad_csum = fwd4.clone();
     bad_csum[25] ^= 0xff;
     let mut fragment = fwd4.clone();
     fragment[20] = 0x20; // MF
-    fix_csum(&mut fragment);
+    fix_ipv4_checksum(&mut fragment);
     let mut arp = fwd4.clone();
     arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
     let mut too_long = fwd4.clone();
     too_long[16..18].copy_from_slice(&200u16.to_be_bytes());
-    fix_csum(&mut too_long);
+    fix_ipv4_checksum(&mut too_long);
     let mut hbh = udp6("2001:2::1", "2001:2:0:8000::1", 64, 18);
     hbh[20] = 0; // next header: hop-by-hop
     let mut v6_short = udp6("2001:2::1", "2001:2:0:8000::1", 64, 18);

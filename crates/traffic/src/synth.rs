@@ -95,3 +95,13 @@ pub fn write_frame(c: &GenConfig, seq: u64, stream: u16, tx_ns: u32, out: &mut [
     out[l4 + 6..l4 + 8].copy_from_slice(&ck.to_be_bytes());
     len
 }
+
+/// Recomputes the IPv4 header checksum of an Ethernet frame in place
+/// (after a test edits the header).
+pub fn fix_ipv4_checksum(frame: &mut [u8]) {
+    let (l3, _, _) = offsets(false);
+    let ihl = (frame[l3] & 15) as usize * 4;
+    frame[l3 + 10..l3 + 12].fill(0);
+    let ck = fold(sum_be(&frame[l3..l3 + ihl]));
+    frame[l3 + 10..l3 + 12].copy_from_slice(&ck.to_be_bytes());
+}
