@@ -23,6 +23,8 @@ struct Down;
 impl Drop for Down {
     fn drop(&mut self) {
         let _ = linerate(&["lab", "down", "--name", LAB]);
+        // kill -9 leaves the router's record behind.
+        let _ = std::fs::remove_file(format!("/run/linerate/routers/{LAB}-dut.json"));
     }
 }
 
