@@ -524,23 +524,24 @@ impl<K: Key> Fib<K> {
     /// Writes a route into `slot` unless a longer one owns it; into every
     /// entry of its group if it points to one.
     fn paint(&mut self, slot: Slot, nh: u32, owner: Owner, w: &mut Vec<Write>) {
-        let e = self.value(slot);
-        if e & CHILD != 0 {
-            let base = ((e & !CHILD) as usize) << self.shape.stride;
-            for i in 0..self.group_size() {
-                let child = Slot {
-                    table: Table::Groups,
-                    index: base + i,
-                };
-                self.paint(child, nh, owner, w);
-            }
-        } else if self.owner(slot) <= owner {
-            self.set(slot, nh, owner, w);
-        }
+        self.repaint(slot, &|o| o <= owner, nh, owner, w);
     }
 
     /// Gives the entries a removed route owned to the route now covering.
     fn unpaint(&mut self, slot: Slot, old: Owner, value: u32, owner: Owner, w: &mut Vec<Write>) {
+        self.repaint(slot, &|o| o == old, value, owner, w);
+    }
+
+    /// Writes (value, owner) into `slot`, or into every entry of the group
+    /// it points to, wherever the entry's owner passes `takes`.
+    fn repaint(
+        &mut self,
+        slot: Slot,
+        takes: &dyn Fn(Owner) -> bool,
+        value: u32,
+        owner: Owner,
+        w: &mut Vec<Write>,
+    ) {
         let e = self.value(slot);
         if e & CHILD != 0 {
             let base = ((e & !CHILD) as usize) << self.shape.stride;
@@ -549,9 +550,9 @@ impl<K: Key> Fib<K> {
                     table: Table::Groups,
                     index: base + i,
                 };
-                self.unpaint(child, old, value, owner, w);
+                self.repaint(child, takes, value, owner, w);
             }
-        } else if self.owner(slot) == old {
+        } else if takes(self.owner(slot)) {
             self.set(slot, value, owner, w);
         }
     }

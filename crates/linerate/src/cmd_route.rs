@@ -81,8 +81,9 @@ pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
                 .iter()
                 .zip(&last)
                 .map(|(n, l)| {
+                    let delta = n.since(l);
                     let d = |i: std::ops::Range<usize>| {
-                        i.map(|k| n.packets[k] - l.packets[k]).sum::<u64>() as f64 / secs
+                        delta.packets[i].iter().sum::<u64>() as f64 / secs
                     };
                     format!(
                         "{:>13.0} {:>10.0} {:>10.0}",
@@ -103,10 +104,16 @@ pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
         .iter()
         .zip(last.iter().zip(&first))
         .map(|((name, idx), (n, f))| {
+            let t = n.since(f);
             let reasons: serde_json::Map<String, serde_json::Value> = REASONS
                 .iter()
                 .enumerate()
-                .map(|(k, r)| (r.to_string(), serde_json::json!({"packets": n.packets[k] - f.packets[k], "bytes": n.bytes[k] - f.bytes[k]})))
+                .map(|(k, r)| {
+                    (
+                        r.to_string(),
+                        serde_json::json!({"packets": t.packets[k], "bytes": t.bytes[k]}),
+                    )
+                })
                 .collect();
             serde_json::json!({"interface": name, "ifindex": idx, "reasons": reasons})
         })

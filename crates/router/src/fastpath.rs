@@ -146,14 +146,7 @@ impl FastPath {
         let slot = if ifindex < ROUTER_IFACES { ifindex } else { 0 };
         let per_cpu: Vec<RouterCounters> =
             maps::read_percpu(&loader::map(&self.obj, "router_stats")?, slot)?;
-        let mut sum = RouterCounters::default();
-        for c in per_cpu {
-            for i in 0..sum.packets.len() {
-                sum.packets[i] += c.packets[i];
-                sum.bytes[i] += c.bytes[i];
-            }
-        }
-        Ok(sum)
+        Ok(RouterCounters::sum(&per_cpu))
     }
 
     /// Runs the program on one frame as if it arrived on `ingress`

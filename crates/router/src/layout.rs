@@ -56,6 +56,34 @@ pub struct RouterCounters {
     pub bytes: [u64; R_MAX],
 }
 
+impl RouterCounters {
+    /// Adds `other`'s counts (another CPU's, another interface's).
+    pub fn add(&mut self, other: &Self) {
+        for i in 0..R_MAX {
+            self.packets[i] += other.packets[i];
+            self.bytes[i] += other.bytes[i];
+        }
+    }
+
+    /// The counts since `earlier`.
+    pub fn since(&self, earlier: &Self) -> Self {
+        let mut d = *self;
+        for i in 0..R_MAX {
+            d.packets[i] -= earlier.packets[i];
+            d.bytes[i] -= earlier.bytes[i];
+        }
+        d
+    }
+
+    /// Per-CPU values summed.
+    pub fn sum(per_cpu: &[Self]) -> Self {
+        per_cpu.iter().fold(Self::default(), |mut s, c| {
+            s.add(c);
+            s
+        })
+    }
+}
+
 unsafe impl Pod for Nexthop {}
 unsafe impl Pod for Iface {}
 unsafe impl Pod for RouterCounters {}

@@ -136,11 +136,7 @@ pub fn run(
     let counters = |m: &Mirror| -> Result<RouterCounters> {
         let mut sum = RouterCounters::default();
         for &i in &ifindexes {
-            let c = m.fast_path().counters(i)?;
-            for k in 0..sum.packets.len() {
-                sum.packets[k] += c.packets[k];
-                sum.bytes[k] += c.bytes[k];
-            }
+            sum.add(&m.fast_path().counters(i)?);
         }
         Ok(sum)
     };
@@ -172,11 +168,7 @@ pub fn run(
         }
         if tick.elapsed() >= Duration::from_secs(1) {
             let now = counters(&mirror)?;
-            let mut delta = RouterCounters::default();
-            for k in 0..delta.packets.len() {
-                delta.packets[k] = now.packets[k] - last.packets[k];
-                delta.bytes[k] = now.bytes[k] - last.bytes[k];
-            }
+            let delta = now.since(&last);
             on_second(&Second {
                 usec: tick.elapsed().as_micros() as u64,
                 delta,

@@ -2,7 +2,7 @@
 //! router records its pid, interfaces and the id of its counters map in
 //! /run/linerate/routers/NAME.json (NAME: its network namespace, or
 //! "default"); `linerate stats` opens the map by id while the router runs.
-use crate::layout::{RouterCounters, REASONS};
+use crate::layout::RouterCounters;
 use anyhow::{bail, Context, Result};
 use libbpf_rs::MapHandle;
 use linerate_bpf::maps;
@@ -71,12 +71,5 @@ pub fn open(name: &str) -> Result<(RouterRecord, MapHandle)> {
 /// An interface's counters, summed over CPUs.
 pub fn read(map: &MapHandle, ifindex: u32) -> Result<RouterCounters> {
     let per_cpu: Vec<RouterCounters> = maps::read_percpu(map, ifindex)?;
-    let mut sum = RouterCounters::default();
-    for c in per_cpu {
-        for i in 0..REASONS.len() {
-            sum.packets[i] += c.packets[i];
-            sum.bytes[i] += c.bytes[i];
-        }
-    }
-    Ok(sum)
+    Ok(RouterCounters::sum(&per_cpu))
 }
