@@ -1,0 +1,115 @@
+//! A simulated DUT with a known capacity, for testing searches quickly and
+//! deterministically (seeded), and for counting what each search costs.
+//!
+//! Loss model: no loss up to `knee_pps`; between the knee and
+//! `capacity_pps` the loss ratio grows linearly to `knee_loss` (a DUT
+//! dropping a little before it saturates, which is what separates NDR from
+//! PDR); above the capacity, everything beyond it is lost. On top of that:
+//! `noise` moves knee and capacity by up to that fraction in each trial,
+//! and `spurious` is the probability that a trial loses a few frames
+//! whatever its load (an inconsistent trial, as a real lab has).
+use crate::{Dut, Measurement};
+use anyhow::Result;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+#[derive(Clone, Debug)]
+pub struct SimDut {
+    pub knee_pps: f64,
+    pub capacity_pps: f64,
+    pub knee_loss: f64,
+    pub noise: f64,
+    pub spurious: f64,
+    /// The generator cannot offer more than this.
+    pub generator_max_pps: f64,
+    /// The generator's accepted shortfall before a trial is invalid.
+    pub generator_tolerance: f64,
+    rng: ChaCha8Rng,
+    /// Seconds of traffic offered so far.
+    pub seconds: f64,
+    pub trials: usize,
+}
+
+impl SimDut {
+    /// A DUT that forwards everything up to `capacity_pps` and nothing more.
+    pub fn ideal(capacity_pps: f64) -> Self {
+        SimDut {
+            knee_pps: capacity_pps,
+            capacity_pps,
+            knee_loss: 0.0,
+            noise: 0.0,
+            spurious: 0.0,
+            generator_max_pps: f64::INFINITY,
+            generator_tolerance: 0.01,
+            rng: ChaCha8Rng::seed_from_u64(1),
+            seconds: 0.0,
+            trials: 0,
+        }
+    }
+
+    pub fn with_knee(mut self, knee_pps: f64, knee_loss: f64) -> Self {
+        self.knee_pps = knee_pps;
+        self.knee_loss = knee_loss;
+        self
+    }
+
+    pub fn with_noise(mut self, noise: f64, spurious: f64, seed: u64) -> Self {
+        self.noise = noise;
+        self.spurious = spurious;
+        self.rng = ChaCha8Rng::seed_from_u64(seed);
+        self
+    }
+
+    pub fn with_generator_max(mut self, pps: f64) -> Self {
+        self.generator_max_pps = pps;
+        self
+    }
+
+    /// The load at which the loss ratio first exceeds `ratio`, without noise.
+    pub fn true_throughput(&self, ratio: f64) -> f64 {
+        if ratio <= 0.0 || self.knee_pps >= self.capacity_pps {
+            return self.knee_pps;
+        }
+        if ratio < self.knee_loss {
+            return self.knee_pps + (self.capacity_pps - self.knee_pps) * ratio / self.knee_loss;
+        }
+        // Above the capacity: 1 - C'/L with C' the rate forwarded there.
+        self.capacity_pps * (1.0 - self.knee_loss) / (1.0 - ratio)
+    }
+
+    fn loss_ratio(&self, load: f64, scale: f64) -> f64 {
+        let (knee, cap) = (self.knee_pps * scale, self.capacity_pps * scale);
+        if load <= knee {
+            0.0
+        } else if load <= cap {
+            self.knee_loss * (load - knee) / (cap - knee)
+        } else {
+            1.0 - cap * (1.0 - self.knee_loss) / load
+        }
+    }
+}
+
+impl Dut for SimDut {
+    fn trial(&mut self, load_pps: f64, seconds: f64) -> Result<Measurement> {
+        self.trials += 1;
+        self.seconds += seconds;
+        let scale = if self.noise > 0.0 {
+            1.0 + self.rng.gen_range(-self.noise..=self.noise)
+        } else {
+            1.0
+        };
+        let achieved = load_pps.min(self.generator_max_pps);
+        let offered = (achieved * seconds).round() as u64;
+        let mut lost = (offered as f64 * self.loss_ratio(achieved, scale)).round() as u64;
+        if self.spurious > 0.0 && self.rng.gen_bool(self.spurious) {
+            lost += self.rng.gen_range(1..=20);
+        }
+        Ok(Measurement {
+            requested_pps: load_pps,
+            offered,
+            received: offered.saturating_sub(lost),
+            seconds,
+            valid: achieved >= load_pps * (1.0 - self.generator_tolerance),
+        })
+    }
+}
