@@ -38,6 +38,9 @@ pub enum Command {
     /// Route with the XDP fast path between these interfaces, mirroring the
     /// kernel's routes and neighbours (Ctrl-C or SIGTERM detaches).
     Route(RouteArgs),
+    /// Throughput search against a DUT: BSDRP equilibrium, RFC 2544 binary
+    /// search, or MLRsearch NDR/PDR.
+    Search(SearchArgs),
     /// Counters of a running `linerate route`, per interface, a line a
     /// second, then the totals by reason.
     Stats(StatsArgs),
@@ -252,26 +255,100 @@ pub struct StatusArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
+    /// Scenario file (TOML, see docs/lab-run.md). Default: the built-in
+    /// scenario, linux vs linerate, IPv4 60-byte frames, 5 runs of 5 s.
+    pub scenario: Option<std::path::PathBuf>,
+    /// Runs per configuration (overrides the scenario's `repeat`).
+    #[arg(long)]
+    pub repeat: Option<u32>,
+    /// Seconds per run or search trial (overrides `measure.seconds`).
+    #[arg(short = 't', long)]
+    pub seconds: Option<f64>,
+    /// DUT configurations, comma-separated (overrides `duts`).
+    #[arg(long, value_delimiter = ',')]
+    pub duts: Option<Vec<String>>,
+    /// Traffic profiles, comma-separated (overrides `profiles`).
+    #[arg(long, value_delimiter = ',')]
+    pub profiles: Option<Vec<String>>,
+    /// Output directory (default: lab-results/YYYYMMDD-HHMMSS).
+    #[arg(long)]
+    pub out: Option<std::path::PathBuf>,
     /// Lab name used for the run (built and removed by the run).
-    #[arg(long, default_value = "linerate-run")]
-    pub name: String,
-    /// Seconds of traffic.
-    #[arg(short = 't', long, default_value_t = 5)]
-    pub seconds: u64,
-    /// Frame length without FCS, or imix, rfc2544, a list.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Also print results.json to stdout (progress goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+    /// Print the built-in scenario (a starting point for your own) and exit.
+    #[arg(long)]
+    pub show_default: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SearchMethod {
+    Equilibrium,
+    Rfc2544,
+    NdrPdr,
+}
+
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    /// equilibrium (BSDRP), rfc2544 (binary search, zero loss), ndr-pdr
+    /// (MLRsearch).
+    #[arg(long, value_enum)]
+    pub method: SearchMethod,
+    /// Search through this lab (from `linerate lab up`), whatever its DUT
+    /// runs. Default when no interfaces are given.
+    #[arg(long)]
+    pub lab: Option<String>,
+    /// Generator interface (instead of a lab); needs --recv-iface and -D.
+    #[arg(short = 'i', long)]
+    pub gen_iface: Option<String>,
+    #[arg(long)]
+    pub gen_netns: Option<String>,
+    /// Receiver interface.
+    #[arg(short = 'r', long)]
+    pub recv_iface: Option<String>,
+    #[arg(long)]
+    pub recv_netns: Option<String>,
+    /// The DUT's MAC on the generator's side.
+    #[arg(short = 'D', long)]
+    pub dst_mac: Option<String>,
+    /// Source MAC (default: the generator interface's).
+    #[arg(short = 'S', long)]
+    pub src_mac: Option<String>,
+    /// Frame length, imix, rfc2544 or a list.
     #[arg(short = 'l', long, default_value = "60")]
     pub len: String,
-    /// IPv6 traffic.
     #[arg(short = '6', long)]
     pub ipv6: bool,
+    #[arg(short = 's', long)]
+    pub src: Option<String>,
+    #[arg(short = 'd', long)]
+    pub dst: Option<String>,
+    /// Highest load (pps, e.g. 3M), or auto: the generator's unpaced rate.
+    #[arg(long, default_value = "auto")]
+    pub max_rate: String,
+    /// Seconds per trial (MLRsearch: the first phase's).
+    #[arg(short = 't', long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// Final trial seconds (RFC 2544 confirmation, MLRsearch final phase;
+    /// default: --seconds).
+    #[arg(long)]
+    pub final_seconds: Option<f64>,
+    /// Equilibrium: pass if received >= offered * (1 - tolerance).
+    #[arg(long, default_value_t = 0.01)]
+    pub tolerance: f64,
+    /// RFC 2544 and MLRsearch: stop when (upper - lower) <= width * upper.
+    #[arg(long, default_value_t = 0.005)]
+    pub width: f64,
+    /// MLRsearch: PDR's loss ratio.
+    #[arg(long, default_value_t = 0.005)]
+    pub loss_ratio: f64,
     /// CPU of the generator.
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,
-    /// The router under test: linux (kernel forwarding) or linerate (the
-    /// XDP fast path on dut0 and dut1).
-    #[arg(long, default_value = "linux", value_parser = ["linux", "linerate"])]
-    pub dut: String,
-    /// Print the result as JSON.
+    /// Print the result and every trial as JSON.
     #[arg(long)]
     pub json: bool,
 }

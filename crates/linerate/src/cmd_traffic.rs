@@ -151,8 +151,13 @@ fn print_gen_summary(r: &GenReport) {
 }
 
 fn interface_mac(ifname: &str) -> Result<String> {
+    interface_mac_in(None, ifname)
+}
+
+/// The MAC of `ifname` in namespace `netns` (None: the current one).
+pub fn interface_mac_in(netns: Option<&str>, ifname: &str) -> Result<String> {
     let out =
-        linerate_host::cmd::ip(None, &["-j", "link", "show", "dev", ifname]).map_err(|_| {
+        linerate_host::cmd::ip(netns, &["-j", "link", "show", "dev", ifname]).map_err(|_| {
             anyhow::anyhow!(
                 "-i: interface {ifname} does not exist (in this network namespace; use --netns)"
             )

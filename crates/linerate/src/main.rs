@@ -5,9 +5,12 @@ mod cmd_bench;
 mod cmd_fib;
 mod cmd_imix;
 mod cmd_lab;
+mod cmd_lab_run;
 mod cmd_ministat;
 mod cmd_route;
+mod cmd_search;
 mod cmd_traffic;
+mod labrun;
 mod stop;
 
 use clap::Parser;
@@ -27,6 +30,7 @@ fn main() {
         cli::Command::Fib(f) => cmd_fib::run(f),
         cli::Command::Route(r) => cmd_route::run(r),
         cli::Command::Stats(s) => cmd_route::stats(s),
+        cli::Command::Search(s) => cmd_search::run(s),
         cli::Command::Ministat(m) => std::process::exit(cmd_ministat::run(m)),
     };
     if let Err(e) = result {

@@ -1,0 +1,144 @@
+//! `linerate lab run`: the scenario runner on the terminal, with a
+//! progress bar, a line per run, and ministat's comparison at the end.
+use crate::cli::RunArgs;
+use crate::labrun::report::{self, Results, RunRecord};
+use crate::labrun::scenario::{Overrides, Scenario, DEFAULT};
+use crate::labrun::{self, Progress};
+use crate::stop;
+use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
+use linerate_search::Trial;
+
+struct Terminal {
+    bar: ProgressBar,
+    /// --json: stdout is for results.json only.
+    json: bool,
+}
+
+impl Terminal {
+    fn say(&self, line: &str) {
+        if self.json || self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+}
+
+impl Progress for Terminal {
+    fn run_start(&mut self, index: usize, total: usize, dut: &str, profile: &str, repeat: u32) {
+        self.bar.set_length(total as u64);
+        self.bar.set_position(index as u64 - 1);
+        self.bar.set_message(format!("{dut}, {profile}, run {repeat}"));
+    }
+
+    fn trial(&mut self, t: &Trial) {
+        self.say(&format!(
+            "    trial {} ({}): {:.3} Mpps asked for {} s, offered {:.3}, received {:.3}, loss {:.4}%{}",
+            t.index,
+            t.step,
+            t.measurement.requested_pps / 1e6,
+            t.duration,
+            t.measurement.offered_pps() / 1e6,
+            t.measurement.forwarding_pps() / 1e6,
+            t.loss_ratio * 100.0,
+            if t.measurement.valid { "" } else { " INVALID (generator short)" }
+        ));
+    }
+
+    fn run_done(&mut self, r: &RunRecord) {
+        self.bar.inc(1);
+        let detail = match (r.offered_pps, r.loss_ratio) {
+            (Some(o), Some(l)) => format!(
+                " (offered {:.3} Mpps, {:.1}% lost{})",
+                o / 1e6,
+                l * 100.0,
+                if r.overloaded == Some(false) { ", DUT not overloaded" } else { "" }
+            ),
+            _ => format!(" ({} trials)", r.trials.len()),
+        };
+        self.say(&format!(
+            "{} {} run {}: {:.3} Mpps{detail}",
+            r.dut,
+            r.profile,
+            r.repeat,
+            r.value_pps / 1e6
+        ));
+    }
+
+    fn note(&mut self, line: &str) {
+        self.say(line);
+    }
+}
+
+pub fn run(a: RunArgs) -> Result<()> {
+    if a.show_default {
+        print!("{DEFAULT}");
+        return Ok(());
+    }
+    let mut sc = match &a.scenario {
+        Some(p) => Scenario::load(p)?,
+        None => Scenario::builtin(),
+    };
+    sc.apply(Overrides {
+        repeat: a.repeat,
+        seconds: a.seconds,
+        duts: a.duts,
+        profiles: a.profiles,
+        lab_name: a.name,
+    })?;
+    linerate_host::privilege::require_root("linerate lab run")?;
+    let out = a.out.clone().unwrap_or_else(|| {
+        let stamp: String = report::utc_now()
+            .chars()
+            .filter(|c| c.is_ascii_digit() || *c == ' ')
+            .collect::<String>()
+            .trim()
+            .replacen(' ', "-", 1)
+            .replace(' ', "");
+        std::path::PathBuf::from("lab-results").join(stamp)
+    });
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .expect("a valid template"),
+    );
+    let mut term = Terminal { bar, json: a.json };
+    term.say(&format!(
+        "{}: {} x {} x {} runs, {}",
+        sc.name,
+        sc.duts.iter().map(|d| d.0.as_str()).collect::<Vec<_>>().join(", "),
+        sc.profiles.iter().map(|p| p.0.as_str()).collect::<Vec<_>>().join(", "),
+        sc.repeat,
+        sc.method_words()
+    ));
+    let r = labrun::run(&sc, &out, stop::flag(), &mut term);
+    term.bar.finish_and_clear();
+    let r = r?;
+    print_summary(&r, &out, a.json)?;
+    if r.interrupted {
+        anyhow::bail!("interrupted: partial results in {}", out.display());
+    }
+    Ok(())
+}
+
+fn print_summary(r: &Results, out: &std::path::Path, json: bool) -> Result<()> {
+    let text = format!(
+        "\n{}\n{}\nresults in {}: report.md, results.json, plot.svg, plot.png, {}",
+        report::medians_table(r),
+        r.ministat
+            .iter()
+            .map(|(p, t)| format!("ministat, {p}:\n{t}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        out.display(),
+        r.results.iter().map(|x| x.file.as_str()).collect::<Vec<_>>().join(", ")
+    );
+    if json {
+        eprintln!("{text}");
+        println!("{}", serde_json::to_string_pretty(r)?);
+    } else {
+        println!("{text}");
+    }
+    Ok(())
+}

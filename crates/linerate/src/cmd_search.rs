@@ -1,0 +1,212 @@
+//! `linerate search`: one throughput search against a DUT, through a lab
+//! that is up or through named interfaces.
+use crate::cli::{SearchArgs, SearchMethod};
+use crate::labrun::measure::{self, LabTrials, Path};
+use crate::labrun::scenario::{Family, Profile};
+use crate::stop;
+use anyhow::{anyhow, bail, Result};
+use linerate_lab::topology;
+use linerate_search::{binary, equilibrium, mlr, Trial, Trials};
+use serde_json::json;
+
+fn path(a: &SearchArgs) -> Result<Path> {
+    if let Some(i) = &a.gen_iface {
+        if a.lab.is_some() {
+            bail!("--lab and -i: give a lab or interfaces, not both");
+        }
+        let recv = a
+            .recv_iface
+            .clone()
+            .ok_or_else(|| anyhow!("-i: also give the receiving interface with -r"))?;
+        let dst_mac = a
+            .dst_mac
+            .clone()
+            .ok_or_else(|| anyhow!("-i: also give the DUT's MAC with -D"))?;
+        let src_mac = match &a.src_mac {
+            Some(m) => m.clone(),
+            None => crate::cmd_traffic::interface_mac_in(a.gen_netns.as_deref(), i)?,
+        };
+        let ns = |n: &Option<String>| -> Result<String> {
+            match n {
+                Some(n) if !linerate_host::netns::exists(n) => bail!("network namespace {n} does not exist"),
+                Some(n) => Ok(n.clone()),
+                // The trial enters a namespace for each side: ours.
+                None => Ok(format!("/proc/{}/ns/net", std::process::id())),
+            }
+        };
+        return Ok(Path {
+            gen_netns: ns(&a.gen_netns)?,
+            gen_iface: i.clone(),
+            src_mac,
+            dst_mac,
+            recv_netns: ns(&a.recv_netns)?,
+            recv_iface: recv,
+            gen_cpu: a.gen_cpu,
+        });
+    }
+    let name = a.lab.clone().unwrap_or_else(|| topology::DEFAULT_NAME.into());
+    if linerate_lab::find(&name)?.is_none() {
+        bail!("lab {name} is not up: `linerate lab up --name {name}` first, or give -i/-r/-D");
+    }
+    let spec = linerate_lab::LabSpec::new(&name);
+    let ns = spec.namespaces();
+    let ifs = topology::Interfaces::default();
+    Ok(Path {
+        gen_netns: ns.gen,
+        gen_iface: ifs.gen,
+        src_mac: topology::mac::GEN.into(),
+        dst_mac: topology::mac::DUT_IN.into(),
+        recv_netns: ns.recv,
+        recv_iface: ifs.recv,
+        gen_cpu: a.gen_cpu,
+    })
+}
+
+pub fn run(a: SearchArgs) -> Result<()> {
+    let profile = Profile {
+        family: if a.ipv6 { Family::Ipv6 } else { Family::Ipv4 },
+        len: a.len.clone(),
+        src: a.src.clone(),
+        dst: a.dst.clone(),
+    };
+    linerate_traffic::sizes::SizeMix::parse(&a.len, a.ipv6).map_err(|e| anyhow!("-l: {e}"))?;
+    let max_rate = match a.max_rate.as_str() {
+        "auto" => None,
+        r => Some(linerate_imix::parse_rate("--max-rate", r).map_err(anyhow::Error::msg)?),
+    };
+    if !(a.seconds > 0.0 && a.seconds <= 3600.0) {
+        bail!("-t: must be more than 0 and at most 3600 seconds, got {}", a.seconds);
+    }
+    let final_seconds = a.final_seconds.unwrap_or(a.seconds);
+    if final_seconds < a.seconds {
+        bail!("--final-seconds: must not be shorter than -t ({})", a.seconds);
+    }
+    linerate_host::privilege::require_root("linerate search")?;
+    let path = path(&a)?;
+    let stop = stop::flag();
+    let mut dut = LabTrials::new(path, profile, stop);
+    // Check the generator's options once before any trial.
+    let max = match max_rate {
+        Some(m) => m,
+        None => {
+            let r = dut.run(None, a.seconds.min(2.0))?;
+            let m = measure::offered(&r) as f64 / r.offered.seconds.max(1e-9);
+            if !a.json {
+                println!("- Maximum rate (the generator, unpaced) = {} Kpps", equilibrium::kpps(m));
+            }
+            m
+        }
+    };
+    let json = a.json;
+    let mut trials = Trials::new(|t: &Trial| {
+        if !json && a.method != SearchMethod::Equilibrium {
+            println!(
+                "trial {:>2} {:<14} {:>9} Kpps {:>5} s: offered {:>9} received {:>9} Kpps, loss {:.4}%{}",
+                t.index,
+                t.step,
+                equilibrium::kpps(t.measurement.requested_pps),
+                t.duration,
+                equilibrium::kpps(t.measurement.offered_pps()),
+                equilibrium::kpps(t.measurement.forwarding_pps()),
+                t.loss_ratio * 100.0,
+                if t.measurement.valid { "" } else { " INVALID (the generator fell short)" }
+            );
+        }
+        if !json && a.method == SearchMethod::Equilibrium {
+            println!("- Measured forwarding rate = {} Kpps", equilibrium::kpps(t.measurement.forwarding_pps()));
+        }
+    });
+    let result = match a.method {
+        SearchMethod::Equilibrium => {
+            let cfg = equilibrium::Config {
+                link_rate_pps: max,
+                tolerance: a.tolerance,
+                trial_seconds: a.seconds,
+                max_iterations: 16,
+            };
+            if !json {
+                println!("Benchmark tool using equilibrium throughput method");
+                println!("- Benchmark mode: Throughput (pps) for Router");
+                println!("- Frame size = {}", a.len);
+                println!("- Link rate = {} Kpps", equilibrium::kpps(max));
+                println!("- Tolerance = {}", a.tolerance);
+            }
+            let o = equilibrium::search(&mut dut, &cfg, &mut trials, |i| {
+                if !json {
+                    println!("Iteration {}", i.number);
+                    println!("- Offering load = {} Kpps", equilibrium::kpps(i.load_pps));
+                    println!("- Step = {} Kpps", equilibrium::kpps(i.step_pps));
+                    if let Some(t) = i.trend {
+                        println!("- Trend = {}", if t == equilibrium::Trend::Increasing { "increasing" } else { "decreasing" });
+                    }
+                }
+            })?;
+            if !json {
+                println!("{}", o.line());
+                if o.generator_limited {
+                    println!("(some loads could not be offered by the generator: the estimate may be the generator's limit)");
+                }
+            }
+            json!(o)
+        }
+        SearchMethod::Rfc2544 => {
+            let mut cfg = binary::Config::new(max);
+            cfg.width = a.width;
+            cfg.trial_seconds = a.seconds;
+            cfg.final_seconds = final_seconds;
+            let o = binary::search(&mut dut, &cfg, &mut trials)?;
+            if !json {
+                match o.throughput_pps {
+                    Some(t) => println!(
+                        "RFC 2544 throughput (zero loss) = {} Kpps{}",
+                        equilibrium::kpps(t),
+                        o.generator_ceiling_pps
+                            .map(|c| format!(" (the generator could offer no more than {} Kpps)", equilibrium::kpps(c)))
+                            .unwrap_or_default()
+                    ),
+                    None => println!("RFC 2544 throughput: none, frames were lost even at {} Kpps", equilibrium::kpps(cfg.min_pps)),
+                }
+            }
+            json!(o)
+        }
+        SearchMethod::NdrPdr => {
+            let mut cfg = mlr::Config::ndr_pdr(max, a.loss_ratio);
+            cfg.width = a.width;
+            cfg.initial_seconds = a.seconds;
+            cfg.final_seconds = final_seconds;
+            cfg.intermediate_phases = if final_seconds > a.seconds { 2 } else { 0 };
+            let o = mlr::search(&mut dut, &cfg, &mut trials)?;
+            if !json {
+                for g in &o.goals {
+                    match g.lower_pps {
+                        Some(l) => println!(
+                            "{} (loss ratio {}) = {} Kpps (upper bound {})",
+                            g.name.to_uppercase(),
+                            g.loss_ratio,
+                            equilibrium::kpps(l),
+                            g.upper_pps.map(|u| format!("{} Kpps", equilibrium::kpps(u))).unwrap_or("none: met at the maximum".into())
+                        ),
+                        None => println!("{}: not met even at the minimum load", g.name.to_uppercase()),
+                    }
+                }
+            }
+            json!(o)
+        }
+    };
+    let seconds = trials.seconds();
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "method": format!("{:?}", a.method).to_lowercase(),
+                "max_rate_pps": max,
+                "result": result,
+                "trial_seconds": seconds,
+                "trials": trials.list,
+            }))?
+        );
+    } else {
+        println!("{} trials, {:.0} trial-seconds", trials.list.len(), seconds);
+    }
+    Ok(())
+}

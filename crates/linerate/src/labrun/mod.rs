@@ -1,0 +1,168 @@
+//! `linerate lab run`: the lab runner. Builds the lab, runs every DUT
+//! configuration against every traffic profile `repeat` times, writes the
+//! raw values, logs, results.json, report.md and plots, prints the
+//! ministat comparison, and removes the lab, also on error or Ctrl-C.
+pub mod dut;
+pub mod measure;
+pub mod plot;
+pub mod report;
+pub mod scenario;
+
+use anyhow::{bail, Result};
+use dut::RunningDut;
+use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
+use linerate_search::{binary, equilibrium, mlr, Trial, Trials};
+use measure::{LabTrials, Path};
+use report::{Results, RunRecord};
+use scenario::{Method, Profile, Scenario};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// What the runner tells its caller as it goes.
+pub trait Progress {
+    /// A run starts: (index from 1, total, dut, profile, repeat from 1).
+    fn run_start(&mut self, index: usize, total: usize, dut: &str, profile: &str, repeat: u32);
+    fn trial(&mut self, t: &Trial);
+    fn run_done(&mut self, r: &RunRecord);
+    fn note(&mut self, line: &str);
+}
+
+pub fn run(sc: &Scenario, out: &std::path::Path, stop: &AtomicBool, progress: &mut dyn Progress) -> Result<Results> {
+    // Everything that can be refused is refused before the lab exists.
+    for (name, def) in &sc.duts {
+        dut::preflight(def).map_err(|why| anyhow::anyhow!("{}: DUT {name}: {why}", sc.source))?;
+    }
+    report::prepare_dir(out)?;
+    let mut spec = LabSpec::new(&sc.lab_name);
+    if let Some(c) = sc.dut_cpu {
+        spec.dut_cpu = c;
+    }
+    let (lab, outcome) = Lab::up(&spec, false)?;
+    if outcome == UpOutcome::AlreadyUp {
+        bail!(
+            "lab {0} is already up; remove it with `linerate lab down --name {0}` or set [lab] name",
+            sc.lab_name
+        );
+    }
+    let ns = lab.namespaces();
+    let ifs = lab.interfaces();
+    let path = Path {
+        gen_netns: ns.gen.clone(),
+        gen_iface: ifs.gen.clone(),
+        src_mac: topology::mac::GEN.into(),
+        dst_mac: topology::mac::DUT_IN.into(),
+        recv_netns: ns.recv.clone(),
+        recv_iface: ifs.recv.clone(),
+        gen_cpu: sc.gen_cpu,
+    };
+    let mut results = Results::new(sc, lab.spec().dut_cpu);
+    progress.note(&format!(
+        "lab {}: {} -> {} -> {} (generator CPU {}, DUT CPU {})",
+        sc.lab_name,
+        ns.gen,
+        ns.dut,
+        ns.recv,
+        sc.gen_cpu,
+        lab.spec().dut_cpu
+    ));
+    let total = sc.repeat as usize * sc.duts.len() * sc.profiles.len();
+    let mut index = 0;
+    // Repeats outermost: every configuration runs once per round, so slow
+    // drift of the machine (heat, other load) hits all of them alike.
+    'rounds: for repeat in 1..=sc.repeat {
+        for (pname, profile) in &sc.profiles {
+            for (dname, def) in &sc.duts {
+                if stop.load(Ordering::Relaxed) {
+                    results.interrupted = true;
+                    break 'rounds;
+                }
+                index += 1;
+                progress.run_start(index, total, dname, pname, repeat);
+                let running = RunningDut::start(def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
+                let mut trials = LabTrials::new(path.clone(), profile.clone(), stop);
+                let measured = measure_one(sc, &mut trials, progress);
+                running.stop()?;
+                let log = report::write_log(out, dname, pname, repeat, &trials.log)?;
+                let mut record = match measured {
+                    Ok(r) => r,
+                    Err(_) if stop.load(Ordering::Relaxed) => {
+                        results.interrupted = true;
+                        break 'rounds;
+                    }
+                    Err(e) => return Err(e.context(format!("{dname}, {pname}, run {repeat}"))),
+                };
+                // Whole pps, as in the raw files: the terminal's ministat
+                // and one run on the files later print the same.
+                record.value_pps = record.value_pps.round();
+                record.dut = dname.clone();
+                record.profile = pname.clone();
+                record.repeat = repeat;
+                record.log = log;
+                progress.run_done(&record);
+                results.add(record, profile);
+            }
+        }
+    }
+    let removed = lab.down()?;
+    progress.note(&format!("lab {} removed ({})", sc.lab_name, removed.join(", ")));
+    results.finish();
+    report::write_all(out, &results)?;
+    Ok(results)
+}
+
+/// One run's value: the forwarding rate under overload, or a search's result.
+fn measure_one(sc: &Scenario, trials: &mut LabTrials, progress: &mut dyn Progress) -> Result<RunRecord> {
+    if sc.method == Method::Overload {
+        let r = trials.run(None, sc.seconds)?;
+        return Ok(RunRecord::overload(&r));
+    }
+    let max = match sc.max_rate_pps {
+        Some(m) => m,
+        None => {
+            // "auto": the generator's unpaced rate into this DUT.
+            let r = trials.run(None, sc.seconds.min(2.0))?;
+            let built = measure::offered(&r) as f64 / r.offered.seconds.max(1e-9);
+            progress.note(&format!("  max rate: {:.3} Mpps (the generator, unpaced)", built / 1e6));
+            built
+        }
+    };
+    let mut log = Trials::new(|t: &Trial| progress.trial(t));
+    let (value, detail) = match sc.method {
+        Method::Overload => unreachable!(),
+        Method::Equilibrium => {
+            let cfg = equilibrium::Config {
+                link_rate_pps: max,
+                tolerance: sc.tolerance,
+                trial_seconds: sc.seconds,
+                max_iterations: 16,
+            };
+            let o = equilibrium::search(trials, &cfg, &mut log, |_| {})?;
+            (o.estimate_pps, serde_json::to_value(&o)?)
+        }
+        Method::Rfc2544 => {
+            let mut cfg = binary::Config::new(max);
+            cfg.width = sc.width;
+            cfg.trial_seconds = sc.seconds;
+            cfg.final_seconds = sc.final_seconds;
+            let o = binary::search(trials, &cfg, &mut log)?;
+            (o.throughput_pps.unwrap_or(0.0), serde_json::to_value(&o)?)
+        }
+        Method::Ndr | Method::Pdr => {
+            let mut cfg = mlr::Config::ndr_pdr(max, sc.loss_ratio);
+            cfg.width = sc.width;
+            cfg.initial_seconds = sc.seconds;
+            cfg.final_seconds = sc.final_seconds;
+            cfg.intermediate_phases = if sc.final_seconds > sc.seconds { 2 } else { 0 };
+            let o = mlr::search(trials, &cfg, &mut log)?;
+            let i = if sc.method == Method::Ndr { 0 } else { 1 };
+            (o.goals[i].lower_pps.unwrap_or(0.0), serde_json::to_value(&o)?)
+        }
+    };
+    Ok(RunRecord::search(value, detail, log.list, &trials.results))
+}
+
+/// The profile's mean frame length, for bit rates.
+pub fn mean_frame_len(p: &Profile) -> f64 {
+    linerate_traffic::sizes::SizeMix::parse(&p.len, p.family == scenario::Family::Ipv6)
+        .map(|m| m.mean_frame_len())
+        .unwrap_or(0.0)
+}

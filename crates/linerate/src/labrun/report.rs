@@ -1,0 +1,392 @@
+//! The runner's results and the files they go to: one raw file per
+//! configuration (`DUT.PROFILE.pps`, one value a line, ministat-ready as
+//! BSDRP's netbenches), per-run logs, results.json, report.md, plots.
+use super::scenario::{Method, Profile, Scenario};
+use anyhow::{Context, Result};
+use linerate_imix::{imix_bps, Layer};
+use linerate_ministat::{compare, text, Dataset, Options};
+use linerate_search::Trial;
+use linerate_traffic::measure::TrialResult;
+use serde::Serialize;
+use std::path::Path;
+
+/// Under overload, a run that lost less than this was not limited by the
+/// DUT (the generator ran out first): its value is a floor, and flagged.
+pub const OVERLOAD_MIN_LOSS: f64 = 0.01;
+
+/// One run of one configuration.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunRecord {
+    pub dut: String,
+    pub profile: String,
+    pub repeat: u32,
+    /// The run's value: forwarding rate (overload) or the search's result.
+    pub value_pps: f64,
+    /// Overload: what the generator offered and what came out.
+    pub offered_pps: Option<f64>,
+    pub received_pps: Option<f64>,
+    pub loss_ratio: Option<f64>,
+    /// Overload: the DUT was the bottleneck (it lost at least 1%).
+    pub overloaded: Option<bool>,
+    /// Searches: the search's own result, and every trial.
+    pub search: Option<serde_json::Value>,
+    pub trials: Vec<Trial>,
+    /// Trials the generator could not offer at their rate.
+    pub invalid_trials: usize,
+    /// The per-second receiver log, relative to the output directory.
+    pub log: String,
+}
+
+impl RunRecord {
+    pub fn overload(r: &TrialResult) -> Self {
+        let offered = super::measure::offered(r);
+        let secs = r.offered.seconds.max(1e-9);
+        let loss = if offered == 0 {
+            0.0
+        } else {
+            1.0 - r.received_packets as f64 / offered as f64
+        };
+        RunRecord {
+            value_pps: r.received_pps,
+            offered_pps: Some(offered as f64 / secs),
+            received_pps: Some(r.received_pps),
+            loss_ratio: Some(loss),
+            overloaded: Some(loss >= OVERLOAD_MIN_LOSS),
+            ..Default::default()
+        }
+    }
+
+    pub fn search(value: f64, detail: serde_json::Value, trials: Vec<Trial>, _all: &[TrialResult]) -> Self {
+        RunRecord {
+            value_pps: value,
+            invalid_trials: trials.iter().filter(|t| !t.measurement.valid).count(),
+            search: Some(detail),
+            trials,
+            ..Default::default()
+        }
+    }
+}
+
+/// One DUT configuration x profile over its runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub dut: String,
+    pub profile: String,
+    /// The raw file, relative to the output directory.
+    pub file: String,
+    pub runs_mpps: Vec<f64>,
+    pub median_mpps: f64,
+    pub min_mpps: f64,
+    pub max_mpps: f64,
+    pub mean_frame_len: f64,
+    /// Bits per second of this profile's frames at the median rate.
+    pub median_gbps: f64,
+    /// The median as Simple IMIX at the IP layer (the seeds' conversion).
+    pub imix_gbps: f64,
+    /// Overload runs in which the DUT was not the bottleneck.
+    pub not_overloaded: usize,
+    pub invalid_trials: usize,
+}
+
+/// A configuration against the baseline (the scenario's first DUT), on
+/// one profile: ministat's Student's t.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    pub dut: String,
+    pub profile: String,
+    pub baseline: String,
+    pub confidence: f64,
+    pub difference_percent: f64,
+    pub ci_percent: f64,
+    pub proven: bool,
+    /// Median of this DUT over median of the baseline.
+    pub median_ratio: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Machine {
+    pub kernel: String,
+    pub cpus: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Results {
+    pub scenario: String,
+    pub source: String,
+    pub method: Method,
+    pub repeat: u32,
+    pub seconds: f64,
+    pub final_seconds: f64,
+    pub gen_cpu: usize,
+    pub dut_cpu: usize,
+    pub machine: Machine,
+    pub started_utc: String,
+    /// Stopped by Ctrl-C: the results hold the runs finished before.
+    pub interrupted: bool,
+    pub duts: Vec<String>,
+    pub profiles: Vec<(String, Profile)>,
+    pub runs: Vec<RunRecord>,
+    pub results: Vec<Summary>,
+    pub comparisons: Vec<Comparison>,
+    /// ministat's output per profile, as printed.
+    pub ministat: Vec<(String, String)>,
+}
+
+impl Results {
+    pub fn new(sc: &Scenario, dut_cpu: usize) -> Self {
+        Results {
+            scenario: sc.name.clone(),
+            source: sc.source.clone(),
+            method: sc.method,
+            repeat: sc.repeat,
+            seconds: sc.seconds,
+            final_seconds: sc.final_seconds,
+            gen_cpu: sc.gen_cpu,
+            dut_cpu,
+            machine: Machine {
+                kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                    .map(|s| s.trim().to_string())
+                    .unwrap_or_default(),
+                cpus: linerate_host::cpu::online(),
+            },
+            started_utc: utc_now(),
+            interrupted: false,
+            duts: sc.duts.iter().map(|d| d.0.clone()).collect(),
+            profiles: sc.profiles.clone(),
+            runs: Vec::new(),
+            results: Vec::new(),
+            comparisons: Vec::new(),
+            ministat: Vec::new(),
+        }
+    }
+
+    pub fn add(&mut self, r: RunRecord, _profile: &Profile) {
+        self.runs.push(r);
+    }
+
+    /// Summaries, comparisons and ministat text from the runs.
+    pub fn finish(&mut self) {
+        self.results.clear();
+        self.comparisons.clear();
+        self.ministat.clear();
+        for (pname, profile) in &self.profiles {
+            let mut sets = Vec::new();
+            for dut in &self.duts {
+                let runs: Vec<&RunRecord> =
+                    self.runs.iter().filter(|r| &r.dut == dut && &r.profile == pname).collect();
+                if runs.is_empty() {
+                    continue;
+                }
+                let pps: Vec<f64> = runs.iter().map(|r| r.value_pps).collect();
+                let ds = Dataset::new(&raw_name(dut, pname), &pps);
+                let v = ds.vitals();
+                let len = super::mean_frame_len(profile);
+                self.results.push(Summary {
+                    dut: dut.clone(),
+                    profile: pname.clone(),
+                    file: raw_name(dut, pname),
+                    runs_mpps: pps.iter().map(|p| p / 1e6).collect(),
+                    median_mpps: v.median / 1e6,
+                    min_mpps: v.min / 1e6,
+                    max_mpps: v.max / 1e6,
+                    mean_frame_len: len,
+                    median_gbps: v.median * len * 8.0 / 1e9,
+                    imix_gbps: imix_bps(v.median, Layer::Ip) / 1e9,
+                    not_overloaded: runs.iter().filter(|r| r.overloaded == Some(false)).count(),
+                    invalid_trials: runs.iter().map(|r| r.invalid_trials).sum(),
+                });
+                sets.push((dut.clone(), ds));
+            }
+            if sets.len() < 2 {
+                continue;
+            }
+            let (base_name, base) = &sets[0];
+            for (dut, ds) in &sets[1..] {
+                // Student's t needs at least two points a set, ministat three.
+                if ds.n() < 3 || base.n() < 3 {
+                    continue;
+                }
+                let c = compare(ds, base, 2);
+                self.comparisons.push(Comparison {
+                    dut: dut.clone(),
+                    profile: pname.clone(),
+                    baseline: base_name.clone(),
+                    confidence: c.confidence,
+                    difference_percent: c.difference_percent,
+                    ci_percent: c.percent_error,
+                    proven: c.proven,
+                    median_ratio: ds.median() / base.median(),
+                });
+            }
+            if sets.iter().all(|(_, d)| d.n() >= 3) {
+                let only: Vec<Dataset> = sets.into_iter().map(|s| s.1).collect();
+                self.ministat.push((pname.clone(), text(&only, &Options::default())));
+            }
+        }
+    }
+}
+
+pub fn raw_name(dut: &str, profile: &str) -> String {
+    format!("{dut}.{profile}.pps")
+}
+
+/// Makes the output directory, refusing one that holds another run.
+pub fn prepare_dir(out: &Path) -> Result<()> {
+    if out.join("results.json").exists() {
+        anyhow::bail!(
+            "--out {}: holds the results of another run (results.json); pick a new directory",
+            out.display()
+        );
+    }
+    std::fs::create_dir_all(out.join("logs")).with_context(|| format!("--out {}", out.display()))?;
+    Ok(())
+}
+
+/// The per-second lines of one run; returns the path relative to `out`.
+pub fn write_log(out: &Path, dut: &str, profile: &str, repeat: u32, log: &str) -> Result<String> {
+    let rel = format!("logs/{dut}.{profile}.{repeat}.log");
+    std::fs::write(out.join(&rel), log).with_context(|| format!("writing {}", out.join(&rel).display()))?;
+    Ok(rel)
+}
+
+pub fn write_all(out: &Path, r: &Results) -> Result<()> {
+    let w = |name: &str, data: &[u8]| {
+        std::fs::write(out.join(name), data).with_context(|| format!("writing {}", out.join(name).display()))
+    };
+    for s in &r.results {
+        let lines: String = r
+            .runs
+            .iter()
+            .filter(|x| x.dut == s.dut && x.profile == s.profile)
+            .map(|x| format!("{:.0}\n", x.value_pps))
+            .collect();
+        w(&s.file, lines.as_bytes())?;
+    }
+    w("results.json", serde_json::to_string_pretty(r)?.as_bytes())?;
+    let plots = super::plot::draw(out, r);
+    w("report.md", markdown(r, plots.as_ref().err()).as_bytes())?;
+    plots
+}
+
+/// What a run measured, in words.
+pub fn method_words(r: &Results) -> String {
+    match r.method {
+        Method::Overload => format!(
+            "forwarding rate under overload (the generator offers all it can for {} s; value = frames received per second)",
+            r.seconds
+        ),
+        Method::Equilibrium => format!("BSDRP equilibrium throughput ({} s trials)", r.seconds),
+        Method::Rfc2544 => format!(
+            "RFC 2544 throughput, zero loss ({} s search trials, {} s final trial)",
+            r.seconds, r.final_seconds
+        ),
+        Method::Ndr => format!("MLRsearch NDR ({} s to {} s trials)", r.seconds, r.final_seconds),
+        Method::Pdr => format!("MLRsearch PDR ({} s to {} s trials)", r.seconds, r.final_seconds),
+    }
+}
+
+pub fn medians_table(r: &Results) -> String {
+    let mut s = String::from(
+        "| DUT | profile | runs | median Mpps | min | max | Gbit/s (these frames) | IMIX-equivalent Gbit/s | vs baseline |\n|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for x in &r.results {
+        let vs = r
+            .comparisons
+            .iter()
+            .find(|c| c.dut == x.dut && c.profile == x.profile)
+            .map(|c| {
+                if c.proven {
+                    format!("{:+.2}% ± {:.2}% ({:.2}x medians)", c.difference_percent, c.ci_percent, c.median_ratio)
+                } else {
+                    format!("no difference proven ({:.2}x medians)", c.median_ratio)
+                }
+            })
+            .unwrap_or_else(|| if r.duts.first() == Some(&x.dut) { "baseline".into() } else { "-".into() });
+        s.push_str(&format!(
+            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {} |\n",
+            x.dut,
+            x.profile,
+            x.runs_mpps.len(),
+            x.median_mpps,
+            x.min_mpps,
+            x.max_mpps,
+            x.median_gbps,
+            x.imix_gbps,
+            vs
+        ));
+    }
+    s
+}
+
+fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
+    let mut s = format!("# {}\n\n", r.scenario);
+    s.push_str(&format!(
+        "- scenario: {}\n- measurement: {}\n- repeats: {} per configuration, configurations interleaved in each round\n- machine: Linux {}, {} CPUs; generator on CPU {}, DUT on CPU {}\n- started: {}\n",
+        r.source,
+        method_words(r),
+        r.repeat,
+        r.machine.kernel,
+        r.machine.cpus,
+        r.gen_cpu,
+        r.dut_cpu,
+        r.started_utc
+    ));
+    if r.interrupted {
+        s.push_str("- **interrupted** (Ctrl-C): only the runs finished before are here\n");
+    }
+    s.push_str("\n## Medians\n\n");
+    s.push_str(&medians_table(r));
+    for x in &r.results {
+        if x.not_overloaded > 0 {
+            s.push_str(&format!(
+                "\n{} / {}: in {} of {} runs the DUT lost under {}% of what was offered: the generator, not the DUT, was the limit, and the value is a floor.\n",
+                x.dut, x.profile, x.not_overloaded, x.runs_mpps.len(), OVERLOAD_MIN_LOSS * 100.0
+            ));
+        }
+        if x.invalid_trials > 0 {
+            s.push_str(&format!(
+                "\n{} / {}: {} trials were invalid (the generator could not offer the rate asked); they bounded the search and were not counted as loss.\n",
+                x.dut, x.profile, x.invalid_trials
+            ));
+        }
+    }
+    for (profile, text) in &r.ministat {
+        s.push_str(&format!("\n## ministat, {profile}\n\n```\n{text}```\n"));
+    }
+    if r.ministat.is_empty() {
+        s.push_str("\nNo ministat comparison: it needs at least 3 runs of at least 2 configurations.\n");
+    }
+    match plot_error {
+        None => s.push_str("\n## Plot\n\n![median with min-max per configuration](plot.svg)\n\n(also plot.png)\n"),
+        Some(e) => s.push_str(&format!("\nNo plot: {e:#}\n")),
+    }
+    s.push_str("\n## Files\n\nRaw values (pps, one run a line, for `linerate ministat`): ");
+    s.push_str(&r.results.iter().map(|x| format!("`{}`", x.file)).collect::<Vec<_>>().join(", "));
+    s.push_str(". Per-second receiver lines: `logs/`. Everything: `results.json`.\n");
+    s
+}
+
+/// "2026-11-22 09:34:45 UTC", from the system clock.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}

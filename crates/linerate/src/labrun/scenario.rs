@@ -1,0 +1,512 @@
+//! A lab scenario: which DUT configurations, which traffic profiles, how
+//! many repeats, what to measure. Read from TOML, checked whole before
+//! anything is built; every error names the file, the line and the field.
+use anyhow::{anyhow, bail, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ops::Range;
+use toml::Spanned;
+
+/// The scenario run when none is given: the kernel against linerate,
+/// IPv4 60-byte frames, 2000 flows, 5 repeats of 5 s under overload.
+pub const DEFAULT: &str = r#"# linerate's built-in scenario: the kernel against linerate.
+name = "linux vs linerate"
+repeat = 5
+duts = ["linux", "linerate"]
+profiles = ["ipv4-60"]
+
+[measure]
+method = "overload"
+seconds = 5
+"#;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    name: Option<String>,
+    repeat: Option<Spanned<u32>>,
+    duts: Spanned<Vec<Spanned<String>>>,
+    profiles: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    measure: Measure,
+    #[serde(default)]
+    lab: LabSection,
+    /// User-defined DUT configurations, by name.
+    #[serde(default)]
+    dut: BTreeMap<String, Spanned<DutDef>>,
+    /// User-defined traffic profiles, by name.
+    #[serde(default)]
+    profile: BTreeMap<String, Spanned<Profile>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Method {
+    /// BSDRP's default: offer more than the DUT can take, count what
+    /// comes out.
+    Overload,
+    Equilibrium,
+    Rfc2544,
+    /// MLRsearch, the no-drop rate.
+    Ndr,
+    /// MLRsearch, the partial-drop rate (`loss_ratio`).
+    Pdr,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Measure {
+    #[serde(default = "Measure::default_method")]
+    pub method: Method,
+    /// Seconds per run (overload) or per search trial.
+    #[serde(default = "Measure::default_seconds")]
+    pub seconds: Spanned<f64>,
+    /// Searches: final trial seconds (rfc2544 confirmation, MLRsearch
+    /// final phase). Default: `seconds`.
+    pub final_seconds: Option<Spanned<f64>>,
+    /// Searches: the highest load tried, pps ("auto": what the generator
+    /// offers unpaced in a first trial).
+    pub max_rate: Option<Spanned<String>>,
+    /// Equilibrium tolerance.
+    #[serde(default = "Measure::default_tolerance")]
+    pub tolerance: Spanned<f64>,
+    /// RFC 2544 / MLRsearch relative width.
+    #[serde(default = "Measure::default_width")]
+    pub width: Spanned<f64>,
+    /// PDR's loss ratio.
+    #[serde(default = "Measure::default_loss_ratio")]
+    pub loss_ratio: Spanned<f64>,
+}
+
+impl Measure {
+    fn default_method() -> Method {
+        Method::Overload
+    }
+    fn default_seconds() -> Spanned<f64> {
+        Spanned::new(0..0, 5.0)
+    }
+    fn default_tolerance() -> Spanned<f64> {
+        Spanned::new(0..0, 0.01)
+    }
+    fn default_width() -> Spanned<f64> {
+        Spanned::new(0..0, 0.005)
+    }
+    fn default_loss_ratio() -> Spanned<f64> {
+        Spanned::new(0..0, 0.005)
+    }
+}
+
+impl Default for Measure {
+    fn default() -> Self {
+        Measure {
+            method: Method::Overload,
+            seconds: Self::default_seconds(),
+            final_seconds: None,
+            max_rate: None,
+            tolerance: Self::default_tolerance(),
+            width: Self::default_width(),
+            loss_ratio: Self::default_loss_ratio(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabSection {
+    /// The lab's name (its namespaces: NAME-gen, NAME-dut, NAME-recv).
+    pub name: Option<String>,
+    pub gen_cpu: Option<usize>,
+    pub dut_cpu: Option<usize>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Forwarder {
+    /// The kernel forwards.
+    Linux,
+    /// linerate's XDP fast path on dut0 and dut1, the kernel as slow path.
+    Linerate,
+}
+
+/// A DUT configuration: who forwards, plus optional nftables ruleset and
+/// sysctls applied in the DUT's namespace for the runs.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DutDef {
+    pub forwarder: Forwarder,
+    /// An nftables ruleset (`nft -f` syntax), loaded before and removed
+    /// after each run.
+    pub nft: Option<String>,
+    #[serde(default)]
+    pub sysctl: BTreeMap<String, String>,
+}
+
+/// Built-in DUT configurations (DESIGN.md's table).
+pub fn builtin_dut(name: &str) -> Option<DutDef> {
+    let linux = |nft: Option<&str>| DutDef {
+        forwarder: Forwarder::Linux,
+        nft: nft.map(str::to_string),
+        sysctl: BTreeMap::new(),
+    };
+    match name {
+        "linux" => Some(linux(None)),
+        // One stateless rule, evaluated for every forwarded packet (the
+        // seeds' "one rule" firewall benches).
+        "linux-nft-stateless" => Some(linux(Some(
+            "table inet linerate {\n  chain forward {\n    type filter hook forward priority 0; policy accept;\n    meta l4proto udp accept\n  }\n}\n",
+        ))),
+        // Connection tracking: every packet looked up in the state table.
+        "linux-conntrack" => Some(linux(Some(
+            "table inet linerate {\n  chain forward {\n    type filter hook forward priority 0; policy accept;\n    ct state established,related accept\n    ct state new accept\n  }\n}\n",
+        ))),
+        "linerate" => Some(DutDef {
+            forwarder: Forwarder::Linerate,
+            nft: None,
+            sysctl: BTreeMap::new(),
+        }),
+        _ => None,
+    }
+}
+
+pub const BUILTIN_DUTS: &[&str] = &["linux", "linux-nft-stateless", "linux-conntrack", "linerate"];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    Ipv4,
+    Ipv6,
+}
+
+/// A traffic profile: family, frame sizes, flows.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub family: Family,
+    /// `linerate gen -l`: a size, `imix`, `rfc2544` or a list.
+    pub len: String,
+    /// `-s` and `-d` ranges (default: 20 sources x 100 destinations).
+    pub src: Option<String>,
+    pub dst: Option<String>,
+}
+
+pub fn builtin_profile(name: &str) -> Option<Profile> {
+    let p = |family, len: &str| Profile {
+        family,
+        len: len.into(),
+        src: None,
+        dst: None,
+    };
+    match name {
+        "ipv4-60" => Some(p(Family::Ipv4, "60")),
+        "ipv6-62" => Some(p(Family::Ipv6, "62")),
+        "imix" => Some(p(Family::Ipv4, "imix")),
+        "ipv6-imix" => Some(p(Family::Ipv6, "imix")),
+        _ => None,
+    }
+}
+
+pub const BUILTIN_PROFILES: &[&str] = &["ipv4-60", "ipv6-62", "imix", "ipv6-imix"];
+
+/// A checked scenario.
+#[derive(Clone, Debug, Serialize)]
+pub struct Scenario {
+    /// Where it came from ("built-in" or the file's path).
+    pub source: String,
+    pub name: String,
+    pub repeat: u32,
+    /// In order; the first is the baseline of every comparison.
+    pub duts: Vec<(String, DutDef)>,
+    pub profiles: Vec<(String, Profile)>,
+    pub method: Method,
+    pub seconds: f64,
+    pub final_seconds: f64,
+    /// None: measured ("auto").
+    pub max_rate_pps: Option<f64>,
+    pub tolerance: f64,
+    pub width: f64,
+    pub loss_ratio: f64,
+    pub lab_name: String,
+    pub gen_cpu: usize,
+    pub dut_cpu: Option<usize>,
+    /// The file's own [dut.NAME] and [profile.NAME] definitions, for
+    /// command-line overrides of the lists.
+    #[serde(skip)]
+    defined_duts: BTreeMap<String, DutDef>,
+    #[serde(skip)]
+    defined_profiles: BTreeMap<String, Profile>,
+}
+
+/// Command-line overrides of a scenario.
+#[derive(Default)]
+pub struct Overrides {
+    pub repeat: Option<u32>,
+    pub seconds: Option<f64>,
+    pub duts: Option<Vec<String>>,
+    pub profiles: Option<Vec<String>>,
+    pub lab_name: Option<String>,
+}
+
+/// "FILE:LINE: FIELD: REASON".
+fn at(source: &str, text: &str, span: Range<usize>, field: &str, why: impl std::fmt::Display) -> anyhow::Error {
+    if span.start == 0 && span.end == 0 {
+        return anyhow!("{source}: {field}: {why}");
+    }
+    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+    anyhow!("{source}:{line}: {field}: {why}")
+}
+
+impl Scenario {
+    pub fn builtin() -> Self {
+        Self::parse("built-in scenario", DEFAULT).expect("the built-in scenario is valid")
+    }
+
+    pub fn load(path: &std::path::Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow!("scenario {}: {e}", path.display()))?;
+        Self::parse(&path.display().to_string(), &text)
+    }
+
+    /// Parses and checks `text`; `source` names it in errors.
+    pub fn parse(source: &str, text: &str) -> Result<Self> {
+        let f: File = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| format!(":{}", text[..s.start.min(text.len())].matches('\n').count() + 1))
+                .unwrap_or_default();
+            anyhow!("{source}{line}: {}", e.message().trim_end())
+        })?;
+        let err = |span: Range<usize>, field: &str, why: String| at(source, text, span, field, why);
+
+        let repeat = f.repeat.as_ref().map(|r| *r.get_ref()).unwrap_or(5);
+        if !(1..=1000).contains(&repeat) {
+            let span = f.repeat.as_ref().map(|r| r.span()).unwrap_or(0..0);
+            return Err(err(span, "repeat", format!("must be 1 to 1000, got {repeat}")));
+        }
+
+        let mut duts = Vec::new();
+        if f.duts.get_ref().is_empty() {
+            return Err(err(f.duts.span(), "duts", "at least one DUT configuration is needed".into()));
+        }
+        for d in f.duts.get_ref() {
+            let name = d.get_ref();
+            if duts.iter().any(|(n, _): &(String, DutDef)| n == name) {
+                return Err(err(d.span(), "duts", format!("{name:?} is listed twice")));
+            }
+            let def = match f.dut.get(name) {
+                Some(def) => def.get_ref().clone(),
+                None => builtin_dut(name).ok_or_else(|| {
+                    err(
+                        d.span(),
+                        "duts",
+                        format!(
+                            "unknown DUT configuration {name:?}: built-in ones are {}, or define [dut.{name}]",
+                            BUILTIN_DUTS.join(", ")
+                        ),
+                    )
+                })?,
+            };
+            duts.push((name.clone(), def));
+        }
+        for (name, def) in &f.dut {
+            check_dut(name, def.get_ref()).map_err(|why| err(def.span(), &format!("dut.{name}"), why))?;
+        }
+
+        let mut profiles = Vec::new();
+        let listed: Vec<Spanned<String>> = match &f.profiles {
+            Some(p) if p.get_ref().is_empty() => {
+                return Err(err(p.span(), "profiles", "at least one traffic profile is needed".into()))
+            }
+            Some(p) => p.get_ref().clone(),
+            None => vec![Spanned::new(0..0, "ipv4-60".to_string())],
+        };
+        for p in &listed {
+            let name = p.get_ref();
+            if profiles.iter().any(|(n, _): &(String, Profile)| n == name) {
+                return Err(err(p.span(), "profiles", format!("{name:?} is listed twice")));
+            }
+            let def = match f.profile.get(name) {
+                Some(def) => def.get_ref().clone(),
+                None => builtin_profile(name).ok_or_else(|| {
+                    err(
+                        p.span(),
+                        "profiles",
+                        format!(
+                            "unknown traffic profile {name:?}: built-in ones are {}, or define [profile.{name}]",
+                            BUILTIN_PROFILES.join(", ")
+                        ),
+                    )
+                })?,
+            };
+            profiles.push((name.clone(), def));
+        }
+        for (name, def) in &f.profile {
+            check_profile(def.get_ref()).map_err(|why| err(def.span(), &format!("profile.{name}"), why))?;
+        }
+
+        let m = &f.measure;
+        let positive = |v: &Spanned<f64>, field: &str| -> Result<f64> {
+            let x = *v.get_ref();
+            if !(x > 0.0 && x <= 3600.0) {
+                return Err(err(v.span(), field, format!("must be more than 0 and at most 3600 seconds, got {x}")));
+            }
+            Ok(x)
+        };
+        let seconds = positive(&m.seconds, "measure.seconds")?;
+        let final_seconds = match &m.final_seconds {
+            Some(v) => positive(v, "measure.final_seconds")?,
+            None => seconds,
+        };
+        if final_seconds < seconds {
+            let span = m.final_seconds.as_ref().unwrap().span();
+            return Err(err(span, "measure.final_seconds", format!("must not be shorter than measure.seconds ({seconds})")));
+        }
+        let fraction = |v: &Spanned<f64>, field: &str, hi: f64| -> Result<f64> {
+            let x = *v.get_ref();
+            if !(x > 0.0 && x < hi) {
+                return Err(err(v.span(), field, format!("must be more than 0 and less than {hi}, got {x}")));
+            }
+            Ok(x)
+        };
+        let tolerance = fraction(&m.tolerance, "measure.tolerance", 0.5)?;
+        let width = fraction(&m.width, "measure.width", 0.5)?;
+        let loss_ratio = fraction(&m.loss_ratio, "measure.loss_ratio", 1.0)?;
+        let max_rate_pps = match &m.max_rate {
+            None => None,
+            Some(v) if v.get_ref() == "auto" => None,
+            Some(v) => Some(
+                linerate_imix::parse_rate("max_rate", v.get_ref())
+                    .map_err(|e| err(v.span(), "measure.max_rate", e))?,
+            ),
+        };
+        if m.method == Method::Overload && (m.final_seconds.is_some() || m.max_rate.is_some()) {
+            let span = m.final_seconds.as_ref().map(|v| v.span()).or(m.max_rate.as_ref().map(|v| v.span())).unwrap();
+            return Err(err(span, "measure", "final_seconds and max_rate are for searches, not for method = \"overload\"".into()));
+        }
+
+        let lab = &f.lab;
+        let lab_name = lab.name.clone().unwrap_or_else(|| "linerate-run".into());
+        let mut spec = linerate_lab::LabSpec::new(&lab_name);
+        if let Some(c) = lab.dut_cpu {
+            spec.dut_cpu = c;
+        }
+        spec.validate().map_err(|e| anyhow!("{source}: lab: {}", e.to_string().replace("--", "")))?;
+        let gen_cpu = lab.gen_cpu.unwrap_or(0);
+        let cpus = linerate_host::cpu::online();
+        if gen_cpu >= cpus {
+            bail!("{source}: lab.gen_cpu: CPU {gen_cpu} does not exist (this machine has {cpus} online)");
+        }
+
+        Ok(Scenario {
+            source: source.to_string(),
+            name: f.name.unwrap_or_else(|| duts.iter().map(|d| d.0.as_str()).collect::<Vec<_>>().join(" vs ")),
+            repeat,
+            duts,
+            profiles,
+            method: m.method,
+            seconds,
+            final_seconds,
+            max_rate_pps,
+            tolerance,
+            width,
+            loss_ratio,
+            lab_name,
+            gen_cpu,
+            dut_cpu: lab.dut_cpu,
+            defined_duts: f.dut.into_iter().map(|(k, v)| (k, v.into_inner())).collect(),
+            defined_profiles: f.profile.into_iter().map(|(k, v)| (k, v.into_inner())).collect(),
+        })
+    }
+
+    pub fn method_words(&self) -> String {
+        match self.method {
+            Method::Overload => format!("forwarding rate under overload, {} s a run", self.seconds),
+            Method::Equilibrium => format!("equilibrium throughput, {} s trials", self.seconds),
+            Method::Rfc2544 => format!("RFC 2544 throughput, {} s trials, {} s final", self.seconds, self.final_seconds),
+            Method::Ndr | Method::Pdr => format!(
+                "MLRsearch {}, {} s to {} s trials",
+                if self.method == Method::Ndr { "NDR" } else { "PDR" },
+                self.seconds,
+                self.final_seconds
+            ),
+        }
+    }
+
+    /// Applies command-line overrides; errors name the option.
+    pub fn apply(&mut self, o: Overrides) -> Result<()> {
+        if let Some(r) = o.repeat {
+            if !(1..=1000).contains(&r) {
+                bail!("--repeat: must be 1 to 1000, got {r}");
+            }
+            self.repeat = r;
+        }
+        if let Some(t) = o.seconds {
+            if !(t > 0.0 && t <= 3600.0) {
+                bail!("-t: must be more than 0 and at most 3600 seconds, got {t}");
+            }
+            if self.final_seconds == self.seconds || self.final_seconds < t {
+                self.final_seconds = t;
+            }
+            self.seconds = t;
+        }
+        if let Some(names) = o.duts {
+            self.duts = resolve("--duts", &names, &self.defined_duts, builtin_dut, BUILTIN_DUTS)?;
+        }
+        if let Some(names) = o.profiles {
+            self.profiles = resolve("--profiles", &names, &self.defined_profiles, builtin_profile, BUILTIN_PROFILES)?;
+        }
+        if let Some(n) = o.lab_name {
+            linerate_lab::LabSpec::new(&n).validate()?;
+            self.lab_name = n;
+        }
+        Ok(())
+    }
+}
+
+fn resolve<T: Clone>(
+    option: &str,
+    names: &[String],
+    defined: &BTreeMap<String, T>,
+    builtin: fn(&str) -> Option<T>,
+    builtins: &[&str],
+) -> Result<Vec<(String, T)>> {
+    let mut out: Vec<(String, T)> = Vec::new();
+    if names.is_empty() {
+        bail!("{option}: at least one name is needed");
+    }
+    for n in names {
+        if out.iter().any(|(m, _)| m == n) {
+            bail!("{option}: {n:?} is listed twice");
+        }
+        let def = defined.get(n).cloned().or_else(|| builtin(n)).ok_or_else(|| {
+            anyhow!("{option}: unknown name {n:?} (built-in: {}; others need a scenario file)", builtins.join(", "))
+        })?;
+        out.push((n.clone(), def));
+    }
+    Ok(out)
+}
+
+fn check_dut(name: &str, d: &DutDef) -> std::result::Result<(), String> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        return Err(format!("the name {name:?} may hold only letters, digits, '-', '_' and '.' (it names files)"));
+    }
+    for (k, _) in &d.sysctl {
+        if !k.starts_with("net.") {
+            return Err(format!("sysctl {k:?}: only net.* settings are per namespace"));
+        }
+    }
+    Ok(())
+}
+
+fn check_profile(p: &Profile) -> std::result::Result<(), String> {
+    let v6 = p.family == Family::Ipv6;
+    linerate_traffic::sizes::SizeMix::parse(&p.len, v6).map_err(|e| format!("len: {e}"))?;
+    for (what, r) in [("src", &p.src), ("dst", &p.dst)] {
+        if let Some(r) = r {
+            let e = linerate_traffic::flows::parse(what, r, 2000).map_err(|e| format!("{what}: {e}"))?;
+            if e.is_ipv6() != v6 {
+                return Err(format!("{what}: {r} is not {}", if v6 { "IPv6" } else { "IPv4" }));
+            }
+        }
+    }
+    Ok(())
+}
