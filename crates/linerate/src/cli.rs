@@ -370,11 +370,11 @@ pub struct GenArgs {
     #[arg(short = '6', long)]
     pub ipv6: bool,
     /// Source range, pkt-gen style: ADDR[:PORT][-ADDR[:PORT]]
-    /// [default: 198.18.10.1:2000-198.18.10.20, with -6 2001:2::10:1-2001:2::10:14].
+    /// [default: 198.18.10.1:2000-198.18.10.20, with -6 2001:2:0:10::1-2001:2:0:10::14].
     #[arg(short = 's', long)]
     pub src: Option<String>,
     /// Destination range, pkt-gen style
-    /// [default: 198.19.10.1:2000-198.19.10.100, with -6 2001:2:0:8000::10:1-2001:2:0:8000::10:64].
+    /// [default: 198.19.10.1:2000-198.19.10.100, with -6 2001:2:0:8010::1-2001:2:0:8010::64].
     #[arg(short = 'd', long)]
     pub dst: Option<String>,
     /// Source MAC (default: the interface's).

@@ -55,4 +55,3 @@ fn status(a: StatusArgs) -> Result<()> {
     }
     Ok(())
 }
-

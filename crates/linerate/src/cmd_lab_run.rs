@@ -29,7 +29,8 @@ impl Progress for Terminal {
     fn run_start(&mut self, index: usize, total: usize, dut: &str, profile: &str, repeat: u32) {
         self.bar.set_length(total as u64);
         self.bar.set_position(index as u64 - 1);
-        self.bar.set_message(format!("{dut}, {profile}, run {repeat}"));
+        self.bar
+            .set_message(format!("{dut}, {profile}, run {repeat}"));
     }
 
     fn trial(&mut self, t: &Trial) {
@@ -53,7 +54,11 @@ impl Progress for Terminal {
                 " (offered {:.3} Mpps, {:.1}% lost{})",
                 o / 1e6,
                 l * 100.0,
-                if r.overloaded == Some(false) { ", DUT not overloaded" } else { "" }
+                if r.overloaded == Some(false) {
+                    ", DUT not overloaded"
+                } else {
+                    ""
+                }
             ),
             _ => format!(" ({} trials)", r.trials.len()),
         };
@@ -98,6 +103,7 @@ pub fn run(a: RunArgs) -> Result<()> {
             .replace(' ', "");
         std::path::PathBuf::from("lab-results").join(stamp)
     });
+    labrun::preflight(&sc, &out)?;
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
@@ -107,8 +113,16 @@ pub fn run(a: RunArgs) -> Result<()> {
     term.say(&format!(
         "{}: {} x {} x {} runs, {}",
         sc.name,
-        sc.duts.iter().map(|d| d.0.as_str()).collect::<Vec<_>>().join(", "),
-        sc.profiles.iter().map(|p| p.0.as_str()).collect::<Vec<_>>().join(", "),
+        sc.duts
+            .iter()
+            .map(|d| d.0.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        sc.profiles
+            .iter()
+            .map(|p| p.0.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
         sc.repeat,
         sc.method_words()
     ));
@@ -132,7 +146,11 @@ fn print_summary(r: &Results, out: &std::path::Path, json: bool) -> Result<()> {
             .collect::<Vec<_>>()
             .join("\n"),
         out.display(),
-        r.results.iter().map(|x| x.file.as_str()).collect::<Vec<_>>().join(", ")
+        r.results
+            .iter()
+            .map(|x| x.file.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     if json {
         eprintln!("{text}");

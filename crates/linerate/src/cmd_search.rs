@@ -28,7 +28,9 @@ fn path(a: &SearchArgs) -> Result<Path> {
         };
         let ns = |n: &Option<String>| -> Result<String> {
             match n {
-                Some(n) if !linerate_host::netns::exists(n) => bail!("network namespace {n} does not exist"),
+                Some(n) if !linerate_host::netns::exists(n) => {
+                    bail!("network namespace {n} does not exist")
+                }
                 Some(n) => Ok(n.clone()),
                 // The trial enters a namespace for each side: ours.
                 None => Ok(format!("/proc/{}/ns/net", std::process::id())),
@@ -44,7 +46,10 @@ fn path(a: &SearchArgs) -> Result<Path> {
             gen_cpu: a.gen_cpu,
         });
     }
-    let name = a.lab.clone().unwrap_or_else(|| topology::DEFAULT_NAME.into());
+    let name = a
+        .lab
+        .clone()
+        .unwrap_or_else(|| topology::DEFAULT_NAME.into());
     if linerate_lab::find(&name)?.is_none() {
         bail!("lab {name} is not up: `linerate lab up --name {name}` first, or give -i/-r/-D");
     }
@@ -75,11 +80,17 @@ pub fn run(a: SearchArgs) -> Result<()> {
         r => Some(linerate_imix::parse_rate("--max-rate", r).map_err(anyhow::Error::msg)?),
     };
     if !(a.seconds > 0.0 && a.seconds <= 3600.0) {
-        bail!("-t: must be more than 0 and at most 3600 seconds, got {}", a.seconds);
+        bail!(
+            "-t: must be more than 0 and at most 3600 seconds, got {}",
+            a.seconds
+        );
     }
     let final_seconds = a.final_seconds.unwrap_or(a.seconds);
     if final_seconds < a.seconds {
-        bail!("--final-seconds: must not be shorter than -t ({})", a.seconds);
+        bail!(
+            "--final-seconds: must not be shorter than -t ({})",
+            a.seconds
+        );
     }
     linerate_host::privilege::require_root("linerate search")?;
     let path = path(&a)?;
@@ -92,7 +103,10 @@ pub fn run(a: SearchArgs) -> Result<()> {
             let r = dut.run(None, a.seconds.min(2.0))?;
             let m = measure::offered(&r) as f64 / r.offered.seconds.max(1e-9);
             if !a.json {
-                println!("- Maximum rate (the generator, unpaced) = {} Kpps", equilibrium::kpps(m));
+                println!(
+                    "- Maximum rate (the generator, unpaced) = {} Kpps",
+                    equilibrium::kpps(m)
+                );
             }
             m
         }
@@ -113,7 +127,10 @@ pub fn run(a: SearchArgs) -> Result<()> {
             );
         }
         if !json && a.method == SearchMethod::Equilibrium {
-            println!("- Measured forwarding rate = {} Kpps", equilibrium::kpps(t.measurement.forwarding_pps()));
+            println!(
+                "- Measured forwarding rate = {} Kpps",
+                equilibrium::kpps(t.measurement.forwarding_pps())
+            );
         }
     });
     let result = match a.method {
@@ -137,7 +154,14 @@ pub fn run(a: SearchArgs) -> Result<()> {
                     println!("- Offering load = {} Kpps", equilibrium::kpps(i.load_pps));
                     println!("- Step = {} Kpps", equilibrium::kpps(i.step_pps));
                     if let Some(t) = i.trend {
-                        println!("- Trend = {}", if t == equilibrium::Trend::Increasing { "increasing" } else { "decreasing" });
+                        println!(
+                            "- Trend = {}",
+                            if t == equilibrium::Trend::Increasing {
+                                "increasing"
+                            } else {
+                                "decreasing"
+                            }
+                        );
                     }
                 }
             })?;
@@ -161,10 +185,16 @@ pub fn run(a: SearchArgs) -> Result<()> {
                         "RFC 2544 throughput (zero loss) = {} Kpps{}",
                         equilibrium::kpps(t),
                         o.generator_ceiling_pps
-                            .map(|c| format!(" (the generator could offer no more than {} Kpps)", equilibrium::kpps(c)))
+                            .map(|c| format!(
+                                " (the generator could offer no more than {} Kpps)",
+                                equilibrium::kpps(c)
+                            ))
                             .unwrap_or_default()
                     ),
-                    None => println!("RFC 2544 throughput: none, frames were lost even at {} Kpps", equilibrium::kpps(cfg.min_pps)),
+                    None => println!(
+                        "RFC 2544 throughput: none, frames were lost even at {} Kpps",
+                        equilibrium::kpps(cfg.min_pps)
+                    ),
                 }
             }
             json!(o)
@@ -184,9 +214,14 @@ pub fn run(a: SearchArgs) -> Result<()> {
                             g.name.to_uppercase(),
                             g.loss_ratio,
                             equilibrium::kpps(l),
-                            g.upper_pps.map(|u| format!("{} Kpps", equilibrium::kpps(u))).unwrap_or("none: met at the maximum".into())
+                            g.upper_pps
+                                .map(|u| format!("{} Kpps", equilibrium::kpps(u)))
+                                .unwrap_or("none: met at the maximum".into())
                         ),
-                        None => println!("{}: not met even at the minimum load", g.name.to_uppercase()),
+                        None => println!(
+                            "{}: not met even at the minimum load",
+                            g.name.to_uppercase()
+                        ),
                     }
                 }
             }

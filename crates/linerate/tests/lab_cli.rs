@@ -309,20 +309,6 @@ fn traffic_through_the_kernel_dut_and_xdp_detaches_on_exit() {
 }
 
 #[test]
-fn lab_run_measures_the_kernel_and_removes_its_lab() {
-    let _down = Down("lrt-run");
-    let out = ok(&["lab", "run", "--name", "lrt-run", "-t", "2", "--json"]);
-    let r: Value = serde_json::from_str(&out).unwrap();
-    let sent = r["offered"]["sent_packets"].as_u64().unwrap();
-    let got = r["received_packets"].as_u64().unwrap();
-    assert!(
-        sent > 0 && got > 0 && got <= sent,
-        "sent {sent}, received {got}"
-    );
-    assert!(!netns_list().contains("lrt-run"));
-}
-
-#[test]
 fn not_root_is_a_one_line_error() {
     // runuser (util-linux) drops to an unprivileged user, who may not be
     // able to reach the build directory (say, under /root): run a copy.

@@ -245,17 +245,3 @@ fn route_forwards_refuses_doubles_and_leaves_the_kernel_forwarding() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("detached"));
     assert!(dut_xdp().is_empty());
 }
-
-#[test]
-fn lab_run_measures_linerate() {
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let name = "lrt-run-lr";
-    let o = linerate(&[
-        "lab", "run", "--name", name, "--dut", "linerate", "-t", "1", "--json",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(r["received_packets"].as_u64().unwrap() > 0, "{r}");
-    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&ns.stdout).contains(name));
-}

@@ -33,13 +33,19 @@ impl Config {
 
     fn check(&self) -> Result<()> {
         if !(self.link_rate_pps >= 4.0 && self.link_rate_pps.is_finite()) {
-            bail!("link rate: must be at least 4 pps, got {}", self.link_rate_pps);
+            bail!(
+                "link rate: must be at least 4 pps, got {}",
+                self.link_rate_pps
+            );
         }
         if !(self.tolerance > 0.0 && self.tolerance < 1.0) {
             bail!("tolerance: must be in (0, 1), got {}", self.tolerance);
         }
-        if !(self.trial_seconds > 0.0) {
-            bail!("trial seconds: must be positive, got {}", self.trial_seconds);
+        if self.trial_seconds.is_nan() || self.trial_seconds <= 0.0 {
+            bail!(
+                "trial seconds: must be positive, got {}",
+                self.trial_seconds
+            );
         }
         Ok(())
     }

@@ -67,14 +67,22 @@ impl Config {
 
     fn check(&self) -> Result<()> {
         if !(self.max_pps.is_finite() && self.min_pps > 0.0 && self.min_pps < self.max_pps) {
-            bail!("rates: need 0 < min ({}) < max ({})", self.min_pps, self.max_pps);
+            bail!(
+                "rates: need 0 < min ({}) < max ({})",
+                self.min_pps,
+                self.max_pps
+            );
         }
         if self.goals.is_empty() {
             bail!("goals: at least one loss ratio is needed");
         }
         for g in &self.goals {
             if !(0.0..1.0).contains(&g.loss_ratio) {
-                bail!("goal {}: loss ratio must be in [0, 1), got {}", g.name, g.loss_ratio);
+                bail!(
+                    "goal {}: loss ratio must be in [0, 1), got {}",
+                    g.name,
+                    g.loss_ratio
+                );
             }
         }
         if !(self.width > 0.0 && self.width < 0.5) {
@@ -193,15 +201,33 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
 
     // Initial phase: the maximum rate, then what the DUT forwarded there
     // (MRR), both short. They seed the hints of the first phase.
-    let m = run(&mut records, &mut ceiling, trials, "initial max".into(), cfg.max_pps, cfg.initial_seconds)?;
+    let m = run(
+        &mut records,
+        &mut ceiling,
+        trials,
+        "initial max".into(),
+        cfg.max_pps,
+        cfg.initial_seconds,
+    )?;
     if m.valid && m.loss_ratio() > 0.0 {
         let mrr = m.forwarding_pps().clamp(cfg.min_pps, cfg.max_pps);
-        run(&mut records, &mut ceiling, trials, "initial mrr".into(), mrr, cfg.initial_seconds)?;
+        run(
+            &mut records,
+            &mut ceiling,
+            trials,
+            "initial mrr".into(),
+            mrr,
+            cfg.initial_seconds,
+        )?;
     }
 
     let phases = cfg.phases();
     for (k, &(seconds, width)) in phases.iter().enumerate() {
-        let previous = if k == 0 { cfg.initial_seconds } else { phases[k - 1].0 };
+        let previous = if k == 0 {
+            cfg.initial_seconds
+        } else {
+            phases[k - 1].0
+        };
         for goal in &cfg.goals {
             let mut expansion = 0;
             loop {

@@ -75,7 +75,10 @@ fn equilibrium_restarts_from_the_forwarded_rate_when_far_too_high() {
     let out = equilibrium::search(&mut dut, &cfg, &mut trials, |_| {}).unwrap();
     // Second trial at what the DUT forwarded in the first (BSDRP's rule).
     assert_eq!(trials.list[1].measurement.requested_pps, 100_000.0);
-    assert!((out.estimate_pps - 100_000.0).abs() <= 0.02 * 100_000.0, "{out:?}");
+    assert!(
+        (out.estimate_pps - 100_000.0).abs() <= 0.02 * 100_000.0,
+        "{out:?}"
+    );
 }
 
 fn within(x: f64, truth: f64, rel: f64) -> bool {
@@ -163,14 +166,25 @@ fn the_generator_ceiling_is_not_dut_loss() {
     let out = binary::search(&mut mk(), &binary::Config::new(8e6), &mut trials).unwrap();
     let c = out.generator_ceiling_pps.unwrap();
     assert!(within(c, 3e6, 0.001));
-    assert!(out.upper_pps.is_none(), "a generator shortfall counted as loss: {out:?}");
+    assert!(
+        out.upper_pps.is_none(),
+        "a generator shortfall counted as loss: {out:?}"
+    );
     assert!(within(out.throughput_pps.unwrap(), 3e6, 0.005));
     for t in &trials.list {
-        assert_eq!(t.measurement.valid, t.measurement.requested_pps <= 3e6 * 1.01);
+        assert_eq!(
+            t.measurement.valid,
+            t.measurement.requested_pps <= 3e6 * 1.01
+        );
         assert_eq!(t.loss_ratio, 0.0);
     }
 
-    let out = mlr::search(&mut mk(), &mlr::Config::ndr_pdr(8e6, 0.005), &mut Trials::new(|_| {})).unwrap();
+    let out = mlr::search(
+        &mut mk(),
+        &mlr::Config::ndr_pdr(8e6, 0.005),
+        &mut Trials::new(|_| {}),
+    )
+    .unwrap();
     assert!(out.generator_ceiling_pps.is_some());
     for g in &out.goals {
         assert!(g.upper_pps.is_none(), "{g:?}");
@@ -178,7 +192,13 @@ fn the_generator_ceiling_is_not_dut_loss() {
     }
 
     let mut trials = Trials::new(|_| {});
-    let out = equilibrium::search(&mut mk(), &equilibrium::Config::new(8e6), &mut trials, |_| {}).unwrap();
+    let out = equilibrium::search(
+        &mut mk(),
+        &equilibrium::Config::new(8e6),
+        &mut trials,
+        |_| {},
+    )
+    .unwrap();
     assert!(out.generator_limited);
     assert!(trials.list.iter().any(|t| !t.measurement.valid));
 }
@@ -186,10 +206,20 @@ fn the_generator_ceiling_is_not_dut_loss() {
 #[test]
 fn a_dut_that_loses_everything_has_no_throughput() {
     let mut dut = SimDut::ideal(1e6).with_knee(0.0, 0.5);
-    let out = binary::search(&mut dut, &binary::Config::new(1e6), &mut Trials::new(|_| {})).unwrap();
+    let out = binary::search(
+        &mut dut,
+        &binary::Config::new(1e6),
+        &mut Trials::new(|_| {}),
+    )
+    .unwrap();
     assert_eq!(out.throughput_pps, None);
     let mut dut = SimDut::ideal(1e6).with_knee(0.0, 0.5);
-    let out = mlr::search(&mut dut, &mlr::Config::ndr_pdr(1e6, 0.005), &mut Trials::new(|_| {})).unwrap();
+    let out = mlr::search(
+        &mut dut,
+        &mlr::Config::ndr_pdr(1e6, 0.005),
+        &mut Trials::new(|_| {}),
+    )
+    .unwrap();
     assert_eq!(out.goals[0].lower_pps, None);
 }
 
@@ -221,7 +251,9 @@ fn mlrsearch_costs_fewer_trial_seconds_than_binary_search() {
             let r = linerate_search::cost::compare(cap, noise, i as u64, &cfg).unwrap();
             assert!(r.mlr_seconds < r.binary_seconds, "{r:?}");
             // And finds what the binary searches find, within the width.
-            let close = |a: Option<f64>, b: Option<f64>| within(a.unwrap(), b.unwrap(), 2.0 * cfg.width + 2.0 * noise);
+            let close = |a: Option<f64>, b: Option<f64>| {
+                within(a.unwrap(), b.unwrap(), 2.0 * cfg.width + 2.0 * noise)
+            };
             assert!(close(r.mlr_ndr_pps, r.binary_ndr_pps), "{r:?}");
             assert!(close(r.mlr_pdr_pps, r.binary_pdr_pps), "{r:?}");
         }

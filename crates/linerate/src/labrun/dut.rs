@@ -16,9 +16,16 @@ pub fn preflight(def: &DutDef) -> std::result::Result<(), String> {
     if let Some(rules) = &def.nft {
         cmd::require_tool("nft").map_err(|e| e.to_string())?;
         let f = ruleset_file(rules).map_err(|e| e.to_string())?;
+        let path = f.path().display().to_string();
         // -c: parse and check against the kernel, commit nothing.
-        cmd::run("nft", &["-c", "-f", &f.path().display().to_string()])
-            .map_err(|e| format!("nft ruleset: {e}"))?;
+        cmd::run("nft", &["-c", "-f", &path]).map_err(|e| {
+            // nft's own message, with the ruleset's line and column.
+            let msg = e.to_string();
+            let msg = msg
+                .rsplit_once(&format!("{path}:"))
+                .map_or(msg.as_str(), |m| m.1);
+            format!("nft ruleset: line {}", msg.trim())
+        })?;
     }
     for k in def.sysctl.keys() {
         let path = format!("/proc/sys/{}", k.replace('.', "/"));
@@ -57,7 +64,9 @@ impl RunningDut {
             router: None,
         };
         for (k, v) in &def.sysctl {
-            let old = cmd::in_netns(netns, "sysctl", &["-n", k])?.trim().to_string();
+            let old = cmd::in_netns(netns, "sysctl", &["-n", k])?
+                .trim()
+                .to_string();
             cmd::in_netns(netns, "sysctl", &["-qw", &format!("{k}={v}")])?;
             dut.restore.push((k.clone(), old));
         }
@@ -110,7 +119,10 @@ impl Drop for RunningDut {
 
 /// linerate's fast path on both DUT interfaces, from a thread that lives in
 /// the DUT's namespace, until told to stop.
-fn start_linerate(netns: &str, interfaces: [&str; 2]) -> Result<(JoinHandle<Result<()>>, Arc<AtomicBool>)> {
+fn start_linerate(
+    netns: &str,
+    interfaces: [&str; 2],
+) -> Result<(JoinHandle<Result<()>>, Arc<AtomicBool>)> {
     let stop = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(AtomicBool::new(false));
     let (ns, ifs) = (netns.to_string(), interfaces.map(String::from).to_vec());

@@ -50,8 +50,12 @@ impl<'a> LabTrials<'a> {
     /// One trial at `rate_pps` (None: as fast as the generator goes).
     pub fn run(&mut self, rate_pps: Option<f64>, seconds: f64) -> Result<TrialResult> {
         let p = &self.path;
-        let mut args =
-            crate::cli::GenArgs::for_lab(&p.gen_iface, &self.profile.len, self.profile.family == Family::Ipv6, seconds);
+        let mut args = crate::cli::GenArgs::for_lab(
+            &p.gen_iface,
+            &self.profile.len,
+            self.profile.family == Family::Ipv6,
+            seconds,
+        );
         args.src_mac = Some(p.src_mac.clone());
         args.dst_mac = p.dst_mac.clone();
         args.src = self.profile.src.clone();
@@ -66,8 +70,15 @@ impl<'a> LabTrials<'a> {
             gen,
         };
         self.log.push_str(&match rate_pps {
-            Some(r) => format!("# trial {}: -R {:.0} pps for {seconds} s\n", self.results.len() + 1, r),
-            None => format!("# trial {}: unpaced for {seconds} s\n", self.results.len() + 1),
+            Some(r) => format!(
+                "# trial {}: -R {:.0} pps for {seconds} s\n",
+                self.results.len() + 1,
+                r
+            ),
+            None => format!(
+                "# trial {}: unpaced for {seconds} s\n",
+                self.results.len() + 1
+            ),
         });
         let log = &mut self.log;
         let r = run_trial(&trial, self.stop, |pk, b, us| {

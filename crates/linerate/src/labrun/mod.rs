@@ -26,11 +26,22 @@ pub trait Progress {
     fn note(&mut self, line: &str);
 }
 
-pub fn run(sc: &Scenario, out: &std::path::Path, stop: &AtomicBool, progress: &mut dyn Progress) -> Result<Results> {
-    // Everything that can be refused is refused before the lab exists.
+/// Everything that can be refused is refused before the lab exists: the
+/// DUT configurations can be set up, the output directory is free.
+pub fn preflight(sc: &Scenario, out: &std::path::Path) -> Result<()> {
     for (name, def) in &sc.duts {
-        dut::preflight(def).map_err(|why| anyhow::anyhow!("{}: DUT {name}: {why}", sc.source))?;
+        dut::preflight(def).map_err(|why| anyhow::anyhow!("{}: {why}", sc.dut_origin(name)))?;
     }
+    report::check_dir(out)
+}
+
+pub fn run(
+    sc: &Scenario,
+    out: &std::path::Path,
+    stop: &AtomicBool,
+    progress: &mut dyn Progress,
+) -> Result<Results> {
+    preflight(sc, out)?;
     report::prepare_dir(out)?;
     let mut spec = LabSpec::new(&sc.lab_name);
     if let Some(c) = sc.dut_cpu {
@@ -103,14 +114,22 @@ pub fn run(sc: &Scenario, out: &std::path::Path, stop: &AtomicBool, progress: &m
         }
     }
     let removed = lab.down()?;
-    progress.note(&format!("lab {} removed ({})", sc.lab_name, removed.join(", ")));
+    progress.note(&format!(
+        "lab {} removed ({})",
+        sc.lab_name,
+        removed.join(", ")
+    ));
     results.finish();
     report::write_all(out, &results)?;
     Ok(results)
 }
 
 /// One run's value: the forwarding rate under overload, or a search's result.
-fn measure_one(sc: &Scenario, trials: &mut LabTrials, progress: &mut dyn Progress) -> Result<RunRecord> {
+fn measure_one(
+    sc: &Scenario,
+    trials: &mut LabTrials,
+    progress: &mut dyn Progress,
+) -> Result<RunRecord> {
     if sc.method == Method::Overload {
         let r = trials.run(None, sc.seconds)?;
         return Ok(RunRecord::overload(&r));
@@ -121,7 +140,10 @@ fn measure_one(sc: &Scenario, trials: &mut LabTrials, progress: &mut dyn Progres
             // "auto": the generator's unpaced rate into this DUT.
             let r = trials.run(None, sc.seconds.min(2.0))?;
             let built = measure::offered(&r) as f64 / r.offered.seconds.max(1e-9);
-            progress.note(&format!("  max rate: {:.3} Mpps (the generator, unpaced)", built / 1e6));
+            progress.note(&format!(
+                "  max rate: {:.3} Mpps (the generator, unpaced)",
+                built / 1e6
+            ));
             built
         }
     };
@@ -154,7 +176,10 @@ fn measure_one(sc: &Scenario, trials: &mut LabTrials, progress: &mut dyn Progres
             cfg.intermediate_phases = if sc.final_seconds > sc.seconds { 2 } else { 0 };
             let o = mlr::search(trials, &cfg, &mut log)?;
             let i = if sc.method == Method::Ndr { 0 } else { 1 };
-            (o.goals[i].lower_pps.unwrap_or(0.0), serde_json::to_value(&o)?)
+            (
+                o.goals[i].lower_pps.unwrap_or(0.0),
+                serde_json::to_value(&o)?,
+            )
         }
     };
     Ok(RunRecord::search(value, detail, log.list, &trials.results))

@@ -63,7 +63,10 @@ where
     let n = r.duts.len();
     let profiles: Vec<&str> = r.profiles.iter().map(|p| p.0.as_str()).collect();
     let mut c = ChartBuilder::on(area)
-        .caption(format!("{}: {}", r.scenario, method_short(r)), ("sans-serif", 22))
+        .caption(
+            format!("{}: {}", r.scenario, method_short(r)),
+            ("sans-serif", 22),
+        )
         .margin(16)
         .x_label_area_size(40)
         .y_label_area_size(60)
@@ -89,7 +92,11 @@ where
     for (pi, profile) in profiles.iter().enumerate() {
         let colour = COLOURS[pi % COLOURS.len()];
         // Series side by side within each DUT's slot.
-        let offset = if k > 1.0 { (pi as f64 - (k - 1.0) / 2.0) * 0.5 / k } else { 0.0 };
+        let offset = if k > 1.0 {
+            (pi as f64 - (k - 1.0) / 2.0) * 0.5 / k
+        } else {
+            0.0
+        };
         let points: Vec<(f64, f64, f64, f64)> = r
             .results
             .iter()
@@ -106,7 +113,11 @@ where
         .label(*profile)
         .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], colour.filled()));
         c.draw_series(points.iter().map(|&(x, _, mid, _)| {
-            Text::new(format!("{mid:.2}"), (x + 0.04, mid), ("sans-serif", 14).into_font())
+            Text::new(
+                format!("{mid:.2}"),
+                (x + 0.04, mid),
+                ("sans-serif", 14).into_font(),
+            )
         }))
         .map_err(e)?;
     }

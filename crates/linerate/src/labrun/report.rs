@@ -56,7 +56,12 @@ impl RunRecord {
         }
     }
 
-    pub fn search(value: f64, detail: serde_json::Value, trials: Vec<Trial>, _all: &[TrialResult]) -> Self {
+    pub fn search(
+        value: f64,
+        detail: serde_json::Value,
+        trials: Vec<Trial>,
+        _all: &[TrialResult],
+    ) -> Self {
         RunRecord {
             value_pps: value,
             invalid_trials: trials.iter().filter(|t| !t.measurement.valid).count(),
@@ -172,8 +177,11 @@ impl Results {
         for (pname, profile) in &self.profiles {
             let mut sets = Vec::new();
             for dut in &self.duts {
-                let runs: Vec<&RunRecord> =
-                    self.runs.iter().filter(|r| &r.dut == dut && &r.profile == pname).collect();
+                let runs: Vec<&RunRecord> = self
+                    .runs
+                    .iter()
+                    .filter(|r| &r.dut == dut && &r.profile == pname)
+                    .collect();
                 if runs.is_empty() {
                     continue;
                 }
@@ -220,7 +228,8 @@ impl Results {
             }
             if sets.iter().all(|(_, d)| d.n() >= 3) {
                 let only: Vec<Dataset> = sets.into_iter().map(|s| s.1).collect();
-                self.ministat.push((pname.clone(), text(&only, &Options::default())));
+                self.ministat
+                    .push((pname.clone(), text(&only, &Options::default())));
             }
         }
     }
@@ -230,28 +239,37 @@ pub fn raw_name(dut: &str, profile: &str) -> String {
     format!("{dut}.{profile}.pps")
 }
 
-/// Makes the output directory, refusing one that holds another run.
-pub fn prepare_dir(out: &Path) -> Result<()> {
+/// Refuses an output directory that holds another run.
+pub fn check_dir(out: &Path) -> Result<()> {
     if out.join("results.json").exists() {
         anyhow::bail!(
             "--out {}: holds the results of another run (results.json); pick a new directory",
             out.display()
         );
     }
-    std::fs::create_dir_all(out.join("logs")).with_context(|| format!("--out {}", out.display()))?;
+    Ok(())
+}
+
+/// Makes the output directory.
+pub fn prepare_dir(out: &Path) -> Result<()> {
+    check_dir(out)?;
+    std::fs::create_dir_all(out.join("logs"))
+        .with_context(|| format!("--out {}", out.display()))?;
     Ok(())
 }
 
 /// The per-second lines of one run; returns the path relative to `out`.
 pub fn write_log(out: &Path, dut: &str, profile: &str, repeat: u32, log: &str) -> Result<String> {
     let rel = format!("logs/{dut}.{profile}.{repeat}.log");
-    std::fs::write(out.join(&rel), log).with_context(|| format!("writing {}", out.join(&rel).display()))?;
+    std::fs::write(out.join(&rel), log)
+        .with_context(|| format!("writing {}", out.join(&rel).display()))?;
     Ok(rel)
 }
 
 pub fn write_all(out: &Path, r: &Results) -> Result<()> {
     let w = |name: &str, data: &[u8]| {
-        std::fs::write(out.join(name), data).with_context(|| format!("writing {}", out.join(name).display()))
+        std::fs::write(out.join(name), data)
+            .with_context(|| format!("writing {}", out.join(name).display()))
     };
     for s in &r.results {
         let lines: String = r
@@ -296,12 +314,21 @@ pub fn medians_table(r: &Results) -> String {
             .find(|c| c.dut == x.dut && c.profile == x.profile)
             .map(|c| {
                 if c.proven {
-                    format!("{:+.2}% ± {:.2}% ({:.2}x medians)", c.difference_percent, c.ci_percent, c.median_ratio)
+                    format!(
+                        "{:+.2}% ± {:.2}% ({:.2}x medians)",
+                        c.difference_percent, c.ci_percent, c.median_ratio
+                    )
                 } else {
                     format!("no difference proven ({:.2}x medians)", c.median_ratio)
                 }
             })
-            .unwrap_or_else(|| if r.duts.first() == Some(&x.dut) { "baseline".into() } else { "-".into() });
+            .unwrap_or_else(|| {
+                if r.duts.first() == Some(&x.dut) {
+                    "baseline".into()
+                } else {
+                    "-".into()
+                }
+            });
         s.push_str(&format!(
             "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2} | {:.2} | {} |\n",
             x.dut,
@@ -354,14 +381,24 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
         s.push_str(&format!("\n## ministat, {profile}\n\n```\n{text}```\n"));
     }
     if r.ministat.is_empty() {
-        s.push_str("\nNo ministat comparison: it needs at least 3 runs of at least 2 configurations.\n");
+        s.push_str(
+            "\nNo ministat comparison: it needs at least 3 runs of at least 2 configurations.\n",
+        );
     }
     match plot_error {
-        None => s.push_str("\n## Plot\n\n![median with min-max per configuration](plot.svg)\n\n(also plot.png)\n"),
+        None => s.push_str(
+            "\n## Plot\n\n![median with min-max per configuration](plot.svg)\n\n(also plot.png)\n",
+        ),
         Some(e) => s.push_str(&format!("\nNo plot: {e:#}\n")),
     }
     s.push_str("\n## Files\n\nRaw values (pps, one run a line, for `linerate ministat`): ");
-    s.push_str(&r.results.iter().map(|x| format!("`{}`", x.file)).collect::<Vec<_>>().join(", "));
+    s.push_str(
+        &r.results
+            .iter()
+            .map(|x| format!("`{}`", x.file))
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
     s.push_str(". Per-second receiver lines: `logs/`. Everything: `results.json`.\n");
     s
 }

@@ -168,7 +168,12 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
     }
 }
 
-pub const BUILTIN_DUTS: &[&str] = &["linux", "linux-nft-stateless", "linux-conntrack", "linerate"];
+pub const BUILTIN_DUTS: &[&str] = &[
+    "linux",
+    "linux-nft-stateless",
+    "linux-conntrack",
+    "linerate",
+];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -234,6 +239,9 @@ pub struct Scenario {
     defined_duts: BTreeMap<String, DutDef>,
     #[serde(skip)]
     defined_profiles: BTreeMap<String, Profile>,
+    /// Line of each [dut.NAME] table, for errors found later.
+    #[serde(skip)]
+    dut_lines: BTreeMap<String, usize>,
 }
 
 /// Command-line overrides of a scenario.
@@ -247,7 +255,13 @@ pub struct Overrides {
 }
 
 /// "FILE:LINE: FIELD: REASON".
-fn at(source: &str, text: &str, span: Range<usize>, field: &str, why: impl std::fmt::Display) -> anyhow::Error {
+fn at(
+    source: &str,
+    text: &str,
+    span: Range<usize>,
+    field: &str,
+    why: impl std::fmt::Display,
+) -> anyhow::Error {
     if span.start == 0 && span.end == 0 {
         return anyhow!("{source}: {field}: {why}");
     }
@@ -271,7 +285,12 @@ impl Scenario {
         let f: File = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()
-                .map(|s| format!(":{}", text[..s.start.min(text.len())].matches('\n').count() + 1))
+                .map(|s| {
+                    format!(
+                        ":{}",
+                        text[..s.start.min(text.len())].matches('\n').count() + 1
+                    )
+                })
                 .unwrap_or_default();
             anyhow!("{source}{line}: {}", e.message().trim_end())
         })?;
@@ -280,12 +299,20 @@ impl Scenario {
         let repeat = f.repeat.as_ref().map(|r| *r.get_ref()).unwrap_or(5);
         if !(1..=1000).contains(&repeat) {
             let span = f.repeat.as_ref().map(|r| r.span()).unwrap_or(0..0);
-            return Err(err(span, "repeat", format!("must be 1 to 1000, got {repeat}")));
+            return Err(err(
+                span,
+                "repeat",
+                format!("must be 1 to 1000, got {repeat}"),
+            ));
         }
 
         let mut duts = Vec::new();
         if f.duts.get_ref().is_empty() {
-            return Err(err(f.duts.span(), "duts", "at least one DUT configuration is needed".into()));
+            return Err(err(
+                f.duts.span(),
+                "duts",
+                "at least one DUT configuration is needed".into(),
+            ));
         }
         for d in f.duts.get_ref() {
             let name = d.get_ref();
@@ -308,13 +335,18 @@ impl Scenario {
             duts.push((name.clone(), def));
         }
         for (name, def) in &f.dut {
-            check_dut(name, def.get_ref()).map_err(|why| err(def.span(), &format!("dut.{name}"), why))?;
+            check_dut(name, def.get_ref())
+                .map_err(|why| err(def.span(), &format!("dut.{name}"), why))?;
         }
 
         let mut profiles = Vec::new();
         let listed: Vec<Spanned<String>> = match &f.profiles {
             Some(p) if p.get_ref().is_empty() => {
-                return Err(err(p.span(), "profiles", "at least one traffic profile is needed".into()))
+                return Err(err(
+                    p.span(),
+                    "profiles",
+                    "at least one traffic profile is needed".into(),
+                ))
             }
             Some(p) => p.get_ref().clone(),
             None => vec![Spanned::new(0..0, "ipv4-60".to_string())],
@@ -322,7 +354,11 @@ impl Scenario {
         for p in &listed {
             let name = p.get_ref();
             if profiles.iter().any(|(n, _): &(String, Profile)| n == name) {
-                return Err(err(p.span(), "profiles", format!("{name:?} is listed twice")));
+                return Err(err(
+                    p.span(),
+                    "profiles",
+                    format!("{name:?} is listed twice"),
+                ));
             }
             let def = match f.profile.get(name) {
                 Some(def) => def.get_ref().clone(),
@@ -340,14 +376,19 @@ impl Scenario {
             profiles.push((name.clone(), def));
         }
         for (name, def) in &f.profile {
-            check_profile(def.get_ref()).map_err(|why| err(def.span(), &format!("profile.{name}"), why))?;
+            check_profile(def.get_ref())
+                .map_err(|why| err(def.span(), &format!("profile.{name}"), why))?;
         }
 
         let m = &f.measure;
         let positive = |v: &Spanned<f64>, field: &str| -> Result<f64> {
             let x = *v.get_ref();
             if !(x > 0.0 && x <= 3600.0) {
-                return Err(err(v.span(), field, format!("must be more than 0 and at most 3600 seconds, got {x}")));
+                return Err(err(
+                    v.span(),
+                    field,
+                    format!("must be more than 0 and at most 3600 seconds, got {x}"),
+                ));
             }
             Ok(x)
         };
@@ -358,12 +399,20 @@ impl Scenario {
         };
         if final_seconds < seconds {
             let span = m.final_seconds.as_ref().unwrap().span();
-            return Err(err(span, "measure.final_seconds", format!("must not be shorter than measure.seconds ({seconds})")));
+            return Err(err(
+                span,
+                "measure.final_seconds",
+                format!("must not be shorter than measure.seconds ({seconds})"),
+            ));
         }
         let fraction = |v: &Spanned<f64>, field: &str, hi: f64| -> Result<f64> {
             let x = *v.get_ref();
             if !(x > 0.0 && x < hi) {
-                return Err(err(v.span(), field, format!("must be more than 0 and less than {hi}, got {x}")));
+                return Err(err(
+                    v.span(),
+                    field,
+                    format!("must be more than 0 and less than {hi}, got {x}"),
+                ));
             }
             Ok(x)
         };
@@ -379,8 +428,17 @@ impl Scenario {
             ),
         };
         if m.method == Method::Overload && (m.final_seconds.is_some() || m.max_rate.is_some()) {
-            let span = m.final_seconds.as_ref().map(|v| v.span()).or(m.max_rate.as_ref().map(|v| v.span())).unwrap();
-            return Err(err(span, "measure", "final_seconds and max_rate are for searches, not for method = \"overload\"".into()));
+            let span = m
+                .final_seconds
+                .as_ref()
+                .map(|v| v.span())
+                .or(m.max_rate.as_ref().map(|v| v.span()))
+                .unwrap();
+            return Err(err(
+                span,
+                "measure",
+                "final_seconds and max_rate are for searches, not for method = \"overload\"".into(),
+            ));
         }
 
         let lab = &f.lab;
@@ -389,7 +447,8 @@ impl Scenario {
         if let Some(c) = lab.dut_cpu {
             spec.dut_cpu = c;
         }
-        spec.validate().map_err(|e| anyhow!("{source}: lab: {}", e.to_string().replace("--", "")))?;
+        spec.validate()
+            .map_err(|e| anyhow!("{source}: lab: {}", e.to_string().replace("--", "")))?;
         let gen_cpu = lab.gen_cpu.unwrap_or(0);
         let cpus = linerate_host::cpu::online();
         if gen_cpu >= cpus {
@@ -398,7 +457,12 @@ impl Scenario {
 
         Ok(Scenario {
             source: source.to_string(),
-            name: f.name.unwrap_or_else(|| duts.iter().map(|d| d.0.as_str()).collect::<Vec<_>>().join(" vs ")),
+            name: f.name.unwrap_or_else(|| {
+                duts.iter()
+                    .map(|d| d.0.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" vs ")
+            }),
             repeat,
             duts,
             profiles,
@@ -412,19 +476,48 @@ impl Scenario {
             lab_name,
             gen_cpu,
             dut_cpu: lab.dut_cpu,
-            defined_duts: f.dut.into_iter().map(|(k, v)| (k, v.into_inner())).collect(),
-            defined_profiles: f.profile.into_iter().map(|(k, v)| (k, v.into_inner())).collect(),
+            dut_lines: f
+                .dut
+                .iter()
+                .map(|(k, v)| (k.clone(), text[..v.span().start].matches('\n').count() + 1))
+                .collect(),
+            defined_duts: f
+                .dut
+                .into_iter()
+                .map(|(k, v)| (k, v.into_inner()))
+                .collect(),
+            defined_profiles: f
+                .profile
+                .into_iter()
+                .map(|(k, v)| (k, v.into_inner()))
+                .collect(),
         })
+    }
+
+    /// Where DUT configuration `name` is defined, for error messages:
+    /// "FILE:LINE: dut.NAME" or "FILE: DUT NAME" for a built-in one.
+    pub fn dut_origin(&self, name: &str) -> String {
+        match self.dut_lines.get(name) {
+            Some(line) => format!("{}:{line}: dut.{name}", self.source),
+            None => format!("{}: DUT {name}", self.source),
+        }
     }
 
     pub fn method_words(&self) -> String {
         match self.method {
             Method::Overload => format!("forwarding rate under overload, {} s a run", self.seconds),
             Method::Equilibrium => format!("equilibrium throughput, {} s trials", self.seconds),
-            Method::Rfc2544 => format!("RFC 2544 throughput, {} s trials, {} s final", self.seconds, self.final_seconds),
+            Method::Rfc2544 => format!(
+                "RFC 2544 throughput, {} s trials, {} s final",
+                self.seconds, self.final_seconds
+            ),
             Method::Ndr | Method::Pdr => format!(
                 "MLRsearch {}, {} s to {} s trials",
-                if self.method == Method::Ndr { "NDR" } else { "PDR" },
+                if self.method == Method::Ndr {
+                    "NDR"
+                } else {
+                    "PDR"
+                },
                 self.seconds,
                 self.final_seconds
             ),
@@ -449,10 +542,22 @@ impl Scenario {
             self.seconds = t;
         }
         if let Some(names) = o.duts {
-            self.duts = resolve("--duts", &names, &self.defined_duts, builtin_dut, BUILTIN_DUTS)?;
+            self.duts = resolve(
+                "--duts",
+                &names,
+                &self.defined_duts,
+                builtin_dut,
+                BUILTIN_DUTS,
+            )?;
         }
         if let Some(names) = o.profiles {
-            self.profiles = resolve("--profiles", &names, &self.defined_profiles, builtin_profile, BUILTIN_PROFILES)?;
+            self.profiles = resolve(
+                "--profiles",
+                &names,
+                &self.defined_profiles,
+                builtin_profile,
+                BUILTIN_PROFILES,
+            )?;
         }
         if let Some(n) = o.lab_name {
             linerate_lab::LabSpec::new(&n).validate()?;
@@ -477,21 +582,36 @@ fn resolve<T: Clone>(
         if out.iter().any(|(m, _)| m == n) {
             bail!("{option}: {n:?} is listed twice");
         }
-        let def = defined.get(n).cloned().or_else(|| builtin(n)).ok_or_else(|| {
-            anyhow!("{option}: unknown name {n:?} (built-in: {}; others need a scenario file)", builtins.join(", "))
-        })?;
+        let def = defined
+            .get(n)
+            .cloned()
+            .or_else(|| builtin(n))
+            .ok_or_else(|| {
+                anyhow!(
+                    "{option}: unknown name {n:?} (built-in: {}; others need a scenario file)",
+                    builtins.join(", ")
+                )
+            })?;
         out.push((n.clone(), def));
     }
     Ok(out)
 }
 
 fn check_dut(name: &str, d: &DutDef) -> std::result::Result<(), String> {
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-        return Err(format!("the name {name:?} may hold only letters, digits, '-', '_' and '.' (it names files)"));
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(format!(
+            "the name {name:?} may hold only letters, digits, '-', '_' and '.' (it names files)"
+        ));
     }
-    for (k, _) in &d.sysctl {
+    for k in d.sysctl.keys() {
         if !k.starts_with("net.") {
-            return Err(format!("sysctl {k:?}: only net.* settings are per namespace"));
+            return Err(format!(
+                "sysctl {k:?}: only net.* settings are per namespace"
+            ));
         }
     }
     Ok(())
@@ -499,14 +619,150 @@ fn check_dut(name: &str, d: &DutDef) -> std::result::Result<(), String> {
 
 fn check_profile(p: &Profile) -> std::result::Result<(), String> {
     let v6 = p.family == Family::Ipv6;
-    linerate_traffic::sizes::SizeMix::parse(&p.len, v6).map_err(|e| format!("len: {e}"))?;
+    linerate_traffic::sizes::SizeMix::parse(&p.len, v6)
+        .map_err(|e| format!("len: {}", e.to_string().trim_start_matches("-l: ")))?;
     for (what, r) in [("src", &p.src), ("dst", &p.dst)] {
         if let Some(r) = r {
-            let e = linerate_traffic::flows::parse(what, r, 2000).map_err(|e| format!("{what}: {e}"))?;
+            let e = linerate_traffic::flows::parse(what, r, 2000)
+                .map_err(|e| format!("{what}: {e}"))?;
             if e.is_ipv6() != v6 {
-                return Err(format!("{what}: {r} is not {}", if v6 { "IPv6" } else { "IPv4" }));
+                return Err(format!(
+                    "{what}: {r} is not {}",
+                    if v6 { "IPv6" } else { "IPv4" }
+                ));
             }
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        Scenario::parse("s.toml", text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_builtin_scenario_is_linux_against_linerate() {
+        let s = Scenario::builtin();
+        assert_eq!(
+            s.duts.iter().map(|d| d.0.as_str()).collect::<Vec<_>>(),
+            ["linux", "linerate"]
+        );
+        assert_eq!(s.profiles[0].0, "ipv4-60");
+        assert_eq!((s.repeat, s.seconds, s.method), (5, 5.0, Method::Overload));
+    }
+
+    #[test]
+    fn a_full_scenario_with_its_own_dut_and_profile() {
+        let s = Scenario::parse(
+            "s.toml",
+            r#"
+repeat = 3
+duts = ["linux", "tuned", "linux-conntrack"]
+profiles = ["ipv6-62", "small"]
+[measure]
+method = "ndr"
+seconds = 1
+final_seconds = 4
+max_rate = "2M"
+[dut.tuned]
+forwarder = "linux"
+sysctl = { "net.core.netdev_budget" = "600" }
+[profile.small]
+family = "ipv4"
+len = "64,128"
+dst = "198.19.10.1:2000-198.19.10.10"
+"#,
+        )
+        .unwrap();
+        assert_eq!(s.duts[1].1.sysctl["net.core.netdev_budget"], "600");
+        assert!(s.duts[2].1.nft.as_deref().unwrap().contains("ct state"));
+        assert_eq!(s.profiles[1].1.len, "64,128");
+        assert_eq!((s.final_seconds, s.max_rate_pps), (4.0, Some(2e6)));
+    }
+
+    #[test]
+    fn errors_name_the_file_the_line_and_the_field() {
+        let e = err("duts = [\"linux\"]\nrepaet = 3\n");
+        assert!(e.starts_with("s.toml:2: ") && e.contains("repaet"), "{e}");
+        let e = err("duts = [\"linux\"]\nrepeat = 0\n");
+        assert_eq!(e, "s.toml:2: repeat: must be 1 to 1000, got 0");
+        let e = err("repeat = 2\nduts = [\"linux\", \"bsd\"]\n");
+        assert!(
+            e.starts_with("s.toml:2: duts: unknown DUT configuration \"bsd\""),
+            "{e}"
+        );
+        let e = err("duts = [\"linux\"]\n[measure]\nseconds = \"five\"\n");
+        assert!(e.starts_with("s.toml:3: "), "{e}");
+        let e = err("duts = [\"linux\"]\n[measure]\nmethod = \"fastest\"\n");
+        assert!(e.starts_with("s.toml:3: ") && e.contains("fastest"), "{e}");
+        let e = err(
+            "duts = [\"linux\"]\n[measure]\nseconds = 2\nfinal_seconds = 1\nmethod = \"rfc2544\"\n",
+        );
+        assert!(
+            e.starts_with("s.toml:4: measure.final_seconds: must not be shorter"),
+            "{e}"
+        );
+        let e = err("duts = [\"linux\"]\n[measure]\nmax_rate = \"3M\"\n");
+        assert!(
+            e.starts_with("s.toml:3: measure: final_seconds and max_rate are for searches"),
+            "{e}"
+        );
+        let e = err("duts = [\"linux\"]\nprofiles = [\"p\"]\n[profile.p]\nfamily = \"ipv6\"\nlen = \"20\"\n");
+        // A table's errors point at its header.
+        assert!(
+            e.starts_with("s.toml:3: profile.p: len: frame length 20"),
+            "{e}"
+        );
+        let e = err("duts = [\"linux\"]\nprofiles = [\"p\"]\n[profile.p]\nfamily = \"ipv6\"\nlen = \"62\"\nsrc = \"10.0.0.1\"\n");
+        assert!(e.contains("profile.p: src: 10.0.0.1 is not IPv6"), "{e}");
+        let e = err("duts = [\"t\"]\n[dut.t]\nforwarder = \"linux\"\nsysctl = { \"kernel.pid_max\" = \"1\" }\n");
+        assert!(
+            e.starts_with("s.toml:2: dut.t: sysctl \"kernel.pid_max\": only net.*"),
+            "{e}"
+        );
+        let e = err("duts = [\"linux\", \"linux\"]\n");
+        assert!(
+            e.starts_with("s.toml:1: duts: \"linux\" is listed twice"),
+            "{e}"
+        );
+        let e = err("duts = []\n");
+        assert!(e.starts_with("s.toml:1: duts: at least one"), "{e}");
+        let e = err("duts = [\"linux\"]\n[lab]\nname = \"a b\"\n");
+        assert!(e.starts_with("s.toml: lab: name"), "{e}");
+    }
+
+    #[test]
+    fn overrides_are_checked_and_name_the_option() {
+        let mut s = Scenario::builtin();
+        let e = s.apply(Overrides {
+            duts: Some(vec!["linux".into(), "nope".into()]),
+            ..Default::default()
+        });
+        assert!(e
+            .unwrap_err()
+            .to_string()
+            .starts_with("--duts: unknown name \"nope\""));
+        let e = s.apply(Overrides {
+            repeat: Some(0),
+            ..Default::default()
+        });
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "--repeat: must be 1 to 1000, got 0"
+        );
+        s.apply(Overrides {
+            seconds: Some(1.5),
+            profiles: Some(vec!["imix".into(), "ipv6-62".into()]),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            (s.seconds, s.final_seconds, s.profiles.len()),
+            (1.5, 1.5, 2)
+        );
+    }
 }

@@ -1,0 +1,262 @@
+//! `linerate lab run` and `linerate search` end to end, with short trials:
+//! the output directory holds what the report says, the raw files give
+//! ministat's own comparison, bad scenarios are refused before any lab
+//! exists, and no lab is left. Needs root.
+use serde_json::Value;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+
+/// Runs push traffic through labs: one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn linerate(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("run linerate")
+}
+
+fn netns_list() -> String {
+    let o = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8(o.stdout).unwrap()
+}
+
+struct Down(&'static str);
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = linerate(&["lab", "down", "--name", self.0]);
+    }
+}
+
+#[test]
+fn lab_run_writes_raw_files_report_plots_and_removes_its_lab() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-runner";
+    let _down = Down(name);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("res");
+    let o = linerate(&[
+        "lab",
+        "run",
+        "--name",
+        name,
+        "--repeat",
+        "3",
+        "-t",
+        "1",
+        "--duts",
+        "linux,linux-nft-stateless",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(!netns_list().contains(name), "the lab was left behind");
+
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let results = r["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for (x, dut) in results.iter().zip(["linux", "linux-nft-stateless"]) {
+        assert_eq!(x["dut"], dut);
+        assert_eq!(x["profile"], "ipv4-60");
+        let runs: Vec<f64> = x["runs_mpps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(runs.len(), 3);
+        assert!(runs.iter().all(|&v| v > 0.01), "{runs:?}");
+        // The raw file holds the same runs, in pps, one a line.
+        let raw = std::fs::read_to_string(out.join(format!("{dut}.ipv4-60.pps"))).unwrap();
+        let pps: Vec<f64> = raw.lines().map(|l| l.parse().unwrap()).collect();
+        assert_eq!(pps.iter().map(|p| p / 1e6).collect::<Vec<_>>(), runs);
+        let mut sorted = runs.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(x["median_mpps"].as_f64().unwrap(), sorted[1]);
+    }
+    let c = &r["comparisons"][0];
+    assert_eq!(
+        (c["dut"].as_str(), c["baseline"].as_str()),
+        (Some("linux-nft-stateless"), Some("linux"))
+    );
+    assert!(
+        c["difference_percent"].is_f64() && c["ci_percent"].is_f64() && c["proven"].is_boolean()
+    );
+
+    // Every run was against an overloaded kernel: offered more than forwarded.
+    for run in r["runs"].as_array().unwrap() {
+        assert!(
+            run["offered_pps"].as_f64() > run["received_pps"].as_f64(),
+            "{run}"
+        );
+        let log = std::fs::read_to_string(out.join(run["log"].as_str().unwrap())).unwrap();
+        assert!(
+            log.contains(" Kpps (") && log.contains("# offered "),
+            "{log}"
+        );
+    }
+
+    // ministat on the raw files prints what the report shows.
+    let m = linerate(&[
+        "ministat",
+        out.join("linux.ipv4-60.pps").to_str().unwrap(),
+        out.join("linux-nft-stateless.ipv4-60.pps")
+            .to_str()
+            .unwrap(),
+    ]);
+    let ministat = String::from_utf8(m.stdout).unwrap();
+    let body = |s: &str| s.lines().skip(2).map(str::to_string).collect::<Vec<_>>();
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let shown = report.split("```\n").nth(1).unwrap();
+    assert_eq!(
+        body(shown),
+        body(&ministat),
+        "report:\n{shown}\nministat:\n{ministat}"
+    );
+    assert!(stderr.contains("Student's t") || stderr.contains("No difference proven"));
+
+    let png = std::fs::read(out.join("plot.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    let svg = std::fs::read_to_string(out.join("plot.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.contains("linux-nft-stateless") && svg.contains("ipv4-60"));
+
+    // The same directory again: refused, nothing overwritten.
+    let again = linerate(&[
+        "lab",
+        "run",
+        "--name",
+        name,
+        "-t",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("holds the results of another run"));
+}
+
+#[test]
+fn linerate_and_conntrack_duts_forward_and_a_single_run_has_no_comparison() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-runner2";
+    let _down = Down(name);
+    let dir = tempfile::tempdir().unwrap();
+    let o = linerate(&[
+        "lab",
+        "run",
+        "--name",
+        name,
+        "--repeat",
+        "1",
+        "-t",
+        "1",
+        "--duts",
+        "linux-conntrack,linerate",
+        "--profiles",
+        "ipv6-62",
+        "--out",
+        dir.path().join("r").to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for x in r["results"].as_array().unwrap() {
+        assert!(x["median_mpps"].as_f64().unwrap() > 0.01, "{x}");
+    }
+    assert_eq!(r["comparisons"].as_array().unwrap().len(), 0);
+    let report = std::fs::read_to_string(dir.path().join("r/report.md")).unwrap();
+    assert!(report.contains("No ministat comparison"));
+    assert!(!netns_list().contains(name));
+}
+
+#[test]
+fn bad_scenarios_are_refused_before_any_lab_exists() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("duts = [\"linux\"]\nrepeats = 3\n", ":2: unknown field `repeats`"),
+        ("duts = [\"linux\", \"vpp\"]\n", ":1: duts: unknown DUT configuration \"vpp\""),
+        (
+            "duts = [\"broken\"]\n[dut.broken]\nforwarder = \"linux\"\nnft = \"table inet x { chain y { nonsense } }\"\n",
+            ":2: dut.broken: nft ruleset: line 1:",
+        ),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("s{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let name = format!("lrt-bad{i}");
+        let o = linerate(&[
+            "lab",
+            "run",
+            path.to_str().unwrap(),
+            "--name",
+            &name,
+            "--out",
+            dir.path().join(format!("o{i}")).to_str().unwrap(),
+        ]);
+        let e = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success());
+        assert!(e.contains(&format!("s{i}.toml{want}")), "{e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(!netns_list().contains(&name));
+        assert!(
+            !dir.path().join(format!("o{i}")).exists(),
+            "output made for a bad scenario"
+        );
+    }
+}
+
+#[test]
+fn equilibrium_search_through_a_lab() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-search";
+    let _down = Down(name);
+    assert!(linerate(&["lab", "up", "--name", name]).status.success());
+    let o = linerate(&[
+        "search",
+        "--method",
+        "equilibrium",
+        "--lab",
+        name,
+        "-t",
+        "0.5",
+        "--tolerance",
+        "0.1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let max = r["max_rate_pps"].as_f64().unwrap();
+    let est = r["result"]["estimate_pps"].as_f64().unwrap();
+    let trials = r["trials"].as_array().unwrap();
+    assert!(trials.len() >= 2, "{r}");
+    assert!(est > 0.0 && est <= max, "{r}");
+    // The estimate is the last trial's forwarding rate.
+    let last = trials.last().unwrap();
+    let fwd = last["received"].as_f64().unwrap() / last["seconds"].as_f64().unwrap();
+    assert!((fwd - est).abs() < 1.0, "{fwd} vs {est}");
+    // Loads follow BSDRP's rule: the first is half the maximum.
+    assert!((trials[0]["requested_pps"].as_f64().unwrap() - max / 2.0).abs() < 1.0);
+
+    // Text mode ends with BSDRP's line.
+    let o = linerate(&[
+        "search",
+        "--method",
+        "equilibrium",
+        "--lab",
+        name,
+        "-t",
+        "0.5",
+        "--tolerance",
+        "0.2",
+        "--max-rate",
+        "1M",
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.lines().any(
+            |l| l.starts_with("Estimated Equilibrium Ethernet throughput= ")
+                && l.ends_with(" Kpps)")
+        ),
+        "{text}"
+    );
+}
