@@ -5,7 +5,8 @@
 set -euo pipefail
 
 PACKAGES=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config make gcc
-          iproute2 ethtool iputils-ping procps util-linux linux-libc-dev)
+          iproute2 ethtool iputils-ping procps util-linux linux-libc-dev
+          nftables fonts-dejavu-core)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup: run as root (apt-get, network namespaces and BPF need it)" >&2

@@ -135,6 +135,30 @@ pub enum BenchCmd {
     /// The router program per packet (BPF_PROG_RUN), with 1 route and a
     /// full table, against bpf_fib_lookup with the same routes in the kernel.
     Fastpath(BenchFastpathArgs),
+    /// The searches' cost on simulated DUTs: MLRsearch (NDR and PDR in one
+    /// search) against two plain binary searches, same goals, same width.
+    Search(BenchSearchArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchSearchArgs {
+    /// Final relative width of both searches.
+    #[arg(long, default_value_t = 0.005)]
+    pub width: f64,
+    /// Final (full-length) trial seconds; every binary-search trial is one.
+    #[arg(long, default_value_t = 30.0)]
+    pub final_seconds: f64,
+    /// MLRsearch's first-phase trial seconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub initial_seconds: f64,
+    /// PDR's loss ratio.
+    #[arg(long, default_value_t = 0.005)]
+    pub loss_ratio: f64,
+    /// Simulated DUTs per noise level.
+    #[arg(long, default_value_t = 20)]
+    pub duts: usize,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -9,7 +9,55 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Gen(a) => gen(a),
         BenchCmd::Fib(a) => crate::cmd_fib::bench(a),
         BenchCmd::Fastpath(a) => fastpath(a),
+        BenchCmd::Search(a) => search(a),
     }
+}
+
+/// Trial-seconds of MLRsearch against binary search on simulated DUTs of
+/// capacities spread over 0.1-10 Mpps (log scale), without and with noise.
+fn search(a: crate::cli::BenchSearchArgs) -> Result<()> {
+    use linerate_search::{cost, mlr};
+    if a.duts == 0 {
+        bail!("--duts: at least 1");
+    }
+    let mut cfg = mlr::Config::ndr_pdr(1.0, a.loss_ratio);
+    cfg.width = a.width;
+    cfg.initial_seconds = a.initial_seconds;
+    cfg.final_seconds = a.final_seconds;
+    let mut rows = Vec::new();
+    for noise in [0.0, 0.002, 0.01] {
+        for i in 0..a.duts {
+            let cap = 1e5 * 100f64.powf(i as f64 / a.duts.max(2).saturating_sub(1) as f64);
+            rows.push(cost::compare(cap, noise, i as u64, &cfg)?);
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "MLRsearch (NDR + PDR {}) vs two binary searches, width {}, final trials {} s, MLRsearch from {} s",
+        a.loss_ratio, a.width, a.final_seconds, a.initial_seconds
+    );
+    println!("noise   DUTs  MLR trials  MLR s (median)  binary trials  binary s (median)  saving (median, min-max)");
+    for noise in [0.0, 0.002, 0.01] {
+        let r: Vec<&cost::Row> = rows.iter().filter(|r| r.noise == noise).collect();
+        let med = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            let n = v.len();
+            (if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }, v[0], v[n - 1])
+        };
+        let mt = med(r.iter().map(|x| x.mlr_trials as f64).collect());
+        let ms = med(r.iter().map(|x| x.mlr_seconds).collect());
+        let bt = med(r.iter().map(|x| x.binary_trials as f64).collect());
+        let bs = med(r.iter().map(|x| x.binary_seconds).collect());
+        let sv = med(r.iter().map(|x| x.saving).collect());
+        println!(
+            "{:<6.3} {:>5} {:>11.0} {:>15.0} {:>14.0} {:>18.0}  {:.2}x ({:.2}-{:.2})",
+            noise, r.len(), mt.0, ms.0, bt.0, bs.0, sv.0, sv.1, sv.2
+        );
+    }
+    Ok(())
 }
 
 fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
