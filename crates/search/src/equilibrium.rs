@@ -146,12 +146,19 @@ pub fn search(
             if peak {
                 step /= 2.0;
             }
-            load -= step;
             // A first load far above the DUT's rate would take the next one
             // to zero: start again from what the DUT forwarded (BSDRP).
             if trend.is_none() && last < step {
                 step = last / 2.0;
                 load = last;
+            } else {
+                // BSDRP stops with an error when a DUT that fails at every
+                // load takes the offered load to zero; halving the step
+                // instead keeps searching downwards.
+                while load - step < load * cfg.tolerance && step > load * cfg.tolerance {
+                    step /= 2.0;
+                }
+                load -= step;
             }
             trend = Some(Trend::Decreasing);
         }

@@ -259,3 +259,18 @@ fn mlrsearch_costs_fewer_trial_seconds_than_binary_search() {
         }
     }
 }
+
+#[test]
+fn equilibrium_keeps_searching_down_where_bsdrp_would_reach_zero() {
+    // Loses more than 1% above 0.2 Mpps, but forwards more than the step
+    // at the first load: the second failure would take BSDRP's load to 0
+    // (2000 - 1000 - 1000 Kpps).
+    let mut dut = SimDut::ideal(2.0e6).with_knee(0.0, 0.1);
+    let cfg = equilibrium::Config::new(4.0e6);
+    let mut trials = Trials::new(|_| {});
+    let out = equilibrium::search(&mut dut, &cfg, &mut trials, |_| {}).unwrap();
+    assert!(trials.list.iter().all(|t| t.measurement.requested_pps > 0.0));
+    // Converges where received >= offered * 0.99 stops holding.
+    let knee = dut.true_throughput(0.01);
+    assert!(within(out.estimate_pps, knee, 0.03), "{out:?} vs {knee}");
+}
