@@ -116,4 +116,16 @@ struct recv_latency {
 	__u64 hist[RECV_LAT_BUCKETS];
 };
 
+/* Next-hop watch (lab_recv_watch only): stamped frames by destination
+ * MAC, so that a test can see which next hop the DUT sent each frame to,
+ * and when (by the generator's transmit stamp). */
+#define RECV_WATCH 4
+struct recv_watch {
+	__u8 mac[6];       /* written by the reader; all-zero: unused */
+	__u16 _pad;
+	__u32 first_tx;    /* lowest transmit stamp seen (low 32 bits of ns) */
+	__u32 last_tx;     /* highest */
+	__u64 packets;     /* 0: first_tx and last_tx not set yet */
+};
+
 #endif

@@ -103,6 +103,19 @@ pub struct RecvLatency {
     pub hist: [u64; RECV_LAT_BUCKETS],
 }
 
+/// bpf/include/lab_maps.h `struct recv_watch`.
+pub const RECV_WATCH: u32 = 4;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecvWatch {
+    pub mac: [u8; 6],
+    pub _pad: u16,
+    pub first_tx: u32,
+    pub last_tx: u32,
+    pub packets: u64,
+}
+
 impl Default for RecvLatency {
     fn default() -> Self {
         // SAFETY: plain old data, all-zero is a valid value.
@@ -137,6 +150,7 @@ unsafe impl Pod for GenState {}
 unsafe impl Pod for RecvCounters {}
 unsafe impl Pod for RecvStream {}
 unsafe impl Pod for RecvLatency {}
+unsafe impl Pod for RecvWatch {}
 unsafe impl Pod for u32 {}
 unsafe impl Pod for u64 {}
 
@@ -218,6 +232,12 @@ mod tests {
             "recv_latency",
             RecvLatency,
             [count, sum_ns, min_ns, max_ns, hist]
+        );
+        check_layout!(
+            objects::RECV,
+            "recv_watch",
+            RecvWatch,
+            [mac, _pad, first_tx, last_tx, packets]
         );
     }
 }

@@ -138,6 +138,26 @@ pub enum BenchCmd {
     /// The searches' cost on simulated DUTs: MLRsearch (NDR and PDR in one
     /// search) against two plain binary searches, same goals, same width.
     Search(BenchSearchArgs),
+    /// How fast linerate follows `ip route` / `ip neigh` changes under
+    /// traffic, and that it never uses a removed next hop after that.
+    RouteChange(BenchRouteChangeArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchRouteChangeArgs {
+    /// Changes to make (route and neighbour changes alternate).
+    #[arg(long, default_value_t = 20)]
+    pub changes: usize,
+    /// Seconds between changes.
+    #[arg(long, default_value_t = 0.5)]
+    pub interval: f64,
+    /// Offered rate, pps.
+    #[arg(short = 'R', long, default_value_t = 200_000)]
+    pub rate: u64,
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -10,7 +10,53 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Fib(a) => crate::cmd_fib::bench(a),
         BenchCmd::Fastpath(a) => fastpath(a),
         BenchCmd::Search(a) => search(a),
+        BenchCmd::RouteChange(a) => route_change(a),
     }
+}
+
+fn route_change(a: crate::cli::BenchRouteChangeArgs) -> Result<()> {
+    use crate::route_change::{run, Options};
+    linerate_host::privilege::require_root("linerate bench route-change")?;
+    if a.changes == 0 || !(a.interval >= 0.05 && a.interval <= 60.0) || a.rate == 0 {
+        bail!("--changes at least 1, --interval 0.05 to 60 s, -R at least 1 pps");
+    }
+    let json = a.json;
+    let r = run(
+        &Options {
+            changes: a.changes,
+            interval: std::time::Duration::from_secs_f64(a.interval),
+            rate_pps: a.rate,
+            gen_cpu: a.gen_cpu,
+        },
+        crate::stop::flag(),
+        |c| {
+            if !json {
+                println!(
+                    "{:<5} {:>9.1} us to the new next hop ({:>5} frames to the old one, {:>7} to the new; ip took {:.0} us){}",
+                    c.kind,
+                    c.delay_us,
+                    c.old_packets,
+                    c.new_packets,
+                    c.ip_us,
+                    if c.late_old_us > 0.0 { format!(", old next hop used {:.1} us after the switch", c.late_old_us) } else { String::new() }
+                );
+            }
+        },
+    )?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "route changes: median {:.1} us, worst {:.1} us ({} changes); neighbour changes: median {:.1} us, worst {:.1} us ({})",
+            r.route_delay_us.median, r.route_delay_us.worst, r.route_delay_us.n,
+            r.neigh_delay_us.median, r.neigh_delay_us.worst, r.neigh_delay_us.n
+        );
+        println!(
+            "old next hop used after the switch: worst {:.1} us; {} frames received, {} lost, at {} pps",
+            r.worst_late_old_us, r.received, r.lost, r.rate_pps
+        );
+    }
+    Ok(())
 }
 
 /// Trial-seconds of MLRsearch against binary search on simulated DUTs of
@@ -45,7 +91,15 @@ fn search(a: crate::cli::BenchSearchArgs) -> Result<()> {
         let med = |mut v: Vec<f64>| {
             v.sort_by(f64::total_cmp);
             let n = v.len();
-            (if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }, v[0], v[n - 1])
+            (
+                if n % 2 == 1 {
+                    v[n / 2]
+                } else {
+                    (v[n / 2 - 1] + v[n / 2]) / 2.0
+                },
+                v[0],
+                v[n - 1],
+            )
         };
         let mt = med(r.iter().map(|x| x.mlr_trials as f64).collect());
         let ms = med(r.iter().map(|x| x.mlr_seconds).collect());
@@ -54,7 +108,15 @@ fn search(a: crate::cli::BenchSearchArgs) -> Result<()> {
         let sv = med(r.iter().map(|x| x.saving).collect());
         println!(
             "{:<6.3} {:>5} {:>11.0} {:>15.0} {:>14.0} {:>18.0}  {:.2}x ({:.2}-{:.2})",
-            noise, r.len(), mt.0, ms.0, bt.0, bs.0, sv.0, sv.1, sv.2
+            noise,
+            r.len(),
+            mt.0,
+            ms.0,
+            bt.0,
+            bs.0,
+            sv.0,
+            sv.1,
+            sv.2
         );
     }
     Ok(())

@@ -11,6 +11,7 @@ mod cmd_route;
 mod cmd_search;
 mod cmd_traffic;
 mod labrun;
+mod route_change;
 mod stop;
 
 use clap::Parser;

@@ -245,3 +245,35 @@ fn route_forwards_refuses_doubles_and_leaves_the_kernel_forwarding() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("detached"));
     assert!(dut_xdp().is_empty());
 }
+
+#[test]
+fn route_and_neighbour_changes_are_followed_and_the_old_next_hop_is_not_used_after() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let o = linerate(&[
+        "bench",
+        "route-change",
+        "--changes",
+        "6",
+        "--interval",
+        "0.3",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let changes = r["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 6, "{r}");
+    for c in changes {
+        // Traffic moved to the new next hop well within the interval...
+        assert!(c["new_packets"].as_u64().unwrap() > 1000, "{c}");
+        assert!(c["delay_us"].as_f64().unwrap() < 100_000.0, "{c}");
+        // ...and nothing went to the old one once it had.
+        assert_eq!(c["late_old_us"].as_f64().unwrap(), 0.0, "{c}");
+    }
+    assert_eq!(r["route_delay_us"]["n"], 3);
+    assert_eq!(r["neigh_delay_us"]["n"], 3);
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ns.stdout).contains("lrchg"),
+        "the lab was left behind"
+    );
+}

@@ -87,6 +87,24 @@ pub fn dump_all() -> Result<Vec<RouteNetlinkMessage>> {
     Ok(all)
 }
 
+/// What a notification is about, for callers that only time them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topic {
+    Route,
+    Neighbour,
+    Other,
+}
+
+pub fn topic(m: &RouteNetlinkMessage) -> Topic {
+    match m {
+        RouteNetlinkMessage::NewRoute(_) | RouteNetlinkMessage::DelRoute(_) => Topic::Route,
+        RouteNetlinkMessage::NewNeighbour(_) | RouteNetlinkMessage::DelNeighbour(_) => {
+            Topic::Neighbour
+        }
+        _ => Topic::Other,
+    }
+}
+
 /// A socket that receives the kernel's change notifications. Open it
 /// before the dump so that nothing changes unseen in between.
 pub struct Monitor {

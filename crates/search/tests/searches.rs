@@ -269,7 +269,10 @@ fn equilibrium_keeps_searching_down_where_bsdrp_would_reach_zero() {
     let cfg = equilibrium::Config::new(4.0e6);
     let mut trials = Trials::new(|_| {});
     let out = equilibrium::search(&mut dut, &cfg, &mut trials, |_| {}).unwrap();
-    assert!(trials.list.iter().all(|t| t.measurement.requested_pps > 0.0));
+    assert!(trials
+        .list
+        .iter()
+        .all(|t| t.measurement.requested_pps > 0.0));
     // Converges where received >= offered * 0.99 stops holding.
     let knee = dut.true_throughput(0.01);
     assert!(within(out.estimate_pps, knee, 0.03), "{out:?} vs {knee}");

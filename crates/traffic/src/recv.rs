@@ -2,7 +2,9 @@
 //! one-way latency from the generator's stamps.
 use crate::latency::{self, Latency};
 use anyhow::Result;
-use linerate_bpf::layout::{RecvCounters, RecvLatency, RecvStream, RECV_STREAMS};
+use linerate_bpf::layout::{
+    RecvCounters, RecvLatency, RecvStream, RecvWatch, RECV_STREAMS, RECV_WATCH,
+};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::{maps, objects};
 use linerate_host::netns::NetnsGuard;
@@ -17,10 +19,43 @@ pub struct Receiver {
 impl Receiver {
     /// Attaches to `ifname`, in namespace `netns` if given.
     pub fn attach(ifname: &str, netns: Option<&str>, mode: XdpMode) -> Result<Self> {
+        Self::attach_program("lab_recv", ifname, netns, mode, &[])
+    }
+
+    /// Like [`Receiver::attach`], and also tells apart stamped frames sent
+    /// to each of `macs` (at most 4): which next hop the DUT chose, and
+    /// when the generator sent them (see [`Receiver::watched`]).
+    pub fn attach_watching(
+        ifname: &str,
+        netns: Option<&str>,
+        mode: XdpMode,
+        macs: &[[u8; 6]],
+    ) -> Result<Self> {
+        if macs.len() > RECV_WATCH as usize {
+            anyhow::bail!("the receiver watches at most {RECV_WATCH} MACs");
+        }
+        Self::attach_program("lab_recv_watch", ifname, netns, mode, macs)
+    }
+
+    fn attach_program(
+        prog: &str,
+        ifname: &str,
+        netns: Option<&str>,
+        mode: XdpMode,
+        macs: &[[u8; 6]],
+    ) -> Result<Self> {
         let obj = loader::load(objects::RECV, "receiver")?;
+        let n = libbpf_rs::num_possible_cpus()?;
+        for (i, mac) in macs.iter().enumerate() {
+            let w = RecvWatch {
+                mac: *mac,
+                ..Default::default()
+            };
+            maps::write_percpu_each(&loader::map(&obj, "recv_watch")?, i as u32, &vec![w; n])?;
+        }
         let attachment = {
             let _in = netns.map(NetnsGuard::enter).transpose()?;
-            XdpAttachment::attach(&loader::prog(&obj, "lab_recv")?, ifname, mode)?
+            XdpAttachment::attach(&loader::prog(&obj, prog)?, ifname, mode)?
         };
         Ok(Receiver {
             _attachment: Some(attachment),
@@ -82,12 +117,50 @@ impl Receiver {
         Ok(out)
     }
 
+    /// Per watched MAC (in the order given): stamped frames and the span of
+    /// their transmit stamps since the last call, which starts a new
+    /// window (the counts restart from zero).
+    pub fn watched(&self, macs: usize) -> Result<Vec<Watched>> {
+        let map = loader::map(&self.obj, "recv_watch")?;
+        let mut out = Vec::new();
+        for i in 0..macs.min(RECV_WATCH as usize) {
+            let per_cpu: Vec<RecvWatch> = maps::read_percpu(&map, i as u32)?;
+            let mut w = Watched::default();
+            for c in per_cpu.iter().filter(|c| c.packets > 0) {
+                if w.packets == 0 || (c.first_tx.wrapping_sub(w.first_tx) as i32) < 0 {
+                    w.first_tx = c.first_tx;
+                }
+                if w.packets == 0 || (c.last_tx.wrapping_sub(w.last_tx) as i32) > 0 {
+                    w.last_tx = c.last_tx;
+                }
+                w.packets += c.packets;
+            }
+            let mac = per_cpu.first().map(|c| c.mac).unwrap_or_default();
+            let fresh = RecvWatch {
+                mac,
+                ..Default::default()
+            };
+            maps::write_percpu_each(&map, i as u32, &vec![fresh; per_cpu.len()])?;
+            out.push(w);
+        }
+        Ok(out)
+    }
+
     /// One-way latency over all stamped frames so far.
     pub fn latency(&self) -> Result<Latency> {
         let per_cpu: Vec<RecvLatency> =
             maps::read_percpu(&loader::map(&self.obj, "recv_latency")?, 0)?;
         Ok(latency::summarize(&latency::merge(&per_cpu)))
     }
+}
+
+/// Frames the receiver saw for one watched MAC in a window. The stamps are
+/// the low 32 bits of the generator's CLOCK_MONOTONIC nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Watched {
+    pub packets: u64,
+    pub first_tx: u32,
+    pub last_tx: u32,
 }
 
 /// Loss, duplication and reordering of one stream (one generator CPU).

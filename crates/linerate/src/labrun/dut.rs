@@ -49,7 +49,7 @@ pub struct RunningDut {
     nft: bool,
     /// sysctls to put back: (key, old value).
     restore: Vec<(String, String)>,
-    router: Option<(JoinHandle<Result<()>>, Arc<AtomicBool>)>,
+    router: Option<Forwarding>,
 }
 
 /// How long linerate may take to attach before the run is abandoned.
@@ -76,8 +76,10 @@ impl RunningDut {
             cmd::in_netns(netns, "nft", &["-f", &f.path().display().to_string()])
                 .context("loading the DUT's nftables ruleset")?;
         }
-        if def.forwarder == Forwarder::Linerate {
-            dut.router = Some(start_linerate(netns, interfaces)?);
+        match def.forwarder {
+            Forwarder::Linux => {}
+            Forwarder::Linerate => dut.router = Some(start_linerate(netns, interfaces)?),
+            Forwarder::XdpFibLookup => dut.router = Some(start_xdp_fib_lookup(netns, interfaces)?),
         }
         Ok(dut)
     }
@@ -93,7 +95,7 @@ impl RunningDut {
             match h.join() {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => first_error = Some(e),
-                Err(_) => first_error = Some(anyhow!("the linerate DUT thread panicked")),
+                Err(_) => first_error = Some(anyhow!("the DUT's forwarding thread panicked")),
             }
         }
         if std::mem::take(&mut self.nft) {
@@ -117,27 +119,59 @@ impl Drop for RunningDut {
     }
 }
 
-/// linerate's fast path on both DUT interfaces, from a thread that lives in
-/// the DUT's namespace, until told to stop.
-fn start_linerate(
+type Forwarding = (JoinHandle<Result<()>>, Arc<AtomicBool>);
+
+/// linerate's fast path on both DUT interfaces, until told to stop.
+fn start_linerate(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding> {
+    let ifs = interfaces.map(String::from).to_vec();
+    let ns = netns.to_string();
+    in_dut_namespace(netns, "linerate", move |stop, ready| {
+        linerate_router::run::run(
+            &crate::cmd_route::options(&ifs, "native", Some(&ns)),
+            stop,
+            ready,
+            |_| {},
+        )
+    })
+}
+
+/// The reference: the XDP samples' forwarder (bpf_fib_lookup, then
+/// bpf_redirect) attached to both DUT interfaces, until told to stop.
+fn start_xdp_fib_lookup(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding> {
+    use linerate_bpf::{loader, objects};
+    let ifs = interfaces.map(String::from);
+    in_dut_namespace(netns, "xdp-fib-lookup", move |stop, ready| {
+        let obj = loader::load(objects::REF_FWD, "the xdp-fib-lookup reference")?;
+        let prog = loader::prog(&obj, "ref_fwd")?;
+        let _links = ifs
+            .iter()
+            .map(|i| loader::XdpAttachment::attach(&prog, i, loader::XdpMode::Native))
+            .collect::<Result<Vec<_>>>()?;
+        ready.store(true, Ordering::SeqCst);
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    })
+}
+
+/// Runs `body` on a thread inside the DUT's namespace; returns once it
+/// says it is ready (or fails to start).
+fn in_dut_namespace(
     netns: &str,
-    interfaces: [&str; 2],
-) -> Result<(JoinHandle<Result<()>>, Arc<AtomicBool>)> {
+    what: &'static str,
+    body: impl FnOnce(&AtomicBool, &AtomicBool) -> Result<()> + Send + 'static,
+) -> Result<Forwarding> {
     let stop = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(AtomicBool::new(false));
-    let (ns, ifs) = (netns.to_string(), interfaces.map(String::from).to_vec());
+    let ns = netns.to_string();
     let h = {
         let (stop, ready) = (stop.clone(), ready.clone());
         std::thread::Builder::new()
-            .name("linerate-dut".into())
+            .name(format!("dut-{what}"))
             .spawn(move || -> Result<()> {
                 linerate_host::netns::enter_for_good(&ns)?;
-                linerate_router::run::run(
-                    &crate::cmd_route::options(&ifs, "native", Some(&ns)),
-                    &stop,
-                    &ready,
-                    |_| {},
-                )
+                body(&stop, &ready)
             })?
     };
     let t = Instant::now();
@@ -149,9 +183,142 @@ fn start_linerate(
                 Ok(Ok(())) => "it exited".into(),
                 Err(_) => "it panicked".into(),
             };
-            bail!("the linerate DUT did not start: {why}");
+            bail!("the {what} DUT did not start: {why}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok((h, stop))
+}
+
+/// Generated route tables in the DUT's kernel. Installing a million routes
+/// takes seconds, so the table stays between runs that want the same one
+/// and changes only when the next configuration wants another.
+#[derive(Default)]
+pub struct RouteTables {
+    v4: u32,
+    v6: u32,
+}
+
+/// Routes added by the runner carry this protocol number, so that they go
+/// with one `ip route flush proto` (RFC-less, from the private range).
+const PROTO: &str = "250";
+
+impl RouteTables {
+    /// Brings the DUT's kernel to the table `def` wants; says what changed.
+    pub fn ensure(&mut self, netns: &str, def: &DutDef) -> Result<Option<String>> {
+        use linerate_lab::topology::addr;
+        let want = (def.routes.unwrap_or(0), def.routes6.unwrap_or(0));
+        if want == (self.v4, self.v6) {
+            return Ok(None);
+        }
+        let t = Instant::now();
+        if want.0 != self.v4 {
+            replace(
+                netns,
+                "-4",
+                self.v4 > 0,
+                &ipv4_routes(want.0),
+                addr::RECV_V4,
+            )?;
+            self.v4 = want.0;
+        }
+        if want.1 != self.v6 {
+            replace(
+                netns,
+                "-6",
+                self.v6 > 0,
+                &ipv6_routes(want.1),
+                addr::RECV_V6,
+            )?;
+            self.v6 = want.1;
+        }
+        let count = |family: &str| -> Result<usize> {
+            Ok(
+                cmd::ip(Some(netns), &[family, "route", "show", "proto", PROTO])?
+                    .lines()
+                    .count(),
+            )
+        };
+        Ok(Some(format!(
+            "DUT kernel: {} generated IPv4 and {} IPv6 routes ({:.1} s to change)",
+            count("-4")?,
+            count("-6")?,
+            t.elapsed().as_secs_f64()
+        )))
+    }
+}
+
+fn replace(
+    netns: &str,
+    family: &str,
+    flush: bool,
+    prefixes: &[String],
+    gateway: &str,
+) -> Result<()> {
+    if flush {
+        cmd::ip(Some(netns), &[family, "route", "flush", "proto", PROTO])?;
+    }
+    if prefixes.is_empty() {
+        return Ok(());
+    }
+    let mut f = tempfile::Builder::new()
+        .prefix("linerate-routes")
+        .tempfile()?;
+    {
+        let mut w = std::io::BufWriter::new(&mut f);
+        for p in prefixes {
+            writeln!(
+                w,
+                "route add {p} via {gateway} dev dut1 onlink proto {PROTO}"
+            )?;
+        }
+        w.flush()?;
+    }
+    cmd::ip(
+        Some(netns),
+        &[family, "-batch", &f.path().display().to_string()],
+    )
+    .with_context(|| format!("adding {} generated routes to the DUT", prefixes.len()))?;
+    Ok(())
+}
+
+/// `n` generated IPv4 prefixes, none touching the lab's benchmark range
+/// (198.18.0.0/15), loopback, or multicast and above.
+fn ipv4_routes(n: u32) -> Vec<String> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let lab = (0xC612_0000u32, 15u8); // 198.18.0.0/15
+    let overlaps = |a: u32, l: u8, b: u32, m: u8| {
+        let k = l.min(m);
+        let mask = if k == 0 { 0 } else { u32::MAX << (32 - k) };
+        a & mask == b & mask
+    };
+    linerate_fib::gen::ipv4(n as usize + n as usize / 20 + 16, 1, 2544)
+        .into_iter()
+        .filter(|&(a, l, _)| {
+            let first = a >> 24;
+            (1..224).contains(&first) && first != 127 && !overlaps(a, l, lab.0, lab.1)
+        })
+        .take(n as usize)
+        .map(|(a, l, _)| linerate_fib::dump::show(a, l))
+        .collect()
+}
+
+/// `n` generated IPv6 prefixes, none touching the lab's 2001:2::/48.
+fn ipv6_routes(n: u32) -> Vec<String> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let lab: u128 = 0x2001_0002_0000 << 80;
+    linerate_fib::gen::ipv6(n as usize + n as usize / 20 + 16, 1, 2544)
+        .into_iter()
+        .filter(|&(a, l, _)| {
+            let k = l.min(48) as u32;
+            let mask = if k == 0 { 0 } else { u128::MAX << (128 - k) };
+            a >> 125 == 1 && a & mask != lab & mask
+        })
+        .take(n as usize)
+        .map(|(a, l, _)| linerate_fib::dump::show(a, l))
+        .collect()
 }

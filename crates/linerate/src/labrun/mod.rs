@@ -77,6 +77,7 @@ pub fn run(
     ));
     let total = sc.repeat as usize * sc.duts.len() * sc.profiles.len();
     let mut index = 0;
+    let mut tables = dut::RouteTables::default();
     // Repeats outermost: every configuration runs once per round, so slow
     // drift of the machine (heat, other load) hits all of them alike.
     'rounds: for repeat in 1..=sc.repeat {
@@ -88,6 +89,9 @@ pub fn run(
                 }
                 index += 1;
                 progress.run_start(index, total, dname, pname, repeat);
+                if let Some(note) = tables.ensure(&ns.dut, def)? {
+                    progress.note(&note);
+                }
                 let running = RunningDut::start(def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
                 let mut trials = LabTrials::new(path.clone(), profile.clone(), stop);
                 let measured = measure_one(sc, &mut trials, progress);

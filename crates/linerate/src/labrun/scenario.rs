@@ -126,6 +126,9 @@ pub enum Forwarder {
     Linux,
     /// linerate's XDP fast path on dut0 and dut1, the kernel as slow path.
     Linerate,
+    /// The XDP samples' forwarder (xdp_fwd): bpf_fib_lookup() in the
+    /// kernel's FIB, then bpf_redirect(); the reference linerate must beat.
+    XdpFibLookup,
 }
 
 /// A DUT configuration: who forwards, plus optional nftables ruleset and
@@ -139,6 +142,12 @@ pub struct DutDef {
     pub nft: Option<String>,
     #[serde(default)]
     pub sysctl: BTreeMap<String, String>,
+    /// Generated IPv4 / IPv6 routes (the `fib` generator's Internet-like
+    /// tables) added to the DUT's kernel, via the receiver, for the runs.
+    /// The lab's own prefixes are left out, so traffic still reaches the
+    /// receiver through the lab's routes, in a full-size table.
+    pub routes: Option<u32>,
+    pub routes6: Option<u32>,
 }
 
 /// Built-in DUT configurations (DESIGN.md's table).
@@ -147,6 +156,15 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         forwarder: Forwarder::Linux,
         nft: nft.map(str::to_string),
         sysctl: BTreeMap::new(),
+        routes: None,
+        routes6: None,
+    };
+    let plain = |forwarder, routes| DutDef {
+        forwarder,
+        nft: None,
+        sysctl: BTreeMap::new(),
+        routes,
+        routes6: None,
     };
     match name {
         "linux" => Some(linux(None)),
@@ -159,20 +177,28 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         "linux-conntrack" => Some(linux(Some(
             "table inet linerate {\n  chain forward {\n    type filter hook forward priority 0; policy accept;\n    ct state established,related accept\n    ct state new accept\n  }\n}\n",
         ))),
-        "linerate" => Some(DutDef {
-            forwarder: Forwarder::Linerate,
-            nft: None,
-            sysctl: BTreeMap::new(),
-        }),
+        "linerate" => Some(plain(Forwarder::Linerate, None)),
+        "xdp-fib-lookup" => Some(plain(Forwarder::XdpFibLookup, None)),
+        // The same with a full-size IPv4 table (1M routes) in the kernel.
+        "linux-1m" => Some(plain(Forwarder::Linux, Some(FULL_TABLE))),
+        "xdp-fib-lookup-1m" => Some(plain(Forwarder::XdpFibLookup, Some(FULL_TABLE))),
+        "linerate-1m" => Some(plain(Forwarder::Linerate, Some(FULL_TABLE))),
         _ => None,
     }
 }
+
+/// Routes of a full IPv4 table.
+pub const FULL_TABLE: u32 = 1_000_000;
 
 pub const BUILTIN_DUTS: &[&str] = &[
     "linux",
     "linux-nft-stateless",
     "linux-conntrack",
     "linerate",
+    "xdp-fib-lookup",
+    "linux-1m",
+    "xdp-fib-lookup-1m",
+    "linerate-1m",
 ];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
