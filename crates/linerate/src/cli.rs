@@ -392,6 +392,10 @@ pub struct SearchArgs {
     /// CPU of the generator.
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,
+    /// The receiver: count (frames only, the cheapest) or full (also loss,
+    /// reordering and latency per trial).
+    #[arg(long, value_enum, default_value = "count")]
+    pub receiver: linerate_traffic::measure::ReceiverMode,
     /// Print the result and every trial as JSON.
     #[arg(long)]
     pub json: bool,

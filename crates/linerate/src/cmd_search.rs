@@ -95,7 +95,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
     linerate_host::privilege::require_root("linerate search")?;
     let path = path(&a)?;
     let stop = stop::flag();
-    let mut dut = LabTrials::new(path, profile, stop);
+    let mut dut = LabTrials::new(path, profile, a.receiver, stop);
     // Check the generator's options once before any trial.
     let max = match max_rate {
         Some(m) => m,

@@ -22,6 +22,12 @@ impl Receiver {
         Self::attach_program("lab_recv", ifname, netns, mode, &[])
     }
 
+    /// Like [`Receiver::attach`], counting only: frames, bytes and stamped
+    /// frames, no sequence or latency (about a quarter of the cost).
+    pub fn attach_counting(ifname: &str, netns: Option<&str>, mode: XdpMode) -> Result<Self> {
+        Self::attach_program("lab_recv_count", ifname, netns, mode, &[])
+    }
+
     /// Like [`Receiver::attach`], and also tells apart stamped frames sent
     /// to each of `macs` (at most 4): which next hop the DUT chose, and
     /// when the generator sent them (see [`Receiver::watched`]).

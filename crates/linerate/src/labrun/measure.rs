@@ -5,7 +5,7 @@
 use super::scenario::{Family, Profile};
 use anyhow::Result;
 use linerate_search::Measurement;
-use linerate_traffic::measure::{run_trial, Trial, TrialResult};
+use linerate_traffic::measure::{run_trial, ReceiverMode, Trial, TrialResult};
 use linerate_traffic::units::rate_line;
 use std::sync::atomic::AtomicBool;
 
@@ -34,16 +34,18 @@ pub struct LabTrials<'a> {
     pub log: String,
     /// Every trial's full result.
     pub results: Vec<TrialResult>,
+    pub receiver: ReceiverMode,
 }
 
 impl<'a> LabTrials<'a> {
-    pub fn new(path: Path, profile: Profile, stop: &'a AtomicBool) -> Self {
+    pub fn new(path: Path, profile: Profile, receiver: ReceiverMode, stop: &'a AtomicBool) -> Self {
         LabTrials {
             path,
             profile,
             stop,
             log: String::new(),
             results: Vec::new(),
+            receiver,
         }
     }
 
@@ -68,6 +70,7 @@ impl<'a> LabTrials<'a> {
             recv_netns: p.recv_netns.clone(),
             recv_ifname: p.recv_iface.clone(),
             gen,
+            receiver: self.receiver,
         };
         self.log.push_str(&match rate_pps {
             Some(r) => format!(

@@ -93,7 +93,7 @@ pub fn run(
                     progress.note(&note);
                 }
                 let running = RunningDut::start(def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
-                let mut trials = LabTrials::new(path.clone(), profile.clone(), stop);
+                let mut trials = LabTrials::new(path.clone(), profile.clone(), sc.receiver, stop);
                 let measured = measure_one(sc, &mut trials, progress);
                 running.stop()?;
                 let log = report::write_log(out, dname, pname, repeat, &trials.log)?;

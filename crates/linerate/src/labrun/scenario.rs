@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use toml::Spanned;
 
+pub use linerate_traffic::measure::ReceiverMode;
+
 /// The scenario run when none is given: the kernel against linerate,
 /// IPv4 60-byte frames, 2000 flows, 5 repeats of 5 s under overload.
 pub const DEFAULT: &str = r#"# linerate's built-in scenario: the kernel against linerate.
@@ -76,6 +78,11 @@ pub struct Measure {
     /// PDR's loss ratio.
     #[serde(default = "Measure::default_loss_ratio")]
     pub loss_ratio: Spanned<f64>,
+    /// "count" (default): the receiver counts frames only, at a quarter of
+    /// the per-frame cost of "full" (loss, reordering and latency), which
+    /// matters where its work shares the DUT's core.
+    #[serde(default)]
+    pub receiver: ReceiverMode,
 }
 
 impl Measure {
@@ -106,6 +113,7 @@ impl Default for Measure {
             tolerance: Self::default_tolerance(),
             width: Self::default_width(),
             loss_ratio: Self::default_loss_ratio(),
+            receiver: ReceiverMode::Count,
         }
     }
 }
@@ -256,6 +264,7 @@ pub struct Scenario {
     pub tolerance: f64,
     pub width: f64,
     pub loss_ratio: f64,
+    pub receiver: ReceiverMode,
     pub lab_name: String,
     pub gen_cpu: usize,
     pub dut_cpu: Option<usize>,
@@ -499,6 +508,7 @@ impl Scenario {
             tolerance,
             width,
             loss_ratio,
+            receiver: m.receiver,
             lab_name,
             gen_cpu,
             dut_cpu: lab.dut_cpu,
