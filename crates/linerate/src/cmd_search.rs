@@ -112,9 +112,34 @@ pub fn run(a: SearchArgs) -> Result<()> {
         }
     };
     let json = a.json;
+    // A spinner while a trial runs (on a terminal only); lines go above it.
+    let spinner = if json {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new_spinner()
+    };
+    spinner.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .expect("a valid template"),
+    );
+    spinner.enable_steady_tick(std::time::Duration::from_millis(200));
+    spinner.set_message("first trial");
+    let say = |line: String| {
+        if spinner.is_hidden() {
+            println!("{line}");
+        } else {
+            spinner.println(line);
+        }
+    };
+    let mut so_far = 0.0;
     let mut trials = Trials::new(|t: &Trial| {
+        so_far += t.duration;
+        spinner.set_message(format!(
+            "{} trials, {so_far:.0} trial-seconds so far",
+            t.index
+        ));
         if !json && a.method != SearchMethod::Equilibrium {
-            println!(
+            say(format!(
                 "trial {:>2} {:<14} {:>9} Kpps {:>5} s: offered {:>9} received {:>9} Kpps, loss {:.4}%{}",
                 t.index,
                 t.step,
@@ -124,13 +149,13 @@ pub fn run(a: SearchArgs) -> Result<()> {
                 equilibrium::kpps(t.measurement.forwarding_pps()),
                 t.loss_ratio * 100.0,
                 if t.measurement.valid { "" } else { " INVALID (the generator fell short)" }
-            );
+            ));
         }
         if !json && a.method == SearchMethod::Equilibrium {
-            println!(
+            say(format!(
                 "- Measured forwarding rate = {} Kpps",
                 equilibrium::kpps(t.measurement.forwarding_pps())
-            );
+            ));
         }
     });
     let result = match a.method {
@@ -150,19 +175,17 @@ pub fn run(a: SearchArgs) -> Result<()> {
             }
             let o = equilibrium::search(&mut dut, &cfg, &mut trials, |i| {
                 if !json {
-                    println!("Iteration {}", i.number);
-                    println!("- Offering load = {} Kpps", equilibrium::kpps(i.load_pps));
-                    println!("- Step = {} Kpps", equilibrium::kpps(i.step_pps));
-                    if let Some(t) = i.trend {
-                        println!(
-                            "- Trend = {}",
-                            if t == equilibrium::Trend::Increasing {
-                                "increasing"
-                            } else {
-                                "decreasing"
-                            }
-                        );
-                    }
+                    let trend = match i.trend {
+                        Some(equilibrium::Trend::Increasing) => "\n- Trend = increasing",
+                        Some(equilibrium::Trend::Decreasing) => "\n- Trend = decreasing",
+                        None => "",
+                    };
+                    say(format!(
+                        "Iteration {}\n- Offering load = {} Kpps\n- Step = {} Kpps{trend}",
+                        i.number,
+                        equilibrium::kpps(i.load_pps),
+                        equilibrium::kpps(i.step_pps)
+                    ));
                 }
             })?;
             if !json {
@@ -229,6 +252,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
         }
     };
     let seconds = trials.seconds();
+    spinner.finish_and_clear();
     if json {
         println!(
             "{}",

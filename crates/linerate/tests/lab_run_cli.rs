@@ -260,3 +260,50 @@ fn equilibrium_search_through_a_lab() {
         "{text}"
     );
 }
+
+#[test]
+fn ctrl_c_stops_the_run_removes_the_lab_and_keeps_finished_runs() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-runner-int";
+    let _down = Down(name);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let child = Command::new(BIN)
+        .args([
+            "lab",
+            "run",
+            "--name",
+            name,
+            "--repeat",
+            "20",
+            "-t",
+            "1",
+            "--duts",
+            "linux",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Past the lab's set-up and a few runs, then Ctrl-C.
+    std::thread::sleep(std::time::Duration::from_secs(7));
+    // SAFETY: sending a signal to our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("interrupted: partial results in"),
+        "{stderr}"
+    );
+    assert!(!netns_list().contains(name), "the lab was left behind");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(r["interrupted"], true);
+    let runs = r["runs"].as_array().unwrap().len();
+    assert!((1..20).contains(&runs), "{runs} runs");
+    let raw = std::fs::read_to_string(out.join("linux.ipv4-60.pps")).unwrap();
+    assert_eq!(raw.lines().count(), runs);
+}
