@@ -66,13 +66,7 @@ impl Config {
     }
 
     fn check(&self) -> Result<()> {
-        if !(self.max_pps.is_finite() && self.min_pps > 0.0 && self.min_pps < self.max_pps) {
-            bail!(
-                "rates: need 0 < min ({}) < max ({})",
-                self.min_pps,
-                self.max_pps
-            );
-        }
+        crate::trial::check_range(self.min_pps, self.max_pps)?;
         if self.goals.is_empty() {
             bail!("goals: at least one loss ratio is needed");
         }

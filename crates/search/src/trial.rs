@@ -37,6 +37,14 @@ impl Measurement {
     }
 }
 
+/// The search range both RFC 2544 and MLRsearch take.
+pub(crate) fn check_range(min_pps: f64, max_pps: f64) -> Result<()> {
+    if !(max_pps.is_finite() && min_pps > 0.0 && min_pps < max_pps) {
+        anyhow::bail!("rates: need 0 < min ({min_pps}) < max ({max_pps})");
+    }
+    Ok(())
+}
+
 /// Anything that can run a trial: the lab, named interfaces, a simulation.
 pub trait Dut {
     /// Offers `load_pps` for `seconds` and measures.

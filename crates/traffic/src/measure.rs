@@ -22,20 +22,15 @@ pub struct Trial {
     pub receiver: ReceiverMode,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum ReceiverMode {
     /// Loss, duplicates, reordering per stream, and latency.
     Full,
     /// Frames and stamped frames only: what throughput runs need, at a
     /// quarter of the receiver's per-frame cost.
+    #[default]
     Count,
-}
-
-impl Default for ReceiverMode {
-    fn default() -> Self {
-        ReceiverMode::Count
-    }
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -341,7 +341,6 @@ impl Scenario {
             ));
         }
 
-        let mut duts = Vec::new();
         if f.duts.get_ref().is_empty() {
             return Err(err(
                 f.duts.span(),
@@ -349,32 +348,22 @@ impl Scenario {
                 "at least one DUT configuration is needed".into(),
             ));
         }
-        for d in f.duts.get_ref() {
-            let name = d.get_ref();
-            if duts.iter().any(|(n, _): &(String, DutDef)| n == name) {
-                return Err(err(d.span(), "duts", format!("{name:?} is listed twice")));
-            }
-            let def = match f.dut.get(name) {
-                Some(def) => def.get_ref().clone(),
-                None => builtin_dut(name).ok_or_else(|| {
-                    err(
-                        d.span(),
-                        "duts",
-                        format!(
-                            "unknown DUT configuration {name:?}: built-in ones are {}, or define [dut.{name}]",
-                            BUILTIN_DUTS.join(", ")
-                        ),
-                    )
-                })?,
-            };
-            duts.push((name.clone(), def));
-        }
+        let defined_duts: BTreeMap<String, DutDef> = f
+            .dut
+            .iter()
+            .map(|(k, v)| (k.clone(), v.get_ref().clone()))
+            .collect();
+        let duts = resolve(
+            f.duts.get_ref().iter().map(|d| (d.span(), d.get_ref())),
+            &defined_duts,
+            &NAMES_OF_DUTS,
+            &|span, why| err(span, "duts", why),
+        )?;
         for (name, def) in &f.dut {
             check_dut(name, def.get_ref())
                 .map_err(|why| err(def.span(), &format!("dut.{name}"), why))?;
         }
 
-        let mut profiles = Vec::new();
         let listed: Vec<Spanned<String>> = match &f.profiles {
             Some(p) if p.get_ref().is_empty() => {
                 return Err(err(
@@ -386,30 +375,17 @@ impl Scenario {
             Some(p) => p.get_ref().clone(),
             None => vec![Spanned::new(0..0, "ipv4-60".to_string())],
         };
-        for p in &listed {
-            let name = p.get_ref();
-            if profiles.iter().any(|(n, _): &(String, Profile)| n == name) {
-                return Err(err(
-                    p.span(),
-                    "profiles",
-                    format!("{name:?} is listed twice"),
-                ));
-            }
-            let def = match f.profile.get(name) {
-                Some(def) => def.get_ref().clone(),
-                None => builtin_profile(name).ok_or_else(|| {
-                    err(
-                        p.span(),
-                        "profiles",
-                        format!(
-                            "unknown traffic profile {name:?}: built-in ones are {}, or define [profile.{name}]",
-                            BUILTIN_PROFILES.join(", ")
-                        ),
-                    )
-                })?,
-            };
-            profiles.push((name.clone(), def));
-        }
+        let defined_profiles: BTreeMap<String, Profile> = f
+            .profile
+            .iter()
+            .map(|(k, v)| (k.clone(), v.get_ref().clone()))
+            .collect();
+        let profiles = resolve(
+            listed.iter().map(|p| (p.span(), p.get_ref())),
+            &defined_profiles,
+            &NAMES_OF_PROFILES,
+            &|span, why| err(span, "profiles", why),
+        )?;
         for (name, def) in &f.profile {
             check_profile(def.get_ref())
                 .map_err(|why| err(def.span(), &format!("profile.{name}"), why))?;
@@ -577,22 +553,28 @@ impl Scenario {
             }
             self.seconds = t;
         }
+        fn listed(option: &str, names: &[String]) -> Result<Vec<(Range<usize>, String)>> {
+            if names.is_empty() {
+                bail!("{option}: at least one name is needed");
+            }
+            Ok(names.iter().map(|n| (0..0, n.clone())).collect())
+        }
         if let Some(names) = o.duts {
+            let l = listed("--duts", &names)?;
             self.duts = resolve(
-                "--duts",
-                &names,
+                l.iter().map(|(s, n)| (s.clone(), n)),
                 &self.defined_duts,
-                builtin_dut,
-                BUILTIN_DUTS,
+                &NAMES_OF_DUTS,
+                &|_, why| anyhow!("--duts: {why}"),
             )?;
         }
         if let Some(names) = o.profiles {
+            let l = listed("--profiles", &names)?;
             self.profiles = resolve(
-                "--profiles",
-                &names,
+                l.iter().map(|(s, n)| (s.clone(), n)),
                 &self.defined_profiles,
-                builtin_profile,
-                BUILTIN_PROFILES,
+                &NAMES_OF_PROFILES,
+                &|_, why| anyhow!("--profiles: {why}"),
             )?;
         }
         if let Some(n) = o.lab_name {
@@ -603,29 +585,54 @@ impl Scenario {
     }
 }
 
-fn resolve<T: Clone>(
-    option: &str,
-    names: &[String],
-    defined: &BTreeMap<String, T>,
+/// How names of one kind (DUT configurations, traffic profiles) resolve.
+struct Names<T: 'static> {
+    what: &'static str,
+    table: &'static str,
     builtin: fn(&str) -> Option<T>,
-    builtins: &[&str],
+    builtins: &'static [&'static str],
+}
+
+const NAMES_OF_DUTS: Names<DutDef> = Names {
+    what: "DUT configuration",
+    table: "dut",
+    builtin: builtin_dut,
+    builtins: BUILTIN_DUTS,
+};
+
+const NAMES_OF_PROFILES: Names<Profile> = Names {
+    what: "traffic profile",
+    table: "profile",
+    builtin: builtin_profile,
+    builtins: BUILTIN_PROFILES,
+};
+
+/// Looks up listed names among the scenario's own definitions, then the
+/// built-in ones; `fail` turns a reason into an error at a name's span.
+fn resolve<'n, T: Clone>(
+    names: impl Iterator<Item = (Range<usize>, &'n String)>,
+    defined: &BTreeMap<String, T>,
+    kind: &Names<T>,
+    fail: &dyn Fn(Range<usize>, String) -> anyhow::Error,
 ) -> Result<Vec<(String, T)>> {
     let mut out: Vec<(String, T)> = Vec::new();
-    if names.is_empty() {
-        bail!("{option}: at least one name is needed");
-    }
-    for n in names {
+    for (span, n) in names {
         if out.iter().any(|(m, _)| m == n) {
-            bail!("{option}: {n:?} is listed twice");
+            return Err(fail(span, format!("{n:?} is listed twice")));
         }
         let def = defined
             .get(n)
             .cloned()
-            .or_else(|| builtin(n))
+            .or_else(|| (kind.builtin)(n))
             .ok_or_else(|| {
-                anyhow!(
-                    "{option}: unknown name {n:?} (built-in: {}; others need a scenario file)",
-                    builtins.join(", ")
+                fail(
+                    span.clone(),
+                    format!(
+                    "unknown {} {n:?}: built-in ones are {}, or define [{}.{n}] in a scenario file",
+                    kind.what,
+                    kind.builtins.join(", "),
+                    kind.table
+                ),
                 )
             })?;
         out.push((n.clone(), def));
@@ -781,7 +788,7 @@ dst = "198.19.10.1:2000-198.19.10.10"
         assert!(e
             .unwrap_err()
             .to_string()
-            .starts_with("--duts: unknown name \"nope\""));
+            .starts_with("--duts: unknown DUT configuration \"nope\""));
         let e = s.apply(Overrides {
             repeat: Some(0),
             ..Default::default()
