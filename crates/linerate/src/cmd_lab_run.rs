@@ -35,7 +35,7 @@ impl Progress for Terminal {
 
     fn trial(&mut self, t: &Trial) {
         self.say(&format!(
-            "    trial {} ({}): {:.3} Mpps asked for {} s, offered {:.3}, received {:.3}, loss {:.4}%{}",
+            "    trial {} ({}): {:.3} Mpps asked for {:.2} s, offered {:.3}, received {:.3}, loss {:.4}%{}",
             t.index,
             t.step,
             t.measurement.requested_pps / 1e6,

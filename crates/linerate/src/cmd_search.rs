@@ -140,7 +140,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
         ));
         if !json && a.method != SearchMethod::Equilibrium {
             say(format!(
-                "trial {:>2} {:<14} {:>9} Kpps {:>5} s: offered {:>9} received {:>9} Kpps, loss {:.4}%{}",
+                "trial {:>2} {:<14} {:>9} Kpps {:>5.2} s: offered {:>9} received {:>9} Kpps, loss {:.4}%{}",
                 t.index,
                 t.step,
                 equilibrium::kpps(t.measurement.requested_pps),

@@ -74,7 +74,7 @@ impl<'a> LabTrials<'a> {
         };
         self.log.push_str(&match rate_pps {
             Some(r) => format!(
-                "# trial {}: -R {:.0} pps for {seconds} s\n",
+                "# trial {}: -R {:.0} pps for {seconds:.2} s\n",
                 self.results.len() + 1,
                 r
             ),
