@@ -22,7 +22,9 @@ pub struct Trial {
     pub receiver: ReceiverMode,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ReceiverMode {
     /// Loss, duplicates, reordering per stream, and latency.

@@ -113,7 +113,7 @@ pub fn run(
                 record.repeat = repeat;
                 record.log = log;
                 progress.run_done(&record);
-                results.add(record, profile);
+                results.add(record);
             }
         }
     }
@@ -186,7 +186,7 @@ fn measure_one(
             )
         }
     };
-    Ok(RunRecord::search(value, detail, log.list, &trials.results))
+    Ok(RunRecord::search(value, detail, log.list))
 }
 
 /// The profile's mean frame length, for bit rates.

@@ -56,12 +56,7 @@ impl RunRecord {
         }
     }
 
-    pub fn search(
-        value: f64,
-        detail: serde_json::Value,
-        trials: Vec<Trial>,
-        _all: &[TrialResult],
-    ) -> Self {
+    pub fn search(value: f64, detail: serde_json::Value, trials: Vec<Trial>) -> Self {
         RunRecord {
             value_pps: value,
             invalid_trials: trials.iter().filter(|t| !t.measurement.valid).count(),
@@ -165,7 +160,7 @@ impl Results {
         }
     }
 
-    pub fn add(&mut self, r: RunRecord, _profile: &Profile) {
+    pub fn add(&mut self, r: RunRecord) {
         self.runs.push(r);
     }
 

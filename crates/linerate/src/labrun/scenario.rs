@@ -493,16 +493,8 @@ impl Scenario {
                 .iter()
                 .map(|(k, v)| (k.clone(), text[..v.span().start].matches('\n').count() + 1))
                 .collect(),
-            defined_duts: f
-                .dut
-                .into_iter()
-                .map(|(k, v)| (k, v.into_inner()))
-                .collect(),
-            defined_profiles: f
-                .profile
-                .into_iter()
-                .map(|(k, v)| (k, v.into_inner()))
-                .collect(),
+            defined_duts,
+            defined_profiles,
         })
     }
 
