@@ -84,7 +84,12 @@ fn lab_run_writes_raw_files_report_plots_and_removes_its_lab() {
     );
 
     // Every run was against an overloaded kernel: offered more than forwarded.
+    // The counting receiver reports no sequence or latency.
     for run in r["runs"].as_array().unwrap() {
+        assert!(
+            run["sequence"].is_null() && run["latency_ns"].is_null(),
+            "{run}"
+        );
         assert!(
             run["offered_pps"].as_f64() > run["received_pps"].as_f64(),
             "{run}"
@@ -141,19 +146,19 @@ fn linerate_and_conntrack_duts_forward_and_a_single_run_has_no_comparison() {
     let name = "lrt-runner2";
     let _down = Down(name);
     let dir = tempfile::tempdir().unwrap();
+    // The full receiver: every run also reports sequence and latency.
+    let scenario = dir.path().join("s.toml");
+    std::fs::write(
+        &scenario,
+        "repeat = 1\nduts = [\"linux-conntrack\", \"linerate\"]\nprofiles = [\"ipv6-imix\"]\n[measure]\nseconds = 1\nreceiver = \"full\"\n",
+    )
+    .unwrap();
     let o = linerate(&[
         "lab",
         "run",
+        scenario.to_str().unwrap(),
         "--name",
         name,
-        "--repeat",
-        "1",
-        "-t",
-        "1",
-        "--duts",
-        "linux-conntrack,linerate",
-        "--profiles",
-        "ipv6-62",
         "--out",
         dir.path().join("r").to_str().unwrap(),
         "--json",
@@ -162,6 +167,14 @@ fn linerate_and_conntrack_duts_forward_and_a_single_run_has_no_comparison() {
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     for x in r["results"].as_array().unwrap() {
         assert!(x["median_mpps"].as_f64().unwrap() > 0.01, "{x}");
+    }
+    for run in r["runs"].as_array().unwrap() {
+        let received = run["received_pps"].as_f64().unwrap();
+        assert!(
+            run["latency_ns"]["count"].as_u64().unwrap() as f64 > received * 0.5,
+            "{run}"
+        );
+        assert!(run["sequence"]["lost"].is_u64(), "{run}");
     }
     assert_eq!(r["comparisons"].as_array().unwrap().len(), 0);
     let report = std::fs::read_to_string(dir.path().join("r/report.md")).unwrap();

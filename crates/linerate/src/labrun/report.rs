@@ -28,6 +28,10 @@ pub struct RunRecord {
     pub loss_ratio: Option<f64>,
     /// Overload: the DUT was the bottleneck (it lost at least 1%).
     pub overloaded: Option<bool>,
+    /// Overload with `receiver = "full"`: loss, duplicates and reordering
+    /// from the sequence numbers, and one-way latency.
+    pub sequence: Option<linerate_traffic::recv::SequenceTotals>,
+    pub latency_ns: Option<linerate_traffic::latency::Latency>,
     /// Searches: the search's own result, and every trial.
     pub search: Option<serde_json::Value>,
     pub trials: Vec<Trial>,
@@ -52,6 +56,8 @@ impl RunRecord {
             received_pps: Some(r.received_pps),
             loss_ratio: Some(loss),
             overloaded: Some(loss >= OVERLOAD_MIN_LOSS),
+            sequence: r.sequence.clone(),
+            latency_ns: r.latency_ns.clone(),
             ..Default::default()
         }
     }
