@@ -68,6 +68,8 @@ static __always_inline void next_flow(const struct gen_config *c, struct gen_sta
 	f->saddr = c->src_addr_first + st->saddr_off;
 	f->dport = c->dst_port_first + st->dport_off;
 	f->daddr = c->dst_addr_first + st->daddr_off;
+	if ((c->flags & GEN_RANDOM_DST) && c->dst_addr_count)
+		f->daddr = c->dst_addr_first + bpf_get_prandom_u32() % c->dst_addr_count;
 	step(&st->sport_off, c->src_port_count, &carry);
 	step(&st->saddr_off, c->src_addr_count, &carry);
 	step(&st->dport_off, c->dst_port_count, &carry);

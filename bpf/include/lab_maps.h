@@ -49,7 +49,7 @@ struct gen_config {
 	__u32 dst_port_count;
 	__u32 stream_base;     /* stream id = stream_base + cpu */
 	__u32 size_count;      /* frame n has size sizes[n % size_count] */
-	__u32 _pad;
+	__u32 flags;           /* GEN_RANDOM_DST */
 	struct gen_size sizes[GEN_SIZES_MAX];
 	/* Frames per second per CPU; 0 = as fast as possible. Frames ahead of
 	 * the schedule are dropped before they leave (XDP_DROP), so the wire
@@ -61,6 +61,11 @@ struct gen_config {
 	__u64 start_ns;
 	__u64 stop_ns;
 };
+
+/* Each frame's destination address is drawn at random from its range
+ * (netmap pkt-gen's -Z), instead of stepping through it: to spread
+ * lookups over a large routing table. */
+#define GEN_RANDOM_DST 1
 
 /* Generator per-CPU state. */
 struct gen_state {

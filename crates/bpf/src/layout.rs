@@ -37,7 +37,7 @@ pub struct GenConfig {
     pub dst_port_count: u32,
     pub stream_base: u32,
     pub size_count: u32,
-    pub _pad: u32,
+    pub flags: u32,
     pub sizes: [GenSize; GEN_SIZES_MAX],
     pub rate_pps: u64,
     pub start_ns: u64,
@@ -102,6 +102,10 @@ pub struct RecvLatency {
     pub max_ns: u64,
     pub hist: [u64; RECV_LAT_BUCKETS],
 }
+
+/// `GenConfig::flags`: each frame's destination drawn at random from its
+/// range (pkt-gen's -Z).
+pub const GEN_RANDOM_DST: u32 = 1;
 
 /// bpf/include/lab_maps.h `struct recv_watch`.
 pub const RECV_WATCH: u32 = 4;
@@ -190,7 +194,7 @@ mod tests {
                 dst_port_count,
                 stream_base,
                 size_count,
-                _pad,
+                flags,
                 sizes,
                 rate_pps,
                 start_ns,

@@ -450,6 +450,10 @@ pub struct GenArgs {
     /// xdp (live frames) or afpacket (sendmmsg, for interfaces without XDP).
     #[arg(long, value_enum, default_value = "xdp")]
     pub mode: linerate_traffic::gen::Mode,
+    /// Draw each frame's destination address at random from the -d range
+    /// (pkt-gen's -Z), to spread lookups over a large table. xdp mode.
+    #[arg(short = 'Z', long)]
+    pub random_dst: bool,
     /// Frames per kernel batch in xdp mode (1..256).
     #[arg(long, default_value_t = 64)]
     pub batch: u32,
@@ -477,6 +481,7 @@ impl GenArgs {
             threads: 1,
             cpu: None,
             mode: linerate_traffic::gen::Mode::Xdp,
+            random_dst: false,
             batch: 64,
             json: false,
         }

@@ -73,6 +73,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
         len: a.len.clone(),
         src: a.src.clone(),
         dst: a.dst.clone(),
+        random_dst: false,
     };
     linerate_traffic::sizes::SizeMix::parse(&a.len, a.ipv6).map_err(|e| anyhow!("-l: {e}"))?;
     let max_rate = match a.max_rate.as_str() {

@@ -101,6 +101,7 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
         rate_pps,
         cpus,
         mode: a.mode,
+        random_dst: a.random_dst,
     })
 }
 

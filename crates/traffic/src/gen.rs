@@ -45,6 +45,9 @@ pub struct GenOptions {
     /// sequence numbers are per CPU. At least one.
     pub cpus: Vec<usize>,
     pub mode: Mode,
+    /// Each frame's destination drawn at random from `dst` (pkt-gen's -Z),
+    /// to spread lookups over a large table. XDP mode only.
+    pub random_dst: bool,
 }
 
 impl GenOptions {
@@ -140,9 +143,15 @@ impl Generator {
         let per_thread = opts
             .rate_pps
             .map_or(0, |r| r.div_ceil(opts.threads() as u64));
-        let cfg = opts
+        if opts.random_dst && opts.mode == Mode::Afpacket {
+            bail!("-Z (random destinations) needs --mode xdp");
+        }
+        let mut cfg = opts
             .frame
             .gen_config(&opts.src, &opts.dst, opts.stream_base, per_thread)?;
+        if opts.random_dst {
+            cfg.flags |= linerate_bpf::layout::GEN_RANDOM_DST;
+        }
         let obj = match opts.mode {
             Mode::Xdp => {
                 let obj = loader::load(objects::GEN, "generator")?;

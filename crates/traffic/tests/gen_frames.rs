@@ -34,6 +34,7 @@ fn opts(src: &str, dst: &str, len: &str) -> GenOptions {
         rate_pps: None,
         cpus: vec![0],
         mode: Mode::Xdp,
+        random_dst: false,
     }
 }
 
@@ -275,4 +276,58 @@ fn xdp_and_afpacket_frames_are_identical() {
             assert_eq!(&buf[..n], &bpf[..], "{src} {dst} -l {len}: frame {seq}");
         }
     }
+}
+
+#[test]
+fn random_destinations_stay_in_the_range_and_spread_over_it() {
+    // pkt-gen's -Z over 1.0.0.1-126.255.255.254: every frame valid (both
+    // checksums), every destination inside the range, sources and ports
+    // stepping as usual, destinations spread over the range.
+    let mut o = opts("198.18.10.1-198.18.10.3", "1.0.0.1-126.255.255.254", "60");
+    o.random_dst = true;
+    let g = Generator::new(&o).unwrap();
+    let frames = g.sample(4000).unwrap();
+    let d: Vec<Decoded> = frames.iter().map(|f| decode(f)).collect();
+    let (lo, hi) = (
+        u32::from_be_bytes([1, 0, 0, 1]),
+        u32::from_be_bytes([126, 255, 255, 254]),
+    );
+    let dsts: Vec<u32> = d
+        .iter()
+        .map(|x| match x.dst {
+            std::net::IpAddr::V4(a) => u32::from(a),
+            _ => panic!("IPv4"),
+        })
+        .collect();
+    assert!(dsts.iter().all(|&a| (lo..=hi).contains(&a)));
+    let distinct: std::collections::HashSet<u32> = dsts.iter().map(|a| a >> 24).collect();
+    assert!(
+        distinct.len() > 100,
+        "only {} first octets of 126",
+        distinct.len()
+    );
+    for (i, x) in d.iter().enumerate() {
+        assert_eq!(
+            x.src.to_string(),
+            format!("198.18.10.{}", 1 + i % 3),
+            "frame {i}"
+        );
+    }
+    // Without -Z the same range is stepped: a new destination every 3
+    // frames (the three sources), from the first one on.
+    o.random_dst = false;
+    let g = Generator::new(&o).unwrap();
+    let stepped: Vec<String> = g
+        .sample(30)
+        .unwrap()
+        .iter()
+        .map(|f| decode(f).dst.to_string())
+        .collect();
+    let want: Vec<String> = (0..30).map(|i| format!("1.0.0.{}", 1 + i / 3)).collect();
+    assert_eq!(stepped, want);
+    // AF_PACKET builds its frames in Rust and has no random mode.
+    o.random_dst = true;
+    o.mode = Mode::Afpacket;
+    let e = Generator::new(&o).err().expect("refused");
+    assert!(e.to_string().contains("needs --mode xdp"), "{e}");
 }

@@ -266,7 +266,9 @@ fn replace(
         .tempfile()?;
     {
         let mut w = std::io::BufWriter::new(&mut f);
-        for p in prefixes {
+        // A full table comes with a default route, as on an Internet
+        // router: every destination is forwarded (the spread profile's too).
+        for p in prefixes.iter().map(String::as_str).chain(["default"]) {
             writeln!(
                 w,
                 "route add {p} via {gateway} dev dut1 onlink proto {PROTO}"

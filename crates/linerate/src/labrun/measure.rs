@@ -62,6 +62,7 @@ impl<'a> LabTrials<'a> {
         args.dst_mac = p.dst_mac.clone();
         args.src = self.profile.src.clone();
         args.dst = self.profile.dst.clone();
+        args.random_dst = self.profile.random_dst;
         args.cpu = Some(p.gen_cpu);
         args.rate = rate_pps.map(|r| format!("{}", r.round().max(1.0) as u64));
         let gen = crate::cmd_traffic::gen_options(&args, &p.src_mac)?;

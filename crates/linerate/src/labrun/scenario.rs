@@ -151,9 +151,9 @@ pub struct DutDef {
     #[serde(default)]
     pub sysctl: BTreeMap<String, String>,
     /// Generated IPv4 / IPv6 routes (the `fib` generator's Internet-like
-    /// tables) added to the DUT's kernel, via the receiver, for the runs.
-    /// The lab's own prefixes are left out, so traffic still reaches the
-    /// receiver through the lab's routes, in a full-size table.
+    /// tables) added to the DUT's kernel, via the receiver, with a default
+    /// route, for the runs. The lab's own prefixes are left out, so the
+    /// lab's traffic still reaches the receiver through the lab's routes.
     pub routes: Option<u32>,
     pub routes6: Option<u32>,
 }
@@ -226,6 +226,9 @@ pub struct Profile {
     /// `-s` and `-d` ranges (default: 20 sources x 100 destinations).
     pub src: Option<String>,
     pub dst: Option<String>,
+    /// Each frame's destination drawn at random from `dst` (`gen -Z`).
+    #[serde(default)]
+    pub random_dst: bool,
 }
 
 pub fn builtin_profile(name: &str) -> Option<Profile> {
@@ -234,9 +237,17 @@ pub fn builtin_profile(name: &str) -> Option<Profile> {
         len: len.into(),
         src: None,
         dst: None,
+        random_dst: false,
     };
     match name {
         "ipv4-60" => Some(p(Family::Ipv4, "60")),
+        // Destinations at random over 1.0.0.0/8-126.0.0.0/8, for DUTs with
+        // a full table (and a default route): every frame a new lookup.
+        "ipv4-60-spread" => Some(Profile {
+            dst: Some(SPREAD_V4.into()),
+            random_dst: true,
+            ..p(Family::Ipv4, "60")
+        }),
         "ipv6-62" => Some(p(Family::Ipv6, "62")),
         "imix" => Some(p(Family::Ipv4, "imix")),
         "ipv6-imix" => Some(p(Family::Ipv6, "imix")),
@@ -244,7 +255,12 @@ pub fn builtin_profile(name: &str) -> Option<Profile> {
     }
 }
 
-pub const BUILTIN_PROFILES: &[&str] = &["ipv4-60", "ipv6-62", "imix", "ipv6-imix"];
+pub const BUILTIN_PROFILES: &[&str] =
+    &["ipv4-60", "ipv6-62", "imix", "ipv6-imix", "ipv4-60-spread"];
+
+/// The spread profile's destinations: 1.0.0.1 to 126.255.255.254 (no
+/// 0/8, no loopback, none of the lab's 198.18.0.0/15).
+pub const SPREAD_V4: &str = "1.0.0.1:2000-126.255.255.254";
 
 /// A checked scenario.
 #[derive(Clone, Debug, Serialize)]
