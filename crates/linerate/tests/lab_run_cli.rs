@@ -320,3 +320,42 @@ fn ctrl_c_stops_the_run_removes_the_lab_and_keeps_finished_runs() {
     let raw = std::fs::read_to_string(out.join("linux.ipv4-60.pps")).unwrap();
     assert_eq!(raw.lines().count(), runs);
 }
+
+#[test]
+fn spread_destinations_through_generated_tables_are_forwarded() {
+    // Generated routes plus a default route in the DUT's kernel: frames to
+    // random destinations over 1/8-126/8 all reach the receiver, through
+    // the kernel and through linerate's mirror of the same table.
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-runner-spread";
+    let _down = Down(name);
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("s.toml");
+    std::fs::write(
+        &scenario,
+        "repeat = 1\nduts = [\"k\", \"lr\"]\nprofiles = [\"ipv4-60-spread\"]\n[measure]\nseconds = 1\n\
+         [dut.k]\nforwarder = \"linux\"\nroutes = 5000\n[dut.lr]\nforwarder = \"linerate\"\nroutes = 5000\n",
+    )
+    .unwrap();
+    let o = linerate(&[
+        "lab",
+        "run",
+        scenario.to_str().unwrap(),
+        "--name",
+        name,
+        "--out",
+        dir.path().join("r").to_str().unwrap(),
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("DUT kernel: 5001 generated IPv4"),
+        "{stderr}"
+    );
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for x in r["results"].as_array().unwrap() {
+        assert!(x["median_mpps"].as_f64().unwrap() > 0.05, "{x}");
+    }
+    assert!(!netns_list().contains(name));
+}
