@@ -96,7 +96,8 @@ fn lab_run_writes_raw_files_report_plots_and_removes_its_lab() {
         );
         let log = std::fs::read_to_string(out.join(run["log"].as_str().unwrap())).unwrap();
         assert!(
-            log.contains(" Kpps (") && log.contains("# offered "),
+            // pkt-gen's lines: "<n> Kpps (...)" or "<n> Mpps (...)".
+            log.contains("pps (") && log.contains(" usec)") && log.contains("# offered "),
             "{log}"
         );
     }
