@@ -52,8 +52,9 @@ pub struct RunningDut {
     router: Option<Forwarding>,
 }
 
-/// How long linerate may take to attach before the run is abandoned.
-const ROUTER_START: Duration = Duration::from_secs(20);
+/// How long a forwarder may take to start before the run is abandoned
+/// (linerate loading a full table with a default route: seconds).
+const ROUTER_START: Duration = Duration::from_secs(60);
 
 impl RunningDut {
     pub fn start(def: &DutDef, netns: &str, interfaces: [&str; 2]) -> Result<Self> {
@@ -176,10 +177,12 @@ fn in_dut_namespace(
     };
     let t = Instant::now();
     while !ready.load(Ordering::SeqCst) {
-        if h.is_finished() || t.elapsed() > ROUTER_START {
+        let late = t.elapsed() > ROUTER_START;
+        if h.is_finished() || late {
             stop.store(true, Ordering::SeqCst);
             let why = match h.join() {
                 Ok(Err(e)) => format!("{e:#}"),
+                Ok(Ok(())) if late => format!("not ready after {} s", ROUTER_START.as_secs()),
                 Ok(Ok(())) => "it exited".into(),
                 Err(_) => "it panicked".into(),
             };
