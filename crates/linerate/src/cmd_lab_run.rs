@@ -103,29 +103,12 @@ pub fn run(a: RunArgs) -> Result<()> {
             .replace(' ', "");
         std::path::PathBuf::from("lab-results").join(stamp)
     });
-    labrun::preflight(&sc, &out)?;
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
             .expect("a valid template"),
     );
     let mut term = Terminal { bar, json: a.json };
-    term.say(&format!(
-        "{}: {} x {} x {} runs, {}",
-        sc.name,
-        sc.duts
-            .iter()
-            .map(|d| d.0.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        sc.profiles
-            .iter()
-            .map(|p| p.0.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-        sc.repeat,
-        sc.method_words()
-    ));
     let r = labrun::run(&sc, &out, stop::flag(), &mut term);
     term.bar.finish_and_clear();
     let r = r?;

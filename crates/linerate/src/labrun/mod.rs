@@ -28,7 +28,7 @@ pub trait Progress {
 
 /// Everything that can be refused is refused before the lab exists: the
 /// DUT configurations can be set up, the output directory is free.
-pub fn preflight(sc: &Scenario, out: &std::path::Path) -> Result<()> {
+fn preflight(sc: &Scenario, out: &std::path::Path) -> Result<()> {
     for (name, def) in &sc.duts {
         dut::preflight(def).map_err(|why| anyhow::anyhow!("{}: {why}", sc.dut_origin(name)))?;
     }
@@ -42,6 +42,15 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> Result<Results> {
     preflight(sc, out)?;
+    let names = |v: Vec<&str>| v.join(", ");
+    progress.note(&format!(
+        "{}: {} x {} x {} runs, {}",
+        sc.name,
+        names(sc.duts.iter().map(|d| d.0.as_str()).collect()),
+        names(sc.profiles.iter().map(|p| p.0.as_str()).collect()),
+        sc.repeat,
+        sc.method_words()
+    ));
     report::prepare_dir(out)?;
     let mut spec = LabSpec::new(&sc.lab_name);
     if let Some(c) = sc.dut_cpu {
