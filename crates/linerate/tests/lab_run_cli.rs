@@ -19,6 +19,24 @@ fn netns_list() -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
+/// `lab run SCENARIO --name NAME --out DIR/r --json` on `text` written to
+/// DIR/s.toml.
+fn run_scenario(name: &str, dir: &tempfile::TempDir, text: &str) -> Output {
+    let scenario = dir.path().join("s.toml");
+    std::fs::write(&scenario, text).unwrap();
+    let out = dir.path().join("r");
+    linerate(&[
+        "lab",
+        "run",
+        scenario.to_str().unwrap(),
+        "--name",
+        name,
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ])
+}
+
 struct Down(&'static str);
 impl Drop for Down {
     fn drop(&mut self) {
@@ -148,22 +166,11 @@ fn linerate_and_conntrack_duts_forward_and_a_single_run_has_no_comparison() {
     let _down = Down(name);
     let dir = tempfile::tempdir().unwrap();
     // The full receiver: every run also reports sequence and latency.
-    let scenario = dir.path().join("s.toml");
-    std::fs::write(
-        &scenario,
-        "repeat = 1\nduts = [\"linux-conntrack\", \"linerate\"]\nprofiles = [\"ipv6-imix\"]\n[measure]\nseconds = 1\nreceiver = \"full\"\n",
-    )
-    .unwrap();
-    let o = linerate(&[
-        "lab",
-        "run",
-        scenario.to_str().unwrap(),
-        "--name",
+    let o = run_scenario(
         name,
-        "--out",
-        dir.path().join("r").to_str().unwrap(),
-        "--json",
-    ]);
+        &dir,
+        "repeat = 1\nduts = [\"linux-conntrack\", \"linerate\"]\nprofiles = [\"ipv6-imix\"]\n[measure]\nseconds = 1\nreceiver = \"full\"\n",
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     for x in r["results"].as_array().unwrap() {
@@ -331,23 +338,12 @@ fn spread_destinations_through_generated_tables_are_forwarded() {
     let name = "lrt-runner-spread";
     let _down = Down(name);
     let dir = tempfile::tempdir().unwrap();
-    let scenario = dir.path().join("s.toml");
-    std::fs::write(
-        &scenario,
+    let o = run_scenario(
+        name,
+        &dir,
         "repeat = 1\nduts = [\"k\", \"lr\"]\nprofiles = [\"ipv4-60-spread\"]\n[measure]\nseconds = 1\n\
          [dut.k]\nforwarder = \"linux\"\nroutes = 5000\n[dut.lr]\nforwarder = \"linerate\"\nroutes = 5000\n",
-    )
-    .unwrap();
-    let o = linerate(&[
-        "lab",
-        "run",
-        scenario.to_str().unwrap(),
-        "--name",
-        name,
-        "--out",
-        dir.path().join("r").to_str().unwrap(),
-        "--json",
-    ]);
+    );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
     assert!(
