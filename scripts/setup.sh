@@ -4,7 +4,9 @@
 # when everything is already there.
 set -euo pipefail
 
-PACKAGES=(clang llvm libbpf-dev libelf-dev zlib1g-dev pkg-config make gcc
+# clang-19: the FIB lives in a BPF arena, whose address-space casts clang
+# emits from version 18 (Debian 12's default clang is 14).
+PACKAGES=(clang clang-19 llvm libbpf-dev libelf-dev zlib1g-dev pkg-config make gcc
           iproute2 ethtool iputils-ping procps util-linux linux-libc-dev
           nftables fonts-dejavu-core)
 

@@ -11,94 +11,93 @@
 #include <linux/types.h>
 #include <bpf/bpf_helpers.h>
 
-#define FIB_CHILD 0x80000000u
+/* The tables live in a BPF arena (one sparse region shared with user space,
+ * which writes the entries straight into it): a read is one load, with no
+ * map lookup or key on the stack between the levels, and pages nobody wrote
+ * are not allocated (and read as 0, no route). Byte offsets of the regions;
+ * crates/router/src/fib_arena.rs has the same numbers and
+ * crates/fib/tests/bpf_contract.rs holds both to the Rust shapes. */
+#define FIB_ARENA_PAGES (1u << 20)          /* 4 GiB, the arena's limit */
+/* IPv4: DIR-24-8. */
+#define FIB4_FIRST 24
+#define FIB4_STRIDE 8
+#define FIB4_ROOT_OFF 0ull                  /* 2^24 entries, 64 MiB */
+#define FIB4_GROUPS_OFF (64ull << 20)       /* up to 65536 groups, 64 MiB */
+#define FIB4_GROUPS 65536
+/* IPv6: FIB6_FIRST bits, then FIB6_STRIDE at a time. */
+#define FIB6_FIRST 24
+#define FIB6_STRIDE 8
+#define FIB6_ROOT_OFF (128ull << 20)        /* 2^24 entries, 64 MiB */
+#define FIB6_GROUPS_OFF (192ull << 20)
+#define FIB6_GROUPS (1u << 20)              /* 1 GiB of groups */
 
-/* IPv4: DIR-24-8. The root's 2^24 entries as 65536 rows of 256 (key = top
- * 16 bits); a group is 256 entries (the last 8 bits). */
-#define FIB4_ROOT_ROWS 65536
-#define FIB4_GROUPS 24576
-/* IPv6: 16 bits, then 4 at a time. The root's 2^16 entries as 256 rows of
- * 256 (key = top 8 bits); a group is 16 entries, one cache line. */
-#define FIB6_ROOT_ROWS 256
-#define FIB6_GROUPS 917504
-
-struct fib_row256 {
-	__u32 e[256];
-};
-
-struct fib_group16 {
-	__u32 e[16];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FIB4_ROOT_ROWS);
-	__type(key, __u32);
-	__type(value, struct fib_row256);
-} fib4_root SEC(".maps");
+/* BPF_MAP_TYPE_ARENA (Linux 6.9), which Debian 12's headers predate. */
+#define FIB_MAP_TYPE_ARENA 33
 
 struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FIB4_GROUPS);
-	__type(key, __u32);
-	__type(value, struct fib_row256);
-} fib4_groups SEC(".maps");
+	__uint(type, FIB_MAP_TYPE_ARENA);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, FIB_ARENA_PAGES);
+} fib_arena SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FIB6_ROOT_ROWS);
-	__type(key, __u32);
-	__type(value, struct fib_row256);
-} fib6_root SEC(".maps");
+/* User-space address of the arena's first page: the fast path addresses
+ * the arena through its low 32 bits. Written by the control plane after
+ * loading. */
+__u64 fib_arena_base SEC(".data.fib");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FIB6_GROUPS);
-	__type(key, __u32);
-	__type(value, struct fib_group16);
-} fib6_groups SEC(".maps");
+/* The arena's encoding of an entry (the control plane translates): a
+ * next-hop id n is n << 1 (0: no route); a link to a group is the group's
+ * byte offset in the arena | 1. A step to the next level is then one add
+ * and one load: the entry plus the chunk's byte offset, computed beside
+ * the walk, addresses the next entry. */
+static __always_inline __u32 fib_read(__u64 addr)
+{
+	return *(__u32 __attribute__((address_space(1))) *)addr;
+}
+
+/* The next entry after link `e`, for the chunk at byte offset `chunk4` of
+ * its group; `base1` is the arena base minus 1 (the link's tag). */
+static __always_inline __u32 fib_step(__u64 base1, __u32 e, __u32 chunk4)
+{
+	__u64 at = base1 + chunk4;
+
+	/* Keeps clang from adding the entry first: then two adds would wait
+	 * for the load instead of one. */
+	asm volatile("" : "+r"(at));
+	return fib_read(at + e);
+}
 
 /* Next-hop id for an IPv4 destination (host byte order); 0: no route. */
 static __always_inline __u32 fib4_lookup(__u32 daddr)
 {
-	__u32 key = daddr >> 16;
-	struct fib_row256 *row = bpf_map_lookup_elem(&fib4_root, &key);
+	__u64 base = fib_arena_base;
+	/* Makes the arena this program's (the verifier needs the reference). */
+	asm volatile("" :: "r"(&fib_arena));
+	__u32 e = fib_read(base + FIB4_ROOT_OFF + ((__u64)(daddr >> 8) << 2));
 
-	if (!row)
-		return 0;
-	__u32 e = row->e[(daddr >> 8) & 0xff];
-	if (!(e & FIB_CHILD))
-		return e;
-	key = e & ~FIB_CHILD;
-	row = bpf_map_lookup_elem(&fib4_groups, &key);
-	if (!row)
-		return 0;
-	return row->e[daddr & 0xff];
+	if (e & 1)
+		e = fib_step(base - 1, e, (daddr & 0xff) << 2);
+	return e >> 1;
 }
 
 /* Next-hop id for an IPv6 destination given as its high and low 64 bits
- * (host byte order); 0: no route. At most 28 group reads (a /128). */
+ * (host byte order); 0: no route. */
 static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo)
 {
-	__u32 key = hi >> 56;
-	struct fib_row256 *row = bpf_map_lookup_elem(&fib6_root, &key);
+	__u64 base = fib_arena_base;
+	asm volatile("" :: "r"(&fib_arena));
+	__u32 e = fib_read(base + FIB6_ROOT_OFF + ((hi >> (64 - FIB6_FIRST)) << 2));
 
-	if (!row)
-		return 0;
-	__u32 e = row->e[(hi >> 48) & 0xff];
-	/* Nibble i holds bits 4i..4i+3: 4..15 in hi, 16..31 in lo. */
-	for (int i = 4; i < 32; i++) {
-		if (!(e & FIB_CHILD))
-			return e;
-		__u32 g = e & ~FIB_CHILD;
-		struct fib_group16 *grp = bpf_map_lookup_elem(&fib6_groups, &g);
-		if (!grp)
-			return 0;
-		__u64 word = i < 16 ? hi : lo;
-		__u32 shift = 60 - 4 * (i & 15);
-		e = grp->e[(word >> shift) & 0xf];
+	/* Each level reads the next FIB6_STRIDE bits. */
+#pragma unroll
+	for (int start = FIB6_FIRST; start < 128; start += FIB6_STRIDE) {
+		if (!(e & 1))
+			return e >> 1;
+		__u64 word = start < 64 ? hi : lo;
+		__u32 chunk = (word >> (64 - FIB6_STRIDE - (start & 63))) & ((1u << FIB6_STRIDE) - 1);
+		e = fib_step(base - 1, e, chunk << 2);
 	}
-	return e & FIB_CHILD ? 0 : e;
+	return e & 1 ? 0 : e >> 1;
 }
 
 #endif

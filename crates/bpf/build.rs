@@ -10,7 +10,9 @@ fn main() {
         .canonicalize()
         .expect("bpf/ directory");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
-    let clang = std::env::var("BPF_CLANG").unwrap_or_else(|_| "clang".into());
+    // The FIB's arena pointers (address_space(1)) need clang 18 or later;
+    // Debian 12 has clang-19 beside its default clang-14.
+    let clang = std::env::var("BPF_CLANG").unwrap_or_else(|_| "clang-19".into());
     // <asm/types.h> lives in the multiarch include directory on Debian.
     let arch = std::env::consts::ARCH;
     let multiarch = format!("/usr/include/{arch}-linux-gnu");
@@ -49,6 +51,8 @@ fn compile(clang: &str, src: &Path, include: &Path, multiarch: &str, obj: &Path)
             "-Werror",
             "-target",
             "bpf",
+            // v3: 32-bit ALU and jumps (the FIB walk's entries are 32-bit).
+            "-mcpu=v3",
             "-D__TARGET_ARCH_x86",
         ])
         .arg("-I")
@@ -62,7 +66,7 @@ fn compile(clang: &str, src: &Path, include: &Path, multiarch: &str, obj: &Path)
         .status()
         .unwrap_or_else(|e| {
             panic!(
-                "cannot run `{clang}` to build {}: {e} (install clang: apt-get install clang)",
+                "cannot run `{clang}` to build {}: {e} (install clang-19: apt-get install clang-19, or set BPF_CLANG)",
                 src.display()
             )
         });

@@ -8,6 +8,7 @@
 //! batch size, goes to libbpf-sys directly (see [`test_run`]).
 
 pub mod btf_layout;
+pub mod fib_arena;
 pub mod layout;
 pub mod loader;
 pub mod maps;

@@ -73,21 +73,23 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// DIR-24-8 with room for 24576 groups of 256 entries: 64 MiB + 24 MiB.
+    /// DIR-24-8 with room for 65536 groups of 256 entries: 64 MiB + 64 MiB
+    /// of the fast path's arena, which allocates only the pages written.
     pub const IPV4: Shape = Shape {
         first: 24,
         stride: 8,
-        groups: 24576,
+        groups: 65536,
     };
-    /// 16 bits, then 4 at a time: a group is 16 entries, one cache line.
-    /// A /48 is 9 reads, a /64 13, a /128 29. Measured on the generated
-    /// 200k table (`linerate fib stats --family ipv6`): 16+4 needs 625k
-    /// groups, 38 MiB; 16+8 needs 259k groups but 253 MiB (sparse /48s
-    /// each fill a 256-entry group). Room for 1.5x that table: 56 MiB.
+    /// 24 bits, then 8 at a time (DPDK rte_lpm6's layout): a /32 is 2
+    /// reads, a /48 4, a /64 6. Measured on the generated 200k table
+    /// (`linerate fib stats --family ipv6`): 251k groups, 245 MiB of group
+    /// pages plus the root's; 16 + 4 needed 38 MiB but 9 reads for a /48,
+    /// and the reads are what a lookup pays (docs/fib.md). Room for 4x
+    /// that table (the arena allocates only the pages written).
     pub const IPV6: Shape = Shape {
-        first: 16,
-        stride: 4,
-        groups: 917_504,
+        first: 24,
+        stride: 8,
+        groups: 1 << 20,
     };
 }
 
@@ -851,14 +853,14 @@ mod tests {
         assert_eq!(f.lookup(a), Some(2));
         assert_eq!(f.lookup(a + 1), Some(3));
         assert_eq!(f.lookup(1), Some(1));
-        assert_eq!(f.stats().max_reads, 29, "a /128 is 29 reads deep");
-        assert_eq!(f.groups_in_use(), 28, "groups for bits 16..128");
+        assert_eq!(f.stats().max_reads, 14, "a /128 is 14 reads deep");
+        assert_eq!(f.groups_in_use(), 13, "groups for bits 24..128");
         f.remove(a, 128).unwrap();
         assert_eq!(f.lookup(a), Some(3));
         assert_eq!(
             f.groups_in_use(),
-            4,
-            "the /32 keeps the groups for bits 16..32"
+            1,
+            "the /32 keeps the group for bits 24..32"
         );
         f.remove(a, 32).unwrap();
         assert_eq!(f.groups_in_use(), 0);

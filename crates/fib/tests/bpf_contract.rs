@@ -1,39 +1,12 @@
-//! bpf/include/fib.h and this crate describe one layout: the maps' sizes
+//! bpf/include/fib.h and this crate describe one layout: the arena's regions
 //! match the shapes, and the BPF lookup (run with BPF_PROG_RUN on frames)
-//! gives the Rust lookup's answer for every address, after a bulk load and
-//! after changes pushed to the maps as the writes they returned. Needs root.
-use libbpf_rs::{MapCore, MapFlags};
+//! gives the Rust lookup's answer for every address, after a bulk load,
+//! after changes pushed to the arena as the writes they returned, and once
+//! every route is removed again. Needs root.
+use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
 use linerate_bpf::{loader, objects, test_run};
 use linerate_fib::{gen, Fib, Key, Shape, Table, Write};
-use std::collections::BTreeSet;
 use std::os::fd::AsFd;
-
-/// Maps rows: `row` entries per map value.
-struct Rows<'a> {
-    map: libbpf_rs::Map<'a>,
-    row: usize,
-}
-
-impl Rows<'_> {
-    fn put(&self, entries: &[u32], rows: impl IntoIterator<Item = usize>) {
-        for r in rows {
-            let bytes: Vec<u8> = entries[r * self.row..(r + 1) * self.row]
-                .iter()
-                .flat_map(|e| e.to_ne_bytes())
-                .collect();
-            self.map
-                .update(&(r as u32).to_ne_bytes(), &bytes, MapFlags::ANY)
-                .unwrap();
-        }
-    }
-}
-
-fn rows<'a>(obj: &'a libbpf_rs::Object, name: &str, row: usize, entries: usize) -> Rows<'a> {
-    let map = loader::map(obj, name).unwrap();
-    assert_eq!(map.value_size() as usize, row * 4, "{name}: value size");
-    assert_eq!(map.max_entries() as usize, entries / row, "{name}: rows");
-    Rows { map, row }
-}
 
 fn frame_v4(a: u32) -> Vec<u8> {
     let mut f = vec![0u8; 14 + 20 + 8];
@@ -59,32 +32,39 @@ fn bpf_lookup(obj: &libbpf_rs::Object, frame: &[u8], at: usize) -> u32 {
     u32::from_ne_bytes(out[at..at + 4].try_into().unwrap())
 }
 
-/// Rows a change's writes touched.
-fn touched(w: &[Write], table: Table, row: usize) -> BTreeSet<usize> {
-    w.iter()
-        .filter(|x| x.table == table)
-        .map(|x| x.index as usize / row)
-        .collect()
+/// Pushes a change's writes into the arena, in order.
+fn apply<K: Key>(arena: &FibArena, layout: FibLayout, fib: &Fib<K>, writes: &[Write]) {
+    for w in writes {
+        let i = w.index as usize;
+        match w.table {
+            Table::Root => arena.write_root(layout, i, fib.root()[i]),
+            Table::Groups => arena.write_group(layout, i, fib.groups()[i]),
+        }
+    }
 }
 
 fn check<K: Key>(
     shape: Shape,
-    names: (&str, &str),
-    root_row: usize,
+    layout: FibLayout,
     routes: Vec<(K, u8, u32)>,
     frame: fn(K) -> Vec<u8>,
     at: usize,
 ) {
+    // The arena regions fib.h reads hold exactly the shape's tables.
+    assert_eq!(layout.root.entries, 1 << shape.first, "root entries");
+    assert_eq!(layout.stride, shape.stride, "stride");
+    assert_eq!(
+        layout.groups.entries,
+        (shape.groups as usize) << shape.stride,
+        "group pool entries"
+    );
     let obj = loader::load(objects::FIB_PROBE, "fib probe").unwrap();
-    let group = 1usize << shape.stride;
-    let root = rows(&obj, names.0, root_row, 1 << shape.first);
-    let groups = rows(&obj, names.1, group, shape.groups as usize * group);
+    let arena = FibArena::open(&obj).unwrap();
     let (initial, later) = routes.split_at(routes.len() * 3 / 4);
     let mut fib: Fib<K> = Fib::new(shape);
     fib.insert(K::from_u128(0), 0, 99).unwrap();
     fib.bulk_load(initial).unwrap();
-    root.put(fib.root(), 0..fib.root().len() / root_row);
-    groups.put(fib.groups(), 0..fib.groups().len() / group);
+    arena.fill(layout, fib.root(), fib.groups());
     let keys = gen::lookup_keys(&routes, 3000, 7);
     let agree = |fib: &Fib<K>, what: &str| {
         for &k in &keys {
@@ -97,25 +77,37 @@ fn check<K: Key>(
     };
     agree(&fib, "after the bulk load");
     // Changes: withdraw a third of the loaded routes, announce the rest;
-    // each change's writes go to the maps as the rows they touched.
-    let mut writes = Vec::new();
+    // each change's writes go to the arena one by one.
     for r in initial.iter().step_by(3) {
-        writes.extend(fib.remove(r.0, r.1).unwrap());
+        let w = fib.remove(r.0, r.1).unwrap();
+        apply(&arena, layout, &fib, &w);
     }
     for r in later {
-        writes.extend(fib.insert(r.0, r.1, r.2).unwrap());
+        let w = fib.insert(r.0, r.1, r.2).unwrap();
+        apply(&arena, layout, &fib, &w);
     }
-    root.put(fib.root(), touched(&writes, Table::Root, root_row));
-    groups.put(fib.groups(), touched(&writes, Table::Groups, group));
     agree(&fib, "after the changes");
+    // And back to no route at all: every entry the table had is written 0.
+    let mut all: Vec<(K, u8)> = Vec::new();
+    for r in initial.iter().skip(1).step_by(3).chain(initial.iter().skip(2).step_by(3)).chain(later) {
+        all.push((r.0, r.1));
+    }
+    all.push((K::from_u128(0), 0));
+    for (a, l) in all {
+        let w = fib.remove(a, l).unwrap();
+        apply(&arena, layout, &fib, &w);
+    }
+    assert!(fib.is_empty());
+    for &k in keys.iter().take(200) {
+        assert_eq!(bpf_lookup(&obj, &frame(k), at), 0, "emptied: {k:?}");
+    }
 }
 
 #[test]
 fn ipv4_bpf_lookup_matches() {
     check::<u32>(
         Shape::IPV4,
-        ("fib4_root", "fib4_groups"),
-        256,
+        fib_arena::FIB4,
         gen::ipv4(40_000, 64, 3),
         frame_v4,
         34,
@@ -125,7 +117,7 @@ fn ipv4_bpf_lookup_matches() {
 #[test]
 fn ipv6_bpf_lookup_matches() {
     let mut routes = gen::ipv6(20_000, 64, 3);
-    // Host routes make the deepest paths (28 group reads).
+    // Host routes make the deepest paths (13 group reads).
     routes.extend(
         routes
             .clone()
@@ -135,8 +127,7 @@ fn ipv6_bpf_lookup_matches() {
     );
     check::<u128>(
         Shape::IPV6,
-        ("fib6_root", "fib6_groups"),
-        256,
+        fib_arena::FIB6,
         routes,
         frame_v6,
         54,

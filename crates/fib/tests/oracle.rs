@@ -216,7 +216,7 @@ proptest! {
     }
 
     #[test]
-    fn ipv6_16_4(ops in ops::<u128>(Shape::IPV6, 0), probes in proptest::collection::vec(addr_strategy::<u128>(), 32)) {
+    fn ipv6_24_8(ops in ops::<u128>(Shape::IPV6, 0), probes in proptest::collection::vec(addr_strategy::<u128>(), 32)) {
         check::<u128, PrefixMap<Ipv6Net, u32>>(Shape::IPV6, ops, probes);
     }
 }

@@ -3,31 +3,51 @@
 use crate::layout::{Iface, Nexthop, RouterCounters, ROUTER_IFACES};
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
+use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
 use linerate_bpf::{loader, maps, objects, test_run};
-use linerate_fib::{Fib, Key, Table, Write};
-use std::collections::BTreeSet;
+use linerate_fib::{Fib, Key, Shape, Table, Write};
 use std::os::fd::AsFd;
 
-/// Entries per map value of the FIB maps (rows of `bpf/include/fib.h`).
-const ROOT_ROW: usize = 256;
-
 pub struct FastPath {
+    // Drops before `obj`, whose mapping it points into.
+    arena: FibArena,
     obj: libbpf_rs::Object,
 }
 
-/// Which FIB maps: IPv4 (`fib4_*`) or IPv6 (`fib6_*`).
-fn fib_maps<K: Key>() -> (&'static str, &'static str) {
+/// Where a family's FIB lives in the arena.
+fn fib_layout<K: Key>() -> FibLayout {
     if K::BITS == 32 {
-        ("fib4_root", "fib4_groups")
+        fib_arena::FIB4
     } else {
-        ("fib6_root", "fib6_groups")
+        fib_arena::FIB6
     }
+}
+
+/// The fast path's lookup is compiled for one shape per family.
+fn check_shape<K: Key>(fib: &Fib<K>) -> Result<()> {
+    let want = if K::BITS == 32 {
+        Shape::IPV4
+    } else {
+        Shape::IPV6
+    };
+    if fib.shape() != want {
+        bail!(
+            "the fast path reads {} bits then {}, not this table's {} then {}",
+            want.first,
+            want.stride,
+            fib.shape().first,
+            fib.shape().stride
+        );
+    }
+    Ok(())
 }
 
 impl FastPath {
     pub fn load() -> Result<Self> {
+        let obj = loader::load(objects::ROUTER, "router")?;
         Ok(FastPath {
-            obj: loader::load(objects::ROUTER, "router")?,
+            arena: FibArena::open(&obj)?,
+            obj,
         })
     }
 
@@ -79,59 +99,24 @@ impl FastPath {
         maps::write(&loader::map(&self.obj, "nexthops")?, id, nh)
     }
 
-    /// Copies a whole table into the maps (an empty fast path).
+    /// Copies a whole table into the arena (an empty fast path).
     pub fn load_fib<K: Key>(&self, fib: &Fib<K>) -> Result<()> {
-        let group = 1usize << fib.shape().stride;
-        self.put_rows::<K>(
-            Table::Root,
-            fib.root(),
-            ROOT_ROW,
-            0..fib.root().len() / ROOT_ROW,
-        )?;
-        self.put_rows::<K>(
-            Table::Groups,
-            fib.groups(),
-            group,
-            0..fib.groups().len() / group,
-        )
-    }
-
-    /// Pushes a change: the rows its writes touched, in the order of their
-    /// first write (a new group's row before the row that links it).
-    pub fn apply<K: Key>(&self, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
-        let group = 1usize << fib.shape().stride;
-        let mut seen = BTreeSet::new();
-        for w in writes {
-            let (entries, row) = match w.table {
-                Table::Root => (fib.root(), ROOT_ROW),
-                Table::Groups => (fib.groups(), group),
-            };
-            let r = w.index as usize / row;
-            if seen.insert((w.table, r)) {
-                self.put_rows::<K>(w.table, entries, row, r..r + 1)?;
-            }
-        }
+        check_shape(fib)?;
+        self.arena.fill(fib_layout::<K>(), fib.root(), fib.groups());
         Ok(())
     }
 
-    fn put_rows<K: Key>(
-        &self,
-        table: Table,
-        entries: &[u32],
-        row: usize,
-        rows: impl Iterator<Item = usize>,
-    ) -> Result<()> {
-        let (root, groups) = fib_maps::<K>();
-        let map = loader::map(&self.obj, if table == Table::Root { root } else { groups })?;
-        for r in rows {
-            let bytes: Vec<u8> = entries[r * row..(r + 1) * row]
-                .iter()
-                .flat_map(|e| e.to_ne_bytes())
-                .collect();
-            map.update(&(r as u32).to_ne_bytes(), &bytes, MapFlags::ANY)
-                .with_context(|| {
-                    format!("cannot write row {r} of {}", map.name().to_string_lossy())
-                })?;
+    /// Pushes a change: its writes, entry by entry, in their order (a new
+    /// group's entries before the entry that links it).
+    pub fn apply<K: Key>(&self, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
+        check_shape(fib)?;
+        let layout = fib_layout::<K>();
+        for w in writes {
+            let i = w.index as usize;
+            match w.table {
+                Table::Root => self.arena.write_root(layout, i, fib.root()[i]),
+                Table::Groups => self.arena.write_group(layout, i, fib.groups()[i]),
+            }
         }
         Ok(())
     }

@@ -1,0 +1,174 @@
+//! The FIB's BPF arena (`bpf/include/fib.h`): one sparse region that the
+//! fast path reads with plain loads and the control plane writes with plain
+//! stores through its mapping, no syscall per entry or row.
+//!
+//! The regions' offsets are fib.h's; `crates/fib/tests/bpf_contract.rs`
+//! holds both to the FIB's shapes by running the C lookup on tables written
+//! here.
+use anyhow::{bail, Context, Result};
+use libbpf_rs::{AsRawLibbpf, MapCore, MapFlags, Object};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Pages of the arena map (`FIB_ARENA_PAGES`): the arena's 4 GiB limit.
+/// Only pages written are allocated.
+pub const ARENA_PAGES: usize = 1 << 20;
+const PAGE: usize = 4096;
+
+/// A table of 32-bit entries at a fixed byte offset of the arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub offset: usize,
+    pub entries: usize,
+}
+
+const MIB: usize = 1 << 20;
+
+/// Where a family's FIB lives in the arena, and its group size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FibLayout {
+    pub root: Region,
+    pub groups: Region,
+    /// Bits per group (a group is `2^stride` entries).
+    pub stride: u8,
+}
+
+/// IPv4: 2^24 root entries (`FIB4_ROOT_OFF`), up to 65536 groups of 256
+/// (`FIB4_GROUPS_OFF`).
+pub const FIB4: FibLayout = FibLayout {
+    root: Region {
+        offset: 0,
+        entries: 1 << 24,
+    },
+    groups: Region {
+        offset: 64 * MIB,
+        entries: 65536 * 256,
+    },
+    stride: 8,
+};
+
+/// IPv6: 2^24 root entries (`FIB6_ROOT_OFF`), up to 2^20 groups of 256
+/// (`FIB6_GROUPS_OFF`).
+pub const FIB6: FibLayout = FibLayout {
+    root: Region {
+        offset: 128 * MIB,
+        entries: 1 << 24,
+    },
+    groups: Region {
+        offset: 192 * MIB,
+        entries: (1 << 20) * 256,
+    },
+    stride: 8,
+};
+
+/// The FIB's link flag (`linerate_fib::CHILD`): the rest is a group index.
+const CHILD: u32 = 1 << 31;
+
+impl FibLayout {
+    /// The arena's form of a FIB entry (fib.h): a next hop `n` as `n << 1`,
+    /// a link to group `g` as the group's byte offset in the arena | 1.
+    pub fn encode(&self, entry: u32) -> u32 {
+        if entry & CHILD != 0 {
+            let g = (entry & !CHILD) as usize;
+            let bytes = 4usize << self.stride;
+            assert!(
+                (g + 1) * bytes <= self.groups.entries * 4,
+                "group {g} outside {:?}",
+                self.groups
+            );
+            (self.groups.offset + g * bytes) as u32 | 1
+        } else {
+            assert!(entry < CHILD);
+            entry << 1
+        }
+    }
+}
+
+/// The loaded object's arena, mapped into this process by libbpf.
+///
+/// Valid while the object it came from is loaded (the owner keeps both).
+pub struct FibArena {
+    base: *mut u8,
+    len: usize,
+}
+
+// The mapping is shared memory that lives as long as the object; every
+// access is an atomic 32-bit load or store.
+unsafe impl Send for FibArena {}
+unsafe impl Sync for FibArena {}
+
+impl FibArena {
+    /// The arena of `obj` (a program that includes fib.h), and tells the
+    /// programs where user space mapped it: they address it by the low 32
+    /// bits of that address.
+    pub fn open(obj: &Object) -> Result<Self> {
+        let map = crate::loader::map(obj, "fib_arena")?;
+        // For an arena libbpf reports the size of its global data (none
+        // here); the mapping is the whole map.
+        let mut data_size = 0u64;
+        let ptr = unsafe {
+            libbpf_sys::bpf_map__initial_value(map.as_libbpf_object().as_ptr(), &mut data_size)
+        };
+        let size = map.max_entries() as usize * PAGE;
+        if ptr.is_null() {
+            bail!("the FIB arena is not mapped (arenas need Linux 6.9 or later)");
+        }
+        if size != ARENA_PAGES * PAGE {
+            bail!("the FIB arena has {size} bytes, expected {} (build mismatch)", ARENA_PAGES * PAGE);
+        }
+        let base = ptr.cast::<u8>();
+        let data = obj
+            .maps()
+            .find(|m| m.name().to_string_lossy().ends_with(".data.fib"))
+            .context("BPF object has no .data.fib section (build mismatch)")?;
+        if data.value_size() != 8 {
+            bail!(".data.fib holds {} bytes, expected the 8 of fib_arena_base", data.value_size());
+        }
+        data.update(&0u32.to_ne_bytes(), &(base as u64).to_ne_bytes(), MapFlags::ANY)
+            .context("cannot tell the fast path where the FIB arena is")?;
+        Ok(FibArena { base, len: size })
+    }
+
+    fn slot(&self, region: Region, index: usize) -> &AtomicU32 {
+        assert!(index < region.entries, "entry {index} outside {region:?}");
+        let off = region.offset + index * 4;
+        assert!(off + 4 <= self.len);
+        // In bounds (checked above), 4-byte aligned (offsets are), and only
+        // ever accessed atomically.
+        unsafe { &*self.base.add(off).cast::<AtomicU32>() }
+    }
+
+    /// Writes one root entry of `fib`; stores become visible to the fast
+    /// path in the order they are made (a group is filled before the entry
+    /// linking it).
+    pub fn write_root(&self, fib: FibLayout, index: usize, entry: u32) {
+        self.slot(fib.root, index)
+            .store(fib.encode(entry), Ordering::Release);
+    }
+
+    /// Writes one entry of the group pool (entry `index` of the pool).
+    pub fn write_group(&self, fib: FibLayout, index: usize, entry: u32) {
+        self.slot(fib.groups, index)
+            .store(fib.encode(entry), Ordering::Release);
+    }
+
+    /// Copies a whole table (root entries, then the pool) into a fresh
+    /// arena. Zero entries (no route) are skipped: pages never written
+    /// read as zero and take no memory.
+    pub fn fill(&self, fib: FibLayout, root: &[u32], groups: &[u32]) {
+        for (region, entries) in [(fib.root, root), (fib.groups, groups)] {
+            assert!(entries.len() <= region.entries);
+            for (i, &e) in entries.iter().enumerate() {
+                if e != 0 {
+                    self.slot(region, i)
+                        .store(fib.encode(e), Ordering::Relaxed);
+                }
+            }
+        }
+        std::sync::atomic::fence(Ordering::Release);
+    }
+
+    /// Reads one raw (encoded) entry back.
+    pub fn read(&self, region: Region, index: usize) -> u32 {
+        self.slot(region, index).load(Ordering::Acquire)
+    }
+}
