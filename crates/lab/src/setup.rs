@@ -212,6 +212,12 @@ fn tune(spec: &LabSpec) -> Result<Vec<NapiThread>> {
 /// Turns on threaded NAPI for `dev` (in namespace `ns`) and pins its new
 /// `napi/<dev>-*` threads to CPUs from `first_cpu` on, one queue each.
 pub fn threaded_napi(ns: &str, dev: &str, first_cpu: usize) -> Result<Vec<NapiThread>> {
+    // Threads are told apart by name, and every lab's DUT port has the same
+    // name: two labs turning NAPI threads on at once would take each
+    // other's. One at a time, across processes.
+    std::fs::create_dir_all("/run/linerate")?;
+    let lock = std::fs::File::create("/run/linerate/napi.lock")?;
+    lock.lock()?;
     let before = napi_threads(dev);
     in_netns(
         ns,
