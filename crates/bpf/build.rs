@@ -37,12 +37,32 @@ fn main() {
             &src,
             &bpf_dir.join("include"),
             &multiarch,
+            &[],
             &out.join(format!("{stem}.bpf.o")),
         );
+        // Programs that read the FIB also come with the compact IPv6
+        // layout (fib.h, FIB6_COMPACT).
+        if std::fs::read_to_string(&src).unwrap().contains("\"fib.h\"") {
+            compile(
+                &clang,
+                &src,
+                &bpf_dir.join("include"),
+                &multiarch,
+                &["-DFIB6_COMPACT"],
+                &out.join(format!("{stem}_fib6_compact.bpf.o")),
+            );
+        }
     }
 }
 
-fn compile(clang: &str, src: &Path, include: &Path, multiarch: &str, obj: &Path) {
+fn compile(
+    clang: &str,
+    src: &Path,
+    include: &Path,
+    multiarch: &str,
+    defines: &[&str],
+    obj: &Path,
+) {
     let status = Command::new(clang)
         .args([
             "-O2",
@@ -59,6 +79,7 @@ fn compile(clang: &str, src: &Path, include: &Path, multiarch: &str, obj: &Path)
         .arg(include)
         .arg("-I")
         .arg(multiarch)
+        .args(defines)
         .arg("-c")
         .arg(src)
         .arg("-o")

@@ -46,8 +46,8 @@ pub const FIB4: FibLayout = FibLayout {
     stride: 8,
 };
 
-/// IPv6: 2^24 root entries (`FIB6_ROOT_OFF`), up to 2^20 groups of 256
-/// (`FIB6_GROUPS_OFF`).
+/// IPv6, wide: 2^24 root entries (`FIB6_ROOT_OFF`), up to 2^20 groups of
+/// 256 (`FIB6_GROUPS_OFF`).
 pub const FIB6: FibLayout = FibLayout {
     root: Region {
         offset: 128 * MIB,
@@ -58,6 +58,20 @@ pub const FIB6: FibLayout = FibLayout {
         entries: (1 << 20) * 256,
     },
     stride: 8,
+};
+
+/// IPv6, compact (`FIB6_COMPACT`): 2^16 root entries, up to 2^20 groups
+/// of 16, at the same offsets.
+pub const FIB6_COMPACT: FibLayout = FibLayout {
+    root: Region {
+        offset: 128 * MIB,
+        entries: 1 << 16,
+    },
+    groups: Region {
+        offset: 192 * MIB,
+        entries: (1 << 20) * 16,
+    },
+    stride: 4,
 };
 
 /// The FIB's link flag (`linerate_fib::CHILD`): the rest is a group index.

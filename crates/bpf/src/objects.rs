@@ -8,7 +8,13 @@ pub const RECV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/recv.bpf.o"));
 pub const SINK: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/sink.bpf.o"));
 /// FIB lookup probe, program `fib_probe` (the layout contract test).
 pub const FIB_PROBE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fib_probe.bpf.o"));
+/// The same with the compact IPv6 FIB layout.
+pub const FIB_PROBE_FIB6_COMPACT: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/fib_probe_fib6_compact.bpf.o"));
 /// The router's fast path, program `router`.
 pub const ROUTER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/router.bpf.o"));
+/// The same with the compact IPv6 FIB layout (`FIB6_COMPACT`).
+pub const ROUTER_FIB6_COMPACT: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/router_fib6_compact.bpf.o"));
 /// The bench's reference: bpf_fib_lookup + bpf_redirect, program `ref_fwd`.
 pub const REF_FWD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ref_fwd.bpf.o"));

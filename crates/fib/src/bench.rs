@@ -4,7 +4,7 @@
 //! in the same run, repeated.
 use crate::key::Key;
 use crate::trie::{Fib, Shape};
-use crate::{gen, Stats};
+use crate::{gen, Ipv6Layout, Stats};
 use ipnet::{Ipv4Net, Ipv6Net};
 use poptrie::Poptrie;
 use prefix_trie::PrefixMap;
@@ -27,6 +27,7 @@ pub struct FibBench {
     pub updates: usize,
     pub repeat: usize,
     pub seed: u64,
+    pub ipv6_layout: Ipv6Layout,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -130,13 +131,13 @@ where
 
 /// What the bench needs of an address family.
 trait Family2: Key + poptrie::Address {
-    fn shape() -> Shape;
+    fn shape(ipv6: Ipv6Layout) -> Shape;
     fn routes(n: usize, seed: u64) -> Vec<(Self, u8, u32)>;
     fn peers(routes: &[(Self, u8, u32)], keys: &[Self]) -> Vec<Peer>;
 }
 
 impl Family2 for u32 {
-    fn shape() -> Shape {
+    fn shape(_: Ipv6Layout) -> Shape {
         Shape::IPV4
     }
     fn routes(n: usize, seed: u64) -> Vec<(u32, u8, u32)> {
@@ -150,8 +151,8 @@ impl Family2 for u32 {
 }
 
 impl Family2 for u128 {
-    fn shape() -> Shape {
-        Shape::IPV6
+    fn shape(ipv6: Ipv6Layout) -> Shape {
+        ipv6.shape()
     }
     fn routes(n: usize, seed: u64) -> Vec<(u128, u8, u32)> {
         gen::ipv6(n, 64, seed)
@@ -197,7 +198,7 @@ fn run_family<K: Family2>(
     let mut last_stats = None;
     for i in 0..b.repeat {
         let t = Instant::now();
-        let mut fib: Fib<K> = Fib::new(K::shape()).without_concurrent_readers();
+        let mut fib: Fib<K> = Fib::new(K::shape(b.ipv6_layout)).without_concurrent_readers();
         fib.bulk_load(&routes)?;
         let build_seconds = t.elapsed().as_secs_f64();
         let lookups_per_sec = rate(keys.len(), || {

@@ -81,16 +81,43 @@ impl Shape {
         groups: 65536,
     };
     /// 24 bits, then 8 at a time (DPDK rte_lpm6's layout): a /32 is 2
-    /// reads, a /48 4, a /64 6. Measured on the generated 200k table
-    /// (`linerate fib stats --family ipv6`): 251k groups, 245 MiB of group
-    /// pages plus the root's; 16 + 4 needed 38 MiB but 9 reads for a /48,
-    /// and the reads are what a lookup pays (docs/fib.md). Room for 4x
-    /// that table (the arena allocates only the pages written).
+    /// reads, a /48 4, a /64 6. On the generated 200k table (`linerate
+    /// fib stats --family ipv6`): 251k groups, 245 MiB, plus the 64 MiB
+    /// root: sparse /48s each fill a 256-entry group. Room for 4x that
+    /// table (the fast path's arena allocates only the pages written).
     pub const IPV6: Shape = Shape {
         first: 24,
         stride: 8,
         groups: 1 << 20,
     };
+    /// 16 bits, then 4 at a time: a group is 16 entries, one cache line; a
+    /// /48 is 9 reads. 625k groups, 38 MiB for the generated 200k table.
+    pub const IPV6_COMPACT: Shape = Shape {
+        first: 16,
+        stride: 4,
+        groups: 1 << 20,
+    };
+}
+
+/// The IPv6 table's layout, a trade between reads per lookup and memory
+/// (FreeBSD lets one pick a FIB algorithm per family the same way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Ipv6Layout {
+    /// 24 + 8 bits: a /48 in 4 reads; about 310 MiB for a full table.
+    #[default]
+    Wide,
+    /// 16 + 4 bits: a /48 in 9 reads; about 40 MiB for a full table.
+    Compact,
+}
+
+impl Ipv6Layout {
+    pub fn shape(self) -> Shape {
+        match self {
+            Ipv6Layout::Wide => Shape::IPV6,
+            Ipv6Layout::Compact => Shape::IPV6_COMPACT,
+        }
+    }
 }
 
 /// Per-entry shadow: 0 = nothing, else the writing prefix's length + 1.

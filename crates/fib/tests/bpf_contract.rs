@@ -44,6 +44,7 @@ fn apply<K: Key>(arena: &FibArena, layout: FibLayout, fib: &Fib<K>, writes: &[Wr
 }
 
 fn check<K: Key>(
+    object: &[u8],
     shape: Shape,
     layout: FibLayout,
     routes: Vec<(K, u8, u32)>,
@@ -58,7 +59,7 @@ fn check<K: Key>(
         (shape.groups as usize) << shape.stride,
         "group pool entries"
     );
-    let obj = loader::load(objects::FIB_PROBE, "fib probe").unwrap();
+    let obj = loader::load(object, "fib probe").unwrap();
     let arena = FibArena::open(&obj).unwrap();
     let (initial, later) = routes.split_at(routes.len() * 3 / 4);
     let mut fib: Fib<K> = Fib::new(shape);
@@ -106,6 +107,7 @@ fn check<K: Key>(
 #[test]
 fn ipv4_bpf_lookup_matches() {
     check::<u32>(
+        objects::FIB_PROBE,
         Shape::IPV4,
         fib_arena::FIB4,
         gen::ipv4(40_000, 64, 3),
@@ -114,10 +116,10 @@ fn ipv4_bpf_lookup_matches() {
     );
 }
 
-#[test]
-fn ipv6_bpf_lookup_matches() {
+/// 20000 generated IPv6 routes plus host routes, which make the deepest
+/// paths (13 group reads wide, 28 compact).
+fn ipv6_routes() -> Vec<(u128, u8, u32)> {
     let mut routes = gen::ipv6(20_000, 64, 3);
-    // Host routes make the deepest paths (13 group reads).
     routes.extend(
         routes
             .clone()
@@ -125,10 +127,28 @@ fn ipv6_bpf_lookup_matches() {
             .take(50)
             .map(|r| (r.0 | 0x1234, 128, r.2)),
     );
+    routes
+}
+
+#[test]
+fn ipv6_bpf_lookup_matches() {
     check::<u128>(
+        objects::FIB_PROBE,
         Shape::IPV6,
         fib_arena::FIB6,
-        routes,
+        ipv6_routes(),
+        frame_v6,
+        54,
+    );
+}
+
+#[test]
+fn ipv6_compact_bpf_lookup_matches() {
+    check::<u128>(
+        objects::FIB_PROBE_FIB6_COMPACT,
+        Shape::IPV6_COMPACT,
+        fib_arena::FIB6_COMPACT,
+        ipv6_routes(),
         frame_v6,
         54,
     );

@@ -216,6 +216,11 @@ proptest! {
     }
 
     #[test]
+    fn ipv6_16_4(ops in ops::<u128>(Shape::IPV6_COMPACT, 0), probes in proptest::collection::vec(addr_strategy::<u128>(), 32)) {
+        check::<u128, PrefixMap<Ipv6Net, u32>>(Shape::IPV6_COMPACT, ops, probes);
+    }
+
+    #[test]
     fn ipv6_24_8(ops in ops::<u128>(Shape::IPV6, 0), probes in proptest::collection::vec(addr_strategy::<u128>(), 32)) {
         check::<u128, PrefixMap<Ipv6Net, u32>>(Shape::IPV6, ops, probes);
     }

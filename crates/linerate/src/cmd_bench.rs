@@ -145,6 +145,7 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         keys: a.keys,
         repeat: a.repeat,
         seed: a.seed,
+        ipv6_layouts: a.fib6.clone(),
     };
     let json = a.json;
     let results = std::thread::spawn(
@@ -164,9 +165,17 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&results)?);
         return Ok(());
     }
-    if let [one, full] = &results[..] {
+    println!();
+    for one in results.iter().filter(|r| r.routes == 1) {
+        let Some(full) = results
+            .iter()
+            .find(|r| r.routes > 1 && r.layout == one.layout)
+        else {
+            continue;
+        };
         println!(
-            "\nfull table / one route: linerate {:.2}x, bpf_fib_lookup {:.2}x; linerate / bpf_fib_lookup: {:.2} (1 route), {:.2} ({} routes)",
+            "{} layout, full table / one route: linerate {:.2}x, bpf_fib_lookup {:.2}x; linerate / bpf_fib_lookup: {:.2} (1 route), {:.2} ({} routes)",
+            one.layout,
             full.ns_per_packet / one.ns_per_packet,
             full.reference.ns_per_packet / one.reference.ns_per_packet,
             one.ns_per_packet / one.reference.ns_per_packet,

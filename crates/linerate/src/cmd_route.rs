@@ -6,8 +6,14 @@ use linerate_bpf::loader::XdpMode;
 use linerate_router::run::{run as route, RouteOptions};
 use std::sync::atomic::AtomicBool;
 
-pub fn options(interfaces: &[String], mode: &str, netns: Option<&str>) -> RouteOptions {
+pub fn options(
+    interfaces: &[String],
+    mode: &str,
+    ipv6: linerate_fib::Ipv6Layout,
+    netns: Option<&str>,
+) -> RouteOptions {
     RouteOptions {
+        ipv6,
         record: netns.unwrap_or("default").to_string(),
         interfaces: interfaces.to_vec(),
         mode: if mode == "generic" {
@@ -23,7 +29,7 @@ pub fn run(a: RouteArgs) -> Result<()> {
     if let Some(ns) = &a.netns {
         linerate_host::netns::enter_for_good(ns)?;
     }
-    let opts = options(&a.interfaces, &a.mode, a.netns.as_deref());
+    let opts = options(&a.interfaces, &a.mode, a.fib6, a.netns.as_deref());
     let ready = AtomicBool::new(false);
     let quiet = a.quiet;
     route(&opts, stop::flag(), &ready, |s| {

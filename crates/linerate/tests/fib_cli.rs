@@ -102,8 +102,13 @@ fn bench_fib_json_has_the_named_fields() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
+/// The fastpath benches check that their scratch namespace is gone, so
+/// they run one at a time.
+static SCRATCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn bench_fastpath_json_has_the_named_fields() {
+    let _one = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
     let o = linerate(&[
         "bench", "fastpath", "--routes", "2000", "--keys", "200", "--repeat", "20", "--json",
     ]);
@@ -115,6 +120,7 @@ fn bench_fastpath_json_has_the_named_fields() {
     assert_eq!(runs[1]["routes"], 2000);
     for x in runs {
         assert_eq!(x["family"], "ipv4");
+        assert_eq!(x["layout"], "24+8");
         assert!(x["ns_per_packet"].as_f64().unwrap() > 0.0, "{x}");
         assert_eq!(x["reference"]["name"], "bpf_fib_lookup");
         assert!(x["reference"]["ns_per_packet"].as_f64().unwrap() > 0.0);
@@ -123,4 +129,30 @@ fn bench_fastpath_json_has_the_named_fields() {
     }
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ns.stdout).contains("lrbench-"));
+}
+
+#[test]
+fn bench_fastpath_ipv6_measures_both_layouts() {
+    let _one = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
+    let o = linerate(&[
+        "bench", "fastpath", "--family", "ipv6", "--routes", "2000", "--keys", "200", "--repeat",
+        "20", "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = r.as_array().unwrap();
+    let got: Vec<(String, u64)> = runs
+        .iter()
+        .map(|x| (x["layout"].as_str().unwrap().to_string(), x["routes"].as_u64().unwrap()))
+        .collect();
+    let want: Vec<(String, u64)> = [("24+8", 1), ("16+4", 1), ("24+8", 2000), ("16+4", 2000)]
+        .iter()
+        .map(|&(l, n)| (l.to_string(), n))
+        .collect();
+    assert_eq!(got, want);
+    for x in runs {
+        assert_eq!(x["family"], "ipv6");
+        // Both programs forwarded nearly every destination, in each layout.
+        assert!(x["destinations"].as_u64().unwrap() > 190, "{x}");
+    }
 }

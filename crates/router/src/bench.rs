@@ -9,7 +9,7 @@ use crate::layout::{Nexthop, NH_RESOLVED, NH_VALID};
 use anyhow::{bail, Context, Result};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::{objects, test_run};
-use linerate_fib::{gen, Fib, Key, Shape};
+use linerate_fib::{gen, Fib, Ipv6Layout, Key, Shape};
 use linerate_host::cmd::ip;
 use serde::Serialize;
 use std::io::Write as _;
@@ -33,6 +33,8 @@ pub struct FastpathBench {
     pub keys: usize,
     pub repeat: u32,
     pub seed: u64,
+    /// IPv6 table layouts to measure (IPv4 has one).
+    pub ipv6_layouts: Vec<Ipv6Layout>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -44,6 +46,8 @@ pub struct Reference {
 #[derive(Clone, Debug, Serialize)]
 pub struct FastpathResult {
     pub family: &'static str,
+    /// The FIB's first-level and group bits, e.g. "24+8".
+    pub layout: String,
     pub routes: usize,
     pub ns_per_packet: f64,
     pub reference: Reference,
@@ -170,11 +174,6 @@ fn run_family<K: Key>(
 
     let reference = loader::load(objects::REF_FWD, "reference")?;
     let ref_prog = loader::prog(&reference, "ref_fwd")?;
-    let shape = if K::BITS == 32 {
-        Shape::IPV4
-    } else {
-        Shape::IPV6
-    };
     let generated: Vec<(K, u8, u32)> = if K::BITS == 32 {
         gen::ipv4(b.routes, 1, b.seed)
             .into_iter()
@@ -192,70 +191,85 @@ fn run_family<K: Key>(
         .into_iter()
         .step_by(2)
         .collect();
+    // IPv4 has one layout; IPv6 each asked for.
+    let layouts: Vec<Ipv6Layout> = if K::BITS == 32 {
+        vec![Ipv6Layout::default()]
+    } else {
+        b.ipv6_layouts.clone()
+    };
     let mut results = Vec::new();
     for table in [vec![(K::from_u128(0), 0u8, NH)], generated.clone()] {
-        let fp = FastPath::load()?;
-        // Attaching registers the veths' XDP queues, which BPF_PROG_RUN
-        // needs for an ingress device.
-        let _links = [&b.ingress, &b.egress]
-            .iter()
-            .map(|d| XdpAttachment::attach(&fp.program()?, d, XdpMode::Native))
-            .collect::<Result<Vec<_>>>()?;
-        fp.add_interface(in_idx, in_mac)?;
-        fp.add_interface(out_idx, out_mac)?;
-        fp.set_nexthop(
-            NH,
-            &Nexthop {
-                ifindex: out_idx,
-                mtu: 1500,
-                flags: NH_VALID | NH_RESOLVED,
-                _pad: 0,
-                dmac: in_mac,
-                smac: out_mac,
-            },
-        )?;
-        let mut fib: Fib<K> = Fib::new(shape).without_concurrent_readers();
-        fib.bulk_load(&table).map_err(|e| anyhow::anyhow!("{e}"))?;
-        fp.load_fib(&fib)?;
         progress(&format!(
             "{} routes: installing them in the kernel for the reference",
             table.len()
         ));
         kernel_routes(ns, &b.egress, &table)?;
-        let prog = fp.program()?;
-        let (mut ours, mut theirs, mut n) = (0f64, 0f64, 0usize);
-        let mut out = vec![0u8; 256];
-        for &k in &keys {
-            let f = frame(in_mac, k);
-            let a = test_run::run_xdp_on(prog.as_fd(), &f, &mut out, b.repeat, Some(in_idx))?;
-            let r = test_run::run_xdp_on(ref_prog.as_fd(), &f, &mut out, b.repeat, Some(in_idx))?;
-            if a.verdict == XDP_REDIRECT && r.verdict == XDP_REDIRECT {
-                ours += a.duration_ns as f64;
-                theirs += r.duration_ns as f64;
-                n += 1;
+        for &layout in &layouts {
+            let shape = if K::BITS == 32 {
+                Shape::IPV4
+            } else {
+                layout.shape()
+            };
+            let fp = FastPath::load_with(layout)?;
+            // Attaching registers the veths' XDP queues, which BPF_PROG_RUN
+            // needs for an ingress device.
+            let _links = [&b.ingress, &b.egress]
+                .iter()
+                .map(|d| XdpAttachment::attach(&fp.program()?, d, XdpMode::Native))
+                .collect::<Result<Vec<_>>>()?;
+            fp.add_interface(in_idx, in_mac)?;
+            fp.add_interface(out_idx, out_mac)?;
+            fp.set_nexthop(
+                NH,
+                &Nexthop {
+                    ifindex: out_idx,
+                    mtu: 1500,
+                    flags: NH_VALID | NH_RESOLVED,
+                    _pad: 0,
+                    dmac: in_mac,
+                    smac: out_mac,
+                },
+            )?;
+            let mut fib: Fib<K> = Fib::new(shape).without_concurrent_readers();
+            fib.bulk_load(&table).map_err(|e| anyhow::anyhow!("{e}"))?;
+            fp.load_fib(&fib)?;
+            let prog = fp.program()?;
+            let (mut ours, mut theirs, mut n) = (0f64, 0f64, 0usize);
+            let mut out = vec![0u8; 256];
+            for &k in &keys {
+                let f = frame(in_mac, k);
+                let a = test_run::run_xdp_on(prog.as_fd(), &f, &mut out, b.repeat, Some(in_idx))?;
+                let r =
+                    test_run::run_xdp_on(ref_prog.as_fd(), &f, &mut out, b.repeat, Some(in_idx))?;
+                if a.verdict == XDP_REDIRECT && r.verdict == XDP_REDIRECT {
+                    ours += a.duration_ns as f64;
+                    theirs += r.duration_ns as f64;
+                    n += 1;
+                }
             }
+            if n == 0 {
+                bail!(
+                    "neither program forwarded any destination with {} routes",
+                    table.len()
+                );
+            }
+            let res = FastpathResult {
+                family: if K::BITS == 32 { "ipv4" } else { "ipv6" },
+                layout: format!("{}+{}", shape.first, shape.stride),
+                routes: table.len(),
+                ns_per_packet: ours / n as f64,
+                reference: Reference {
+                    name: "bpf_fib_lookup".into(),
+                    ns_per_packet: theirs / n as f64,
+                },
+                destinations: n,
+            };
+            progress(&format!(
+                "{} routes, {} layout: linerate {:.1} ns/packet, bpf_fib_lookup {:.1} ns/packet ({} destinations)",
+                res.routes, res.layout, res.ns_per_packet, res.reference.ns_per_packet, n
+            ));
+            results.push(res);
         }
-        if n == 0 {
-            bail!(
-                "neither program forwarded any destination with {} routes",
-                table.len()
-            );
-        }
-        let res = FastpathResult {
-            family: if K::BITS == 32 { "ipv4" } else { "ipv6" },
-            routes: table.len(),
-            ns_per_packet: ours / n as f64,
-            reference: Reference {
-                name: "bpf_fib_lookup".into(),
-                ns_per_packet: theirs / n as f64,
-            },
-            destinations: n,
-        };
-        progress(&format!(
-            "{} routes: linerate {:.1} ns/packet, bpf_fib_lookup {:.1} ns/packet ({} destinations)",
-            res.routes, res.ns_per_packet, res.reference.ns_per_packet, n
-        ));
-        results.push(res);
     }
     Ok(results)
 }

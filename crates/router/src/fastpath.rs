@@ -5,50 +5,62 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
 use linerate_bpf::{loader, maps, objects, test_run};
-use linerate_fib::{Fib, Key, Shape, Table, Write};
+use linerate_fib::{Fib, Ipv6Layout, Key, Shape, Table, Write};
 use std::os::fd::AsFd;
 
 pub struct FastPath {
     // Drops before `obj`, whose mapping it points into.
     arena: FibArena,
+    ipv6: Ipv6Layout,
     obj: libbpf_rs::Object,
 }
 
-/// Where a family's FIB lives in the arena.
-fn fib_layout<K: Key>() -> FibLayout {
-    if K::BITS == 32 {
-        fib_arena::FIB4
-    } else {
-        fib_arena::FIB6
-    }
-}
-
-/// The fast path's lookup is compiled for one shape per family.
-fn check_shape<K: Key>(fib: &Fib<K>) -> Result<()> {
-    let want = if K::BITS == 32 {
-        Shape::IPV4
-    } else {
-        Shape::IPV6
-    };
-    if fib.shape() != want {
-        bail!(
-            "the fast path reads {} bits then {}, not this table's {} then {}",
-            want.first,
-            want.stride,
-            fib.shape().first,
-            fib.shape().stride
-        );
-    }
-    Ok(())
-}
-
 impl FastPath {
+    /// The router program with the default (wide) IPv6 layout.
     pub fn load() -> Result<Self> {
-        let obj = loader::load(objects::ROUTER, "router")?;
+        Self::load_with(Ipv6Layout::default())
+    }
+
+    /// The router program compiled for `ipv6`'s table layout.
+    pub fn load_with(ipv6: Ipv6Layout) -> Result<Self> {
+        let object = match ipv6 {
+            Ipv6Layout::Wide => objects::ROUTER,
+            Ipv6Layout::Compact => objects::ROUTER_FIB6_COMPACT,
+        };
+        let obj = loader::load(object, "router")?;
         Ok(FastPath {
             arena: FibArena::open(&obj)?,
+            ipv6,
             obj,
         })
+    }
+
+    /// The IPv6 layout this fast path reads.
+    pub fn ipv6_layout(&self) -> Ipv6Layout {
+        self.ipv6
+    }
+
+    /// Where a family's FIB lives in the arena; fails unless `fib` has the
+    /// shape the program was compiled for.
+    fn fib_layout<K: Key>(&self, fib: &Fib<K>) -> Result<FibLayout> {
+        let (want, layout) = if K::BITS == 32 {
+            (Shape::IPV4, fib_arena::FIB4)
+        } else {
+            match self.ipv6 {
+                Ipv6Layout::Wide => (Shape::IPV6, fib_arena::FIB6),
+                Ipv6Layout::Compact => (Shape::IPV6_COMPACT, fib_arena::FIB6_COMPACT),
+            }
+        };
+        if fib.shape() != want {
+            bail!(
+                "the fast path reads {} bits then {}, not this table's {} then {}",
+                want.first,
+                want.stride,
+                fib.shape().first,
+                fib.shape().stride
+            );
+        }
+        Ok(layout)
     }
 
     pub fn program(&self) -> Result<libbpf_rs::Program<'_>> {
@@ -101,16 +113,15 @@ impl FastPath {
 
     /// Copies a whole table into the arena (an empty fast path).
     pub fn load_fib<K: Key>(&self, fib: &Fib<K>) -> Result<()> {
-        check_shape(fib)?;
-        self.arena.fill(fib_layout::<K>(), fib.root(), fib.groups());
+        let layout = self.fib_layout(fib)?;
+        self.arena.fill(layout, fib.root(), fib.groups());
         Ok(())
     }
 
     /// Pushes a change: its writes, entry by entry, in their order (a new
     /// group's entries before the entry that links it).
     pub fn apply<K: Key>(&self, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
-        check_shape(fib)?;
-        let layout = fib_layout::<K>();
+        let layout = self.fib_layout(fib)?;
         for w in writes {
             let i = w.index as usize;
             match w.table {

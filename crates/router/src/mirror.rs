@@ -85,6 +85,7 @@ impl Mirror {
         fp.set_nexthop(KERNEL_NH, &kernel)?;
         let mut nh_ids = HashMap::new();
         nh_ids.insert(NhKey::Kernel, KERNEL_NH);
+        let ipv6 = fp.ipv6_layout().shape();
         Ok(Mirror {
             fp,
             links: HashMap::new(),
@@ -92,7 +93,7 @@ impl Mirror {
             routes4: HashMap::new(),
             routes6: HashMap::new(),
             fib4: Fib::new(Shape::IPV4),
-            fib6: Fib::new(Shape::IPV6),
+            fib6: Fib::new(ipv6),
             nh_ids,
             counts: Counts::default(),
         })

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 pub struct RouteOptions {
     pub interfaces: Vec<String>,
     pub mode: XdpMode,
+    /// The IPv6 table's layout.
+    pub ipv6: linerate_fib::Ipv6Layout,
     /// Name of the record `linerate stats` finds it by (its network
     /// namespace, or "default").
     pub record: String,
@@ -91,7 +93,7 @@ pub fn run(
         }
         ifindexes.push(idx);
     }
-    let fp = FastPath::load()?;
+    let fp = FastPath::load_with(opts.ipv6)?;
     // Attach everywhere or nowhere: the links made so far drop on error.
     let mut links = Vec::new();
     for name in &opts.interfaces {

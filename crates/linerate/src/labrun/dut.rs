@@ -128,7 +128,7 @@ fn start_linerate(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding> {
     let ns = netns.to_string();
     in_dut_namespace(netns, "linerate", move |stop, ready| {
         linerate_router::run::run(
-            &crate::cmd_route::options(&ifs, "native", Some(&ns)),
+            &crate::cmd_route::options(&ifs, "native", Default::default(), Some(&ns)),
             stop,
             ready,
             |_| {},
