@@ -795,7 +795,8 @@ pub struct Stats {
     pub max_reads: u32,
     /// Bytes of entries the fast path reads: root and groups in use.
     pub fast_path_bytes: u64,
-    /// Bytes of the BPF maps sized for the shape (root + all groups).
+    /// Arena space reserved for the shape (root + all groups); pages are
+    /// allocated only when written, so this is address space, not memory.
     pub map_bytes: u64,
     /// Control plane only: shadow lengths and the route set (estimate).
     pub control_bytes: u64,

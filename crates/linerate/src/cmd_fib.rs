@@ -70,7 +70,7 @@ fn stats(a: FibStatsArgs) -> Result<()> {
             .join(" ")
     );
     println!(
-        "  memory: fast path {:.1} MiB in use, BPF maps {:.1} MiB, control plane {:.1} MiB",
+        "  memory: fast path {:.1} MiB in use (arena space reserved {:.1} MiB, allocated as written), control plane {:.1} MiB",
         mib(s.fast_path_bytes),
         mib(s.map_bytes),
         mib(s.control_bytes)
@@ -126,7 +126,7 @@ pub fn bench(a: BenchFibArgs) -> Result<()> {
     );
     println!("  build             {:>8.3} s", r.build_seconds);
     println!(
-        "  memory            {:>8.1} MiB fast path ({:.1} MiB BPF maps)",
+        "  memory            {:>8.1} MiB fast path ({:.1} MiB of arena space reserved)",
         r.memory_bytes as f64 / 1048576.0,
         r.stats.map_bytes as f64 / 1048576.0
     );
