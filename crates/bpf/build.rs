@@ -55,14 +55,7 @@ fn main() {
     }
 }
 
-fn compile(
-    clang: &str,
-    src: &Path,
-    include: &Path,
-    multiarch: &str,
-    defines: &[&str],
-    obj: &Path,
-) {
+fn compile(clang: &str, src: &Path, include: &Path, multiarch: &str, defines: &[&str], obj: &Path) {
     let status = Command::new(clang)
         .args([
             "-O2",

@@ -127,7 +127,10 @@ impl FibArena {
             bail!("the FIB arena is not mapped (arenas need Linux 6.9 or later)");
         }
         if size != ARENA_PAGES * PAGE {
-            bail!("the FIB arena has {size} bytes, expected {} (build mismatch)", ARENA_PAGES * PAGE);
+            bail!(
+                "the FIB arena has {size} bytes, expected {} (build mismatch)",
+                ARENA_PAGES * PAGE
+            );
         }
         let base = ptr.cast::<u8>();
         let data = obj
@@ -135,10 +138,17 @@ impl FibArena {
             .find(|m| m.name().to_string_lossy().ends_with(".data.fib"))
             .context("BPF object has no .data.fib section (build mismatch)")?;
         if data.value_size() != 8 {
-            bail!(".data.fib holds {} bytes, expected the 8 of fib_arena_base", data.value_size());
+            bail!(
+                ".data.fib holds {} bytes, expected the 8 of fib_arena_base",
+                data.value_size()
+            );
         }
-        data.update(&0u32.to_ne_bytes(), &(base as u64).to_ne_bytes(), MapFlags::ANY)
-            .context("cannot tell the fast path where the FIB arena is")?;
+        data.update(
+            &0u32.to_ne_bytes(),
+            &(base as u64).to_ne_bytes(),
+            MapFlags::ANY,
+        )
+        .context("cannot tell the fast path where the FIB arena is")?;
         Ok(FibArena { base, len: size })
     }
 
@@ -173,16 +183,10 @@ impl FibArena {
             assert!(entries.len() <= region.entries);
             for (i, &e) in entries.iter().enumerate() {
                 if e != 0 {
-                    self.slot(region, i)
-                        .store(fib.encode(e), Ordering::Relaxed);
+                    self.slot(region, i).store(fib.encode(e), Ordering::Relaxed);
                 }
             }
         }
         std::sync::atomic::fence(Ordering::Release);
-    }
-
-    /// Reads one raw (encoded) entry back.
-    pub fn read(&self, region: Region, index: usize) -> u32 {
-        self.slot(region, index).load(Ordering::Acquire)
     }
 }

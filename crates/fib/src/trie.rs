@@ -101,7 +101,9 @@ impl Shape {
 
 /// The IPv6 table's layout, a trade between reads per lookup and memory
 /// (FreeBSD lets one pick a FIB algorithm per family the same way).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Ipv6Layout {
     /// 24 + 8 bits: a /48 in 4 reads; about 310 MiB for a full table.

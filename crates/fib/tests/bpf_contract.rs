@@ -90,7 +90,13 @@ fn check<K: Key>(
     agree(&fib, "after the changes");
     // And back to no route at all: every entry the table had is written 0.
     let mut all: Vec<(K, u8)> = Vec::new();
-    for r in initial.iter().skip(1).step_by(3).chain(initial.iter().skip(2).step_by(3)).chain(later) {
+    for r in initial
+        .iter()
+        .skip(1)
+        .step_by(3)
+        .chain(initial.iter().skip(2).step_by(3))
+        .chain(later)
+    {
         all.push((r.0, r.1));
     }
     all.push((K::from_u128(0), 0));

@@ -67,10 +67,8 @@ pub struct RouteArgs {
     /// native (driver) or generic (skb) XDP.
     #[arg(long, default_value = "native", value_parser = ["native", "generic"])]
     pub mode: String,
-    /// IPv6 table layout: wide (24 + 8 bits, a /48 in 4 reads, ~310 MiB
-    /// for a full table) or compact (16 + 4, 9 reads, ~40 MiB)
-    #[arg(long, value_enum, default_value = "wide")]
-    pub fib6: linerate_fib::Ipv6Layout,
+    #[command(flatten)]
+    pub fib6: Fib6Arg,
     /// Run inside this network namespace.
     #[arg(long)]
     pub netns: Option<String>,
@@ -99,10 +97,8 @@ pub struct FibStatsArgs {
     /// Seed of the generated table.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// IPv6 table layout: wide (24 + 8 bits, a /48 in 4 reads, ~310 MiB
-    /// for a full table) or compact (16 + 4, 9 reads, ~40 MiB)
-    #[arg(long, value_enum, default_value = "wide")]
-    pub fib6: linerate_fib::Ipv6Layout,
+    #[command(flatten)]
+    pub fib6: Fib6Arg,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
@@ -127,10 +123,8 @@ pub struct BenchFibArgs {
     pub repeat: usize,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// IPv6 table layout: wide (24 + 8 bits, a /48 in 4 reads, ~310 MiB
-    /// for a full table) or compact (16 + 4, 9 reads, ~40 MiB)
-    #[arg(long, value_enum, default_value = "wide")]
-    pub fib6: linerate_fib::Ipv6Layout,
+    #[command(flatten)]
+    pub fib6: Fib6Arg,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -210,7 +204,12 @@ pub struct BenchFastpathArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// IPv6 table layouts to measure, each against the same reference
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "wide,compact")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "wide,compact"
+    )]
     pub fib6: Vec<linerate_fib::Ipv6Layout>,
     /// Print JSON.
     #[arg(long)]
@@ -520,4 +519,13 @@ pub struct RecvArgs {
     /// Print a final JSON object instead of the summary.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--fib6`, shared by the commands that build an IPv6 table.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct Fib6Arg {
+    /// IPv6 table layout: wide (24 + 8 bits, a /48 in 4 reads, ~310 MiB
+    /// for a full table) or compact (16 + 4, 9 reads, ~40 MiB)
+    #[arg(long = "fib6", value_enum, default_value = "wide")]
+    pub layout: linerate_fib::Ipv6Layout,
 }

@@ -34,7 +34,7 @@ fn stats(a: FibStatsArgs) -> Result<()> {
     }
     let s = match a.family {
         Family::Ipv4 => load::<u32>(&a, Shape::IPV4, gen::ipv4)?,
-        Family::Ipv6 => load::<u128>(&a, a.fib6.shape(), gen::ipv6)?,
+        Family::Ipv6 => load::<u128>(&a, a.fib6.layout.shape(), gen::ipv6)?,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
@@ -107,7 +107,7 @@ pub fn bench(a: BenchFibArgs) -> Result<()> {
         updates: a.updates,
         repeat: a.repeat,
         seed: a.seed,
-        ipv6_layout: a.fib6,
+        ipv6_layout: a.fib6.layout,
     };
     let json = a.json;
     let r = bench::run(&b, |line| {

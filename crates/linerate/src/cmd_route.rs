@@ -29,7 +29,7 @@ pub fn run(a: RouteArgs) -> Result<()> {
     if let Some(ns) = &a.netns {
         linerate_host::netns::enter_for_good(ns)?;
     }
-    let opts = options(&a.interfaces, &a.mode, a.fib6, a.netns.as_deref());
+    let opts = options(&a.interfaces, &a.mode, a.fib6.layout, a.netns.as_deref());
     let ready = AtomicBool::new(false);
     let quiet = a.quiet;
     route(&opts, stop::flag(), &ready, |s| {

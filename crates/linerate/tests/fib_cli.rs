@@ -143,7 +143,12 @@ fn bench_fastpath_ipv6_measures_both_layouts() {
     let runs = r.as_array().unwrap();
     let got: Vec<(String, u64)> = runs
         .iter()
-        .map(|x| (x["layout"].as_str().unwrap().to_string(), x["routes"].as_u64().unwrap()))
+        .map(|x| {
+            (
+                x["layout"].as_str().unwrap().to_string(),
+                x["routes"].as_u64().unwrap(),
+            )
+        })
         .collect();
     let want: Vec<(String, u64)> = [("24+8", 1), ("16+4", 1), ("24+8", 2000), ("16+4", 2000)]
         .iter()
