@@ -187,6 +187,21 @@ static __always_inline int build_v6(struct xdp_md *ctx, const struct gen_config 
 	return XDP_TX;
 }
 
+/* The clock as read at the start of this run's batch: user space makes
+ * every call a whole number of batches, so counting runs down from
+ * clock_every finds the batch starts. Were the count ever off (a call
+ * interrupted by a signal), a read would fall inside a batch instead:
+ * still at most a batch's time stale. */
+static __always_inline __u64 batch_clock(const struct gen_config *c, struct gen_state *st)
+{
+	if (!st->clock_runs) {
+		st->clock_ns = bpf_ktime_get_ns();
+		st->clock_runs = c->clock_every ? c->clock_every : 1;
+	}
+	st->clock_runs--;
+	return st->clock_ns;
+}
+
 /* Rate control: a frame may leave once the schedule (rate_pps since
  * start_ns) allows it; until then runs are spent dropping. Nothing leaves
  * before start_ns: the senders warm up (their first calls are short and
@@ -213,8 +228,8 @@ int lab_gen(struct xdp_md *ctx)
 
 	if (!c || !st || !c->size_count || c->size_count > GEN_SIZES_MAX)
 		return XDP_ABORTED;
-	/* One clock read per frame serves the stop, the pacing and the stamp. */
-	id.now = bpf_ktime_get_ns();
+	/* One clock read per batch serves the stop, the pacing and the stamp. */
+	id.now = batch_clock(c, st);
 	if ((c->stop_ns && id.now >= c->stop_ns) || (st->limit && st->seq >= st->limit)) {
 		st->after_stop++;
 		return XDP_DROP;

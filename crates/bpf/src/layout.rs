@@ -42,6 +42,8 @@ pub struct GenConfig {
     pub rate_pps: u64,
     pub start_ns: u64,
     pub stop_ns: u64,
+    pub clock_every: u32,
+    pub _pad: u32,
 }
 
 impl Default for GenConfig {
@@ -65,7 +67,8 @@ pub struct GenState {
     pub dport_off: u32,
     pub daddr_off: u32,
     pub size_idx: u32,
-    pub _pad: u32,
+    pub clock_runs: u32,
+    pub clock_ns: u64,
 }
 
 #[repr(C)]
@@ -198,7 +201,9 @@ mod tests {
                 sizes,
                 rate_pps,
                 start_ns,
-                stop_ns
+                stop_ns,
+                clock_every,
+                _pad
             ]
         );
         check_layout!(objects::GEN, "gen_size", GenSize, [frame_len, ip_len]);
@@ -212,7 +217,7 @@ mod tests {
             GenState,
             [
                 seq, bytes, held, after_stop, limit, last_ns, sport_off, saddr_off, dport_off,
-                daddr_off, size_idx, _pad
+                daddr_off, size_idx, clock_runs, clock_ns
             ]
         );
     }

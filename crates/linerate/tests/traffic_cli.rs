@@ -66,7 +66,7 @@ fn bench_gen_counts_every_frame_paces_and_cleans_up() {
     // took may be less when it stalls; that is the bench's to report.
     let rc = &r["rate_control"][0];
     let (built, rate) = (
-        rc["built_pps"].as_f64().unwrap(),
+        rc["offered_pps"].as_f64().unwrap(),
         rc["rate_pps"].as_f64().unwrap(),
     );
     assert!((built - rate).abs() / rate < 0.02, "{rc}");

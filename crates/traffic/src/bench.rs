@@ -63,16 +63,25 @@ impl Spread {
 pub struct RateCheck {
     pub fraction_of_max: f64,
     pub rate_pps: u64,
-    /// Frames the wire took per second, and frames the generator built
-    /// (the difference: refused by the peer's ring).
+    /// What the generator built and handed to the interface per second:
+    /// its pacing. Frames the peer's ring refused are offered all the same.
     pub offered_pps: f64,
-    pub built_pps: f64,
+    /// What the wire took of it per second.
+    pub sent_pps: f64,
     /// (offered - rate) / rate over the run, percent.
     pub error_percent: f64,
     /// The largest |error| of a whole second, percent.
     pub worst_second_error_percent: f64,
-    pub per_second_pps: Vec<f64>,
+    pub per_second_offered_pps: Vec<f64>,
+    pub per_second_sent_pps: Vec<f64>,
     pub warnings: Vec<String>,
+}
+
+/// Per whole second: frames offered (sent and refused) and frames sent.
+#[derive(Default)]
+struct PerSecond {
+    offered: Vec<f64>,
+    sent: Vec<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -108,7 +117,7 @@ fn one_run(
     receiver: Option<&Receiver>,
     mode: Mode,
     rate: Option<u64>,
-) -> Result<(GenReport, f64, Vec<f64>)> {
+) -> Result<(GenReport, f64, PerSecond)> {
     let mut opts = b.gen.clone();
     opts.mode = mode;
     opts.rate_pps = rate;
@@ -116,14 +125,16 @@ fn one_run(
     opts.count = None;
     let before = receiver.map(|r| r.total()).transpose()?;
     let netns = b.netns.clone();
-    let (report, seconds) = std::thread::spawn(move || -> Result<(GenReport, Vec<f64>)> {
+    let (report, seconds) = std::thread::spawn(move || -> Result<(GenReport, PerSecond)> {
         linerate_host::netns::enter_for_good(&netns)?;
         let g = Generator::new(&opts)?;
-        let mut per_second = Vec::new();
+        let mut per_second = PerSecond::default();
         let r = g.run(&opts, &AtomicBool::new(false), |iv| {
             // Whole seconds only: the last interval may be a fraction.
             if iv.usec >= 900_000 {
-                per_second.push(iv.packets as f64 * 1e6 / iv.usec as f64);
+                let pps = |n: u64| n as f64 * 1e6 / iv.usec as f64;
+                per_second.offered.push(pps(iv.packets + iv.refused));
+                per_second.sent.push(pps(iv.packets));
             }
         })?;
         Ok((r, per_second))
@@ -177,25 +188,29 @@ pub fn run(b: &GenBench, mut progress: impl FnMut(&str)) -> Result<GenBenchRepor
         let rate = (xdp_pps.median * f).round() as u64;
         let (r, _, per_second) = one_run(b, None, Mode::Xdp, Some(rate))?;
         let err = |pps: f64| 100.0 * (pps - rate as f64) / rate as f64;
+        let offered = (r.sent_packets + r.xmit_errors) as f64 / r.seconds;
         let check = RateCheck {
             fraction_of_max: f,
             rate_pps: rate,
-            offered_pps: r.pps,
-            built_pps: (r.sent_packets + r.xmit_errors) as f64 / r.seconds,
-            error_percent: err(r.pps),
+            offered_pps: offered,
+            sent_pps: r.pps,
+            error_percent: err(offered),
             worst_second_error_percent: per_second
+                .offered
                 .iter()
                 .map(|&p| err(p).abs())
                 .fold(0.0, f64::max),
-            per_second_pps: per_second,
+            per_second_offered_pps: per_second.offered,
+            per_second_sent_pps: per_second.sent,
             warnings: r.warnings,
         };
         progress(&format!(
-            "-R {rate} ({:.0}% of max): offered {:.0} pps, error {:+.3}%, worst second {:.3}%",
+            "-R {rate} ({:.0}% of max): offered {:.0} pps, error {:+.3}%, worst second {:.3}%; the sink took {:.0} pps",
             f * 100.0,
             check.offered_pps,
             check.error_percent,
-            check.worst_second_error_percent
+            check.worst_second_error_percent,
+            check.sent_pps
         ));
         rate_control.push(check);
     }
