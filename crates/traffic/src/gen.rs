@@ -160,6 +160,9 @@ impl Generator {
             bail!("batch size: must be 1..256, got {}", opts.batch_size);
         }
         cfg.clock_every = opts.batch_size;
+        // A catch-up burst of at most 200 us of the schedule (a batch at
+        // least): bpf/gen.bpf.c, ahead_of_schedule.
+        cfg.burst_max = (per_thread / 5000).clamp(opts.batch_size as u64, u32::MAX as u64) as u32;
         let obj = match opts.mode {
             Mode::Xdp => {
                 let obj = loader::load(objects::GEN, "generator")?;
@@ -401,6 +404,16 @@ impl Generator {
                 ));
             }
         }
+        let skipped: u64 = if xdp {
+            self.xdp_state()?.iter().map(|s| s.skipped).sum()
+        } else {
+            0
+        };
+        if skipped > 0 {
+            report.warnings.push(format!(
+                "{skipped} frames of the -R schedule were skipped: a sending CPU fell behind (preempted or idle) by more than it may catch up in one burst"
+            ));
+        }
         if report.xmit_errors > 0 {
             report.warnings.push(format!(
                 "{} frames ({:.2}%) were built but not transmitted by {} (its peer could not take them); they are not counted as sent",
@@ -435,7 +448,19 @@ impl Generator {
             if let Some(q) = job.quota {
                 // Runs ahead of the rate schedule send nothing, so the
                 // count is checked against what was really sent.
-                n = n.min(q - self.xdp_state()?[job.cpu].seq.min(q));
+                let left = q - self.xdp_state()?[job.cpu].seq.min(q);
+                let runs = if self.cfg.rate_pps > 0 {
+                    // Paced, most runs hold their frame: size the call by
+                    // the time the frames left need (the program stops at
+                    // the limit). Sized by frames, the tail was a string
+                    // of calls sending a frame or two, each ending in an
+                    // idle RCU wait: seconds for the last few hundred.
+                    let secs = left as f64 / self.cfg.rate_pps as f64;
+                    ((chunk as f64 * secs / CALL_TARGET.as_secs_f64()) as u64).max(left)
+                } else {
+                    left
+                };
+                n = if left == 0 { 0 } else { n.min(runs) };
             }
             if let Some(d) = job.deadline {
                 // Do not run far past the end: scale to the time left.
