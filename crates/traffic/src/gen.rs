@@ -214,6 +214,30 @@ impl Generator {
         Ok(frames)
     }
 
+    /// Sets the pacing epoch (CLOCK_MONOTONIC ns; [`Generator::run`] sets
+    /// its own): for checking the pacing with [`Generator::probe`].
+    pub fn pace_from(&self, start_ns: u64) -> Result<()> {
+        let mut cfg = self.cfg;
+        cfg.start_ns = start_ns;
+        maps::write(&loader::map(self.xdp()?, "gen_config")?, 0, &cfg)
+    }
+
+    /// Runs the XDP program `n` times without sending (plain BPF_PROG_RUN)
+    /// and returns how many runs built a frame; the others held theirs
+    /// (pacing) or were past the stop.
+    pub fn probe(&self, n: usize) -> Result<usize> {
+        const XDP_TX: u32 = 3;
+        let prog = loader::prog(self.xdp()?, "lab_gen")?;
+        let mut out = vec![0u8; self.frame.len()];
+        let mut built = 0;
+        for _ in 0..n {
+            if test_run::run_xdp(prog.as_fd(), &self.frame, &mut out, 1)?.verdict == XDP_TX {
+                built += 1;
+            }
+        }
+        Ok(built)
+    }
+
     /// The map configuration both modes build frames from.
     pub fn config(&self) -> &GenConfig {
         &self.cfg
