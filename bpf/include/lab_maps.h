@@ -66,8 +66,7 @@ struct gen_config {
 	 * frame would (each frame leaves at the flush), at a 64th of the
 	 * cost: the clock was 18% of the generator's CPU (docs/lab.md). */
 	__u32 clock_every;
-	/* Most frames a CPU sends at once to catch up with its schedule. */
-	__u32 burst_max;
+	__u32 _pad;
 };
 
 /* Each frame's destination address is drawn at random from its range
@@ -90,7 +89,6 @@ struct gen_state {
 	__u32 size_idx;  /* next frame's index into sizes[] */
 	__u32 clock_runs;/* runs left before the next clock read */
 	__u64 clock_ns;  /* the last clock read */
-	__u64 skipped;   /* frames of the schedule written off, not caught up */
 };
 
 /* Receiver per-CPU counters. */

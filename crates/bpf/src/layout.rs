@@ -43,7 +43,7 @@ pub struct GenConfig {
     pub start_ns: u64,
     pub stop_ns: u64,
     pub clock_every: u32,
-    pub burst_max: u32,
+    pub _pad: u32,
 }
 
 impl Default for GenConfig {
@@ -69,7 +69,6 @@ pub struct GenState {
     pub size_idx: u32,
     pub clock_runs: u32,
     pub clock_ns: u64,
-    pub skipped: u64,
 }
 
 #[repr(C)]
@@ -204,7 +203,7 @@ mod tests {
                 start_ns,
                 stop_ns,
                 clock_every,
-                burst_max
+                _pad
             ]
         );
         check_layout!(objects::GEN, "gen_size", GenSize, [frame_len, ip_len]);
@@ -218,7 +217,7 @@ mod tests {
             GenState,
             [
                 seq, bytes, held, after_stop, limit, last_ns, sport_off, saddr_off, dport_off,
-                daddr_off, size_idx, clock_runs, clock_ns, skipped
+                daddr_off, size_idx, clock_runs, clock_ns
             ]
         );
     }

@@ -160,9 +160,6 @@ impl Generator {
             bail!("batch size: must be 1..256, got {}", opts.batch_size);
         }
         cfg.clock_every = opts.batch_size;
-        // A catch-up burst of at most 200 us of the schedule (a batch at
-        // least): bpf/gen.bpf.c, ahead_of_schedule.
-        cfg.burst_max = (per_thread / 5000).clamp(opts.batch_size as u64, u32::MAX as u64) as u32;
         let obj = match opts.mode {
             Mode::Xdp => {
                 let obj = loader::load(objects::GEN, "generator")?;
@@ -427,16 +424,6 @@ impl Generator {
                     100.0 * (1.0 - offered / r as f64)
                 ));
             }
-        }
-        let skipped: u64 = if xdp {
-            self.xdp_state()?.iter().map(|s| s.skipped).sum()
-        } else {
-            0
-        };
-        if skipped > 0 {
-            report.warnings.push(format!(
-                "{skipped} frames of the -R schedule were skipped: a sending CPU fell behind (preempted or idle) by more than it may catch up in one burst"
-            ));
         }
         if report.xmit_errors > 0 {
             report.warnings.push(format!(

@@ -333,37 +333,27 @@ fn random_destinations_stay_in_the_range_and_spread_over_it() {
 }
 
 #[test]
-fn a_generator_behind_its_schedule_catches_up_by_one_burst_at_most() {
-    // 10 kpps and a schedule that began a second ago: 10000 frames are
-    // due at once. A batch (64, more than 200 us of this rate) goes out,
-    // the rest is written off and reported, and the frames after follow
-    // the schedule again (one per 100 us while the probe runs).
+fn pacing_holds_frames_ahead_of_the_schedule_and_catches_up_on_those_behind() {
     // One CPU, so one schedule: the program's state is per CPU.
     linerate_host::cpu::pin(0, 0).unwrap();
     let mut o = opts("198.18.0.1", "198.19.0.1", "60");
     o.rate_pps = Some(10_000);
     let g = Generator::new(&o).unwrap();
+    // A schedule that began a second ago: 10000 frames are due, every run
+    // builds one.
     let now = linerate_traffic::gen::monotonic_ns();
     g.pace_from(now - 1_000_000_000).unwrap();
+    assert_eq!(g.probe(2000).unwrap(), 2000, "behind the schedule");
+    // One that begins now (a fresh generator): one frame is due at once,
+    // then one per 100 us.
+    let g = Generator::new(&o).unwrap();
+    g.pace_from(linerate_traffic::gen::monotonic_ns()).unwrap();
     let t0 = std::time::Instant::now();
     let built = g.probe(2000).unwrap() as u64;
-    let after = t0.elapsed().as_secs_f64();
-    let st = &g.xdp_state().unwrap()[0];
-    assert_eq!(st.seq, built);
-    assert!(built > 64, "the burst is sent: {built}");
-    let on_schedule = 65 + (after * 10_000.0).ceil() as u64 + 1;
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(g.xdp_state().unwrap()[0].seq, built);
     assert!(
-        built <= on_schedule,
-        "built {built}, at most {on_schedule} due after the burst"
-    );
-    assert!(st.skipped > 9000, "written off: {}", st.skipped);
-    // Nothing was lost from the schedule's books: sent + written off is
-    // what was due.
-    let due = 10_000 + ((after + 0.001) * 10_000.0) as u64;
-    assert!(
-        st.seq + st.skipped <= due + 1,
-        "{} + {} > {due}",
-        st.seq,
-        st.skipped
+        built >= 1 && built as f64 <= (secs * 10_000.0).ceil() + 1.0,
+        "built {built} in {secs} s at 10 kpps"
     );
 }
