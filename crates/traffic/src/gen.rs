@@ -343,7 +343,9 @@ impl Generator {
                     on_interval(&Interval {
                         packets: t.0 - from.0,
                         bytes: t.1 - from.1,
-                        refused: t.2 - from.2,
+                        // Built minus transmitted also counts frames built
+                        // but not yet through the driver, so it can shrink.
+                        refused: t.2.saturating_sub(from.2),
                         usec: (end - tick).as_micros() as u64,
                     });
                     Ok((end, t))
