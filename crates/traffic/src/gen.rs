@@ -473,7 +473,7 @@ impl Generator {
                 } else {
                     left
                 };
-                n = if left == 0 { 0 } else { n.min(runs) };
+                n = n.min(runs);
             }
             if let Some(d) = job.deadline {
                 // Do not run far past the end: scale to the time left.
