@@ -201,6 +201,10 @@ pub struct BenchFastpathArgs {
     /// BPF_PROG_RUN repetitions per destination.
     #[arg(long, default_value_t = 200)]
     pub repeat: u32,
+    /// Passes over the destinations (each program's figure is the median
+    /// of its rounds' means; ratios are taken within a round).
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// IPv6 table layouts to measure, each against the same reference

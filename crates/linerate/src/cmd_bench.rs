@@ -125,8 +125,8 @@ fn search(a: crate::cli::BenchSearchArgs) -> Result<()> {
 fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
     use linerate_fib::bench::Family;
     linerate_host::privilege::require_root("linerate bench fastpath")?;
-    if a.keys == 0 || a.repeat == 0 {
-        bail!("--keys and --repeat: at least 1");
+    if a.keys == 0 || a.repeat == 0 || a.rounds == 0 {
+        bail!("--keys, --repeat and --rounds: at least 1");
     }
     let routes = a.routes.unwrap_or(match a.family {
         Family::Ipv4 => 1_000_000,
@@ -144,6 +144,7 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         routes,
         keys: a.keys,
         repeat: a.repeat,
+        rounds: a.rounds,
         seed: a.seed,
         ipv6_layouts: a.fib6.clone(),
     };
@@ -173,17 +174,38 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         else {
             continue;
         };
+        let ours = round_ratios(&full.rounds_ns_per_packet, &one.rounds_ns_per_packet);
+        let theirs = round_ratios(
+            &full.reference.rounds_ns_per_packet,
+            &one.reference.rounds_ns_per_packet,
+        );
         println!(
-            "{} layout, full table / one route: linerate {:.2}x, bpf_fib_lookup {:.2}x; linerate / bpf_fib_lookup: {:.2} (1 route), {:.2} ({} routes)",
+            "{} layout, full table / one route, median of {} rounds (min-max): linerate {}, bpf_fib_lookup {}; linerate / bpf_fib_lookup: {:.2} (1 route), {:.2} ({} routes)",
             one.layout,
-            full.ns_per_packet / one.ns_per_packet,
-            full.reference.ns_per_packet / one.reference.ns_per_packet,
+            ours.len(),
+            show_ratios(&ours),
+            show_ratios(&theirs),
             one.ns_per_packet / one.reference.ns_per_packet,
             full.ns_per_packet / full.reference.ns_per_packet,
             full.routes
         );
     }
     Ok(())
+}
+
+/// Each round's full-table cost over its one-route cost (the two ran side
+/// by side in that round).
+fn round_ratios(full: &[f64], one: &[f64]) -> Vec<f64> {
+    full.iter().zip(one).map(|(f, o)| f / o).collect()
+}
+
+fn show_ratios(r: &[f64]) -> String {
+    let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!(
+        "{:.2}x ({lo:.2}-{hi:.2})",
+        linerate_router::bench::median(r)
+    )
 }
 
 fn gen(a: BenchGenArgs) -> Result<()> {

@@ -110,7 +110,8 @@ static SCRATCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn bench_fastpath_json_has_the_named_fields() {
     let _one = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
     let o = linerate(&[
-        "bench", "fastpath", "--routes", "2000", "--keys", "200", "--repeat", "20", "--json",
+        "bench", "fastpath", "--routes", "2000", "--keys", "200", "--repeat", "20", "--rounds",
+        "3", "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -124,6 +125,18 @@ fn bench_fastpath_json_has_the_named_fields() {
         assert!(x["ns_per_packet"].as_f64().unwrap() > 0.0, "{x}");
         assert_eq!(x["reference"]["name"], "bpf_fib_lookup");
         assert!(x["reference"]["ns_per_packet"].as_f64().unwrap() > 0.0);
+        // One mean per round, for both programs, and the figure their median.
+        for who in [x, &x["reference"]] {
+            let mut rounds: Vec<f64> = who["rounds_ns_per_packet"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap())
+                .collect();
+            assert_eq!(rounds.len(), 3, "{x}");
+            rounds.sort_by(f64::total_cmp);
+            assert_eq!(who["ns_per_packet"].as_f64().unwrap(), rounds[1], "{x}");
+        }
         // Both programs forwarded nearly every destination.
         assert!(x["destinations"].as_u64().unwrap() > 190, "{x}");
     }

@@ -3,10 +3,14 @@
 //! kernel's XDP samples do (`bpf_fib_lookup` in the kernel's FIB holding
 //! the same routes, then `bpf_redirect`), in the same run. Both run with
 //! BPF_PROG_TEST_RUN on the same frames, one destination at a time
-//! (`repeat` runs each, the kernel's mean), alternating.
+//! (`repeat` runs each, the kernel's mean). Both tables are loaded at once
+//! (two fast paths, two kernel routing tables), and each destination runs
+//! through every program before the next: the machine's speed drifts by
+//! up to 2x between minutes, so only costs taken side by side compare.
 use crate::fastpath::FastPath;
 use crate::layout::{Nexthop, NH_RESOLVED, NH_VALID};
 use anyhow::{bail, Context, Result};
+use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::{objects, test_run};
 use linerate_fib::{gen, Fib, Ipv6Layout, Key, Shape};
@@ -20,6 +24,8 @@ const GW4: &str = "192.0.2.2";
 const GW6: &str = "2001:db8:ffff::2";
 const NH: u32 = 2;
 const XDP_REDIRECT: u32 = 4;
+/// Kernel routing tables of the reference's one-route and full tables.
+const KERNEL_TABLES: [u32; 2] = [1001, 1002];
 
 #[derive(Clone, Debug)]
 pub struct FastpathBench {
@@ -32,6 +38,9 @@ pub struct FastpathBench {
     pub routes: usize,
     pub keys: usize,
     pub repeat: u32,
+    /// Passes over the destinations; each gives every program a mean, and
+    /// the figures are the medians.
+    pub rounds: usize,
     pub seed: u64,
     /// IPv6 table layouts to measure (IPv4 has one).
     pub ipv6_layouts: Vec<Ipv6Layout>,
@@ -41,6 +50,7 @@ pub struct FastpathBench {
 pub struct Reference {
     pub name: String,
     pub ns_per_packet: f64,
+    pub rounds_ns_per_packet: Vec<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -49,7 +59,11 @@ pub struct FastpathResult {
     /// The FIB's first-level and group bits, e.g. "24+8".
     pub layout: String,
     pub routes: usize,
+    /// Median of the rounds' means.
     pub ns_per_packet: f64,
+    /// Each round's mean over the destinations, in round order; the same
+    /// round of another table or of the reference ran beside it.
+    pub rounds_ns_per_packet: Vec<f64>,
     pub reference: Reference,
     /// Destinations both programs forwarded (the rest are not in the mean).
     pub destinations: usize,
@@ -87,27 +101,106 @@ fn frame<K: Key>(dst_mac: [u8; 6], dst: K) -> Vec<u8> {
     f
 }
 
-/// Replaces the namespace's routes of the family with `routes` via the
-/// gateway (on-link, so no connected route is needed).
-fn kernel_routes<K: Key>(ns: &str, egress: &str, routes: &[(K, u8, u32)]) -> Result<()> {
+/// Replaces the routes of the family in kernel table `table` with `routes`
+/// via the gateway (on-link, so no connected route is needed).
+fn kernel_routes<K: Key>(
+    ns: &str,
+    egress: &str,
+    routes: &[(K, u8, u32)],
+    table: u32,
+) -> Result<()> {
     let (fam, gw) = if K::BITS == 32 {
         ("-4", GW4)
     } else {
         ("-6", GW6)
     };
-    let _ = ip(Some(ns), &[fam, "route", "flush", "table", "main"]);
+    let id = table.to_string();
+    let _ = ip(Some(ns), &[fam, "route", "flush", "table", &id]);
     let path = std::env::temp_dir().join(format!("lrbench-routes-{}", std::process::id()));
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&path)?);
         for &(a, l, _) in routes {
             let p = linerate_fib::dump::show(a, l);
-            writeln!(f, "route add {p} via {gw} dev {egress} onlink")?;
+            writeln!(
+                f,
+                "route add {p} via {gw} dev {egress} onlink table {table}"
+            )?;
         }
     }
     let r = ip(Some(ns), &[fam, "-batch", path.to_str().unwrap()]);
     let _ = std::fs::remove_file(&path);
     r.map(drop)
         .context("installing the reference's routes in the kernel")
+}
+
+/// The reference program, looking up in kernel table `table`.
+fn reference(table: u32) -> Result<libbpf_rs::Object> {
+    let obj = loader::load(objects::REF_FWD, "reference")?;
+    let data = obj
+        .maps()
+        .find(|m| m.name().to_string_lossy().ends_with(".data.ref"))
+        .context("reference BPF object has no .data.ref section (build mismatch)")?;
+    data.update(&0u32.to_ne_bytes(), &table.to_ne_bytes(), MapFlags::ANY)
+        .context("setting the reference's routing table")?;
+    Ok(obj)
+}
+
+/// The bench's two veths, as the fast paths see them.
+struct Ports {
+    in_idx: u32,
+    out_idx: u32,
+    in_mac: [u8; 6],
+    out_mac: [u8; 6],
+}
+
+/// A fast path holding `table`, forwarding everything to one next hop out
+/// of the egress veth, back to the ingress MAC (so that BPF_PROG_RUN's
+/// repetitions, each on the frame the last one left, still arrive "to us").
+fn fast_path<K: Key>(layout: Ipv6Layout, table: &[(K, u8, u32)], p: &Ports) -> Result<FastPath> {
+    let shape = if K::BITS == 32 {
+        Shape::IPV4
+    } else {
+        layout.shape()
+    };
+    let fp = FastPath::load_with(layout)?;
+    fp.add_interface(p.in_idx, p.in_mac)?;
+    fp.add_interface(p.out_idx, p.out_mac)?;
+    fp.set_nexthop(
+        NH,
+        &Nexthop {
+            ifindex: p.out_idx,
+            mtu: 1500,
+            flags: NH_VALID | NH_RESOLVED,
+            _pad: 0,
+            dmac: p.in_mac,
+            smac: p.out_mac,
+        },
+    )?;
+    let mut fib: Fib<K> = Fib::new(shape).without_concurrent_readers();
+    fib.bulk_load(table).map_err(|e| anyhow::anyhow!("{e}"))?;
+    fp.load_fib(&fib)?;
+    Ok(fp)
+}
+
+/// "24+8": the first-level and group bits of the family's table.
+fn layout_name<K: Key>(layout: Ipv6Layout) -> String {
+    let shape = if K::BITS == 32 {
+        Shape::IPV4
+    } else {
+        layout.shape()
+    };
+    format!("{}+{}", shape.first, shape.stride)
+}
+
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let m = s.len() / 2;
+    if s.len() % 2 == 1 {
+        s[m]
+    } else {
+        (s[m - 1] + s[m]) / 2.0
+    }
 }
 
 /// Runs in the calling thread, which must be in `b.netns`.
@@ -172,8 +265,6 @@ fn run_family<K: Key>(
         ],
     )?;
 
-    let reference = loader::load(objects::REF_FWD, "reference")?;
-    let ref_prog = loader::prog(&reference, "ref_fwd")?;
     let generated: Vec<(K, u8, u32)> = if K::BITS == 32 {
         gen::ipv4(b.routes, 1, b.seed)
             .into_iter()
@@ -191,82 +282,140 @@ fn run_family<K: Key>(
         .into_iter()
         .step_by(2)
         .collect();
+    let tables = [vec![(K::from_u128(0), 0u8, NH)], generated];
     // IPv4 has one layout; IPv6 each asked for.
     let layouts: Vec<Ipv6Layout> = if K::BITS == 32 {
         vec![Ipv6Layout::default()]
     } else {
         b.ipv6_layouts.clone()
     };
-    let mut results = Vec::new();
-    for table in [vec![(K::from_u128(0), 0u8, NH)], generated.clone()] {
+    let ports = Ports {
+        in_idx,
+        out_idx,
+        in_mac,
+        out_mac,
+    };
+
+    // Everything is loaded before anything is measured: both tables in the
+    // kernel (one routing table each) and in each layout's fast path, so a
+    // destination's four costs are taken one after the other, in the same
+    // state of this (noisy) machine.
+    let mut references = Vec::new();
+    for (table, id) in tables.iter().zip(KERNEL_TABLES) {
         progress(&format!(
-            "{} routes: installing them in the kernel for the reference",
+            "{} routes: installing them in the kernel (table {id}) for the reference",
             table.len()
         ));
-        kernel_routes(ns, &b.egress, &table)?;
-        for &layout in &layouts {
-            let shape = if K::BITS == 32 {
-                Shape::IPV4
-            } else {
-                layout.shape()
-            };
-            let fp = FastPath::load_with(layout)?;
-            // Attaching registers the veths' XDP queues, which BPF_PROG_RUN
-            // needs for an ingress device.
-            let _links = [&b.ingress, &b.egress]
-                .iter()
-                .map(|d| XdpAttachment::attach(&fp.program()?, d, XdpMode::Native))
-                .collect::<Result<Vec<_>>>()?;
-            fp.add_interface(in_idx, in_mac)?;
-            fp.add_interface(out_idx, out_mac)?;
-            fp.set_nexthop(
-                NH,
-                &Nexthop {
-                    ifindex: out_idx,
-                    mtu: 1500,
-                    flags: NH_VALID | NH_RESOLVED,
-                    _pad: 0,
-                    dmac: in_mac,
-                    smac: out_mac,
-                },
-            )?;
-            let mut fib: Fib<K> = Fib::new(shape).without_concurrent_readers();
-            fib.bulk_load(&table).map_err(|e| anyhow::anyhow!("{e}"))?;
-            fp.load_fib(&fib)?;
-            let prog = fp.program()?;
-            let (mut ours, mut theirs, mut n) = (0f64, 0f64, 0usize);
-            let mut out = vec![0u8; 256];
-            for &k in &keys {
-                let f = frame(in_mac, k);
-                let a = test_run::run_xdp_on(prog.as_fd(), &f, &mut out, b.repeat, Some(in_idx))?;
-                let r =
-                    test_run::run_xdp_on(ref_prog.as_fd(), &f, &mut out, b.repeat, Some(in_idx))?;
-                if a.verdict == XDP_REDIRECT && r.verdict == XDP_REDIRECT {
-                    ours += a.duration_ns as f64;
-                    theirs += r.duration_ns as f64;
-                    n += 1;
+        kernel_routes(ns, &b.egress, table, id)?;
+        references.push(reference(id)?);
+    }
+    let mut fast_paths = Vec::new();
+    for &layout in &layouts {
+        let mut pair = Vec::new();
+        for table in &tables {
+            progress(&format!(
+                "{} routes: loading them into a fast path ({} layout)",
+                table.len(),
+                layout_name::<K>(layout)
+            ));
+            pair.push(fast_path(layout, table, &ports)?);
+        }
+        fast_paths.push(pair);
+    }
+    let ours: Vec<Vec<libbpf_rs::Program<'_>>> = fast_paths
+        .iter()
+        .map(|pair| pair.iter().map(|fp| fp.program()).collect())
+        .collect::<Result<_>>()?;
+    let theirs: Vec<libbpf_rs::Program<'_>> = references
+        .iter()
+        .map(|r| loader::prog(r, "ref_fwd"))
+        .collect::<Result<_>>()?;
+    // Every program stays attached for the whole run: attaching registers
+    // the veths' XDP queues, which BPF_PROG_RUN needs for an ingress
+    // device, and BPF_PROG_RUN of a program attached nowhere adds it to
+    // the kernel's XDP dispatcher and removes it again, an RCU grace period
+    // (milliseconds) per call. The first program takes the bench's veths,
+    // the others veths of their own in the scratch namespace.
+    let progs: Vec<&libbpf_rs::Program<'_>> = ours.iter().flatten().chain(theirs.iter()).collect();
+    let mut devices = vec![b.ingress.clone(), b.egress.clone()];
+    for i in 0..progs.len() - 1 {
+        let (a, z) = (format!("lrpark{i}a"), format!("lrpark{i}z"));
+        ip(
+            Some(ns),
+            &["link", "add", &a, "type", "veth", "peer", "name", &z],
+        )?;
+        devices.push(a);
+    }
+    let _links = devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| XdpAttachment::attach(progs[i.saturating_sub(1)], d, XdpMode::Native))
+        .collect::<Result<Vec<_>>>()?;
+
+    let frames: Vec<Vec<u8>> = keys.iter().map(|&k| frame(in_mac, k)).collect();
+    let mut out = vec![0u8; 256];
+    let run = |prog: &libbpf_rs::Program<'_>, f: &[u8], out: &mut [u8]| {
+        test_run::run_xdp_on(prog.as_fd(), f, out, b.repeat, Some(in_idx))
+    };
+    // Destinations every program forwards; the others are in no mean.
+    let mut forwarded = Vec::new();
+    for f in &frames {
+        let mut all = true;
+        for prog in ours.iter().flatten().chain(theirs.iter()) {
+            all &= run(prog, f, &mut out)?.verdict == XDP_REDIRECT;
+        }
+        if all {
+            forwarded.push(f);
+        }
+    }
+    if forwarded.is_empty() {
+        bail!("no destination was forwarded by every program");
+    }
+    // rounds[round][layout][table], reference[round][table]: mean ns.
+    let mut ours_ns = vec![vec![[0f64; 2]; layouts.len()]; b.rounds];
+    let mut ref_ns = vec![[0f64; 2]; b.rounds];
+    for round in 0..b.rounds {
+        progress(&format!(
+            "round {}/{}: {} destinations x {} repetitions",
+            round + 1,
+            b.rounds,
+            forwarded.len(),
+            b.repeat
+        ));
+        for (i, f) in forwarded.iter().enumerate() {
+            // Which table goes first alternates, so neither always runs
+            // on what the other left in the caches.
+            let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+            for t in order {
+                for (l, pair) in ours.iter().enumerate() {
+                    ours_ns[round][l][t] += run(&pair[t], f, &mut out)?.duration_ns as f64;
                 }
+                ref_ns[round][t] += run(&theirs[t], f, &mut out)?.duration_ns as f64;
             }
-            if n == 0 {
-                bail!(
-                    "neither program forwarded any destination with {} routes",
-                    table.len()
-                );
-            }
+        }
+    }
+    let n = forwarded.len() as f64;
+    let mut results = Vec::new();
+    for (t, table) in tables.iter().enumerate() {
+        let reference_rounds: Vec<f64> = ref_ns.iter().map(|r| r[t] / n).collect();
+        for (l, &layout) in layouts.iter().enumerate() {
+            let rounds: Vec<f64> = ours_ns.iter().map(|r| r[l][t] / n).collect();
             let res = FastpathResult {
                 family: if K::BITS == 32 { "ipv4" } else { "ipv6" },
-                layout: format!("{}+{}", shape.first, shape.stride),
+                layout: layout_name::<K>(layout),
                 routes: table.len(),
-                ns_per_packet: ours / n as f64,
+                ns_per_packet: median(&rounds),
+                rounds_ns_per_packet: rounds,
                 reference: Reference {
                     name: "bpf_fib_lookup".into(),
-                    ns_per_packet: theirs / n as f64,
+                    ns_per_packet: median(&reference_rounds),
+                    rounds_ns_per_packet: reference_rounds.clone(),
                 },
-                destinations: n,
+                destinations: forwarded.len(),
             };
             progress(&format!(
-                "{} routes, {} layout: linerate {:.1} ns/packet, bpf_fib_lookup {:.1} ns/packet ({} destinations)",
-                res.routes, res.layout, res.ns_per_packet, res.reference.ns_per_packet, n
+                "{} routes, {} layout: linerate {:.1} ns/packet, bpf_fib_lookup {:.1} ns/packet (medians of {} rounds, {} destinations)",
+                res.routes, res.layout, res.ns_per_packet, res.reference.ns_per_packet, b.rounds, forwarded.len()
             ));
             results.push(res);
         }
