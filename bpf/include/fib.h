@@ -36,6 +36,12 @@
 #endif
 #define FIB6_ROOT_OFF (128ull << 20)        /* up to 2^24 entries, 64 MiB */
 #define FIB6_GROUPS_OFF (192ull << 20)      /* up to 2^20 groups */
+/* The /48 shortcut (crates/fib/src/shortcut.rs): 2^21 pairs of 64-bit
+ * slots, each the entry the walk reads after 48 bits (low half) under a tag
+ * naming the /48 (high half). 32 MiB, both layouts. */
+#define FIB6_SC_OFF (2048ull << 20)
+#define FIB6_SC_PAIRS_LOG2 21
+#define FIB6_SC_BITS 48
 
 /* BPF_MAP_TYPE_ARENA (Linux 6.9), which Debian 12's headers predate. */
 #define FIB_MAP_TYPE_ARENA 33
@@ -59,6 +65,11 @@ __u64 fib_arena_base SEC(".data.fib");
 static __always_inline __u32 fib_read(__u64 addr)
 {
 	return *(__u32 __attribute__((address_space(1))) *)addr;
+}
+
+static __always_inline __u64 fib_read64(__u64 addr)
+{
+	return *(__u64 __attribute__((address_space(1))) *)addr;
 }
 
 /* The next entry after link `e`, for the chunk at byte offset `chunk4` of
@@ -86,6 +97,22 @@ static __always_inline __u32 fib4_lookup(__u32 daddr)
 	return e >> 1;
 }
 
+/* The walk from a link `e` read at bit `from` (a constant, so the loop
+ * unrolls) to a next hop. */
+static __always_inline __u32 fib6_walk(__u64 base1, __u32 e, __u64 hi, __u64 lo, const int from)
+{
+	/* Each level reads the next FIB6_STRIDE bits. */
+#pragma unroll
+	for (int start = from; start < 128; start += FIB6_STRIDE) {
+		if (!(e & 1))
+			return e >> 1;
+		__u64 word = start < 64 ? hi : lo;
+		__u32 chunk = (word >> (64 - FIB6_STRIDE - (start & 63))) & ((1u << FIB6_STRIDE) - 1);
+		e = fib_step(base1, e, chunk << 2);
+	}
+	return e & 1 ? 0 : e >> 1;
+}
+
 /* Next-hop id for an IPv6 destination given as its high and low 64 bits
  * (host byte order); 0: no route. */
 static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo)
@@ -94,16 +121,23 @@ static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo)
 	asm volatile("" :: "r"(&fib_arena));
 	__u32 e = fib_read(base + FIB6_ROOT_OFF + ((hi >> (64 - FIB6_FIRST)) << 2));
 
-	/* Each level reads the next FIB6_STRIDE bits. */
-#pragma unroll
-	for (int start = FIB6_FIRST; start < 128; start += FIB6_STRIDE) {
-		if (!(e & 1))
-			return e >> 1;
-		__u64 word = start < 64 ? hi : lo;
-		__u32 chunk = (word >> (64 - FIB6_STRIDE - (start & 63))) & ((1u << FIB6_STRIDE) - 1);
-		e = fib_step(base - 1, e, chunk << 2);
-	}
-	return e & 1 ? 0 : e >> 1;
+	if (!(e & 1))
+		return e >> 1;
+	/* The shortcut's pair for this /48: both slots in one 16-byte run.
+	 * Its address depends on the destination only, so the CPU loads it
+	 * while the root entry is still on its way. */
+	__u64 k = hi >> (64 - FIB6_SC_BITS);
+	__u64 pair = (k ^ (k >> FIB6_SC_PAIRS_LOG2)) & ((1ull << FIB6_SC_PAIRS_LOG2) - 1);
+	__u32 tag = 0x80000000u | (__u32)(k >> FIB6_SC_PAIRS_LOG2);
+	__u64 at = base + FIB6_SC_OFF + (pair << 4);
+	__u64 s0 = fib_read64(at);
+	__u64 s1 = fib_read64(at + 8);
+
+	if ((__u32)(s0 >> 32) == tag)
+		return fib6_walk(base - 1, (__u32)s0, hi, lo, FIB6_SC_BITS);
+	if ((__u32)(s1 >> 32) == tag)
+		return fib6_walk(base - 1, (__u32)s1, hi, lo, FIB6_SC_BITS);
+	return fib6_walk(base - 1, e, hi, lo, FIB6_FIRST);
 }
 
 #endif

@@ -30,7 +30,22 @@ pub struct FibLayout {
     pub groups: Region,
     /// Bits per group (a group is `2^stride` entries).
     pub stride: u8,
+    /// The /48 shortcut's 32-bit words (`FIB6_SC_OFF`; none for IPv4):
+    /// slots of an entry word then a tag word.
+    pub shortcut: Region,
 }
+
+/// No shortcut (IPv4).
+const NO_SHORTCUT: Region = Region {
+    offset: 0,
+    entries: 0,
+};
+
+/// The IPv6 /48 shortcut: 2^21 pairs of two slots of two words.
+const FIB6_SHORTCUT: Region = Region {
+    offset: 2048 * MIB,
+    entries: 4 << 21,
+};
 
 /// IPv4: 2^24 root entries (`FIB4_ROOT_OFF`), up to 65536 groups of 256
 /// (`FIB4_GROUPS_OFF`).
@@ -44,6 +59,7 @@ pub const FIB4: FibLayout = FibLayout {
         entries: 65536 * 256,
     },
     stride: 8,
+    shortcut: NO_SHORTCUT,
 };
 
 /// IPv6, wide: 2^24 root entries (`FIB6_ROOT_OFF`), up to 2^20 groups of
@@ -58,6 +74,7 @@ pub const FIB6: FibLayout = FibLayout {
         entries: (1 << 20) * 256,
     },
     stride: 8,
+    shortcut: FIB6_SHORTCUT,
 };
 
 /// IPv6, compact (`FIB6_COMPACT`): 2^16 root entries, up to 2^20 groups
@@ -72,6 +89,7 @@ pub const FIB6_COMPACT: FibLayout = FibLayout {
         entries: (1 << 20) * 16,
     },
     stride: 4,
+    shortcut: FIB6_SHORTCUT,
 };
 
 /// The FIB's link flag (`linerate_fib::CHILD`): the rest is a group index.
@@ -94,6 +112,15 @@ impl FibLayout {
             assert!(entry < CHILD);
             entry << 1
         }
+    }
+}
+
+/// The arena's form of shortcut word `index`: entries encoded, tags not.
+fn shortcut_word(fib: FibLayout, index: usize, word: u32) -> u32 {
+    if index % 2 == 0 {
+        fib.encode(word)
+    } else {
+        word
     }
 }
 
@@ -175,15 +202,34 @@ impl FibArena {
             .store(fib.encode(entry), Ordering::Release);
     }
 
-    /// Copies a whole table (root entries, then the pool) into a fresh
-    /// arena. Zero entries (no route) are skipped: pages never written
-    /// read as zero and take no memory.
-    pub fn fill(&self, fib: FibLayout, root: &[u32], groups: &[u32]) {
+    /// Writes one word of the /48 shortcut: an entry word (even index) is
+    /// a FIB entry, a tag word (odd) goes as it is.
+    pub fn write_shortcut(&self, fib: FibLayout, index: usize, word: u32) {
+        self.slot(fib.shortcut, index)
+            .store(shortcut_word(fib, index, word), Ordering::Release);
+    }
+
+    /// Copies a whole table (root entries, the pool, then the shortcut)
+    /// into a fresh arena. Zero entries (no route, empty slots) are
+    /// skipped: pages never written read as zero and take no memory.
+    pub fn fill(&self, fib: FibLayout, root: &[u32], groups: &[u32], shortcut: &[u32]) {
         for (region, entries) in [(fib.root, root), (fib.groups, groups)] {
             assert!(entries.len() <= region.entries);
             for (i, &e) in entries.iter().enumerate() {
                 if e != 0 {
                     self.slot(region, i).store(fib.encode(e), Ordering::Relaxed);
+                }
+            }
+        }
+        assert!(shortcut.len() <= fib.shortcut.entries);
+        // Tags only for used slots: an entry word of an emptied slot may
+        // still hold an old entry, which its tag of 0 hides.
+        for (i, slot) in shortcut.chunks_exact(2).enumerate() {
+            if slot[1] != 0 {
+                for (j, &w) in slot.iter().enumerate() {
+                    let at = 2 * i + j;
+                    self.slot(fib.shortcut, at)
+                        .store(shortcut_word(fib, at, w), Ordering::Relaxed);
                 }
             }
         }

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod dump;
 pub mod gen;
 pub mod key;
+pub mod shortcut;
 pub mod trie;
 
 pub use key::Key;

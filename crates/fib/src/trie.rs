@@ -21,6 +21,7 @@
 //! Each change returns the entry writes it made, in order: what the control
 //! plane pushes to the BPF maps.
 use crate::key::Key;
+use crate::shortcut;
 use rustc_hash::FxHashMap as HashMap;
 use serde::Serialize;
 use thiserror::Error;
@@ -36,6 +37,10 @@ pub enum Table {
     Root,
     /// The group pool: group `g` is entries `g << stride .. (g + 1) << stride`.
     Groups,
+    /// The /48 shortcut's words (`crate::shortcut`): an even index is a
+    /// slot's entry (a FIB entry, as in the other tables), an odd one its
+    /// tag (written as is).
+    Shortcut,
 }
 
 /// One entry write, in the order it must reach the fast path.
@@ -70,6 +75,9 @@ pub struct Shape {
     pub first: u8,
     pub stride: u8,
     pub groups: u32,
+    /// log2 of the /48 shortcut's slot pairs (IPv6; 0: none). Needs a level
+    /// ending at bit 48.
+    pub shortcut: u8,
 }
 
 impl Shape {
@@ -79,6 +87,7 @@ impl Shape {
         first: 24,
         stride: 8,
         groups: 65536,
+        shortcut: 0,
     };
     /// 24 bits, then 8 at a time (DPDK rte_lpm6's layout): a /32 is 2
     /// reads, a /48 4, a /64 6. On the generated 200k table (`linerate
@@ -89,6 +98,7 @@ impl Shape {
         first: 24,
         stride: 8,
         groups: 1 << 20,
+        shortcut: 21,
     };
     /// 16 bits, then 4 at a time: a group is 16 entries, one cache line; a
     /// /48 is 9 reads. 625k groups, 38 MiB for the generated 200k table.
@@ -96,6 +106,7 @@ impl Shape {
         first: 16,
         stride: 4,
         groups: 1 << 20,
+        shortcut: 21,
     };
 }
 
@@ -152,6 +163,13 @@ pub struct Fib<K: Key> {
     /// Record writes (off during a bulk load into an empty table, which
     /// nothing reads yet).
     recording: bool,
+    /// Per group: the top 64 bits of the address range it covers (for the
+    /// shortcut's keys).
+    group_prefix: Vec<u64>,
+    /// The /48 shortcut's words (empty without one), and where each /48 it
+    /// holds is (the index of its entry word).
+    shortcut: Vec<u32>,
+    shortcut_at: HashMap<u64, u32>,
 }
 
 impl<K: Key> Fib<K> {
@@ -161,6 +179,15 @@ impl<K: Key> Fib<K> {
             (K::BITS - shape.first).is_multiple_of(shape.stride),
             "levels must end at the address's last bit"
         );
+        let with_shortcut = shape.shortcut != 0;
+        if with_shortcut {
+            assert!(K::BITS == 128 && shape.shortcut >= shortcut::MIN_PAIRS_LOG2);
+            assert!(
+                shortcut::BITS > shape.first
+                    && (shortcut::BITS - shape.first).is_multiple_of(shape.stride),
+                "the shortcut needs a level ending at bit 48"
+            );
+        }
         Fib {
             shape,
             root: vec![0; 1 << shape.first],
@@ -176,6 +203,13 @@ impl<K: Key> Fib<K> {
             route_count: 0,
             allocated: Vec::new(),
             recording: true,
+            group_prefix: Vec::new(),
+            shortcut: if with_shortcut {
+                vec![0; (shortcut::WAYS * shortcut::WORDS) << shape.shortcut]
+            } else {
+                Vec::new()
+            },
+            shortcut_at: HashMap::default(),
         }
     }
 
@@ -218,6 +252,22 @@ impl<K: Key> Fib<K> {
         &self.groups
     }
 
+    /// The /48 shortcut's words (empty when the shape has none).
+    pub fn shortcut(&self) -> &[u32] {
+        &self.shortcut
+    }
+
+    /// /48s the shortcut holds.
+    pub fn shortcut_len(&self) -> usize {
+        self.shortcut_at.len()
+    }
+
+    /// Start bit of the groups the shortcut mirrors (their level ends at
+    /// bit 48), if the table has a shortcut.
+    fn shortcut_level(&self) -> Option<u8> {
+        (!self.shortcut.is_empty()).then(|| shortcut::BITS - self.shape.stride)
+    }
+
     pub fn groups_in_use(&self) -> u32 {
         (self.group_start.len() - self.free.len() - self.quarantine.len()) as u32
     }
@@ -243,18 +293,39 @@ impl<K: Key> Fib<K> {
 
     // ---- lookups -------------------------------------------------------
 
-    /// Longest-prefix match: the next-hop id, or `None`.
+    /// Longest-prefix match: the next-hop id, or `None`. Reads what the
+    /// fast path reads: the root, then the shortcut, then the groups.
     #[inline]
     pub fn lookup(&self, addr: K) -> Option<u32> {
         let s = self.shape;
         let mut e = self.root[addr.chunk(0, s.first)];
         let mut start = s.first;
+        if e & CHILD != 0 {
+            if let Some(found) = self.shortcut_entry(addr) {
+                e = found;
+                start = shortcut::BITS;
+            }
+        }
         while e & CHILD != 0 {
             let base = ((e & !CHILD) as usize) << s.stride;
             e = self.groups[base + addr.chunk(start, s.stride)];
             start += s.stride;
         }
         (e != 0).then_some(e)
+    }
+
+    /// The shortcut's entry for `addr`'s /48, if it holds one.
+    fn shortcut_entry(&self, addr: K) -> Option<u32> {
+        if self.shortcut.is_empty() {
+            return None;
+        }
+        let p = self.shape.shortcut;
+        let k = shortcut::key((addr.to_u128() >> 64) as u64);
+        let (pair, tag) = (shortcut::pair(k, p), shortcut::tag(k, p));
+        (0..shortcut::WAYS)
+            .map(|way| shortcut::entry_word(pair, way))
+            .find(|&w| self.shortcut[w + 1] == tag)
+            .map(|w| self.shortcut[w])
     }
 
     /// Looks up every address; `out[i]` is the next-hop id of `addrs[i]`
@@ -502,7 +573,8 @@ impl<K: Key> Fib<K> {
             let g = if e & CHILD != 0 {
                 e & !CHILD
             } else {
-                self.push_down(slot, start + width, w)
+                let prefix = (addr.mask(start + width).to_u128() >> 64) as u64;
+                self.push_down(slot, start + width, prefix, w)
             };
             table = Table::Groups;
             base = (g as usize) << s.stride;
@@ -537,8 +609,9 @@ impl<K: Key> Fib<K> {
 
     /// Gives `slot`'s range its own group, filled with `slot`'s route, then
     /// points `slot` at it.
-    fn push_down(&mut self, slot: Slot, group_start: u8, w: &mut Vec<Write>) -> u32 {
+    fn push_down(&mut self, slot: Slot, group_start: u8, prefix: u64, w: &mut Vec<Write>) -> u32 {
         let g = self.allocate(group_start);
+        self.group_prefix[g as usize] = prefix;
         let (v, o) = (self.value(slot), self.owner(slot));
         let base = (g as usize) << self.shape.stride;
         for i in 0..self.group_size() {
@@ -595,6 +668,7 @@ impl<K: Key> Fib<K> {
                 let g = self.group_start.len() as u32;
                 self.group_start.push(0);
                 self.group_specific.push(0);
+                self.group_prefix.push(0);
                 self.groups.resize(self.groups.len() + self.group_size(), 0);
                 self.group_owner.resize(self.groups.len(), 0);
                 g
@@ -630,6 +704,7 @@ impl<K: Key> Fib<K> {
         match s.table {
             Table::Root => self.root[s.index],
             Table::Groups => self.groups[s.index],
+            Table::Shortcut => self.shortcut[s.index],
         }
     }
 
@@ -637,6 +712,48 @@ impl<K: Key> Fib<K> {
         match s.table {
             Table::Root => self.root_owner[s.index],
             Table::Groups => self.group_owner[s.index],
+            Table::Shortcut => unreachable!("shortcut words have no owner"),
+        }
+    }
+
+    /// /48 `k` now has the specific entry `entry`: updates its slot, or
+    /// takes a free one of its pair (entry word first, then the tag); with
+    /// none free the /48 is not held and its lookups walk.
+    fn shortcut_put(&mut self, k: u64, entry: u32, w: &mut Vec<Write>) {
+        let p = self.shape.shortcut;
+        if let Some(&at) = self.shortcut_at.get(&k) {
+            self.set_word(at as usize, entry, w);
+            return;
+        }
+        let pair = shortcut::pair(k, p);
+        let Some(at) = (0..shortcut::WAYS)
+            .map(|way| shortcut::entry_word(pair, way))
+            .find(|&at| self.shortcut[at + 1] == 0)
+        else {
+            return;
+        };
+        self.set_word(at, entry, w);
+        self.set_word(at + 1, shortcut::tag(k, p), w);
+        self.shortcut_at.insert(k, at as u32);
+    }
+
+    /// /48 `k`'s entry is no longer specific: empties its slot (the tag).
+    fn shortcut_drop(&mut self, k: u64, w: &mut Vec<Write>) {
+        if let Some(at) = self.shortcut_at.remove(&k) {
+            self.set_word(at as usize + 1, 0, w);
+        }
+    }
+
+    fn set_word(&mut self, index: usize, value: u32, w: &mut Vec<Write>) {
+        if self.shortcut[index] != value {
+            self.shortcut[index] = value;
+            if self.recording {
+                w.push(Write {
+                    table: Table::Shortcut,
+                    index: index as u32,
+                    value,
+                });
+            }
         }
     }
 
@@ -664,7 +781,17 @@ impl<K: Key> Fib<K> {
                 }
                 self.groups[s.index] = value;
                 self.group_owner[s.index] = owner;
+                if Some(start) == self.shortcut_level() && (was || is) {
+                    let k = (self.group_prefix[g] >> (64 - shortcut::BITS))
+                        | (s.index & (self.group_size() - 1)) as u64;
+                    if is {
+                        self.shortcut_put(k, value, w);
+                    } else {
+                        self.shortcut_drop(k, w);
+                    }
+                }
             }
+            Table::Shortcut => unreachable!("shortcut words change through set_word"),
         }
         if old != value && self.recording {
             w.push(Write {
@@ -903,6 +1030,7 @@ mod tests {
             first: 24,
             stride: 8,
             groups: 2,
+            shortcut: 0,
         };
         let mut f: Fib<u32> = Fib::new(shape);
         f.insert(v4("10.0.0.0"), 25, 1).unwrap();

@@ -5,7 +5,7 @@
 //! every route is removed again. Needs root.
 use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
 use linerate_bpf::{loader, objects, test_run};
-use linerate_fib::{gen, Fib, Key, Shape, Table, Write};
+use linerate_fib::{gen, shortcut, Fib, Key, Shape, Table, Write};
 use std::os::fd::AsFd;
 
 fn frame_v4(a: u32) -> Vec<u8> {
@@ -39,6 +39,7 @@ fn apply<K: Key>(arena: &FibArena, layout: FibLayout, fib: &Fib<K>, writes: &[Wr
         match w.table {
             Table::Root => arena.write_root(layout, i, fib.root()[i]),
             Table::Groups => arena.write_group(layout, i, fib.groups()[i]),
+            Table::Shortcut => arena.write_shortcut(layout, i, fib.shortcut()[i]),
         }
     }
 }
@@ -65,7 +66,7 @@ fn check<K: Key>(
     let mut fib: Fib<K> = Fib::new(shape);
     fib.insert(K::from_u128(0), 0, 99).unwrap();
     fib.bulk_load(initial).unwrap();
-    arena.fill(layout, fib.root(), fib.groups());
+    arena.fill(layout, fib.root(), fib.groups(), fib.shortcut());
     let keys = gen::lookup_keys(&routes, 3000, 7);
     let agree = |fib: &Fib<K>, what: &str| {
         for &k in &keys {
@@ -77,6 +78,9 @@ fn check<K: Key>(
         }
     };
     agree(&fib, "after the bulk load");
+    if shape.shortcut != 0 {
+        shortcut_is_read(&obj, &arena, layout, &fib, frame, at);
+    }
     // Changes: withdraw a third of the loaded routes, announce the rest;
     // each change's writes go to the arena one by one.
     for r in initial.iter().step_by(3) {
@@ -108,6 +112,42 @@ fn check<K: Key>(
     for &k in keys.iter().take(200) {
         assert_eq!(bpf_lookup(&obj, &frame(k), at), 0, "emptied: {k:?}");
     }
+}
+
+/// The C lookup finds the shortcut's slots where the Rust one puts them:
+/// a next hop planted in a held /48's slot is what the C lookup answers for
+/// an address in that /48 (a wrong offset, hash or tag would walk instead,
+/// and give the table's answer).
+fn shortcut_is_read<K: Key>(
+    obj: &libbpf_rs::Object,
+    arena: &FibArena,
+    layout: FibLayout,
+    fib: &Fib<K>,
+    frame: fn(K) -> Vec<u8>,
+    at: usize,
+) {
+    let (p, words) = (fib.shape().shortcut, fib.shortcut());
+    assert_eq!(layout.shortcut.entries, words.len(), "shortcut words");
+    let mut checked = 0;
+    for (slot, w) in words.chunks_exact(2).enumerate() {
+        if w[1] == 0 || checked == 20 {
+            continue;
+        }
+        let pair = (slot / shortcut::WAYS) as u64;
+        let high = ((w[1] & !shortcut::USED) as u64) << p;
+        let k = high | ((pair ^ (high >> p)) & ((1 << p) - 1));
+        let addr = K::from_u128(((k as u128) << 80) | 0x42);
+        let planted = 4242;
+        arena.write_shortcut(layout, 2 * slot, planted);
+        assert_eq!(bpf_lookup(obj, &frame(addr), at), planted, "/48 {k:x}");
+        arena.write_shortcut(layout, 2 * slot, w[0]);
+        assert_eq!(
+            bpf_lookup(obj, &frame(addr), at),
+            fib.lookup(addr).unwrap_or(0)
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 20, "the table fills the shortcut");
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //! the new ones, each entry once, each a real change), and replaying them
 //! one by one never shows a reader anything but the old or the new route.
 use ipnet::{Ipv4Net, Ipv6Net};
-use linerate_fib::{Fib, Key, Shape, Table, CHILD};
+use linerate_fib::{shortcut, Fib, Key, Shape, Table, CHILD};
 use prefix_trie::PrefixMap;
 use proptest::prelude::*;
 
@@ -85,9 +85,26 @@ fn ops<K: Key>(shape: Shape, min_len: u8) -> impl Strategy<Value = Vec<Op<K>>> {
 }
 
 /// What a reader of raw entries gets (the fast path's lookup).
-fn raw_lookup<K: Key>(shape: Shape, root: &[u32], groups: &[u32], a: K) -> u32 {
+/// The fast path's lookup on raw tables (fib.h's, in Rust): the root, then
+/// the /48 shortcut's pair if the root entry is a link, then the groups.
+fn raw_lookup<K: Key>(shape: Shape, root: &[u32], groups: &[u32], sc: &[u32], a: K) -> u32 {
     let mut e = root[a.chunk(0, shape.first)];
     let mut start = shape.first;
+    if e & CHILD != 0 && !sc.is_empty() {
+        let k = shortcut::key((a.to_u128() >> 64) as u64);
+        let (pair, tag) = (
+            shortcut::pair(k, shape.shortcut),
+            shortcut::tag(k, shape.shortcut),
+        );
+        for way in 0..shortcut::WAYS {
+            let w = shortcut::entry_word(pair, way);
+            if sc[w + 1] == tag {
+                e = sc[w];
+                start = shortcut::BITS;
+                break;
+            }
+        }
+    }
     while e & CHILD != 0 {
         e = groups[(((e & !CHILD) as usize) << shape.stride) + a.chunk(start, shape.stride)];
         start += shape.stride;
@@ -112,14 +129,33 @@ fn check<K: Key, O: Oracle<K> + Default>(shape: Shape, ops: Vec<Op<K>>, probes: 
             }
         };
         let mut all_probes = probes.clone();
-        all_probes.push(op.0);
-        all_probes.extend(present.iter().map(|p| p.0));
+        // Each route's first and last address and the addresses either side:
+        // where a route's entries end, and an entry filed one slot off
+        // (a shortcut's /48, a group's index) shows.
+        for &(a, len) in present.iter().chain([(op.0, op.1)].iter()) {
+            let a = a.to_u128();
+            let host = if len == 0 {
+                u128::MAX
+            } else {
+                (1u128 << (K::BITS - len)) - 1
+            } & (u128::MAX >> (128 - K::BITS as u32));
+            let top = u128::MAX >> (128 - K::BITS as u32);
+            for p in [
+                a,
+                a | host,
+                a.wrapping_sub(1) & top,
+                (a | host).wrapping_add(1) & top,
+            ] {
+                all_probes.push(K::from_u128(p));
+            }
+        }
         let old_answers: Vec<u32> = all_probes
             .iter()
             .map(|&p| fib.lookup(p).unwrap_or(0))
             .collect();
         let mut root = fib.root().to_vec();
         let mut groups = fib.groups().to_vec();
+        let mut sc = fib.shortcut().to_vec();
         let w = match op {
             (a, len, Some(nh)) => {
                 oracle.insert(a, len, nh);
@@ -144,11 +180,13 @@ fn check<K: Key, O: Oracle<K> + Default>(shape: Shape, ops: Vec<Op<K>>, probes: 
         // big ones, about 500 evenly spaced steps).
         let mut written_root = vec![false; root.len()];
         let mut written_groups = vec![false; groups.len()];
+        let mut written_sc = vec![false; sc.len()];
         let every = (w.len() / 500).max(1);
         for (step, wr) in w.iter().enumerate() {
             let (entries, written) = match wr.table {
                 Table::Root => (&mut root, &mut written_root),
                 Table::Groups => (&mut groups, &mut written_groups),
+                Table::Shortcut => (&mut sc, &mut written_sc),
             };
             let i = wr.index as usize;
             assert!(!written[i], "entry written twice: {wr:?}");
@@ -159,7 +197,7 @@ fn check<K: Key, O: Oracle<K> + Default>(shape: Shape, ops: Vec<Op<K>>, probes: 
                 continue;
             }
             for (k, &p) in all_probes.iter().enumerate() {
-                let mid = raw_lookup(shape, &root, &groups, p);
+                let mid = raw_lookup(shape, &root, &groups, &sc, p);
                 let (old, new) = (old_answers[k], new_answers[k]);
                 assert!(
                     mid == old || mid == new,
@@ -171,6 +209,15 @@ fn check<K: Key, O: Oracle<K> + Default>(shape: Shape, ops: Vec<Op<K>>, probes: 
         // Complete: the old entries plus the writes are the new entries.
         assert!(root == fib.root(), "writes give the new root");
         assert!(groups == fib.groups(), "writes give the new groups");
+        assert!(sc == fib.shortcut(), "writes give the new shortcut");
+        // The shortcut only saves reads: the plain walk agrees.
+        for &p in &all_probes {
+            assert_eq!(
+                raw_lookup(shape, fib.root(), fib.groups(), &[], p),
+                fib.lookup(p).unwrap_or(0),
+                "walk and shortcut disagree on {p:?}"
+            );
+        }
         fib.release_quarantine();
         for (k, &p) in all_probes.iter().enumerate() {
             assert_eq!(new_answers[k], oracle.lookup(p), "lookup {p:?}");
@@ -186,12 +233,23 @@ const SMALL_V4: Shape = Shape {
     first: 8,
     stride: 4,
     groups: 4096,
+    shortcut: 0,
 };
 const SMALL_V6: Shape = Shape {
     first: 8,
     stride: 8,
     groups: 4096,
+    shortcut: shortcut::MIN_PAIRS_LOG2,
 };
+
+/// The real shape with the smallest shortcut: the checks copy and compare
+/// the whole shortcut at every change, and its size changes nothing else.
+fn small_shortcut(shape: Shape) -> Shape {
+    Shape {
+        shortcut: shortcut::MIN_PAIRS_LOG2,
+        ..shape
+    }
+}
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
@@ -217,11 +275,11 @@ proptest! {
 
     #[test]
     fn ipv6_16_4(ops in ops::<u128>(Shape::IPV6_COMPACT, 0), probes in proptest::collection::vec(addr_strategy::<u128>(), 32)) {
-        check::<u128, PrefixMap<Ipv6Net, u32>>(Shape::IPV6_COMPACT, ops, probes);
+        check::<u128, PrefixMap<Ipv6Net, u32>>(small_shortcut(Shape::IPV6_COMPACT), ops, probes);
     }
 
     #[test]
     fn ipv6_24_8(ops in ops::<u128>(Shape::IPV6, 0), probes in proptest::collection::vec(addr_strategy::<u128>(), 32)) {
-        check::<u128, PrefixMap<Ipv6Net, u32>>(Shape::IPV6, ops, probes);
+        check::<u128, PrefixMap<Ipv6Net, u32>>(small_shortcut(Shape::IPV6), ops, probes);
     }
 }

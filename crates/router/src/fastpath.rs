@@ -114,7 +114,8 @@ impl FastPath {
     /// Copies a whole table into the arena (an empty fast path).
     pub fn load_fib<K: Key>(&self, fib: &Fib<K>) -> Result<()> {
         let layout = self.fib_layout(fib)?;
-        self.arena.fill(layout, fib.root(), fib.groups());
+        self.arena
+            .fill(layout, fib.root(), fib.groups(), fib.shortcut());
         Ok(())
     }
 
@@ -127,6 +128,7 @@ impl FastPath {
             match w.table {
                 Table::Root => self.arena.write_root(layout, i, fib.root()[i]),
                 Table::Groups => self.arena.write_group(layout, i, fib.groups()[i]),
+                Table::Shortcut => self.arena.write_shortcut(layout, i, fib.shortcut()[i]),
             }
         }
         Ok(())
