@@ -117,7 +117,7 @@ impl FibLayout {
 
 /// The arena's form of shortcut word `index`: entries encoded, tags not.
 fn shortcut_word(fib: FibLayout, index: usize, word: u32) -> u32 {
-    if index % 2 == 0 {
+    if index.is_multiple_of(2) {
         fib.encode(word)
     } else {
         word
