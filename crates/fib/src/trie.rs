@@ -842,10 +842,15 @@ impl<K: Key> Fib<K> {
             groups_capacity: self.shape.groups,
             groups_per_level: levels,
             max_reads: 1 + levels_used(&self.group_start, &live, self.shape),
-            fast_path_bytes: self.root.len() as u64 * 4 + in_use as u64 * gbytes,
-            map_bytes: self.root.len() as u64 * 4 + self.shape.groups as u64 * gbytes,
+            shortcut_held: self.shortcut_at.len() as u64,
+            shortcut_slots: (self.shortcut.len() / shortcut::WORDS) as u64,
+            fast_path_bytes: (self.root.len() + self.shortcut.len()) as u64 * 4
+                + in_use as u64 * gbytes,
+            map_bytes: (self.root.len() + self.shortcut.len()) as u64 * 4
+                + self.shape.groups as u64 * gbytes,
             control_bytes: self.root_owner.len() as u64
                 + self.group_owner.len() as u64
+                + self.shortcut_at.capacity() as u64 * 12
                 + self
                     .routes
                     .iter()
@@ -922,7 +927,10 @@ pub struct Stats {
     pub groups_per_level: Vec<u32>,
     /// Most memory reads one lookup needs in this table.
     pub max_reads: u32,
-    /// Bytes of entries the fast path reads: root and groups in use.
+    /// /48s the shortcut holds, of its slots (0 without one).
+    pub shortcut_held: u64,
+    pub shortcut_slots: u64,
+    /// Bytes of entries the fast path reads: root, shortcut, groups in use.
     pub fast_path_bytes: u64,
     /// Arena space reserved for the shape (root + all groups); pages are
     /// allocated only when written, so this is address space, not memory.

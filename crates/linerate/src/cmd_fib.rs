@@ -69,6 +69,14 @@ fn stats(a: FibStatsArgs) -> Result<()> {
             .collect::<Vec<_>>()
             .join(" ")
     );
+    if s.shortcut_slots > 0 {
+        println!(
+            "  /48 shortcut: {} /48s held in {} slots ({:.1}% full)",
+            s.shortcut_held,
+            s.shortcut_slots,
+            100.0 * s.shortcut_held as f64 / s.shortcut_slots as f64
+        );
+    }
     println!(
         "  memory: fast path {:.1} MiB in use (arena space reserved {:.1} MiB, allocated as written), control plane {:.1} MiB",
         mib(s.fast_path_bytes),
