@@ -21,15 +21,23 @@ fn load<K: Key>(
                 .with_context(|| format!("--file: cannot read {}", path.display()))?;
             dump::parse::<K>(&text, &path.display().to_string())?.routes
         }
-        None => generate(a.routes, 64, a.seed),
+        None => generate(default_routes(a), 64, a.seed),
     };
     let mut fib: Fib<K> = Fib::new(shape).without_concurrent_readers();
     fib.bulk_load(&routes).map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(fib.stats())
 }
 
+/// --routes, or a full table of the family.
+fn default_routes(a: &FibStatsArgs) -> usize {
+    a.routes.unwrap_or(match a.family {
+        Family::Ipv4 => 1_000_000,
+        Family::Ipv6 => 200_000,
+    })
+}
+
 fn stats(a: FibStatsArgs) -> Result<()> {
-    if a.file.is_none() && a.routes == 0 {
+    if a.file.is_none() && default_routes(&a) == 0 {
         bail!("--routes: at least 1");
     }
     let s = match a.family {
