@@ -200,12 +200,8 @@ fn round_ratios(full: &[f64], one: &[f64]) -> Vec<f64> {
 }
 
 fn show_ratios(r: &[f64]) -> String {
-    let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = r.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!(
-        "{:.2}x ({lo:.2}-{hi:.2})",
-        linerate_router::bench::median(r)
-    )
+    let d = linerate_ministat::Dataset::new("ratios", r);
+    format!("{:.2}x ({:.2}-{:.2})", d.median(), d.min(), d.max())
 }
 
 fn gen(a: BenchGenArgs) -> Result<()> {

@@ -157,11 +157,7 @@ struct Ports {
 /// of the egress veth, back to the ingress MAC (so that BPF_PROG_RUN's
 /// repetitions, each on the frame the last one left, still arrive "to us").
 fn fast_path<K: Key>(layout: Ipv6Layout, table: &[(K, u8, u32)], p: &Ports) -> Result<FastPath> {
-    let shape = if K::BITS == 32 {
-        Shape::IPV4
-    } else {
-        layout.shape()
-    };
+    let shape = shape_of::<K>(layout);
     let fp = FastPath::load_with(layout)?;
     fp.add_interface(p.in_idx, p.in_mac)?;
     fp.add_interface(p.out_idx, p.out_mac)?;
@@ -182,25 +178,24 @@ fn fast_path<K: Key>(layout: Ipv6Layout, table: &[(K, u8, u32)], p: &Ports) -> R
     Ok(fp)
 }
 
-/// "24+8": the first-level and group bits of the family's table.
-fn layout_name<K: Key>(layout: Ipv6Layout) -> String {
-    let shape = if K::BITS == 32 {
+/// The family's table shape (IPv4 has one; IPv6 the layout's).
+fn shape_of<K: Key>(layout: Ipv6Layout) -> Shape {
+    if K::BITS == 32 {
         Shape::IPV4
     } else {
         layout.shape()
-    };
+    }
+}
+
+/// "24+8": the first-level and group bits of the family's table.
+fn layout_name<K: Key>(layout: Ipv6Layout) -> String {
+    let shape = shape_of::<K>(layout);
     format!("{}+{}", shape.first, shape.stride)
 }
 
-pub fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let m = s.len() / 2;
-    if s.len() % 2 == 1 {
-        s[m]
-    } else {
-        (s[m - 1] + s[m]) / 2.0
-    }
+/// The median of the rounds' means (ministat's).
+fn median(v: &[f64]) -> f64 {
+    linerate_ministat::Dataset::new("rounds", v).median()
 }
 
 /// Runs in the calling thread, which must be in `b.netns`.
