@@ -411,8 +411,9 @@ pub struct SearchArgs {
     /// CPU of the generator.
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,
-    /// The receiver: count (frames only, the cheapest) or full (also loss,
-    /// reordering and latency per trial).
+    /// The receiver: count (frames and stamped frames), full (also loss,
+    /// reordering and latency per trial) or frames (frames unread, the
+    /// cheapest; counts whatever arrives).
     #[arg(long, value_enum, default_value = "count")]
     pub receiver: linerate_traffic::measure::ReceiverMode,
     /// Print the result and every trial as JSON.
@@ -524,6 +525,12 @@ pub struct RecvArgs {
     /// Print a final JSON object instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// What to count: full (frames, and from the stamps loss, duplicates,
+    /// reordering and latency), count (frames and stamped frames) or frames
+    /// (frames and bytes, never reading a frame: pkt-gen's receiver, the
+    /// fastest).
+    #[arg(long, value_enum, default_value = "full")]
+    pub receiver: linerate_traffic::recv::ReceiverMode,
 }
 
 /// `--fib6`, shared by the commands that build an IPv6 table.

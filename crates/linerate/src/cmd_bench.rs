@@ -280,12 +280,29 @@ fn gen(a: BenchGenArgs) -> Result<()> {
             c.sent_pps
         );
     }
-    for (name, rc) in [("full", &r.receiver), ("counting", &r.receiver_count)] {
+    println!(
+        "  into the drop-only sink the generator built {:.3} Mpps, the wire took {:.3} Mpps (the veth refused the rest)",
+        r.xdp_built_pps.median / 1e6,
+        r.xdp_pps.median / 1e6
+    );
+    println!(
+        "  receivers, each round against the drop-only sink (it took {:.3} Mpps [{:.3}..{:.3}] in these rounds):",
+        r.receivers_drop_sink_pps.median / 1e6,
+        r.receivers_drop_sink_pps.min / 1e6,
+        r.receivers_drop_sink_pps.max / 1e6
+    );
+    for (name, rc) in [
+        ("full", &r.receiver),
+        ("counting", &r.receiver_count),
+        ("frames-only", &r.receiver_frames),
+    ] {
         println!(
-            "  {name} receiver as the sink: generator built {:.3} Mpps, the wire took {:.3} Mpps ({:.2}x the drop sink's), the receiver counted {:.4} of those (lowest run)",
+            "    {name:<12} generator built {:.3} Mpps, the wire took {:.3} Mpps, {:.2}x the drop sink's [{:.2}..{:.2}], the receiver counted {:.4} of those (lowest run)",
             rc.built_pps.median / 1e6,
             rc.sent_pps.median / 1e6,
-            rc.sent_pps.median / r.xdp_pps.median,
+            rc.of_drop_sink.median,
+            rc.of_drop_sink.min,
+            rc.of_drop_sink.max,
             rc.counted_ratio_min
         );
     }

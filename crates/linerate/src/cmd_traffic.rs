@@ -7,7 +7,7 @@ use linerate_traffic::flows;
 use linerate_traffic::frame::{parse_mac, FrameSpec};
 use linerate_traffic::gen::{GenOptions, GenReport, Generator};
 use linerate_traffic::latency;
-use linerate_traffic::recv::{self, Receiver, Ticker};
+use linerate_traffic::recv::{self, Receiver, ReceiverMode, Ticker};
 use linerate_traffic::sizes::SizeMix;
 use linerate_traffic::units::rate_line;
 use std::sync::atomic::Ordering;
@@ -186,7 +186,7 @@ pub fn recv(a: RecvArgs) -> Result<()> {
     } else {
         XdpMode::Native
     };
-    let r = Receiver::attach(&a.iface, a.netns.as_deref(), mode)?;
+    let r = Receiver::attach_as(a.receiver, &a.iface, a.netns.as_deref(), mode)?;
     let stop = stop::flag();
     let start = Instant::now();
     let mut ticker = Ticker::new(&r)?;
@@ -201,18 +201,30 @@ pub fn recv(a: RecvArgs) -> Result<()> {
     }
     let t = r.total()?;
     let secs = start.elapsed().as_secs_f64();
+    // Only the full receiver tracks sequences and latency; the others
+    // report them as absent, not as zero.
+    let full = a.receiver == ReceiverMode::Full;
     let streams = r.streams()?;
     let seq = recv::totals(&streams);
     let lat = r.latency()?;
     if a.json {
+        let (seq, lat, streams) = if full {
+            (Some(seq), Some(lat), Some(streams))
+        } else {
+            (None, None, None)
+        };
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
+                "receiver": a.receiver.label(),
                 "received_packets": t.packets, "received_bytes": t.bytes,
-                "stamped_packets": t.stamped, "unknown_stream_packets": t.bad_stream,
+                "stamped_packets": (a.receiver != ReceiverMode::Frames).then_some(t.stamped),
+                "unknown_stream_packets": full.then_some(t.bad_stream),
                 "seconds": secs, "pps": t.packets as f64 / secs, "bps": t.bytes as f64 * 8.0 / secs,
-                "lost": seq.lost, "reordered": seq.reordered, "duplicated": seq.duplicated,
-                "late": seq.late, "latency_ns": lat, "streams": streams,
+                "lost": seq.as_ref().map(|s| s.lost),
+                "reordered": seq.as_ref().map(|s| s.reordered),
+                "duplicated": seq.as_ref().map(|s| s.duplicated),
+                "late": seq.as_ref().map(|s| s.late), "latency_ns": lat, "streams": streams,
             }))?
         );
         return Ok(());
@@ -224,16 +236,25 @@ pub fn recv(a: RecvArgs) -> Result<()> {
         secs,
         rate_line(t.packets, t.bytes, (secs * 1e6) as u64)
     );
-    println!(
-        "stamped {} in {} stream{}: lost {} duplicated {} reordered {} (late {})",
-        t.stamped,
-        streams.len(),
-        if streams.len() == 1 { "" } else { "s" },
-        seq.lost,
-        seq.duplicated,
-        seq.reordered,
-        seq.late
-    );
+    match a.receiver {
+        ReceiverMode::Frames => {
+            println!("frames counted unread (--receiver frames): no stamps, loss or latency")
+        }
+        ReceiverMode::Count => println!(
+            "stamped {} (--receiver count: no loss or latency)",
+            t.stamped
+        ),
+        ReceiverMode::Full => println!(
+            "stamped {} in {} stream{}: lost {} duplicated {} reordered {} (late {})",
+            t.stamped,
+            streams.len(),
+            if streams.len() == 1 { "" } else { "s" },
+            seq.lost,
+            seq.duplicated,
+            seq.reordered,
+            seq.late
+        ),
+    }
     if lat.count > 0 {
         println!(
             "latency ns: min {} mean {:.0} p50 {:.0} p99 {:.0} max {}",

@@ -4,7 +4,7 @@
 //! of the XDP maximum, then the receiver as the sink: does it count every
 //! frame the generator gets onto the wire?
 use crate::gen::{GenOptions, GenReport, Generator, Mode};
-use crate::recv::Receiver;
+use crate::recv::{Receiver, ReceiverMode};
 use anyhow::{anyhow, Result};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::objects;
@@ -30,6 +30,9 @@ pub struct GenBench {
 #[derive(Clone, Debug, Serialize)]
 pub struct PairRun {
     pub xdp_pps: f64,
+    /// What the XDP generator built and offered; above `xdp_pps` when the
+    /// sink's ring refused some (the sink, not the generator, was slower).
+    pub xdp_built_pps: f64,
     pub afpacket_pps: f64,
     pub ratio: f64,
 }
@@ -96,10 +99,16 @@ pub struct GenBenchReport {
     /// Lowest received/sent over every run: 1.0 when the receiver counted
     /// every frame the generator sent.
     pub rate_control: Vec<RateCheck>,
+    pub xdp_built_pps: Spread,
     /// XDP generator at full speed into the full receiver (sequence and
-    /// latency tracking), and into the counting-only receiver.
+    /// latency tracking), the counting receiver (frames, bytes, stamped
+    /// frames) and the frames-only one (the frame unread).
     pub receiver: ReceiverCheck,
     pub receiver_count: ReceiverCheck,
+    pub receiver_frames: ReceiverCheck,
+    /// What the drop sink took in the receivers' rounds (each receiver's
+    /// `of_drop_sink` is against its own round's).
+    pub receivers_drop_sink_pps: Spread,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -109,12 +118,15 @@ pub struct ReceiverCheck {
     pub sent_pps: Spread,
     /// Frames the receiver counted over frames sent, lowest run.
     pub counted_ratio_min: f64,
+    /// Each run's sent rate over the drop-only sink's in the same round:
+    /// 1 when this receiver takes what a program that does nothing takes.
+    pub of_drop_sink: Spread,
 }
 
 /// One generator run inside the scratch namespace; the receiver counts.
 fn one_run(
     b: &GenBench,
-    receiver: Option<&Receiver>,
+    receiver: Option<(&Receiver, ReceiverMode)>,
     mode: Mode,
     rate: Option<u64>,
 ) -> Result<(GenReport, f64, PerSecond)> {
@@ -123,7 +135,7 @@ fn one_run(
     opts.rate_pps = rate;
     opts.duration = Some(Duration::from_secs_f64(b.seconds));
     opts.count = None;
-    let before = receiver.map(|r| r.total()).transpose()?;
+    let before = receiver.map(|(r, _)| r.total()).transpose()?;
     let netns = b.netns.clone();
     let (report, seconds) = std::thread::spawn(move || -> Result<(GenReport, PerSecond)> {
         linerate_host::netns::enter_for_good(&netns)?;
@@ -142,9 +154,17 @@ fn one_run(
     .join()
     .map_err(|_| anyhow!("generator thread panicked"))??;
     let ratio = match (receiver, before) {
-        (Some(r), Some(before)) if report.sent_packets > 0 => {
+        (Some((r, which)), Some(before)) if report.sent_packets > 0 => {
             std::thread::sleep(Duration::from_millis(100));
-            (r.total()?.stamped - before.stamped) as f64 / report.sent_packets as f64
+            let now = r.total()?;
+            // The frames-only receiver cannot tell the generator's frames
+            // from others; in the scratch namespace there are no others.
+            let counted = if which == ReceiverMode::Frames {
+                now.packets - before.packets
+            } else {
+                now.stamped - before.stamped
+            };
+            counted as f64 / report.sent_packets as f64
         }
         _ => f64::NAN,
     };
@@ -168,15 +188,17 @@ pub fn run(b: &GenBench, mut progress: impl FnMut(&str)) -> Result<GenBenchRepor
         let (x, _, _) = one_run(b, None, Mode::Xdp, None)?;
         let (a, _, _) = one_run(b, None, Mode::Afpacket, None)?;
         progress(&format!(
-            "run {}/{}: xdp {:.3} Mpps, afpacket {:.3} Mpps, ratio {:.2}",
+            "run {}/{}: xdp {:.3} Mpps (built {:.3}), afpacket {:.3} Mpps, ratio {:.2}",
             i + 1,
             b.repeat,
             x.pps / 1e6,
+            built(&x) / 1e6,
             a.pps / 1e6,
             x.pps / a.pps
         ));
         runs.push(PairRun {
             xdp_pps: x.pps,
+            xdp_built_pps: built(&x),
             afpacket_pps: a.pps,
             ratio: x.pps / a.pps,
         });
@@ -215,37 +237,54 @@ pub fn run(b: &GenBench, mut progress: impl FnMut(&str)) -> Result<GenBenchRepor
         rate_control.push(check);
     }
     drop(sink);
-    let mut checks = Vec::new();
-    for counting in [false, true] {
-        let receiver = if counting {
-            Receiver::attach_counting(&b.rx, Some(&b.netns), XdpMode::Native)?
-        } else {
-            Receiver::attach(&b.rx, Some(&b.netns), XdpMode::Native)?
-        };
-        let (mut built, mut sent, mut counted) = (Vec::new(), Vec::new(), Vec::new());
-        for i in 0..b.repeat {
-            let (x, ratio, _) = one_run(b, Some(&receiver), Mode::Xdp, None)?;
+    // The receivers against the drop sink, in rounds: each round sends
+    // into the drop sink, then into each receiver, so that every ratio is
+    // taken within seconds of its baseline, in the same machine state.
+    const RECEIVERS: [ReceiverMode; 3] = [
+        ReceiverMode::Full,
+        ReceiverMode::Count,
+        ReceiverMode::Frames,
+    ];
+    let mut drop_sink_sent = Vec::new();
+    // runs[receiver][round]: the generator's report, the counted ratio.
+    let mut runs_by_receiver: [Vec<(GenReport, f64)>; 3] = Default::default();
+    for i in 0..b.repeat {
+        let sink = attach_sink(b)?;
+        let (base, _, _) = one_run(b, None, Mode::Xdp, None)?;
+        drop(sink);
+        for (k, which) in RECEIVERS.into_iter().enumerate() {
+            let receiver = Receiver::attach_as(which, &b.rx, Some(&b.netns), XdpMode::Native)?;
+            let (x, counted, _) = one_run(b, Some((&receiver, which)), Mode::Xdp, None)?;
             progress(&format!(
-                "{} receiver run {}/{}: generator built {:.3} Mpps, sent {:.3} Mpps, receiver counted {:.4} of them",
-                if counting { "counting" } else { "full" },
+                "receivers, round {}/{}: {}: generator built {:.3} Mpps, sent {:.3} Mpps ({:.2}x the drop sink's {:.3} this round), receiver counted {:.4} of them",
                 i + 1,
                 b.repeat,
-                (x.sent_packets + x.xmit_errors) as f64 / x.seconds / 1e6,
+                which.label(),
+                built(&x) / 1e6,
                 x.pps / 1e6,
-                ratio
+                x.pps / base.pps,
+                base.pps / 1e6,
+                counted
             ));
-            built.push((x.sent_packets + x.xmit_errors) as f64 / x.seconds);
-            sent.push(x.pps);
-            counted.push(ratio);
+            runs_by_receiver[k].push((x, counted));
         }
-        checks.push(ReceiverCheck {
-            built_pps: Spread::of(&built),
-            sent_pps: Spread::of(&sent),
-            counted_ratio_min: counted.iter().copied().fold(f64::INFINITY, f64::min),
-        });
+        drop_sink_sent.push(base.pps);
     }
-    let receiver_count = checks.pop().expect("two checks");
-    let receiver = checks.pop().expect("two checks");
+    let [receiver, receiver_count, receiver_frames] = runs_by_receiver.map(|runs| {
+        let of = |f: &dyn Fn(&(GenReport, f64)) -> f64| runs.iter().map(f).collect::<Vec<f64>>();
+        let of_drop_sink: Vec<f64> = runs
+            .iter()
+            .zip(&drop_sink_sent)
+            .map(|((x, _), base)| x.pps / base)
+            .collect();
+        ReceiverCheck {
+            built_pps: Spread::of(&of(&|(x, _)| built(x))),
+            sent_pps: Spread::of(&of(&|(x, _)| x.pps)),
+            counted_ratio_min: of(&|(_, c)| *c).into_iter().fold(f64::INFINITY, f64::min),
+            of_drop_sink: Spread::of(&of_drop_sink),
+        }
+    });
+    let receivers_drop_sink_pps = Spread::of(&drop_sink_sent);
     Ok(GenBenchReport {
         frame_sizes: b.gen.frame.sizes.name.clone(),
         seconds: b.seconds,
@@ -253,9 +292,17 @@ pub fn run(b: &GenBench, mut progress: impl FnMut(&str)) -> Result<GenBenchRepor
         afpacket_pps: Spread::of(&col(|r| r.afpacket_pps)),
         ratio: Spread::of(&col(|r| r.ratio)),
         xdp_pps,
+        xdp_built_pps: Spread::of(&col(|r| r.xdp_built_pps)),
         runs,
         rate_control,
         receiver,
         receiver_count,
+        receiver_frames,
+        receivers_drop_sink_pps,
     })
+}
+
+/// Frames per second the generator built and offered, sent or refused.
+fn built(r: &GenReport) -> f64 {
+    (r.sent_packets + r.xmit_errors) as f64 / r.seconds
 }

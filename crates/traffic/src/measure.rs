@@ -3,6 +3,7 @@
 //! (BSDRP's default measurement: the rate a DUT forwards under overload).
 use crate::gen::{GenOptions, GenReport, Generator};
 use crate::latency::Latency;
+pub use crate::recv::ReceiverMode;
 use crate::recv::{self, Receiver, SequenceTotals, Ticker};
 use anyhow::{anyhow, Result};
 use linerate_bpf::loader::XdpMode;
@@ -20,19 +21,6 @@ pub struct Trial {
     pub gen: GenOptions,
     /// Sequence and latency tracking (full), or counting only.
     pub receiver: ReceiverMode,
-}
-
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum ReceiverMode {
-    /// Loss, duplicates, reordering per stream, and latency.
-    Full,
-    /// Frames and stamped frames only: what throughput runs need, at a
-    /// quarter of the receiver's per-frame cost.
-    #[default]
-    Count,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -65,14 +53,12 @@ pub fn run_trial(
     stop: &AtomicBool,
     mut on_second: impl FnMut(u64, u64, u64),
 ) -> Result<TrialResult> {
-    let receiver = match t.receiver {
-        ReceiverMode::Full => {
-            Receiver::attach(&t.recv_ifname, Some(&t.recv_netns), XdpMode::Native)?
-        }
-        ReceiverMode::Count => {
-            Receiver::attach_counting(&t.recv_ifname, Some(&t.recv_netns), XdpMode::Native)?
-        }
-    };
+    let receiver = Receiver::attach_as(
+        t.receiver,
+        &t.recv_ifname,
+        Some(&t.recv_netns),
+        XdpMode::Native,
+    )?;
     let base = receiver.total()?;
     let done = Arc::new(AtomicBool::new(false));
     let gen_stop = Arc::new(AtomicBool::new(false));
@@ -108,7 +94,8 @@ pub fn run_trial(
     std::thread::sleep(DRAIN);
     let total = receiver.total()?;
     let all = total.packets - base.packets;
-    let received_packets = if t.gen.frame.stamped() {
+    // The frames receiver reads no stamps: it counts everything.
+    let received_packets = if t.gen.frame.stamped() && t.receiver != ReceiverMode::Frames {
         total.stamped - base.stamped
     } else {
         all

@@ -10,6 +10,43 @@ use linerate_bpf::{maps, objects};
 use linerate_host::netns::NetnsGuard;
 use serde::Serialize;
 
+/// The receiver's programs, from the most work per frame to the least.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ReceiverMode {
+    /// Loss, duplicates, reordering per stream, and latency.
+    Full,
+    /// Frames, bytes and stamped frames: what throughput runs need, at a
+    /// quarter of the full receiver's per-frame cost.
+    #[default]
+    Count,
+    /// Frames and bytes, the frame never read (pkt-gen's receiver): what
+    /// a program that does nothing takes; counts whatever arrives.
+    Frames,
+}
+
+impl ReceiverMode {
+    /// How reports and the command line name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            ReceiverMode::Full => "full",
+            ReceiverMode::Count => "count",
+            ReceiverMode::Frames => "frames",
+        }
+    }
+
+    /// Its program in bpf/recv.bpf.c.
+    pub fn program(self) -> &'static str {
+        match self {
+            ReceiverMode::Full => "lab_recv",
+            ReceiverMode::Count => "lab_recv_count",
+            ReceiverMode::Frames => "lab_recv_frames",
+        }
+    }
+}
+
 /// `lab_recv` attached to one interface; detached when dropped.
 pub struct Receiver {
     _attachment: Option<XdpAttachment>,
@@ -19,13 +56,17 @@ pub struct Receiver {
 impl Receiver {
     /// Attaches to `ifname`, in namespace `netns` if given.
     pub fn attach(ifname: &str, netns: Option<&str>, mode: XdpMode) -> Result<Self> {
-        Self::attach_program("lab_recv", ifname, netns, mode, &[])
+        Self::attach_as(ReceiverMode::Full, ifname, netns, mode)
     }
 
-    /// Like [`Receiver::attach`], counting only: frames, bytes and stamped
-    /// frames, no sequence or latency (about a quarter of the cost).
-    pub fn attach_counting(ifname: &str, netns: Option<&str>, mode: XdpMode) -> Result<Self> {
-        Self::attach_program("lab_recv_count", ifname, netns, mode, &[])
+    /// Attaches the receiver program `which`.
+    pub fn attach_as(
+        which: ReceiverMode,
+        ifname: &str,
+        netns: Option<&str>,
+        mode: XdpMode,
+    ) -> Result<Self> {
+        Self::attach_program(which.program(), ifname, netns, mode, &[])
     }
 
     /// Like [`Receiver::attach`], and also tells apart stamped frames sent
@@ -86,8 +127,14 @@ impl Receiver {
     /// Runs the program `repeat` times on `frame`; the kernel's mean
     /// nanoseconds per run.
     pub fn run_frame_repeat(&self, frame: &[u8], repeat: u32) -> Result<u32> {
+        self.run_program(ReceiverMode::Full, frame, repeat)
+    }
+
+    /// Runs one of the receiver's programs `repeat` times on `frame`; the
+    /// kernel's mean nanoseconds per run.
+    pub fn run_program(&self, which: ReceiverMode, frame: &[u8], repeat: u32) -> Result<u32> {
         use std::os::fd::AsFd;
-        let prog = loader::prog(&self.obj, "lab_recv")?;
+        let prog = loader::prog(&self.obj, which.program())?;
         let mut out = vec![0u8; frame.len()];
         Ok(linerate_bpf::test_run::run_xdp(prog.as_fd(), frame, &mut out, repeat)?.duration_ns)
     }

@@ -169,3 +169,35 @@ fn a_packet_from_far_back_is_late() {
         (5001, 0, 0, 2, 2)
     );
 }
+
+/// What each receiver program counts of the same three frames: a stamped
+/// one, an ARP-sized non-IP one, and a stamped one again. The frames
+/// receiver counts all three and reads nothing (no stamps, no streams);
+/// the counting one tells the stamped ones apart; only the full one keeps
+/// a sequence.
+#[test]
+fn each_receiver_program_counts_what_it_says() {
+    use linerate_traffic::recv::ReceiverMode;
+    linerate_host::cpu::pin(0, 0).unwrap();
+    let cfg = config();
+    let mut stamped = vec![0u8; 60];
+    let n = synth::write_frame(&cfg, 7, 3, monotonic_ns() as u32, &mut stamped);
+    stamped.truncate(n);
+    let mut arp = vec![0u8; 42];
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    for (mode, want_stamped, want_streams) in [
+        (ReceiverMode::Full, 2, 1),
+        (ReceiverMode::Count, 2, 0),
+        (ReceiverMode::Frames, 0, 0),
+    ] {
+        let r = Receiver::detached().unwrap();
+        for f in [&stamped, &arp, &stamped] {
+            r.run_program(mode, f, 1).unwrap();
+        }
+        let t = r.total().unwrap();
+        assert_eq!(t.packets, 3, "{mode:?}");
+        assert_eq!(t.bytes, 2 * stamped.len() as u64 + 42, "{mode:?}");
+        assert_eq!(t.stamped, want_stamped, "{mode:?}");
+        assert_eq!(r.streams().unwrap().len(), want_streams, "{mode:?}");
+    }
+}

@@ -78,9 +78,10 @@ pub struct Measure {
     /// PDR's loss ratio.
     #[serde(default = "Measure::default_loss_ratio")]
     pub loss_ratio: Spanned<f64>,
-    /// "count" (default): the receiver counts frames only, at a quarter of
-    /// the per-frame cost of "full" (loss, reordering and latency), which
-    /// matters where its work shares the DUT's core.
+    /// "count" (default): the receiver counts frames and stamped frames, at
+    /// a quarter of the per-frame cost of "full" (loss, reordering and
+    /// latency), which matters where its work shares the DUT's core;
+    /// "frames" never reads a frame and counts whatever arrives.
     #[serde(default)]
     pub receiver: ReceiverMode,
 }
