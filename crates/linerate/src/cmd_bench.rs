@@ -292,12 +292,12 @@ fn gen(a: BenchGenArgs) -> Result<()> {
         r.receivers_drop_sink_pps.max / 1e6
     );
     for (name, rc) in [
-        ("full", &r.receiver),
-        ("counting", &r.receiver_count),
-        ("frames-only", &r.receiver_frames),
+        ("--receiver full", &r.receiver),
+        ("--receiver count", &r.receiver_count),
+        ("--receiver frames", &r.receiver_frames),
     ] {
         println!(
-            "    {name:<12} generator built {:.3} Mpps, the wire took {:.3} Mpps, {:.2}x the drop sink's [{:.2}..{:.2}], the receiver counted {:.4} of those (lowest run)",
+            "    {name:<18} generator built {:.3} Mpps, the wire took {:.3} Mpps, {:.2}x the drop sink's [{:.2}..{:.2}], the receiver counted {:.4} of those (lowest run)",
             rc.built_pps.median / 1e6,
             rc.sent_pps.median / 1e6,
             rc.of_drop_sink.median,
