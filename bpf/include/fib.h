@@ -36,12 +36,11 @@
 #endif
 #define FIB6_ROOT_OFF (128ull << 20)        /* up to 2^24 entries, 64 MiB */
 #define FIB6_GROUPS_OFF (192ull << 20)      /* up to 2^20 groups */
-/* The /48 shortcut (crates/fib/src/shortcut.rs): 2^21 pairs of 64-bit
- * slots, each the entry the walk reads after 48 bits (low half) under a tag
- * naming the /48 (high half). 32 MiB, both layouts. */
+/* The shortcut (crates/fib/src/shortcut.rs): 2^21 pairs of 64-bit slots,
+ * each the entry the walk reads after 48 or after 40 bits (low half) under
+ * a tag naming the prefix (high half). 32 MiB, both layouts. */
 #define FIB6_SC_OFF (2048ull << 20)
 #define FIB6_SC_PAIRS_LOG2 21
-#define FIB6_SC_BITS 48
 
 /* BPF_MAP_TYPE_ARENA (Linux 6.9), which Debian 12's headers predate. */
 #define FIB_MAP_TYPE_ARENA 33
@@ -113,6 +112,19 @@ static __always_inline __u32 fib6_walk(__u64 base1, __u32 e, __u64 hi, __u64 lo,
 	return e & 1 ? 0 : e >> 1;
 }
 
+/* Address of the shortcut's pair for key `k`, and the tag `k` has there. */
+static __always_inline __u64 fib6_sc_pair(__u64 base, __u64 k)
+{
+	__u64 pair = (k ^ (k >> FIB6_SC_PAIRS_LOG2)) & ((1ull << FIB6_SC_PAIRS_LOG2) - 1);
+
+	return base + FIB6_SC_OFF + (pair << 4);
+}
+
+static __always_inline __u32 fib6_sc_tag(__u64 k)
+{
+	return 0x80000000u | (__u32)(k >> FIB6_SC_PAIRS_LOG2);
+}
+
 /* Next-hop id for an IPv6 destination given as its high and low 64 bits
  * (host byte order); 0: no route. */
 static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo)
@@ -123,20 +135,23 @@ static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo)
 
 	if (!(e & 1))
 		return e >> 1;
-	/* The shortcut's pair for this /48: both slots in one 16-byte run.
-	 * Its address depends on the destination only, so the CPU loads it
-	 * while the root entry is still on its way. */
-	__u64 k = hi >> (64 - FIB6_SC_BITS);
-	__u64 pair = (k ^ (k >> FIB6_SC_PAIRS_LOG2)) & ((1ull << FIB6_SC_PAIRS_LOG2) - 1);
-	__u32 tag = 0x80000000u | (__u32)(k >> FIB6_SC_PAIRS_LOG2);
-	__u64 at = base + FIB6_SC_OFF + (pair << 4);
-	__u64 s0 = fib_read64(at);
-	__u64 s1 = fib_read64(at + 8);
+	/* The shortcut's pairs for this /48 and this /40 (the key's bit 48
+	 * tells the levels apart): both slots of a pair in one 16-byte run.
+	 * Their addresses depend on the destination only, so the CPU loads
+	 * them while the root entry is still on its way. */
+	__u64 k48 = hi >> 16;
+	__u64 k40 = (1ull << 48) | (hi >> 24);
+	__u64 at48 = fib6_sc_pair(base, k48);
+	__u64 at40 = fib6_sc_pair(base, k40);
+	__u64 a0 = fib_read64(at48), a1 = fib_read64(at48 + 8);
+	__u64 b0 = fib_read64(at40), b1 = fib_read64(at40 + 8);
+	__u32 t48 = fib6_sc_tag(k48), t40 = fib6_sc_tag(k40);
 
-	if ((__u32)(s0 >> 32) == tag)
-		return fib6_walk(base - 1, (__u32)s0, hi, lo, FIB6_SC_BITS);
-	if ((__u32)(s1 >> 32) == tag)
-		return fib6_walk(base - 1, (__u32)s1, hi, lo, FIB6_SC_BITS);
+	/* One walk per level, from whichever slot matched. */
+	if ((__u32)(a0 >> 32) == t48 || (__u32)(a1 >> 32) == t48)
+		return fib6_walk(base - 1, (__u32)((__u32)(a0 >> 32) == t48 ? a0 : a1), hi, lo, 48);
+	if ((__u32)(b0 >> 32) == t40 || (__u32)(b1 >> 32) == t40)
+		return fib6_walk(base - 1, (__u32)((__u32)(b0 >> 32) == t40 ? b0 : b1), hi, lo, 40);
 	return fib6_walk(base - 1, e, hi, lo, FIB6_FIRST);
 }
 

@@ -182,11 +182,12 @@ impl<K: Key> Fib<K> {
         let with_shortcut = shape.shortcut != 0;
         if with_shortcut {
             assert!(K::BITS == 128 && shape.shortcut >= shortcut::MIN_PAIRS_LOG2);
-            assert!(
-                shortcut::BITS > shape.first
-                    && (shortcut::BITS - shape.first).is_multiple_of(shape.stride),
-                "the shortcut needs a level ending at bit 48"
-            );
+            for bits in shortcut::LEVELS {
+                assert!(
+                    bits > shape.first && (bits - shape.first).is_multiple_of(shape.stride),
+                    "the shortcut needs a level ending at bit {bits}"
+                );
+            }
         }
         Fib {
             shape,
@@ -257,15 +258,18 @@ impl<K: Key> Fib<K> {
         &self.shortcut
     }
 
-    /// /48s the shortcut holds.
+    /// Prefixes the shortcut holds.
     pub fn shortcut_len(&self) -> usize {
         self.shortcut_at.len()
     }
 
-    /// Start bit of the groups the shortcut mirrors (their level ends at
-    /// bit 48), if the table has a shortcut.
-    fn shortcut_level(&self) -> Option<u8> {
-        (!self.shortcut.is_empty()).then(|| shortcut::BITS - self.shape.stride)
+    /// The shortcut level (index into `shortcut::LEVELS`) that mirrors the
+    /// groups starting at bit `start`, if the table has a shortcut.
+    fn shortcut_level(&self, start: u8) -> Option<usize> {
+        if self.shortcut.is_empty() {
+            return None;
+        }
+        shortcut::level_ending_at(start + self.shape.stride)
     }
 
     pub fn groups_in_use(&self) -> u32 {
@@ -301,9 +305,9 @@ impl<K: Key> Fib<K> {
         let mut e = self.root[addr.chunk(0, s.first)];
         let mut start = s.first;
         if e & CHILD != 0 {
-            if let Some(found) = self.shortcut_entry(addr) {
+            if let Some((found, bits)) = self.shortcut_entry(addr) {
                 e = found;
-                start = shortcut::BITS;
+                start = bits;
             }
         }
         while e & CHILD != 0 {
@@ -314,18 +318,21 @@ impl<K: Key> Fib<K> {
         (e != 0).then_some(e)
     }
 
-    /// The shortcut's entry for `addr`'s /48, if it holds one.
-    fn shortcut_entry(&self, addr: K) -> Option<u32> {
+    /// The shortcut's entry for `addr`'s longest prefix it holds, and the
+    /// bit the walk goes on from.
+    fn shortcut_entry(&self, addr: K) -> Option<(u32, u8)> {
         if self.shortcut.is_empty() {
             return None;
         }
-        let p = self.shape.shortcut;
-        let k = shortcut::key((addr.to_u128() >> 64) as u64);
-        let (pair, tag) = (shortcut::pair(k, p), shortcut::tag(k, p));
-        (0..shortcut::WAYS)
-            .map(|way| shortcut::entry_word(pair, way))
-            .find(|&w| self.shortcut[w + 1] == tag)
-            .map(|w| self.shortcut[w])
+        let hi = (addr.to_u128() >> 64) as u64;
+        (0..shortcut::LEVELS.len()).find_map(|level| {
+            shortcut::find(
+                &self.shortcut,
+                shortcut::key(hi, level),
+                self.shape.shortcut,
+            )
+            .map(|e| (e, shortcut::LEVELS[level]))
+        })
     }
 
     /// Looks up every address; `out[i]` is the next-hop id of `addrs[i]`
@@ -716,9 +723,9 @@ impl<K: Key> Fib<K> {
         }
     }
 
-    /// /48 `k` now has the specific entry `entry`: updates its slot, or
+    /// Prefix `k` now has the specific entry `entry`: updates its slot, or
     /// takes a free one of its pair (entry word first, then the tag); with
-    /// none free the /48 is not held and its lookups walk.
+    /// none free the prefix is not held and its lookups walk.
     fn shortcut_put(&mut self, k: u64, entry: u32, w: &mut Vec<Write>) {
         let p = self.shape.shortcut;
         if let Some(&at) = self.shortcut_at.get(&k) {
@@ -737,7 +744,7 @@ impl<K: Key> Fib<K> {
         self.shortcut_at.insert(k, at as u32);
     }
 
-    /// /48 `k`'s entry is no longer specific: empties its slot (the tag).
+    /// Prefix `k`'s entry is no longer specific: empties its slot (the tag).
     fn shortcut_drop(&mut self, k: u64, w: &mut Vec<Write>) {
         if let Some(at) = self.shortcut_at.remove(&k) {
             self.set_word(at as usize + 1, 0, w);
@@ -781,9 +788,10 @@ impl<K: Key> Fib<K> {
                 }
                 self.groups[s.index] = value;
                 self.group_owner[s.index] = owner;
-                if Some(start) == self.shortcut_level() && (was || is) {
-                    let k = (self.group_prefix[g] >> (64 - shortcut::BITS))
-                        | (s.index & (self.group_size() - 1)) as u64;
+                if let Some(level) = self.shortcut_level(start).filter(|_| was || is) {
+                    let end = start + self.shape.stride;
+                    let at = (s.index & (self.group_size() - 1)) as u64;
+                    let k = shortcut::key(self.group_prefix[g] | (at << (64 - end)), level);
                     if is {
                         self.shortcut_put(k, value, w);
                     } else {
@@ -842,7 +850,17 @@ impl<K: Key> Fib<K> {
             groups_capacity: self.shape.groups,
             groups_per_level: levels,
             max_reads: 1 + levels_used(&self.group_start, &live, self.shape),
-            shortcut_held: self.shortcut_at.len() as u64,
+            shortcut_held: shortcut::LEVELS
+                .iter()
+                .enumerate()
+                .map(|(level, &bits)| {
+                    let n = self
+                        .shortcut_at
+                        .keys()
+                        .filter(|&&k| shortcut::prefix_of(k).0 == level);
+                    (bits, n.count() as u64)
+                })
+                .collect(),
             shortcut_slots: (self.shortcut.len() / shortcut::WORDS) as u64,
             fast_path_bytes: (self.root.len() + self.shortcut.len()) as u64 * 4
                 + in_use as u64 * gbytes,
@@ -928,7 +946,8 @@ pub struct Stats {
     /// Most memory reads one lookup needs in this table.
     pub max_reads: u32,
     /// /48s the shortcut holds, of its slots (0 without one).
-    pub shortcut_held: u64,
+    /// Prefixes the shortcut holds, per prefix length.
+    pub shortcut_held: Vec<(u8, u64)>,
     pub shortcut_slots: u64,
     /// Bytes of entries the fast path reads: root, shortcut, groups in use.
     pub fast_path_bytes: u64,

@@ -115,9 +115,10 @@ fn check<K: Key>(
 }
 
 /// The C lookup finds the shortcut's slots where the Rust one puts them:
-/// a next hop planted in a held /48's slot is what the C lookup answers for
-/// an address in that /48 (a wrong offset, hash or tag would walk instead,
-/// and give the table's answer).
+/// a next hop planted in a held prefix's slot (a /48, or a /40 probed with
+/// an address whose /48 is not held) is what the C lookup answers for an
+/// address under that prefix, and putting the entry back restores the
+/// table's answer. At least 20 slots of each level.
 fn shortcut_is_read<K: Key>(
     obj: &libbpf_rs::Object,
     arena: &FibArena,
@@ -128,26 +129,45 @@ fn shortcut_is_read<K: Key>(
 ) {
     let (p, words) = (fib.shape().shortcut, fib.shortcut());
     assert_eq!(layout.shortcut.entries, words.len(), "shortcut words");
-    let mut checked = 0;
+    let mut checked = [0usize; shortcut::LEVELS.len()];
     for (slot, w) in words.chunks_exact(2).enumerate() {
-        if w[1] == 0 || checked == 20 {
+        if w[1] == 0 {
             continue;
         }
-        let pair = (slot / shortcut::WAYS) as u64;
-        let high = ((w[1] & !shortcut::USED) as u64) << p;
-        let k = high | ((pair ^ (high >> p)) & ((1 << p) - 1));
-        let addr = K::from_u128(((k as u128) << 80) | 0x42);
+        let (level, top) = shortcut::prefix_of(shortcut::key_of(slot / shortcut::WAYS, w[1], p));
+        if checked[level] == 20 {
+            continue;
+        }
+        // An address under the prefix that no deeper held prefix covers.
+        let bits = shortcut::LEVELS[level];
+        let Some(hi) = (0..1u64 << (48 - bits))
+            .map(|x| top | (x << 16))
+            .find(|&hi| {
+                (0..level).all(|l| shortcut::find(words, shortcut::key(hi, l), p).is_none())
+            })
+        else {
+            continue;
+        };
+        let addr = K::from_u128(((hi as u128) << 64) | 0x42);
         let planted = 4242;
         arena.write_shortcut(layout, 2 * slot, planted);
-        assert_eq!(bpf_lookup(obj, &frame(addr), at), planted, "/48 {k:x}");
+        assert_eq!(
+            bpf_lookup(obj, &frame(addr), at),
+            planted,
+            "/{bits} {top:x}"
+        );
         arena.write_shortcut(layout, 2 * slot, w[0]);
         assert_eq!(
             bpf_lookup(obj, &frame(addr), at),
             fib.lookup(addr).unwrap_or(0)
         );
-        checked += 1;
+        checked[level] += 1;
     }
-    assert_eq!(checked, 20, "the table fills the shortcut");
+    assert_eq!(
+        checked,
+        [20; shortcut::LEVELS.len()],
+        "the table fills each shortcut level"
+    );
 }
 
 #[test]

@@ -84,24 +84,27 @@ fn ops<K: Key>(shape: Shape, min_len: u8) -> impl Strategy<Value = Vec<Op<K>>> {
     proptest::collection::vec(op, 1..60)
 }
 
-/// What a reader of raw entries gets (the fast path's lookup).
 /// The fast path's lookup on raw tables (fib.h's, in Rust): the root, then
-/// the /48 shortcut's pair if the root entry is a link, then the groups.
+/// if the root entry is a link the shortcut's pairs for the /48 and the
+/// /40, deepest first, then the groups.
 fn raw_lookup<K: Key>(shape: Shape, root: &[u32], groups: &[u32], sc: &[u32], a: K) -> u32 {
     let mut e = root[a.chunk(0, shape.first)];
     let mut start = shape.first;
     if e & CHILD != 0 && !sc.is_empty() {
-        let k = shortcut::key((a.to_u128() >> 64) as u64);
-        let (pair, tag) = (
-            shortcut::pair(k, shape.shortcut),
-            shortcut::tag(k, shape.shortcut),
-        );
-        for way in 0..shortcut::WAYS {
-            let w = shortcut::entry_word(pair, way);
-            if sc[w + 1] == tag {
-                e = sc[w];
-                start = shortcut::BITS;
-                break;
+        let hi = (a.to_u128() >> 64) as u64;
+        'levels: for (level, &bits) in shortcut::LEVELS.iter().enumerate() {
+            let k = shortcut::key(hi, level);
+            let (pair, tag) = (
+                shortcut::pair(k, shape.shortcut),
+                shortcut::tag(k, shape.shortcut),
+            );
+            for way in 0..shortcut::WAYS {
+                let w = shortcut::entry_word(pair, way);
+                if sc[w + 1] == tag {
+                    e = sc[w];
+                    start = bits;
+                    break 'levels;
+                }
             }
         }
     }

@@ -78,11 +78,17 @@ fn stats(a: FibStatsArgs) -> Result<()> {
             .join(" ")
     );
     if s.shortcut_slots > 0 {
+        let held: u64 = s.shortcut_held.iter().map(|&(_, n)| n).sum();
+        let per_length: Vec<String> = s
+            .shortcut_held
+            .iter()
+            .map(|&(bits, n)| format!("{n} /{bits}s"))
+            .collect();
         println!(
-            "  /48 shortcut: {} /48s held in {} slots ({:.1}% full)",
-            s.shortcut_held,
+            "  shortcut: {} held in {} slots ({:.1}% full)",
+            per_length.join(" + "),
             s.shortcut_slots,
-            100.0 * s.shortcut_held as f64 / s.shortcut_slots as f64
+            100.0 * held as f64 / s.shortcut_slots as f64
         );
     }
     println!(

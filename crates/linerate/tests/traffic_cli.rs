@@ -80,10 +80,18 @@ fn bench_gen_counts_every_frame_paces_and_cleans_up() {
     // frames and the sending veth's own chatter, which its TX counter (the
     // generator's "sent") holds too.
     let counted = r["receiver_frames"]["counted_ratio_min"].as_f64().unwrap();
-    assert!((0.999..=1.001).contains(&counted), "{}", r["receiver_frames"]);
+    assert!(
+        (0.999..=1.001).contains(&counted),
+        "{}",
+        r["receiver_frames"]
+    );
     // Each receiver was measured against the drop sink in its own round.
     for rc in ["receiver", "receiver_count", "receiver_frames"] {
-        assert!(r[rc]["of_drop_sink"]["median"].as_f64().unwrap() > 0.0, "{}", r[rc]);
+        assert!(
+            r[rc]["of_drop_sink"]["median"].as_f64().unwrap() > 0.0,
+            "{}",
+            r[rc]
+        );
     }
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ns.stdout).contains("lrbench-"));

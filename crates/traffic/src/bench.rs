@@ -260,8 +260,7 @@ pub fn run(b: &GenBench, mut progress: impl FnMut(&str)) -> Result<GenBenchRepor
                 (x, f64::NAN)
             } else {
                 let which = RECEIVERS[k];
-                let receiver =
-                    Receiver::attach_as(which, &b.rx, Some(&b.netns), XdpMode::Native)?;
+                let receiver = Receiver::attach_as(which, &b.rx, Some(&b.netns), XdpMode::Native)?;
                 let (x, counted, _) = one_run(b, Some((&receiver, which)), Mode::Xdp, None)?;
                 (x, counted)
             };
