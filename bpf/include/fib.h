@@ -30,15 +30,18 @@
 #ifdef FIB6_COMPACT
 #define FIB6_FIRST 16
 #define FIB6_STRIDE 4
+#define FIB6_SC_LEVELS 2
 #else
 #define FIB6_FIRST 24
 #define FIB6_STRIDE 8
+#define FIB6_SC_LEVELS 1
 #endif
 #define FIB6_ROOT_OFF (128ull << 20)        /* up to 2^24 entries, 64 MiB */
 #define FIB6_GROUPS_OFF (192ull << 20)      /* up to 2^20 groups */
 /* The shortcut (crates/fib/src/shortcut.rs): 2^21 pairs of 64-bit slots,
- * each the entry the walk reads after 48 or after 40 bits (low half) under
- * a tag naming the prefix (high half). 32 MiB, both layouts. */
+ * each the entry the walk reads after 48 bits (and in the compact layout
+ * after 40 bits) in the low half, under a tag naming the prefix in the
+ * high half. 32 MiB. FIB6_SC_LEVELS is the shape's shortcut_levels. */
 #define FIB6_SC_OFF (2048ull << 20)
 #define FIB6_SC_PAIRS_LOG2 21
 
@@ -135,23 +138,28 @@ static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo)
 
 	if (!(e & 1))
 		return e >> 1;
-	/* The shortcut's pairs for this /48 and this /40 (the key's bit 48
-	 * tells the levels apart): both slots of a pair in one 16-byte run.
-	 * Their addresses depend on the destination only, so the CPU loads
-	 * them while the root entry is still on its way. */
+	/* The shortcut's pairs for this /48 and (compact layout) this /40:
+	 * both slots of a pair in one 16-byte run. Their addresses depend on
+	 * the destination only, so the CPU loads them while the root entry is
+	 * still on its way. */
 	__u64 k48 = hi >> 16;
-	__u64 k40 = (1ull << 48) | (hi >> 24);
 	__u64 at48 = fib6_sc_pair(base, k48);
-	__u64 at40 = fib6_sc_pair(base, k40);
 	__u64 a0 = fib_read64(at48), a1 = fib_read64(at48 + 8);
+	__u32 t48 = fib6_sc_tag(k48);
+#if FIB6_SC_LEVELS > 1
+	__u64 k40 = (1ull << 48) | (hi >> 24);
+	__u64 at40 = fib6_sc_pair(base, k40);
 	__u64 b0 = fib_read64(at40), b1 = fib_read64(at40 + 8);
-	__u32 t48 = fib6_sc_tag(k48), t40 = fib6_sc_tag(k40);
+	__u32 t40 = fib6_sc_tag(k40);
+#endif
 
 	/* One walk per level, from whichever slot matched. */
 	if ((__u32)(a0 >> 32) == t48 || (__u32)(a1 >> 32) == t48)
 		return fib6_walk(base - 1, (__u32)((__u32)(a0 >> 32) == t48 ? a0 : a1), hi, lo, 48);
+#if FIB6_SC_LEVELS > 1
 	if ((__u32)(b0 >> 32) == t40 || (__u32)(b1 >> 32) == t40)
 		return fib6_walk(base - 1, (__u32)((__u32)(b0 >> 32) == t40 ? b0 : b1), hi, lo, 40);
+#endif
 	return fib6_walk(base - 1, e, hi, lo, FIB6_FIRST);
 }
 

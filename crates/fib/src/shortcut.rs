@@ -9,7 +9,9 @@
 //! slot's tag names the /48, the slot's entry is what the walk would have
 //! read at the level ending at bit 48, and the walk goes on from there;
 //! else the same with the /40; else the walk goes on from the root as
-//! without a shortcut.
+//! without a shortcut. A shape holds the levels that pay for their probe
+//! (`Shape::shortcut_levels`): the compact layout both, the wide one the
+//! /48 only (docs/router.md, session 8).
 //!
 //! What it holds: for every entry of a group at a level ending at bit 48
 //! or 40 that is *specific* (a link, or written by a route longer than the
@@ -111,14 +113,14 @@ mod tests {
     fn pair_and_tag_give_the_key_back() {
         for p in [MIN_PAIRS_LOG2, 21] {
             for hi in [0u64, 1 << 16, 0x2001_0db8_0001 << 16, u64::MAX, 1 << 63] {
-                for level in 0..LEVELS.len() {
+                for (level, &bits) in LEVELS.iter().enumerate() {
                     let k = key(hi, level);
                     let t = tag(k, p);
                     assert_ne!(t, 0, "a used slot's tag is never 0");
                     assert_eq!(key_of(pair(k, p), t, p), k);
                     let (l, top) = prefix_of(k);
                     assert_eq!(l, level);
-                    assert_eq!(top, hi & (u64::MAX << (64 - LEVELS[level])));
+                    assert_eq!(top, hi & (u64::MAX << (64 - bits)));
                 }
             }
         }

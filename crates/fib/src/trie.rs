@@ -75,9 +75,11 @@ pub struct Shape {
     pub first: u8,
     pub stride: u8,
     pub groups: u32,
-    /// log2 of the /48 shortcut's slot pairs (IPv6; 0: none). Needs a level
-    /// ending at bit 48.
+    /// log2 of the shortcut's slot pairs (IPv6; 0: none).
     pub shortcut: u8,
+    /// How many of `shortcut::LEVELS` (deepest first) the shortcut holds:
+    /// each needs a level of the trie ending at its bit.
+    pub shortcut_levels: u8,
 }
 
 impl Shape {
@@ -88,6 +90,7 @@ impl Shape {
         stride: 8,
         groups: 65536,
         shortcut: 0,
+        shortcut_levels: 0,
     };
     /// 24 bits, then 8 at a time (DPDK rte_lpm6's layout): a /32 is 2
     /// reads, a /48 4, a /64 6. On the generated 200k table (`linerate
@@ -99,6 +102,9 @@ impl Shape {
         stride: 8,
         groups: 1 << 20,
         shortcut: 21,
+        // The /40 too costs a /48 more than it saves the /33-/40s here
+        // (docs/router.md, session 8).
+        shortcut_levels: 1,
     };
     /// 16 bits, then 4 at a time: a group is 16 entries, one cache line; a
     /// /48 is 9 reads. 625k groups, 38 MiB for the generated 200k table.
@@ -107,6 +113,7 @@ impl Shape {
         stride: 4,
         groups: 1 << 20,
         shortcut: 21,
+        shortcut_levels: 2,
     };
 }
 
@@ -182,7 +189,8 @@ impl<K: Key> Fib<K> {
         let with_shortcut = shape.shortcut != 0;
         if with_shortcut {
             assert!(K::BITS == 128 && shape.shortcut >= shortcut::MIN_PAIRS_LOG2);
-            for bits in shortcut::LEVELS {
+            assert!((1..=shortcut::LEVELS.len()).contains(&(shape.shortcut_levels as usize)));
+            for &bits in &shortcut::LEVELS[..shape.shortcut_levels as usize] {
                 assert!(
                     bits > shape.first && (bits - shape.first).is_multiple_of(shape.stride),
                     "the shortcut needs a level ending at bit {bits}"
@@ -270,6 +278,7 @@ impl<K: Key> Fib<K> {
             return None;
         }
         shortcut::level_ending_at(start + self.shape.stride)
+            .filter(|&level| level < self.shape.shortcut_levels as usize)
     }
 
     pub fn groups_in_use(&self) -> u32 {
@@ -325,7 +334,7 @@ impl<K: Key> Fib<K> {
             return None;
         }
         let hi = (addr.to_u128() >> 64) as u64;
-        (0..shortcut::LEVELS.len()).find_map(|level| {
+        (0..self.shape.shortcut_levels as usize).find_map(|level| {
             shortcut::find(
                 &self.shortcut,
                 shortcut::key(hi, level),
@@ -850,7 +859,7 @@ impl<K: Key> Fib<K> {
             groups_capacity: self.shape.groups,
             groups_per_level: levels,
             max_reads: 1 + levels_used(&self.group_start, &live, self.shape),
-            shortcut_held: shortcut::LEVELS
+            shortcut_held: shortcut::LEVELS[..self.shape.shortcut_levels as usize]
                 .iter()
                 .enumerate()
                 .map(|(level, &bits)| {
@@ -1058,6 +1067,7 @@ mod tests {
             stride: 8,
             groups: 2,
             shortcut: 0,
+            shortcut_levels: 0,
         };
         let mut f: Fib<u32> = Fib::new(shape);
         f.insert(v4("10.0.0.0"), 25, 1).unwrap();

@@ -92,7 +92,8 @@ fn raw_lookup<K: Key>(shape: Shape, root: &[u32], groups: &[u32], sc: &[u32], a:
     let mut start = shape.first;
     if e & CHILD != 0 && !sc.is_empty() {
         let hi = (a.to_u128() >> 64) as u64;
-        'levels: for (level, &bits) in shortcut::LEVELS.iter().enumerate() {
+        let levels = &shortcut::LEVELS[..shape.shortcut_levels as usize];
+        'levels: for (level, &bits) in levels.iter().enumerate() {
             let k = shortcut::key(hi, level);
             let (pair, tag) = (
                 shortcut::pair(k, shape.shortcut),
@@ -237,12 +238,14 @@ const SMALL_V4: Shape = Shape {
     stride: 4,
     groups: 4096,
     shortcut: 0,
+    shortcut_levels: 0,
 };
 const SMALL_V6: Shape = Shape {
     first: 8,
     stride: 8,
     groups: 4096,
     shortcut: shortcut::MIN_PAIRS_LOG2,
+    shortcut_levels: 2,
 };
 
 /// The real shape with the smallest shortcut: the checks copy and compare
