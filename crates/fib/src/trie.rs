@@ -102,8 +102,9 @@ impl Shape {
         stride: 8,
         groups: 1 << 20,
         shortcut: 21,
-        // The /40 too costs a /48 more than it saves the /33-/40s here
-        // (docs/router.md, session 8).
+        // No /40 level: here a /33-/40 is three reads, and probing the /40
+        // costs every other lookup about what it saves them (docs/router.md,
+        // session 8).
         shortcut_levels: 1,
     };
     /// 16 bits, then 4 at a time: a group is 16 entries, one cache line; a
@@ -954,8 +955,7 @@ pub struct Stats {
     pub groups_per_level: Vec<u32>,
     /// Most memory reads one lookup needs in this table.
     pub max_reads: u32,
-    /// /48s the shortcut holds, of its slots (0 without one).
-    /// Prefixes the shortcut holds, per prefix length.
+    /// Prefixes the shortcut holds, per prefix length (none without one).
     pub shortcut_held: Vec<(u8, u64)>,
     pub shortcut_slots: u64,
     /// Bytes of entries the fast path reads: root, shortcut, groups in use.
