@@ -1117,4 +1117,36 @@ mod tests {
         f.insert(v4("10.0.3.0"), 26, 4).unwrap();
         assert_eq!(f.lookup(v4("10.0.3.1")), Some(4));
     }
+
+    /// The compact layout's shortcut holds the /40 level, the wide one's
+    /// does not: a /40 route and the link on a /48's path are held as /40s
+    /// only where the shape says so, and lookups agree either way.
+    #[test]
+    fn shortcut_levels_follow_the_shape() {
+        let v6 = |s: &str| u128::from(s.parse::<std::net::Ipv6Addr>().unwrap());
+        let hi = |a: u128| (a >> 64) as u64;
+        let (net40, net48) = (v6("2001:db8:100::"), v6("2001:db8:4242::"));
+        for (shape, held) in [
+            (Shape::IPV6, vec![(48, 1)]),
+            (Shape::IPV6_COMPACT, vec![(48, 1), (40, 2)]),
+        ] {
+            let mut f: Fib<u128> = Fib::new(shape).without_concurrent_readers();
+            f.insert(net40, 40, 1).unwrap();
+            f.insert(net48, 48, 2).unwrap();
+            assert_eq!(f.stats().shortcut_held, held, "{shape:?}");
+            let p = shape.shortcut;
+            assert_eq!(
+                shortcut::find(f.shortcut(), shortcut::key(hi(net48), 0), p),
+                Some(2)
+            );
+            let held40 = shortcut::find(f.shortcut(), shortcut::key(hi(net40), 1), p);
+            assert_eq!(held40, (shape.shortcut_levels > 1).then_some(1));
+            assert_eq!(f.lookup(net40 | 0xabcd), Some(1));
+            assert_eq!(f.lookup(net48 | 0xabcd), Some(2));
+            assert_eq!(f.lookup(v6("2001:db8:4243::1")), None);
+            f.remove(net40, 40).unwrap();
+            let left = held.iter().map(|&(b, n)| (b, if b == 40 { 1 } else { n }));
+            assert_eq!(f.stats().shortcut_held, left.collect::<Vec<_>>());
+        }
+    }
 }
