@@ -95,14 +95,19 @@ pub fn entry_word(pair: usize, way: usize) -> usize {
     (pair * WAYS + way) * WORDS
 }
 
-/// The entry `words` hold under key `k`, if any.
+/// The entry word of the slot of `pair` whose tag is `tag` (0: a free
+/// slot), if any.
 #[inline(always)]
-pub fn find(words: &[u32], k: u64, pairs_log2: u8) -> Option<u32> {
-    let (pair, tag) = (pair(k, pairs_log2), tag(k, pairs_log2));
+pub fn slot_tagged(words: &[u32], pair: usize, tag: u32) -> Option<usize> {
     (0..WAYS)
         .map(|way| entry_word(pair, way))
         .find(|&w| words[w + 1] == tag)
-        .map(|w| words[w])
+}
+
+/// The entry `words` hold under key `k`, if any.
+#[inline(always)]
+pub fn find(words: &[u32], k: u64, pairs_log2: u8) -> Option<u32> {
+    slot_tagged(words, pair(k, pairs_log2), tag(k, pairs_log2)).map(|w| words[w])
 }
 
 #[cfg(test)]

@@ -742,11 +742,7 @@ impl<K: Key> Fib<K> {
             self.set_word(at as usize, entry, w);
             return;
         }
-        let pair = shortcut::pair(k, p);
-        let Some(at) = (0..shortcut::WAYS)
-            .map(|way| shortcut::entry_word(pair, way))
-            .find(|&at| self.shortcut[at + 1] == 0)
-        else {
+        let Some(at) = shortcut::slot_tagged(&self.shortcut, shortcut::pair(k, p), 0) else {
             return;
         };
         self.set_word(at, entry, w);
