@@ -71,8 +71,11 @@ struct {
 	__type(value, struct iface);
 } ifaces SEC(".maps");
 
+/* Egress ports by ifindex. An array devmap, not a hash: the fast path
+ * looks a port up twice per frame (is it attached, then the redirect), and
+ * an array lookup is a bounds check and one load. */
 struct {
-	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
 	__uint(max_entries, ROUTER_IFACES);
 	__type(key, __u32);
 	__type(value, __u32);
