@@ -23,14 +23,18 @@ static __always_inline int ipv6_special(__u64 hi)
 	return (hi >> 56) == 0xff || (hi >> 54) == (0xfe80 >> 6) || hi == 0;
 }
 
-/* Ones'-complement sum of the 20-byte header; 0 when the checksum holds. */
+/* Ones'-complement sum of the 20-byte header; 0 when the checksum holds.
+ * Five 32-bit words summed in 64 bits (the ones'-complement sum does not
+ * care how the 16-bit words are grouped), then folded. */
 static __always_inline __u16 ipv4_csum_bad(const struct iphdr *ip)
 {
-	const __u16 *w = (const __u16 *)ip;
-	__u32 s = 0;
+	const __u32 *w = (const __u32 *)ip;
+	__u64 s = 0;
 #pragma unroll
-	for (int i = 0; i < 10; i++)
+	for (int i = 0; i < 5; i++)
 		s += w[i];
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffff) + (s >> 16);
 	s = (s & 0xffff) + (s >> 16);
 	s = (s & 0xffff) + (s >> 16);
 	return (__u16)~s;

@@ -69,67 +69,94 @@ fn udp6(src: &str, dst: &str, hops: u8, payload: usize) -> Vec<u8> {
     f
 }
 
+/// The router program attached to the two veths of a scratch namespace,
+/// with next hops 1-6 and routes to each (see `new`). Dropped in field
+/// order: detach, unload, leave the namespace, delete it.
+struct Router {
+    _links: Vec<XdpAttachment>,
+    fp: FastPath,
+    fp0: u32,
+    fp1: u32,
+    _in: NetnsGuard,
+    _scratch: Scratch,
+}
+
+impl Router {
+    fn new(tag: &str) -> Router {
+        let ns = format!("lrt-{tag}-{}", std::process::id());
+        ip(None, &["netns", "add", &ns]).unwrap();
+        let scratch = Scratch(ns.clone());
+        ip(
+            Some(&ns),
+            &["link", "add", "fp0", "type", "veth", "peer", "name", "fp1"],
+        )
+        .unwrap();
+        for dev in ["fp0", "fp1"] {
+            ip(Some(&ns), &["link", "set", dev, "up"]).unwrap();
+        }
+        let (fp0, fp1) = (ifindex(&ns, "fp0"), ifindex(&ns, "fp1"));
+        let guard = NetnsGuard::enter(&ns).unwrap();
+
+        let fp = FastPath::load().unwrap();
+        // BPF_PROG_RUN takes an ingress device only if its RX queue is
+        // registered for XDP, which a veth does when a program is attached.
+        let links: Vec<XdpAttachment> = ["fp0", "fp1"]
+            .iter()
+            .map(|d| XdpAttachment::attach(&fp.program().unwrap(), d, XdpMode::Native).unwrap())
+            .collect();
+        fp.add_interface(fp0, MAC_IN).unwrap();
+        fp.add_interface(fp1, MAC_OUT).unwrap();
+        let nh = |ifindex, mtu, flags| Nexthop {
+            ifindex,
+            mtu,
+            flags,
+            _pad: 0,
+            dmac: MAC_RECV,
+            smac: MAC_OUT,
+        };
+        fp.set_nexthop(1, &nh(fp1, 1500, NH_VALID | NH_RESOLVED))
+            .unwrap();
+        fp.set_nexthop(2, &nh(fp1, 1500, NH_VALID)).unwrap();
+        fp.set_nexthop(3, &nh(0, 0, NH_VALID | NH_KERNEL)).unwrap();
+        fp.set_nexthop(4, &nh(fp0, 1500, NH_VALID | NH_RESOLVED))
+            .unwrap();
+        fp.set_nexthop(5, &nh(fp1, 576, NH_VALID | NH_RESOLVED))
+            .unwrap();
+        fp.set_nexthop(6, &nh(999, 1500, NH_VALID | NH_RESOLVED))
+            .unwrap();
+        let mut f4: Fib<u32> = Fib::new(Shape::IPV4);
+        for (net, id) in [
+            ("198.19.0.0", 1),
+            ("198.20.0.0", 2),
+            ("198.21.0.0", 3),
+            ("198.22.0.0", 4),
+            ("198.23.0.0", 5),
+            ("198.24.0.0", 6),
+        ] {
+            f4.insert(v4(net), 16, id).unwrap();
+        }
+        f4.insert(v4("198.19.7.128"), 25, 7).unwrap(); // next hop 7: never set (invalid)
+        fp.load_fib(&f4).unwrap();
+        let mut f6: Fib<u128> = Fib::new(Shape::IPV6);
+        f6.insert(v6("2001:2:0:8000::"), 49, 1).unwrap();
+        f6.insert(v6("2001:db8::"), 32, 2).unwrap();
+        fp.load_fib(&f6).unwrap();
+
+        Router {
+            _links: links,
+            fp,
+            fp0,
+            fp1,
+            _in: guard,
+            _scratch: scratch,
+        }
+    }
+}
+
 #[test]
 fn every_verdict() {
-    let ns = format!("lrt-fp-{}", std::process::id());
-    ip(None, &["netns", "add", &ns]).unwrap();
-    let _scratch = Scratch(ns.clone());
-    ip(
-        Some(&ns),
-        &["link", "add", "fp0", "type", "veth", "peer", "name", "fp1"],
-    )
-    .unwrap();
-    for dev in ["fp0", "fp1"] {
-        ip(Some(&ns), &["link", "set", dev, "up"]).unwrap();
-    }
-    let (fp0, fp1) = (ifindex(&ns, "fp0"), ifindex(&ns, "fp1"));
-    let _in = NetnsGuard::enter(&ns).unwrap();
-
-    let fp = FastPath::load().unwrap();
-    // BPF_PROG_RUN takes an ingress device only if its RX queue is
-    // registered for XDP, which a veth does when a program is attached.
-    let _links: Vec<XdpAttachment> = ["fp0", "fp1"]
-        .iter()
-        .map(|d| XdpAttachment::attach(&fp.program().unwrap(), d, XdpMode::Native).unwrap())
-        .collect();
-    fp.add_interface(fp0, MAC_IN).unwrap();
-    fp.add_interface(fp1, MAC_OUT).unwrap();
-    let nh = |ifindex, mtu, flags| Nexthop {
-        ifindex,
-        mtu,
-        flags,
-        _pad: 0,
-        dmac: MAC_RECV,
-        smac: MAC_OUT,
-    };
-    fp.set_nexthop(1, &nh(fp1, 1500, NH_VALID | NH_RESOLVED))
-        .unwrap();
-    fp.set_nexthop(2, &nh(fp1, 1500, NH_VALID)).unwrap();
-    fp.set_nexthop(3, &nh(0, 0, NH_VALID | NH_KERNEL)).unwrap();
-    fp.set_nexthop(4, &nh(fp0, 1500, NH_VALID | NH_RESOLVED))
-        .unwrap();
-    fp.set_nexthop(5, &nh(fp1, 576, NH_VALID | NH_RESOLVED))
-        .unwrap();
-    fp.set_nexthop(6, &nh(999, 1500, NH_VALID | NH_RESOLVED))
-        .unwrap();
-    let mut f4: Fib<u32> = Fib::new(Shape::IPV4);
-    for (net, id) in [
-        ("198.19.0.0", 1),
-        ("198.20.0.0", 2),
-        ("198.21.0.0", 3),
-        ("198.22.0.0", 4),
-        ("198.23.0.0", 5),
-        ("198.24.0.0", 6),
-    ] {
-        f4.insert(v4(net), 16, id).unwrap();
-    }
-    f4.insert(v4("198.19.7.128"), 25, 7).unwrap(); // next hop 7: never set (invalid)
-    fp.load_fib(&f4).unwrap();
-    let mut f6: Fib<u128> = Fib::new(Shape::IPV6);
-    f6.insert(v6("2001:2:0:8000::"), 49, 1).unwrap();
-    f6.insert(v6("2001:db8::"), 32, 2).unwrap();
-    fp.load_fib(&f6).unwrap();
-
+    let r = Router::new("fp");
+    let (fp, fp0, fp1) = (&r.fp, r.fp0, r.fp1);
     let fwd4 = udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 64, 18);
     let mut options = fwd4.clone();
     options.splice(34..34, [1u8, 1, 1, 0]); // NOP NOP NOP EOL
@@ -384,4 +411,65 @@ fn every_verdict() {
     // ... and the egress that is gone is no longer used.
     let (verdict, _) = fp.run(&fwd4, fp0).unwrap();
     assert_eq!(verdict, XDP_PASS);
+}
+
+/// The fast path's IPv4 header checksum check against etherparse's, over
+/// random headers (addresses, TTL, TOS, ID, DF, length): a valid header is
+/// forwarded, with TTL - 1 and a checksum etherparse accepts; any one bit
+/// flipped in the TOS, ID or checksum makes the frame the kernel's
+/// (pass_bad_csum), untouched.
+#[test]
+fn ipv4_header_checksums_are_checked_on_random_headers() {
+    let r = Router::new("csum");
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut random = move || {
+        // xorshift64: reproducible, and enough to spread the headers.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let reason = |name: &str| REASONS.iter().position(|n| *n == name).unwrap();
+    let before = r.fp.counters(r.fp0).unwrap();
+    const HEADERS: u64 = 2000;
+    for i in 0..HEADERS {
+        let x = random();
+        let src = Ipv4Addr::from(0xc612_0000 | (x as u32 & 0xffff)); // 198.18/16
+                                                                     // 198.19.0-6.x: routed to next hop 1 (198.19.7.128/25 is not).
+        let dst = format!("198.19.{}.{}", (x >> 16) % 7, (x >> 24) & 0xff);
+        let ttl = 2 + ((x >> 32) % 254) as u8;
+        let mut f = udp4(
+            MAC_IN,
+            &src.to_string(),
+            &dst,
+            ttl,
+            ((x >> 40) % 64) as usize,
+        );
+        f[15] = (x >> 48) as u8; // TOS
+        f[18..20].copy_from_slice(&((x >> 56) as u16 * 257).to_be_bytes()); // ID
+        f[20] = if x & (1 << 47) != 0 { 0x40 } else { 0 }; // DF
+        fix_ipv4_checksum(&mut f);
+        let (verdict, out) = r.fp.run(&f, r.fp0).unwrap();
+        assert_eq!(verdict, XDP_REDIRECT, "header {i} {:02x?}", &f[14..34]);
+        let h = etherparse::Ipv4Header::from_slice(&out[14..]).unwrap().0;
+        assert_eq!(h.header_checksum, h.calc_header_checksum(), "header {i}");
+        assert_eq!(h.time_to_live + 1, ttl, "header {i}");
+
+        let y = random();
+        let byte = [15, 18, 19, 24, 25][(y % 5) as usize];
+        let mut bad = f.clone();
+        bad[byte] ^= 1 << ((y >> 8) % 8);
+        let (verdict, out) = r.fp.run(&bad, r.fp0).unwrap();
+        assert_eq!(
+            (verdict, &out),
+            (XDP_PASS, &bad),
+            "header {i} with byte {byte} changed: {:02x?}",
+            &bad[14..34]
+        );
+    }
+    let after = r.fp.counters(r.fp0).unwrap();
+    for name in ["forwarded", "pass_bad_csum"] {
+        let k = reason(name);
+        assert_eq!(after.packets[k] - before.packets[k], HEADERS, "{name}");
+    }
 }
