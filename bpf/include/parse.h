@@ -33,10 +33,9 @@ static __always_inline __u16 ipv4_csum_bad(const struct iphdr *ip)
 #pragma unroll
 	for (int i = 0; i < 5; i++)
 		s += w[i];
-	s = (s & 0xffffffff) + (s >> 32);
-	s = (s & 0xffff) + (s >> 16);
-	s = (s & 0xffff) + (s >> 16);
-	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffffffff) + (s >> 32);   /* at most 2^32 + 3 */
+	s = (s & 0xffff) + (s >> 16);       /* at most 0x1fffe */
+	s = (s & 0xffff) + (s >> 16);       /* at most 0xffff */
 	return (__u16)~s;
 }
 
