@@ -41,9 +41,21 @@ static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
 	return *(const __u32 *)a16 == *(const __u32 *)b16 && a16[2] == b16[2];
 }
 
-/* The next hop for `nh`, or a reason to pass. */
+/* A flow's hash for ECMP, from its source and destination (the kernel's
+ * default policy hashes the addresses too): a 64-bit multiply-xorshift,
+ * whose top bits pick the bucket. */
+static __always_inline __u32 flow_bucket(__u64 src, __u64 dst)
+{
+	__u64 h = (src * 0x9e3779b97f4a7c15ull) ^ dst;
+
+	h *= 0xff51afd7ed558ccdull;
+	return (h ^ (h >> 29)) >> (64 - 6);
+}
+
+/* The next hop for `nh` (for an ECMP route, the member the flow
+ * `src`/`dst` hashes to), or a reason to pass. */
 static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingress,
-					    struct nexthop **out)
+					    __u64 src, __u64 dst, struct nexthop **out)
 {
 	struct nexthop *n;
 
@@ -52,6 +64,17 @@ static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingres
 	n = bpf_map_lookup_elem(&nexthops, &nh);
 	if (!n || !(n->flags & NH_VALID))
 		return R_PASS_NO_ROUTE;
+	if (n->flags & NH_GROUP) {
+		struct nh_group *g = bpf_map_lookup_elem(&nh_groups, &n->ifindex);
+
+		if (!g)
+			return R_PASS_NO_ROUTE;
+		__u32 member = g->bucket[flow_bucket(src, dst) & (NH_GROUP_BUCKETS - 1)];
+		n = bpf_map_lookup_elem(&nexthops, &member);
+		/* Members are plain next hops; anything else is the kernel's. */
+		if (!n || !(n->flags & NH_VALID) || (n->flags & NH_GROUP))
+			return R_PASS_NO_ROUTE;
+	}
 	if (n->flags & NH_KERNEL)
 		return R_PASS_LOCAL;
 	if (!(n->flags & NH_RESOLVED))
@@ -96,7 +119,8 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 		return PASS(R_PASS_SPECIAL);
 	if (ip->ttl <= 1)
 		return PASS(R_PASS_TTL);
-	enum reason r = next_hop(fib4_lookup(daddr), l3_len, ctx->ingress_ifindex, &n);
+	enum reason r = next_hop(fib4_lookup(daddr), l3_len, ctx->ingress_ifindex,
+				 bpf_ntohl(ip->saddr), daddr, &n);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	ipv4_decrease_ttl(ip);
@@ -127,7 +151,8 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 		return PASS(R_PASS_SPECIAL);
 	if (ip6->hop_limit <= 1)
 		return PASS(R_PASS_TTL);
-	enum reason r = next_hop(fib6_lookup(dhi, dlo), l3_len, ctx->ingress_ifindex, &n);
+	enum reason r = next_hop(fib6_lookup(dhi, dlo), l3_len, ctx->ingress_ifindex,
+				 shi ^ s[2] ^ ((__u64)s[3] << 32), dhi ^ dlo, &n);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	ip6->hop_limit--;

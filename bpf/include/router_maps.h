@@ -41,6 +41,18 @@ struct router_counters {
 #define NH_VALID    1  /* the entry is in use */
 #define NH_RESOLVED 2  /* dmac is the neighbour's */
 #define NH_KERNEL   4  /* hand to the kernel: local, connected, unsupported */
+#define NH_GROUP    8  /* ECMP: `ifindex` is the index of an nh_groups entry */
+
+/* An ECMP route's members, as next-hop ids spread over buckets in
+ * proportion to their weights; a flow's hash picks the bucket, so a flow
+ * keeps its path and flows spread like the kernel's (hash-threshold over
+ * the weights, 1/64 granularity). */
+#define NH_GROUP_BUCKETS 64
+#define ROUTER_NH_GROUPS 4096
+
+struct nh_group {
+	__u32 bucket[NH_GROUP_BUCKETS];
+};
 
 struct nexthop {
 	__u32 ifindex;
@@ -63,6 +75,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct nexthop);
 } nexthops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ROUTER_NH_GROUPS);
+	__type(key, __u32);
+	__type(value, struct nh_group);
+} nh_groups SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -1,6 +1,6 @@
 //! The loaded fast path: the `router` program and its maps, filled from
 //! the control plane's tables.
-use crate::layout::{Iface, Nexthop, RouterCounters, ROUTER_IFACES};
+use crate::layout::{Iface, Nexthop, NhGroup, RouterCounters, ROUTER_IFACES};
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
@@ -109,6 +109,12 @@ impl FastPath {
 
     pub fn set_nexthop(&self, id: u32, nh: &Nexthop) -> Result<()> {
         maps::write(&loader::map(&self.obj, "nexthops")?, id, nh)
+    }
+
+    /// Writes ECMP group `index`'s buckets (next-hop ids). Write it before
+    /// the group's next hop points at it.
+    pub fn set_nh_group(&self, index: u32, group: &NhGroup) -> Result<()> {
+        maps::write(&loader::map(&self.obj, "nh_groups")?, index, group)
     }
 
     /// Copies a whole table into the arena (an empty fast path).

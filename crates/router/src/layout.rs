@@ -8,6 +8,10 @@ pub const ROUTER_NEXTHOPS: u32 = 65536;
 pub const NH_VALID: u8 = 1;
 pub const NH_RESOLVED: u8 = 2;
 pub const NH_KERNEL: u8 = 4;
+pub const NH_GROUP: u8 = 8;
+
+pub const NH_GROUP_BUCKETS: usize = 64;
+pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
 pub const REASONS: [&str; 16] = [
@@ -39,6 +43,21 @@ pub struct Nexthop {
     pub _pad: u8,
     pub dmac: [u8; 6],
     pub smac: [u8; 6],
+}
+
+/// An ECMP route's member next-hop ids, one per bucket.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NhGroup {
+    pub bucket: [u32; NH_GROUP_BUCKETS],
+}
+
+impl Default for NhGroup {
+    fn default() -> Self {
+        NhGroup {
+            bucket: [0; NH_GROUP_BUCKETS],
+        }
+    }
 }
 
 #[repr(C)]
@@ -86,6 +105,7 @@ impl RouterCounters {
 
 unsafe impl Pod for Nexthop {}
 unsafe impl Pod for Iface {}
+unsafe impl Pod for NhGroup {}
 unsafe impl Pod for RouterCounters {}
 
 #[cfg(test)]
@@ -118,6 +138,11 @@ mod tests {
                 ("dmac", offset_of!(Nexthop, dmac)),
                 ("smac", offset_of!(Nexthop, smac)),
             ],
+        );
+        check(
+            "nh_group",
+            size_of::<NhGroup>(),
+            vec![("bucket", offset_of!(NhGroup, bucket))],
         );
         check(
             "iface",

@@ -2,6 +2,7 @@
 //! the control plane that mirrors the kernel's tables into them.
 
 pub mod bench;
+pub mod ecmp;
 pub mod fastpath;
 pub mod layout;
 pub mod mirror;

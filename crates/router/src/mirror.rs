@@ -4,14 +4,19 @@
 //! What is mirrored: links (MAC, MTU, up), neighbours (MAC when usable),
 //! routes of the main and local tables (local wins, then the lowest
 //! metric). A plain unicast route through a gateway gets a next hop that
-//! the fast path forwards to once the gateway's neighbour is resolved.
-//! Everything else goes to the kernel next hop (XDP_PASS): connected
-//! networks and local addresses (the kernel resolves and delivers),
-//! multipath and nexthop-object routes (not supported yet), blackhole,
+//! the fast path forwards to once the gateway's neighbour is resolved; a
+//! multipath (ECMP) route through gateways gets a group of those, spread
+//! over buckets by weight (crate::ecmp). Everything else goes to the
+//! kernel next hop (XDP_PASS): connected networks and local addresses (the
+//! kernel resolves and delivers), nexthop-object routes (not supported
+//! yet), multipath routes with a member without a gateway, blackhole,
 //! unreachable, prohibit and the rest. Other routing tables (policy
 //! routing) are not mirrored.
+use crate::ecmp;
 use crate::fastpath::FastPath;
-use crate::layout::{Nexthop, NH_KERNEL, NH_RESOLVED, NH_VALID, ROUTER_NEXTHOPS};
+use crate::layout::{
+    Nexthop, NhGroup, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_VALID, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+};
 use anyhow::Result;
 use linerate_fib::{Fib, FibError, Key, Shape};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -19,7 +24,8 @@ use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteType,
+    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteNextHop,
+    RouteNextHopFlags, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use std::collections::HashMap;
@@ -45,6 +51,8 @@ pub enum NhKey {
         gw: IpAddr,
         mtu: Option<u32>,
     },
+    /// An ECMP route: its members (`Gateway`s) and their weights, sorted.
+    Group(Vec<(NhKey, u32)>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +81,8 @@ pub struct Mirror {
     fib4: Fib<u32>,
     fib6: Fib<u128>,
     nh_ids: HashMap<NhKey, u32>,
+    /// ECMP groups by key: their index in the nh_groups map.
+    groups: HashMap<NhKey, u32>,
     pub counts: Counts,
 }
 
@@ -95,6 +105,7 @@ impl Mirror {
             fib4: Fib::new(Shape::IPV4),
             fib6: Fib::new(ipv6),
             nh_ids,
+            groups: HashMap::new(),
             counts: Counts::default(),
         })
     }
@@ -231,6 +242,11 @@ impl Mirror {
                 flags: NH_VALID | NH_KERNEL,
                 ..Default::default()
             },
+            NhKey::Group(_) => Nexthop {
+                ifindex: self.groups.get(k).copied().unwrap_or_default(),
+                flags: NH_VALID | NH_GROUP,
+                ..Default::default()
+            },
             NhKey::Gateway { oif, gw, mtu } => {
                 let link = self.links.get(oif).copied().unwrap_or_default();
                 let dmac = self.neigh.get(&(*oif, *gw)).copied();
@@ -259,6 +275,11 @@ impl Mirror {
         if let Some(&id) = self.nh_ids.get(k) {
             return Ok(id);
         }
+        if let NhKey::Group(members) = k {
+            if !self.groups.contains_key(k) && !self.add_group(k, members)? {
+                return Ok(KERNEL_NH);
+            }
+        }
         let id = self.nh_ids.len() as u32 + 1;
         if id >= ROUTER_NEXTHOPS {
             // Out of next-hop entries: the kernel forwards these routes.
@@ -270,13 +291,40 @@ impl Mirror {
         Ok(id)
     }
 
+    /// Writes the buckets of a new ECMP group, its members' next hops
+    /// first. False if the fast path cannot hold it (too many members,
+    /// groups or next hops): the kernel forwards that route.
+    fn add_group(&mut self, k: &NhKey, members: &[(NhKey, u32)]) -> Result<bool> {
+        let weights: Vec<u32> = members.iter().map(|m| m.1).collect();
+        let Some(counts) = ecmp::bucket_counts(&weights) else {
+            return Ok(false);
+        };
+        let index = self.groups.len() as u32;
+        if index >= ROUTER_NH_GROUPS {
+            return Ok(false);
+        }
+        let mut ids = Vec::with_capacity(members.len());
+        for (m, _) in members {
+            ids.push(self.nexthop_id(m)?);
+        }
+        if ids.contains(&KERNEL_NH) {
+            return Ok(false);
+        }
+        let group = NhGroup {
+            bucket: ecmp::buckets(&ids, &counts),
+        };
+        self.fp.set_nh_group(index, &group)?;
+        self.groups.insert(k.clone(), index);
+        Ok(true)
+    }
+
     fn route(&mut self, r: &RouteMessage, gone: bool) -> Result<()> {
         if r.header.flags.contains(RouteFlags::Cloned) {
             return Ok(()); // IPv6 route cache entries
         }
         let mut table = r.header.table as u32;
-        let (mut dst, mut gw, mut oif, mut priority, mut mtu, mut multipath) =
-            (None, None, None, 0, None, false);
+        let (mut dst, mut gw, mut oif, mut priority, mut mtu) = (None, None, None, 0, None);
+        let (mut multipath, mut nh_object) = (None, false);
         for a in &r.attributes {
             match a {
                 RouteAttribute::Table(t) => table = *t,
@@ -284,7 +332,8 @@ impl Mirror {
                 RouteAttribute::Gateway(g) => gw = route_addr(g),
                 RouteAttribute::Oif(o) => oif = Some(*o),
                 RouteAttribute::Priority(p) => priority = *p,
-                RouteAttribute::MultiPath(_) | RouteAttribute::NhId(_) => multipath = true,
+                RouteAttribute::MultiPath(hops) => multipath = Some(hops),
+                RouteAttribute::NhId(_) => nh_object = true,
                 RouteAttribute::Metrics(ms) => {
                     for m in ms {
                         if let RouteMetric::Mtu(v) = m {
@@ -298,8 +347,11 @@ impl Mirror {
         if table != TABLE_MAIN && table != TABLE_LOCAL {
             return Ok(());
         }
-        let nh = match (r.header.kind, gw, oif, multipath) {
-            (RouteType::Unicast, Some(gw), Some(oif), false) => NhKey::Gateway { oif, gw, mtu },
+        let nh = match (r.header.kind, gw, oif, multipath, nh_object) {
+            (RouteType::Unicast, Some(gw), Some(oif), None, false) => {
+                NhKey::Gateway { oif, gw, mtu }
+            }
+            (RouteType::Unicast, _, _, Some(hops), false) => group_key(hops, mtu),
             _ => NhKey::Kernel,
         };
         let cand = Candidate {
@@ -324,7 +376,12 @@ impl Mirror {
                     _ => 0,
                 };
                 let key = (a.mask(len), len);
-                update_candidates(self.routes6.entry(key).or_default(), cand, gone);
+                let list = self.routes6.entry(key).or_default();
+                // IPv6 deletes one member of a multipath route at a time
+                // (`ip -6 route del P via G`), and says so with G alone.
+                if !(gone && remove_sibling(list, &cand)) {
+                    update_candidates(list, cand, gone);
+                }
                 self.sync6(key)
             }
             _ => Ok(()),
@@ -352,6 +409,69 @@ fn route_addr(a: &RouteAddress) -> Option<IpAddr> {
         RouteAddress::Inet6(v) => Some(IpAddr::V6(*v)),
         _ => None,
     }
+}
+
+/// The next hop of a multipath route: its members through gateways,
+/// weighted (RTNH_F_DEAD members left out, as the kernel does). A member
+/// without a gateway (a device route), or through an IPv4 gateway of an
+/// IPv6 route, makes the route the kernel's.
+fn group_key(hops: &[RouteNextHop], mtu: Option<u32>) -> NhKey {
+    let mut members = Vec::new();
+    for h in hops {
+        if h.flags.contains(RouteNextHopFlags::Dead) {
+            continue;
+        }
+        let gw = h.attributes.iter().find_map(|a| match a {
+            RouteAttribute::Gateway(g) => route_addr(g),
+            _ => None,
+        });
+        match gw {
+            Some(gw) if h.interface_index != 0 => {
+                let oif = h.interface_index;
+                members.push((NhKey::Gateway { oif, gw, mtu }, h.hops as u32 + 1));
+            }
+            _ => return NhKey::Kernel,
+        }
+    }
+    members_key(members)
+}
+
+/// One member is a plain next hop, none the kernel's, more a group.
+fn members_key(mut members: Vec<(NhKey, u32)>) -> NhKey {
+    match members.len() {
+        0 => NhKey::Kernel,
+        1 => members.pop().unwrap().0,
+        _ => {
+            members.sort_by_key(|(k, w)| (format!("{k:?}"), *w));
+            NhKey::Group(members)
+        }
+    }
+}
+
+/// For an IPv6 delete naming one gateway: takes that member out of the
+/// multipath route with the same table and metric. False if there is no
+/// such member (the whole route goes, as for IPv4).
+fn remove_sibling(list: &mut [Candidate], c: &Candidate) -> bool {
+    let NhKey::Gateway { oif, gw, .. } = &c.nh else {
+        return false;
+    };
+    let Some(x) = list
+        .iter_mut()
+        .find(|x| x.table == c.table && x.priority == c.priority)
+    else {
+        return false;
+    };
+    let NhKey::Group(members) = &x.nh else {
+        return false;
+    };
+    let is_it =
+        |k: &NhKey| matches!(k, NhKey::Gateway { oif: o, gw: g, .. } if o == oif && g == gw);
+    if !members.iter().any(|(k, _)| is_it(k)) {
+        return false;
+    }
+    let rest = members.iter().filter(|(k, _)| !is_it(k)).cloned().collect();
+    x.nh = members_key(rest);
+    true
 }
 
 /// A route is known by its table and metric (the kernel's identity for a

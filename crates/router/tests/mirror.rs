@@ -107,11 +107,22 @@ fn frame(dst: &str, payload: usize) -> Vec<u8> {
     f
 }
 
-#[test]
-fn the_fast_path_follows_the_kernel() {
-    let ns = format!("lrt-mirror-{}", std::process::id());
+/// A mirror over the router program attached to the two veths of a
+/// scratch namespace. Dropped in field order: detach, leave the
+/// namespace, delete it.
+struct Env {
+    _links: Vec<XdpAttachment>,
+    m: Mirror,
+    m0: u32,
+    m1: u32,
+    _in: NetnsGuard,
+    _s: Scratch,
+}
+
+fn scratch_mirror(tag: &str) -> Env {
+    let ns = format!("lrt-{tag}-{}", std::process::id());
     ip(None, &["netns", "add", &ns]).unwrap();
-    let _s = Scratch(ns.clone());
+    let s = Scratch(ns.clone());
     ip(
         Some(&ns),
         &["link", "add", "m0", "type", "veth", "peer", "name", "m1"],
@@ -120,19 +131,35 @@ fn the_fast_path_follows_the_kernel() {
     for d in ["m0", "m1"] {
         ip(Some(&ns), &["link", "set", d, "up"]).unwrap();
     }
-    let _in = NetnsGuard::enter(&ns).unwrap();
+    let guard = NetnsGuard::enter(&ns).unwrap();
     let (m0, m1) = (
         linerate_bpf::loader::ifindex("m0").unwrap(),
         linerate_bpf::loader::ifindex("m1").unwrap(),
     );
     let fp = FastPath::load().unwrap();
-    let _links: Vec<XdpAttachment> = ["m0", "m1"]
+    let links: Vec<XdpAttachment> = ["m0", "m1"]
         .iter()
         .map(|d| XdpAttachment::attach(&fp.program().unwrap(), d, XdpMode::Native).unwrap())
         .collect();
     fp.add_interface(m0, MAC_IN).unwrap();
     fp.add_interface(m1, MAC_OUT).unwrap();
     let mut m = Mirror::new(fp).unwrap();
+    m.apply(&link(m0, MAC_IN, 1500, true)).unwrap();
+    m.apply(&link(m1, MAC_OUT, 1500, true)).unwrap();
+    Env {
+        _links: links,
+        m,
+        m0,
+        m1,
+        _in: guard,
+        _s: s,
+    }
+}
+
+#[test]
+fn the_fast_path_follows_the_kernel() {
+    let env = scratch_mirror("mirror");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
     // (verdict, reason, destination MAC when forwarded) for a frame.
     let check = |m: &Mirror, dst: &str, payload: usize| -> (u32, &'static str, [u8; 6]) {
         let before = m.fast_path().counters(m0).unwrap();
@@ -147,8 +174,6 @@ fn the_fast_path_follows_the_kernel() {
     };
     let apply = |m: &mut Mirror, msg: M| m.apply(&msg).unwrap();
 
-    apply(&mut m, link(m0, MAC_IN, 1500, true));
-    apply(&mut m, link(m1, MAC_OUT, 1500, true));
     // A connected network: the kernel's.
     apply(
         &mut m,
@@ -401,4 +426,193 @@ fn the_fast_path_follows_the_kernel() {
         "IPv6 forwarded to the gateway"
     );
     assert_eq!(m.counts.overflows, 0);
+}
+
+fn frame_between(src: std::net::IpAddr, dst: std::net::IpAddr) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], MAC_IN);
+    let b = match (src, dst) {
+        (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => b.ipv4(s.octets(), d.octets(), 64),
+        (std::net::IpAddr::V6(s), std::net::IpAddr::V6(d)) => b.ipv6(s.octets(), d.octets(), 64),
+        _ => unreachable!(),
+    };
+    let mut f = Vec::new();
+    b.udp(1, 2).write(&mut f, &[0u8; 18]).unwrap();
+    f
+}
+
+/// A multipath route message: `dst/len` through `(gateway, weight)`s on
+/// `oif`, or only the gateway named (IPv6's delete of one member).
+fn multipath(dst: &str, len: u8, gws: &[(&str, u8)], oif: u32, prio: u32) -> RouteMessage {
+    let addr = |a: &str| match a.parse::<std::net::IpAddr>().unwrap() {
+        std::net::IpAddr::V4(v) => RouteAddress::Inet(v),
+        std::net::IpAddr::V6(v) => RouteAddress::Inet6(v),
+    };
+    let mut r = RouteMessage::default();
+    r.header.address_family = if dst.contains(':') {
+        AddressFamily::Inet6
+    } else {
+        AddressFamily::Inet
+    };
+    r.header.destination_prefix_length = len;
+    r.header.table = 254;
+    r.header.kind = RouteType::Unicast;
+    r.attributes.push(RouteAttribute::Destination(addr(dst)));
+    r.attributes.push(RouteAttribute::Priority(prio));
+    let hops = gws
+        .iter()
+        .map(|(gw, weight)| {
+            let mut h = RouteNextHop::default();
+            h.hops = weight - 1;
+            h.interface_index = oif;
+            h.attributes = vec![RouteAttribute::Gateway(addr(gw))];
+            h
+        })
+        .collect();
+    r.attributes.push(RouteAttribute::MultiPath(hops));
+    r
+}
+
+fn neighbour(ifindex: u32, addr: &str, mac: [u8; 6], state: NeighbourState) -> M {
+    let a = match addr.parse::<std::net::IpAddr>().unwrap() {
+        std::net::IpAddr::V4(v) => NeighbourAddress::Inet(v),
+        std::net::IpAddr::V6(v) => NeighbourAddress::Inet6(v),
+    };
+    let mut n = NeighbourMessage::default();
+    n.header.family = match a {
+        NeighbourAddress::Inet(_) => AddressFamily::Inet,
+        _ => AddressFamily::Inet6,
+    };
+    n.header.ifindex = ifindex;
+    n.header.state = state;
+    n.attributes = vec![
+        NeighbourAttribute::Destination(a),
+        NeighbourAttribute::LinkLayerAddress(mac.to_vec()),
+    ];
+    M::NewNeighbour(n)
+}
+
+/// ECMP: flows (one per source address) keep their gateway and spread
+/// over the members by weight; a member whose neighbour fails sends its
+/// flows to the kernel; a member without a gateway gives the route to the
+/// kernel; IPv6 deletes one member at a time.
+#[test]
+fn ecmp_routes_spread_flows_over_their_gateways() {
+    let env = scratch_mirror("ecmp");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    const FLOWS: u32 = 1024;
+    // Per flow: the gateway's MAC if forwarded, else the reason.
+    let paths = |m: &Mirror, dst: &str| -> Vec<Result<[u8; 6], &'static str>> {
+        let dst: std::net::IpAddr = dst.parse().unwrap();
+        (0..FLOWS)
+            .map(|i| {
+                let src: std::net::IpAddr = match dst {
+                    std::net::IpAddr::V4(_) => Ipv4Addr::from(0x0a00_0000 + i * 7919).into(),
+                    std::net::IpAddr::V6(_) => {
+                        std::net::Ipv6Addr::from(0x2001_0002_0003_u128 << 80 | (i as u128 * 7919))
+                            .into()
+                    }
+                };
+                let f = frame_between(src, dst);
+                let before = m.fast_path().counters(m0).unwrap();
+                let (v, out) = m.fast_path().run(&f, m0).unwrap();
+                let again = m.fast_path().run(&f, m0).unwrap();
+                assert_eq!((v, &out), (again.0, &again.1), "a flow keeps its path");
+                let after = m.fast_path().counters(m0).unwrap();
+                let r = (0..REASONS.len())
+                    .find(|&i| after.packets[i] != before.packets[i])
+                    .unwrap();
+                if v == REDIRECT {
+                    Ok(out[0..6].try_into().unwrap())
+                } else {
+                    Err(REASONS[r])
+                }
+            })
+            .collect()
+    };
+    let share = |p: &[Result<[u8; 6], &str>], want: Result<[u8; 6], &str>| {
+        p.iter().filter(|&&x| x == want).count() as f64 / p.len() as f64
+    };
+
+    for (gw, mac) in [("198.19.0.1", MAC_GW), ("198.19.0.2", MAC_GW2)] {
+        m.apply(&neighbour(m1, gw, mac, NeighbourState::Reachable))
+            .unwrap();
+    }
+    let two = [("198.19.0.1", 1), ("198.19.0.2", 1)];
+    m.apply(&M::NewRoute(multipath("198.51.100.0", 24, &two, m1, 0)))
+        .unwrap();
+    let p = paths(&m, "198.51.100.7");
+    let (a, b) = (share(&p, Ok(MAC_GW)), share(&p, Ok(MAC_GW2)));
+    assert_eq!(a + b, 1.0, "every flow forwarded: {:?}", &p[..4]);
+    // 32 buckets each: half, within 6 standard deviations of 1024 flows.
+    assert!((0.4..=0.6).contains(&a), "equal weights: {a:.3} / {b:.3}");
+
+    // Weights 1 and 3: 16 and 48 buckets.
+    let weighted = [("198.19.0.1", 1), ("198.19.0.2", 3)];
+    m.apply(&M::NewRoute(multipath(
+        "198.51.100.0",
+        24,
+        &weighted,
+        m1,
+        0,
+    )))
+    .unwrap();
+    let p = paths(&m, "198.51.100.7");
+    let a = share(&p, Ok(MAC_GW));
+    assert!((0.17..=0.33).contains(&a), "weight 1 of 4: {a:.3}");
+    assert_eq!(a + share(&p, Ok(MAC_GW2)), 1.0);
+
+    // The first gateway's neighbour fails: its flows go to the kernel,
+    // the others stay on the second.
+    m.apply(&neighbour(m1, "198.19.0.1", MAC_GW, NeighbourState::Failed))
+        .unwrap();
+    let p = paths(&m, "198.51.100.7");
+    let (kernel, b) = (share(&p, Err("pass_no_neigh")), share(&p, Ok(MAC_GW2)));
+    assert_eq!(kernel + b, 1.0);
+    assert!((0.17..=0.33).contains(&kernel), "{kernel:.3}");
+
+    // A member through no gateway: the whole route is the kernel's.
+    let mut dev_member = multipath("198.51.100.0", 24, &two, m1, 0);
+    if let Some(RouteAttribute::MultiPath(hops)) = dev_member.attributes.last_mut() {
+        hops[1].attributes.clear();
+    }
+    m.apply(&M::NewRoute(dev_member)).unwrap();
+    assert_eq!(share(&paths(&m, "198.51.100.7"), Err("pass_local")), 1.0);
+    m.apply(&M::DelRoute(multipath("198.51.100.0", 24, &two, m1, 0)))
+        .unwrap();
+    assert_eq!(share(&paths(&m, "198.51.100.7"), Err("pass_no_route")), 1.0);
+
+    // IPv6: both members, then `ip -6 route del P via G2` (a delete
+    // naming one gateway) leaves G1 alone, then G1's delete the route.
+    for (gw, mac) in [("2001:2::1", MAC_GW), ("2001:2::2", MAC_GW2)] {
+        m.apply(&neighbour(m1, gw, mac, NeighbourState::Reachable))
+            .unwrap();
+    }
+    let v6 = [("2001:2::1", 1), ("2001:2::2", 1)];
+    m.apply(&M::NewRoute(multipath("2001:db8:5::", 48, &v6, m1, 1024)))
+        .unwrap();
+    let p = paths(&m, "2001:db8:5::9");
+    let a = share(&p, Ok(MAC_GW));
+    assert!((0.4..=0.6).contains(&a), "IPv6 equal weights: {a:.3}");
+    assert_eq!(a + share(&p, Ok(MAC_GW2)), 1.0);
+    let mut del = multipath("2001:db8:5::", 48, &[], m1, 1024);
+    del.attributes.pop(); // no RTA_MULTIPATH: a gateway and a device
+    del.attributes
+        .push(RouteAttribute::Gateway(RouteAddress::Inet6(
+            "2001:2::2".parse().unwrap(),
+        )));
+    del.attributes.push(RouteAttribute::Oif(m1));
+    m.apply(&M::DelRoute(del.clone())).unwrap();
+    assert_eq!(share(&paths(&m, "2001:db8:5::9"), Ok(MAC_GW)), 1.0);
+    del.attributes.pop();
+    del.attributes.pop();
+    del.attributes
+        .push(RouteAttribute::Gateway(RouteAddress::Inet6(
+            "2001:2::1".parse().unwrap(),
+        )));
+    del.attributes.push(RouteAttribute::Oif(m1));
+    m.apply(&M::DelRoute(del)).unwrap();
+    assert_eq!(
+        share(&paths(&m, "2001:db8:5::9"), Err("pass_no_route")),
+        1.0
+    );
 }
