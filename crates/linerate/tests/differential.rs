@@ -29,10 +29,10 @@ fn linerate(args: &[&str]) -> std::process::Output {
     Command::new(BIN).args(args).output().unwrap()
 }
 
-struct Down;
+struct Down(&'static str);
 impl Drop for Down {
     fn drop(&mut self) {
-        let _ = linerate(&["lab", "down", "--name", LAB]);
+        let _ = linerate(&["lab", "down", "--name", self.0]);
     }
 }
 
@@ -222,25 +222,36 @@ fn normalise(mut f: Vec<u8>) -> Vec<u8> {
 type Seen = BTreeMap<(String, Vec<u8>), usize>;
 
 fn send_corpus() -> Seen {
+    // The unresolved neighbour's ARP gives up after about 3 s, then the
+    // kernel sends host unreachable.
+    send(
+        LAB,
+        corpus(),
+        Duration::from_millis(20),
+        Duration::from_millis(3500),
+    )
+}
+
+/// Sends `frames` out of lab `lab`'s gen0, `gap` apart, and returns what
+/// arrived at recv0 and gen0 until `settle` after the last.
+fn send(lab: &str, frames: Vec<Vec<u8>>, gap: Duration, settle: Duration) -> Seen {
     let stop = Arc::new(AtomicBool::new(false));
-    let at_recv = capture(format!("{LAB}-recv"), "recv0", stop.clone());
-    let at_gen = capture(format!("{LAB}-gen"), "gen0", stop.clone());
+    let at_recv = capture(format!("{lab}-recv"), "recv0", stop.clone());
+    let at_gen = capture(format!("{lab}-gen"), "gen0", stop.clone());
     std::thread::sleep(Duration::from_millis(300));
     {
-        let _in = NetnsGuard::enter(&format!("{LAB}-gen")).unwrap();
+        let _in = NetnsGuard::enter(&format!("{lab}-gen")).unwrap();
         let sock = linerate_traffic::afpacket::PacketSocket::open(
             linerate_bpf::loader::ifindex("gen0").unwrap(),
         )
         .unwrap();
-        for f in corpus() {
+        for f in frames {
             let mut b = vec![f.clone()];
             sock.send_batch(&mut b, &[f.len()]).unwrap();
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(gap);
         }
     }
-    // The unresolved neighbour's ARP gives up after about 3 s, then the
-    // kernel sends host unreachable.
-    std::thread::sleep(Duration::from_millis(3500));
+    std::thread::sleep(settle);
     stop.store(true, Ordering::SeqCst);
     let mut seen = Seen::new();
     for (name, h) in [("recv0", at_recv), ("gen0", at_gen)] {
@@ -255,7 +266,7 @@ fn send_corpus() -> Seen {
 
 #[test]
 fn the_fast_path_changes_nothing_but_speed() {
-    let _down = Down;
+    let _down = Down(LAB);
     assert!(linerate(&["lab", "up", "--name", LAB]).status.success());
     let dut = format!("{LAB}-dut");
     for k in ["net.ipv4.icmp_ratelimit=0", "net.ipv6.icmp.ratelimit=0"] {
@@ -271,16 +282,7 @@ fn the_fast_path_changes_nothing_but_speed() {
     .unwrap();
 
     let kernel = send_corpus();
-    let mut route = Command::new(BIN)
-        .args(["route", "--netns", &dut, "-i", "dut0,dut1", "-q"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    while !std::path::Path::new(&format!("/run/linerate/routers/{dut}.json")).exists() {
-        assert!(t.elapsed() < Duration::from_secs(10), "route did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let route = start_route(&dut);
     let stats = Command::new(BIN)
         .args(["stats", "--netns", &dut, "-t", "4.5", "--json"])
         .stdout(Stdio::piped())
@@ -288,9 +290,7 @@ fn the_fast_path_changes_nothing_but_speed() {
         .unwrap();
     let linerate_run = send_corpus();
     let st: Value = serde_json::from_slice(&stats.wait_with_output().unwrap().stdout).unwrap();
-    // SAFETY: signalling our child.
-    unsafe { libc::kill(route.id() as i32, libc::SIGTERM) };
-    route.wait().unwrap();
+    stop_route(route);
 
     let reasons = &st["interfaces"][0]["reasons"];
     let count = |r: &str| reasons[r]["packets"].as_u64().unwrap();
@@ -324,4 +324,184 @@ fn the_fast_path_changes_nothing_but_speed() {
         "the corpus produced traffic: {}",
         kernel.len()
     );
+}
+
+/// `linerate route` on the DUT `dut`'s two ports, once it is running.
+fn start_route(dut: &str) -> std::process::Child {
+    let route = Command::new(BIN)
+        .args(["route", "--netns", dut, "-i", "dut0,dut1", "-q"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !std::path::Path::new(&format!("/run/linerate/routers/{dut}.json")).exists() {
+        assert!(t.elapsed() < Duration::from_secs(10), "route did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    route
+}
+
+fn stop_route(mut route: std::process::Child) {
+    // SAFETY: signalling our child.
+    unsafe { libc::kill(route.id() as i32, libc::SIGTERM) };
+    route.wait().unwrap();
+}
+
+/// ECMP through the kernel and through the fast path: one frame per flow
+/// (source address) to a multipath IPv4 and a multipath IPv6 route over
+/// two gateways on dut1. Both must deliver every frame, byte for byte the
+/// same but for the destination MAC (which gateway a flow takes is each
+/// one's hash), each flow to one of the two gateways, and both gateways
+/// must get a fair share. The fast path must have forwarded them itself.
+#[test]
+fn ecmp_reaches_the_same_gateways_as_the_kernel() {
+    const LAB_ECMP: &str = "lrt-ecmp";
+    const FAKE_GW: &str = "02:00:00:00:00:99";
+    const FLOWS: usize = 256;
+    let _down = Down(LAB_ECMP);
+    assert!(linerate(&["lab", "up", "--name", LAB_ECMP])
+        .status
+        .success());
+    let dut = format!("{LAB_ECMP}-dut");
+    let recv_ns = format!("{LAB_ECMP}-recv");
+    let out = ip(Some(&recv_ns), &["-j", "link", "show", "dev", "recv0"]).unwrap();
+    let recv_mac = serde_json::from_str::<Value>(&out).unwrap()[0]["address"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mac_bytes = |m: &str| -> Vec<u8> {
+        m.split(':')
+            .map(|x| u8::from_str_radix(x, 16).unwrap())
+            .collect()
+    };
+    // Two gateways: the receiver, and a second one nobody answers for
+    // (its frames arrive at recv0 all the same).
+    for (gw, mac) in [
+        ("198.19.0.1", recv_mac.as_str()),
+        ("198.19.0.2", FAKE_GW),
+        ("2001:2:0:8000::1", recv_mac.as_str()),
+        ("2001:2:0:8000::2", FAKE_GW),
+    ] {
+        ip(
+            Some(&dut),
+            &[
+                "neigh",
+                "replace",
+                gw,
+                "lladdr",
+                mac,
+                "dev",
+                "dut1",
+                "nud",
+                "permanent",
+            ],
+        )
+        .unwrap();
+    }
+    for (net, a, b) in [
+        ("198.51.100.0/24", "198.19.0.1", "198.19.0.2"),
+        ("2001:db8:77::/48", "2001:2:0:8000::1", "2001:2:0:8000::2"),
+    ] {
+        ip(
+            Some(&dut),
+            &[
+                "route", "add", net, "nexthop", "via", a, "dev", "dut1", "nexthop", "via", b,
+                "dev", "dut1",
+            ],
+        )
+        .unwrap();
+    }
+    let frames: Vec<Vec<u8>> = (0..FLOWS)
+        .flat_map(|i| {
+            let mut f4 = Vec::new();
+            PacketBuilder::ethernet2(GEN, DUT_IN)
+                .ipv4(
+                    [198, 18, 1 + (i / 200) as u8, (i % 200) as u8 + 1],
+                    [198, 51, 100, 9],
+                    64,
+                )
+                .udp(4000, 5000)
+                .write(&mut f4, &[0x55; 18])
+                .unwrap();
+            let s: std::net::Ipv6Addr = format!("2001:2::1:{i:x}").parse().unwrap();
+            let d: std::net::Ipv6Addr = "2001:db8:77::9".parse().unwrap();
+            let mut f6 = Vec::new();
+            PacketBuilder::ethernet2(GEN, DUT_IN)
+                .ipv6(s.octets(), d.octets(), 64)
+                .udp(4000, 5000)
+                .write(&mut f6, &[0x66; 18])
+                .unwrap();
+            [f4, f6]
+        })
+        .collect();
+    let run = |frames: Vec<Vec<u8>>| {
+        send(
+            LAB_ECMP,
+            frames,
+            Duration::from_micros(200),
+            Duration::from_millis(500),
+        )
+    };
+    let kernel = run(frames.clone());
+    let route = start_route(&dut);
+    let stats = Command::new(BIN)
+        .args(["stats", "--netns", &dut, "-t", "2.5", "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let fast = run(frames);
+    let st: Value = serde_json::from_slice(&stats.wait_with_output().unwrap().stdout).unwrap();
+    stop_route(route);
+
+    let forwarded = st["interfaces"][0]["reasons"]["forwarded"]["packets"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        forwarded >= 2 * FLOWS as u64,
+        "the fast path forwarded the flows: {}",
+        st["interfaces"][0]["reasons"]
+    );
+    let (recv_mac, fake) = (mac_bytes(&recv_mac), mac_bytes(FAKE_GW));
+    // Per run: the frames with the destination MAC blanked, and how many
+    // went to each gateway (IPv4, IPv6).
+    let sort = |seen: &Seen| {
+        let mut blanked = BTreeMap::new();
+        let mut shares = BTreeMap::new();
+        for ((dev, f), n) in seen {
+            if dev != "recv0" || !(f[12..14] == [8, 0] || f[12..14] == [0x86, 0xdd]) {
+                continue;
+            }
+            let gw = if f[0..6] == recv_mac[..] {
+                "receiver"
+            } else if f[0..6] == fake[..] {
+                "second"
+            } else {
+                "other"
+            };
+            *shares.entry((f[12], gw)).or_insert(0) += n;
+            let mut b = f.clone();
+            b[0..6].fill(0);
+            *blanked.entry(b).or_insert(0) += n;
+        }
+        (blanked, shares)
+    };
+    let (k_frames, k_shares) = sort(&kernel);
+    let (f_frames, f_shares) = sort(&fast);
+    assert_eq!(k_frames.values().sum::<usize>(), 2 * FLOWS, "{k_shares:?}");
+    assert!(
+        k_frames == f_frames,
+        "the same frames: {k_shares:?} {f_shares:?}"
+    );
+    for (who, shares) in [("kernel", &k_shares), ("linerate", &f_shares)] {
+        for family in [8u8, 0x86] {
+            for gw in ["receiver", "second"] {
+                let n = shares.get(&(family, gw)).copied().unwrap_or(0);
+                // Half of 256 flows each, within 5 standard deviations.
+                assert!(
+                    (88..=168).contains(&n),
+                    "{who}: {n} of {FLOWS} flows of family {family:#x} to the {gw} gateway: {shares:?}"
+                );
+            }
+        }
+    }
 }
