@@ -347,23 +347,67 @@ fn stop_route(mut route: std::process::Child) {
     route.wait().unwrap();
 }
 
-/// ECMP through the kernel and through the fast path: one frame per flow
-/// (source address) to a multipath IPv4 and a multipath IPv6 route over
-/// two gateways on dut1. Both must deliver every frame, byte for byte the
-/// same but for the destination MAC (which gateway a flow takes is each
-/// one's hash), each flow to one of the two gateways, and both gateways
-/// must get a fair share. The fast path must have forwarded them itself.
+/// ECMP routes through multipath routes (`nexthop via A nexthop via B`),
+/// as BIRD installs them.
 #[test]
 fn ecmp_reaches_the_same_gateways_as_the_kernel() {
-    const LAB_ECMP: &str = "lrt-ecmp";
+    let mut routes = Vec::new();
+    for (net, a, b) in [
+        ("198.51.100.0/24", "198.19.0.1", "198.19.0.2"),
+        ("2001:db8:77::/48", "2001:2:0:8000::1", "2001:2:0:8000::2"),
+    ] {
+        routes.push(vec![
+            "route", "add", net, "nexthop", "via", a, "dev", "dut1", "nexthop", "via", b, "dev",
+            "dut1",
+        ]);
+    }
+    ecmp_through("lrt-ecmp", &routes, None);
+}
+
+/// The same through nexthop objects (`ip nexthop`, as FRR installs its
+/// routes); then, with linerate running, the groups are replaced by their
+/// first member alone, and every flow must go to it, through the fast path.
+#[test]
+fn nexthop_objects_reach_the_same_gateways_as_the_kernel() {
+    let routes: Vec<Vec<&str>> = [
+        "nexthop add id 1 via 198.19.0.1 dev dut1",
+        "nexthop add id 2 via 198.19.0.2 dev dut1",
+        "nexthop add id 3 via 2001:2:0:8000::1 dev dut1",
+        "nexthop add id 4 via 2001:2:0:8000::2 dev dut1",
+        "nexthop add id 10 group 1/2",
+        "nexthop add id 11 group 3/4",
+        "route add 198.51.100.0/24 nhid 10",
+        "route add 2001:db8:77::/48 nhid 11",
+    ]
+    .iter()
+    .map(|c| c.split(' ').collect())
+    .collect();
+    let replace: Vec<Vec<&str>> = [
+        "nexthop replace id 10 group 1",
+        "nexthop replace id 11 group 3",
+    ]
+    .iter()
+    .map(|c| c.split(' ').collect())
+    .collect();
+    ecmp_through("lrt-nhobj", &routes, Some(&replace));
+}
+
+/// ECMP through the kernel and through the fast path: one frame per flow
+/// (source address) to an IPv4 and an IPv6 route over two gateways on
+/// dut1, which `routes` (ip commands in the DUT) installs. Both must
+/// deliver every frame, byte for byte the same but for the destination MAC
+/// (which gateway a flow takes is each one's hash), each flow to one of
+/// the two gateways, and both gateways must get a fair share. The fast
+/// path must have forwarded them itself. With `to_first`, the commands
+/// that leave each route with its first gateway alone: run while linerate
+/// runs, after which every flow must reach the first gateway.
+fn ecmp_through(lab: &'static str, routes: &[Vec<&str>], to_first: Option<&[Vec<&str>]>) {
     const FAKE_GW: &str = "02:00:00:00:00:99";
     const FLOWS: usize = 256;
-    let _down = Down(LAB_ECMP);
-    assert!(linerate(&["lab", "up", "--name", LAB_ECMP])
-        .status
-        .success());
-    let dut = format!("{LAB_ECMP}-dut");
-    let recv_ns = format!("{LAB_ECMP}-recv");
+    let _down = Down(lab);
+    assert!(linerate(&["lab", "up", "--name", lab]).status.success());
+    let dut = format!("{lab}-dut");
+    let recv_ns = format!("{lab}-recv");
     let out = ip(Some(&recv_ns), &["-j", "link", "show", "dev", "recv0"]).unwrap();
     let recv_mac = serde_json::from_str::<Value>(&out).unwrap()[0]["address"]
         .as_str()
@@ -398,18 +442,8 @@ fn ecmp_reaches_the_same_gateways_as_the_kernel() {
         )
         .unwrap();
     }
-    for (net, a, b) in [
-        ("198.51.100.0/24", "198.19.0.1", "198.19.0.2"),
-        ("2001:db8:77::/48", "2001:2:0:8000::1", "2001:2:0:8000::2"),
-    ] {
-        ip(
-            Some(&dut),
-            &[
-                "route", "add", net, "nexthop", "via", a, "dev", "dut1", "nexthop", "via", b,
-                "dev", "dut1",
-            ],
-        )
-        .unwrap();
+    for r in routes {
+        ip(Some(&dut), r).unwrap();
     }
     let frames: Vec<Vec<u8>> = (0..FLOWS)
         .flat_map(|i| {
@@ -436,7 +470,7 @@ fn ecmp_reaches_the_same_gateways_as_the_kernel() {
         .collect();
     let run = |frames: Vec<Vec<u8>>| {
         send(
-            LAB_ECMP,
+            lab,
             frames,
             Duration::from_micros(200),
             Duration::from_millis(500),
@@ -449,8 +483,22 @@ fn ecmp_reaches_the_same_gateways_as_the_kernel() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let fast = run(frames);
+    let fast = run(frames.clone());
     let st: Value = serde_json::from_slice(&stats.wait_with_output().unwrap().stdout).unwrap();
+    let after_change = to_first.map(|cmds| {
+        for c in cmds {
+            ip(Some(&dut), c).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        let stats = Command::new(BIN)
+            .args(["stats", "--netns", &dut, "-t", "2.5", "--json"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let seen = run(frames);
+        let st: Value = serde_json::from_slice(&stats.wait_with_output().unwrap().stdout).unwrap();
+        (seen, st)
+    });
     stop_route(route);
 
     let forwarded = st["interfaces"][0]["reasons"]["forwarded"]["packets"]
@@ -502,6 +550,28 @@ fn ecmp_reaches_the_same_gateways_as_the_kernel() {
                     "{who}: {n} of {FLOWS} flows of family {family:#x} to the {gw} gateway: {shares:?}"
                 );
             }
+        }
+    }
+    if let Some((seen, st)) = after_change {
+        let forwarded = st["interfaces"][0]["reasons"]["forwarded"]["packets"]
+            .as_u64()
+            .unwrap();
+        assert!(
+            forwarded >= 2 * FLOWS as u64,
+            "after the change, the fast path forwarded: {}",
+            st["interfaces"][0]["reasons"]
+        );
+        let (frames, shares) = sort(&seen);
+        assert!(
+            frames == k_frames,
+            "the same frames after the change: {shares:?}"
+        );
+        for family in [8u8, 0x86] {
+            assert_eq!(
+                shares.get(&(family, "receiver")).copied(),
+                Some(FLOWS),
+                "every flow to the first gateway: {shares:?}"
+            );
         }
     }
 }

@@ -7,5 +7,6 @@ pub mod fastpath;
 pub mod layout;
 pub mod mirror;
 pub mod netlink;
+pub mod nhobj;
 pub mod run;
 pub mod stats;

@@ -8,15 +8,18 @@
 //! multipath (ECMP) route through gateways gets a group of those, spread
 //! over buckets by weight (crate::ecmp). Everything else goes to the
 //! kernel next hop (XDP_PASS): connected networks and local addresses (the
-//! kernel resolves and delivers), nexthop-object routes (not supported
-//! yet), multipath routes with a member without a gateway, blackhole,
-//! unreachable, prohibit and the rest. Other routing tables (policy
-//! routing) are not mirrored.
+//! kernel resolves and delivers), multipath routes with a member without a
+//! gateway, blackhole, unreachable, prohibit and the rest. Routes through
+//! nexthop objects (`ip route add P nhid N`, as FRR installs them) get
+//! what the object is, a gateway or a group of them, and follow it when
+//! it changes. Other routing tables (policy routing) are not mirrored.
 use crate::ecmp;
 use crate::fastpath::FastPath;
 use crate::layout::{
     Nexthop, NhGroup, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_VALID, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
+use crate::netlink::Change;
+use crate::nhobj::{NhMessage, NhObject};
 use anyhow::Result;
 use linerate_fib::{Fib, FibError, Key, Shape};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -53,6 +56,12 @@ pub enum NhKey {
     },
     /// An ECMP route: its members (`Gateway`s) and their weights, sorted.
     Group(Vec<(NhKey, u32)>),
+    /// Through nexthop object `id`: a candidate's next hop, resolved to one
+    /// of the above when the route is synced.
+    Object {
+        id: u32,
+        mtu: Option<u32>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -83,6 +92,8 @@ pub struct Mirror {
     nh_ids: HashMap<NhKey, u32>,
     /// ECMP groups by key: their index in the nh_groups map.
     groups: HashMap<NhKey, u32>,
+    /// The kernel's nexthop objects, by id.
+    objects: HashMap<u32, NhObject>,
     pub counts: Counts,
 }
 
@@ -106,6 +117,7 @@ impl Mirror {
             fib6: Fib::new(ipv6),
             nh_ids,
             groups: HashMap::new(),
+            objects: HashMap::new(),
             counts: Counts::default(),
         })
     }
@@ -124,6 +136,111 @@ impl Mirror {
             RouteNetlinkMessage::NewRoute(r) => self.route(r, false),
             RouteNetlinkMessage::DelRoute(r) => self.route(r, true),
             _ => Ok(()),
+        }
+    }
+
+    /// Applies a dumped entry or a notification, nexthop objects included.
+    pub fn apply_change(&mut self, c: &Change) -> Result<()> {
+        match c {
+            Change::Rt(m) => self.apply(m),
+            Change::Nexthop(n) => self.nexthop_object(n),
+        }
+    }
+
+    /// A nexthop object added, replaced or deleted; then every route
+    /// through an object is synced again (a linear pass over the routes:
+    /// objects change seldom, routes through them often).
+    pub fn nexthop_object(&mut self, n: &NhMessage) -> Result<()> {
+        if n.gone {
+            // The kernel deletes the routes through the object and takes
+            // it out of the groups it is in (a group left empty goes too,
+            // with its routes); it does not say so route by route.
+            let mut gone = vec![n.id];
+            self.objects.remove(&n.id);
+            for (&gid, o) in self.objects.iter_mut() {
+                if let NhObject::Group(members) = o {
+                    members.retain(|(m, _)| *m != n.id);
+                    if members.is_empty() {
+                        gone.push(gid);
+                    }
+                }
+            }
+            for id in &gone {
+                self.objects.remove(id);
+            }
+            let through =
+                |c: &Candidate| matches!(c.nh, NhKey::Object { id, .. } if gone.contains(&id));
+            self.routes4
+                .values_mut()
+                .for_each(|l| l.retain(|c| !through(c)));
+            self.routes6
+                .values_mut()
+                .for_each(|l| l.retain(|c| !through(c)));
+        } else {
+            self.objects.insert(n.id, n.object.clone());
+        }
+        let uses = |l: &Vec<Candidate>| l.iter().any(|c| matches!(c.nh, NhKey::Object { .. }));
+        let v4: Vec<(u32, u8)> = self
+            .routes4
+            .iter()
+            .filter(|(_, l)| uses(l))
+            .map(|(k, _)| *k)
+            .collect();
+        let v6: Vec<(u128, u8)> = self
+            .routes6
+            .iter()
+            .filter(|(_, l)| uses(l))
+            .map(|(k, _)| *k)
+            .collect();
+        // Deleted routes no longer use one; sync those too.
+        let empty4: Vec<(u32, u8)> = self
+            .routes4
+            .iter()
+            .filter(|(_, l)| l.is_empty())
+            .map(|(k, _)| *k)
+            .collect();
+        let empty6: Vec<(u128, u8)> = self
+            .routes6
+            .iter()
+            .filter(|(_, l)| l.is_empty())
+            .map(|(k, _)| *k)
+            .collect();
+        for k in v4.into_iter().chain(empty4) {
+            self.sync4(k)?;
+        }
+        for k in v6.into_iter().chain(empty6) {
+            self.sync6(k)?;
+        }
+        Ok(())
+    }
+
+    /// What a candidate's next hop is now: an object's gateway or group,
+    /// the kernel's if the object is unknown or not one the fast path
+    /// takes.
+    fn resolve(&self, k: NhKey) -> NhKey {
+        let NhKey::Object { id, mtu } = k else {
+            return k;
+        };
+        let gateway = |o: Option<&NhObject>| match o {
+            Some(NhObject::Gateway { oif, gw }) => Some(NhKey::Gateway {
+                oif: *oif,
+                gw: *gw,
+                mtu,
+            }),
+            _ => None,
+        };
+        match self.objects.get(&id) {
+            Some(NhObject::Group(members)) => {
+                let mut keys = Vec::new();
+                for (m, w) in members {
+                    match gateway(self.objects.get(m)) {
+                        Some(g) => keys.push((g, *w)),
+                        None => return NhKey::Kernel,
+                    }
+                }
+                members_key(keys)
+            }
+            o => gateway(o).unwrap_or(NhKey::Kernel),
         }
     }
 
@@ -238,7 +355,8 @@ impl Mirror {
 
     fn nexthop_entry(&self, k: &NhKey) -> Nexthop {
         match k {
-            NhKey::Kernel => Nexthop {
+            // (Objects are resolved before they get an id.)
+            NhKey::Kernel | NhKey::Object { .. } => Nexthop {
                 flags: NH_VALID | NH_KERNEL,
                 ..Default::default()
             },
@@ -324,7 +442,7 @@ impl Mirror {
         }
         let mut table = r.header.table as u32;
         let (mut dst, mut gw, mut oif, mut priority, mut mtu) = (None, None, None, 0, None);
-        let (mut multipath, mut nh_object) = (None, false);
+        let (mut multipath, mut nh_object) = (None, None);
         for a in &r.attributes {
             match a {
                 RouteAttribute::Table(t) => table = *t,
@@ -333,7 +451,7 @@ impl Mirror {
                 RouteAttribute::Oif(o) => oif = Some(*o),
                 RouteAttribute::Priority(p) => priority = *p,
                 RouteAttribute::MultiPath(hops) => multipath = Some(hops),
-                RouteAttribute::NhId(_) => nh_object = true,
+                RouteAttribute::NhId(id) => nh_object = Some(*id),
                 RouteAttribute::Metrics(ms) => {
                     for m in ms {
                         if let RouteMetric::Mtu(v) = m {
@@ -348,10 +466,11 @@ impl Mirror {
             return Ok(());
         }
         let nh = match (r.header.kind, gw, oif, multipath, nh_object) {
-            (RouteType::Unicast, Some(gw), Some(oif), None, false) => {
+            (RouteType::Unicast, Some(gw), Some(oif), None, None) => {
                 NhKey::Gateway { oif, gw, mtu }
             }
-            (RouteType::Unicast, _, _, Some(hops), false) => group_key(hops, mtu),
+            (RouteType::Unicast, _, _, Some(hops), None) => group_key(hops, mtu),
+            (RouteType::Unicast, _, _, _, Some(id)) => NhKey::Object { id, mtu },
             _ => NhKey::Kernel,
         };
         let cand = Candidate {
@@ -389,14 +508,14 @@ impl Mirror {
     }
 
     fn sync4(&mut self, key: (u32, u8)) -> Result<()> {
-        let best = best(self.routes4.get(&key));
+        let best = best(self.routes4.get(&key)).map(|k| self.resolve(k));
         let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
         let (fp, fib, counts) = (&self.fp, &mut self.fib4, &mut self.counts);
         install(fp, fib, counts, key, id)
     }
 
     fn sync6(&mut self, key: (u128, u8)) -> Result<()> {
-        let best = best(self.routes6.get(&key));
+        let best = best(self.routes6.get(&key)).map(|k| self.resolve(k));
         let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
         let (fp, fib, counts) = (&self.fp, &mut self.fib6, &mut self.counts);
         install(fp, fib, counts, key, id)

@@ -1,5 +1,7 @@
 //! rtnetlink, synchronously: dumps of the kernel's tables, and a socket
-//! subscribed to their change notifications.
+//! subscribed to their change notifications. Nexthop objects come through
+//! crate::nhobj, the rest through netlink-packet-route.
+use crate::nhobj::{self, NhMessage};
 use anyhow::{bail, Context, Result};
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
@@ -70,19 +72,35 @@ fn dump(request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
     }
 }
 
-/// Everything the router mirrors, as the kernel has it now.
-pub fn dump_all() -> Result<Vec<RouteNetlinkMessage>> {
-    let mut all = dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
+/// A dumped entry or a notification.
+#[derive(Clone, Debug)]
+pub enum Change {
+    Rt(RouteNetlinkMessage),
+    Nexthop(NhMessage),
+}
+
+/// Everything the router mirrors, as the kernel has it now: nexthop
+/// objects before the routes that use them.
+pub fn dump_all() -> Result<Vec<Change>> {
+    let mut rt = dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
     for family in [AddressFamily::Inet, AddressFamily::Inet6] {
         let mut a = AddressMessage::default();
         a.header.family = family;
-        all.extend(dump(RouteNetlinkMessage::GetAddress(a))?);
-        let mut r = RouteMessage::default();
-        r.header.address_family = family;
-        all.extend(dump(RouteNetlinkMessage::GetRoute(r))?);
+        rt.extend(dump(RouteNetlinkMessage::GetAddress(a))?);
         let mut n = NeighbourMessage::default();
         n.header.family = family;
-        all.extend(dump(RouteNetlinkMessage::GetNeighbour(n))?);
+        rt.extend(dump(RouteNetlinkMessage::GetNeighbour(n))?);
+    }
+    let mut all: Vec<Change> = rt.into_iter().map(Change::Rt).collect();
+    all.extend(nhobj::dump()?.into_iter().map(Change::Nexthop));
+    for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+        let mut r = RouteMessage::default();
+        r.header.address_family = family;
+        all.extend(
+            dump(RouteNetlinkMessage::GetRoute(r))?
+                .into_iter()
+                .map(Change::Rt),
+        );
     }
     Ok(all)
 }
@@ -95,10 +113,12 @@ pub enum Topic {
     Other,
 }
 
-pub fn topic(m: &RouteNetlinkMessage) -> Topic {
+pub fn topic(m: &Change) -> Topic {
     match m {
-        RouteNetlinkMessage::NewRoute(_) | RouteNetlinkMessage::DelRoute(_) => Topic::Route,
-        RouteNetlinkMessage::NewNeighbour(_) | RouteNetlinkMessage::DelNeighbour(_) => {
+        Change::Rt(RouteNetlinkMessage::NewRoute(_) | RouteNetlinkMessage::DelRoute(_)) => {
+            Topic::Route
+        }
+        Change::Rt(RouteNetlinkMessage::NewNeighbour(_) | RouteNetlinkMessage::DelNeighbour(_)) => {
             Topic::Neighbour
         }
         _ => Topic::Other,
@@ -114,15 +134,19 @@ pub struct Monitor {
 
 impl Monitor {
     pub fn open() -> Result<Self> {
+        let sock = socket(GROUPS)?;
+        // A kernel without nexthop objects has no such group: nothing to
+        // follow there.
+        let _ = sock.add_membership(nhobj::RTNLGRP_NEXTHOP);
         Ok(Monitor {
-            sock: socket(GROUPS)?,
+            sock,
             buf: vec![0u8; 1 << 20],
         })
     }
 
     /// The notifications that arrive within `timeout` (none if nothing
     /// does). An overflowed socket is an error: the caller must resync.
-    pub fn wait(&mut self, timeout: Duration) -> Result<Vec<RouteNetlinkMessage>> {
+    pub fn wait(&mut self, timeout: Duration) -> Result<Vec<Change>> {
         let mut pfd = libc::pollfd {
             fd: self.sock.as_raw_fd(),
             events: libc::POLLIN,
@@ -143,17 +167,22 @@ impl Monitor {
         };
         let mut out = Vec::new();
         let mut off = 0;
-        while off < n {
-            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&self.buf[off..n])
-                .context("cannot decode a netlink notification")?;
-            let len = msg.header.length as usize;
-            if let NetlinkPayload::InnerMessage(m) = msg.payload {
-                out.push(m);
+        while off + 16 <= n {
+            let len = u32::from_ne_bytes(self.buf[off..off + 4].try_into().unwrap()) as usize;
+            if len < 16 || off + len > n {
+                bail!("netlink notification of length {len} overruns what was read");
             }
-            if len == 0 {
-                break;
+            let kind = u16::from_ne_bytes([self.buf[off + 4], self.buf[off + 5]]);
+            if kind == nhobj::RTM_NEWNEXTHOP || kind == nhobj::RTM_DELNEXTHOP {
+                out.extend(nhobj::parse(&self.buf[off..off + len])?.map(Change::Nexthop));
+            } else {
+                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&self.buf[off..n])
+                    .context("cannot decode a netlink notification")?;
+                if let NetlinkPayload::InnerMessage(m) = msg.payload {
+                    out.push(Change::Rt(m));
+                }
             }
-            off += len;
+            off += (len + 3) & !3;
         }
         Ok(out)
     }

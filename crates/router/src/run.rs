@@ -106,7 +106,7 @@ pub fn run(
     let mut monitor = Monitor::open()?;
     let mut mirror = Mirror::new(fp)?;
     for m in netlink::dump_all()? {
-        mirror.apply(&m)?;
+        mirror.apply_change(&m)?;
     }
     // Interfaces go in once the FIB is loaded: until then every frame
     // passes (not ours).
@@ -155,7 +155,7 @@ pub fn run(
             }
         };
         for m in &msgs {
-            if let Err(e) = mirror.apply(m) {
+            if let Err(e) = mirror.apply_change(m) {
                 eprintln!("linerate route: {e:#}");
             }
         }

@@ -1,0 +1,272 @@
+//! Nexthop objects (`ip nexthop`, Linux 5.3; what FRR installs its routes
+//! with), from RTM_NEWNEXTHOP / RTM_DELNEXTHOP messages. netlink-packet-route
+//! does not decode them, so this module reads the few attributes the
+//! mirror needs (include/uapi/linux/nexthop.h); anything it does not know
+//! makes the object one the kernel forwards through.
+use anyhow::{bail, Context, Result};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+pub const RTM_NEWNEXTHOP: u16 = 104;
+pub const RTM_DELNEXTHOP: u16 = 105;
+const RTM_GETNEXTHOP: u16 = 106;
+/// The nexthop objects' multicast group (RTNLGRP_NEXTHOP): above 31, so
+/// joined with NETLINK_ADD_MEMBERSHIP rather than bound.
+pub const RTNLGRP_NEXTHOP: u32 = 32;
+
+const NHA_ID: u16 = 1;
+const NHA_GROUP: u16 = 2;
+const NHA_BLACKHOLE: u16 = 4;
+const NHA_OIF: u16 = 5;
+const NHA_GATEWAY: u16 = 6;
+const NHA_ENCAP_TYPE: u16 = 7;
+const NHA_FDB: u16 = 11;
+
+const NLMSG_HDR: usize = 16;
+const NHMSG: usize = 8;
+
+/// What a nexthop object forwards through.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NhObject {
+    /// A gateway on an interface.
+    Gateway { oif: u32, gw: IpAddr },
+    /// A group: member object ids and weights (1..).
+    Group(Vec<(u32, u32)>),
+    /// Anything else (a device route, blackhole, encapsulation, FDB): the
+    /// kernel's.
+    Kernel,
+}
+
+/// One RTM_NEWNEXTHOP or RTM_DELNEXTHOP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NhMessage {
+    pub id: u32,
+    pub gone: bool,
+    pub object: NhObject,
+}
+
+/// Reads one nexthop message (its netlink header included); None if it is
+/// not one.
+pub fn parse(msg: &[u8]) -> Result<Option<NhMessage>> {
+    if msg.len() < NLMSG_HDR + NHMSG {
+        bail!("nexthop message of {} bytes: too short", msg.len());
+    }
+    let kind = u16::from_ne_bytes([msg[4], msg[5]]);
+    if kind != RTM_NEWNEXTHOP && kind != RTM_DELNEXTHOP {
+        return Ok(None);
+    }
+    let family = msg[NLMSG_HDR];
+    let (mut id, mut oif, mut gw, mut group) = (None, None, None, None);
+    let mut other = false;
+    let mut at = NLMSG_HDR + NHMSG;
+    while at + 4 <= msg.len() {
+        let len = u16::from_ne_bytes([msg[at], msg[at + 1]]) as usize;
+        let kind = u16::from_ne_bytes([msg[at + 2], msg[at + 3]]) & 0x3fff;
+        if len < 4 || at + len > msg.len() {
+            bail!("nexthop attribute {kind} of length {len} overruns its message");
+        }
+        let v = &msg[at + 4..at + len];
+        match kind {
+            NHA_ID if v.len() == 4 => id = Some(u32::from_ne_bytes(v.try_into().unwrap())),
+            NHA_OIF if v.len() == 4 => oif = Some(u32::from_ne_bytes(v.try_into().unwrap())),
+            NHA_GATEWAY => {
+                gw = match (family as i32, v.len()) {
+                    (libc::AF_INET, 4) => {
+                        Some(IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(v).unwrap())))
+                    }
+                    (libc::AF_INET6, 16) => {
+                        Some(IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(v).unwrap())))
+                    }
+                    _ => {
+                        other = true;
+                        None
+                    }
+                }
+            }
+            NHA_GROUP => {
+                // struct nexthop_grp: id, weight - 1 (low byte), its high
+                // byte (Linux 6.12), reserved.
+                group = Some(
+                    v.chunks_exact(8)
+                        .map(|c| {
+                            let member = u32::from_ne_bytes(c[0..4].try_into().unwrap());
+                            let weight = (c[5] as u32) << 8 | c[4] as u32;
+                            (member, weight + 1)
+                        })
+                        .collect::<Vec<_>>(),
+                )
+            }
+            NHA_BLACKHOLE | NHA_ENCAP_TYPE | NHA_FDB => other = true,
+            _ => {}
+        }
+        at += (len + 3) & !3;
+    }
+    let id = id.context("nexthop message without NHA_ID")?;
+    let object = match (group, gw, oif, other) {
+        (Some(members), _, _, false) if !members.is_empty() => NhObject::Group(members),
+        (None, Some(gw), Some(oif), false) => NhObject::Gateway { oif, gw },
+        _ => NhObject::Kernel,
+    };
+    Ok(Some(NhMessage {
+        id,
+        gone: kind == RTM_DELNEXTHOP,
+        object,
+    }))
+}
+
+/// The kernel's nexthop objects now: empty on a kernel without them.
+pub fn dump() -> Result<Vec<NhMessage>> {
+    let s = netlink_sys::Socket::new(netlink_sys::protocols::NETLINK_ROUTE)
+        .context("cannot open a netlink socket")?;
+    s.connect(&netlink_sys::SocketAddr::new(0, 0))?;
+    let mut req = [0u8; NLMSG_HDR + NHMSG];
+    req[0..4].copy_from_slice(&((NLMSG_HDR + NHMSG) as u32).to_ne_bytes());
+    req[4..6].copy_from_slice(&RTM_GETNEXTHOP.to_ne_bytes());
+    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
+    req[6..8].copy_from_slice(&flags.to_ne_bytes());
+    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    s.send(&req, 0).context("netlink nexthop dump request")?;
+    let mut out = Vec::new();
+    let mut rx = vec![0u8; 1 << 20];
+    loop {
+        let n = s
+            .recv(&mut &mut rx[..], 0)
+            .context("netlink nexthop dump")?;
+        let mut off = 0;
+        while off + NLMSG_HDR <= n {
+            let len = u32::from_ne_bytes(rx[off..off + 4].try_into().unwrap()) as usize;
+            let kind = u16::from_ne_bytes([rx[off + 4], rx[off + 5]]);
+            if len < NLMSG_HDR || off + len > n {
+                bail!("netlink message of length {len} overruns the dump");
+            }
+            match kind as i32 {
+                libc::NLMSG_DONE => return Ok(out),
+                libc::NLMSG_ERROR => {
+                    let errno = i32::from_ne_bytes(rx[off + 16..off + 20].try_into().unwrap());
+                    // No nexthop objects in this kernel: none to mirror.
+                    if errno == -libc::EOPNOTSUPP || errno == -libc::EINVAL {
+                        return Ok(out);
+                    }
+                    bail!(
+                        "netlink nexthop dump failed: {}",
+                        std::io::Error::from_raw_os_error(-errno)
+                    );
+                }
+                _ => out.extend(parse(&rx[off..off + len])?),
+            }
+            off += (len + 3) & !3;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(kind: u16, v: &[u8]) -> Vec<u8> {
+        let mut a = ((4 + v.len()) as u16).to_ne_bytes().to_vec();
+        a.extend(kind.to_ne_bytes());
+        a.extend(v);
+        while !a.len().is_multiple_of(4) {
+            a.push(0);
+        }
+        a
+    }
+
+    fn message(kind: u16, family: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
+        let body: Vec<u8> = attrs.concat();
+        let len = (NLMSG_HDR + NHMSG + body.len()) as u32;
+        let mut m = len.to_ne_bytes().to_vec();
+        m.extend(kind.to_ne_bytes());
+        m.extend([0u8; 10]);
+        m.extend([family, 0, 0, 0, 0, 0, 0, 0]);
+        m.extend(body);
+        m
+    }
+
+    #[test]
+    fn gateways_groups_and_the_rest() {
+        let gw4 = message(
+            RTM_NEWNEXTHOP,
+            libc::AF_INET as u8,
+            &[
+                attr(NHA_ID, &7u32.to_ne_bytes()),
+                attr(NHA_GATEWAY, &[198, 19, 0, 1]),
+                attr(NHA_OIF, &3u32.to_ne_bytes()),
+            ],
+        );
+        assert_eq!(
+            parse(&gw4).unwrap(),
+            Some(NhMessage {
+                id: 7,
+                gone: false,
+                object: NhObject::Gateway {
+                    oif: 3,
+                    gw: "198.19.0.1".parse().unwrap()
+                }
+            })
+        );
+        let gw6 = "2001:db8::1".parse::<Ipv6Addr>().unwrap().octets();
+        let m6 = message(
+            RTM_DELNEXTHOP,
+            libc::AF_INET6 as u8,
+            &[
+                attr(NHA_ID, &8u32.to_ne_bytes()),
+                attr(NHA_GATEWAY, &gw6),
+                attr(NHA_OIF, &4u32.to_ne_bytes()),
+            ],
+        );
+        let p = parse(&m6).unwrap().unwrap();
+        assert!(p.gone);
+        assert_eq!(
+            p.object,
+            NhObject::Gateway {
+                oif: 4,
+                gw: IpAddr::V6(gw6.into())
+            }
+        );
+        // Weights are stored minus one; 300 needs the high byte.
+        let mut grp = Vec::new();
+        for (id, w) in [(7u32, 1u32), (8, 300)] {
+            grp.extend(id.to_ne_bytes());
+            grp.push(((w - 1) & 0xff) as u8);
+            grp.push(((w - 1) >> 8) as u8);
+            grp.extend([0, 0]);
+        }
+        let g = message(
+            RTM_NEWNEXTHOP,
+            0,
+            &[attr(NHA_ID, &9u32.to_ne_bytes()), attr(NHA_GROUP, &grp)],
+        );
+        assert_eq!(
+            parse(&g).unwrap().unwrap().object,
+            NhObject::Group(vec![(7, 1), (8, 300)])
+        );
+        let dev = message(
+            RTM_NEWNEXTHOP,
+            libc::AF_INET as u8,
+            &[
+                attr(NHA_ID, &10u32.to_ne_bytes()),
+                attr(NHA_OIF, &3u32.to_ne_bytes()),
+            ],
+        );
+        assert_eq!(parse(&dev).unwrap().unwrap().object, NhObject::Kernel);
+        let hole = message(
+            RTM_NEWNEXTHOP,
+            libc::AF_INET as u8,
+            &[attr(NHA_ID, &11u32.to_ne_bytes()), attr(NHA_BLACKHOLE, &[])],
+        );
+        assert_eq!(parse(&hole).unwrap().unwrap().object, NhObject::Kernel);
+    }
+
+    #[test]
+    fn bad_messages_are_errors_not_panics() {
+        assert!(parse(&[0u8; 10]).is_err());
+        let mut m = message(RTM_NEWNEXTHOP, 2, &[attr(NHA_ID, &1u32.to_ne_bytes())]);
+        m[NLMSG_HDR + NHMSG] = 200; // an attribute longer than the message
+        assert!(parse(&m).is_err());
+        let no_id = message(RTM_NEWNEXTHOP, 2, &[attr(NHA_OIF, &1u32.to_ne_bytes())]);
+        assert!(parse(&no_id).is_err());
+        let route = message(24, 2, &[]);
+        assert_eq!(parse(&route).unwrap(), None);
+    }
+}
