@@ -616,3 +616,121 @@ fn ecmp_routes_spread_flows_over_their_gateways() {
         1.0
     );
 }
+
+/// Routes through nexthop objects: a gateway object, a group, an object
+/// changing under its routes, a blackhole, a deleted member and a deleted
+/// object (the kernel deletes its routes without a word per route).
+#[test]
+fn nexthop_objects_are_followed() {
+    use linerate_router::nhobj::{NhMessage, NhObject};
+    let env = scratch_mirror("nhobj");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    let check = |m: &Mirror, src: u32| -> Result<[u8; 6], &'static str> {
+        let f = frame_between(Ipv4Addr::from(src).into(), "198.51.100.9".parse().unwrap());
+        let before = m.fast_path().counters(m0).unwrap();
+        let (v, out) = m.fast_path().run(&f, m0).unwrap();
+        let after = m.fast_path().counters(m0).unwrap();
+        let r = (0..REASONS.len())
+            .find(|&i| after.packets[i] != before.packets[i])
+            .unwrap();
+        if v == REDIRECT {
+            Ok(out[0..6].try_into().unwrap())
+        } else {
+            Err(REASONS[r])
+        }
+    };
+    // The MACs 64 flows reach (or the reasons they pass).
+    let reached = |m: &Mirror| {
+        let mut seen: Vec<Result<[u8; 6], &str>> =
+            (0..64).map(|i| check(m, 0x0a00_0000 + i * 7919)).collect();
+        seen.sort();
+        seen.dedup();
+        seen
+    };
+    let object = |m: &mut Mirror, id: u32, object: NhObject| {
+        m.nexthop_object(&NhMessage {
+            id,
+            gone: false,
+            object,
+        })
+        .unwrap()
+    };
+    let gw = |a: &str| NhObject::Gateway {
+        oif: m1,
+        gw: a.parse().unwrap(),
+    };
+    for (a, mac) in [("198.19.0.1", MAC_GW), ("198.19.0.2", MAC_GW2)] {
+        m.apply(&neighbour(m1, a, mac, NeighbourState::Reachable))
+            .unwrap();
+    }
+    object(&mut m, 1, gw("198.19.0.1"));
+    object(&mut m, 2, gw("198.19.0.2"));
+    let mut r = route(
+        "198.51.100.0",
+        24,
+        254,
+        RouteType::Unicast,
+        None,
+        m1,
+        0,
+        None,
+    );
+    r.attributes.push(RouteAttribute::NhId(1));
+    m.apply(&M::NewRoute(r.clone())).unwrap();
+    assert_eq!(reached(&m), [Ok(MAC_GW)], "through gateway object 1");
+    // The object changes gateway under its route.
+    object(&mut m, 1, gw("198.19.0.2"));
+    assert_eq!(reached(&m), [Ok(MAC_GW2)], "object 1 replaced");
+    object(&mut m, 1, gw("198.19.0.1"));
+    // A group of both.
+    object(&mut m, 10, NhObject::Group(vec![(1, 1), (2, 1)]));
+    let mut r10 = route(
+        "198.51.100.0",
+        24,
+        254,
+        RouteType::Unicast,
+        None,
+        m1,
+        0,
+        None,
+    );
+    r10.attributes.push(RouteAttribute::NhId(10));
+    m.apply(&M::NewRoute(r10)).unwrap();
+    assert_eq!(reached(&m), [Ok(MAC_GW), Ok(MAC_GW2)], "through group 10");
+    // Member 2 deleted: the kernel takes it out of the group.
+    m.nexthop_object(&NhMessage {
+        id: 2,
+        gone: true,
+        object: NhObject::Kernel,
+    })
+    .unwrap();
+    assert_eq!(reached(&m), [Ok(MAC_GW)], "group 10 without member 2");
+    // A group with a member the fast path cannot take: the kernel's.
+    object(&mut m, 3, NhObject::Kernel);
+    object(&mut m, 10, NhObject::Group(vec![(1, 1), (3, 1)]));
+    assert_eq!(reached(&m), [Err("pass_local")], "a blackhole member");
+    // The group deleted: so is its route.
+    m.nexthop_object(&NhMessage {
+        id: 10,
+        gone: true,
+        object: NhObject::Kernel,
+    })
+    .unwrap();
+    assert_eq!(reached(&m), [Err("pass_no_route")], "group 10 deleted");
+    // A route through an object not known (yet): the kernel's.
+    let mut r99 = route(
+        "198.51.100.0",
+        24,
+        254,
+        RouteType::Unicast,
+        None,
+        m1,
+        0,
+        None,
+    );
+    r99.attributes.push(RouteAttribute::NhId(99));
+    m.apply(&M::NewRoute(r99)).unwrap();
+    assert_eq!(reached(&m), [Err("pass_local")], "unknown object 99");
+    object(&mut m, 99, gw("198.19.0.1"));
+    assert_eq!(reached(&m), [Ok(MAC_GW)], "object 99 arrives");
+}
