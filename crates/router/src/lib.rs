@@ -4,6 +4,7 @@
 pub mod bench;
 pub mod ecmp;
 pub mod fastpath;
+pub mod ids;
 pub mod layout;
 pub mod mirror;
 pub mod netlink;

@@ -15,6 +15,7 @@
 //! it changes. Other routing tables (policy routing) are not mirrored.
 use crate::ecmp;
 use crate::fastpath::FastPath;
+use crate::ids::IdPool;
 use crate::layout::{
     Nexthop, NhGroup, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_VALID, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
@@ -94,6 +95,11 @@ pub struct Mirror {
     groups: HashMap<NhKey, u32>,
     /// The kernel's nexthop objects, by id.
     objects: HashMap<u32, NhObject>,
+    nh_pool: IdPool,
+    group_pool: IdPool,
+    /// Some route went to the kernel for want of a free id: sync the
+    /// routes again once ids come back.
+    starved: bool,
     pub counts: Counts,
 }
 
@@ -118,6 +124,9 @@ impl Mirror {
             nh_ids,
             groups: HashMap::new(),
             objects: HashMap::new(),
+            nh_pool: IdPool::new(KERNEL_NH + 1, ROUTER_NEXTHOPS),
+            group_pool: IdPool::new(0, ROUTER_NH_GROUPS),
+            starved: false,
             counts: Counts::default(),
         })
     }
@@ -246,9 +255,70 @@ impl Mirror {
 
     /// Lets freed FIB groups be reused: call a grace period after the
     /// writes that freed them.
-    pub fn release_quarantine(&mut self) {
+    /// Next-hop and group ids freed by a sweep come back at the same time;
+    /// routes that went without are synced again.
+    pub fn release_quarantine(&mut self) -> Result<()> {
         self.fib4.release_quarantine();
         self.fib6.release_quarantine();
+        let freed = self.nh_pool.release() | self.group_pool.release();
+        // Starved or not, the next shortage sweeps again.
+        if std::mem::take(&mut self.starved) && freed {
+            let v4: Vec<(u32, u8)> = self.routes4.keys().copied().collect();
+            let v6: Vec<(u128, u8)> = self.routes6.keys().copied().collect();
+            for k in v4 {
+                self.sync4(k)?;
+            }
+            for k in v6 {
+                self.sync6(k)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees every next hop and group no route uses any more (the FIB's
+    /// entries, and the members of the groups they use): run when ids run
+    /// out, which churn (routes replaced, ECMP members coming and going)
+    /// gets to. The ids come back after the grace period.
+    fn sweep(&mut self) {
+        let mut used: std::collections::HashSet<u32> = self.fib4.routes().map(|r| r.2).collect();
+        used.extend(self.fib6.routes().map(|r| r.2));
+        let members: Vec<u32> = self
+            .nh_ids
+            .iter()
+            .filter(|(k, id)| matches!(k, NhKey::Group(_)) && used.contains(id))
+            .flat_map(|(k, _)| match k {
+                NhKey::Group(m) => m
+                    .iter()
+                    .filter_map(|(g, _)| self.nh_ids.get(g).copied())
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        used.extend(members);
+        let unused: Vec<(NhKey, u32)> = self
+            .nh_ids
+            .iter()
+            .filter(|(_, id)| **id != KERNEL_NH && !used.contains(id))
+            .map(|(k, &id)| (k.clone(), id))
+            .collect();
+        for (k, id) in unused {
+            self.nh_ids.remove(&k);
+            self.nh_pool.retire(id);
+            if let Some(g) = self.groups.remove(&k) {
+                self.group_pool.retire(g);
+            }
+        }
+        // Groups whose next hop never got an id.
+        let orphans: Vec<NhKey> = self
+            .groups
+            .keys()
+            .filter(|k| !self.nh_ids.contains_key(*k))
+            .cloned()
+            .collect();
+        for k in orphans {
+            let g = self.groups.remove(&k).unwrap();
+            self.group_pool.retire(g);
+        }
     }
 
     /// The Ethernet address of a link, as the kernel reported it.
@@ -398,15 +468,25 @@ impl Mirror {
                 return Ok(KERNEL_NH);
             }
         }
-        let id = self.nh_ids.len() as u32 + 1;
-        if id >= ROUTER_NEXTHOPS {
-            // Out of next-hop entries: the kernel forwards these routes.
+        let Some(id) = self.nh_pool.take() else {
+            // Out of next-hop entries: the kernel forwards this route
+            // until the sweep's ids come back.
+            self.starve();
             return Ok(KERNEL_NH);
-        }
+        };
         let entry = self.nexthop_entry(k);
         self.fp.set_nexthop(id, &entry)?;
         self.nh_ids.insert(k.clone(), id);
         Ok(id)
+    }
+
+    /// Out of ids: sweep the unused ones (back after the grace period) and
+    /// remember to sync the routes again then.
+    fn starve(&mut self) {
+        if !self.starved {
+            self.starved = true;
+            self.sweep();
+        }
     }
 
     /// Writes the buckets of a new ECMP group, its members' next hops
@@ -417,10 +497,6 @@ impl Mirror {
         let Some(counts) = ecmp::bucket_counts(&weights) else {
             return Ok(false);
         };
-        let index = self.groups.len() as u32;
-        if index >= ROUTER_NH_GROUPS {
-            return Ok(false);
-        }
         let mut ids = Vec::with_capacity(members.len());
         for (m, _) in members {
             ids.push(self.nexthop_id(m)?);
@@ -428,6 +504,10 @@ impl Mirror {
         if ids.contains(&KERNEL_NH) {
             return Ok(false);
         }
+        let Some(index) = self.group_pool.take() else {
+            self.starve();
+            return Ok(false);
+        };
         let group = NhGroup {
             bucket: ecmp::buckets(&ids, &counts),
         };

@@ -165,7 +165,9 @@ pub fn run(
         // Freed FIB groups may be reused once every reader that saw them
         // is done: XDP programs run in RCU read sections of nanoseconds.
         if freed_at.is_some_and(|t| t.elapsed() > Duration::from_millis(100)) {
-            mirror.release_quarantine();
+            if let Err(e) = mirror.release_quarantine() {
+                eprintln!("linerate route: {e:#}");
+            }
             freed_at = None;
         }
         if tick.elapsed() >= Duration::from_secs(1) {

@@ -734,3 +734,81 @@ fn nexthop_objects_are_followed() {
     object(&mut m, 99, gw("198.19.0.1"));
     assert_eq!(reached(&m), [Ok(MAC_GW)], "object 99 arrives");
 }
+
+/// Churn: a route replaced through 70,000 gateways in turn (more than the
+/// fast path's 65,536 next hops), and an ECMP route through 5,000 pairs
+/// (more than its 4,096 groups). Unused ids are swept and come back after
+/// the grace period (`release_quarantine`, which `linerate route` calls
+/// 100 ms after a change): the last route is still forwarded in XDP.
+#[test]
+fn next_hop_and_group_ids_are_recycled() {
+    let env = scratch_mirror("churn");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    let gw = |i: u32| Ipv4Addr::from(0x0a00_0000 + i).to_string();
+    let reaches = |m: &Mirror| {
+        let f = frame_between(
+            "198.18.0.1".parse().unwrap(),
+            "198.51.100.9".parse().unwrap(),
+        );
+        let before = m.fast_path().counters(m0).unwrap();
+        let (v, out) = m.fast_path().run(&f, m0).unwrap();
+        let after = m.fast_path().counters(m0).unwrap();
+        let r = (0..REASONS.len())
+            .find(|&i| after.packets[i] != before.packets[i])
+            .unwrap();
+        (v, REASONS[r], <[u8; 6]>::try_from(&out[0..6]).unwrap())
+    };
+    const ROUTES: u32 = 70_000;
+    for i in 0..ROUTES {
+        let r = route(
+            "198.51.100.0",
+            24,
+            254,
+            RouteType::Unicast,
+            Some(&gw(i)),
+            m1,
+            0,
+            None,
+        );
+        m.apply(&M::NewRoute(r)).unwrap();
+        if i % 1000 == 999 {
+            m.release_quarantine().unwrap();
+        }
+    }
+    m.release_quarantine().unwrap();
+    m.apply(&neighbour(
+        m1,
+        &gw(ROUTES - 1),
+        MAC_GW,
+        NeighbourState::Reachable,
+    ))
+    .unwrap();
+    assert_eq!(
+        reaches(&m),
+        (REDIRECT, "forwarded", MAC_GW),
+        "the {ROUTES}th gateway, in XDP"
+    );
+
+    const GROUPS: u32 = 5_000;
+    for i in 0..GROUPS {
+        let (a, b) = (gw(100_000 + 2 * i), gw(100_001 + 2 * i));
+        let r = multipath("198.51.100.0", 24, &[(&a, 1), (&b, 1)], m1, 0);
+        m.apply(&M::NewRoute(r)).unwrap();
+        if i % 100 == 99 {
+            m.release_quarantine().unwrap();
+        }
+    }
+    m.release_quarantine().unwrap();
+    for g in [
+        gw(100_000 + 2 * (GROUPS - 1)),
+        gw(100_001 + 2 * (GROUPS - 1)),
+    ] {
+        m.apply(&neighbour(m1, &g, MAC_GW2, NeighbourState::Reachable))
+            .unwrap();
+    }
+    assert_eq!(
+        reaches(&m),
+        (REDIRECT, "forwarded", MAC_GW2),
+        "the {GROUPS}th group, in XDP"
+    );
+}
