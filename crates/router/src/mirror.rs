@@ -32,7 +32,7 @@ use netlink_packet_route::route::{
     RouteNextHopFlags, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
 const TABLE_MAIN: u32 = 254;
@@ -156,10 +156,33 @@ impl Mirror {
         }
     }
 
-    /// A nexthop object added, replaced or deleted; then every route
-    /// through an object is synced again (a linear pass over the routes:
-    /// objects change seldom, routes through them often).
+    /// A nexthop object added, replaced or deleted; then the routes
+    /// through it, or through a group it is in, are synced again (found by
+    /// a pass over the routes: objects change seldom, routes often).
     pub fn nexthop_object(&mut self, n: &NhMessage) -> Result<()> {
+        let mut affected: HashSet<u32> = self
+            .objects
+            .iter()
+            .filter(|(_, o)| matches!(o, NhObject::Group(m) if m.iter().any(|x| x.0 == n.id)))
+            .map(|(&g, _)| g)
+            .collect();
+        affected.insert(n.id);
+        let through = |l: &Vec<Candidate>| {
+            l.iter()
+                .any(|c| matches!(c.nh, NhKey::Object { id, .. } if affected.contains(&id)))
+        };
+        let v4: Vec<(u32, u8)> = self
+            .routes4
+            .iter()
+            .filter(|(_, l)| through(l))
+            .map(|(k, _)| *k)
+            .collect();
+        let v6: Vec<(u128, u8)> = self
+            .routes6
+            .iter()
+            .filter(|(_, l)| through(l))
+            .map(|(k, _)| *k)
+            .collect();
         if n.gone {
             // The kernel deletes the routes through the object and takes
             // it out of the groups it is in (a group left empty goes too,
@@ -177,47 +200,25 @@ impl Mirror {
             for id in &gone {
                 self.objects.remove(id);
             }
-            let through =
+            let dead =
                 |c: &Candidate| matches!(c.nh, NhKey::Object { id, .. } if gone.contains(&id));
-            self.routes4
-                .values_mut()
-                .for_each(|l| l.retain(|c| !through(c)));
-            self.routes6
-                .values_mut()
-                .for_each(|l| l.retain(|c| !through(c)));
+            for k in &v4 {
+                if let Some(l) = self.routes4.get_mut(k) {
+                    l.retain(|c| !dead(c));
+                }
+            }
+            for k in &v6 {
+                if let Some(l) = self.routes6.get_mut(k) {
+                    l.retain(|c| !dead(c));
+                }
+            }
         } else {
             self.objects.insert(n.id, n.object.clone());
         }
-        let uses = |l: &Vec<Candidate>| l.iter().any(|c| matches!(c.nh, NhKey::Object { .. }));
-        let v4: Vec<(u32, u8)> = self
-            .routes4
-            .iter()
-            .filter(|(_, l)| uses(l))
-            .map(|(k, _)| *k)
-            .collect();
-        let v6: Vec<(u128, u8)> = self
-            .routes6
-            .iter()
-            .filter(|(_, l)| uses(l))
-            .map(|(k, _)| *k)
-            .collect();
-        // Deleted routes no longer use one; sync those too.
-        let empty4: Vec<(u32, u8)> = self
-            .routes4
-            .iter()
-            .filter(|(_, l)| l.is_empty())
-            .map(|(k, _)| *k)
-            .collect();
-        let empty6: Vec<(u128, u8)> = self
-            .routes6
-            .iter()
-            .filter(|(_, l)| l.is_empty())
-            .map(|(k, _)| *k)
-            .collect();
-        for k in v4.into_iter().chain(empty4) {
+        for k in v4 {
             self.sync4(k)?;
         }
-        for k in v6.into_iter().chain(empty6) {
+        for k in v6 {
             self.sync6(k)?;
         }
         Ok(())
@@ -280,7 +281,7 @@ impl Mirror {
     /// out, which churn (routes replaced, ECMP members coming and going)
     /// gets to. The ids come back after the grace period.
     fn sweep(&mut self) {
-        let mut used: std::collections::HashSet<u32> = self.fib4.routes().map(|r| r.2).collect();
+        let mut used: HashSet<u32> = self.fib4.routes().map(|r| r.2).collect();
         used.extend(self.fib6.routes().map(|r| r.2));
         let members: Vec<u32> = self
             .nh_ids
