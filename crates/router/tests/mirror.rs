@@ -156,22 +156,32 @@ fn scratch_mirror(tag: &str) -> Env {
     }
 }
 
+/// The fast path's verdict on frame `f` arriving on `ingress`, the
+/// reason counter it moved, and the destination MAC it left with.
+fn verdict(m: &Mirror, ingress: u32, f: &[u8]) -> (u32, &'static str, [u8; 6]) {
+    let before = m.fast_path().counters(ingress).unwrap();
+    let (v, out) = m.fast_path().run(f, ingress).unwrap();
+    let after = m.fast_path().counters(ingress).unwrap();
+    let r = (0..REASONS.len())
+        .find(|&i| after.packets[i] != before.packets[i])
+        .unwrap();
+    (v, REASONS[r], out[0..6].try_into().unwrap())
+}
+
+/// Where frame `f` went: the MAC it was forwarded to, or why it passed.
+fn path(m: &Mirror, ingress: u32, f: &[u8]) -> Result<[u8; 6], &'static str> {
+    match verdict(m, ingress, f) {
+        (REDIRECT, _, mac) => Ok(mac),
+        (_, reason, _) => Err(reason),
+    }
+}
+
 #[test]
 fn the_fast_path_follows_the_kernel() {
     let env = scratch_mirror("mirror");
     let (mut m, m0, m1) = (env.m, env.m0, env.m1);
     // (verdict, reason, destination MAC when forwarded) for a frame.
-    let check = |m: &Mirror, dst: &str, payload: usize| -> (u32, &'static str, [u8; 6]) {
-        let before = m.fast_path().counters(m0).unwrap();
-        let (v, out) = m.fast_path().run(&frame(dst, payload), m0).unwrap();
-        let after = m.fast_path().counters(m0).unwrap();
-        let r = (0..REASONS.len())
-            .find(|&i| after.packets[i] != before.packets[i])
-            .unwrap();
-        let mut mac = [0u8; 6];
-        mac.copy_from_slice(&out[0..6]);
-        (v, REASONS[r], mac)
-    };
+    let check = |m: &Mirror, dst: &str, payload: usize| verdict(m, m0, &frame(dst, payload));
     let apply = |m: &mut Mirror, msg: M| m.apply(&msg).unwrap();
 
     // A connected network: the kernel's.
@@ -491,6 +501,14 @@ fn neighbour(ifindex: u32, addr: &str, mac: [u8; 6], state: NeighbourState) -> M
     M::NewNeighbour(n)
 }
 
+/// Gateways on `ifindex` resolved to their MACs.
+fn resolve(m: &mut Mirror, ifindex: u32, gws: &[(&str, [u8; 6])]) {
+    for (gw, mac) in gws {
+        m.apply(&neighbour(ifindex, gw, *mac, NeighbourState::Reachable))
+            .unwrap();
+    }
+}
+
 /// ECMP: flows (one per source address) keep their gateway and spread
 /// over the members by weight; a member whose neighbour fails sends its
 /// flows to the kernel; a member without a gateway gives the route to the
@@ -513,19 +531,9 @@ fn ecmp_routes_spread_flows_over_their_gateways() {
                     }
                 };
                 let f = frame_between(src, dst);
-                let before = m.fast_path().counters(m0).unwrap();
-                let (v, out) = m.fast_path().run(&f, m0).unwrap();
-                let again = m.fast_path().run(&f, m0).unwrap();
-                assert_eq!((v, &out), (again.0, &again.1), "a flow keeps its path");
-                let after = m.fast_path().counters(m0).unwrap();
-                let r = (0..REASONS.len())
-                    .find(|&i| after.packets[i] != before.packets[i])
-                    .unwrap();
-                if v == REDIRECT {
-                    Ok(out[0..6].try_into().unwrap())
-                } else {
-                    Err(REASONS[r])
-                }
+                let first = path(m, m0, &f);
+                assert_eq!(first, path(m, m0, &f), "a flow keeps its path");
+                first
             })
             .collect()
     };
@@ -533,10 +541,11 @@ fn ecmp_routes_spread_flows_over_their_gateways() {
         p.iter().filter(|&&x| x == want).count() as f64 / p.len() as f64
     };
 
-    for (gw, mac) in [("198.19.0.1", MAC_GW), ("198.19.0.2", MAC_GW2)] {
-        m.apply(&neighbour(m1, gw, mac, NeighbourState::Reachable))
-            .unwrap();
-    }
+    resolve(
+        &mut m,
+        m1,
+        &[("198.19.0.1", MAC_GW), ("198.19.0.2", MAC_GW2)],
+    );
     let two = [("198.19.0.1", 1), ("198.19.0.2", 1)];
     m.apply(&M::NewRoute(multipath("198.51.100.0", 24, &two, m1, 0)))
         .unwrap();
@@ -583,10 +592,7 @@ fn ecmp_routes_spread_flows_over_their_gateways() {
 
     // IPv6: both members, then `ip -6 route del P via G2` (a delete
     // naming one gateway) leaves G1 alone, then G1's delete the route.
-    for (gw, mac) in [("2001:2::1", MAC_GW), ("2001:2::2", MAC_GW2)] {
-        m.apply(&neighbour(m1, gw, mac, NeighbourState::Reachable))
-            .unwrap();
-    }
+    resolve(&mut m, m1, &[("2001:2::1", MAC_GW), ("2001:2::2", MAC_GW2)]);
     let v6 = [("2001:2::1", 1), ("2001:2::2", 1)];
     m.apply(&M::NewRoute(multipath("2001:db8:5::", 48, &v6, m1, 1024)))
         .unwrap();
@@ -625,19 +631,9 @@ fn nexthop_objects_are_followed() {
     use linerate_router::nhobj::{NhMessage, NhObject};
     let env = scratch_mirror("nhobj");
     let (mut m, m0, m1) = (env.m, env.m0, env.m1);
-    let check = |m: &Mirror, src: u32| -> Result<[u8; 6], &'static str> {
+    let check = |m: &Mirror, src: u32| {
         let f = frame_between(Ipv4Addr::from(src).into(), "198.51.100.9".parse().unwrap());
-        let before = m.fast_path().counters(m0).unwrap();
-        let (v, out) = m.fast_path().run(&f, m0).unwrap();
-        let after = m.fast_path().counters(m0).unwrap();
-        let r = (0..REASONS.len())
-            .find(|&i| after.packets[i] != before.packets[i])
-            .unwrap();
-        if v == REDIRECT {
-            Ok(out[0..6].try_into().unwrap())
-        } else {
-            Err(REASONS[r])
-        }
+        path(m, m0, &f)
     };
     // The MACs 64 flows reach (or the reasons they pass).
     let reached = |m: &Mirror| {
@@ -655,28 +651,41 @@ fn nexthop_objects_are_followed() {
         })
         .unwrap()
     };
+    let delete = |m: &mut Mirror, id: u32| {
+        let gone = NhMessage {
+            id,
+            gone: true,
+            object: NhObject::Kernel,
+        };
+        m.nexthop_object(&gone).unwrap()
+    };
+    // The route to 198.51.100.0/24 through object `id`.
+    let via_object = |id: u32| {
+        let mut r = route(
+            "198.51.100.0",
+            24,
+            254,
+            RouteType::Unicast,
+            None,
+            m1,
+            0,
+            None,
+        );
+        r.attributes.push(RouteAttribute::NhId(id));
+        M::NewRoute(r)
+    };
     let gw = |a: &str| NhObject::Gateway {
         oif: m1,
         gw: a.parse().unwrap(),
     };
-    for (a, mac) in [("198.19.0.1", MAC_GW), ("198.19.0.2", MAC_GW2)] {
-        m.apply(&neighbour(m1, a, mac, NeighbourState::Reachable))
-            .unwrap();
-    }
+    resolve(
+        &mut m,
+        m1,
+        &[("198.19.0.1", MAC_GW), ("198.19.0.2", MAC_GW2)],
+    );
     object(&mut m, 1, gw("198.19.0.1"));
     object(&mut m, 2, gw("198.19.0.2"));
-    let mut r = route(
-        "198.51.100.0",
-        24,
-        254,
-        RouteType::Unicast,
-        None,
-        m1,
-        0,
-        None,
-    );
-    r.attributes.push(RouteAttribute::NhId(1));
-    m.apply(&M::NewRoute(r.clone())).unwrap();
+    m.apply(&via_object(1)).unwrap();
     assert_eq!(reached(&m), [Ok(MAC_GW)], "through gateway object 1");
     // The object changes gateway under its route.
     object(&mut m, 1, gw("198.19.0.2"));
@@ -684,52 +693,20 @@ fn nexthop_objects_are_followed() {
     object(&mut m, 1, gw("198.19.0.1"));
     // A group of both.
     object(&mut m, 10, NhObject::Group(vec![(1, 1), (2, 1)]));
-    let mut r10 = route(
-        "198.51.100.0",
-        24,
-        254,
-        RouteType::Unicast,
-        None,
-        m1,
-        0,
-        None,
-    );
-    r10.attributes.push(RouteAttribute::NhId(10));
-    m.apply(&M::NewRoute(r10)).unwrap();
+    m.apply(&via_object(10)).unwrap();
     assert_eq!(reached(&m), [Ok(MAC_GW), Ok(MAC_GW2)], "through group 10");
     // Member 2 deleted: the kernel takes it out of the group.
-    m.nexthop_object(&NhMessage {
-        id: 2,
-        gone: true,
-        object: NhObject::Kernel,
-    })
-    .unwrap();
+    delete(&mut m, 2);
     assert_eq!(reached(&m), [Ok(MAC_GW)], "group 10 without member 2");
     // A group with a member the fast path cannot take: the kernel's.
     object(&mut m, 3, NhObject::Kernel);
     object(&mut m, 10, NhObject::Group(vec![(1, 1), (3, 1)]));
     assert_eq!(reached(&m), [Err("pass_local")], "a blackhole member");
     // The group deleted: so is its route.
-    m.nexthop_object(&NhMessage {
-        id: 10,
-        gone: true,
-        object: NhObject::Kernel,
-    })
-    .unwrap();
+    delete(&mut m, 10);
     assert_eq!(reached(&m), [Err("pass_no_route")], "group 10 deleted");
     // A route through an object not known (yet): the kernel's.
-    let mut r99 = route(
-        "198.51.100.0",
-        24,
-        254,
-        RouteType::Unicast,
-        None,
-        m1,
-        0,
-        None,
-    );
-    r99.attributes.push(RouteAttribute::NhId(99));
-    m.apply(&M::NewRoute(r99)).unwrap();
+    m.apply(&via_object(99)).unwrap();
     assert_eq!(reached(&m), [Err("pass_local")], "unknown object 99");
     object(&mut m, 99, gw("198.19.0.1"));
     assert_eq!(reached(&m), [Ok(MAC_GW)], "object 99 arrives");
@@ -750,13 +727,7 @@ fn next_hop_and_group_ids_are_recycled() {
             "198.18.0.1".parse().unwrap(),
             "198.51.100.9".parse().unwrap(),
         );
-        let before = m.fast_path().counters(m0).unwrap();
-        let (v, out) = m.fast_path().run(&f, m0).unwrap();
-        let after = m.fast_path().counters(m0).unwrap();
-        let r = (0..REASONS.len())
-            .find(|&i| after.packets[i] != before.packets[i])
-            .unwrap();
-        (v, REASONS[r], <[u8; 6]>::try_from(&out[0..6]).unwrap())
+        verdict(m, m0, &f)
     };
     const ROUTES: u32 = 70_000;
     for i in 0..ROUTES {
