@@ -82,6 +82,17 @@ pub struct Counts {
     pub overflows: u64,
 }
 
+/// What a dump showed: everything else the mirror holds is stale.
+#[derive(Default)]
+struct Seen {
+    links: HashSet<u32>,
+    neigh: HashSet<(u32, IpAddr)>,
+    objects: HashSet<u32>,
+    /// Prefix, table and metric: a route's identity.
+    routes4: HashSet<((u32, u8), u32, u32)>,
+    routes6: HashSet<((u128, u8), u32, u32)>,
+}
+
 pub struct Mirror {
     fp: FastPath,
     links: HashMap<u32, Link>,
@@ -100,6 +111,8 @@ pub struct Mirror {
     /// Some route went to the kernel for want of a free id: sync the
     /// routes again once ids come back.
     starved: bool,
+    /// During a resync: what the dump has shown so far.
+    seen: Option<Seen>,
     pub counts: Counts,
 }
 
@@ -127,6 +140,7 @@ impl Mirror {
             nh_pool: IdPool::new(KERNEL_NH + 1, ROUTER_NEXTHOPS),
             group_pool: IdPool::new(0, ROUTER_NH_GROUPS),
             starved: false,
+            seen: None,
             counts: Counts::default(),
         })
     }
@@ -148,6 +162,75 @@ impl Mirror {
         }
     }
 
+    /// Brings the mirror to a full dump of the kernel's state after
+    /// notifications were lost: applies it, then drops every link,
+    /// neighbour, nexthop object and route the dump no longer has (the
+    /// kernel deleted them while nobody was listening).
+    pub fn resync(&mut self, dump: &[Change]) -> Result<()> {
+        self.seen = Some(Seen::default());
+        let applied: Result<()> = dump.iter().try_for_each(|c| self.apply_change(c));
+        let seen = self.seen.take().unwrap_or_default();
+        applied?;
+        let stale_objects: Vec<u32> = self
+            .objects
+            .keys()
+            .filter(|id| !seen.objects.contains(id))
+            .copied()
+            .collect();
+        for id in stale_objects {
+            self.nexthop_object(&NhMessage {
+                id,
+                gone: true,
+                object: NhObject::Kernel,
+            })?;
+        }
+        let stale_neigh: Vec<(u32, IpAddr)> = self
+            .neigh
+            .keys()
+            .filter(|k| !seen.neigh.contains(k))
+            .copied()
+            .collect();
+        for (oif, ip) in stale_neigh {
+            self.neigh.remove(&(oif, ip));
+            self.refresh_nexthops(
+                |k| matches!(k, NhKey::Gateway { oif: o, gw, .. } if *o == oif && *gw == ip),
+            )?;
+        }
+        let stale_links: Vec<u32> = self
+            .links
+            .keys()
+            .filter(|i| !seen.links.contains(i))
+            .copied()
+            .collect();
+        for index in stale_links {
+            self.links.remove(&index);
+            self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))?;
+        }
+        let mut v4 = Vec::new();
+        for (k, l) in self.routes4.iter_mut() {
+            let before = l.len();
+            l.retain(|c| seen.routes4.contains(&(*k, c.table, c.priority)));
+            if l.len() != before {
+                v4.push(*k);
+            }
+        }
+        let mut v6 = Vec::new();
+        for (k, l) in self.routes6.iter_mut() {
+            let before = l.len();
+            l.retain(|c| seen.routes6.contains(&(*k, c.table, c.priority)));
+            if l.len() != before {
+                v6.push(*k);
+            }
+        }
+        for k in v4 {
+            self.sync4(k)?;
+        }
+        for k in v6 {
+            self.sync6(k)?;
+        }
+        Ok(())
+    }
+
     /// Applies a dumped entry or a notification, nexthop objects included.
     pub fn apply_change(&mut self, c: &Change) -> Result<()> {
         match c {
@@ -160,6 +243,9 @@ impl Mirror {
     /// through it, or through a group it is in, are synced again (found by
     /// a pass over the routes: objects change seldom, routes often).
     pub fn nexthop_object(&mut self, n: &NhMessage) -> Result<()> {
+        if let Some(seen) = &mut self.seen {
+            seen.objects.insert(n.id);
+        }
         let mut affected: HashSet<u32> = self
             .objects
             .iter()
@@ -336,6 +422,9 @@ impl Mirror {
 
     fn link(&mut self, l: &LinkMessage, gone: bool) -> Result<()> {
         let index = l.header.index;
+        if let Some(seen) = &mut self.seen {
+            seen.links.insert(index);
+        }
         if gone {
             self.links.remove(&index);
         } else {
@@ -380,6 +469,9 @@ impl Mirror {
         }
         let Some(ip) = ip else { return Ok(()) };
         let key = (n.header.ifindex, ip);
+        if let Some(seen) = &mut self.seen {
+            seen.neigh.insert(key);
+        }
         // The kernel forwards with REACHABLE, STALE, DELAY, PROBE,
         // PERMANENT and NOARP entries; not with INCOMPLETE or FAILED.
         let usable = matches!(
@@ -567,6 +659,9 @@ impl Mirror {
                     _ => 0,
                 };
                 let key = (a.mask(len), len);
+                if let Some(seen) = &mut self.seen {
+                    seen.routes4.insert((key, cand.table, cand.priority));
+                }
                 update_candidates(self.routes4.entry(key).or_default(), cand, gone);
                 self.sync4(key)
             }
@@ -576,6 +671,9 @@ impl Mirror {
                     _ => 0,
                 };
                 let key = (a.mask(len), len);
+                if let Some(seen) = &mut self.seen {
+                    seen.routes6.insert((key, cand.table, cand.priority));
+                }
                 let list = self.routes6.entry(key).or_default();
                 // IPv6 deletes one member of a multipath route at a time
                 // (`ip -6 route del P via G`), and says so with G alone.

@@ -145,21 +145,27 @@ pub fn run(
     let (mut tick, mut last) = (Instant::now(), counters(&mirror)?);
     let mut freed_at: Option<Instant> = None;
     while !stop.load(Ordering::Relaxed) {
-        let msgs = match monitor.wait(Duration::from_millis(50)) {
-            Ok(m) => m,
+        let changed = match monitor.wait(Duration::from_millis(50)) {
+            Ok(msgs) => {
+                for m in &msgs {
+                    if let Err(e) = mirror.apply_change(m) {
+                        eprintln!("linerate route: {e:#}");
+                    }
+                }
+                !msgs.is_empty()
+            }
             Err(e) => {
-                // Lost notifications: read everything again.
+                // Lost notifications: read everything again, and drop
+                // what the kernel no longer has.
                 eprintln!("linerate route: {e:#}; resyncing");
                 monitor = Monitor::open()?;
-                netlink::dump_all()?
+                if let Err(e) = mirror.resync(&netlink::dump_all()?) {
+                    eprintln!("linerate route: {e:#}");
+                }
+                true
             }
         };
-        for m in &msgs {
-            if let Err(e) = mirror.apply_change(m) {
-                eprintln!("linerate route: {e:#}");
-            }
-        }
-        if !msgs.is_empty() && freed_at.is_none() {
+        if changed && freed_at.is_none() {
             freed_at = Some(Instant::now());
         }
         // Freed FIB groups may be reused once every reader that saw them

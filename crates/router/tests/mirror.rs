@@ -783,3 +783,85 @@ fn next_hop_and_group_ids_are_recycled() {
         "the {GROUPS}th group, in XDP"
     );
 }
+
+/// After lost notifications, `resync` applies a full dump and drops what
+/// it no longer has: a route, a neighbour and a nexthop object (with its
+/// route) the kernel deleted meanwhile stop being used; what is still
+/// there stays.
+#[test]
+fn a_resync_drops_what_the_kernel_no_longer_has() {
+    use linerate_router::netlink::Change;
+    use linerate_router::nhobj::{NhMessage, NhObject};
+    let env = scratch_mirror("resync");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    let to = |dst: &str| frame_between("198.18.0.1".parse().unwrap(), dst.parse().unwrap());
+    let via = |net: &str, gw: &str| {
+        M::NewRoute(route(
+            net,
+            24,
+            254,
+            RouteType::Unicast,
+            Some(gw),
+            m1,
+            0,
+            None,
+        ))
+    };
+    let object = NhMessage {
+        id: 5,
+        gone: false,
+        object: NhObject::Gateway {
+            oif: m1,
+            gw: "198.19.0.1".parse().unwrap(),
+        },
+    };
+    let mut through_object = route(
+        "198.51.102.0",
+        24,
+        254,
+        RouteType::Unicast,
+        None,
+        m1,
+        0,
+        None,
+    );
+    through_object.attributes.push(RouteAttribute::NhId(5));
+    let gw1 = neighbour(m1, "198.19.0.1", MAC_GW, NeighbourState::Reachable);
+    let gw2 = neighbour(m1, "198.19.0.2", MAC_GW2, NeighbourState::Reachable);
+    let before = [
+        Change::Rt(link(m0, MAC_IN, 1500, true)),
+        Change::Rt(link(m1, MAC_OUT, 1500, true)),
+        Change::Rt(gw1),
+        Change::Rt(gw2.clone()),
+        Change::Nexthop(object),
+        Change::Rt(via("198.51.100.0", "198.19.0.1")),
+        Change::Rt(via("198.51.101.0", "198.19.0.2")),
+        Change::Rt(M::NewRoute(through_object)),
+    ];
+    m.resync(&before).unwrap();
+    assert_eq!(path(&m, m0, &to("198.51.100.9")), Ok(MAC_GW));
+    assert_eq!(path(&m, m0, &to("198.51.101.9")), Ok(MAC_GW2));
+    assert_eq!(path(&m, m0, &to("198.51.102.9")), Ok(MAC_GW));
+    // Meanwhile the kernel deleted the first route, the first gateway's
+    // neighbour and the object.
+    let after = [
+        Change::Rt(link(m0, MAC_IN, 1500, true)),
+        Change::Rt(link(m1, MAC_OUT, 1500, true)),
+        Change::Rt(gw2),
+        Change::Rt(via("198.51.101.0", "198.19.0.2")),
+    ];
+    m.resync(&after).unwrap();
+    assert_eq!(path(&m, m0, &to("198.51.100.9")), Err("pass_no_route"));
+    assert_eq!(
+        path(&m, m0, &to("198.51.101.9")),
+        Ok(MAC_GW2),
+        "still there"
+    );
+    assert_eq!(path(&m, m0, &to("198.51.102.9")), Err("pass_no_route"));
+    m.apply(&via("198.51.103.0", "198.19.0.1")).unwrap();
+    assert_eq!(
+        path(&m, m0, &to("198.51.103.9")),
+        Err("pass_no_neigh"),
+        "the first gateway's neighbour is gone"
+    );
+}
