@@ -171,61 +171,27 @@ impl Mirror {
         let applied: Result<()> = dump.iter().try_for_each(|c| self.apply_change(c));
         let seen = self.seen.take().unwrap_or_default();
         applied?;
-        let stale_objects: Vec<u32> = self
-            .objects
-            .keys()
-            .filter(|id| !seen.objects.contains(id))
-            .copied()
-            .collect();
-        for id in stale_objects {
+        for id in unseen(&self.objects, &seen.objects) {
             self.nexthop_object(&NhMessage {
                 id,
                 gone: true,
                 object: NhObject::Kernel,
             })?;
         }
-        let stale_neigh: Vec<(u32, IpAddr)> = self
-            .neigh
-            .keys()
-            .filter(|k| !seen.neigh.contains(k))
-            .copied()
-            .collect();
-        for (oif, ip) in stale_neigh {
+        for (oif, ip) in unseen(&self.neigh, &seen.neigh) {
             self.neigh.remove(&(oif, ip));
             self.refresh_nexthops(
                 |k| matches!(k, NhKey::Gateway { oif: o, gw, .. } if *o == oif && *gw == ip),
             )?;
         }
-        let stale_links: Vec<u32> = self
-            .links
-            .keys()
-            .filter(|i| !seen.links.contains(i))
-            .copied()
-            .collect();
-        for index in stale_links {
+        for index in unseen(&self.links, &seen.links) {
             self.links.remove(&index);
             self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))?;
         }
-        let mut v4 = Vec::new();
-        for (k, l) in self.routes4.iter_mut() {
-            let before = l.len();
-            l.retain(|c| seen.routes4.contains(&(*k, c.table, c.priority)));
-            if l.len() != before {
-                v4.push(*k);
-            }
-        }
-        let mut v6 = Vec::new();
-        for (k, l) in self.routes6.iter_mut() {
-            let before = l.len();
-            l.retain(|c| seen.routes6.contains(&(*k, c.table, c.priority)));
-            if l.len() != before {
-                v6.push(*k);
-            }
-        }
-        for k in v4 {
+        for k in drop_unseen_routes(&mut self.routes4, &seen.routes4) {
             self.sync4(k)?;
         }
-        for k in v6 {
+        for k in drop_unseen_routes(&mut self.routes6, &seen.routes6) {
             self.sync6(k)?;
         }
         Ok(())
@@ -699,6 +665,28 @@ impl Mirror {
         let (fp, fib, counts) = (&self.fp, &mut self.fib6, &mut self.counts);
         install(fp, fib, counts, key, id)
     }
+}
+
+/// The keys of `held` a dump did not show.
+fn unseen<K: Copy + Eq + std::hash::Hash, V>(held: &HashMap<K, V>, seen: &HashSet<K>) -> Vec<K> {
+    held.keys().filter(|k| !seen.contains(k)).copied().collect()
+}
+
+/// Drops the routes (prefix, table, metric) a dump did not show; the
+/// prefixes that lost one.
+fn drop_unseen_routes<K: Copy + Eq + std::hash::Hash>(
+    routes: &mut HashMap<K, Vec<Candidate>>,
+    seen: &HashSet<(K, u32, u32)>,
+) -> Vec<K> {
+    let mut changed = Vec::new();
+    for (k, l) in routes.iter_mut() {
+        let before = l.len();
+        l.retain(|c| seen.contains(&(*k, c.table, c.priority)));
+        if l.len() != before {
+            changed.push(*k);
+        }
+    }
+    changed
 }
 
 fn route_addr(a: &RouteAddress) -> Option<IpAddr> {
