@@ -1,6 +1,6 @@
 //! CPU facts and thread pinning.
 use anyhow::{bail, Context, Result};
-use nix::sched::{sched_setaffinity, CpuSet};
+use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
 
 /// CPUs online, from sysconf.
@@ -32,4 +32,16 @@ pub fn current() -> Result<usize> {
         bail!("sched_getcpu: {}", std::io::Error::last_os_error());
     }
     Ok(c as usize)
+}
+
+/// Runs `f` with the calling thread held on the CPU it is on, then lets it
+/// go where it could before: for work on per-CPU state (a BPF program's
+/// per-CPU map run with BPF_PROG_RUN) that must see one CPU's throughout.
+pub fn on_this_cpu<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let me = Pid::from_raw(0);
+    let allowed = sched_getaffinity(me).context("sched_getaffinity")?;
+    pin(0, current()?)?;
+    let out = f();
+    sched_setaffinity(me, &allowed).context("cannot restore the thread's CPUs")?;
+    out
 }

@@ -198,17 +198,21 @@ impl Generator {
     pub fn sample_from(&self, input_frame: &[u8], n: usize) -> Result<Vec<Vec<u8>>> {
         const XDP_TX: u32 = 3;
         let prog = loader::prog(self.xdp()?, "lab_gen")?;
-        let mut frames = Vec::with_capacity(n);
-        for _ in 0..n {
-            let mut out = vec![0u8; input_frame.len()];
-            let r = test_run::run_xdp(prog.as_fd(), input_frame, &mut out, 1)?;
-            if r.verdict != XDP_TX {
-                bail!("generator program returned {} instead of XDP_TX", r.verdict);
+        // The flow and sequence state is per CPU: a thread that moved
+        // between runs would continue another CPU's sequence.
+        linerate_host::cpu::on_this_cpu(|| {
+            let mut frames = Vec::with_capacity(n);
+            for _ in 0..n {
+                let mut out = vec![0u8; input_frame.len()];
+                let r = test_run::run_xdp(prog.as_fd(), input_frame, &mut out, 1)?;
+                if r.verdict != XDP_TX {
+                    bail!("generator program returned {} instead of XDP_TX", r.verdict);
+                }
+                out.truncate(r.len);
+                frames.push(out);
             }
-            out.truncate(r.len);
-            frames.push(out);
-        }
-        Ok(frames)
+            Ok(frames)
+        })
     }
 
     /// Sets the pacing epoch (CLOCK_MONOTONIC ns; [`Generator::run`] sets
@@ -226,13 +230,15 @@ impl Generator {
         const XDP_TX: u32 = 3;
         let prog = loader::prog(self.xdp()?, "lab_gen")?;
         let mut out = vec![0u8; self.frame.len()];
-        let mut built = 0;
-        for _ in 0..n {
-            if test_run::run_xdp(prog.as_fd(), &self.frame, &mut out, 1)?.verdict == XDP_TX {
-                built += 1;
+        linerate_host::cpu::on_this_cpu(|| {
+            let mut built = 0;
+            for _ in 0..n {
+                if test_run::run_xdp(prog.as_fd(), &self.frame, &mut out, 1)?.verdict == XDP_TX {
+                    built += 1;
+                }
             }
-        }
-        Ok(built)
+            Ok(built)
+        })
     }
 
     /// The map configuration both modes build frames from.
