@@ -47,7 +47,7 @@ struct Link {
     up: bool,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum NhKey {
     Kernel,
     Gateway {
@@ -728,7 +728,7 @@ fn members_key(mut members: Vec<(NhKey, u32)>) -> NhKey {
         0 => NhKey::Kernel,
         1 => members.pop().unwrap().0,
         _ => {
-            members.sort_by_key(|(k, w)| (format!("{k:?}"), *w));
+            members.sort();
             NhKey::Group(members)
         }
     }
