@@ -2,12 +2,9 @@
 //! dump or a notification carries) go into `Mirror`, and after each the
 //! fast path's verdicts on frames are checked with BPF_PROG_RUN. Route add,
 //! replace, delete and metrics; the local table over the main one;
-//! connected, multipath and blackhole routes to the kernel; neighbour
-//! states; link down and MTU. Needs root.
-use linerate_bpf::loader::{XdpAttachment, XdpMode};
-use linerate_host::cmd::ip;
-use linerate_host::netns::NetnsGuard;
-use linerate_router::fastpath::FastPath;
+//! connected, device-multipath and blackhole routes to the kernel;
+//! neighbour states; link down and MTU; ECMP; nexthop objects; id churn;
+//! resync. Needs root.
 use linerate_router::layout::REASONS;
 use linerate_router::mirror::Mirror;
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -20,18 +17,12 @@ use netlink_packet_route::route::{
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as M};
 use std::net::Ipv4Addr;
 
-const MAC_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
-const MAC_OUT: [u8; 6] = [2, 0, 0, 0, 0, 3];
+mod common;
+use common::{MAC_IN, MAC_OUT};
+
 const MAC_GW: [u8; 6] = [2, 0, 0, 0, 0, 4];
 const MAC_GW2: [u8; 6] = [2, 0, 0, 0, 0, 5];
 const REDIRECT: u32 = 4;
-
-struct Scratch(String);
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = ip(None, &["netns", "del", &self.0]);
-    }
-}
 
 fn link(index: u32, mac: [u8; 6], mtu: u32, up: bool) -> M {
     let mut l = LinkMessage::default();
@@ -107,52 +98,26 @@ fn frame(dst: &str, payload: usize) -> Vec<u8> {
     f
 }
 
-/// A mirror over the router program attached to the two veths of a
-/// scratch namespace. Dropped in field order: detach, leave the
-/// namespace, delete it.
+/// A mirror over the router program on a scratch veth pair (m0 in, m1
+/// out), both links known up. `m` drops before `_pair`.
 struct Env {
-    _links: Vec<XdpAttachment>,
     m: Mirror,
     m0: u32,
     m1: u32,
-    _in: NetnsGuard,
-    _s: Scratch,
+    _pair: common::ScratchPair,
 }
 
 fn scratch_mirror(tag: &str) -> Env {
-    let ns = format!("lrt-{tag}-{}", std::process::id());
-    ip(None, &["netns", "add", &ns]).unwrap();
-    let s = Scratch(ns.clone());
-    ip(
-        Some(&ns),
-        &["link", "add", "m0", "type", "veth", "peer", "name", "m1"],
-    )
-    .unwrap();
-    for d in ["m0", "m1"] {
-        ip(Some(&ns), &["link", "set", d, "up"]).unwrap();
-    }
-    let guard = NetnsGuard::enter(&ns).unwrap();
-    let (m0, m1) = (
-        linerate_bpf::loader::ifindex("m0").unwrap(),
-        linerate_bpf::loader::ifindex("m1").unwrap(),
-    );
-    let fp = FastPath::load().unwrap();
-    let links: Vec<XdpAttachment> = ["m0", "m1"]
-        .iter()
-        .map(|d| XdpAttachment::attach(&fp.program().unwrap(), d, XdpMode::Native).unwrap())
-        .collect();
-    fp.add_interface(m0, MAC_IN).unwrap();
-    fp.add_interface(m1, MAC_OUT).unwrap();
+    let (pair, fp) = common::scratch_pair(tag, "m");
+    let (m0, m1) = (pair.if0, pair.if1);
     let mut m = Mirror::new(fp).unwrap();
     m.apply(&link(m0, MAC_IN, 1500, true)).unwrap();
     m.apply(&link(m1, MAC_OUT, 1500, true)).unwrap();
     Env {
-        _links: links,
         m,
         m0,
         m1,
-        _in: guard,
-        _s: s,
+        _pair: pair,
     }
 }
 

@@ -4,36 +4,21 @@
 //! (TTL - 1 and a valid header checksum, the next hop's MACs, the rest as
 //! sent), and exactly the expected counter must move. Needs root.
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket};
-use linerate_bpf::loader::{XdpAttachment, XdpMode};
 use linerate_fib::{Fib, Shape};
-use linerate_host::cmd::ip;
-use linerate_host::netns::NetnsGuard;
 use linerate_router::fastpath::FastPath;
 use linerate_router::layout::{Nexthop, NH_KERNEL, NH_RESOLVED, NH_VALID, REASONS};
 use linerate_traffic::synth::fix_ipv4_checksum;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-const MAC_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
-const MAC_OUT: [u8; 6] = [2, 0, 0, 0, 0, 3];
+mod common;
+use common::{MAC_IN, MAC_OUT};
+
 const MAC_GEN: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const MAC_RECV: [u8; 6] = [2, 0, 0, 0, 0, 4];
 
 const XDP_DROP: u32 = 1;
 const XDP_PASS: u32 = 2;
 const XDP_REDIRECT: u32 = 4;
-
-struct Scratch(String);
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = ip(None, &["netns", "del", &self.0]);
-    }
-}
-
-fn ifindex(ns: &str, dev: &str) -> u32 {
-    let out = ip(Some(ns), &["-j", "link", "show", "dev", dev]).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    v[0]["ifindex"].as_u64().unwrap() as u32
-}
 
 fn v4(s: &str) -> u32 {
     u32::from(s.parse::<Ipv4Addr>().unwrap())
@@ -69,43 +54,19 @@ fn udp6(src: &str, dst: &str, hops: u8, payload: usize) -> Vec<u8> {
     f
 }
 
-/// The router program attached to the two veths of a scratch namespace,
-/// with next hops 1-6 and routes to each (see `new`). Dropped in field
-/// order: detach, unload, leave the namespace, delete it.
+/// The router program on a scratch veth pair (fp0 in, fp1 out), with next
+/// hops 1-6 and routes to each (see `new`). `fp` drops before `_pair`.
 struct Router {
-    _links: Vec<XdpAttachment>,
     fp: FastPath,
     fp0: u32,
     fp1: u32,
-    _in: NetnsGuard,
-    _scratch: Scratch,
+    _pair: common::ScratchPair,
 }
 
 impl Router {
     fn new(tag: &str) -> Router {
-        let ns = format!("lrt-{tag}-{}", std::process::id());
-        ip(None, &["netns", "add", &ns]).unwrap();
-        let scratch = Scratch(ns.clone());
-        ip(
-            Some(&ns),
-            &["link", "add", "fp0", "type", "veth", "peer", "name", "fp1"],
-        )
-        .unwrap();
-        for dev in ["fp0", "fp1"] {
-            ip(Some(&ns), &["link", "set", dev, "up"]).unwrap();
-        }
-        let (fp0, fp1) = (ifindex(&ns, "fp0"), ifindex(&ns, "fp1"));
-        let guard = NetnsGuard::enter(&ns).unwrap();
-
-        let fp = FastPath::load().unwrap();
-        // BPF_PROG_RUN takes an ingress device only if its RX queue is
-        // registered for XDP, which a veth does when a program is attached.
-        let links: Vec<XdpAttachment> = ["fp0", "fp1"]
-            .iter()
-            .map(|d| XdpAttachment::attach(&fp.program().unwrap(), d, XdpMode::Native).unwrap())
-            .collect();
-        fp.add_interface(fp0, MAC_IN).unwrap();
-        fp.add_interface(fp1, MAC_OUT).unwrap();
+        let (pair, fp) = common::scratch_pair(tag, "fp");
+        let (fp0, fp1) = (pair.if0, pair.if1);
         let nh = |ifindex, mtu, flags| Nexthop {
             ifindex,
             mtu,
@@ -143,12 +104,10 @@ impl Router {
         fp.load_fib(&f6).unwrap();
 
         Router {
-            _links: links,
             fp,
             fp0,
             fp1,
-            _in: guard,
-            _scratch: scratch,
+            _pair: pair,
         }
     }
 }

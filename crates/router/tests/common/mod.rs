@@ -1,0 +1,67 @@
+//! What the router's integration tests share: the router program on the
+//! two ends of a veth pair in a scratch namespace. Needs root.
+use linerate_bpf::loader::{XdpAttachment, XdpMode};
+use linerate_host::cmd::ip;
+use linerate_host::netns::NetnsGuard;
+use linerate_router::fastpath::FastPath;
+
+/// The router's MAC on the ingress (first) and egress (second) veth.
+pub const MAC_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
+pub const MAC_OUT: [u8; 6] = [2, 0, 0, 0, 0, 3];
+
+struct Scratch(String);
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = ip(None, &["netns", "del", &self.0]);
+    }
+}
+
+/// The calling thread inside namespace `lrt-<tag>-<pid>`, which holds the
+/// veth pair `<dev>0`/`<dev>1` with the router program attached and both
+/// declared its interfaces. Dropped in field order: detach, leave the
+/// namespace, delete it; `fp` is the caller's to keep or hand on, and must
+/// be dropped before this.
+pub struct ScratchPair {
+    _links: Vec<XdpAttachment>,
+    pub if0: u32,
+    pub if1: u32,
+    _guard: NetnsGuard,
+    _scratch: Scratch,
+}
+
+pub fn scratch_pair(tag: &str, dev: &str) -> (ScratchPair, FastPath) {
+    let ns = format!("lrt-{tag}-{}", std::process::id());
+    ip(None, &["netns", "add", &ns]).unwrap();
+    let scratch = Scratch(ns.clone());
+    let (d0, d1) = (format!("{dev}0"), format!("{dev}1"));
+    ip(
+        Some(&ns),
+        &["link", "add", &d0, "type", "veth", "peer", "name", &d1],
+    )
+    .unwrap();
+    for d in [&d0, &d1] {
+        ip(Some(&ns), &["link", "set", d, "up"]).unwrap();
+    }
+    let guard = NetnsGuard::enter(&ns).unwrap();
+    let (if0, if1) = (
+        linerate_bpf::loader::ifindex(&d0).unwrap(),
+        linerate_bpf::loader::ifindex(&d1).unwrap(),
+    );
+    let fp = FastPath::load().unwrap();
+    // BPF_PROG_RUN takes an ingress device only if its RX queue is
+    // registered for XDP, which a veth does when a program is attached.
+    let links: Vec<XdpAttachment> = [&d0, &d1]
+        .iter()
+        .map(|d| XdpAttachment::attach(&fp.program().unwrap(), d, XdpMode::Native).unwrap())
+        .collect();
+    fp.add_interface(if0, MAC_IN).unwrap();
+    fp.add_interface(if1, MAC_OUT).unwrap();
+    let pair = ScratchPair {
+        _links: links,
+        if0,
+        if1,
+        _guard: guard,
+        _scratch: scratch,
+    };
+    (pair, fp)
+}
