@@ -52,10 +52,27 @@ static __always_inline __u32 flow_bucket(__u64 src, __u64 dst)
 	return (h ^ (h >> 29)) >> (64 - 6);
 }
 
-/* The next hop for `nh` (for an ECMP route, the member the flow
- * `src`/`dst` hashes to), or a reason to pass. */
+/* The bucket of the flow whose IPv4 or IPv6 header (`v6`, a constant at
+ * each call) is at `l3`, checked against the frame's end already. Read
+ * only for ECMP routes: other frames never load the words or keep them. */
+static __always_inline __u32 flow_bucket_of(const void *l3, const int v6)
+{
+	if (v6) {
+		const struct ipv6hdr *ip6 = l3;
+		const __u32 *s = ip6->saddr.in6_u.u6_addr32, *d = ip6->daddr.in6_u.u6_addr32;
+
+		return flow_bucket(((__u64)s[0] << 32 | s[1]) ^ ((__u64)s[2] << 32 | s[3]),
+				   ((__u64)d[0] << 32 | d[1]) ^ ((__u64)d[2] << 32 | d[3]));
+	}
+	const struct iphdr *ip = l3;
+
+	return flow_bucket(ip->saddr, ip->daddr);
+}
+
+/* The next hop for `nh` (for an ECMP route, the member the flow of the
+ * header at `l3` hashes to), or a reason to pass. */
 static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingress,
-					    __u64 src, __u64 dst, struct nexthop **out)
+					    const void *l3, const int v6, struct nexthop **out)
 {
 	struct nexthop *n;
 
@@ -69,7 +86,7 @@ static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingres
 
 		if (!g)
 			return R_PASS_NO_ROUTE;
-		__u32 member = g->bucket[flow_bucket(src, dst) & (NH_GROUP_BUCKETS - 1)];
+		__u32 member = g->bucket[flow_bucket_of(l3, v6) & (NH_GROUP_BUCKETS - 1)];
 		n = bpf_map_lookup_elem(&nexthops, &member);
 		/* Members are plain next hops; anything else is the kernel's. */
 		if (!n || !(n->flags & NH_VALID) || (n->flags & NH_GROUP))
@@ -119,8 +136,7 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 		return PASS(R_PASS_SPECIAL);
 	if (ip->ttl <= 1)
 		return PASS(R_PASS_TTL);
-	enum reason r = next_hop(fib4_lookup(daddr), l3_len, ctx->ingress_ifindex,
-				 bpf_ntohl(ip->saddr), daddr, &n);
+	enum reason r = next_hop(fib4_lookup(daddr), l3_len, ctx->ingress_ifindex, ip, 0, &n);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	ipv4_decrease_ttl(ip);
@@ -151,8 +167,7 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 		return PASS(R_PASS_SPECIAL);
 	if (ip6->hop_limit <= 1)
 		return PASS(R_PASS_TTL);
-	enum reason r = next_hop(fib6_lookup(dhi, dlo), l3_len, ctx->ingress_ifindex,
-				 shi ^ s[2] ^ ((__u64)s[3] << 32), dhi ^ dlo, &n);
+	enum reason r = next_hop(fib6_lookup(dhi, dlo), l3_len, ctx->ingress_ifindex, ip6, 1, &n);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	ip6->hop_limit--;
