@@ -105,9 +105,8 @@ pub fn run(
     }
     let mut monitor = Monitor::open()?;
     let mut mirror = Mirror::new(fp)?;
-    for m in netlink::dump_all()? {
-        mirror.apply_change(&m)?;
-    }
+    // The first load is a resync of an empty mirror.
+    mirror.resync(&netlink::dump_all()?)?;
     // Interfaces go in once the FIB is loaded: until then every frame
     // passes (not ours).
     for (&idx, name) in ifindexes.iter().zip(&opts.interfaces) {
