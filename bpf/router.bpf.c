@@ -161,13 +161,12 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 	__u32 *d = ip6->daddr.in6_u.u6_addr32;
 	__u32 *s = ip6->saddr.in6_u.u6_addr32;
 	__u64 dhi = ((__u64)bpf_ntohl(d[0]) << 32) | bpf_ntohl(d[1]);
-	__u64 dlo = ((__u64)bpf_ntohl(d[2]) << 32) | bpf_ntohl(d[3]);
 	__u64 shi = ((__u64)bpf_ntohl(s[0]) << 32) | bpf_ntohl(s[1]);
 	if (ipv6_special(dhi) || ipv6_special(shi))
 		return PASS(R_PASS_SPECIAL);
 	if (ip6->hop_limit <= 1)
 		return PASS(R_PASS_TTL);
-	enum reason r = next_hop(fib6_lookup(dhi, dlo), l3_len, ctx->ingress_ifindex, ip6, 1, &n);
+	enum reason r = next_hop(fib6_lookup(dhi, &d[2]), l3_len, ctx->ingress_ifindex, ip6, 1, &n);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	ip6->hop_limit--;

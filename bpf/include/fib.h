@@ -10,6 +10,7 @@
 
 #include <linux/types.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 
 /* The tables live in a BPF arena (one sparse region shared with user space,
  * which writes the entries straight into it): a read is one load, with no
@@ -99,16 +100,26 @@ static __always_inline __u32 fib4_lookup(__u32 daddr)
 	return e >> 1;
 }
 
+/* The low 64 bits of a destination, from its last 8 bytes in the packet
+ * (network order). Read only by a walk that gets past bit 64 (a route
+ * longer than /64): loaded up front, they were 7 instructions and a stack
+ * spill on every lookup that left the root. */
+static __always_inline __u64 fib6_low_bits(const __u32 *lo_be)
+{
+	return ((__u64)bpf_ntohl(lo_be[0]) << 32) | bpf_ntohl(lo_be[1]);
+}
+
 /* The walk from a link `e` read at bit `from` (a constant, so the loop
  * unrolls) to a next hop. */
-static __always_inline __u32 fib6_walk(__u64 base1, __u32 e, __u64 hi, __u64 lo, const int from)
+static __always_inline __u32 fib6_walk(__u64 base1, __u32 e, __u64 hi, const __u32 *lo_be,
+				       const int from)
 {
 	/* Each level reads the next FIB6_STRIDE bits. */
 #pragma unroll
 	for (int start = from; start < 128; start += FIB6_STRIDE) {
 		if (!(e & 1))
 			return e >> 1;
-		__u64 word = start < 64 ? hi : lo;
+		__u64 word = start < 64 ? hi : fib6_low_bits(lo_be);
 		__u32 chunk = (word >> (64 - FIB6_STRIDE - (start & 63))) & ((1u << FIB6_STRIDE) - 1);
 		e = fib_step(base1, e, chunk << 2);
 	}
@@ -128,9 +139,10 @@ static __always_inline __u32 fib6_sc_tag(__u64 k)
 	return 0x80000000u | (__u32)(k >> FIB6_SC_PAIRS_LOG2);
 }
 
-/* Next-hop id for an IPv6 destination given as its high and low 64 bits
- * (host byte order); 0: no route. */
-static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo)
+/* Next-hop id for an IPv6 destination given as its high 64 bits (host byte
+ * order) and where its low 64 bits are (network order, in the packet);
+ * 0: no route. */
+static __always_inline __u32 fib6_lookup(__u64 hi, const __u32 *lo_be)
 {
 	__u64 base = fib_arena_base;
 	asm volatile("" :: "r"(&fib_arena));
@@ -155,12 +167,12 @@ static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo)
 
 	/* One walk per level, from whichever slot matched. */
 	if ((__u32)(a0 >> 32) == t48 || (__u32)(a1 >> 32) == t48)
-		return fib6_walk(base - 1, (__u32)((__u32)(a0 >> 32) == t48 ? a0 : a1), hi, lo, 48);
+		return fib6_walk(base - 1, (__u32)((__u32)(a0 >> 32) == t48 ? a0 : a1), hi, lo_be, 48);
 #if FIB6_SC_LEVELS > 1
 	if ((__u32)(b0 >> 32) == t40 || (__u32)(b1 >> 32) == t40)
-		return fib6_walk(base - 1, (__u32)((__u32)(b0 >> 32) == t40 ? b0 : b1), hi, lo, 40);
+		return fib6_walk(base - 1, (__u32)((__u32)(b0 >> 32) == t40 ? b0 : b1), hi, lo_be, 40);
 #endif
-	return fib6_walk(base - 1, e, hi, lo, FIB6_FIRST);
+	return fib6_walk(base - 1, e, hi, lo_be, FIB6_FIRST);
 }
 
 #endif
