@@ -216,9 +216,32 @@ pub struct BenchFastpathArgs {
         default_value = "wide,compact"
     )]
     pub fib6: Vec<linerate_fib::Ipv6Layout>,
+    /// Only destinations whose longest match in the full table is a /LO to
+    /// /HI (e.g. 41-48): what one class of destinations costs
+    #[arg(long, value_name = "LO-HI", value_parser = parse_length_range)]
+    pub match_lengths: Option<(u8, u8)>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `LO-HI`, two prefix lengths, LO <= HI <= 128 (the family's own bound is
+/// checked once the family is known).
+fn parse_length_range(s: &str) -> Result<(u8, u8), String> {
+    let (lo, hi) = s
+        .split_once('-')
+        .ok_or_else(|| format!("{s:?}: expected LO-HI, e.g. 41-48"))?;
+    let len = |v: &str| {
+        v.parse::<u8>()
+            .ok()
+            .filter(|&l| l <= 128)
+            .ok_or_else(|| format!("{v:?}: not a prefix length (0..=128)"))
+    };
+    let (lo, hi) = (len(lo)?, len(hi)?);
+    if lo > hi {
+        return Err(format!("{s:?}: {lo} is above {hi}"));
+    }
+    Ok((lo, hi))
 }
 
 #[derive(Args, Debug)]
@@ -540,4 +563,24 @@ pub struct Fib6Arg {
     /// for a full table) or compact (16 + 4, 9 reads, ~40 MiB)
     #[arg(long = "fib6", value_enum, default_value = "wide")]
     pub layout: linerate_fib::Ipv6Layout,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_length_range;
+
+    #[test]
+    fn length_ranges_are_checked() {
+        assert_eq!(parse_length_range("41-48"), Ok((41, 48)));
+        assert_eq!(parse_length_range("0-128"), Ok((0, 128)));
+        for (bad, says) in [
+            ("48", "expected LO-HI"),
+            ("48-41", "48 is above 41"),
+            ("0-129", "not a prefix length"),
+            ("a-4", "not a prefix length"),
+        ] {
+            let e = parse_length_range(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 }

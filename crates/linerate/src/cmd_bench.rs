@@ -135,6 +135,10 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
     if routes < 2 {
         bail!("--routes: at least 2 (the one-route case always runs)");
     }
+    let bits = if a.family == Family::Ipv4 { 32 } else { 128 };
+    if let Some((_, hi)) = a.match_lengths.filter(|&(_, hi)| hi > bits) {
+        bail!("--match-lengths: /{hi} is longer than an address of the family ({bits} bits)");
+    }
     let pair = ScratchPair::new(0)?;
     let b = linerate_router::bench::FastpathBench {
         netns: pair.netns.clone(),
@@ -147,6 +151,7 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         rounds: a.rounds,
         seed: a.seed,
         ipv6_layouts: a.fib6.clone(),
+        match_lengths: a.match_lengths,
     };
     let json = a.json;
     let results = std::thread::spawn(

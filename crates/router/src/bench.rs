@@ -44,6 +44,9 @@ pub struct FastpathBench {
     pub seed: u64,
     /// IPv6 table layouts to measure (IPv4 has one).
     pub ipv6_layouts: Vec<Ipv6Layout>,
+    /// Only destinations whose longest match in the full table has a length
+    /// in this range (inclusive): what one class of destinations costs.
+    pub match_lengths: Option<(u8, u8)>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -198,6 +201,28 @@ fn median(v: &[f64]) -> f64 {
     linerate_ministat::Dataset::new("rounds", v).median()
 }
 
+/// The keys whose longest match among `routes` has a length in `lengths`.
+fn matching_lengths<K: Key>(
+    routes: &[(K, u8, u32)],
+    keys: Vec<K>,
+    lengths: std::ops::RangeInclusive<u8>,
+) -> Vec<K> {
+    // A prefix as its top `len` bits (keys sit in the low K::BITS of a u128).
+    let top = |a: u128, len: u8| a.checked_shr((K::BITS - len) as u32).unwrap_or(0);
+    let prefixes: std::collections::HashSet<(u128, u8)> = routes
+        .iter()
+        .map(|&(a, l, _)| (top(a.to_u128(), l), l))
+        .collect();
+    let longest = |k: K| {
+        (0..=K::BITS)
+            .rev()
+            .find(|&l| prefixes.contains(&(top(k.to_u128(), l), l)))
+    };
+    keys.into_iter()
+        .filter(|&k| longest(k).is_some_and(|l| lengths.contains(&l)))
+        .collect()
+}
+
 /// Runs in the calling thread, which must be in `b.netns`.
 pub fn run(b: &FastpathBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<FastpathResult>> {
     if b.ipv6 {
@@ -277,6 +302,16 @@ fn run_family<K: Key>(
         .into_iter()
         .step_by(2)
         .collect();
+    let keys = match b.match_lengths {
+        Some((lo, hi)) => {
+            let keys = matching_lengths(&generated, keys, lo..=hi);
+            if keys.is_empty() {
+                bail!("--match-lengths: no destination's longest match is a /{lo}../{hi}");
+            }
+            keys
+        }
+        None => keys,
+    };
     let tables = [vec![(K::from_u128(0), 0u8, NH)], generated];
     // IPv4 has one layout; IPv6 each asked for.
     let layouts: Vec<Ipv6Layout> = if K::BITS == 32 {
@@ -416,4 +451,33 @@ fn run_family<K: Key>(
         }
     }
     Ok(results)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matching_lengths;
+
+    #[test]
+    fn destinations_are_classed_by_their_longest_match() {
+        let v4 = |s: &str| u32::from(s.parse::<std::net::Ipv4Addr>().unwrap());
+        let routes = [
+            (v4("10.0.0.0"), 8, 1),
+            (v4("10.1.0.0"), 16, 1),
+            (v4("10.1.2.0"), 24, 1),
+        ];
+        let keys = ["10.1.2.3", "10.1.3.4", "10.9.9.9", "11.0.0.1"].map(v4);
+        assert_eq!(matching_lengths(&routes, keys.to_vec(), 16..=32), keys[..2]);
+        assert_eq!(matching_lengths(&routes, keys.to_vec(), 17..=32), keys[..1]);
+        assert_eq!(matching_lengths(&routes, keys.to_vec(), 0..=8), keys[2..3]);
+
+        let v6 = |s: &str| u128::from(s.parse::<std::net::Ipv6Addr>().unwrap());
+        let routes = [
+            (0, 0, 1),
+            (v6("2001:db8::"), 32, 1),
+            (v6("2001:db8:1::"), 48, 1),
+        ];
+        let keys = ["2001:db8:1::5", "2001:db8:2::5", "3000::1"].map(v6);
+        assert_eq!(matching_lengths(&routes, keys.to_vec(), 41..=48), keys[..1]);
+        assert_eq!(matching_lengths(&routes, keys.to_vec(), 0..=32), keys[1..]);
+    }
 }
