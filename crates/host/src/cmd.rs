@@ -118,3 +118,11 @@ mod tests {
         assert_eq!(run("sh", &["-c", "printf hi"]).unwrap(), "hi");
     }
 }
+
+/// A MAC address as `ip` prints and takes it: `02:00:00:00:00:01`.
+pub fn mac_text(m: &[u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}

@@ -13,6 +13,7 @@ use crate::labrun::scenario::builtin_dut;
 use anyhow::{anyhow, bail, Result};
 use linerate_bpf::loader::XdpMode;
 use linerate_host::cmd;
+use linerate_host::cmd::mac_text;
 use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
 use linerate_router::netlink::{topic, Monitor, Topic};
 use linerate_traffic::gen::Generator;
@@ -32,13 +33,6 @@ const MACS: [[u8; 6]; 4] = [
 ];
 /// The generator's destinations (198.19.10.1-100) are in this prefix.
 const PREFIX: &str = "198.19.10.0/24";
-
-fn mac_text(m: [u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
@@ -124,7 +118,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
             "replace",
             gw,
             "lladdr",
-            &mac_text(MACS[2 * g]),
+            &mac_text(&MACS[2 * g]),
             "dev",
             &ifs.dut_out,
             "nud",
@@ -180,7 +174,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
                 ("neigh", Topic::Neighbour)
             };
             let new_mac = 2 * gw + gw_mac[gw];
-            let mac = mac_text(MACS[new_mac]);
+            let mac = mac_text(&MACS[new_mac]);
             let out = ifs.dut_out.as_str();
             let command: Vec<&str> = if kind == "route" {
                 vec!["route", "replace", PREFIX, "via", GW[gw], "dev", out]

@@ -265,11 +265,7 @@ fn run_family<K: Key>(
     if b.repeat > 254 {
         bail!("--repeat: at most 254 (each repetition takes one TTL)");
     }
-    let gw_mac = in_mac
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":");
+    let gw_mac = linerate_host::cmd::mac_text(&in_mac);
     ip(
         Some(ns),
         &[

@@ -32,7 +32,7 @@ use netlink_packet_route::route::{
     RouteNextHopFlags, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 
 const TABLE_MAIN: u32 = 254;
@@ -113,6 +113,9 @@ pub struct Mirror {
     starved: bool,
     /// During a resync: what the dump has shown so far.
     seen: Option<Seen>,
+    /// The router's own interfaces (its program is attached to them), with
+    /// the MAC the fast path takes frames to as addressed to the router.
+    ingress: BTreeMap<u32, [u8; 6]>,
     pub counts: Counts,
 }
 
@@ -141,6 +144,7 @@ impl Mirror {
             group_pool: IdPool::new(0, ROUTER_NH_GROUPS),
             starved: false,
             seen: None,
+            ingress: BTreeMap::new(),
             counts: Counts::default(),
         })
     }
@@ -186,6 +190,7 @@ impl Mirror {
         }
         for index in unseen(&self.links, &seen.links) {
             self.links.remove(&index);
+            self.follow_ingress(index)?;
             self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))?;
         }
         for k in drop_unseen_routes(&mut self.routes4, &seen.routes4) {
@@ -382,6 +387,47 @@ impl Mirror {
             .filter(|m| *m != [0; 6])
     }
 
+    /// Makes `ifindex` one of the router's interfaces: frames to its MAC
+    /// (as the kernel reported it) are the fast path's to consider, and it
+    /// can be an egress. From then on its MAC is followed, and it is
+    /// dropped from the fast path when it goes (deleted, or moved to
+    /// another namespace).
+    pub fn add_ingress(&mut self, ifindex: u32) -> Result<()> {
+        let mac = self
+            .link_mac(ifindex)
+            .ok_or_else(|| anyhow::anyhow!("interface {ifindex} has no Ethernet address"))?;
+        self.fp.add_interface(ifindex, mac)?;
+        self.ingress.insert(ifindex, mac);
+        Ok(())
+    }
+
+    /// The router's interfaces still there, with their MACs.
+    pub fn ingress(&self) -> &BTreeMap<u32, [u8; 6]> {
+        &self.ingress
+    }
+
+    /// After a change of link `index`: if it is one of the router's, the
+    /// fast path follows its new MAC (frames to the old one are no longer
+    /// the router's, the kernel would drop them), or forgets it once gone.
+    fn follow_ingress(&mut self, index: u32) -> Result<()> {
+        let Some(&had) = self.ingress.get(&index) else {
+            return Ok(());
+        };
+        match self.links.get(&index).map(|l| l.mac) {
+            None => {
+                self.ingress.remove(&index);
+                self.fp.remove_interface(index)
+            }
+            // A link message without an address leaves the MAC alone.
+            Some(mac) if mac != had && mac != [0; 6] => {
+                self.fp.add_interface(index, mac)?;
+                self.ingress.insert(index, mac);
+                Ok(())
+            }
+            Some(_) => Ok(()),
+        }
+    }
+
     pub fn routes(&self) -> (usize, usize) {
         (self.fib4.len(), self.fib6.len())
     }
@@ -411,6 +457,7 @@ impl Mirror {
             }
             self.links.insert(index, link);
         }
+        self.follow_ingress(index)?;
         self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))
     }
 

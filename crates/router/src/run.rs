@@ -9,6 +9,7 @@ use crate::mirror::Mirror;
 use crate::netlink::{self, Monitor};
 use anyhow::{bail, Context, Result};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -110,10 +111,9 @@ pub fn run(
     // Interfaces go in once the FIB is loaded: until then every frame
     // passes (not ours).
     for (&idx, name) in ifindexes.iter().zip(&opts.interfaces) {
-        let mac = mirror
-            .link_mac(idx)
-            .ok_or_else(|| anyhow::anyhow!("-i: interface {name} has no Ethernet address"))?;
-        mirror.fast_path().add_interface(idx, mac)?;
+        mirror
+            .add_ingress(idx)
+            .with_context(|| format!("-i: interface {name}"))?;
     }
     let _record = crate::stats::write_record(
         &opts.record,
@@ -143,6 +143,7 @@ pub fn run(
     };
     let (mut tick, mut last) = (Instant::now(), counters(&mirror)?);
     let mut freed_at: Option<Instant> = None;
+    let mut ingress = mirror.ingress().clone();
     while !stop.load(Ordering::Relaxed) {
         let changed = match monitor.wait(Duration::from_millis(50)) {
             Ok(msgs) => {
@@ -164,6 +165,9 @@ pub fn run(
                 true
             }
         };
+        if changed {
+            report_ingress_changes(&mut ingress, mirror.ingress(), &opts.interfaces, &ifindexes)?;
+        }
         if changed && freed_at.is_none() {
             freed_at = Some(Instant::now());
         }
@@ -186,5 +190,41 @@ pub fn run(
         }
     }
     drop(links);
+    Ok(())
+}
+
+/// Says which of the router's interfaces changed address or went, from
+/// what the mirror had (`before`, updated) to what it has; an error once
+/// none is left, as there is nothing left to route between.
+fn report_ingress_changes(
+    before: &mut BTreeMap<u32, [u8; 6]>,
+    now: &BTreeMap<u32, [u8; 6]>,
+    names: &[String],
+    ifindexes: &[u32],
+) -> Result<()> {
+    let name = |idx: u32| {
+        ifindexes
+            .iter()
+            .position(|&i| i == idx)
+            .map_or_else(|| format!("interface {idx}"), |p| names[p].clone())
+    };
+    for (&idx, mac) in before.iter() {
+        match now.get(&idx) {
+            None => eprintln!(
+                "linerate route: {} is gone (deleted, or moved to another namespace): no longer routed",
+                name(idx)
+            ),
+            Some(m) if m != mac => eprintln!(
+                "linerate route: {} has a new address, {}: the fast path takes frames to it",
+                name(idx),
+                linerate_host::cmd::mac_text(m)
+            ),
+            Some(_) => {}
+        }
+    }
+    before.clone_from(now);
+    if now.is_empty() {
+        bail!("every interface it routed between is gone");
+    }
     Ok(())
 }

@@ -830,3 +830,64 @@ fn a_resync_drops_what_the_kernel_no_longer_has() {
         "the first gateway's neighbour is gone"
     );
 }
+
+/// The router's own interfaces are followed: a new MAC becomes the one
+/// frames must carry (frames to the old one are no longer the router's,
+/// as the kernel would drop them), a link message without an address
+/// leaves it, and an interface gone (deleted, moved away, or missing from
+/// a resync's dump) is no longer considered nor sent through.
+#[test]
+fn the_routers_own_interfaces_are_followed() {
+    use linerate_router::netlink::Change;
+    const MAC_NEW: [u8; 6] = [2, 0, 0, 0, 0, 0x42];
+    let env = scratch_mirror("ingress");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    m.add_ingress(m0).unwrap();
+    m.add_ingress(m1).unwrap();
+    m.apply(&M::NewRoute(route(
+        "198.51.100.0",
+        24,
+        254,
+        RouteType::Unicast,
+        Some("198.19.0.1"),
+        m1,
+        0,
+        None,
+    )))
+    .unwrap();
+    resolve(&mut m, m1, &[("198.19.0.1", MAC_GW)]);
+    let to = |mac: [u8; 6]| {
+        let mut f = frame_between(
+            "198.18.0.1".parse().unwrap(),
+            "198.51.100.9".parse().unwrap(),
+        );
+        f[0..6].copy_from_slice(&mac);
+        f
+    };
+    assert_eq!(path(&m, m0, &to(MAC_IN)), Ok(MAC_GW));
+    assert_eq!(path(&m, m0, &to(MAC_NEW)), Err("pass_not_ours"));
+
+    m.apply(&link(m0, MAC_NEW, 1500, true)).unwrap();
+    assert_eq!(path(&m, m0, &to(MAC_NEW)), Ok(MAC_GW));
+    assert_eq!(path(&m, m0, &to(MAC_IN)), Err("pass_not_ours"));
+    let mut no_address = LinkMessage::default();
+    no_address.header.index = m0;
+    no_address.header.flags = LinkFlags::Up | LinkFlags::LowerUp;
+    m.apply(&M::NewLink(no_address)).unwrap();
+    assert_eq!(m.ingress().get(&m0), Some(&MAC_NEW));
+    assert_eq!(path(&m, m0, &to(MAC_NEW)), Ok(MAC_GW));
+
+    let mut gone = LinkMessage::default();
+    gone.header.index = m0;
+    m.apply(&M::DelLink(gone)).unwrap();
+    assert!(!m.ingress().contains_key(&m0));
+    assert_eq!(path(&m, m0, &to(MAC_NEW)), Err("pass_not_ours"));
+
+    // A dump without m1: it went while notifications were lost.
+    m.resync(&[Change::Rt(link(m0, MAC_NEW, 1500, true))])
+        .unwrap();
+    assert!(m.ingress().is_empty());
+    let mut back = to(MAC_OUT);
+    back[6..12].copy_from_slice(&MAC_GW);
+    assert_eq!(path(&m, m1, &back), Err("pass_not_ours"));
+}
