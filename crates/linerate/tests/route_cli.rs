@@ -277,3 +277,59 @@ fn route_and_neighbour_changes_are_followed_and_the_old_next_hop_is_not_used_aft
         "the lab was left behind"
     );
 }
+
+/// The router follows its own interfaces: it says when one takes a new
+/// address, and when the lab is taken down under it, it says each
+/// interface went and exits 1 (nothing left to route between).
+#[test]
+fn route_follows_its_interfaces_and_stops_when_they_are_gone() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _down = Down;
+    assert!(linerate(&["lab", "up", "--name", LAB]).status.success());
+    let route = start_route();
+    let dut = format!("{LAB}-dut");
+    let set = Command::new("ip")
+        .args([
+            "-n",
+            &dut,
+            "link",
+            "set",
+            "dev",
+            "dut0",
+            "address",
+            "02:00:00:00:00:42",
+        ])
+        .status()
+        .unwrap();
+    assert!(set.success());
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(linerate(&["lab", "down", "--name", LAB]).status.success());
+    let t = Instant::now();
+    let mut route = route;
+    let status = loop {
+        if let Some(s) = route.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "route still runs with its interfaces gone"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut err = String::new();
+    route
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    for said in [
+        "dut0 has a new address, 02:00:00:00:00:42",
+        "dut0 is gone",
+        "dut1 is gone",
+        "every interface it routed between is gone",
+    ] {
+        assert!(err.contains(said), "{said:?} not in: {err}");
+    }
+}
