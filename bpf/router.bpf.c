@@ -193,10 +193,18 @@ int router(struct xdp_md *ctx)
 		return PASS(R_PASS_SPECIAL);
 	if (!mac_eq(eth->h_dest, ifc->mac))
 		return PASS(R_PASS_NOT_OURS);
-	if (eth->h_proto == bpf_htons(ETH_P_IP))
+	/* With forwarding off the kernel drops transit packets (and still
+	 * takes its own): its call, not ours. */
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		if (!(ifc->flags & IFACE_FORWARD4))
+			return PASS(R_PASS_NOT_FORWARDING);
 		return forward_ipv4(ctx, eth, c, len);
-	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+	}
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		if (!(ifc->flags & IFACE_FORWARD6))
+			return PASS(R_PASS_NOT_FORWARDING);
 		return forward_ipv6(ctx, eth, c, len);
+	}
 	return PASS(R_PASS_NOT_IP);
 }
 

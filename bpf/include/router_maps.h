@@ -29,6 +29,7 @@ enum reason {
 	R_PASS_MTU,          /* too big for the egress: fragmentation or ICMP */
 	R_PASS_SAME_IF,      /* would leave where it came in: the kernel may redirect */
 	R_PASS_NO_PORT,      /* egress interface not attached */
+	R_PASS_NOT_FORWARDING, /* the kernel does not forward this family from here (sysctl) */
 	R_DROP_MALFORMED,    /* shorter than the headers it claims */
 	R_MAX
 };
@@ -66,8 +67,13 @@ struct nexthop {
 struct iface {
 	__u32 ifindex;  /* 0: slot unused */
 	__u8  mac[6];
-	__u16 _pad;
+	__u16 flags;    /* IFACE_FORWARD4 | IFACE_FORWARD6 */
 };
+
+/* What the kernel forwards when it comes in on the interface: IPv4 by the
+ * interface's own forwarding sysctl, IPv6 by conf.all's. */
+#define IFACE_FORWARD4 1
+#define IFACE_FORWARD6 2
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -162,8 +162,10 @@ struct Ports {
 fn fast_path<K: Key>(layout: Ipv6Layout, table: &[(K, u8, u32)], p: &Ports) -> Result<FastPath> {
     let shape = shape_of::<K>(layout);
     let fp = FastPath::load_with(layout)?;
-    fp.add_interface(p.in_idx, p.in_mac)?;
-    fp.add_interface(p.out_idx, p.out_mac)?;
+    // The scratch namespace forwards both families (run_family).
+    let both = crate::layout::IFACE_FORWARD4 | crate::layout::IFACE_FORWARD6;
+    fp.add_interface(p.in_idx, p.in_mac, both)?;
+    fp.add_interface(p.out_idx, p.out_mac, both)?;
     fp.set_nexthop(
         NH,
         &Nexthop {

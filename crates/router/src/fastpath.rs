@@ -68,16 +68,17 @@ impl FastPath {
     }
 
     /// Declares `ifindex` (in the namespace of the calling thread) one of
-    /// the router's interfaces: frames to `mac` are considered, and it can
-    /// be an egress.
-    pub fn add_interface(&self, ifindex: u32, mac: [u8; 6]) -> Result<()> {
+    /// the router's interfaces: frames to `mac` of the families in `flags`
+    /// (IFACE_FORWARD4, IFACE_FORWARD6) are considered, and it can be an
+    /// egress.
+    pub fn add_interface(&self, ifindex: u32, mac: [u8; 6], flags: u16) -> Result<()> {
         if ifindex == 0 || ifindex >= ROUTER_IFACES {
             bail!("interface index {ifindex} is out of range 1..{ROUTER_IFACES}");
         }
         let ifc = Iface {
             ifindex,
             mac,
-            _pad: 0,
+            flags,
         };
         maps::write(&loader::map(&self.obj, "ifaces")?, ifindex, &ifc)?;
         loader::map(&self.obj, "tx_ports")?

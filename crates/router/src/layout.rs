@@ -14,7 +14,7 @@ pub const NH_GROUP_BUCKETS: usize = 64;
 pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
-pub const REASONS: [&str; 16] = [
+pub const REASONS: [&str; 17] = [
     "forwarded",
     "pass_not_ip",
     "pass_not_ours",
@@ -30,6 +30,7 @@ pub const REASONS: [&str; 16] = [
     "pass_mtu",
     "pass_same_if",
     "pass_no_port",
+    "pass_not_forwarding",
     "drop_malformed",
 ];
 pub const R_MAX: usize = REASONS.len();
@@ -65,8 +66,16 @@ impl Default for NhGroup {
 pub struct Iface {
     pub ifindex: u32,
     pub mac: [u8; 6],
-    pub _pad: u16,
+    /// IFACE_FORWARD4 | IFACE_FORWARD6: what the kernel forwards when it
+    /// comes in here.
+    pub flags: u16,
 }
+
+/// The kernel forwards IPv4 arriving on the interface
+/// (`net.ipv4.conf.<dev>.forwarding`).
+pub const IFACE_FORWARD4: u16 = 1;
+/// The kernel forwards IPv6 (`net.ipv6.conf.all.forwarding`).
+pub const IFACE_FORWARD6: u16 = 2;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

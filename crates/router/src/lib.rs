@@ -7,6 +7,7 @@ pub mod fastpath;
 pub mod ids;
 pub mod layout;
 pub mod mirror;
+pub mod netconf;
 pub mod netlink;
 pub mod nhobj;
 pub mod run;

@@ -17,8 +17,10 @@ use crate::ecmp;
 use crate::fastpath::FastPath;
 use crate::ids::IdPool;
 use crate::layout::{
-    Nexthop, NhGroup, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_VALID, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+    Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_VALID,
+    ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
+use crate::netconf::{Netconf, IFINDEX_ALL};
 use crate::netlink::Change;
 use crate::nhobj::{NhMessage, NhObject};
 use anyhow::Result;
@@ -116,6 +118,11 @@ pub struct Mirror {
     /// The router's own interfaces (its program is attached to them), with
     /// the MAC the fast path takes frames to as addressed to the router.
     ingress: BTreeMap<u32, [u8; 6]>,
+    /// What the kernel forwards (netconf): IPv4 by ingress interface, IPv6
+    /// for the namespace. Unknown is off: never forward what the kernel
+    /// would not.
+    forward4: HashMap<u32, bool>,
+    forward6: bool,
     pub counts: Counts,
 }
 
@@ -145,6 +152,8 @@ impl Mirror {
             starved: false,
             seen: None,
             ingress: BTreeMap::new(),
+            forward4: HashMap::new(),
+            forward6: false,
             counts: Counts::default(),
         })
     }
@@ -207,7 +216,48 @@ impl Mirror {
         match c {
             Change::Rt(m) => self.apply(m),
             Change::Nexthop(n) => self.nexthop_object(n),
+            Change::Netconf(n) => self.netconf(n),
         }
+    }
+
+    /// A forwarding setting: the router's interfaces it concerns forward
+    /// in the fast path only the families the kernel forwards there.
+    pub fn netconf(&mut self, n: &Netconf) -> Result<()> {
+        match (n.ipv6, n.ifindex, n.forwarding) {
+            (false, i, Some(on)) if i > 0 => {
+                self.forward4.insert(i as u32, on);
+                self.push_ingress(i as u32)
+            }
+            (false, i, None) if i > 0 && n.gone => {
+                self.forward4.remove(&(i as u32));
+                self.push_ingress(i as u32)
+            }
+            (true, IFINDEX_ALL, Some(on)) => {
+                self.forward6 = on;
+                let all: Vec<u32> = self.ingress.keys().copied().collect();
+                all.into_iter().try_for_each(|i| self.push_ingress(i))
+            }
+            // conf.all of IPv4 is applied to every interface, which is
+            // notified on its own; defaults, and other settings, do not
+            // change what is forwarded now.
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes one of the router's interfaces to the fast path: its MAC and
+    /// the families the kernel forwards from it.
+    fn push_ingress(&mut self, ifindex: u32) -> Result<()> {
+        let Some(&mac) = self.ingress.get(&ifindex) else {
+            return Ok(());
+        };
+        let mut flags = 0;
+        if self.forward4.get(&ifindex) == Some(&true) {
+            flags |= IFACE_FORWARD4;
+        }
+        if self.forward6 {
+            flags |= IFACE_FORWARD6;
+        }
+        self.fp.add_interface(ifindex, mac, flags)
     }
 
     /// A nexthop object added, replaced or deleted; then the routes
@@ -396,9 +446,8 @@ impl Mirror {
         let mac = self
             .link_mac(ifindex)
             .ok_or_else(|| anyhow::anyhow!("interface {ifindex} has no Ethernet address"))?;
-        self.fp.add_interface(ifindex, mac)?;
         self.ingress.insert(ifindex, mac);
-        Ok(())
+        self.push_ingress(ifindex)
     }
 
     /// The router's interfaces still there, with their MACs.
@@ -420,9 +469,8 @@ impl Mirror {
             }
             // A link message without an address leaves the MAC alone.
             Some(mac) if mac != had && mac != [0; 6] => {
-                self.fp.add_interface(index, mac)?;
                 self.ingress.insert(index, mac);
-                Ok(())
+                self.push_ingress(index)
             }
             Some(_) => Ok(()),
         }

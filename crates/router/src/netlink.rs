@@ -1,6 +1,8 @@
 //! rtnetlink, synchronously: dumps of the kernel's tables, and a socket
 //! subscribed to their change notifications. Nexthop objects come through
-//! crate::nhobj, the rest through netlink-packet-route.
+//! crate::nhobj, forwarding settings through crate::netconf, the rest
+//! through netlink-packet-route.
+use crate::netconf::{self, Netconf};
 use crate::nhobj::{self, NhMessage};
 use anyhow::{bail, Context, Result};
 use netlink_packet_core::{
@@ -72,15 +74,61 @@ fn dump(request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
     }
 }
 
+/// Sends a dump request of a message type netlink-packet-route does not
+/// know (`kind`, with `body` after the netlink header) and returns the
+/// answers as they came, each with its netlink header; `Err(errno)` inside
+/// if the kernel refused the dump.
+pub fn raw_dump(kind: u16, body: &[u8], what: &str) -> Result<Result<Vec<Vec<u8>>, i32>> {
+    const HDR: usize = 16;
+    let s = socket(0)?;
+    s.connect(&SocketAddr::new(0, 0))?;
+    let mut req = vec![0u8; HDR];
+    req[0..4].copy_from_slice(&((HDR + body.len()) as u32).to_ne_bytes());
+    req[4..6].copy_from_slice(&kind.to_ne_bytes());
+    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
+    req[6..8].copy_from_slice(&flags.to_ne_bytes());
+    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    req.extend_from_slice(body);
+    s.send(&req, 0)
+        .with_context(|| format!("netlink {what} dump request"))?;
+    let mut out = Vec::new();
+    let mut rx = vec![0u8; 1 << 20];
+    loop {
+        let n = s
+            .recv(&mut &mut rx[..], 0)
+            .with_context(|| format!("netlink {what} dump"))?;
+        let mut off = 0;
+        while off + HDR <= n {
+            let len = u32::from_ne_bytes(rx[off..off + 4].try_into().unwrap()) as usize;
+            let kind = u16::from_ne_bytes([rx[off + 4], rx[off + 5]]);
+            if len < HDR || off + len > n {
+                bail!("netlink message of length {len} overruns the {what} dump");
+            }
+            match kind as i32 {
+                libc::NLMSG_DONE => return Ok(Ok(out)),
+                libc::NLMSG_ERROR if len >= HDR + 4 => {
+                    let errno =
+                        i32::from_ne_bytes(rx[off + HDR..off + HDR + 4].try_into().unwrap());
+                    return Ok(Err(-errno));
+                }
+                _ => out.push(rx[off..off + len].to_vec()),
+            }
+            off += (len + 3) & !3;
+        }
+    }
+}
+
 /// A dumped entry or a notification.
 #[derive(Clone, Debug)]
 pub enum Change {
     Rt(RouteNetlinkMessage),
     Nexthop(NhMessage),
+    Netconf(Netconf),
 }
 
-/// Everything the router mirrors, as the kernel has it now: nexthop
-/// objects before the routes that use them.
+/// Everything the router mirrors, as the kernel has it now: links,
+/// addresses, neighbours, the forwarding settings, then nexthop objects
+/// before the routes that use them.
 pub fn dump_all() -> Result<Vec<Change>> {
     let mut rt = dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
     for family in [AddressFamily::Inet, AddressFamily::Inet6] {
@@ -92,6 +140,7 @@ pub fn dump_all() -> Result<Vec<Change>> {
         rt.extend(dump(RouteNetlinkMessage::GetNeighbour(n))?);
     }
     let mut all: Vec<Change> = rt.into_iter().map(Change::Rt).collect();
+    all.extend(netconf::dump()?.into_iter().map(Change::Netconf));
     all.extend(nhobj::dump()?.into_iter().map(Change::Nexthop));
     for family in [AddressFamily::Inet, AddressFamily::Inet6] {
         let mut r = RouteMessage::default();
@@ -138,6 +187,10 @@ impl Monitor {
         // A kernel without nexthop objects has no such group: nothing to
         // follow there.
         let _ = sock.add_membership(nhobj::RTNLGRP_NEXTHOP);
+        for group in [netconf::RTNLGRP_IPV4_NETCONF, netconf::RTNLGRP_IPV6_NETCONF] {
+            sock.add_membership(group)
+                .context("cannot follow the forwarding settings (netconf)")?;
+        }
         Ok(Monitor {
             sock,
             buf: vec![0u8; 1 << 20],
@@ -175,6 +228,8 @@ impl Monitor {
             let kind = u16::from_ne_bytes([self.buf[off + 4], self.buf[off + 5]]);
             if kind == nhobj::RTM_NEWNEXTHOP || kind == nhobj::RTM_DELNEXTHOP {
                 out.extend(nhobj::parse(&self.buf[off..off + len])?.map(Change::Nexthop));
+            } else if kind == netconf::RTM_NEWNETCONF || kind == netconf::RTM_DELNETCONF {
+                out.extend(netconf::parse(&self.buf[off..off + len])?.map(Change::Netconf));
             } else {
                 let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&self.buf[off..n])
                     .context("cannot decode a netlink notification")?;

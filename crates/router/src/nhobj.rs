@@ -115,46 +115,20 @@ pub fn parse(msg: &[u8]) -> Result<Option<NhMessage>> {
 
 /// The kernel's nexthop objects now: empty on a kernel without them.
 pub fn dump() -> Result<Vec<NhMessage>> {
-    let s = netlink_sys::Socket::new(netlink_sys::protocols::NETLINK_ROUTE)
-        .context("cannot open a netlink socket")?;
-    s.connect(&netlink_sys::SocketAddr::new(0, 0))?;
-    let mut req = [0u8; NLMSG_HDR + NHMSG];
-    req[0..4].copy_from_slice(&((NLMSG_HDR + NHMSG) as u32).to_ne_bytes());
-    req[4..6].copy_from_slice(&RTM_GETNEXTHOP.to_ne_bytes());
-    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
-    req[6..8].copy_from_slice(&flags.to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    s.send(&req, 0).context("netlink nexthop dump request")?;
-    let mut out = Vec::new();
-    let mut rx = vec![0u8; 1 << 20];
-    loop {
-        let n = s
-            .recv(&mut &mut rx[..], 0)
-            .context("netlink nexthop dump")?;
-        let mut off = 0;
-        while off + NLMSG_HDR <= n {
-            let len = u32::from_ne_bytes(rx[off..off + 4].try_into().unwrap()) as usize;
-            let kind = u16::from_ne_bytes([rx[off + 4], rx[off + 5]]);
-            if len < NLMSG_HDR || off + len > n {
-                bail!("netlink message of length {len} overruns the dump");
+    match crate::netlink::raw_dump(RTM_GETNEXTHOP, &[0u8; NHMSG], "nexthop")? {
+        Ok(msgs) => {
+            let mut out = Vec::new();
+            for m in msgs {
+                out.extend(parse(&m)?);
             }
-            match kind as i32 {
-                libc::NLMSG_DONE => return Ok(out),
-                libc::NLMSG_ERROR => {
-                    let errno = i32::from_ne_bytes(rx[off + 16..off + 20].try_into().unwrap());
-                    // No nexthop objects in this kernel: none to mirror.
-                    if errno == -libc::EOPNOTSUPP || errno == -libc::EINVAL {
-                        return Ok(out);
-                    }
-                    bail!(
-                        "netlink nexthop dump failed: {}",
-                        std::io::Error::from_raw_os_error(-errno)
-                    );
-                }
-                _ => out.extend(parse(&rx[off..off + len])?),
-            }
-            off += (len + 3) & !3;
+            Ok(out)
         }
+        // No nexthop objects in this kernel: none to mirror.
+        Err(errno) if errno == libc::EOPNOTSUPP || errno == libc::EINVAL => Ok(Vec::new()),
+        Err(errno) => bail!(
+            "netlink nexthop dump failed: {}",
+            std::io::Error::from_raw_os_error(errno)
+        ),
     }
 }
 

@@ -7,6 +7,7 @@
 //! resync. Needs root.
 use linerate_router::layout::REASONS;
 use linerate_router::mirror::Mirror;
+use linerate_router::netconf::Netconf;
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
@@ -844,6 +845,9 @@ fn the_routers_own_interfaces_are_followed() {
     let (mut m, m0, m1) = (env.m, env.m0, env.m1);
     m.add_ingress(m0).unwrap();
     m.add_ingress(m1).unwrap();
+    for i in [m0, m1] {
+        m.netconf(&forwarding(false, i as i32, true)).unwrap();
+    }
     m.apply(&M::NewRoute(route(
         "198.51.100.0",
         24,
@@ -890,4 +894,73 @@ fn the_routers_own_interfaces_are_followed() {
     let mut back = to(MAC_OUT);
     back[6..12].copy_from_slice(&MAC_GW);
     assert_eq!(path(&m, m1, &back), Err("pass_not_ours"));
+}
+
+/// A netconf message: the forwarding setting of an interface (or of
+/// `all`, -1) for IPv4 or IPv6.
+fn forwarding(ipv6: bool, ifindex: i32, on: bool) -> Netconf {
+    Netconf {
+        ipv6,
+        ifindex,
+        forwarding: Some(on),
+        gone: false,
+    }
+}
+
+/// The fast path forwards only what the kernel would: IPv4 where the
+/// ingress interface's forwarding sysctl is on, IPv6 where conf.all's is.
+/// Unknown is off; a message about another setting changes nothing.
+#[test]
+fn only_what_the_kernel_forwards_is_forwarded() {
+    let env = scratch_mirror("netconf");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    m.add_ingress(m0).unwrap();
+    m.add_ingress(m1).unwrap();
+    for (net, gw) in [
+        ("198.51.100.0", "198.19.0.1"),
+        ("2001:db8:5::", "2001:db8:1::1"),
+    ] {
+        let len = if net.contains(':') { 48 } else { 24 };
+        m.apply(&M::NewRoute(multipath(net, len, &[(gw, 1)], m1, 0)))
+            .unwrap();
+        resolve(&mut m, m1, &[(gw, MAC_GW)]);
+    }
+    let v4 = frame_between(
+        "198.18.0.1".parse().unwrap(),
+        "198.51.100.9".parse().unwrap(),
+    );
+    let v6 = frame_between(
+        "2001:db8:2::1".parse().unwrap(),
+        "2001:db8:5::9".parse().unwrap(),
+    );
+    let both = |m: &Mirror| (path(m, m0, &v4), path(m, m0, &v6));
+    let off = Err("pass_not_forwarding");
+    assert_eq!(both(&m), (off, off), "nothing known yet");
+
+    m.netconf(&forwarding(false, m0 as i32, true)).unwrap();
+    assert_eq!(both(&m), (Ok(MAC_GW), off));
+    // IPv6's per-interface setting is not what the kernel checks.
+    m.netconf(&forwarding(true, m0 as i32, true)).unwrap();
+    assert_eq!(both(&m), (Ok(MAC_GW), off));
+    m.netconf(&forwarding(true, -1, true)).unwrap();
+    assert_eq!(both(&m), (Ok(MAC_GW), Ok(MAC_GW)));
+
+    // Another interface's IPv4 setting, and another setting of this one.
+    m.netconf(&forwarding(false, m1 as i32, false)).unwrap();
+    let mut rp_filter = forwarding(false, m0 as i32, false);
+    rp_filter.forwarding = None;
+    m.netconf(&rp_filter).unwrap();
+    assert_eq!(both(&m), (Ok(MAC_GW), Ok(MAC_GW)));
+
+    m.netconf(&forwarding(false, m0 as i32, false)).unwrap();
+    assert_eq!(both(&m), (off, Ok(MAC_GW)));
+    m.netconf(&forwarding(true, -1, false)).unwrap();
+    assert_eq!(both(&m), (off, off));
+    // The settings follow a change of MAC.
+    m.netconf(&forwarding(false, m0 as i32, true)).unwrap();
+    m.apply(&link(m0, [2, 0, 0, 0, 0, 0x42], 1500, true))
+        .unwrap();
+    let mut v4_new = v4.clone();
+    v4_new[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x42]);
+    assert_eq!(path(&m, m0, &v4_new), Ok(MAC_GW));
 }

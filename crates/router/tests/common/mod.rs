@@ -4,6 +4,7 @@ use linerate_bpf::loader::{XdpAttachment, XdpMode};
 use linerate_host::cmd::ip;
 use linerate_host::netns::NetnsGuard;
 use linerate_router::fastpath::FastPath;
+use linerate_router::layout::{IFACE_FORWARD4, IFACE_FORWARD6};
 
 /// The router's MAC on the ingress (first) and egress (second) veth.
 pub const MAC_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
@@ -54,8 +55,9 @@ pub fn scratch_pair(tag: &str, dev: &str) -> (ScratchPair, FastPath) {
         .iter()
         .map(|d| XdpAttachment::attach(&fp.program().unwrap(), d, XdpMode::Native).unwrap())
         .collect();
-    fp.add_interface(if0, MAC_IN).unwrap();
-    fp.add_interface(if1, MAC_OUT).unwrap();
+    let both = IFACE_FORWARD4 | IFACE_FORWARD6;
+    fp.add_interface(if0, MAC_IN, both).unwrap();
+    fp.add_interface(if1, MAC_OUT, both).unwrap();
     let pair = ScratchPair {
         _links: links,
         if0,

@@ -1,0 +1,184 @@
+//! Whether the kernel forwards, from RTM_NEWNETCONF messages (the
+//! `forwarding` sysctls, include/uapi/linux/netconf.h), which
+//! netlink-packet-route does not decode. The kernel checks IPv4's on the
+//! interface a packet came in on (`net.ipv4.conf.<dev>.forwarding`, which
+//! `conf.all` sets on every interface), IPv6's for the whole namespace
+//! (`net.ipv6.conf.all.forwarding`); where it would not forward, neither
+//! may the fast path.
+use crate::netlink::raw_dump;
+use anyhow::{bail, Result};
+
+pub const RTM_NEWNETCONF: u16 = 80;
+pub const RTM_DELNETCONF: u16 = 81;
+const RTM_GETNETCONF: u16 = 82;
+/// Their multicast groups (RTNLGRP_IPV4_NETCONF, RTNLGRP_IPV6_NETCONF).
+pub const RTNLGRP_IPV4_NETCONF: u32 = 24;
+pub const RTNLGRP_IPV6_NETCONF: u32 = 25;
+
+const NETCONFA_IFINDEX: u16 = 1;
+const NETCONFA_FORWARDING: u16 = 2;
+/// NETCONFA_IFINDEX of `conf.all` and of `conf.default`.
+pub const IFINDEX_ALL: i32 = -1;
+
+const NLMSG_HDR: usize = 16;
+/// struct netconfmsg, one byte, aligned to 4.
+const NCMSG: usize = 4;
+
+/// One RTM_NEWNETCONF or RTM_DELNETCONF.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Netconf {
+    pub ipv6: bool,
+    /// An interface, IFINDEX_ALL, or -2 (`conf.default`).
+    pub ifindex: i32,
+    /// The forwarding setting, when the message carries it (a change of
+    /// another setting carries only that one). None also when `gone`.
+    pub forwarding: Option<bool>,
+    /// The interface's settings went with it (RTM_DELNETCONF).
+    pub gone: bool,
+}
+
+/// Reads one netconf message (its netlink header included); None if it
+/// is not one, or of a family other than IPv4 and IPv6.
+pub fn parse(msg: &[u8]) -> Result<Option<Netconf>> {
+    if msg.len() < NLMSG_HDR + 1 {
+        bail!("netconf message of {} bytes: too short", msg.len());
+    }
+    let kind = u16::from_ne_bytes([msg[4], msg[5]]);
+    if kind != RTM_NEWNETCONF && kind != RTM_DELNETCONF {
+        return Ok(None);
+    }
+    let ipv6 = match msg[NLMSG_HDR] as i32 {
+        libc::AF_INET => false,
+        libc::AF_INET6 => true,
+        _ => return Ok(None),
+    };
+    let (mut ifindex, mut forwarding) = (None, None);
+    let mut at = NLMSG_HDR + NCMSG;
+    while at + 4 <= msg.len() {
+        let len = u16::from_ne_bytes([msg[at], msg[at + 1]]) as usize;
+        let kind = u16::from_ne_bytes([msg[at + 2], msg[at + 3]]) & 0x3fff;
+        if len < 4 || at + len > msg.len() {
+            bail!("netconf attribute {kind} of length {len} overruns its message");
+        }
+        let v = &msg[at + 4..at + len];
+        match kind {
+            NETCONFA_IFINDEX if v.len() == 4 => {
+                ifindex = Some(i32::from_ne_bytes(v.try_into().unwrap()))
+            }
+            NETCONFA_FORWARDING if v.len() == 4 => {
+                forwarding = Some(i32::from_ne_bytes(v.try_into().unwrap()) != 0)
+            }
+            _ => {}
+        }
+        at += (len + 3) & !3;
+    }
+    let Some(ifindex) = ifindex else {
+        bail!("netconf message without an interface index");
+    };
+    let gone = kind == RTM_DELNETCONF;
+    Ok(Some(Netconf {
+        ipv6,
+        ifindex,
+        forwarding: if gone { None } else { forwarding },
+        gone,
+    }))
+}
+
+/// The IPv4 and IPv6 settings of every interface, `all` and `default`.
+pub fn dump() -> Result<Vec<Netconf>> {
+    let mut out = Vec::new();
+    for family in [libc::AF_INET, libc::AF_INET6] {
+        let body = [family as u8, 0, 0, 0];
+        match raw_dump(RTM_GETNETCONF, &body, "netconf")? {
+            Ok(msgs) => {
+                for m in msgs {
+                    out.extend(parse(&m)?);
+                }
+            }
+            Err(errno) => bail!(
+                "netlink netconf dump failed: {}",
+                std::io::Error::from_raw_os_error(errno)
+            ),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(kind: u16, v: i32) -> Vec<u8> {
+        let mut a = 8u16.to_ne_bytes().to_vec();
+        a.extend(kind.to_ne_bytes());
+        a.extend(v.to_ne_bytes());
+        a
+    }
+
+    fn message(kind: u16, family: i32, attrs: &[Vec<u8>]) -> Vec<u8> {
+        let body: Vec<u8> = attrs.concat();
+        let mut m = ((NLMSG_HDR + NCMSG + body.len()) as u32)
+            .to_ne_bytes()
+            .to_vec();
+        m.extend(kind.to_ne_bytes());
+        m.extend([0u8; 10]);
+        m.extend([family as u8, 0, 0, 0]);
+        m.extend(body);
+        m
+    }
+
+    #[test]
+    fn forwarding_per_interface_and_for_all() {
+        let v4 = message(
+            RTM_NEWNETCONF,
+            libc::AF_INET,
+            &[attr(NETCONFA_IFINDEX, 3), attr(NETCONFA_FORWARDING, 0)],
+        );
+        assert_eq!(
+            parse(&v4).unwrap(),
+            Some(Netconf {
+                ipv6: false,
+                ifindex: 3,
+                forwarding: Some(false),
+                gone: false
+            })
+        );
+        let all6 = message(
+            RTM_NEWNETCONF,
+            libc::AF_INET6,
+            &[
+                attr(NETCONFA_IFINDEX, IFINDEX_ALL),
+                attr(3, 1), // rp_filter, say: skipped
+                attr(NETCONFA_FORWARDING, 1),
+            ],
+        );
+        let p = parse(&all6).unwrap().unwrap();
+        assert!(p.ipv6 && p.ifindex == IFINDEX_ALL && p.forwarding == Some(true));
+        // A change of another setting says nothing of forwarding.
+        let rp = message(
+            RTM_NEWNETCONF,
+            libc::AF_INET,
+            &[attr(NETCONFA_IFINDEX, 3), attr(3, 2)],
+        );
+        assert_eq!(parse(&rp).unwrap().unwrap().forwarding, None);
+        let gone = message(RTM_DELNETCONF, libc::AF_INET, &[attr(NETCONFA_IFINDEX, 3)]);
+        assert!(parse(&gone).unwrap().unwrap().gone);
+        let mpls = message(RTM_NEWNETCONF, 28, &[attr(NETCONFA_IFINDEX, 3)]);
+        assert_eq!(parse(&mpls).unwrap(), None);
+    }
+
+    #[test]
+    fn bad_messages_are_errors_not_panics() {
+        assert!(parse(&[0u8; 8]).is_err());
+        let mut m = message(RTM_NEWNETCONF, libc::AF_INET, &[attr(NETCONFA_IFINDEX, 3)]);
+        m[NLMSG_HDR + NCMSG] = 200; // an attribute longer than the message
+        assert!(parse(&m).is_err());
+        let no_index = message(
+            RTM_NEWNETCONF,
+            libc::AF_INET,
+            &[attr(NETCONFA_FORWARDING, 1)],
+        );
+        assert!(parse(&no_index).is_err());
+        assert_eq!(parse(&message(24, libc::AF_INET, &[])).unwrap(), None);
+    }
+}
