@@ -278,16 +278,68 @@ fn route_and_neighbour_changes_are_followed_and_the_old_next_hop_is_not_used_aft
     );
 }
 
-/// The router follows its own interfaces: it says when one takes a new
-/// address, and when the lab is taken down under it, it says each
-/// interface went and exits 1 (nothing left to route between).
+/// Frames the receiver got (stamped by the generator) of `n` sent at 10
+/// kpps.
+fn received_of(n: u32) -> u64 {
+    let recv = Command::new(BIN)
+        .args([
+            "recv",
+            "--netns",
+            &format!("{LAB}-recv"),
+            "-i",
+            "recv0",
+            "-t",
+            "1.5",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let g = linerate(&[
+        "gen",
+        "--netns",
+        &format!("{LAB}-gen"),
+        "-i",
+        "gen0",
+        "-n",
+        &n.to_string(),
+        "-R",
+        "10k",
+        "--cpu",
+        "0",
+    ]);
+    assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+    let r: Value = serde_json::from_slice(&recv.wait_with_output().unwrap().stdout).unwrap();
+    r["stamped_packets"].as_u64().unwrap()
+}
+
+/// The router follows the kernel's forwarding switch and its own
+/// interfaces: it says when one takes a new address, and when the lab is
+/// taken down under it, it says each interface went and exits 1 (nothing
+/// left to route between).
 #[test]
-fn route_follows_its_interfaces_and_stops_when_they_are_gone() {
+fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _down = Down;
     assert!(linerate(&["lab", "up", "--name", LAB]).status.success());
     let route = start_route();
     let dut = format!("{LAB}-dut");
+    // The kernel's forwarding switched off: it drops transit packets, and
+    // the fast path must not forward them either; on again, it does.
+    let sysctl = |on: &str| {
+        let s = Command::new("ip")
+            .args(["netns", "exec", &dut, "sysctl", "-qw"])
+            .arg(format!("net.ipv4.conf.all.forwarding={on}"))
+            .status()
+            .unwrap();
+        assert!(s.success());
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    sysctl("0");
+    assert_eq!(received_of(3000), 0, "forwarded with forwarding off");
+    sysctl("1");
+    assert!(received_of(3000) > 2500, "not forwarded with forwarding on");
     let set = Command::new("ip")
         .args([
             "-n",
@@ -324,6 +376,14 @@ fn route_follows_its_interfaces_and_stops_when_they_are_gone() {
         .read_to_string(&mut err)
         .unwrap();
     assert_eq!(status.code(), Some(1), "{err}");
+    let mut out = String::new();
+    route
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(out.contains("not_forwarding"), "{out}");
     for said in [
         "dut0 has a new address, 02:00:00:00:00:42",
         "dut0 is gone",
