@@ -106,6 +106,25 @@ static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingres
 	return R_FORWARDED;
 }
 
+/* Reverse path filtering, as the kernel's fib_validate_source decides it,
+ * where the fast path can tell: the source's route goes through a resolved
+ * gateway (for strict filtering, on the interface the frame came in on).
+ * No route, a connected, local, blackhole or ECMP route: the kernel
+ * judges (it drops what fails). */
+static __always_inline int rpf_ok(__u32 saddr, __u32 ingress, __u16 ifflags)
+{
+	__u32 nh = fib4_lookup(saddr);
+	struct nexthop *n;
+
+	if (!nh)
+		return 0;
+	n = bpf_map_lookup_elem(&nexthops, &nh);
+	if (!n || (n->flags & (NH_VALID | NH_RESOLVED | NH_KERNEL | NH_GROUP)) !=
+			  (NH_VALID | NH_RESOLVED))
+		return 0;
+	return !(ifflags & IFACE_RPF_STRICT) || n->ifindex == ingress;
+}
+
 static __always_inline int send(struct ethhdr *eth, const struct nexthop *n)
 {
 	__builtin_memcpy(eth->h_dest, n->dmac, ETH_ALEN);
@@ -114,7 +133,7 @@ static __always_inline int send(struct ethhdr *eth, const struct nexthop *n)
 }
 
 static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
-					struct router_counters *c, __u64 len)
+					struct router_counters *c, __u64 len, __u16 ifflags)
 {
 	void *data_end = (void *)(long)ctx->data_end;
 	struct iphdr *ip = (void *)(eth + 1);
@@ -139,6 +158,9 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 	enum reason r = next_hop(fib4_lookup(daddr), l3_len, ctx->ingress_ifindex, ip, 0, &n);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
+	if ((ifflags & (IFACE_RPF_STRICT | IFACE_RPF_LOOSE)) &&
+	    !rpf_ok(bpf_ntohl(ip->saddr), ctx->ingress_ifindex, ifflags))
+		return PASS(R_PASS_RP_FILTER);
 	ipv4_decrease_ttl(ip);
 	verdict(c, R_FORWARDED, len, 0);
 	return send(eth, n);
@@ -198,7 +220,7 @@ int router(struct xdp_md *ctx)
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		if (!(ifc->flags & IFACE_FORWARD4))
 			return PASS(R_PASS_NOT_FORWARDING);
-		return forward_ipv4(ctx, eth, c, len);
+		return forward_ipv4(ctx, eth, c, len, ifc->flags);
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		if (!(ifc->flags & IFACE_FORWARD6))

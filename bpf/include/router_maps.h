@@ -30,6 +30,7 @@ enum reason {
 	R_PASS_SAME_IF,      /* would leave where it came in: the kernel may redirect */
 	R_PASS_NO_PORT,      /* egress interface not attached */
 	R_PASS_NOT_FORWARDING, /* the kernel does not forward this family from here (sysctl) */
+	R_PASS_RP_FILTER,    /* rp_filter on, and the source's route not one judged here */
 	R_DROP_MALFORMED,    /* shorter than the headers it claims */
 	R_MAX
 };
@@ -67,13 +68,17 @@ struct nexthop {
 struct iface {
 	__u32 ifindex;  /* 0: slot unused */
 	__u8  mac[6];
-	__u16 flags;    /* IFACE_FORWARD4 | IFACE_FORWARD6 */
+	__u16 flags;    /* IFACE_* */
 };
 
 /* What the kernel forwards when it comes in on the interface: IPv4 by the
  * interface's own forwarding sysctl, IPv6 by conf.all's. */
 #define IFACE_FORWARD4 1
 #define IFACE_FORWARD6 2
+/* IPv4 reverse path filtering on the interface (rp_filter 1 and 2: the
+ * larger of conf.all's and the interface's). */
+#define IFACE_RPF_STRICT 4
+#define IFACE_RPF_LOOSE 8
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -14,7 +14,7 @@ pub const NH_GROUP_BUCKETS: usize = 64;
 pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
-pub const REASONS: [&str; 17] = [
+pub const REASONS: [&str; 18] = [
     "forwarded",
     "pass_not_ip",
     "pass_not_ours",
@@ -31,6 +31,7 @@ pub const REASONS: [&str; 17] = [
     "pass_same_if",
     "pass_no_port",
     "pass_not_forwarding",
+    "pass_rp_filter",
     "drop_malformed",
 ];
 pub const R_MAX: usize = REASONS.len();
@@ -76,6 +77,10 @@ pub struct Iface {
 pub const IFACE_FORWARD4: u16 = 1;
 /// The kernel forwards IPv6 (`net.ipv6.conf.all.forwarding`).
 pub const IFACE_FORWARD6: u16 = 2;
+/// IPv4 reverse path filtering on the interface, strict (rp_filter 1) or
+/// loose (2): the larger of `conf.all`'s and the interface's.
+pub const IFACE_RPF_STRICT: u16 = 4;
+pub const IFACE_RPF_LOOSE: u16 = 8;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -159,7 +164,7 @@ mod tests {
             vec![
                 ("ifindex", offset_of!(Iface, ifindex)),
                 ("mac", offset_of!(Iface, mac)),
-                ("_pad", offset_of!(Iface, _pad)),
+                ("flags", offset_of!(Iface, flags)),
             ],
         );
         check(

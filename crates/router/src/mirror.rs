@@ -17,8 +17,8 @@ use crate::ecmp;
 use crate::fastpath::FastPath;
 use crate::ids::IdPool;
 use crate::layout::{
-    Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_VALID,
-    ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+    Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, NH_GROUP,
+    NH_KERNEL, NH_RESOLVED, NH_VALID, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
 use crate::netconf::{Netconf, IFINDEX_ALL};
 use crate::netlink::Change;
@@ -123,6 +123,9 @@ pub struct Mirror {
     /// would not.
     forward4: HashMap<u32, bool>,
     forward6: bool,
+    /// IPv4 rp_filter by interface, and conf.all's.
+    rp_filter: HashMap<u32, u8>,
+    rp_filter_all: u8,
     pub counts: Counts,
 }
 
@@ -154,6 +157,8 @@ impl Mirror {
             ingress: BTreeMap::new(),
             forward4: HashMap::new(),
             forward6: false,
+            rp_filter: HashMap::new(),
+            rp_filter_all: 0,
             counts: Counts::default(),
         })
     }
@@ -220,27 +225,37 @@ impl Mirror {
         }
     }
 
-    /// A forwarding setting: the router's interfaces it concerns forward
-    /// in the fast path only the families the kernel forwards there.
+    /// A forwarding or rp_filter setting: the router's interfaces it
+    /// concerns forward in the fast path only the families the kernel
+    /// forwards there, and filter as the kernel does (or pass).
     pub fn netconf(&mut self, n: &Netconf) -> Result<()> {
-        match (n.ipv6, n.ifindex, n.forwarding) {
-            (false, i, Some(on)) if i > 0 => {
+        let i = n.ifindex;
+        match (n.ipv6, n.forwarding) {
+            (false, Some(on)) if i > 0 => {
                 self.forward4.insert(i as u32, on);
-                self.push_ingress(i as u32)
             }
-            (false, i, None) if i > 0 && n.gone => {
-                self.forward4.remove(&(i as u32));
-                self.push_ingress(i as u32)
-            }
-            (true, IFINDEX_ALL, Some(on)) => {
-                self.forward6 = on;
-                let all: Vec<u32> = self.ingress.keys().copied().collect();
-                all.into_iter().try_for_each(|i| self.push_ingress(i))
-            }
+            (true, Some(on)) if i == IFINDEX_ALL => self.forward6 = on,
             // conf.all of IPv4 is applied to every interface, which is
-            // notified on its own; defaults, and other settings, do not
-            // change what is forwarded now.
-            _ => Ok(()),
+            // notified on its own; IPv6's per-interface setting is not
+            // what the kernel checks; defaults change nothing now.
+            _ => {}
+        }
+        match (n.ipv6, n.rp_filter) {
+            (false, Some(rp)) if i > 0 => {
+                self.rp_filter.insert(i as u32, rp);
+            }
+            (false, Some(rp)) if i == IFINDEX_ALL => self.rp_filter_all = rp,
+            _ => {}
+        }
+        if n.gone && i > 0 {
+            self.forward4.remove(&(i as u32));
+            self.rp_filter.remove(&(i as u32));
+        }
+        if i > 0 {
+            self.push_ingress(i as u32)
+        } else {
+            let all: Vec<u32> = self.ingress.keys().copied().collect();
+            all.into_iter().try_for_each(|i| self.push_ingress(i))
         }
     }
 
@@ -257,6 +272,12 @@ impl Mirror {
         if self.forward6 {
             flags |= IFACE_FORWARD6;
         }
+        let rp = self.rp_filter.get(&ifindex).copied().unwrap_or(0);
+        flags |= match rp.max(self.rp_filter_all) {
+            0 => 0,
+            1 => IFACE_RPF_STRICT,
+            _ => IFACE_RPF_LOOSE,
+        };
         self.fp.add_interface(ifindex, mac, flags)
     }
 

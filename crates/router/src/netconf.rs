@@ -4,7 +4,9 @@
 //! interface a packet came in on (`net.ipv4.conf.<dev>.forwarding`, which
 //! `conf.all` sets on every interface), IPv6's for the whole namespace
 //! (`net.ipv6.conf.all.forwarding`); where it would not forward, neither
-//! may the fast path.
+//! may the fast path. Also IPv4's reverse path filtering (`rp_filter`),
+//! which the kernel takes as the larger of `conf.all`'s and the
+//! interface's.
 use crate::netlink::raw_dump;
 use anyhow::{bail, Result};
 
@@ -17,6 +19,7 @@ pub const RTNLGRP_IPV6_NETCONF: u32 = 25;
 
 const NETCONFA_IFINDEX: u16 = 1;
 const NETCONFA_FORWARDING: u16 = 2;
+const NETCONFA_RP_FILTER: u16 = 3;
 /// NETCONFA_IFINDEX of `conf.all` and of `conf.default`.
 pub const IFINDEX_ALL: i32 = -1;
 
@@ -33,6 +36,8 @@ pub struct Netconf {
     /// The forwarding setting, when the message carries it (a change of
     /// another setting carries only that one). None also when `gone`.
     pub forwarding: Option<bool>,
+    /// IPv4 reverse path filtering: 0 off, 1 strict, 2 loose; when carried.
+    pub rp_filter: Option<u8>,
     /// The interface's settings went with it (RTM_DELNETCONF).
     pub gone: bool,
 }
@@ -52,7 +57,7 @@ pub fn parse(msg: &[u8]) -> Result<Option<Netconf>> {
         libc::AF_INET6 => true,
         _ => return Ok(None),
     };
-    let (mut ifindex, mut forwarding) = (None, None);
+    let (mut ifindex, mut forwarding, mut rp_filter) = (None, None, None);
     let mut at = NLMSG_HDR + NCMSG;
     while at + 4 <= msg.len() {
         let len = u16::from_ne_bytes([msg[at], msg[at + 1]]) as usize;
@@ -68,6 +73,9 @@ pub fn parse(msg: &[u8]) -> Result<Option<Netconf>> {
             NETCONFA_FORWARDING if v.len() == 4 => {
                 forwarding = Some(i32::from_ne_bytes(v.try_into().unwrap()) != 0)
             }
+            NETCONFA_RP_FILTER if v.len() == 4 => {
+                rp_filter = Some(i32::from_ne_bytes(v.try_into().unwrap()).clamp(0, 2) as u8)
+            }
             _ => {}
         }
         at += (len + 3) & !3;
@@ -80,6 +88,7 @@ pub fn parse(msg: &[u8]) -> Result<Option<Netconf>> {
         ipv6,
         ifindex,
         forwarding: if gone { None } else { forwarding },
+        rp_filter: if gone { None } else { rp_filter },
         gone,
     }))
 }
@@ -140,6 +149,7 @@ mod tests {
                 ipv6: false,
                 ifindex: 3,
                 forwarding: Some(false),
+                rp_filter: None,
                 gone: false
             })
         );
@@ -148,19 +158,28 @@ mod tests {
             libc::AF_INET6,
             &[
                 attr(NETCONFA_IFINDEX, IFINDEX_ALL),
-                attr(3, 1), // rp_filter, say: skipped
+                attr(NETCONFA_RP_FILTER, 1),
                 attr(NETCONFA_FORWARDING, 1),
             ],
         );
         let p = parse(&all6).unwrap().unwrap();
         assert!(p.ipv6 && p.ifindex == IFINDEX_ALL && p.forwarding == Some(true));
-        // A change of another setting says nothing of forwarding.
+        assert_eq!(p.rp_filter, Some(1));
+        // A change of one setting carries that one only.
         let rp = message(
             RTM_NEWNETCONF,
             libc::AF_INET,
-            &[attr(NETCONFA_IFINDEX, 3), attr(3, 2)],
+            &[attr(NETCONFA_IFINDEX, 3), attr(NETCONFA_RP_FILTER, 2)],
         );
-        assert_eq!(parse(&rp).unwrap().unwrap().forwarding, None);
+        let p = parse(&rp).unwrap().unwrap();
+        assert_eq!((p.forwarding, p.rp_filter), (None, Some(2)));
+        let mc = message(
+            RTM_NEWNETCONF,
+            libc::AF_INET,
+            &[attr(NETCONFA_IFINDEX, 3), attr(4, 1)],
+        );
+        let p = parse(&mc).unwrap().unwrap();
+        assert_eq!((p.forwarding, p.rp_filter), (None, None));
         let gone = message(RTM_DELNETCONF, libc::AF_INET, &[attr(NETCONFA_IFINDEX, 3)]);
         assert!(parse(&gone).unwrap().unwrap().gone);
         let mpls = message(RTM_NEWNETCONF, 28, &[attr(NETCONFA_IFINDEX, 3)]);

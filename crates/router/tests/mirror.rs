@@ -903,6 +903,18 @@ fn forwarding(ipv6: bool, ifindex: i32, on: bool) -> Netconf {
         ipv6,
         ifindex,
         forwarding: Some(on),
+        rp_filter: None,
+        gone: false,
+    }
+}
+
+/// A netconf message: IPv4's rp_filter of an interface (or `all`, -1).
+fn rp_filter(ifindex: i32, mode: u8) -> Netconf {
+    Netconf {
+        ipv6: false,
+        ifindex,
+        forwarding: None,
+        rp_filter: Some(mode),
         gone: false,
     }
 }
@@ -963,4 +975,66 @@ fn only_what_the_kernel_forwards_is_forwarded() {
     let mut v4_new = v4.clone();
     v4_new[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 0x42]);
     assert_eq!(path(&m, m0, &v4_new), Ok(MAC_GW));
+}
+
+/// Reverse path filtering as the kernel does it (fib_validate_source):
+/// strict (1) forwards a frame whose source is routed back out of the
+/// interface it came in on, loose (2) one whose source has a unicast
+/// route; the mode is the larger of conf.all's and the interface's. Where
+/// the fast path cannot tell (no route, a connected source), it passes.
+#[test]
+fn reverse_path_filtering_is_the_kernels() {
+    let env = scratch_mirror("rpf");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    m.add_ingress(m0).unwrap();
+    m.add_ingress(m1).unwrap();
+    m.netconf(&forwarding(false, m0 as i32, true)).unwrap();
+    let via = |net: &str, gw: Option<&str>, oif: u32| {
+        M::NewRoute(route(net, 24, 254, RouteType::Unicast, gw, oif, 0, None))
+    };
+    m.apply(&via("198.51.100.0", Some("198.19.0.1"), m1))
+        .unwrap();
+    m.apply(&via("198.18.0.0", Some("198.18.1.1"), m0)).unwrap();
+    m.apply(&via("203.0.113.0", Some("198.19.0.2"), m1))
+        .unwrap();
+    m.apply(&via("192.0.2.0", None, m0)).unwrap();
+    resolve(
+        &mut m,
+        m1,
+        &[("198.19.0.1", MAC_GW), ("198.19.0.2", MAC_GW2)],
+    );
+    resolve(&mut m, m0, &[("198.18.1.1", MAC_GW2)]);
+    let sources = ["198.18.0.5", "203.0.113.5", "192.0.2.5", "100.64.0.1"];
+    let paths = |m: &Mirror| -> Vec<Result<[u8; 6], &'static str>> {
+        sources
+            .iter()
+            .map(|s| {
+                let f = frame_between(s.parse().unwrap(), "198.51.100.9".parse().unwrap());
+                path(m, m0, &f)
+            })
+            .collect()
+    };
+    let (fwd, rpf) = (Ok(MAC_GW), Err("pass_rp_filter"));
+    assert_eq!(
+        paths(&m),
+        [fwd, fwd, fwd, fwd],
+        "off: no source is looked at"
+    );
+    m.netconf(&rp_filter(m0 as i32, 1)).unwrap();
+    assert_eq!(paths(&m), [fwd, rpf, rpf, rpf], "strict");
+    m.netconf(&rp_filter(m0 as i32, 0)).unwrap();
+    m.netconf(&rp_filter(-1, 2)).unwrap();
+    assert_eq!(paths(&m), [fwd, fwd, rpf, rpf], "loose, from conf.all");
+    m.netconf(&rp_filter(m0 as i32, 1)).unwrap();
+    assert_eq!(
+        paths(&m),
+        [fwd, fwd, rpf, rpf],
+        "loose: the larger of all and the interface"
+    );
+    m.netconf(&rp_filter(-1, 0)).unwrap();
+    assert_eq!(paths(&m), [fwd, rpf, rpf, rpf], "strict again");
+    // Another interface's setting does not count here.
+    m.netconf(&rp_filter(m0 as i32, 0)).unwrap();
+    m.netconf(&rp_filter(m1 as i32, 1)).unwrap();
+    assert_eq!(paths(&m), [fwd, fwd, fwd, fwd]);
 }
