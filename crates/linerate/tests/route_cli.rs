@@ -279,8 +279,8 @@ fn route_and_neighbour_changes_are_followed_and_the_old_next_hop_is_not_used_aft
 }
 
 /// Frames the receiver got (stamped by the generator) of `n` sent at 10
-/// kpps.
-fn received_of(n: u32) -> u64 {
+/// kpps, from the generator's own addresses or from `src`.
+fn received_of(n: u32, src: Option<&str>) -> u64 {
     let recv = Command::new(BIN)
         .args([
             "recv",
@@ -296,19 +296,14 @@ fn received_of(n: u32) -> u64 {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let g = linerate(&[
-        "gen",
-        "--netns",
-        &format!("{LAB}-gen"),
-        "-i",
-        "gen0",
-        "-n",
-        &n.to_string(),
-        "-R",
-        "10k",
-        "--cpu",
-        "0",
-    ]);
+    let (gen_ns, count) = (format!("{LAB}-gen"), n.to_string());
+    let mut args = vec![
+        "gen", "--netns", &gen_ns, "-i", "gen0", "-n", &count, "-R", "10k", "--cpu", "0",
+    ];
+    if let Some(s) = src {
+        args.extend(["-s", s]);
+    }
+    let g = linerate(&args);
     assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
     let r: Value = serde_json::from_slice(&recv.wait_with_output().unwrap().stdout).unwrap();
     r["stamped_packets"].as_u64().unwrap()
@@ -327,19 +322,31 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
     let dut = format!("{LAB}-dut");
     // The kernel's forwarding switched off: it drops transit packets, and
     // the fast path must not forward them either; on again, it does.
-    let sysctl = |on: &str| {
+    let sysctl = |setting: &str| {
         let s = Command::new("ip")
-            .args(["netns", "exec", &dut, "sysctl", "-qw"])
-            .arg(format!("net.ipv4.conf.all.forwarding={on}"))
+            .args(["netns", "exec", &dut, "sysctl", "-qw", setting])
             .status()
             .unwrap();
         assert!(s.success());
         std::thread::sleep(Duration::from_millis(300));
     };
-    sysctl("0");
-    assert_eq!(received_of(3000), 0, "forwarded with forwarding off");
-    sysctl("1");
-    assert!(received_of(3000) > 2500, "not forwarded with forwarding on");
+    sysctl("net.ipv4.conf.all.forwarding=0");
+    assert_eq!(received_of(3000, None), 0, "forwarded with forwarding off");
+    sysctl("net.ipv4.conf.all.forwarding=1");
+    assert!(
+        received_of(3000, None) > 2500,
+        "not forwarded with forwarding on"
+    );
+    // Strict reverse path filtering: the generator's sources are routed
+    // back through dut0 and pass the filter; a source without a route does
+    // not, and the kernel drops it.
+    sysctl("net.ipv4.conf.all.rp_filter=1");
+    assert!(received_of(3000, None) > 2500, "filtered a good source");
+    assert_eq!(
+        received_of(3000, Some("203.0.113.1")),
+        0,
+        "forwarded a spoofed source"
+    );
     let set = Command::new("ip")
         .args([
             "-n",
@@ -383,7 +390,10 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         .unwrap()
         .read_to_string(&mut out)
         .unwrap();
-    assert!(out.contains("not_forwarding"), "{out}");
+    assert!(
+        out.contains("not_forwarding") && out.contains("rp_filter"),
+        "{out}"
+    );
     for said in [
         "dut0 has a new address, 02:00:00:00:00:42",
         "dut0 is gone",
