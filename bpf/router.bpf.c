@@ -106,6 +106,15 @@ static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingres
 	return R_FORWARDED;
 }
 
+/* Whether `saddr` (host order) may be one of the router's own addresses. */
+static __always_inline int local_source(__u32 saddr)
+{
+	__u32 bit = local_src_bit(saddr), word = bit >> 6;
+	__u64 *w = bpf_map_lookup_elem(&local_src4, &word);
+
+	return w && (*w >> (bit & 63)) & 1;
+}
+
 /* Reverse path filtering, as the kernel's fib_validate_source decides it,
  * where the fast path can tell: the source's route goes through a resolved
  * gateway (for strict filtering, on the interface the frame came in on).
@@ -150,8 +159,8 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 		return PASS(R_PASS_BAD_CSUM);
 	if (ip->frag_off & bpf_htons(IP_MF_OFFSET))
 		return PASS(R_PASS_FRAGMENT);
-	__u32 daddr = bpf_ntohl(ip->daddr);
-	if (ipv4_special(daddr) || ipv4_special(bpf_ntohl(ip->saddr)))
+	__u32 daddr = bpf_ntohl(ip->daddr), saddr = bpf_ntohl(ip->saddr);
+	if (ipv4_special(daddr) || ipv4_special(saddr) || local_source(saddr))
 		return PASS(R_PASS_SPECIAL);
 	if (ip->ttl <= 1)
 		return PASS(R_PASS_TTL);
@@ -159,7 +168,7 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	if ((ifflags & (IFACE_RPF_STRICT | IFACE_RPF_LOOSE)) &&
-	    !rpf_ok(bpf_ntohl(ip->saddr), ctx->ingress_ifindex, ifflags))
+	    !rpf_ok(saddr, ctx->ingress_ifindex, ifflags))
 		return PASS(R_PASS_RP_FILTER);
 	ipv4_decrease_ttl(ip);
 	verdict(c, R_FORWARDED, len, 0);

@@ -87,6 +87,27 @@ struct {
 	__type(value, struct nexthop);
 } nexthops SEC(".maps");
 
+/* The router's own IPv4 addresses as a bit set of 2^16 bits, by a hash
+ * (local_src_bit): a frame from one of them is a martian source the kernel
+ * drops (fib_validate_source), so the fast path passes it. Another source
+ * whose bit a local address shares passes too, to the same verdict. 8 KiB:
+ * always cached, where a lookup of the source in the FIB would not be. */
+#define LOCAL_SRC_WORDS 1024
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LOCAL_SRC_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} local_src4 SEC(".maps");
+
+/* The bit of local_src4 for address `a` (host order): the top 16 bits of a
+ * multiplicative hash. crates/router/src/local.rs computes the same. */
+static __always_inline __u32 local_src_bit(__u32 a)
+{
+	return (a * 0x9E3779B1u) >> 16;
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, ROUTER_NH_GROUPS);

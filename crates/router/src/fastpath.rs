@@ -114,6 +114,12 @@ impl FastPath {
 
     /// Writes ECMP group `index`'s buckets (next-hop ids). Write it before
     /// the group's next hop points at it.
+    /// Writes word `index` of the router's own IPv4 addresses' bit set
+    /// (crate::local).
+    pub fn set_local_sources(&self, index: u32, word: u64) -> Result<()> {
+        maps::write(&loader::map(&self.obj, "local_src4")?, index, &word)
+    }
+
     pub fn set_nh_group(&self, index: u32, group: &NhGroup) -> Result<()> {
         maps::write(&loader::map(&self.obj, "nh_groups")?, index, group)
     }

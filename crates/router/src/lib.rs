@@ -6,6 +6,7 @@ pub mod ecmp;
 pub mod fastpath;
 pub mod ids;
 pub mod layout;
+pub mod local;
 pub mod mirror;
 pub mod netconf;
 pub mod netlink;

@@ -20,6 +20,7 @@ use crate::layout::{
     Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, NH_GROUP,
     NH_KERNEL, NH_RESOLVED, NH_VALID, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
+use crate::local::LocalSources;
 use crate::netconf::{Netconf, IFINDEX_ALL};
 use crate::netlink::Change;
 use crate::nhobj::{NhMessage, NhObject};
@@ -93,6 +94,7 @@ struct Seen {
     /// Prefix, table and metric: a route's identity.
     routes4: HashSet<((u32, u8), u32, u32)>,
     routes6: HashSet<((u128, u8), u32, u32)>,
+    local4: HashSet<u32>,
 }
 
 pub struct Mirror {
@@ -126,6 +128,9 @@ pub struct Mirror {
     /// IPv4 rp_filter by interface, and conf.all's.
     rp_filter: HashMap<u32, u8>,
     rp_filter_all: u8,
+    /// The router's own IPv4 addresses (the local table's /32 local
+    /// routes): frames from them pass.
+    local4: LocalSources,
     pub counts: Counts,
 }
 
@@ -159,6 +164,7 @@ impl Mirror {
             forward6: false,
             rp_filter: HashMap::new(),
             rp_filter_all: 0,
+            local4: LocalSources::default(),
             counts: Counts::default(),
         })
     }
@@ -206,6 +212,14 @@ impl Mirror {
             self.links.remove(&index);
             self.follow_ingress(index)?;
             self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))?;
+        }
+        let gone: Vec<u32> = self
+            .local4
+            .addrs()
+            .filter(|a| !seen.local4.contains(a))
+            .collect();
+        for a in gone {
+            self.local_source(a, false)?;
         }
         for k in drop_unseen_routes(&mut self.routes4, &seen.routes4) {
             self.sync4(k)?;
@@ -744,6 +758,12 @@ impl Mirror {
                 if let Some(seen) = &mut self.seen {
                     seen.routes4.insert((key, cand.table, cand.priority));
                 }
+                if r.header.kind == RouteType::Local && len == 32 && table == TABLE_LOCAL {
+                    if let Some(seen) = &mut self.seen {
+                        seen.local4.insert(a);
+                    }
+                    self.local_source(a, !gone)?;
+                }
                 update_candidates(self.routes4.entry(key).or_default(), cand, gone);
                 self.sync4(key)
             }
@@ -765,6 +785,14 @@ impl Mirror {
                 self.sync6(key)
             }
             _ => Ok(()),
+        }
+    }
+
+    /// One of the router's own IPv4 addresses added or removed.
+    fn local_source(&mut self, a: u32, local: bool) -> Result<()> {
+        match self.local4.set(a, local) {
+            Some(w) => self.fp.set_local_sources(w, self.local4.word(w)),
+            None => Ok(()),
         }
     }
 

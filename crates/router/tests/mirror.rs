@@ -1038,3 +1038,60 @@ fn reverse_path_filtering_is_the_kernels() {
     m.netconf(&rp_filter(m1 as i32, 1)).unwrap();
     assert_eq!(paths(&m), [fwd, fwd, fwd, fwd]);
 }
+
+/// A frame from one of the router's own addresses is a martian source the
+/// kernel drops (fib_validate_source, whatever rp_filter says): the fast
+/// path passes it, and forwards that source again once the address goes
+/// (by a notification, or missing from a resync's dump).
+#[test]
+fn frames_from_the_routers_own_addresses_pass() {
+    use linerate_router::netlink::Change;
+    let env = scratch_mirror("local");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    let to_gw = M::NewRoute(route(
+        "198.51.100.0",
+        24,
+        254,
+        RouteType::Unicast,
+        Some("198.19.0.1"),
+        m1,
+        0,
+        None,
+    ));
+    m.apply(&to_gw).unwrap();
+    resolve(&mut m, m1, &[("198.19.0.1", MAC_GW)]);
+    let own = |gone: bool| {
+        let r = route("198.18.0.77", 32, 255, RouteType::Local, None, m0, 0, None);
+        if gone {
+            M::DelRoute(r)
+        } else {
+            M::NewRoute(r)
+        }
+    };
+    let from = |m: &Mirror, src: &str| {
+        let f = frame_between(src.parse().unwrap(), "198.51.100.9".parse().unwrap());
+        path(m, m0, &f)
+    };
+    assert_eq!(from(&m, "198.18.0.77"), Ok(MAC_GW));
+    m.apply(&own(false)).unwrap();
+    assert_eq!(from(&m, "198.18.0.77"), Err("pass_special"));
+    assert_eq!(from(&m, "198.18.0.78"), Ok(MAC_GW));
+    m.apply(&own(true)).unwrap();
+    assert_eq!(from(&m, "198.18.0.77"), Ok(MAC_GW));
+
+    m.apply(&own(false)).unwrap();
+    assert_eq!(from(&m, "198.18.0.77"), Err("pass_special"));
+    let dump = [
+        Change::Rt(link(m0, MAC_IN, 1500, true)),
+        Change::Rt(link(m1, MAC_OUT, 1500, true)),
+        Change::Rt(neighbour(
+            m1,
+            "198.19.0.1",
+            MAC_GW,
+            NeighbourState::Reachable,
+        )),
+        Change::Rt(to_gw),
+    ];
+    m.resync(&dump).unwrap();
+    assert_eq!(from(&m, "198.18.0.77"), Ok(MAC_GW), "gone in the dump");
+}
