@@ -65,7 +65,12 @@ pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
     let first = read_all()?;
     let (start, mut tick, mut last) = (Instant::now(), Instant::now(), first.clone());
     let stop = crate::stop::flag();
-    if !a.json {
+    if a.json {
+        // Says when the window opened: what a caller sends after this line
+        // is in the totals.
+        let names: Vec<&str> = rec.interfaces.iter().map(|(n, _)| n.as_str()).collect();
+        eprintln!("linerate stats: watching {}", names.join(", "));
+    } else {
         let head: Vec<String> = rec
             .interfaces
             .iter()

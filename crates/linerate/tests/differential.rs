@@ -20,6 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 const LAB: &str = "lrt-diff";
 const GEN: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -283,11 +285,7 @@ fn the_fast_path_changes_nothing_but_speed() {
 
     let kernel = send_corpus();
     let route = start_route(&dut);
-    let stats = Command::new(BIN)
-        .args(["stats", "--netns", &dut, "-t", "4.5", "--json"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let stats = common::stats_window(&dut, "4.5");
     let linerate_run = send_corpus();
     let st: Value = serde_json::from_slice(&stats.wait_with_output().unwrap().stdout).unwrap();
     stop_route(route);
@@ -478,11 +476,7 @@ fn ecmp_through(lab: &'static str, routes: &[Vec<&str>], to_first: Option<&[Vec<
     };
     let kernel = run(frames.clone());
     let route = start_route(&dut);
-    let stats = Command::new(BIN)
-        .args(["stats", "--netns", &dut, "-t", "2.5", "--json"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let stats = common::stats_window(&dut, "2.5");
     let fast = run(frames.clone());
     let st: Value = serde_json::from_slice(&stats.wait_with_output().unwrap().stdout).unwrap();
     let after_change = to_first.map(|cmds| {
@@ -490,11 +484,7 @@ fn ecmp_through(lab: &'static str, routes: &[Vec<&str>], to_first: Option<&[Vec<
             ip(Some(&dut), c).unwrap();
         }
         std::thread::sleep(Duration::from_millis(300));
-        let stats = Command::new(BIN)
-            .args(["stats", "--netns", &dut, "-t", "2.5", "--json"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let stats = common::stats_window(&dut, "2.5");
         let seen = run(frames);
         let st: Value = serde_json::from_slice(&stats.wait_with_output().unwrap().stdout).unwrap();
         (seen, st)

@@ -8,6 +8,8 @@ use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 const LAB: &str = "lrt-route";
 
@@ -112,19 +114,7 @@ fn route_forwards_refuses_doubles_and_leaves_the_kernel_forwarding() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let stats = Command::new(BIN)
-        .args([
-            "stats",
-            "--netns",
-            &format!("{LAB}-dut"),
-            "-t",
-            "2.5",
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let stats = common::stats_window(&format!("{LAB}-dut"), "2.5");
     std::thread::sleep(Duration::from_millis(500));
     // On CPU 0: a paced generator spins (dropping frames ahead of its
     // schedule), and on the DUT's CPU it would starve the DUT.

@@ -1,0 +1,22 @@
+//! What the CLI tests share.
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+
+/// `linerate stats --json` on the router in namespace `netns` for `secs`,
+/// returned once its window is open (its "watching" line): frames sent
+/// after this are in its totals, however slowly it started.
+pub fn stats_window(netns: &str, secs: &str) -> Child {
+    let mut c = Command::new(BIN)
+        .args(["stats", "--netns", netns, "-t", secs, "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(c.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("watching"), "linerate stats: {line}");
+    c
+}
