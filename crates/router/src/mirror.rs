@@ -9,7 +9,11 @@
 //! over buckets by weight (crate::ecmp). Everything else goes to the
 //! kernel next hop (XDP_PASS): connected networks and local addresses (the
 //! kernel resolves and delivers), multipath routes with a member without a
-//! gateway, blackhole, unreachable, prohibit and the rest. Routes through
+//! gateway, blackhole, unreachable, prohibit and the rest. A host on a
+//! connected network whose neighbour entry is usable gets its own entry
+//! (a /32 or /128 whose next hop is the host), as ip_tryforward reaches
+//! it: forwarded in the fast path, the rest of the network the kernel's.
+//! Routes through
 //! nexthop objects (`ip route add P nhid N`, as FRR installs them) get
 //! what the object is, a gateway or a group of them, and follow it when
 //! it changes. Other routing tables (policy routing) are not mirrored.
@@ -35,8 +39,8 @@ use netlink_packet_route::route::{
     RouteNextHopFlags, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::IpAddr;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 const TABLE_MAIN: u32 = 254;
 const TABLE_LOCAL: u32 = 255;
@@ -56,6 +60,13 @@ pub enum NhKey {
     Gateway {
         oif: u32,
         gw: IpAddr,
+        mtu: Option<u32>,
+    },
+    /// A unicast route with no gateway: a connected network (`ip route add
+    /// P dev D`, or an address's prefix). The kernel's, but for the hosts
+    /// on it whose neighbour is known (`Mirror::attached`).
+    Device {
+        oif: u32,
         mtu: Option<u32>,
     },
     /// An ECMP route: its members (`Gateway`s) and their weights, sorted.
@@ -101,6 +112,9 @@ pub struct Mirror {
     fp: FastPath,
     links: HashMap<u32, Link>,
     neigh: HashMap<(u32, IpAddr), [u8; 6]>,
+    /// The usable neighbours again, by address: the hosts a route change
+    /// may give or take a host entry (a range of this set).
+    hosts: BTreeSet<(IpAddr, u32)>,
     routes4: HashMap<(u32, u8), Vec<Candidate>>,
     routes6: HashMap<(u128, u8), Vec<Candidate>>,
     fib4: Fib<u32>,
@@ -148,6 +162,7 @@ impl Mirror {
             fp,
             links: HashMap::new(),
             neigh: HashMap::new(),
+            hosts: BTreeSet::new(),
             routes4: HashMap::new(),
             routes6: HashMap::new(),
             fib4: Fib::new(Shape::IPV4),
@@ -202,11 +217,8 @@ impl Mirror {
                 object: NhObject::Kernel,
             })?;
         }
-        for (oif, ip) in unseen(&self.neigh, &seen.neigh) {
-            self.neigh.remove(&(oif, ip));
-            self.refresh_nexthops(
-                |k| matches!(k, NhKey::Gateway { oif: o, gw, .. } if *o == oif && *gw == ip),
-            )?;
+        for key in unseen(&self.neigh, &seen.neigh) {
+            self.set_neighbour(key, None)?;
         }
         for index in unseen(&self.links, &seen.links) {
             self.links.remove(&index);
@@ -370,8 +382,10 @@ impl Mirror {
     /// the kernel's if the object is unknown or not one the fast path
     /// takes.
     fn resolve(&self, k: NhKey) -> NhKey {
-        let NhKey::Object { id, mtu } = k else {
-            return k;
+        let (id, mtu) = match k {
+            NhKey::Object { id, mtu } => (id, mtu),
+            NhKey::Device { .. } => return NhKey::Kernel,
+            k => return k,
         };
         let gateway = |o: Option<&NhObject>| match o {
             Some(NhObject::Gateway { oif, gw }) => Some(NhKey::Gateway {
@@ -579,21 +593,73 @@ impl Mirror {
                 | NeighbourState::Permanent
                 | NeighbourState::Noarp
         );
-        let before = self.neigh.get(&key).copied();
-        match (gone, usable, mac) {
-            (false, true, Some(m)) => {
-                self.neigh.insert(key, m);
-            }
-            _ => {
-                self.neigh.remove(&key);
-            }
-        }
-        if self.neigh.get(&key).copied() == before {
+        let mac = match (gone, usable, mac) {
+            (false, true, Some(m)) => Some(m),
+            _ => None,
+        };
+        self.set_neighbour(key, mac)
+    }
+
+    /// A neighbour's MAC now (None: not usable or gone): the next hops
+    /// through it are rewritten, and the host's own entry follows.
+    fn set_neighbour(&mut self, key: (u32, IpAddr), mac: Option<[u8; 6]>) -> Result<()> {
+        let before = match mac {
+            Some(m) => self.neigh.insert(key, m),
+            None => self.neigh.remove(&key),
+        };
+        if before == mac {
             return Ok(());
         }
+        let (oif, ip) = key;
+        if mac.is_some() && !link_local(ip) {
+            self.hosts.insert((ip, oif));
+        } else {
+            self.hosts.remove(&(ip, oif));
+        }
         self.refresh_nexthops(
-            |k| matches!(k, NhKey::Gateway { oif, gw, .. } if *oif == key.0 && *gw == ip),
-        )
+            |k| matches!(k, NhKey::Gateway { oif: o, gw, .. } if *o == oif && *gw == ip),
+        )?;
+        match ip {
+            IpAddr::V4(v) => self.sync4((u32::from(v), 32)),
+            IpAddr::V6(v) => self.sync6((u128::from(v), 128)),
+        }
+    }
+
+    /// The next hop of host `ip`'s own entry: the host itself, when the
+    /// route the kernel takes to it (the longest prefix `routes` holds) is
+    /// a connected network out of the interface its neighbour entry is on.
+    /// The kernel then sends to the neighbour's MAC, and so does the fast
+    /// path; a route through a gateway over it, or no usable neighbour,
+    /// and the host has no entry of its own.
+    fn attached<K: Key>(&self, routes: &HashMap<(K, u8), Vec<Candidate>>, a: K) -> Option<NhKey> {
+        let ip = ip_of(a);
+        if !self.hosts.range((ip, 0)..=(ip, u32::MAX)).any(|_| true) {
+            return None;
+        }
+        let covering = (0..=K::BITS)
+            .rev()
+            .find_map(|len| best(routes.get(&(a.mask(len), len))))?;
+        match covering {
+            NhKey::Device { oif, mtu } if self.neigh.contains_key(&(oif, ip)) => {
+                Some(NhKey::Gateway { oif, gw: ip, mtu })
+            }
+            _ => None,
+        }
+    }
+
+    /// The hosts with a usable neighbour inside prefix `(a, len)`.
+    fn hosts_within<K: Key>(&self, (a, len): (K, u8)) -> Vec<K> {
+        let host_bits = (u128::MAX >> (128 - K::BITS as u32))
+            .checked_shr(len as u32)
+            .unwrap_or(0);
+        let last = K::from_u128(a.to_u128() | host_bits);
+        let mut out: Vec<K> = self
+            .hosts
+            .range((ip_of(a), 0)..=(ip_of(last), u32::MAX))
+            .map(|(ip, _)| key_of(*ip))
+            .collect();
+        out.dedup();
+        out
     }
 
     /// Rewrites the entries of the next hops `which` selects.
@@ -615,7 +681,7 @@ impl Mirror {
     fn nexthop_entry(&self, k: &NhKey) -> Nexthop {
         match k {
             // (Objects are resolved before they get an id.)
-            NhKey::Kernel | NhKey::Object { .. } => Nexthop {
+            NhKey::Kernel | NhKey::Object { .. } | NhKey::Device { .. } => Nexthop {
                 flags: NH_VALID | NH_KERNEL,
                 ..Default::default()
             },
@@ -738,6 +804,7 @@ impl Mirror {
             (RouteType::Unicast, Some(gw), Some(oif), None, None) => {
                 NhKey::Gateway { oif, gw, mtu }
             }
+            (RouteType::Unicast, None, Some(oif), None, None) => NhKey::Device { oif, mtu },
             (RouteType::Unicast, _, _, Some(hops), None) => group_key(hops, mtu),
             (RouteType::Unicast, _, _, _, Some(id)) => NhKey::Object { id, mtu },
             _ => NhKey::Kernel,
@@ -796,19 +863,71 @@ impl Mirror {
         }
     }
 
+    /// Puts prefix `key` in the FIB as the kernel has it now; a host
+    /// prefix may be an attached host's entry, and the hosts under a
+    /// shorter one follow it (it may be, or stop being, their connected
+    /// network, or come between them and it).
     fn sync4(&mut self, key: (u32, u8)) -> Result<()> {
-        let best = best(self.routes4.get(&key)).map(|k| self.resolve(k));
+        let host = if key.1 == 32 {
+            self.attached(&self.routes4, key.0)
+        } else {
+            None
+        };
+        let best = host
+            .or_else(|| best(self.routes4.get(&key)))
+            .map(|k| self.resolve(k));
         let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
         let (fp, fib, counts) = (&self.fp, &mut self.fib4, &mut self.counts);
-        install(fp, fib, counts, key, id)
+        install(fp, fib, counts, key, id)?;
+        if key.1 < 32 {
+            for a in self.hosts_within(key) {
+                self.sync4((a, 32))?;
+            }
+        }
+        Ok(())
     }
 
     fn sync6(&mut self, key: (u128, u8)) -> Result<()> {
-        let best = best(self.routes6.get(&key)).map(|k| self.resolve(k));
+        let host = if key.1 == 128 {
+            self.attached(&self.routes6, key.0)
+        } else {
+            None
+        };
+        let best = host
+            .or_else(|| best(self.routes6.get(&key)))
+            .map(|k| self.resolve(k));
         let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
         let (fp, fib, counts) = (&self.fp, &mut self.fib6, &mut self.counts);
-        install(fp, fib, counts, key, id)
+        install(fp, fib, counts, key, id)?;
+        if key.1 < 128 {
+            for a in self.hosts_within(key) {
+                self.sync6((a, 128))?;
+            }
+        }
+        Ok(())
     }
+}
+
+/// An address as a FIB key's family holds it (a 32-bit key is IPv4).
+fn ip_of<K: Key>(a: K) -> IpAddr {
+    if K::BITS == 32 {
+        IpAddr::V4(Ipv4Addr::from(a.to_u128() as u32))
+    } else {
+        IpAddr::V6(Ipv6Addr::from(a.to_u128()))
+    }
+}
+
+fn key_of<K: Key>(ip: IpAddr) -> K {
+    match ip {
+        IpAddr::V4(v) => K::from_u128(u32::from(v) as u128),
+        IpAddr::V6(v) => K::from_u128(u128::from(v)),
+    }
+}
+
+/// fe80::/10: never forwarded (the fast path passes it), and every
+/// interface has the same connected fe80::/64, so no host entries there.
+fn link_local(ip: IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(v) if v.segments()[0] & 0xffc0 == 0xfe80)
 }
 
 /// The keys of `held` a dump did not show.

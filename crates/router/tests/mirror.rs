@@ -1095,3 +1095,181 @@ fn frames_from_the_routers_own_addresses_pass() {
     m.resync(&dump).unwrap();
     assert_eq!(from(&m, "198.18.0.77"), Ok(MAC_GW), "gone in the dump");
 }
+
+/// A unicast route message of either family: through `gw`, or a connected
+/// network (no gateway) out of `oif`.
+fn unicast(dst: &str, len: u8, gw: Option<&str>, oif: u32, mtu: Option<u32>) -> RouteMessage {
+    let addr = |a: &str| match a.parse::<std::net::IpAddr>().unwrap() {
+        std::net::IpAddr::V4(v) => RouteAddress::Inet(v),
+        std::net::IpAddr::V6(v) => RouteAddress::Inet6(v),
+    };
+    let mut r = RouteMessage::default();
+    r.header.address_family = if dst.contains(':') {
+        AddressFamily::Inet6
+    } else {
+        AddressFamily::Inet
+    };
+    r.header.destination_prefix_length = len;
+    r.header.table = 254;
+    r.header.kind = RouteType::Unicast;
+    r.attributes.push(RouteAttribute::Destination(addr(dst)));
+    if let Some(g) = gw {
+        r.attributes.push(RouteAttribute::Gateway(addr(g)));
+    }
+    r.attributes.push(RouteAttribute::Oif(oif));
+    if let Some(m) = mtu {
+        r.attributes
+            .push(RouteAttribute::Metrics(vec![RouteMetric::Mtu(m)]));
+    }
+    r
+}
+
+/// A host on a connected network is forwarded to in the fast path once
+/// its neighbour is usable, to the MAC the kernel has for it; without one
+/// (or failed) it is the kernel's. The route the kernel takes decides: a
+/// gateway route over the host, or a /32 through a gateway, sends it to
+/// that gateway; a neighbour on another interface than the connected
+/// network's gets no entry; when the connected network goes, the host
+/// follows the next covering route. The connected route's MTU holds. IPv6
+/// the same, link-local neighbours aside.
+#[test]
+fn hosts_on_connected_networks_are_forwarded() {
+    let env = scratch_mirror("hosts");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    let to = |m: &Mirror, dst: &str| {
+        path(
+            m,
+            m0,
+            &frame_between("198.18.0.1".parse().unwrap(), dst.parse().unwrap()),
+        )
+    };
+    let to6 = |m: &Mirror, dst: &str| {
+        path(
+            m,
+            m0,
+            &frame_between("2001:db8::1".parse().unwrap(), dst.parse().unwrap()),
+        )
+    };
+    let add = |m: &mut Mirror, r: RouteMessage| m.apply(&M::NewRoute(r)).unwrap();
+    let del = |m: &mut Mirror, r: RouteMessage| m.apply(&M::DelRoute(r)).unwrap();
+    let state = |m: &mut Mirror, oif: u32, ip: &str, mac: [u8; 6], s: NeighbourState| {
+        m.apply(&neighbour(oif, ip, mac, s)).unwrap()
+    };
+    const MAC_HOST: [u8; 6] = [2, 0, 0, 0, 0, 9];
+    const MAC_HOST2: [u8; 6] = [2, 0, 0, 0, 0, 0x29];
+
+    // The neighbour first, then its connected network.
+    state(
+        &mut m,
+        m1,
+        "198.19.0.9",
+        MAC_HOST,
+        NeighbourState::Reachable,
+    );
+    assert_eq!(to(&m, "198.19.0.9"), Err("pass_no_route"));
+    let connected = unicast("198.19.0.0", 24, None, m1, None);
+    add(&mut m, connected.clone());
+    assert_eq!(to(&m, "198.19.0.9"), Ok(MAC_HOST));
+    assert_eq!(to(&m, "198.19.0.10"), Err("pass_local"), "no neighbour");
+    // The network first, then a neighbour, its states and a new MAC.
+    state(
+        &mut m,
+        m1,
+        "198.19.0.10",
+        MAC_HOST2,
+        NeighbourState::Incomplete,
+    );
+    assert_eq!(to(&m, "198.19.0.10"), Err("pass_local"));
+    state(&mut m, m1, "198.19.0.10", MAC_HOST2, NeighbourState::Stale);
+    assert_eq!(to(&m, "198.19.0.10"), Ok(MAC_HOST2));
+    state(&mut m, m1, "198.19.0.9", MAC_HOST, NeighbourState::Failed);
+    assert_eq!(to(&m, "198.19.0.9"), Err("pass_local"));
+    state(
+        &mut m,
+        m1,
+        "198.19.0.9",
+        MAC_HOST2,
+        NeighbourState::Reachable,
+    );
+    assert_eq!(to(&m, "198.19.0.9"), Ok(MAC_HOST2));
+    state(
+        &mut m,
+        m1,
+        "198.19.0.9",
+        MAC_HOST,
+        NeighbourState::Reachable,
+    );
+    assert_eq!(to(&m, "198.19.0.9"), Ok(MAC_HOST));
+
+    // A gateway route over the host: the kernel sends to the gateway.
+    resolve(&mut m, m1, &[("198.19.0.1", MAC_GW)]);
+    let over = unicast("198.19.0.8", 29, Some("198.19.0.1"), m1, None);
+    add(&mut m, over.clone());
+    assert_eq!(to(&m, "198.19.0.9"), Ok(MAC_GW));
+    assert_eq!(to(&m, "198.19.0.10"), Ok(MAC_GW));
+    del(&mut m, over);
+    assert_eq!(to(&m, "198.19.0.9"), Ok(MAC_HOST));
+    // A host route through a gateway wins; a host route out of the
+    // interface is the connected network again.
+    let host_gw = unicast("198.19.0.9", 32, Some("198.19.0.1"), m1, None);
+    add(&mut m, host_gw.clone());
+    assert_eq!(to(&m, "198.19.0.9"), Ok(MAC_GW));
+    del(&mut m, host_gw);
+    let host_dev = unicast("198.19.0.9", 32, None, m1, None);
+    add(&mut m, host_dev.clone());
+    assert_eq!(to(&m, "198.19.0.9"), Ok(MAC_HOST));
+    del(&mut m, host_dev);
+    assert_eq!(to(&m, "198.19.0.9"), Ok(MAC_HOST));
+
+    // A neighbour on another interface than its network's: the kernel's.
+    state(
+        &mut m,
+        m0,
+        "198.19.0.11",
+        MAC_HOST,
+        NeighbourState::Reachable,
+    );
+    assert_eq!(to(&m, "198.19.0.11"), Err("pass_local"));
+
+    // The connected route's MTU is the host's.
+    del(&mut m, connected);
+    let narrow = unicast("198.19.0.0", 24, None, m1, Some(1000));
+    add(&mut m, narrow.clone());
+    assert_eq!(to(&m, "198.19.0.9"), Ok(MAC_HOST));
+    let big = frame("198.19.0.9", 1200);
+    assert_eq!(path(&m, m0, &big), Err("pass_mtu"));
+
+    // The network gone: its hosts follow the next covering route.
+    resolve(&mut m, m0, &[("198.18.0.254", MAC_GW2)]);
+    let default = unicast("0.0.0.0", 0, Some("198.18.0.254"), m0, None);
+    add(&mut m, default);
+    assert_eq!(to(&m, "198.19.0.9"), Ok(MAC_HOST));
+    del(&mut m, narrow);
+    // (out of m0, where the frame came in: the kernel's, to redirect)
+    assert_eq!(to(&m, "198.19.0.9"), Err("pass_same_if"));
+    assert_eq!(to(&m, "198.19.0.10"), Err("pass_same_if"));
+
+    // IPv6: a host of a connected /64; link-local neighbours get nothing.
+    add(&mut m, unicast("2001:db8:1::", 64, None, m1, None));
+    add(&mut m, unicast("fe80::", 64, None, m1, None));
+    state(
+        &mut m,
+        m1,
+        "2001:db8:1::9",
+        MAC_HOST,
+        NeighbourState::Reachable,
+    );
+    state(&mut m, m1, "fe80::9", MAC_HOST, NeighbourState::Reachable);
+    assert_eq!(to6(&m, "2001:db8:1::9"), Ok(MAC_HOST));
+    assert_eq!(to6(&m, "2001:db8:1::a"), Err("pass_local"));
+    let (v4, v6) = m.routes();
+    assert_eq!(v6, 3, "the two networks and one host ({v4} IPv4 entries)");
+    state(
+        &mut m,
+        m1,
+        "2001:db8:1::9",
+        MAC_HOST,
+        NeighbourState::Failed,
+    );
+    assert_eq!(to6(&m, "2001:db8:1::9"), Err("pass_local"));
+}
