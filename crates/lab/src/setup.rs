@@ -204,8 +204,10 @@ fn tune(spec: &LabSpec) -> Result<Vec<NapiThread>> {
     // A veth takes frames an XDP program redirects into it only if its
     // peer has NAPI (an XDP program or GRO on); otherwise it drops them
     // silently. The receiver's end gets GRO so that an XDP DUT's frames
-    // arrive whether or not an XDP receiver is attached.
+    // arrive whether or not an XDP receiver is attached, and so does the
+    // generator's, for what an XDP DUT forwards back (ICMP errors to it).
     in_netns(&ns.recv, "ethtool", &["-K", &i.recv, "gro", "on"])?;
+    in_netns(&ns.gen, "ethtool", &["-K", &i.gen, "gro", "on"])?;
     threaded_napi(&ns.dut, &i.dut_in, spec.dut_cpu)
 }
 

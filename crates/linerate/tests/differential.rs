@@ -2,12 +2,14 @@
 //! and IPv6 of several sizes, TTL/hop limit 0-2, IPv4 options, a bad header
 //! checksum, a truncated header, a fragment, non-IP, broadcast and
 //! multicast, to the DUT itself, unrouted, to a neighbour not resolved yet,
+//! to a host on a connected network (and its errors back to another),
 //! IPv6 hop-by-hop, oversize for the egress MTU with and without DF) goes
 //! out of gen0 once with the kernel forwarding alone and once with
 //! `linerate route` attached. What arrives at recv0 and what comes back to
 //! gen0 (ICMP errors included) must be the same frames, byte for byte. Not
 //! compared: the kernels' own ARP, ND and MLD; the IPv4 ID and header
-//! checksum of packets the DUT originates (a per-destination counter).
+//! checksum of packets the DUT or the receiver originates (a
+//! per-destination counter).
 //! Needs root.
 use etherparse::PacketBuilder;
 use linerate_host::cmd::ip;
@@ -134,6 +136,7 @@ fn corpus() -> Vec<Vec<u8>> {
         udp4([198, 18, 0, 254], 64, 18, DUT_IN), // the DUT itself: port unreachable
         udp4([10, 9, 9, 9], 64, 18, DUT_IN),     // unrouted: net unreachable
         udp4([198, 19, 0, 77], 64, 18, DUT_IN),  // connected, no neighbour
+        udp4([198, 19, 0, 1], 64, 18, DUT_IN),   // a connected host: the receiver
         udp4(to, 64, 1350, DUT_IN),              // over dut1's MTU (1300), as etherparse sets DF
     ];
     // Without DF: the kernel fragments.
@@ -174,6 +177,7 @@ fn corpus() -> Vec<Vec<u8>> {
         udp6("2001:2:0:8001::10:1", 1, 18),
         udp6("2001:2:0:8001::10:1", 64, 1300), // over the MTU: packet too big
         udp6("2001:2:0:8000::77", 64, 18),     // connected, no neighbour
+        udp6("2001:2:0:8000::1", 64, 18),      // a connected host: the receiver
         udp6("2001:2::254", 64, 18),
         udp6("2001:db8::1", 64, 18),
         udp6("fe80::1", 64, 18),
@@ -207,11 +211,12 @@ fn is_chatter(f: &[u8]) -> bool {
     }
 }
 
-/// Zeroes the IPv4 ID and header checksum of packets the DUT originates.
+/// Zeroes the IPv4 ID and header checksum of packets the DUT or the
+/// receiver originates (its errors back).
 fn normalise(mut f: Vec<u8>) -> Vec<u8> {
     if u16::from_be_bytes([f[12], f[13]]) == 0x0800 && f.len() >= 34 {
         let src = [f[26], f[27], f[28], f[29]];
-        if src == [198, 18, 0, 254] || src == [198, 19, 0, 254] {
+        if [[198, 18, 0, 254], [198, 19, 0, 254], [198, 19, 0, 1]].contains(&src) {
             f[18] = 0;
             f[19] = 0;
             f[24] = 0;
@@ -292,10 +297,18 @@ fn the_fast_path_changes_nothing_but_speed() {
 
     let reasons = &st["interfaces"][0]["reasons"];
     let count = |r: &str| reasons[r]["packets"].as_u64().unwrap();
-    assert!(
-        count("forwarded") >= 6,
+    // Four IPv4 and three IPv6 transit frames, and one of each family to
+    // the receiver itself, a host on the DUT's connected network.
+    assert_eq!(
+        count("forwarded"),
+        9,
         "the fast path forwarded the plain transit frames: {reasons}"
     );
+    // The receiver's errors back to the generator, a host on the other
+    // connected network: port unreachable for each family, and no route
+    // for the four IPv6 transit frames it was sent (it does not forward).
+    let back = &st["interfaces"][1]["reasons"];
+    assert_eq!(back["forwarded"]["packets"], 6, "{back}");
     assert!(
         count("pass_ttl") >= 3 && count("pass_options") == 1 && count("pass_mtu") >= 2,
         "{reasons}"
