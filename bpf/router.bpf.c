@@ -134,8 +134,12 @@ static __always_inline int rpf_ok(__u32 saddr, __u32 ingress, __u16 ifflags)
 	return !(ifflags & IFACE_RPF_STRICT) || n->ifindex == ingress;
 }
 
-static __always_inline int send(struct ethhdr *eth, const struct nexthop *n)
+static __always_inline int send(struct ethhdr *eth, struct nexthop *n)
 {
+	/* Written once per sweep of the control plane, read every time (the
+	 * entry's line is in cache for the MACs anyway). */
+	if (!n->used)
+		n->used = 1;
 	__builtin_memcpy(eth->h_dest, n->dmac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, n->smac, ETH_ALEN);
 	return bpf_redirect_map(&tx_ports, n->ifindex, XDP_PASS);

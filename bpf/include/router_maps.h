@@ -60,7 +60,10 @@ struct nexthop {
 	__u32 ifindex;
 	__u16 mtu;
 	__u8  flags;
-	__u8  _pad;
+	/* Set by the fast path when it sends through this next hop; the
+	 * control plane reads and clears it, and tells the kernel that the
+	 * neighbour is in use (NTF_USE), as its own forwarding would. */
+	__u8  used;
 	__u8  dmac[6];
 	__u8  smac[6];
 };

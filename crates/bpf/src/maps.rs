@@ -9,6 +9,15 @@ pub fn write<T: Pod>(map: &impl MapCore, key: u32, value: &T) -> Result<()> {
         .with_context(|| format!("cannot update map {:?}", map.name()))
 }
 
+/// Reads the value at `key` of an array or hash map.
+pub fn read<T: Pod>(map: &impl MapCore, key: u32) -> Result<T> {
+    let bytes = map
+        .lookup(&key.to_ne_bytes(), MapFlags::ANY)
+        .with_context(|| format!("cannot read map {:?}", map.name()))?
+        .ok_or_else(|| anyhow!("map {:?} has no key {key}", map.name()))?;
+    T::from_bytes(&bytes).ok_or_else(|| anyhow!("map {:?}: value size mismatch", map.name()))
+}
+
 /// Reads the value at `key` of a per-CPU map, one entry per possible CPU.
 pub fn read_percpu<T: Pod>(map: &impl MapCore, key: u32) -> Result<Vec<T>> {
     let per_cpu = map

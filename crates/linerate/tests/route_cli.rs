@@ -409,3 +409,124 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         assert!(err.contains(said), "{said:?} not in: {err}");
     }
 }
+
+/// The DUT kernel's entry for the receiver, 198.19.0.1 on dut1 (its
+/// `ip neigh` state word, or "none").
+fn receiver_neighbour_state() -> String {
+    let o = Command::new("ip")
+        .args([
+            "-n",
+            &format!("{LAB}-dut"),
+            "neigh",
+            "show",
+            "198.19.0.1",
+            "dev",
+            "dut1",
+        ])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&o.stdout);
+    s.split_whitespace().last().unwrap_or("none").to_string()
+}
+
+/// What the fast path forwards the kernel does not see, so the router
+/// tells it that the next hops it sends through are in use (NTF_USE), as
+/// the kernel's own forwarding would: a STALE entry gets probed and
+/// confirmed again, and once the host stops answering it fails (and the
+/// kernel takes the traffic, and its errors), where it would otherwise
+/// stay STALE and the fast path send to a host long gone.
+#[test]
+fn route_keeps_the_kernel_confirming_the_neighbours_it_sends_to() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _down = Down;
+    assert!(linerate(&["lab", "up", "--name", LAB]).status.success());
+    let dut = format!("{LAB}-dut");
+    let in_dut = |args: &[&str]| {
+        let s = Command::new("ip")
+            .args(["netns", "exec", &dut])
+            .args(args)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(s.success(), "{args:?}");
+    };
+    // The lab's receiver entry is permanent: make it a learnt one that
+    // goes STALE a second after it was last confirmed.
+    in_dut(&["ip", "neigh", "del", "198.19.0.1", "dev", "dut1"]);
+    in_dut(&[
+        "sysctl",
+        "-qw",
+        "net.ipv4.neigh.dut1.base_reachable_time_ms=1000",
+        "net.ipv4.neigh.dut1.delay_first_probe_time=1",
+    ]);
+    in_dut(&["ping", "-c", "1", "-W", "1", "198.19.0.1"]);
+    let learnt = Instant::now();
+    let mut route = start_route();
+    let gen = Command::new(BIN)
+        .args([
+            "gen",
+            "--netns",
+            &format!("{LAB}-gen"),
+            "-i",
+            "gen0",
+            "-R",
+            "2000",
+            "-t",
+            "40",
+            "--cpu",
+            "0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Confirmed again while the fast path sends: REACHABLE well after the
+    // ping's confirmation ran out (at most 1.5 s).
+    let mut states = Vec::new();
+    let reconfirmed = loop {
+        let s = receiver_neighbour_state();
+        states.push(s.clone());
+        if learnt.elapsed() > Duration::from_secs(3) && s == "REACHABLE" {
+            break true;
+        }
+        if learnt.elapsed() > Duration::from_secs(10) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // The receiver stops answering ARP: the kernel's probes fail.
+    let off = Command::new("ip")
+        .args([
+            "-n",
+            &format!("{LAB}-recv"),
+            "link",
+            "set",
+            "dev",
+            "recv0",
+            "arp",
+            "off",
+        ])
+        .status()
+        .unwrap();
+    assert!(off.success());
+    let t = Instant::now();
+    let failed = loop {
+        let s = receiver_neighbour_state();
+        if matches!(s.as_str(), "FAILED" | "INCOMPLETE" | "none") {
+            break true;
+        }
+        if t.elapsed() > Duration::from_secs(15) {
+            states.push(s);
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for c in [gen.id(), route.id()] {
+        // SAFETY: signalling our children.
+        unsafe { libc::kill(c as i32, libc::SIGINT) };
+    }
+    let _ = gen.wait_with_output();
+    assert!(route.wait().unwrap().success());
+    assert!(reconfirmed, "never confirmed again: {states:?}");
+    assert!(failed, "the dead host's entry did not fail: {states:?}");
+}

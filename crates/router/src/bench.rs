@@ -172,7 +172,7 @@ fn fast_path<K: Key>(layout: Ipv6Layout, table: &[(K, u8, u32)], p: &Ports) -> R
             ifindex: p.out_idx,
             mtu: 1500,
             flags: NH_VALID | NH_RESOLVED,
-            _pad: 0,
+            used: 0,
             dmac: p.in_mac,
             smac: p.out_mac,
         },

@@ -112,6 +112,11 @@ impl FastPath {
         maps::write(&loader::map(&self.obj, "nexthops")?, id, nh)
     }
 
+    /// Next hop `id` as the fast path has it now (its `used` mark).
+    pub fn nexthop(&self, id: u32) -> Result<Nexthop> {
+        maps::read(&loader::map(&self.obj, "nexthops")?, id)
+    }
+
     /// Writes ECMP group `index`'s buckets (next-hop ids). Write it before
     /// the group's next hop points at it.
     /// Writes word `index` of the router's own IPv4 addresses' bit set

@@ -42,7 +42,7 @@ pub struct Nexthop {
     pub ifindex: u32,
     pub mtu: u16,
     pub flags: u8,
-    pub _pad: u8,
+    pub used: u8,
     pub dmac: [u8; 6],
     pub smac: [u8; 6],
 }
@@ -148,7 +148,7 @@ mod tests {
                 ("ifindex", offset_of!(Nexthop, ifindex)),
                 ("mtu", offset_of!(Nexthop, mtu)),
                 ("flags", offset_of!(Nexthop, flags)),
-                ("_pad", offset_of!(Nexthop, _pad)),
+                ("used", offset_of!(Nexthop, used)),
                 ("dmac", offset_of!(Nexthop, dmac)),
                 ("smac", offset_of!(Nexthop, smac)),
             ],

@@ -625,6 +625,31 @@ impl Mirror {
         }
     }
 
+    /// The neighbours the fast path sent to since the last call (the next
+    /// hops it marked used, marks cleared): the kernel is to hear that
+    /// they are in use (NTF_USE), as when it forwards to them itself, so
+    /// that it confirms them (a STALE entry is probed, and fails when the
+    /// host is gone) and does not collect them as unused.
+    pub fn neighbours_in_use(&mut self) -> Result<Vec<(u32, IpAddr)>> {
+        let mut out = Vec::new();
+        let gateways: Vec<(NhKey, u32)> = self
+            .nh_ids
+            .iter()
+            .filter(|(k, _)| matches!(k, NhKey::Gateway { .. }))
+            .map(|(k, &id)| (k.clone(), id))
+            .collect();
+        for (k, id) in gateways {
+            if self.fp.nexthop(id)?.used == 0 {
+                continue;
+            }
+            self.fp.set_nexthop(id, &self.nexthop_entry(&k))?;
+            if let NhKey::Gateway { oif, gw, .. } = k {
+                out.push((oif, gw));
+            }
+        }
+        Ok(out)
+    }
+
     /// The next hop of host `ip`'s own entry: the host itself, when the
     /// route the kernel takes to it (the longest prefix `routes` holds) is
     /// a connected network out of the interface its neighbour entry is on.
@@ -705,7 +730,7 @@ impl Mirror {
                     ifindex: *oif,
                     mtu: mtu as u16,
                     flags,
-                    _pad: 0,
+                    used: 0,
                     dmac: dmac.unwrap_or_default(),
                     smac: link.mac,
                 }

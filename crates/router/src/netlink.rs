@@ -118,6 +118,45 @@ pub fn raw_dump(kind: u16, body: &[u8], what: &str) -> Result<Result<Vec<Vec<u8>
     }
 }
 
+/// Tells the kernel that these neighbours (interface, address) are in use
+/// (RTM_NEWNEIGH with NTF_USE, `ip neigh change ... use`): it treats
+/// each as if it had sent through it, moving a STALE entry to DELAY and
+/// probing it. An entry gone meanwhile is not created again.
+pub fn mark_neighbours_used(neighbours: &[(u32, std::net::IpAddr)]) -> Result<()> {
+    use netlink_packet_route::neighbour::{
+        NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage,
+    };
+    if neighbours.is_empty() {
+        return Ok(());
+    }
+    let s = socket(0)?;
+    s.connect(&SocketAddr::new(0, 0))?;
+    for (oif, ip) in neighbours {
+        let mut n = NeighbourMessage::default();
+        n.header.ifindex = *oif;
+        n.header.flags = NeighbourFlags::Use;
+        let (family, addr) = match ip {
+            std::net::IpAddr::V4(v) => (AddressFamily::Inet, NeighbourAddress::Inet(*v)),
+            std::net::IpAddr::V6(v) => (AddressFamily::Inet6, NeighbourAddress::Inet6(*v)),
+        };
+        n.header.family = family;
+        n.attributes = vec![NeighbourAttribute::Destination(addr)];
+        let mut hdr = NetlinkHeader::default();
+        hdr.flags = NLM_F_REQUEST;
+        let mut req = NetlinkMessage::new(
+            hdr,
+            NetlinkPayload::from(RouteNetlinkMessage::NewNeighbour(n)),
+        );
+        req.finalize();
+        let mut buf = vec![0; req.buffer_len()];
+        req.serialize(&mut buf);
+        s.send(&buf, 0).context("netlink neighbour use")?;
+    }
+    // Errors (an entry gone meanwhile) come back on this socket, which
+    // closes unread: nothing to do about them.
+    Ok(())
+}
+
 /// A dumped entry or a notification.
 #[derive(Clone, Debug)]
 pub enum Change {

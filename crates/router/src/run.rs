@@ -180,6 +180,12 @@ pub fn run(
             freed_at = None;
         }
         if tick.elapsed() >= Duration::from_secs(1) {
+            let used = mirror
+                .neighbours_in_use()
+                .and_then(|n| netlink::mark_neighbours_used(&n));
+            if let Err(e) = used {
+                eprintln!("linerate route: {e:#}");
+            }
             let now = counters(&mirror)?;
             let delta = now.since(&last);
             on_second(&Second {

@@ -71,7 +71,7 @@ impl Router {
             ifindex,
             mtu,
             flags,
-            _pad: 0,
+            used: 0,
             dmac: MAC_RECV,
             smac: MAC_OUT,
         };
