@@ -84,6 +84,14 @@ pub fn require_tool(tool: &str) -> Result<()> {
     }
 }
 
+/// A MAC address as `ip` prints and takes it: `02:00:00:00:00:01`.
+pub fn mac_text(m: &[u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,12 +125,4 @@ mod tests {
     fn success_returns_stdout() {
         assert_eq!(run("sh", &["-c", "printf hi"]).unwrap(), "hi");
     }
-}
-
-/// A MAC address as `ip` prints and takes it: `02:00:00:00:00:01`.
-pub fn mac_text(m: &[u8; 6]) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
 }
