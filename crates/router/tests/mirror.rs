@@ -128,8 +128,12 @@ fn verdict(m: &Mirror, ingress: u32, f: &[u8]) -> (u32, &'static str, [u8; 6]) {
     let before = m.fast_path().counters(ingress).unwrap();
     let (v, out) = m.fast_path().run(f, ingress).unwrap();
     let after = m.fast_path().counters(ingress).unwrap();
+    // The counter that moved by this one frame (its packets and bytes).
     let r = (0..REASONS.len())
-        .find(|&i| after.packets[i] != before.packets[i])
+        .find(|&i| {
+            after.packets[i] == before.packets[i] + 1
+                && after.bytes[i] == before.bytes[i] + f.len() as u64
+        })
         .unwrap();
     (v, REASONS[r], out[0..6].try_into().unwrap())
 }

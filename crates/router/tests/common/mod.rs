@@ -34,6 +34,15 @@ pub fn scratch_pair(tag: &str, dev: &str) -> (ScratchPair, FastPath) {
     let ns = format!("lrt-{tag}-{}", std::process::id());
     ip(None, &["netns", "add", &ns]).unwrap();
     let scratch = Scratch(ns.clone());
+    // No IPv6 on the pair: the kernel's router solicitations and MLD
+    // reports would arrive through the program beside the frames a test
+    // runs, and move the reason counters it reads.
+    for k in [
+        "net.ipv6.conf.all.disable_ipv6=1",
+        "net.ipv6.conf.default.disable_ipv6=1",
+    ] {
+        linerate_host::cmd::in_netns(&ns, "sysctl", &["-qw", k]).unwrap();
+    }
     let (d0, d1) = (format!("{dev}0"), format!("{dev}1"));
     ip(
         Some(&ns),
