@@ -347,7 +347,8 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
     // Whatever rp_filter says, the DUT's own address as a source is a
     // martian the kernel drops.
     sysctl("net.ipv4.conf.all.rp_filter=0");
-    assert!(received_of(3000, None) > 2500, "rp_filter off: forwarded");
+    let got = received_of(3000, None);
+    assert!(got > 2500, "rp_filter off: forwarded {got}");
     assert_eq!(
         received_of(3000, Some("198.18.0.254")),
         0,
@@ -450,7 +451,31 @@ fn route_keeps_the_kernel_confirming_the_neighbours_it_sends_to() {
             .unwrap();
         assert!(s.success(), "{args:?}");
     };
-    // The lab's receiver entry is permanent: make it a learnt one that
+    // The lab's receiver entry is permanent, and stays so while the fast
+    // path sends to it (NTF_USE would make it a learnt one).
+    let mut route = start_route();
+    let warm = Command::new(BIN)
+        .args([
+            "gen",
+            "--netns",
+            &format!("{LAB}-gen"),
+            "-i",
+            "gen0",
+            "-R",
+            "2000",
+            "-t",
+            "2.5",
+            "--cpu",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(warm.status.success());
+    assert_eq!(receiver_neighbour_state(), "PERMANENT");
+    // SAFETY: signalling our child.
+    unsafe { libc::kill(route.id() as i32, libc::SIGINT) };
+    assert!(route.wait().unwrap().success());
+    // Now a learnt entry that
     // goes STALE 2-6 s after it was last confirmed, and stays so unless
     // used (the kernel counts a confirmation as a use: with a reachable
     // time close to the first probe's delay it re-probes by itself).
@@ -463,7 +488,7 @@ fn route_keeps_the_kernel_confirming_the_neighbours_it_sends_to() {
     ]);
     in_dut(&["ping", "-c", "1", "-W", "1", "198.19.0.1"]);
     let learnt = Instant::now();
-    let mut route = start_route();
+    route = start_route();
     let gen = Command::new(BIN)
         .args([
             "gen",

@@ -115,6 +115,9 @@ pub struct Mirror {
     /// The usable neighbours again, by address: the hosts a route change
     /// may give or take a host entry (a range of this set).
     hosts: BTreeSet<(IpAddr, u32)>,
+    /// Usable neighbours the kernel does not confirm (PERMANENT, NOARP):
+    /// never reported in use (NTF_USE takes PERMANENT away).
+    fixed: HashSet<(u32, IpAddr)>,
     routes4: HashMap<(u32, u8), Vec<Candidate>>,
     routes6: HashMap<(u128, u8), Vec<Candidate>>,
     fib4: Fib<u32>,
@@ -163,6 +166,7 @@ impl Mirror {
             links: HashMap::new(),
             neigh: HashMap::new(),
             hosts: BTreeSet::new(),
+            fixed: HashSet::new(),
             routes4: HashMap::new(),
             routes6: HashMap::new(),
             fib4: Fib::new(Shape::IPV4),
@@ -597,6 +601,16 @@ impl Mirror {
             (false, true, Some(m)) => Some(m),
             _ => None,
         };
+        if mac.is_some()
+            && matches!(
+                n.header.state,
+                NeighbourState::Permanent | NeighbourState::Noarp
+            )
+        {
+            self.fixed.insert(key);
+        } else {
+            self.fixed.remove(&key);
+        }
         self.set_neighbour(key, mac)
     }
 
@@ -611,6 +625,9 @@ impl Mirror {
             return Ok(());
         }
         let (oif, ip) = key;
+        if mac.is_none() {
+            self.fixed.remove(&key);
+        }
         if mac.is_some() && !link_local(ip) {
             self.hosts.insert((ip, oif));
         } else {
@@ -626,7 +643,9 @@ impl Mirror {
     }
 
     /// The neighbours the fast path sent to since the last call (the next
-    /// hops it marked used, marks cleared): the kernel is to hear that
+    /// hops it marked used, marks cleared), but for PERMANENT and NOARP
+    /// ones, which the kernel does not confirm (and from which NTF_USE
+    /// takes PERMANENT away on this kernel, found by testing): the kernel is to hear that
     /// they are in use (NTF_USE), as when it forwards to them itself, so
     /// that it confirms them (a STALE entry is probed, and fails when the
     /// host is gone) and does not collect them as unused.
@@ -644,7 +663,9 @@ impl Mirror {
             }
             self.fp.set_nexthop(id, &self.nexthop_entry(&k))?;
             if let NhKey::Gateway { oif, gw, .. } = k {
-                out.push((oif, gw));
+                if !self.fixed.contains(&(oif, gw)) {
+                    out.push((oif, gw));
+                }
             }
         }
         Ok(out)
