@@ -430,6 +430,14 @@ fn receiver_neighbour_state() -> String {
     s.split_whitespace().last().unwrap_or("none").to_string()
 }
 
+/// The generator at 2000 pps for `secs` seconds, from the lab's gen.
+fn gen_for(secs: &str) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(["gen", "--netns", &format!("{LAB}-gen"), "-i", "gen0"])
+        .args(["-R", "2000", "-t", secs, "--cpu", "0"]);
+    c
+}
+
 /// What the fast path forwards the kernel does not see, so the router
 /// tells it that the next hops it sends through are in use (NTF_USE), as
 /// the kernel's own forwarding would: a STALE entry gets probed and
@@ -454,29 +462,13 @@ fn route_keeps_the_kernel_confirming_the_neighbours_it_sends_to() {
     // The lab's receiver entry is permanent, and stays so while the fast
     // path sends to it (NTF_USE would make it a learnt one).
     let mut route = start_route();
-    let warm = Command::new(BIN)
-        .args([
-            "gen",
-            "--netns",
-            &format!("{LAB}-gen"),
-            "-i",
-            "gen0",
-            "-R",
-            "2000",
-            "-t",
-            "2.5",
-            "--cpu",
-            "0",
-        ])
-        .output()
-        .unwrap();
+    let warm = gen_for("2.5").output().unwrap();
     assert!(warm.status.success());
     assert_eq!(receiver_neighbour_state(), "PERMANENT");
     // SAFETY: signalling our child.
     unsafe { libc::kill(route.id() as i32, libc::SIGINT) };
     assert!(route.wait().unwrap().success());
-    // Now a learnt entry that
-    // goes STALE 2-6 s after it was last confirmed, and stays so unless
+    // Now a learnt entry that goes STALE 2-6 s after it was last confirmed, and stays so unless
     // used (the kernel counts a confirmation as a use: with a reachable
     // time close to the first probe's delay it re-probes by itself).
     in_dut(&["ip", "neigh", "del", "198.19.0.1", "dev", "dut1"]);
@@ -489,20 +481,7 @@ fn route_keeps_the_kernel_confirming_the_neighbours_it_sends_to() {
     in_dut(&["ping", "-c", "1", "-W", "1", "198.19.0.1"]);
     let learnt = Instant::now();
     route = start_route();
-    let gen = Command::new(BIN)
-        .args([
-            "gen",
-            "--netns",
-            &format!("{LAB}-gen"),
-            "-i",
-            "gen0",
-            "-R",
-            "2000",
-            "-t",
-            "40",
-            "--cpu",
-            "0",
-        ])
+    let gen = gen_for("40")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -420,13 +420,16 @@ fn frame_between(src: std::net::IpAddr, dst: std::net::IpAddr) -> Vec<u8> {
     f
 }
 
-/// A multipath route message: `dst/len` through `(gateway, weight)`s on
-/// `oif`, or only the gateway named (IPv6's delete of one member).
-fn multipath(dst: &str, len: u8, gws: &[(&str, u8)], oif: u32, prio: u32) -> RouteMessage {
-    let addr = |a: &str| match a.parse::<std::net::IpAddr>().unwrap() {
+fn addr(a: &str) -> RouteAddress {
+    match a.parse::<std::net::IpAddr>().unwrap() {
         std::net::IpAddr::V4(v) => RouteAddress::Inet(v),
         std::net::IpAddr::V6(v) => RouteAddress::Inet6(v),
-    };
+    }
+}
+
+/// A unicast route message of the main table for `dst/len`, either
+/// family, before its next hops.
+fn main_unicast(dst: &str, len: u8) -> RouteMessage {
     let mut r = RouteMessage::default();
     r.header.address_family = if dst.contains(':') {
         AddressFamily::Inet6
@@ -437,6 +440,13 @@ fn multipath(dst: &str, len: u8, gws: &[(&str, u8)], oif: u32, prio: u32) -> Rou
     r.header.table = 254;
     r.header.kind = RouteType::Unicast;
     r.attributes.push(RouteAttribute::Destination(addr(dst)));
+    r
+}
+
+/// A multipath route message: `dst/len` through `(gateway, weight)`s on
+/// `oif`, or only the gateway named (IPv6's delete of one member).
+fn multipath(dst: &str, len: u8, gws: &[(&str, u8)], oif: u32, prio: u32) -> RouteMessage {
+    let mut r = main_unicast(dst, len);
     r.attributes.push(RouteAttribute::Priority(prio));
     let hops = gws
         .iter()
@@ -1110,20 +1120,7 @@ fn frames_from_the_routers_own_addresses_pass() {
 /// A unicast route message of either family: through `gw`, or a connected
 /// network (no gateway) out of `oif`.
 fn unicast(dst: &str, len: u8, gw: Option<&str>, oif: u32, mtu: Option<u32>) -> RouteMessage {
-    let addr = |a: &str| match a.parse::<std::net::IpAddr>().unwrap() {
-        std::net::IpAddr::V4(v) => RouteAddress::Inet(v),
-        std::net::IpAddr::V6(v) => RouteAddress::Inet6(v),
-    };
-    let mut r = RouteMessage::default();
-    r.header.address_family = if dst.contains(':') {
-        AddressFamily::Inet6
-    } else {
-        AddressFamily::Inet
-    };
-    r.header.destination_prefix_length = len;
-    r.header.table = 254;
-    r.header.kind = RouteType::Unicast;
-    r.attributes.push(RouteAttribute::Destination(addr(dst)));
+    let mut r = main_unicast(dst, len);
     if let Some(g) = gw {
         r.attributes.push(RouteAttribute::Gateway(addr(g)));
     }
