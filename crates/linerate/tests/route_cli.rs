@@ -100,20 +100,7 @@ fn route_forwards_refuses_doubles_and_leaves_the_kernel_forwarding() {
 
     // Traffic: the fast path forwards it (its per-second line says so) and
     // the receiver gets the generator's frames.
-    let recv = Command::new(BIN)
-        .args([
-            "recv",
-            "--netns",
-            &format!("{LAB}-recv"),
-            "-i",
-            "recv0",
-            "-t",
-            "3",
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let recv = receiver("3");
     let stats = common::stats_window(&format!("{LAB}-dut"), "2.5");
     std::thread::sleep(Duration::from_millis(500));
     // On CPU 0: a paced generator spins (dropping frames ahead of its
@@ -273,20 +260,7 @@ fn route_and_neighbour_changes_are_followed_and_the_old_next_hop_is_not_used_aft
 /// runs until the generator is done and the last frame had time to arrive,
 /// so a zero means none came through, not a window missed.
 fn received_of(n: u32, src: Option<&str>) -> u64 {
-    let recv = Command::new(BIN)
-        .args([
-            "recv",
-            "--netns",
-            &format!("{LAB}-recv"),
-            "-i",
-            "recv0",
-            "-t",
-            "60",
-            "--json",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let recv = receiver("60");
     std::thread::sleep(Duration::from_millis(500));
     let (gen_ns, count) = (format!("{LAB}-gen"), n.to_string());
     let mut args = vec![
@@ -428,6 +402,16 @@ fn receiver_neighbour_state() -> String {
         .unwrap();
     let s = String::from_utf8_lossy(&o.stdout);
     s.split_whitespace().last().unwrap_or("none").to_string()
+}
+
+/// The lab's receiver for `secs` seconds, its JSON summary on stdout.
+fn receiver(secs: &str) -> Child {
+    Command::new(BIN)
+        .args(["recv", "--netns", &format!("{LAB}-recv"), "-i", "recv0"])
+        .args(["-t", secs, "--json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// The generator at 2000 pps for `secs` seconds, from the lab's gen.

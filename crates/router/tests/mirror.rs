@@ -862,14 +862,11 @@ fn the_routers_own_interfaces_are_followed() {
     for i in [m0, m1] {
         m.netconf(&forwarding(false, i as i32, true)).unwrap();
     }
-    m.apply(&M::NewRoute(route(
+    m.apply(&M::NewRoute(unicast(
         "198.51.100.0",
         24,
-        254,
-        RouteType::Unicast,
         Some("198.19.0.1"),
         m1,
-        0,
         None,
     )))
     .unwrap();
@@ -1069,16 +1066,7 @@ fn frames_from_the_routers_own_addresses_pass() {
     use linerate_router::netlink::Change;
     let env = scratch_mirror("local");
     let (mut m, m0, m1) = (env.m, env.m0, env.m1);
-    let to_gw = M::NewRoute(route(
-        "198.51.100.0",
-        24,
-        254,
-        RouteType::Unicast,
-        Some("198.19.0.1"),
-        m1,
-        0,
-        None,
-    ));
+    let to_gw = M::NewRoute(unicast("198.51.100.0", 24, Some("198.19.0.1"), m1, None));
     m.apply(&to_gw).unwrap();
     resolve(&mut m, m1, &[("198.19.0.1", MAC_GW)]);
     let own = |gone: bool| {
