@@ -229,15 +229,16 @@ int router(struct xdp_md *ctx)
 	if (!mac_eq(eth->h_dest, ifc->mac))
 		return PASS(R_PASS_NOT_OURS);
 	/* With forwarding off the kernel drops transit packets (and still
-	 * takes its own): its call, not ours. */
+	 * takes its own), and with policy rules it may route them by another
+	 * table: its call, not ours. */
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		if (!(ifc->flags & IFACE_FORWARD4))
-			return PASS(R_PASS_NOT_FORWARDING);
+			return PASS(ifc->flags & IFACE_POLICY4 ? R_PASS_POLICY : R_PASS_NOT_FORWARDING);
 		return forward_ipv4(ctx, eth, c, len, ifc->flags);
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		if (!(ifc->flags & IFACE_FORWARD6))
-			return PASS(R_PASS_NOT_FORWARDING);
+			return PASS(ifc->flags & IFACE_POLICY6 ? R_PASS_POLICY : R_PASS_NOT_FORWARDING);
 		return forward_ipv6(ctx, eth, c, len);
 	}
 	return PASS(R_PASS_NOT_IP);

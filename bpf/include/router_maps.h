@@ -31,6 +31,7 @@ enum reason {
 	R_PASS_NO_PORT,      /* egress interface not attached */
 	R_PASS_NOT_FORWARDING, /* the kernel does not forward this family from here (sysctl) */
 	R_PASS_RP_FILTER,    /* rp_filter on, and the source's route not one judged here */
+	R_PASS_POLICY,       /* routed by policy rules (ip rule) or as an enslaved device */
 	R_DROP_MALFORMED,    /* shorter than the headers it claims */
 	R_MAX
 };
@@ -82,6 +83,13 @@ struct iface {
  * larger of conf.all's and the interface's). */
 #define IFACE_RPF_STRICT 4
 #define IFACE_RPF_LOOSE 8
+/* The kernel forwards the family from here, but not by the main table
+ * alone: a policy rule (ip rule) may route it elsewhere, or the interface
+ * is enslaved (a VRF's, a bridge's port). Set without IFACE_FORWARD4/6,
+ * so the fast path's one test of those bits still decides; this one only
+ * names the reason. */
+#define IFACE_POLICY4 16
+#define IFACE_POLICY6 32
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

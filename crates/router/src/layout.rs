@@ -14,7 +14,7 @@ pub const NH_GROUP_BUCKETS: usize = 64;
 pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
-pub const REASONS: [&str; 18] = [
+pub const REASONS: [&str; 19] = [
     "forwarded",
     "pass_not_ip",
     "pass_not_ours",
@@ -32,6 +32,7 @@ pub const REASONS: [&str; 18] = [
     "pass_no_port",
     "pass_not_forwarding",
     "pass_rp_filter",
+    "pass_policy",
     "drop_malformed",
 ];
 pub const R_MAX: usize = REASONS.len();
@@ -81,6 +82,11 @@ pub const IFACE_FORWARD6: u16 = 2;
 /// loose (2): the larger of `conf.all`'s and the interface's.
 pub const IFACE_RPF_STRICT: u16 = 4;
 pub const IFACE_RPF_LOOSE: u16 = 8;
+/// The kernel forwards IPv4 (IPv6) from here, but not by the main table
+/// alone (policy rules, an enslaved interface): set instead of
+/// IFACE_FORWARD4 (6), it only names why such frames pass.
+pub const IFACE_POLICY4: u16 = 16;
+pub const IFACE_POLICY6: u16 = 32;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -11,5 +11,6 @@ pub mod mirror;
 pub mod netconf;
 pub mod netlink;
 pub mod nhobj;
+pub mod policy;
 pub mod run;
 pub mod stats;

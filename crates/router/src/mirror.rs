@@ -16,18 +16,22 @@
 //! Routes through
 //! nexthop objects (`ip route add P nhid N`, as FRR installs them) get
 //! what the object is, a gateway or a group of them, and follow it when
-//! it changes. Other routing tables (policy routing) are not mirrored.
+//! it changes. Other routing tables are not mirrored: where a policy
+//! rule may route a packet by one (crate::policy), or an interface is
+//! enslaved (to a VRF, a bridge), the family passes from that interface.
 use crate::ecmp;
 use crate::fastpath::FastPath;
 use crate::ids::IdPool;
 use crate::layout::{
-    Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, NH_GROUP,
-    NH_KERNEL, NH_RESOLVED, NH_VALID, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+    Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_POLICY4, IFACE_POLICY6,
+    IFACE_RPF_LOOSE, IFACE_RPF_STRICT, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_VALID, ROUTER_NEXTHOPS,
+    ROUTER_NH_GROUPS,
 };
 use crate::local::LocalSources;
 use crate::netconf::{Netconf, IFINDEX_ALL};
 use crate::netlink::Change;
 use crate::nhobj::{NhMessage, NhObject};
+use crate::policy::Policy;
 use anyhow::Result;
 use linerate_fib::{Fib, FibError, Key, Shape};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -38,6 +42,7 @@ use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteNextHop,
     RouteNextHopFlags, RouteType,
 };
+use netlink_packet_route::rule::RuleMessage;
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -52,6 +57,9 @@ struct Link {
     mac: [u8; 6],
     mtu: u32,
     up: bool,
+    /// A port of another device (a VRF, a bridge): the kernel routes what
+    /// arrives here, if at all, as that device.
+    enslaved: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -106,11 +114,15 @@ struct Seen {
     routes4: HashSet<((u32, u8), u32, u32)>,
     routes6: HashSet<((u128, u8), u32, u32)>,
     local4: HashSet<u32>,
+    /// The rules, all of them: they replace the mirror's at the end.
+    policy: Policy,
 }
 
 pub struct Mirror {
     fp: FastPath,
     links: HashMap<u32, Link>,
+    /// Link names: policy rules name their input interface.
+    names: HashMap<u32, String>,
     neigh: HashMap<(u32, IpAddr), [u8; 6]>,
     /// The usable neighbours again, by address: the hosts a route change
     /// may give or take a host entry (a range of this set).
@@ -145,6 +157,9 @@ pub struct Mirror {
     /// IPv4 rp_filter by interface, and conf.all's.
     rp_filter: HashMap<u32, u8>,
     rp_filter_all: u8,
+    /// The routing policy (ip rule): which interfaces' transit packets the
+    /// kernel routes by the main table alone.
+    policy: Policy,
     /// The router's own IPv4 addresses (the local table's /32 local
     /// routes): frames from them pass.
     local4: LocalSources,
@@ -164,6 +179,7 @@ impl Mirror {
         Ok(Mirror {
             fp,
             links: HashMap::new(),
+            names: HashMap::new(),
             neigh: HashMap::new(),
             hosts: BTreeSet::new(),
             fixed: HashSet::new(),
@@ -183,6 +199,7 @@ impl Mirror {
             forward6: false,
             rp_filter: HashMap::new(),
             rp_filter_all: 0,
+            policy: Policy::default(),
             local4: LocalSources::default(),
             counts: Counts::default(),
         })
@@ -201,6 +218,8 @@ impl Mirror {
             RouteNetlinkMessage::DelNeighbour(n) => self.neighbour(n, true),
             RouteNetlinkMessage::NewRoute(r) => self.route(r, false),
             RouteNetlinkMessage::DelRoute(r) => self.route(r, true),
+            RouteNetlinkMessage::NewRule(r) => self.rule(r, false),
+            RouteNetlinkMessage::DelRule(r) => self.rule(r, true),
             _ => Ok(()),
         }
     }
@@ -226,6 +245,7 @@ impl Mirror {
         }
         for index in unseen(&self.links, &seen.links) {
             self.links.remove(&index);
+            self.names.remove(&index);
             self.follow_ingress(index)?;
             self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))?;
         }
@@ -243,7 +263,27 @@ impl Mirror {
         for k in drop_unseen_routes(&mut self.routes6, &seen.routes6) {
             self.sync6(k)?;
         }
+        if seen.policy != self.policy {
+            self.policy = seen.policy;
+            self.push_all_ingress()?;
+        }
         Ok(())
+    }
+
+    /// A policy rule added or deleted: the router's interfaces forward in
+    /// the fast path only what the kernel routes by the main table.
+    fn rule(&mut self, r: &RuleMessage, gone: bool) -> Result<()> {
+        if let Some(seen) = &mut self.seen {
+            seen.policy.apply(r, gone);
+            return Ok(());
+        }
+        self.policy.apply(r, gone);
+        self.push_all_ingress()
+    }
+
+    fn push_all_ingress(&mut self) -> Result<()> {
+        let all: Vec<u32> = self.ingress.keys().copied().collect();
+        all.into_iter().try_for_each(|i| self.push_ingress(i))
     }
 
     /// Applies a dumped entry or a notification, nexthop objects included.
@@ -284,23 +324,34 @@ impl Mirror {
         if i > 0 {
             self.push_ingress(i as u32)
         } else {
-            let all: Vec<u32> = self.ingress.keys().copied().collect();
-            all.into_iter().try_for_each(|i| self.push_ingress(i))
+            self.push_all_ingress()
         }
     }
 
     /// Writes one of the router's interfaces to the fast path: its MAC and
-    /// the families the kernel forwards from it.
+    /// the families the kernel forwards from it by the main table (those it
+    /// forwards otherwise are marked as routed by policy).
     fn push_ingress(&mut self, ifindex: u32) -> Result<()> {
         let Some(&mac) = self.ingress.get(&ifindex) else {
             return Ok(());
         };
+        let name = self.names.get(&ifindex).map(String::as_str);
+        let enslaved = self.links.get(&ifindex).is_some_and(|l| l.enslaved);
+        let by_main = |ipv6| !enslaved && self.policy.main_only(ipv6, name);
         let mut flags = 0;
         if self.forward4.get(&ifindex) == Some(&true) {
-            flags |= IFACE_FORWARD4;
+            flags |= if by_main(false) {
+                IFACE_FORWARD4
+            } else {
+                IFACE_POLICY4
+            };
         }
         if self.forward6 {
-            flags |= IFACE_FORWARD6;
+            flags |= if by_main(true) {
+                IFACE_FORWARD6
+            } else {
+                IFACE_POLICY6
+            };
         }
         let rp = self.rp_filter.get(&ifindex).copied().unwrap_or(0);
         flags |= match rp.max(self.rp_filter_all) {
@@ -510,7 +561,8 @@ impl Mirror {
 
     /// After a change of link `index`: if it is one of the router's, the
     /// fast path follows its new MAC (frames to the old one are no longer
-    /// the router's, the kernel would drop them), or forgets it once gone.
+    /// the router's, the kernel would drop them), name and master (which
+    /// the policy depends on), or forgets it once gone.
     fn follow_ingress(&mut self, index: u32) -> Result<()> {
         let Some(&had) = self.ingress.get(&index) else {
             return Ok(());
@@ -520,12 +572,13 @@ impl Mirror {
                 self.ingress.remove(&index);
                 self.fp.remove_interface(index)
             }
-            // A link message without an address leaves the MAC alone.
-            Some(mac) if mac != had && mac != [0; 6] => {
-                self.ingress.insert(index, mac);
+            Some(mac) => {
+                // A link message without an address leaves the MAC alone.
+                if mac != had && mac != [0; 6] {
+                    self.ingress.insert(index, mac);
+                }
                 self.push_ingress(index)
             }
-            Some(_) => Ok(()),
         }
     }
 
@@ -540,20 +593,28 @@ impl Mirror {
         }
         if gone {
             self.links.remove(&index);
+            self.names.remove(&index);
         } else {
             let mut link = Link {
                 up: l.header.flags.contains(LinkFlags::Up)
                     && l.header.flags.contains(LinkFlags::LowerUp),
                 ..Default::default()
             };
+            let mut name = None;
             for a in &l.attributes {
                 match a {
                     LinkAttribute::Address(m) if m.len() == 6 => link.mac.copy_from_slice(m),
                     LinkAttribute::Mtu(m) => link.mtu = *m,
+                    LinkAttribute::Controller(c) => link.enslaved = *c != 0,
+                    LinkAttribute::IfName(n) => name = Some(n),
                     _ => {}
                 }
             }
-            if self.links.get(&index) == Some(&link) {
+            let renamed = name.is_some_and(|n| self.names.get(&index) != Some(n));
+            if let Some(n) = name.filter(|_| renamed) {
+                self.names.insert(index, n.clone());
+            }
+            if self.links.get(&index) == Some(&link) && !renamed {
                 return Ok(());
             }
             self.links.insert(index, link);

@@ -12,14 +12,18 @@ use netlink_packet_route::address::AddressMessage;
 use netlink_packet_route::link::LinkMessage;
 use netlink_packet_route::neighbour::NeighbourMessage;
 use netlink_packet_route::route::RouteMessage;
+use netlink_packet_route::rule::RuleMessage;
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 /// Multicast groups (the RTMGRP_* bits): links, neighbours, IPv4/IPv6
-/// addresses and routes.
-const GROUPS: u32 = 0x1 | 0x4 | 0x10 | 0x40 | 0x100 | 0x400;
+/// addresses and routes, IPv4 rules.
+const GROUPS: u32 = 0x1 | 0x4 | 0x10 | 0x40 | 0x80 | 0x100 | 0x400;
+/// IPv6 policy rules: no RTMGRP_* bit was ever defined for them, so the
+/// group is joined by number.
+const RTNLGRP_IPV6_RULE: u32 = 19;
 
 fn socket(groups: u32) -> Result<Socket> {
     let mut s = Socket::new(NETLINK_ROUTE).context("cannot open a netlink socket")?;
@@ -166,8 +170,8 @@ pub enum Change {
 }
 
 /// Everything the router mirrors, as the kernel has it now: links,
-/// addresses, neighbours, the forwarding settings, then nexthop objects
-/// before the routes that use them.
+/// addresses, neighbours, policy rules, the forwarding settings, then
+/// nexthop objects before the routes that use them.
 pub fn dump_all() -> Result<Vec<Change>> {
     let mut rt = dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
     for family in [AddressFamily::Inet, AddressFamily::Inet6] {
@@ -177,6 +181,9 @@ pub fn dump_all() -> Result<Vec<Change>> {
         let mut n = NeighbourMessage::default();
         n.header.family = family;
         rt.extend(dump(RouteNetlinkMessage::GetNeighbour(n))?);
+        let mut r = RuleMessage::default();
+        r.header.family = family;
+        rt.extend(dump(RouteNetlinkMessage::GetRule(r))?);
     }
     let mut all: Vec<Change> = rt.into_iter().map(Change::Rt).collect();
     all.extend(netconf::dump()?.into_iter().map(Change::Netconf));
@@ -226,6 +233,8 @@ impl Monitor {
         // A kernel without nexthop objects has no such group: nothing to
         // follow there.
         let _ = sock.add_membership(nhobj::RTNLGRP_NEXTHOP);
+        sock.add_membership(RTNLGRP_IPV6_RULE)
+            .context("cannot follow the IPv6 policy rules")?;
         for group in [netconf::RTNLGRP_IPV4_NETCONF, netconf::RTNLGRP_IPV6_NETCONF] {
             sock.add_membership(group)
                 .context("cannot follow the forwarding settings (netconf)")?;

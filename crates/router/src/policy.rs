@@ -1,0 +1,391 @@
+//! The kernel's routing policy (`ip rule`), as far as the fast path needs
+//! it: whether every transit packet arriving on an interface is routed by
+//! the main table (the local table first, which the FIB merges in). The
+//! fast path holds no other table; where a rule may send a packet to
+//! another table, or drop it, the family passes from that interface and
+//! the kernel routes it.
+//!
+//! A rule is walked as the kernel's fib_rules_lookup walks it for a packet
+//! being forwarded: no mark (the fast path runs before netfilter), no
+//! tunnel id, uid 0, no output interface. Rules that cannot match such a
+//! packet from the interface (`iif` another device, `fwmark 1`, `oif X`,
+//! `uidrange 1000-2000`, an l3mdev rule on a device not enslaved) are
+//! skipped; the walk must reach a rule that sends every packet left to the
+//! main table before any rule that may send one elsewhere. Rules after it
+//! only see what main has no route for, which the fast path passes anyway.
+//! A rule the walk cannot judge (a goto, an attribute it does not know)
+//! counts as one that may route elsewhere: slower, never wrong.
+use netlink_packet_core::Nla;
+use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessage};
+use netlink_packet_route::AddressFamily;
+
+const TABLE_MAIN: u32 = 254;
+const TABLE_LOCAL: u32 = 255;
+/// FRA_L3MDEV: the rule looks up the table of the VRF the packet's
+/// interface is in (netlink-packet-route does not name it).
+const FRA_L3MDEV: u16 = 19;
+
+/// What a rule does with the packets it matches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Action {
+    /// Look up a table. With a suppressor (`suppress_prefixlength`,
+    /// `suppress_ifgroup`) some results are refused and the walk goes on.
+    Table {
+        id: u32,
+        suppress: bool,
+    },
+    Nop,
+    /// goto, blackhole, unreachable, prohibit, or unknown.
+    Other,
+}
+
+/// One rule, reduced to what decides whether it can match a forwarded
+/// packet and what it then does. Its identity too: a deletion names the
+/// rule by the same attributes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    priority: u32,
+    action: Action,
+    invert: bool,
+    iif: Option<String>,
+    oif: bool,
+    /// fwmark & mask: a forwarded packet's mark is 0.
+    marked: bool,
+    tun_id: bool,
+    l3mdev: bool,
+    /// A uid range without 0 (a forwarded packet's flow has uid 0).
+    uid_excludes_root: bool,
+    /// Source or destination prefix, tos/dscp, protocol, ports, or an
+    /// attribute not known here: matches some packets, not others.
+    selective: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Match {
+    Never,
+    Some,
+    All,
+}
+
+impl Rule {
+    /// Reads a rule message; None for a family other than IPv4 and IPv6.
+    pub fn parse(m: &RuleMessage) -> Option<(bool, Rule)> {
+        let ipv6 = match m.header.family {
+            AddressFamily::Inet => false,
+            AddressFamily::Inet6 => true,
+            _ => return None,
+        };
+        let h = &m.header;
+        let mut r = Rule {
+            priority: 0,
+            action: Action::Other,
+            invert: h.flags.contains(RuleFlags::Invert),
+            iif: None,
+            oif: false,
+            marked: false,
+            tun_id: false,
+            l3mdev: false,
+            uid_excludes_root: false,
+            selective: h.src_len > 0 || h.dst_len > 0 || h.tos != 0,
+        };
+        let (mut table, mut suppress) = (h.table as u32, false);
+        let (mut mark, mut mask) = (0u32, None);
+        for a in &m.attributes {
+            match a {
+                RuleAttribute::Priority(p) => r.priority = *p,
+                RuleAttribute::Table(t) => table = *t,
+                RuleAttribute::Iifname(n) => r.iif = Some(n.clone()),
+                RuleAttribute::Oifname(_) => r.oif = true,
+                RuleAttribute::FwMark(v) => mark = *v,
+                RuleAttribute::FwMask(v) => mask = Some(*v),
+                RuleAttribute::TunId(t) => r.tun_id = *t != 0,
+                RuleAttribute::UidRange(u) => r.uid_excludes_root = u.start > 0,
+                RuleAttribute::SuppressPrefixLen(_) | RuleAttribute::SuppressIfGroup(_) => {
+                    suppress = true
+                }
+                RuleAttribute::Source(_) | RuleAttribute::Destination(_) => {}
+                RuleAttribute::IpProtocol(_)
+                | RuleAttribute::SourcePortRange(_)
+                | RuleAttribute::DestinationPortRange(_) => r.selective = true,
+                // Who installed it, where to go, the realm it sets: no
+                // bearing on which packets match.
+                RuleAttribute::Protocol(_) | RuleAttribute::Goto(_) | RuleAttribute::Realm(_) => {}
+                RuleAttribute::Other(nla) if nla.kind() == FRA_L3MDEV => r.l3mdev = true,
+                _ => r.selective = true,
+            }
+        }
+        // As the kernel reads them: a mark alone is matched exactly.
+        let mask = mask.unwrap_or(if mark != 0 { u32::MAX } else { 0 });
+        r.marked = mark & mask != 0;
+        r.action = match h.action {
+            RuleAction::ToTable => Action::Table {
+                id: table,
+                suppress,
+            },
+            RuleAction::Nop => Action::Nop,
+            _ => Action::Other,
+        };
+        Some((ipv6, r))
+    }
+
+    /// Which of the packets forwarded from interface `iif` (its name, if
+    /// known) this rule matches.
+    fn matches(&self, iif: Option<&str>) -> Match {
+        let never = self.oif
+            || self.marked
+            || self.tun_id
+            || self.l3mdev
+            || self.uid_excludes_root
+            || matches!((&self.iif, iif), (Some(r), Some(i)) if r != i);
+        let m = if never {
+            Match::Never
+        } else if self.selective || (self.iif.is_some() && iif.is_none()) {
+            Match::Some
+        } else {
+            Match::All
+        };
+        match (self.invert, m) {
+            (true, Match::Never) => Match::All,
+            (true, Match::All) => Match::Never,
+            (_, m) => m,
+        }
+    }
+}
+
+/// The rules of both families, in the kernel's order (by priority, then
+/// as added: a new rule goes after those of its priority).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Policy {
+    v4: Vec<Rule>,
+    v6: Vec<Rule>,
+}
+
+impl Policy {
+    /// A rule added (`gone` false) or deleted, from a dump or a
+    /// notification; messages of other families are ignored.
+    pub fn apply(&mut self, m: &RuleMessage, gone: bool) {
+        let Some((ipv6, rule)) = Rule::parse(m) else {
+            return;
+        };
+        let rules = if ipv6 { &mut self.v6 } else { &mut self.v4 };
+        if gone {
+            if let Some(i) = rules.iter().position(|r| *r == rule) {
+                rules.remove(i);
+            }
+        } else {
+            let at = rules.partition_point(|r| r.priority <= rule.priority);
+            rules.insert(at, rule);
+        }
+    }
+
+    /// Whether the kernel routes every transit packet of the family that
+    /// arrives on interface `iif` (its name, None if not known) by the
+    /// main table, the local table first.
+    pub fn main_only(&self, ipv6: bool, iif: Option<&str>) -> bool {
+        let rules = if ipv6 { &self.v6 } else { &self.v4 };
+        for r in rules {
+            let m = r.matches(iif);
+            match (&r.action, m) {
+                (_, Match::Never) | (Action::Nop, _) => {}
+                // The FIB holds the local table's routes over main's.
+                (
+                    Action::Table {
+                        id: TABLE_LOCAL, ..
+                    },
+                    _,
+                ) => {}
+                (
+                    Action::Table {
+                        id: TABLE_MAIN,
+                        suppress: false,
+                    },
+                    Match::All,
+                ) => return true,
+                // Some packets take main here; the rest walk on, and must
+                // reach main too.
+                (Action::Table { id: TABLE_MAIN, .. }, _) => {}
+                _ => return false,
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netlink_packet_route::rule::RuleUidRange;
+
+    /// A rule message: IPv4, `prio`, the action (lookup `table` for
+    /// ToTable), `invert`, and its selectors.
+    fn rule(prio: u32, action: RuleAction, table: u32, attrs: Vec<RuleAttribute>) -> RuleMessage {
+        let mut m = RuleMessage::default();
+        m.header.family = AddressFamily::Inet;
+        m.header.action = action;
+        m.header.table = table.min(252) as u8;
+        m.attributes = vec![RuleAttribute::Priority(prio), RuleAttribute::Table(table)];
+        m.attributes.extend(attrs);
+        m
+    }
+
+    fn lookup(prio: u32, table: u32, attrs: Vec<RuleAttribute>) -> RuleMessage {
+        rule(prio, RuleAction::ToTable, table, attrs)
+    }
+
+    fn not(mut m: RuleMessage) -> RuleMessage {
+        m.header.flags |= RuleFlags::Invert;
+        m
+    }
+
+    fn defaults() -> Policy {
+        let mut p = Policy::default();
+        for (prio, table) in [(0, 255), (32766, 254), (32767, 253)] {
+            p.apply(&lookup(prio, table, vec![]), false);
+        }
+        p
+    }
+
+    fn with(extra: &[RuleMessage]) -> Policy {
+        let mut p = defaults();
+        for m in extra {
+            p.apply(m, false);
+        }
+        p
+    }
+
+    const IIF: Option<&str> = Some("dut0");
+
+    #[test]
+    fn the_default_rules_route_by_main_and_none_does_not() {
+        assert!(defaults().main_only(false, IIF));
+        assert!(defaults().main_only(false, None));
+        // No IPv6 rules known: the kernel would have none to walk either.
+        assert!(!defaults().main_only(true, IIF));
+        assert!(!Policy::default().main_only(false, IIF));
+    }
+
+    #[test]
+    fn rules_no_forwarded_packet_matches_are_skipped() {
+        let iif = |n: &str| RuleAttribute::Iifname(n.into());
+        let cases: Vec<(&str, RuleMessage)> = vec![
+            ("iif lo", lookup(100, 100, vec![iif("lo")])),
+            ("iif dut1", lookup(100, 100, vec![iif("dut1")])),
+            ("fwmark 1", lookup(100, 100, vec![RuleAttribute::FwMark(1)])),
+            (
+                "fwmark 0x100/0xff00",
+                lookup(
+                    100,
+                    100,
+                    vec![RuleAttribute::FwMark(0x100), RuleAttribute::FwMask(0xff00)],
+                ),
+            ),
+            (
+                "oif dut1",
+                lookup(100, 100, vec![RuleAttribute::Oifname("dut1".into())]),
+            ),
+            (
+                "uidrange 1000-2000",
+                lookup(
+                    100,
+                    100,
+                    vec![RuleAttribute::UidRange(RuleUidRange {
+                        start: 1000,
+                        end: 2000,
+                    })],
+                ),
+            ),
+            ("tun_id 5", lookup(100, 100, vec![RuleAttribute::TunId(5)])),
+            ("nop", rule(100, RuleAction::Nop, 0, vec![])),
+            ("after main", lookup(40000, 100, vec![])),
+            (
+                "blackhole after main",
+                rule(40000, RuleAction::Blackhole, 0, vec![]),
+            ),
+            ("lookup local again", lookup(100, 255, vec![])),
+            (
+                "main, suppressing the default route",
+                lookup(100, 254, vec![RuleAttribute::SuppressPrefixLen(0)]),
+            ),
+        ];
+        for (what, m) in cases {
+            assert!(with(&[m]).main_only(false, IIF), "{what}");
+        }
+    }
+
+    #[test]
+    fn rules_that_may_route_elsewhere_take_the_family() {
+        let iif = |n: &str| RuleAttribute::Iifname(n.into());
+        let mut from = lookup(100, 100, vec![]);
+        from.header.src_len = 16;
+        let cases: Vec<(&str, RuleMessage)> = vec![
+            ("all", lookup(100, 100, vec![])),
+            ("from 198.18.0.0/16", from),
+            ("iif dut0", lookup(100, 100, vec![iif("dut0")])),
+            ("not iif lo", not(lookup(100, 100, vec![iif("lo")]))),
+            (
+                "not fwmark 0xca6c (wg-quick)",
+                not(lookup(100, 100, vec![RuleAttribute::FwMark(0xca6c)])),
+            ),
+            (
+                "fwmark 0/1",
+                lookup(
+                    100,
+                    100,
+                    vec![RuleAttribute::FwMark(0), RuleAttribute::FwMask(1)],
+                ),
+            ),
+            (
+                "uidrange 0-0",
+                lookup(
+                    100,
+                    100,
+                    vec![RuleAttribute::UidRange(RuleUidRange { start: 0, end: 0 })],
+                ),
+            ),
+            ("blackhole", rule(100, RuleAction::Blackhole, 0, vec![])),
+            (
+                "goto",
+                rule(100, RuleAction::Goto, 0, vec![RuleAttribute::Goto(32767)]),
+            ),
+            ("lookup default first", lookup(100, 253, vec![])),
+        ];
+        for (what, m) in cases {
+            assert!(!with(&[m]).main_only(false, IIF), "{what}");
+        }
+        // An iif rule, the interface's name unknown: it may be this one.
+        assert!(!with(&[lookup(100, 100, vec![iif("dut1")])]).main_only(false, None));
+        // Main's priority, added before main's rule: walked first.
+        let mut p = Policy::default();
+        for (prio, table) in [(0, 255), (32766, 100), (32766, 254)] {
+            p.apply(&lookup(prio, table, vec![]), false);
+        }
+        assert!(!p.main_only(false, IIF));
+    }
+
+    #[test]
+    fn rules_follow_adds_and_deletes_in_the_kernels_order() {
+        let mut p = defaults();
+        let main = lookup(32766, 254, vec![]);
+        p.apply(&main, true);
+        assert!(!p.main_only(false, IIF), "main's rule deleted");
+        p.apply(&main, false);
+        assert!(p.main_only(false, IIF));
+        // Same priority as main, added after it: after it.
+        let late = lookup(32766, 100, vec![]);
+        p.apply(&late, false);
+        assert!(p.main_only(false, IIF));
+        p.apply(&late, true);
+        let early = lookup(10, 100, vec![]);
+        p.apply(&early, false);
+        p.apply(&early, false);
+        p.apply(&early, true);
+        assert!(!p.main_only(false, IIF), "one of the two copies is left");
+        p.apply(&early, true);
+        assert!(p.main_only(false, IIF));
+        // The IPv6 list is its own.
+        let mut v6 = lookup(10, 100, vec![]);
+        v6.header.family = AddressFamily::Inet6;
+        p.apply(&v6, false);
+        assert!(p.main_only(false, IIF));
+    }
+}
