@@ -199,7 +199,8 @@ impl Mirror {
             forward6: false,
             rp_filter: HashMap::new(),
             rp_filter_all: 0,
-            policy: Policy::default(),
+            // Until a dump says otherwise (a mirror fed by hand).
+            policy: Policy::kernel_default(),
             local4: LocalSources::default(),
             counts: Counts::default(),
         })
@@ -218,8 +219,10 @@ impl Mirror {
             RouteNetlinkMessage::DelNeighbour(n) => self.neighbour(n, true),
             RouteNetlinkMessage::NewRoute(r) => self.route(r, false),
             RouteNetlinkMessage::DelRoute(r) => self.route(r, true),
-            RouteNetlinkMessage::NewRule(r) => self.rule(r, false),
-            RouteNetlinkMessage::DelRule(r) => self.rule(r, true),
+            RouteNetlinkMessage::NewRule(r) => {
+                self.rule(r);
+                Ok(())
+            }
             _ => Ok(()),
         }
     }
@@ -270,14 +273,23 @@ impl Mirror {
         Ok(())
     }
 
-    /// A policy rule added or deleted: the router's interfaces forward in
-    /// the fast path only what the kernel routes by the main table.
-    fn rule(&mut self, r: &RuleMessage, gone: bool) -> Result<()> {
+    /// A policy rule of a dump. Notifications of rules are not applied one
+    /// by one (crate::policy): the caller reloads them whole (set_rules).
+    fn rule(&mut self, r: &RuleMessage) {
         if let Some(seen) = &mut self.seen {
-            seen.policy.apply(r, gone);
+            seen.policy.add(r);
+        }
+    }
+
+    /// The policy rules, as a dump has them now: the router's interfaces
+    /// forward in the fast path only what the kernel routes by the main
+    /// table.
+    pub fn set_rules(&mut self, rules: &[RuleMessage]) -> Result<()> {
+        let policy = Policy::from_dump(rules);
+        if policy == self.policy {
             return Ok(());
         }
-        self.policy.apply(r, gone);
+        self.policy = policy;
         self.push_all_ingress()
     }
 
@@ -317,7 +329,9 @@ impl Mirror {
             (false, Some(rp)) if i == IFINDEX_ALL => self.rp_filter_all = rp,
             _ => {}
         }
-        if n.gone && i > 0 {
+        // An interface's IPv4 settings go with its IPv4 configuration; an
+        // IPv6 one going (a rename, an MTU below 1280) leaves them be.
+        if n.gone && i > 0 && !n.ipv6 {
             self.forward4.remove(&(i as u32));
             self.rp_filter.remove(&(i as u32));
         }
@@ -587,6 +601,11 @@ impl Mirror {
     }
 
     fn link(&mut self, l: &LinkMessage, gone: bool) -> Result<()> {
+        // AF_BRIDGE messages are about a bridge's port (its state in the
+        // bridge; a "deletion" when it leaves the bridge), not the link.
+        if l.header.interface_family == AddressFamily::Bridge {
+            return Ok(());
+        }
         let index = l.header.index;
         if let Some(seen) = &mut self.seen {
             seen.links.insert(index);

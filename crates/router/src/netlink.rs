@@ -181,10 +181,8 @@ pub fn dump_all() -> Result<Vec<Change>> {
         let mut n = NeighbourMessage::default();
         n.header.family = family;
         rt.extend(dump(RouteNetlinkMessage::GetNeighbour(n))?);
-        let mut r = RuleMessage::default();
-        r.header.family = family;
-        rt.extend(dump(RouteNetlinkMessage::GetRule(r))?);
     }
+    rt.extend(dump_rules()?.into_iter().map(RouteNetlinkMessage::NewRule));
     let mut all: Vec<Change> = rt.into_iter().map(Change::Rt).collect();
     all.extend(netconf::dump()?.into_iter().map(Change::Netconf));
     all.extend(nhobj::dump()?.into_iter().map(Change::Nexthop));
@@ -198,6 +196,29 @@ pub fn dump_all() -> Result<Vec<Change>> {
         );
     }
     Ok(all)
+}
+
+/// The policy rules of both families, in the kernel's order.
+pub fn dump_rules() -> Result<Vec<RuleMessage>> {
+    let mut out = Vec::new();
+    for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+        let mut r = RuleMessage::default();
+        r.header.family = family;
+        for m in dump(RouteNetlinkMessage::GetRule(r))? {
+            if let RouteNetlinkMessage::NewRule(r) = m {
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a notification says a policy rule changed.
+pub fn is_rule(c: &Change) -> bool {
+    matches!(
+        c,
+        Change::Rt(RouteNetlinkMessage::NewRule(_) | RouteNetlinkMessage::DelRule(_))
+    )
 }
 
 /// What a notification is about, for callers that only time them.

@@ -21,6 +21,7 @@ use netlink_packet_route::AddressFamily;
 
 const TABLE_MAIN: u32 = 254;
 const TABLE_LOCAL: u32 = 255;
+const TABLE_DEFAULT: u32 = 253;
 /// FRA_L3MDEV: the rule looks up the table of the VRF the packet's
 /// interface is in (netlink-packet-route does not name it).
 const FRA_L3MDEV: u16 = 19;
@@ -100,8 +101,9 @@ impl Rule {
                 RuleAttribute::FwMask(v) => mask = Some(*v),
                 RuleAttribute::TunId(t) => r.tun_id = *t != 0,
                 RuleAttribute::UidRange(u) => r.uid_excludes_root = u.start > 0,
-                RuleAttribute::SuppressPrefixLen(_) | RuleAttribute::SuppressIfGroup(_) => {
-                    suppress = true
+                // -1 (which the kernel dumps for the prefix length) is none.
+                RuleAttribute::SuppressPrefixLen(v) | RuleAttribute::SuppressIfGroup(v) => {
+                    suppress |= *v != u32::MAX
                 }
                 RuleAttribute::Source(_) | RuleAttribute::Destination(_) => {}
                 RuleAttribute::IpProtocol(_)
@@ -161,21 +163,49 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// A rule added (`gone` false) or deleted, from a dump or a
-    /// notification; messages of other families are ignored.
-    pub fn apply(&mut self, m: &RuleMessage, gone: bool) {
+    /// The rules of a dump (both families, in the kernel's order).
+    /// Rules come whole, never one notification at a time: a deletion
+    /// could not tell which of two alike rules went, and a notification
+    /// replayed after a dump would add a rule twice.
+    pub fn from_dump<'a>(rules: impl IntoIterator<Item = &'a RuleMessage>) -> Policy {
+        let mut p = Policy::default();
+        rules.into_iter().for_each(|r| p.add(r));
+        p
+    }
+
+    /// The rules a namespace starts with: `0: lookup local`, `32766:
+    /// lookup main`, and for IPv4 `32767: lookup default`.
+    pub fn kernel_default() -> Policy {
+        let rule = |prio, id| Rule {
+            priority: prio,
+            action: Action::Table {
+                id,
+                suppress: false,
+            },
+            invert: false,
+            iif: None,
+            oif: false,
+            marked: false,
+            tun_id: false,
+            l3mdev: false,
+            uid_excludes_root: false,
+            selective: false,
+        };
+        let v6 = vec![rule(0, TABLE_LOCAL), rule(32766, TABLE_MAIN)];
+        let mut v4 = v6.clone();
+        v4.push(rule(32767, TABLE_DEFAULT));
+        Policy { v4, v6 }
+    }
+
+    /// Adds a rule after those of its priority, as the kernel does;
+    /// messages of other families are ignored.
+    pub fn add(&mut self, m: &RuleMessage) {
         let Some((ipv6, rule)) = Rule::parse(m) else {
             return;
         };
         let rules = if ipv6 { &mut self.v6 } else { &mut self.v4 };
-        if gone {
-            if let Some(i) = rules.iter().position(|r| *r == rule) {
-                rules.remove(i);
-            }
-        } else {
-            let at = rules.partition_point(|r| r.priority <= rule.priority);
-            rules.insert(at, rule);
-        }
+        let at = rules.partition_point(|r| r.priority <= rule.priority);
+        rules.insert(at, rule);
     }
 
     /// Whether the kernel routes every transit packet of the family that
@@ -239,21 +269,29 @@ mod tests {
 
     fn defaults() -> Policy {
         let mut p = Policy::default();
+        // As the kernel dumps them: suppress_prefixlength -1 is none.
         for (prio, table) in [(0, 255), (32766, 254), (32767, 253)] {
-            p.apply(&lookup(prio, table, vec![]), false);
+            let unset = RuleAttribute::SuppressPrefixLen(u32::MAX);
+            p.add(&lookup(prio, table, vec![unset]));
         }
         p
     }
 
     fn with(extra: &[RuleMessage]) -> Policy {
         let mut p = defaults();
-        for m in extra {
-            p.apply(m, false);
-        }
+        extra.iter().for_each(|m| p.add(m));
         p
     }
 
     const IIF: Option<&str> = Some("dut0");
+
+    #[test]
+    fn the_kernels_default_rules_are_those_it_dumps() {
+        // `defaults()` parses them as the kernel dumps them.
+        let (start, dumped) = (Policy::kernel_default(), defaults());
+        assert_eq!(start.v4, dumped.v4);
+        assert_eq!(start.v6, dumped.v4[..2]);
+    }
 
     #[test]
     fn the_default_rules_route_by_main_and_none_does_not() {
@@ -357,35 +395,27 @@ mod tests {
         // Main's priority, added before main's rule: walked first.
         let mut p = Policy::default();
         for (prio, table) in [(0, 255), (32766, 100), (32766, 254)] {
-            p.apply(&lookup(prio, table, vec![]), false);
+            p.add(&lookup(prio, table, vec![]));
         }
         assert!(!p.main_only(false, IIF));
     }
 
     #[test]
-    fn rules_follow_adds_and_deletes_in_the_kernels_order() {
-        let mut p = defaults();
-        let main = lookup(32766, 254, vec![]);
-        p.apply(&main, true);
-        assert!(!p.main_only(false, IIF), "main's rule deleted");
-        p.apply(&main, false);
-        assert!(p.main_only(false, IIF));
-        // Same priority as main, added after it: after it.
-        let late = lookup(32766, 100, vec![]);
-        p.apply(&late, false);
-        assert!(p.main_only(false, IIF));
-        p.apply(&late, true);
-        let early = lookup(10, 100, vec![]);
-        p.apply(&early, false);
-        p.apply(&early, false);
-        p.apply(&early, true);
-        assert!(!p.main_only(false, IIF), "one of the two copies is left");
-        p.apply(&early, true);
-        assert!(p.main_only(false, IIF));
+    fn rules_are_walked_in_the_kernels_order() {
+        let (local, main) = (lookup(0, 255, vec![]), lookup(32766, 254, vec![]));
+        let (early, late) = (lookup(10, 100, vec![]), lookup(32766, 100, vec![]));
+        let p = |rules: &[&RuleMessage]| Policy::from_dump(rules.iter().copied());
+        assert!(!p(&[&local]).main_only(false, IIF), "main's rule deleted");
+        assert!(p(&[&local, &main]).main_only(false, IIF));
+        // Same priority as main, after it in the dump: after it.
+        assert!(p(&[&local, &main, &late]).main_only(false, IIF));
+        assert!(!p(&[&local, &late, &main]).main_only(false, IIF));
+        // A lower priority goes first wherever it is listed.
+        assert!(!p(&[&local, &main, &early]).main_only(false, IIF));
         // The IPv6 list is its own.
-        let mut v6 = lookup(10, 100, vec![]);
+        let mut v6 = early.clone();
         v6.header.family = AddressFamily::Inet6;
-        p.apply(&v6, false);
-        assert!(p.main_only(false, IIF));
+        assert!(p(&[&local, &main, &v6]).main_only(false, IIF));
+        assert!(!p(&[&local, &main, &v6]).main_only(true, IIF));
     }
 }

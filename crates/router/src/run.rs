@@ -147,11 +147,7 @@ pub fn run(
     while !stop.load(Ordering::Relaxed) {
         let changed = match monitor.wait(Duration::from_millis(50)) {
             Ok(msgs) => {
-                for m in &msgs {
-                    if let Err(e) = mirror.apply_change(m) {
-                        eprintln!("linerate route: {e:#}");
-                    }
-                }
+                apply_notifications(&mut mirror, &msgs);
                 !msgs.is_empty()
             }
             Err(e) => {
@@ -197,6 +193,21 @@ pub fn run(
     }
     drop(links);
     Ok(())
+}
+
+/// Applies the kernel's notifications; errors are said and the rest goes
+/// on. A change of the policy rules reloads them whole (crate::policy).
+pub fn apply_notifications(mirror: &mut Mirror, msgs: &[netlink::Change]) {
+    for m in msgs {
+        if let Err(e) = mirror.apply_change(m) {
+            eprintln!("linerate route: {e:#}");
+        }
+    }
+    if msgs.iter().any(netlink::is_rule) {
+        if let Err(e) = netlink::dump_rules().and_then(|r| mirror.set_rules(&r)) {
+            eprintln!("linerate route: the policy rules: {e:#}");
+        }
+    }
 }
 
 /// Says which of the router's interfaces changed address or went, from

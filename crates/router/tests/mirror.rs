@@ -5,7 +5,6 @@
 //! connected, device-multipath and blackhole routes to the kernel;
 //! neighbour states; link down and MTU; ECMP; nexthop objects; id churn;
 //! resync. Needs root.
-use linerate_router::layout::REASONS;
 use linerate_router::mirror::Mirror;
 use linerate_router::netconf::Netconf;
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -19,11 +18,10 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as M};
 use std::net::Ipv4Addr;
 
 mod common;
-use common::{MAC_IN, MAC_OUT};
+use common::{frame_between, path, verdict, MAC_IN, MAC_OUT, REDIRECT};
 
 const MAC_GW: [u8; 6] = [2, 0, 0, 0, 0, 4];
 const MAC_GW2: [u8; 6] = [2, 0, 0, 0, 0, 5];
-const REDIRECT: u32 = 4;
 
 fn link(index: u32, mac: [u8; 6], mtu: u32, up: bool) -> M {
     let mut l = LinkMessage::default();
@@ -119,30 +117,6 @@ fn scratch_mirror(tag: &str) -> Env {
         m0,
         m1,
         _pair: pair,
-    }
-}
-
-/// The fast path's verdict on frame `f` arriving on `ingress`, the
-/// reason counter it moved, and the destination MAC it left with.
-fn verdict(m: &Mirror, ingress: u32, f: &[u8]) -> (u32, &'static str, [u8; 6]) {
-    let before = m.fast_path().counters(ingress).unwrap();
-    let (v, out) = m.fast_path().run(f, ingress).unwrap();
-    let after = m.fast_path().counters(ingress).unwrap();
-    // The counter that moved by this one frame (its packets and bytes).
-    let r = (0..REASONS.len())
-        .find(|&i| {
-            after.packets[i] == before.packets[i] + 1
-                && after.bytes[i] == before.bytes[i] + f.len() as u64
-        })
-        .unwrap();
-    (v, REASONS[r], out[0..6].try_into().unwrap())
-}
-
-/// Where frame `f` went: the MAC it was forwarded to, or why it passed.
-fn path(m: &Mirror, ingress: u32, f: &[u8]) -> Result<[u8; 6], &'static str> {
-    match verdict(m, ingress, f) {
-        (REDIRECT, _, mac) => Ok(mac),
-        (_, reason, _) => Err(reason),
     }
 }
 
@@ -406,18 +380,6 @@ fn the_fast_path_follows_the_kernel() {
         "IPv6 forwarded to the gateway"
     );
     assert_eq!(m.counts.overflows, 0);
-}
-
-fn frame_between(src: std::net::IpAddr, dst: std::net::IpAddr) -> Vec<u8> {
-    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], MAC_IN);
-    let b = match (src, dst) {
-        (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => b.ipv4(s.octets(), d.octets(), 64),
-        (std::net::IpAddr::V6(s), std::net::IpAddr::V6(d)) => b.ipv6(s.octets(), d.octets(), 64),
-        _ => unreachable!(),
-    };
-    let mut f = Vec::new();
-    b.udp(1, 2).write(&mut f, &[0u8; 18]).unwrap();
-    f
 }
 
 fn addr(a: &str) -> RouteAddress {
@@ -892,6 +854,14 @@ fn the_routers_own_interfaces_are_followed() {
     assert_eq!(m.ingress().get(&m0), Some(&MAC_NEW));
     assert_eq!(path(&m, m0, &to(MAC_NEW)), Ok(MAC_GW));
 
+    // A bridge's word on a port (AF_BRIDGE: "deleted" when it leaves the
+    // bridge) is not the link's.
+    let mut port = LinkMessage::default();
+    port.header.index = m0;
+    port.header.interface_family = AddressFamily::Bridge;
+    m.apply(&M::DelLink(port)).unwrap();
+    assert_eq!(path(&m, m0, &to(MAC_NEW)), Ok(MAC_GW));
+
     let mut gone = LinkMessage::default();
     gone.header.index = m0;
     m.apply(&M::DelLink(gone)).unwrap();
@@ -973,6 +943,13 @@ fn only_what_the_kernel_forwards_is_forwarded() {
     let mut rp_filter = forwarding(false, m0 as i32, false);
     rp_filter.forwarding = None;
     m.netconf(&rp_filter).unwrap();
+    assert_eq!(both(&m), (Ok(MAC_GW), Ok(MAC_GW)));
+
+    // An interface's IPv6 configuration going (a rename, an MTU below
+    // 1280) leaves its IPv4 setting.
+    let mut v6_gone = forwarding(true, m0 as i32, false);
+    (v6_gone.forwarding, v6_gone.gone) = (None, true);
+    m.netconf(&v6_gone).unwrap();
     assert_eq!(both(&m), (Ok(MAC_GW), Ok(MAC_GW)));
 
     m.netconf(&forwarding(false, m0 as i32, false)).unwrap();

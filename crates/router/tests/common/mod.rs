@@ -4,7 +4,8 @@ use linerate_bpf::loader::{XdpAttachment, XdpMode};
 use linerate_host::cmd::ip;
 use linerate_host::netns::NetnsGuard;
 use linerate_router::fastpath::FastPath;
-use linerate_router::layout::{IFACE_FORWARD4, IFACE_FORWARD6};
+use linerate_router::layout::{IFACE_FORWARD4, IFACE_FORWARD6, REASONS};
+use linerate_router::mirror::Mirror;
 
 /// The router's MAC on the ingress (first) and egress (second) veth.
 pub const MAC_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
@@ -26,6 +27,8 @@ pub struct ScratchPair {
     _links: Vec<XdpAttachment>,
     pub if0: u32,
     pub if1: u32,
+    /// The namespace's name.
+    pub ns: String,
     _guard: NetnsGuard,
     _scratch: Scratch,
 }
@@ -71,8 +74,51 @@ pub fn scratch_pair(tag: &str, dev: &str) -> (ScratchPair, FastPath) {
         _links: links,
         if0,
         if1,
+        ns: ns.clone(),
         _guard: guard,
         _scratch: scratch,
     };
     (pair, fp)
+}
+
+pub const REDIRECT: u32 = 4;
+
+/// The fast path's verdict on frame `f` arriving on `ingress`, the
+/// reason counter it moved, and the destination MAC it left with.
+#[allow(dead_code)] // not every test binary asks
+pub fn verdict(m: &Mirror, ingress: u32, f: &[u8]) -> (u32, &'static str, [u8; 6]) {
+    let before = m.fast_path().counters(ingress).unwrap();
+    let (v, out) = m.fast_path().run(f, ingress).unwrap();
+    let after = m.fast_path().counters(ingress).unwrap();
+    // The counter that moved by this one frame (its packets and bytes).
+    let r = (0..REASONS.len())
+        .find(|&i| {
+            after.packets[i] == before.packets[i] + 1
+                && after.bytes[i] == before.bytes[i] + f.len() as u64
+        })
+        .unwrap();
+    (v, REASONS[r], out[0..6].try_into().unwrap())
+}
+
+/// Where frame `f` went: the MAC it was forwarded to, or why it passed.
+#[allow(dead_code)]
+pub fn path(m: &Mirror, ingress: u32, f: &[u8]) -> Result<[u8; 6], &'static str> {
+    match verdict(m, ingress, f) {
+        (REDIRECT, _, mac) => Ok(mac),
+        (_, reason, _) => Err(reason),
+    }
+}
+
+/// A UDP frame to the router's ingress MAC from `src` to `dst`.
+#[allow(dead_code)]
+pub fn frame_between(src: std::net::IpAddr, dst: std::net::IpAddr) -> Vec<u8> {
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], MAC_IN);
+    let b = match (src, dst) {
+        (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => b.ipv4(s.octets(), d.octets(), 64),
+        (std::net::IpAddr::V6(s), std::net::IpAddr::V6(d)) => b.ipv6(s.octets(), d.octets(), 64),
+        _ => unreachable!(),
+    };
+    let mut f = Vec::new();
+    b.udp(1, 2).write(&mut f, &[0u8; 18]).unwrap();
+    f
 }

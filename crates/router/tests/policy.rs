@@ -1,0 +1,248 @@
+//! Policy rules (`ip rule`) and enslaved interfaces, against the kernel:
+//! in a scratch namespace, the main table routes 198.51.100.0/24 through
+//! one gateway and table 100 through another. Each rule is added with
+//! `ip rule`, reaches the mirror as the kernel notifies it, and then the
+//! fast path's verdict on a frame arriving on m0 is checked against what
+//! the kernel's own input route lookup (`ip route get ... iif m0`) does
+//! with the same packet: the fast path may forward only where the kernel
+//! routes by the main table. Needs root.
+use linerate_host::cmd::ip;
+use linerate_router::mirror::Mirror;
+use linerate_router::netlink::{self, Monitor};
+use std::net::IpAddr;
+use std::time::Duration;
+
+mod common;
+use common::{frame_between, path, MAC_IN, MAC_OUT};
+
+const MAC_GW: [u8; 6] = [2, 0, 0, 0, 0, 4];
+const MAC_GW2: [u8; 6] = [2, 0, 0, 0, 0, 5];
+const MAIN_GW: &str = "198.19.0.1";
+const POLICY_GW: &str = "198.19.0.2";
+
+fn mac(m: [u8; 6]) -> String {
+    linerate_host::cmd::mac_text(&m)
+}
+
+/// Applies the kernel's notifications until a quiet 100 ms (waiting up
+/// to 2 s for the first).
+fn follow(monitor: &mut Monitor, m: &mut Mirror) {
+    let mut wait = Duration::from_secs(2);
+    loop {
+        let changes = monitor.wait(wait).unwrap();
+        if changes.is_empty() {
+            return;
+        }
+        linerate_router::run::apply_notifications(m, &changes);
+        wait = Duration::from_millis(100);
+    }
+}
+
+/// The gateway the kernel routes `dst` from `src` arriving on `iif`
+/// through, or None if it does not route it (a blackhole, no route).
+fn kernel_gateway(ns: &str, iif: &str, src: &str, dst: &str) -> Option<String> {
+    let family = if dst.contains(':') { "-6" } else { "-4" };
+    let out = ip(
+        Some(ns),
+        &[family, "route", "get", dst, "from", src, "iif", iif],
+    )
+    .ok()?;
+    let words: Vec<&str> = out.split_whitespace().collect();
+    let via = words.iter().position(|w| *w == "via")?;
+    words.get(via + 1).map(|s| s.to_string())
+}
+
+#[test]
+fn the_fast_path_forwards_only_what_the_kernel_routes_by_main() {
+    let (pair, fp) = common::scratch_pair("policy", "m");
+    let (m0, ns) = (pair.if0, pair.ns.clone());
+    let sh = |args: &[&str]| {
+        ip(Some(&ns), args).unwrap_or_else(|e| panic!("ip {}: {e:#}", args.join(" ")))
+    };
+    let sysctl = |k: &str| linerate_host::cmd::in_netns(&ns, "sysctl", &["-qw", k]).unwrap();
+    sysctl("net.ipv4.ip_forward=1");
+    sysctl("net.ipv6.conf.all.forwarding=1");
+    for (dev, m) in [("m0", MAC_IN), ("m1", MAC_OUT)] {
+        sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6=0"));
+        sh(&["link", "set", "dev", dev, "address", &mac(m)]);
+    }
+    sh(&["addr", "add", "198.18.0.254/24", "dev", "m0"]);
+    sh(&["addr", "add", "198.19.0.254/24", "dev", "m1"]);
+    sh(&["addr", "add", "2001:db8:2::fe/64", "dev", "m0", "nodad"]);
+    sh(&["addr", "add", "2001:db8:1::fe/64", "dev", "m1", "nodad"]);
+    for (gw, m, table) in [
+        (MAIN_GW, MAC_GW, "main"),
+        (POLICY_GW, MAC_GW2, "100"),
+        ("2001:db8:1::1", MAC_GW, "main"),
+        ("2001:db8:1::2", MAC_GW2, "100"),
+    ] {
+        let net = if gw.contains(':') {
+            "2001:db8:5::/48"
+        } else {
+            "198.51.100.0/24"
+        };
+        sh(&["route", "add", net, "via", gw, "dev", "m1", "table", table]);
+        sh(&[
+            "neigh",
+            "add",
+            gw,
+            "lladdr",
+            &mac(m),
+            "dev",
+            "m1",
+            "nud",
+            "permanent",
+        ]);
+    }
+
+    let mut monitor = Monitor::open().unwrap();
+    let mut m = Mirror::new(fp).unwrap();
+    m.resync(&netlink::dump_all().unwrap()).unwrap();
+    m.add_ingress(m0).unwrap();
+    m.add_ingress(pair.if1).unwrap();
+
+    let (src4, dst4) = ("198.18.0.1", "198.51.100.9");
+    let (src6, dst6) = ("2001:db8:2::1", "2001:db8:5::9");
+    let v4 = frame_between(src4.parse().unwrap(), dst4.parse().unwrap());
+    let v6 = frame_between(src6.parse().unwrap(), dst6.parse().unwrap());
+    // The fast path's verdict on the IPv4 and IPv6 frame, each checked
+    // against the kernel: forwarded only to the gateway of main's route,
+    // and only where the kernel's route is main's.
+    let check = |m: &Mirror, what: &str| -> (bool, bool) {
+        let mut fast = [false; 2];
+        for (i, (f, src, dst, main_gw)) in [
+            (&v4, src4, dst4, MAIN_GW),
+            (&v6, src6, dst6, "2001:db8:1::1"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let kernel = kernel_gateway(&ns, "m0", src, dst);
+            match path(m, m0, f) {
+                Ok(to) => {
+                    assert_eq!(to, MAC_GW, "{what}: {dst} forwarded to main's gateway");
+                    assert_eq!(
+                        kernel.as_deref(),
+                        Some(main_gw),
+                        "{what}: the fast path forwards {dst}, the kernel routes it otherwise"
+                    );
+                    fast[i] = true;
+                }
+                Err(reason) => assert_eq!(reason, "pass_policy", "{what}: {dst}"),
+            }
+        }
+        (fast[0], fast[1])
+    };
+    assert_eq!(check(&m, "the default rules"), (true, true));
+
+    // (the rule, whether the fast path forwards IPv4 with it, whether the
+    // kernel routes IPv4 by main with it: where the fast path's walk
+    // cannot tell, it passes and the kernel still takes main)
+    let cases: &[(&str, bool, bool)] = &[
+        ("from 198.18.0.0/16 lookup 100", false, false),
+        ("from 10.0.0.0/8 lookup 100", false, true),
+        ("iif m0 lookup 100", false, false),
+        ("iif m1 lookup 100", true, true),
+        ("iif lo lookup 100", true, true),
+        ("fwmark 1 lookup 100", true, true),
+        ("not fwmark 0xca6c lookup 100", false, false),
+        ("fwmark 0/1 lookup 100", false, false),
+        ("oif m1 lookup 100", true, true),
+        ("uidrange 1000-2000 lookup 100", true, true),
+        ("uidrange 0-0 lookup 100", false, false),
+        ("ipproto udp lookup 100", false, false),
+        ("tos 0x10 lookup 100", false, true),
+        ("nop", true, true),
+        ("lookup main suppress_prefixlength 0", true, true),
+        ("lookup main suppress_prefixlength 24", true, true),
+        ("blackhole", false, false),
+        ("lookup default", false, true),
+    ];
+    for &(rule, fast, by_main) in cases {
+        let args: Vec<&str> = ["rule", "add", "pref", "100"]
+            .into_iter()
+            .chain(rule.split(' '))
+            .collect();
+        sh(&args);
+        follow(&mut monitor, &mut m);
+        assert_eq!(check(&m, rule), (fast, true), "{rule}");
+        assert_eq!(
+            kernel_gateway(&ns, "m0", src4, dst4).as_deref() == Some(MAIN_GW),
+            by_main,
+            "{rule}: the kernel's route"
+        );
+        let mut del = args.clone();
+        del[1] = "del";
+        sh(&del);
+        follow(&mut monitor, &mut m);
+        assert_eq!(check(&m, &format!("{rule}, deleted")), (true, true));
+    }
+
+    // Main's own rule gone: the kernel routes nothing by main.
+    sh(&["rule", "del", "pref", "32766"]);
+    follow(&mut monitor, &mut m);
+    assert_eq!(check(&m, "main's rule deleted"), (false, true));
+    sh(&["rule", "add", "pref", "32766", "lookup", "main"]);
+    follow(&mut monitor, &mut m);
+    assert_eq!(check(&m, "main's rule back"), (true, true));
+
+    // IPv6 rules are IPv6's.
+    sh(&[
+        "-6",
+        "rule",
+        "add",
+        "pref",
+        "100",
+        "from",
+        "2001:db8:2::/48",
+        "lookup",
+        "100",
+    ]);
+    follow(&mut monitor, &mut m);
+    assert_eq!(check(&m, "an IPv6 rule"), (true, false));
+    assert_eq!(
+        kernel_gateway(&ns, "m0", src6, dst6).as_deref(),
+        Some("2001:db8:1::2")
+    );
+
+    // A resync (lost notifications) finds the rules as the kernel has
+    // them: the IPv6 rule is gone, an IPv4 one is there.
+    sh(&["-6", "rule", "del", "pref", "100"]);
+    sh(&["rule", "add", "pref", "100", "iif", "m0", "lookup", "100"]);
+    m.resync(&netlink::dump_all().unwrap()).unwrap();
+    assert_eq!(check(&m, "after a resync"), (false, true));
+    sh(&["rule", "del", "pref", "100"]);
+    follow(&mut monitor, &mut m);
+
+    // A rule naming the interface follows its name.
+    sh(&["rule", "add", "pref", "100", "iif", "in0", "lookup", "100"]);
+    follow(&mut monitor, &mut m);
+    assert_eq!(check(&m, "iif in0, m0 not renamed yet"), (true, true));
+    sh(&["link", "set", "dev", "m0", "down"]);
+    sh(&["link", "set", "dev", "m0", "name", "in0"]);
+    sh(&["link", "set", "dev", "in0", "up"]);
+    follow(&mut monitor, &mut m);
+    assert_eq!(
+        kernel_gateway(&ns, "in0", src4, dst4).as_deref(),
+        Some(POLICY_GW)
+    );
+    assert_eq!(path(&m, m0, &v4), Err("pass_policy"), "m0 renamed in0");
+    sh(&["link", "set", "dev", "in0", "down"]);
+    sh(&["link", "set", "dev", "in0", "name", "m0"]);
+    sh(&["link", "set", "dev", "m0", "up"]);
+    sh(&["rule", "del", "pref", "100"]);
+    follow(&mut monitor, &mut m);
+    assert_eq!(check(&m, "m0 again, rule deleted"), (true, true));
+
+    // An enslaved interface (here a bridge's port) is routed, if at all,
+    // as its master: its frames pass.
+    sh(&["link", "add", "br-lrt", "type", "bridge"]);
+    sh(&["link", "set", "dev", "m0", "master", "br-lrt"]);
+    follow(&mut monitor, &mut m);
+    assert_eq!(check(&m, "m0 a bridge port"), (false, false));
+    sh(&["link", "set", "dev", "m0", "nomaster"]);
+    follow(&mut monitor, &mut m);
+    assert_eq!(check(&m, "m0 out of the bridge"), (true, true));
+    sh(&["link", "del", "br-lrt"]);
+    drop(m);
+}
