@@ -9,7 +9,6 @@
 use linerate_host::cmd::ip;
 use linerate_router::mirror::Mirror;
 use linerate_router::netlink::{self, Monitor};
-use std::net::IpAddr;
 use std::time::Duration;
 
 mod common;

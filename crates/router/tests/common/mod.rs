@@ -28,6 +28,7 @@ pub struct ScratchPair {
     pub if0: u32,
     pub if1: u32,
     /// The namespace's name.
+    #[allow(dead_code)] // not every test binary asks
     pub ns: String,
     _guard: NetnsGuard,
     _scratch: Scratch,
