@@ -328,6 +328,39 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         0,
         "forwarded a frame from the DUT's own address"
     );
+    // A policy rule that blackholes the generator's sources: the kernel
+    // drops them, and the fast path passes them to it; the rule deleted,
+    // they are forwarded again.
+    let rule = |verb: &str| {
+        let args = [
+            "-n",
+            &dut,
+            "rule",
+            verb,
+            "pref",
+            "100",
+            "from",
+            "198.18.0.0/16",
+        ];
+        let s = Command::new("ip")
+            .args(args)
+            .arg("blackhole")
+            .status()
+            .unwrap();
+        assert!(s.success());
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    rule("add");
+    assert_eq!(
+        received_of(3000, None),
+        0,
+        "forwarded past a blackhole rule"
+    );
+    rule("del");
+    assert!(
+        received_of(3000, None) > 2500,
+        "the rule deleted: not forwarded"
+    );
     let set = Command::new("ip")
         .args([
             "-n",
@@ -372,7 +405,7 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         .read_to_string(&mut out)
         .unwrap();
     assert!(
-        out.contains("not_forwarding") && out.contains("rp_filter"),
+        out.contains("not_forwarding") && out.contains("rp_filter") && out.contains("policy"),
         "{out}"
     );
     for said in [
