@@ -154,6 +154,9 @@ pub struct Mirror {
     /// would not.
     forward4: HashMap<u32, bool>,
     forward6: bool,
+    /// The router's interfaces with IPv6 off (disable_ipv6, or no IPv6
+    /// configuration): the kernel drops IPv6 arriving there.
+    ipv6_off: HashSet<u32>,
     /// IPv4 rp_filter by interface, and conf.all's.
     rp_filter: HashMap<u32, u8>,
     rp_filter_all: u8,
@@ -197,6 +200,7 @@ impl Mirror {
             ingress: BTreeMap::new(),
             forward4: HashMap::new(),
             forward6: false,
+            ipv6_off: HashSet::new(),
             rp_filter: HashMap::new(),
             rp_filter_all: 0,
             // Until a dump says otherwise (a mirror fed by hand).
@@ -360,7 +364,7 @@ impl Mirror {
                 IFACE_POLICY4
             };
         }
-        if self.forward6 {
+        if self.forward6 && !self.ipv6_off.contains(&ifindex) {
             flags |= if by_main(true) {
                 IFACE_FORWARD6
             } else {
@@ -566,6 +570,28 @@ impl Mirror {
             .ok_or_else(|| anyhow::anyhow!("interface {ifindex} has no Ethernet address"))?;
         self.ingress.insert(ifindex, mac);
         self.push_ingress(ifindex)
+    }
+
+    /// Whether IPv6 is on for interface `ifindex` (crate::netconf::
+    /// ipv6_enabled): where it is off, IPv6 passes (the kernel drops it).
+    pub fn set_ipv6_enabled(&mut self, ifindex: u32, on: bool) -> Result<()> {
+        let changed = if on {
+            self.ipv6_off.remove(&ifindex)
+        } else {
+            self.ipv6_off.insert(ifindex)
+        };
+        if changed {
+            self.push_ingress(ifindex)?;
+        }
+        Ok(())
+    }
+
+    /// The router's interfaces whose names are known, by index.
+    pub fn ingress_names(&self) -> Vec<(u32, String)> {
+        self.ingress
+            .keys()
+            .filter_map(|i| self.names.get(i).map(|n| (*i, n.clone())))
+            .collect()
     }
 
     /// The router's interfaces still there, with their MACs.

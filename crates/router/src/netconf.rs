@@ -23,6 +23,18 @@ const NETCONFA_RP_FILTER: u16 = 3;
 /// NETCONFA_IFINDEX of `conf.all` and of `conf.default`.
 pub const IFINDEX_ALL: i32 = -1;
 
+/// Whether IPv6 is on for interface `dev` (net.ipv6.conf.<dev>.
+/// disable_ipv6 is 0), as the calling thread's namespace has it. The
+/// kernel drops IPv6 arriving on an interface where it is off
+/// (ipv6_rcv), or which has no IPv6 configuration at all (an MTU below
+/// 1280 removes it: then the sysctl is gone too). netconf does not carry
+/// the setting and nothing is notified when it changes, only its effects
+/// (addresses and routes going), so it is read.
+pub fn ipv6_enabled(dev: &str) -> bool {
+    let path = format!("/proc/sys/net/ipv6/conf/{dev}/disable_ipv6");
+    std::fs::read_to_string(path).is_ok_and(|v| v.trim() == "0")
+}
+
 const NLMSG_HDR: usize = 16;
 /// struct netconfmsg, one byte, aligned to 4.
 const NCMSG: usize = 4;

@@ -111,6 +111,7 @@ pub fn run(
     // Interfaces go in once the FIB is loaded: until then every frame
     // passes (not ours).
     for (&idx, name) in ifindexes.iter().zip(&opts.interfaces) {
+        mirror.set_ipv6_enabled(idx, crate::netconf::ipv6_enabled(name))?;
         mirror
             .add_ingress(idx)
             .with_context(|| format!("-i: interface {name}"))?;
@@ -161,6 +162,9 @@ pub fn run(
                 true
             }
         };
+        if changed || tick.elapsed() >= Duration::from_secs(1) {
+            follow_ipv6_switches(&mut mirror);
+        }
         if changed {
             report_ingress_changes(&mut ingress, mirror.ingress(), &opts.interfaces, &ifindexes)?;
         }
@@ -206,6 +210,18 @@ pub fn apply_notifications(mirror: &mut Mirror, msgs: &[netlink::Change]) {
     if msgs.iter().any(netlink::is_rule) {
         if let Err(e) = netlink::dump_rules().and_then(|r| mirror.set_rules(&r)) {
             eprintln!("linerate route: the policy rules: {e:#}");
+        }
+    }
+}
+
+/// Reads whether IPv6 is on for each of the router's interfaces (no
+/// notification says when it changes: run after notifications, which its
+/// effects bring, and once a second).
+pub fn follow_ipv6_switches(mirror: &mut Mirror) {
+    for (ifindex, name) in mirror.ingress_names() {
+        let on = crate::netconf::ipv6_enabled(&name);
+        if let Err(e) = mirror.set_ipv6_enabled(ifindex, on) {
+            eprintln!("linerate route: {name}: {e:#}");
         }
     }
 }

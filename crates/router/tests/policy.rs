@@ -1,4 +1,5 @@
-//! Policy rules (`ip rule`) and enslaved interfaces, against the kernel:
+//! Policy rules (`ip rule`), enslaved interfaces and IPv6 switched off on
+//! an interface, against the kernel:
 //! in a scratch namespace, the main table routes 198.51.100.0/24 through
 //! one gateway and table 100 through another. Each rule is added with
 //! `ip rule`, reaches the mirror as the kernel notifies it, and then the
@@ -61,6 +62,7 @@ fn the_fast_path_forwards_only_what_the_kernel_routes_by_main() {
     let sysctl = |k: &str| linerate_host::cmd::in_netns(&ns, "sysctl", &["-qw", k]).unwrap();
     sysctl("net.ipv4.ip_forward=1");
     sysctl("net.ipv6.conf.all.forwarding=1");
+    sysctl("net.ipv6.conf.default.disable_ipv6=0");
     for (dev, m) in [("m0", MAC_IN), ("m1", MAC_OUT)] {
         sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6=0"));
         sh(&["link", "set", "dev", dev, "address", &mac(m)]);
@@ -243,5 +245,25 @@ fn the_fast_path_forwards_only_what_the_kernel_routes_by_main() {
     follow(&mut monitor, &mut m);
     assert_eq!(check(&m, "m0 out of the bridge"), (true, true));
     sh(&["link", "del", "br-lrt"]);
+
+    // IPv6 switched off on m0 (disable_ipv6, or an MTU below 1280, which
+    // takes its IPv6 configuration away): the kernel drops IPv6 arriving
+    // there (ipv6_rcv), so the fast path passes it; IPv4 goes on. Nothing
+    // is notified but the effects (m0's addresses going): the router reads
+    // the switch after notifications.
+    let switched = |m: &mut Mirror, monitor: &mut Monitor| {
+        follow(monitor, m);
+        linerate_router::run::follow_ipv6_switches(m);
+        (path(m, m0, &v4), path(m, m0, &v6))
+    };
+    let (fwd, off) = (Ok(MAC_GW), Err("pass_not_forwarding"));
+    sysctl("net.ipv6.conf.m0.disable_ipv6=1");
+    assert_eq!(switched(&mut m, &mut monitor), (fwd, off), "disable_ipv6");
+    sysctl("net.ipv6.conf.m0.disable_ipv6=0");
+    assert_eq!(switched(&mut m, &mut monitor), (fwd, fwd), "enabled again");
+    sh(&["link", "set", "dev", "m0", "mtu", "1200"]);
+    assert_eq!(switched(&mut m, &mut monitor), (fwd, off), "MTU 1200");
+    sh(&["link", "set", "dev", "m0", "mtu", "1500"]);
+    assert_eq!(switched(&mut m, &mut monitor), (fwd, fwd), "MTU 1500");
     drop(m);
 }
