@@ -259,16 +259,14 @@ fn route_and_neighbour_changes_are_followed_and_the_old_next_hop_is_not_used_aft
 /// kpps, from the generator's own addresses or from `src`. The receiver
 /// runs until the generator is done and the last frame had time to arrive,
 /// so a zero means none came through, not a window missed.
-fn received_of(n: u32, src: Option<&str>) -> u64 {
+fn received_of(n: u32, gen_args: &[&str]) -> u64 {
     let recv = receiver("60");
     std::thread::sleep(Duration::from_millis(500));
     let (gen_ns, count) = (format!("{LAB}-gen"), n.to_string());
     let mut args = vec![
         "gen", "--netns", &gen_ns, "-i", "gen0", "-n", &count, "-R", "10k", "--cpu", "0", "--json",
     ];
-    if let Some(s) = src {
-        args.extend(["-s", s]);
-    }
+    args.extend_from_slice(gen_args);
     let g = linerate(&args);
     assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
     let g: Value = serde_json::from_slice(&g.stdout).unwrap();
@@ -302,29 +300,29 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         std::thread::sleep(Duration::from_millis(300));
     };
     sysctl("net.ipv4.conf.all.forwarding=0");
-    assert_eq!(received_of(3000, None), 0, "forwarded with forwarding off");
+    assert_eq!(received_of(3000, &[]), 0, "forwarded with forwarding off");
     sysctl("net.ipv4.conf.all.forwarding=1");
     assert!(
-        received_of(3000, None) > 2500,
+        received_of(3000, &[]) > 2500,
         "not forwarded with forwarding on"
     );
     // Strict reverse path filtering: the generator's sources are routed
     // back through dut0 and pass the filter; a source without a route does
     // not, and the kernel drops it.
     sysctl("net.ipv4.conf.all.rp_filter=1");
-    assert!(received_of(3000, None) > 2500, "filtered a good source");
+    assert!(received_of(3000, &[]) > 2500, "filtered a good source");
     assert_eq!(
-        received_of(3000, Some("203.0.113.1")),
+        received_of(3000, &["-s", "203.0.113.1"]),
         0,
         "forwarded a spoofed source"
     );
     // Whatever rp_filter says, the DUT's own address as a source is a
     // martian the kernel drops.
     sysctl("net.ipv4.conf.all.rp_filter=0");
-    let got = received_of(3000, None);
+    let got = received_of(3000, &[]);
     assert!(got > 2500, "rp_filter off: forwarded {got}");
     assert_eq!(
-        received_of(3000, Some("198.18.0.254")),
+        received_of(3000, &["-s", "198.18.0.254"]),
         0,
         "forwarded a frame from the DUT's own address"
     );
@@ -351,15 +349,25 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         std::thread::sleep(Duration::from_millis(300));
     };
     rule("add");
-    assert_eq!(
-        received_of(3000, None),
-        0,
-        "forwarded past a blackhole rule"
-    );
+    assert_eq!(received_of(3000, &[]), 0, "forwarded past a blackhole rule");
     rule("del");
     assert!(
-        received_of(3000, None) > 2500,
+        received_of(3000, &[]) > 2500,
         "the rule deleted: not forwarded"
+    );
+    // IPv6 switched off on dut0: the kernel drops IPv6 arriving there.
+    sysctl("net.ipv6.conf.dut0.disable_ipv6=1");
+    std::thread::sleep(Duration::from_millis(1200));
+    assert_eq!(
+        received_of(3000, &["-6", "-l", "78"]),
+        0,
+        "IPv6 forwarded from dut0 with IPv6 off"
+    );
+    sysctl("net.ipv6.conf.dut0.disable_ipv6=0");
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(
+        received_of(3000, &["-6", "-l", "78"]) > 2500,
+        "IPv6 on again: not forwarded"
     );
     let set = Command::new("ip")
         .args([
