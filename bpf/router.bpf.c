@@ -31,6 +31,18 @@ static __always_inline int verdict(struct router_counters *c, enum reason r, __u
 
 #define PASS(r) verdict(c, (r), len, XDP_PASS)
 
+/* Why a family the interface does not forward in XDP passes: its flags
+ * name it (IFACE_POLICY*, IFACE_NETFILTER*), else the kernel does not
+ * forward it from here at all. */
+static __always_inline enum reason not_forwarded(__u16 flags, __u16 policy, __u16 netfilter)
+{
+	if (flags & policy)
+		return R_PASS_POLICY;
+	if (flags & netfilter)
+		return R_PASS_NETFILTER;
+	return R_PASS_NOT_FORWARDING;
+}
+
 /* Two loads a side, not six: a MAC as a 32-bit and a 16-bit word. Both
  * are 2-byte aligned (the frame's start and struct iface's mac), and the
  * verifier lets x86 read packet words at any alignment. */
@@ -229,16 +241,17 @@ int router(struct xdp_md *ctx)
 	if (!mac_eq(eth->h_dest, ifc->mac))
 		return PASS(R_PASS_NOT_OURS);
 	/* With forwarding off the kernel drops transit packets (and still
-	 * takes its own), and with policy rules it may route them by another
-	 * table: its call, not ours. */
+	 * takes its own), with policy rules it may route them by another
+	 * table, and its netfilter hooks may filter or rewrite them: its call,
+	 * not ours. */
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		if (!(ifc->flags & IFACE_FORWARD4))
-			return PASS(ifc->flags & IFACE_POLICY4 ? R_PASS_POLICY : R_PASS_NOT_FORWARDING);
+			return PASS(not_forwarded(ifc->flags, IFACE_POLICY4, IFACE_NETFILTER4));
 		return forward_ipv4(ctx, eth, c, len, ifc->flags);
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		if (!(ifc->flags & IFACE_FORWARD6))
-			return PASS(ifc->flags & IFACE_POLICY6 ? R_PASS_POLICY : R_PASS_NOT_FORWARDING);
+			return PASS(not_forwarded(ifc->flags, IFACE_POLICY6, IFACE_NETFILTER6));
 		return forward_ipv6(ctx, eth, c, len);
 	}
 	return PASS(R_PASS_NOT_IP);

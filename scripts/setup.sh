@@ -8,7 +8,7 @@ set -euo pipefail
 # emits from version 18 (Debian 12's default clang is 14).
 PACKAGES=(clang clang-19 llvm libbpf-dev libelf-dev zlib1g-dev pkg-config make gcc
           iproute2 ethtool iputils-ping procps util-linux linux-libc-dev
-          nftables fonts-dejavu-core)
+          nftables iptables fonts-dejavu-core)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup: run as root (apt-get, network namespaces and BPF need it)" >&2

@@ -32,6 +32,7 @@ enum reason {
 	R_PASS_NOT_FORWARDING, /* the kernel does not forward this family from here (sysctl) */
 	R_PASS_RP_FILTER,    /* rp_filter on, and the source's route not one judged here */
 	R_PASS_POLICY,       /* routed by policy rules (ip rule) or as an enslaved device */
+	R_PASS_NETFILTER,    /* netfilter hooks (nftables, iptables) see forwarded packets */
 	R_DROP_MALFORMED,    /* shorter than the headers it claims */
 	R_MAX
 };
@@ -90,6 +91,11 @@ struct iface {
  * names the reason. */
 #define IFACE_POLICY4 16
 #define IFACE_POLICY6 32
+/* Netfilter sees what the kernel forwards of the family (a firewall, NAT,
+ * conntrack): the kernel forwards it, so that they are not bypassed. As
+ * above, set without IFACE_FORWARD4/6, naming the reason only. */
+#define IFACE_NETFILTER4 64
+#define IFACE_NETFILTER6 128
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

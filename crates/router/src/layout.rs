@@ -14,7 +14,7 @@ pub const NH_GROUP_BUCKETS: usize = 64;
 pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
-pub const REASONS: [&str; 19] = [
+pub const REASONS: [&str; 20] = [
     "forwarded",
     "pass_not_ip",
     "pass_not_ours",
@@ -33,6 +33,7 @@ pub const REASONS: [&str; 19] = [
     "pass_not_forwarding",
     "pass_rp_filter",
     "pass_policy",
+    "pass_netfilter",
     "drop_malformed",
 ];
 pub const R_MAX: usize = REASONS.len();
@@ -87,6 +88,10 @@ pub const IFACE_RPF_LOOSE: u16 = 8;
 /// IFACE_FORWARD4 (6), it only names why such frames pass.
 pub const IFACE_POLICY4: u16 = 16;
 pub const IFACE_POLICY6: u16 = 32;
+/// Netfilter sees what the kernel forwards of IPv4 (IPv6): set instead of
+/// IFACE_FORWARD4 (6), naming why such frames pass.
+pub const IFACE_NETFILTER4: u16 = 64;
+pub const IFACE_NETFILTER6: u16 = 128;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -9,6 +9,7 @@ pub mod layout;
 pub mod local;
 pub mod mirror;
 pub mod netconf;
+pub mod netfilter;
 pub mod netlink;
 pub mod nhobj;
 pub mod policy;

@@ -23,12 +23,13 @@ use crate::ecmp;
 use crate::fastpath::FastPath;
 use crate::ids::IdPool;
 use crate::layout::{
-    Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_POLICY4, IFACE_POLICY6,
-    IFACE_RPF_LOOSE, IFACE_RPF_STRICT, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_VALID, ROUTER_NEXTHOPS,
-    ROUTER_NH_GROUPS,
+    Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6,
+    IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, NH_GROUP, NH_KERNEL,
+    NH_RESOLVED, NH_VALID, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
 use crate::local::LocalSources;
 use crate::netconf::{Netconf, IFINDEX_ALL};
+use crate::netfilter::Hooks;
 use crate::netlink::Change;
 use crate::nhobj::{NhMessage, NhObject};
 use crate::policy::Policy;
@@ -157,6 +158,9 @@ pub struct Mirror {
     /// The router's interfaces with IPv6 off (disable_ipv6, or no IPv6
     /// configuration): the kernel drops IPv6 arriving there.
     ipv6_off: HashSet<u32>,
+    /// Netfilter sees forwarded IPv4, IPv6 (crate::netfilter): the kernel
+    /// forwards that family, so that its hooks are not bypassed.
+    netfilter: Hooks,
     /// IPv4 rp_filter by interface, and conf.all's.
     rp_filter: HashMap<u32, u8>,
     rp_filter_all: u8,
@@ -201,6 +205,7 @@ impl Mirror {
             forward4: HashMap::new(),
             forward6: false,
             ipv6_off: HashSet::new(),
+            netfilter: Hooks::default(),
             rp_filter: HashMap::new(),
             rp_filter_all: 0,
             // Until a dump says otherwise (a mirror fed by hand).
@@ -308,6 +313,8 @@ impl Mirror {
             Change::Rt(m) => self.apply(m),
             Change::Nexthop(n) => self.nexthop_object(n),
             Change::Netconf(n) => self.netconf(n),
+            // The caller reads the hooks again (set_netfilter).
+            Change::Netfilter => Ok(()),
         }
     }
 
@@ -358,17 +365,17 @@ impl Mirror {
         let by_main = |ipv6| !enslaved && self.policy.main_only(ipv6, name);
         let mut flags = 0;
         if self.forward4.get(&ifindex) == Some(&true) {
-            flags |= if by_main(false) {
-                IFACE_FORWARD4
-            } else {
-                IFACE_POLICY4
+            flags |= match (by_main(false), !self.netfilter.ipv4.is_empty()) {
+                (false, _) => IFACE_POLICY4,
+                (true, true) => IFACE_NETFILTER4,
+                (true, false) => IFACE_FORWARD4,
             };
         }
         if self.forward6 && !self.ipv6_off.contains(&ifindex) {
-            flags |= if by_main(true) {
-                IFACE_FORWARD6
-            } else {
-                IFACE_POLICY6
+            flags |= match (by_main(true), !self.netfilter.ipv6.is_empty()) {
+                (false, _) => IFACE_POLICY6,
+                (true, true) => IFACE_NETFILTER6,
+                (true, false) => IFACE_FORWARD6,
             };
         }
         let rp = self.rp_filter.get(&ifindex).copied().unwrap_or(0);
@@ -584,6 +591,22 @@ impl Mirror {
             self.push_ingress(ifindex)?;
         }
         Ok(())
+    }
+
+    /// Whether netfilter sees forwarded IPv4 and IPv6 (crate::netfilter):
+    /// where it does, the family passes, and the kernel forwards it
+    /// through its hooks.
+    pub fn set_netfilter(&mut self, hooks: Hooks) -> Result<()> {
+        if self.netfilter == hooks {
+            return Ok(());
+        }
+        self.netfilter = hooks;
+        self.push_all_ingress()
+    }
+
+    /// The netfilter hooks that see forwarded packets, as last set.
+    pub fn netfilter(&self) -> &Hooks {
+        &self.netfilter
     }
 
     /// The router's interfaces whose names are known, by index.

@@ -26,7 +26,11 @@ const GROUPS: u32 = 0x1 | 0x4 | 0x10 | 0x40 | 0x80 | 0x100 | 0x400;
 const RTNLGRP_IPV6_RULE: u32 = 19;
 
 fn socket(groups: u32) -> Result<Socket> {
-    let mut s = Socket::new(NETLINK_ROUTE).context("cannot open a netlink socket")?;
+    socket_on(NETLINK_ROUTE, groups)
+}
+
+fn socket_on(protocol: isize, groups: u32) -> Result<Socket> {
+    let mut s = Socket::new(protocol).context("cannot open a netlink socket")?;
     s.bind(&SocketAddr::new(0, groups))
         .context("cannot bind the netlink socket")?;
     // Bursts of route changes (a BGP session coming up) must not overflow it.
@@ -83,8 +87,18 @@ fn dump(request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
 /// answers as they came, each with its netlink header; `Err(errno)` inside
 /// if the kernel refused the dump.
 pub fn raw_dump(kind: u16, body: &[u8], what: &str) -> Result<Result<Vec<Vec<u8>>, i32>> {
+    raw_dump_on(NETLINK_ROUTE, kind, body, what)
+}
+
+/// raw_dump over another netlink protocol (NETLINK_NETFILTER).
+pub fn raw_dump_on(
+    protocol: isize,
+    kind: u16,
+    body: &[u8],
+    what: &str,
+) -> Result<Result<Vec<Vec<u8>>, i32>> {
     const HDR: usize = 16;
-    let s = socket(0)?;
+    let s = socket_on(protocol, 0)?;
     s.connect(&SocketAddr::new(0, 0))?;
     let mut req = vec![0u8; HDR];
     req[0..4].copy_from_slice(&((HDR + body.len()) as u32).to_ne_bytes());
@@ -167,6 +181,9 @@ pub enum Change {
     Rt(RouteNetlinkMessage),
     Nexthop(NhMessage),
     Netconf(Netconf),
+    /// nf_tables changed (crate::netfilter): the caller reads its hooks
+    /// again.
+    Netfilter,
 }
 
 /// Everything the router mirrors, as the kernel has it now: links,
@@ -245,6 +262,8 @@ pub fn topic(m: &Change) -> Topic {
 /// before the dump so that nothing changes unseen in between.
 pub struct Monitor {
     sock: Socket,
+    /// nf_tables' notifications, when the kernel has nf_tables.
+    netfilter: Option<Socket>,
     buf: Vec<u8>,
 }
 
@@ -260,8 +279,12 @@ impl Monitor {
             sock.add_membership(group)
                 .context("cannot follow the forwarding settings (netconf)")?;
         }
+        let netfilter = socket_on(netlink_sys::protocols::NETLINK_NETFILTER, 0)
+            .ok()
+            .filter(|s| s.add_membership(crate::netfilter::NFNLGRP_NFTABLES).is_ok());
         Ok(Monitor {
             sock,
+            netfilter,
             buf: vec![0u8; 1 << 20],
         })
     }
@@ -269,25 +292,37 @@ impl Monitor {
     /// The notifications that arrive within `timeout` (none if nothing
     /// does). An overflowed socket is an error: the caller must resync.
     pub fn wait(&mut self, timeout: Duration) -> Result<Vec<Change>> {
-        let mut pfd = libc::pollfd {
-            fd: self.sock.as_raw_fd(),
+        let fd = |s: Option<&Socket>| libc::pollfd {
+            fd: s.map_or(-1, |s| s.as_raw_fd()),
             events: libc::POLLIN,
             revents: 0,
         };
-        // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as i32) };
+        let mut pfd = [fd(Some(&self.sock)), fd(self.netfilter.as_ref())];
+        // SAFETY: two valid pollfds (a negative fd is ignored).
+        let r = unsafe { libc::poll(pfd.as_mut_ptr(), 2, timeout.as_millis() as i32) };
         if r <= 0 {
             return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        if pfd[1].revents != 0 {
+            // What changed does not matter: the hooks are read again. An
+            // overflow (ENOBUFS) says the same.
+            if let Some(nf) = &self.netfilter {
+                while nf.recv(&mut &mut self.buf[..], libc::MSG_DONTWAIT).is_ok() {}
+            }
+            out.push(Change::Netfilter);
+        }
+        if pfd[0].revents == 0 {
+            return Ok(out);
         }
         let n = match self.sock.recv(&mut &mut self.buf[..], libc::MSG_DONTWAIT) {
             Ok(n) => n,
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                 bail!("netlink notifications overflowed: resync needed")
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(out),
             Err(e) => return Err(e).context("netlink receive"),
         };
-        let mut out = Vec::new();
         let mut off = 0;
         while off + 16 <= n {
             let len = u32::from_ne_bytes(self.buf[off..off + 4].try_into().unwrap()) as usize;

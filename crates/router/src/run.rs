@@ -6,6 +6,7 @@
 use crate::fastpath::FastPath;
 use crate::layout::{RouterCounters, REASONS};
 use crate::mirror::Mirror;
+use crate::netfilter::Hooks;
 use crate::netlink::{self, Monitor};
 use anyhow::{bail, Context, Result};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
@@ -108,6 +109,7 @@ pub fn run(
     let mut mirror = Mirror::new(fp)?;
     // The first load is a resync of an empty mirror.
     mirror.resync(&netlink::dump_all()?)?;
+    follow_netfilter(&mut mirror);
     // Interfaces go in once the FIB is loaded: until then every frame
     // passes (not ours).
     for (&idx, name) in ifindexes.iter().zip(&opts.interfaces) {
@@ -165,6 +167,10 @@ pub fn run(
         if changed || tick.elapsed() >= Duration::from_secs(1) {
             follow_ipv6_switches(&mut mirror);
         }
+        // Legacy iptables tables come and go unnotified.
+        if tick.elapsed() >= Duration::from_secs(1) {
+            follow_netfilter(&mut mirror);
+        }
         if changed {
             report_ingress_changes(&mut ingress, mirror.ingress(), &opts.interfaces, &ifindexes)?;
         }
@@ -207,10 +213,47 @@ pub fn apply_notifications(mirror: &mut Mirror, msgs: &[netlink::Change]) {
             eprintln!("linerate route: {e:#}");
         }
     }
+    if msgs.iter().any(|m| matches!(m, netlink::Change::Netfilter)) {
+        follow_netfilter(mirror);
+    }
     if msgs.iter().any(netlink::is_rule) {
         if let Err(e) = netlink::dump_rules().and_then(|r| mirror.set_rules(&r)) {
             eprintln!("linerate route: the policy rules: {e:#}");
         }
+    }
+}
+
+/// Reads which netfilter hooks see forwarded packets (crate::netfilter)
+/// and hands them to the mirror, saying so when a family starts or stops
+/// going through them. Unreadable: both families are taken as hooked
+/// (never bypass a firewall that may be there).
+pub fn follow_netfilter(mirror: &mut Mirror) {
+    let hooks = Hooks::dump().unwrap_or_else(|e| {
+        eprintln!("linerate route: {e:#}; the kernel forwards everything until they can be read");
+        let unknown = vec!["netfilter hooks that could not be read".to_string()];
+        Hooks {
+            ipv4: unknown.clone(),
+            ipv6: unknown,
+        }
+    });
+    let before = mirror.netfilter();
+    for (family, now, was) in [
+        ("IPv4", &hooks.ipv4, &before.ipv4),
+        ("IPv6", &hooks.ipv6, &before.ipv6),
+    ] {
+        if now.is_empty() && !was.is_empty() {
+            eprintln!(
+                "linerate route: no netfilter hook sees forwarded {family} any more: the fast path forwards it"
+            );
+        } else if !now.is_empty() && now != was {
+            eprintln!(
+                "linerate route: netfilter sees forwarded {family} ({}): the kernel forwards it, through them",
+                now.join(", ")
+            );
+        }
+    }
+    if let Err(e) = mirror.set_netfilter(hooks) {
+        eprintln!("linerate route: {e:#}");
     }
 }
 

@@ -19,6 +19,10 @@ const MAC_GW: [u8; 6] = [2, 0, 0, 0, 0, 4];
 const MAC_GW2: [u8; 6] = [2, 0, 0, 0, 0, 5];
 const MAIN_GW: &str = "198.19.0.1";
 const POLICY_GW: &str = "198.19.0.2";
+const SRC4: &str = "198.18.0.1";
+const DST4: &str = "198.51.100.9";
+const SRC6: &str = "2001:db8:2::1";
+const DST6: &str = "2001:db8:5::9";
 
 fn mac(m: [u8; 6]) -> String {
     linerate_host::cmd::mac_text(&m)
@@ -52,25 +56,39 @@ fn kernel_gateway(ns: &str, iif: &str, src: &str, dst: &str) -> Option<String> {
     words.get(via + 1).map(|s| s.to_string())
 }
 
-#[test]
-fn the_fast_path_forwards_only_what_the_kernel_routes_by_main() {
-    let (pair, fp) = common::scratch_pair("policy", "m");
-    let (m0, ns) = (pair.if0, pair.ns.clone());
-    let sh = |args: &[&str]| {
-        ip(Some(&ns), args).unwrap_or_else(|e| panic!("ip {}: {e:#}", args.join(" ")))
-    };
-    let sysctl = |k: &str| linerate_host::cmd::in_netns(&ns, "sysctl", &["-qw", k]).unwrap();
-    sysctl("net.ipv4.ip_forward=1");
-    sysctl("net.ipv6.conf.all.forwarding=1");
-    sysctl("net.ipv6.conf.default.disable_ipv6=0");
+/// `ip -n NS ARGS`, which must succeed.
+fn sh(ns: &str, args: &[&str]) -> String {
+    ip(Some(ns), args).unwrap_or_else(|e| panic!("ip {}: {e:#}", args.join(" ")))
+}
+
+fn sysctl(ns: &str, setting: &str) {
+    linerate_host::cmd::in_netns(ns, "sysctl", &["-qw", setting]).unwrap();
+}
+
+/// A router in a scratch namespace (m0 in, m1 out, both families
+/// forwarded): main routes 198.51.100.0/24 and 2001:db8:5::/48 through
+/// MAC_GW's gateways, table 100 through MAC_GW2's; the mirror loaded from
+/// a dump, with the monitor opened before it.
+fn router(tag: &str) -> (common::ScratchPair, Mirror, Monitor) {
+    let (pair, fp) = common::scratch_pair(tag, "m");
+    let ns = pair.ns.as_str();
+    sysctl(ns, "net.ipv4.ip_forward=1");
+    sysctl(ns, "net.ipv6.conf.all.forwarding=1");
+    sysctl(ns, "net.ipv6.conf.default.disable_ipv6=0");
     for (dev, m) in [("m0", MAC_IN), ("m1", MAC_OUT)] {
-        sysctl(&format!("net.ipv6.conf.{dev}.disable_ipv6=0"));
-        sh(&["link", "set", "dev", dev, "address", &mac(m)]);
+        sysctl(ns, &format!("net.ipv6.conf.{dev}.disable_ipv6=0"));
+        sh(ns, &["link", "set", "dev", dev, "address", &mac(m)]);
     }
-    sh(&["addr", "add", "198.18.0.254/24", "dev", "m0"]);
-    sh(&["addr", "add", "198.19.0.254/24", "dev", "m1"]);
-    sh(&["addr", "add", "2001:db8:2::fe/64", "dev", "m0", "nodad"]);
-    sh(&["addr", "add", "2001:db8:1::fe/64", "dev", "m1", "nodad"]);
+    sh(ns, &["addr", "add", "198.18.0.254/24", "dev", "m0"]);
+    sh(ns, &["addr", "add", "198.19.0.254/24", "dev", "m1"]);
+    sh(
+        ns,
+        &["addr", "add", "2001:db8:2::fe/64", "dev", "m0", "nodad"],
+    );
+    sh(
+        ns,
+        &["addr", "add", "2001:db8:1::fe/64", "dev", "m1", "nodad"],
+    );
     for (gw, m, table) in [
         (MAIN_GW, MAC_GW, "main"),
         (POLICY_GW, MAC_GW2, "100"),
@@ -82,30 +100,50 @@ fn the_fast_path_forwards_only_what_the_kernel_routes_by_main() {
         } else {
             "198.51.100.0/24"
         };
-        sh(&["route", "add", net, "via", gw, "dev", "m1", "table", table]);
-        sh(&[
-            "neigh",
-            "add",
-            gw,
-            "lladdr",
-            &mac(m),
-            "dev",
-            "m1",
-            "nud",
-            "permanent",
-        ]);
+        sh(
+            ns,
+            &["route", "add", net, "via", gw, "dev", "m1", "table", table],
+        );
+        let mac = mac(m);
+        sh(
+            ns,
+            &[
+                "neigh",
+                "add",
+                gw,
+                "lladdr",
+                &mac,
+                "dev",
+                "m1",
+                "nud",
+                "permanent",
+            ],
+        );
     }
-
-    let mut monitor = Monitor::open().unwrap();
+    let monitor = Monitor::open().unwrap();
     let mut m = Mirror::new(fp).unwrap();
     m.resync(&netlink::dump_all().unwrap()).unwrap();
-    m.add_ingress(m0).unwrap();
+    m.add_ingress(pair.if0).unwrap();
     m.add_ingress(pair.if1).unwrap();
+    (pair, m, monitor)
+}
 
-    let (src4, dst4) = ("198.18.0.1", "198.51.100.9");
-    let (src6, dst6) = ("2001:db8:2::1", "2001:db8:5::9");
-    let v4 = frame_between(src4.parse().unwrap(), dst4.parse().unwrap());
-    let v6 = frame_between(src6.parse().unwrap(), dst6.parse().unwrap());
+/// The IPv4 and IPv6 frames the tests send in on m0, to main's prefixes.
+fn frames() -> (Vec<u8>, Vec<u8>) {
+    let v4 = frame_between(SRC4.parse().unwrap(), DST4.parse().unwrap());
+    let v6 = frame_between(SRC6.parse().unwrap(), DST6.parse().unwrap());
+    (v4, v6)
+}
+
+#[test]
+fn the_fast_path_forwards_only_what_the_kernel_routes_by_main() {
+    let (pair, mut m, mut monitor) = router("policy");
+    let (m0, ns) = (pair.if0, pair.ns.clone());
+    let sh = |args: &[&str]| sh(&ns, args);
+    let sysctl = |k: &str| sysctl(&ns, k);
+
+    let (src4, dst4, src6, dst6) = (SRC4, DST4, SRC6, DST6);
+    let (v4, v6) = frames();
     // The fast path's verdict on the IPv4 and IPv6 frame, each checked
     // against the kernel: forwarded only to the gateway of main's route,
     // and only where the kernel's route is main's.
@@ -265,5 +303,108 @@ fn the_fast_path_forwards_only_what_the_kernel_routes_by_main() {
     assert_eq!(switched(&mut m, &mut monitor), (fwd, off), "MTU 1200");
     sh(&["link", "set", "dev", "m0", "mtu", "1500"]);
     assert_eq!(switched(&mut m, &mut monitor), (fwd, fwd), "MTU 1500");
+    drop(m);
+}
+
+/// Netfilter hooks on the forwarding path (nftables base chains at
+/// prerouting, forward, postrouting or a device's ingress; legacy iptables
+/// tables) make their family the kernel's: XDP runs before them, and a
+/// frame it forwarded would skip the firewall, NAT and conntrack.
+#[test]
+fn what_netfilter_sees_is_forwarded_by_the_kernel() {
+    let (pair, mut m, mut monitor) = router("netfilter");
+    let (m0, ns) = (pair.if0, pair.ns.clone());
+    let nft = |args: &[&str]| {
+        linerate_host::cmd::in_netns(&ns, "nft", args)
+            .unwrap_or_else(|e| panic!("nft {}: {e:#}", args.join(" ")))
+    };
+    let (v4, v6) = frames();
+    let verdicts = |m: &mut Mirror, monitor: &mut Monitor| {
+        follow(monitor, m);
+        (path(m, m0, &v4), path(m, m0, &v6))
+    };
+    let (fwd, nf) = (Ok(MAC_GW), Err("pass_netfilter"));
+    let mut check = |what: &str, want| {
+        assert_eq!(verdicts(&mut m, &mut monitor), want, "{what}");
+    };
+    check("nothing hooked", (fwd, fwd));
+    nft(&["add", "table", "inet", "t"]);
+    nft(&[
+        "add",
+        "chain",
+        "inet",
+        "t",
+        "in",
+        "{ type filter hook input priority 0; }",
+    ]);
+    check("an input chain sees no transit packet", (fwd, fwd));
+    nft(&[
+        "add",
+        "chain",
+        "inet",
+        "t",
+        "fw",
+        "{ type filter hook forward priority 0; }",
+    ]);
+    check("an inet forward chain", (nf, nf));
+    nft(&["delete", "chain", "inet", "t", "fw"]);
+    check("the forward chain deleted", (fwd, fwd));
+    nft(&["add", "table", "ip6", "t6"]);
+    nft(&[
+        "add",
+        "chain",
+        "ip6",
+        "t6",
+        "pre",
+        "{ type filter hook prerouting priority 0; }",
+    ]);
+    check("an ip6 prerouting chain", (fwd, nf));
+    nft(&["delete", "table", "ip6", "t6"]);
+    nft(&["add", "table", "ip", "nat"]);
+    nft(&[
+        "add",
+        "chain",
+        "ip",
+        "nat",
+        "post",
+        "{ type nat hook postrouting priority 100; }",
+    ]);
+    nft(&[
+        "add",
+        "rule",
+        "ip",
+        "nat",
+        "post",
+        "oifname",
+        "m1",
+        "masquerade",
+    ]);
+    check("masquerade", (nf, fwd));
+    nft(&["delete", "table", "ip", "nat"]);
+    nft(&["add", "table", "netdev", "n"]);
+    nft(&[
+        "add",
+        "chain",
+        "netdev",
+        "n",
+        "ing",
+        "{ type filter hook ingress device m0 priority 0; }",
+    ]);
+    check("a netdev ingress chain", (nf, nf));
+    nft(&["delete", "table", "netdev", "n"]);
+    nft(&["delete", "table", "inet", "t"]);
+    check("all deleted", (fwd, fwd));
+    drop(check);
+
+    // A legacy iptables table: nothing is notified; linerate route reads
+    // them once a second.
+    linerate_host::cmd::in_netns(&ns, "iptables-legacy", &["-t", "nat", "-L", "-n"]).unwrap();
+    linerate_router::run::follow_netfilter(&mut m);
+    assert_eq!(
+        (path(&m, m0, &v4), path(&m, m0, &v6)),
+        (nf, fwd),
+        "iptables-legacy nat"
+    );
+    assert_eq!(m.netfilter().ipv4, vec!["iptables table nat".to_string()]);
     drop(m);
 }

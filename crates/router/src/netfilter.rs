@@ -1,0 +1,241 @@
+//! Whether netfilter sees the packets the kernel forwards: an nftables
+//! base chain at prerouting, forward or postrouting (families ip, ip6,
+//! inet; inet's ingress too), any netdev chain (ingress or egress of a
+//! device), or a legacy iptables table (/proc/net/ip_tables_names, read
+//! through thread-self: the thread may be in another namespace). XDP
+//! runs before all of them, so a frame the fast path forwarded would skip
+//! the firewall, NAT and connection tracking the kernel applies: where any
+//! hook is there for a family, that family goes to the kernel.
+//!
+//! nf_tables is read over NETLINK_NETFILTER (NFT_MSG_GETCHAIN), which no
+//! crate here decodes; its changes are notified (NFNLGRP_NFTABLES), legacy
+//! tables' are not and are read again once a second.
+use crate::netlink::raw_dump_on;
+use anyhow::Result;
+use netlink_sys::protocols::NETLINK_NETFILTER;
+
+/// NFNLGRP_NFTABLES: nf_tables' change notifications.
+pub const NFNLGRP_NFTABLES: u32 = 7;
+const NFNL_SUBSYS_NFTABLES: u16 = 10;
+const NFT_MSG_GETCHAIN: u16 = 4;
+const NFT_MSG_NEWCHAIN: u16 = 3;
+
+const NFTA_CHAIN_TABLE: u16 = 1;
+const NFTA_CHAIN_NAME: u16 = 3;
+const NFTA_CHAIN_HOOK: u16 = 4;
+const NFTA_HOOK_HOOKNUM: u16 = 1;
+
+const NFPROTO_INET: u8 = 1;
+const NFPROTO_IPV4: u8 = 2;
+const NFPROTO_NETDEV: u8 = 5;
+const NFPROTO_IPV6: u8 = 10;
+
+const NF_INET_PRE_ROUTING: u32 = 0;
+const NF_INET_FORWARD: u32 = 2;
+const NF_INET_POST_ROUTING: u32 = 4;
+const NF_INET_INGRESS: u32 = 5;
+
+const NLMSG_HDR: usize = 16;
+/// struct nfgenmsg: family, version, resource id.
+const NFGENMSG: usize = 4;
+
+/// What sees forwarded packets, per family ("nft chain inet filter
+/// forward", "iptables table nat"); empty: nothing, the fast path may
+/// forward that family.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hooks {
+    pub ipv4: Vec<String>,
+    pub ipv6: Vec<String>,
+}
+
+/// A base chain as nf_tables dumps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Chain {
+    family: u8,
+    table: String,
+    name: String,
+    hook: u32,
+}
+
+impl Hooks {
+    /// The hooks of the calling thread's namespace now.
+    pub fn dump() -> Result<Hooks> {
+        let mut h = Hooks::default();
+        for c in chains()? {
+            h.add_chain(&c);
+        }
+        for (file, ipv6) in [
+            ("/proc/thread-self/net/ip_tables_names", false),
+            ("/proc/thread-self/net/ip6_tables_names", true),
+        ] {
+            let names = std::fs::read_to_string(file).unwrap_or_default();
+            for t in names.split_whitespace() {
+                let what = format!("iptables table {t}");
+                if ipv6 {
+                    h.ipv6.push(what);
+                } else {
+                    h.ipv4.push(what);
+                }
+            }
+        }
+        Ok(h)
+    }
+
+    fn add_chain(&mut self, c: &Chain) {
+        let transit = matches!(
+            c.hook,
+            NF_INET_PRE_ROUTING | NF_INET_FORWARD | NF_INET_POST_ROUTING
+        );
+        let (v4, v6) = match c.family {
+            NFPROTO_IPV4 => (transit, false),
+            NFPROTO_IPV6 => (false, transit),
+            NFPROTO_INET => {
+                let t = transit || c.hook == NF_INET_INGRESS;
+                (t, t)
+            }
+            // A device's ingress or egress: both families.
+            NFPROTO_NETDEV => (true, true),
+            _ => (false, false),
+        };
+        let family = match c.family {
+            NFPROTO_INET => "inet",
+            NFPROTO_IPV4 => "ip",
+            NFPROTO_IPV6 => "ip6",
+            NFPROTO_NETDEV => "netdev",
+            _ => "other",
+        };
+        let what = format!("nft chain {family} {} {}", c.table, c.name);
+        if v4 {
+            self.ipv4.push(what.clone());
+        }
+        if v6 {
+            self.ipv6.push(what);
+        }
+    }
+}
+
+/// The base chains (those hooked) of every family.
+fn chains() -> Result<Vec<Chain>> {
+    let kind = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETCHAIN;
+    // nfgenmsg: NFPROTO_UNSPEC (every family), NFNETLINK_V0, resource 0.
+    let msgs = match raw_dump_on(NETLINK_NETFILTER, kind, &[0, 0, 0, 0], "nftables chain")? {
+        Ok(m) => m,
+        // No nf_tables in this kernel: no chain can be there.
+        Err(errno) if errno == libc::EPROTONOSUPPORT || errno == libc::ENOENT => Vec::new(),
+        Err(errno) => anyhow::bail!(
+            "the nftables chains: {}",
+            std::io::Error::from_raw_os_error(errno)
+        ),
+    };
+    Ok(msgs.iter().filter_map(|m| parse_chain(m)).collect())
+}
+
+/// One NFT_MSG_NEWCHAIN (netlink header included); None for a chain
+/// without a hook (a regular chain) or another message.
+fn parse_chain(m: &[u8]) -> Option<Chain> {
+    let kind = u16::from_ne_bytes([*m.get(4)?, *m.get(5)?]);
+    if kind != (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN {
+        return None;
+    }
+    let family = *m.get(NLMSG_HDR)?;
+    let (mut table, mut name, mut hook) = (String::new(), String::new(), None);
+    for (t, v) in attributes(m.get(NLMSG_HDR + NFGENMSG..)?) {
+        match t {
+            NFTA_CHAIN_TABLE => table = text(v),
+            NFTA_CHAIN_NAME => name = text(v),
+            NFTA_CHAIN_HOOK => {
+                hook = attributes(v)
+                    .find(|(t, _)| *t == NFTA_HOOK_HOOKNUM)
+                    .and_then(|(_, v)| Some(u32::from_be_bytes(v.get(0..4)?.try_into().ok()?)))
+            }
+            _ => {}
+        }
+    }
+    Some(Chain {
+        family,
+        table,
+        name,
+        hook: hook?,
+    })
+}
+
+/// The attributes of a netlink attribute stream: (type without the
+/// nested and byte-order flags, value).
+fn attributes(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        let len = u16::from_ne_bytes(b.get(0..2)?.try_into().ok()?) as usize;
+        let kind = u16::from_ne_bytes(b.get(2..4)?.try_into().ok()?) & 0x3fff;
+        let value = b.get(4..len)?;
+        b = b.get((len + 3) & !3..).unwrap_or(&[]);
+        Some((kind, value))
+    })
+}
+
+fn text(v: &[u8]) -> String {
+    String::from_utf8_lossy(v.split(|&c| c == 0).next().unwrap_or(&[])).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(family: u8, hook: u32) -> Chain {
+        Chain {
+            family,
+            table: "t".into(),
+            name: "c".into(),
+            hook,
+        }
+    }
+
+    fn families(c: Chain) -> (bool, bool) {
+        let mut h = Hooks::default();
+        h.add_chain(&c);
+        (!h.ipv4.is_empty(), !h.ipv6.is_empty())
+    }
+
+    #[test]
+    fn chains_on_the_forwarding_path_count_for_their_families() {
+        const LOCAL_IN: u32 = 1;
+        const LOCAL_OUT: u32 = 3;
+        assert_eq!(
+            families(chain(NFPROTO_IPV4, NF_INET_FORWARD)),
+            (true, false)
+        );
+        assert_eq!(
+            families(chain(NFPROTO_IPV6, NF_INET_PRE_ROUTING)),
+            (false, true)
+        );
+        assert_eq!(
+            families(chain(NFPROTO_INET, NF_INET_POST_ROUTING)),
+            (true, true)
+        );
+        assert_eq!(families(chain(NFPROTO_INET, NF_INET_INGRESS)), (true, true));
+        assert_eq!(families(chain(NFPROTO_NETDEV, 0)), (true, true));
+        assert_eq!(families(chain(NFPROTO_INET, LOCAL_IN)), (false, false));
+        assert_eq!(families(chain(NFPROTO_IPV4, LOCAL_OUT)), (false, false));
+        assert_eq!(families(chain(3, 0)), (false, false), "arp");
+    }
+
+    #[test]
+    fn attributes_are_read_with_their_padding_and_nesting() {
+        // NFTA_CHAIN_TABLE "filter" (padded), NFTA_CHAIN_HOOK nested
+        // { HOOKNUM 2 (big-endian) }.
+        let mut b = Vec::new();
+        b.extend_from_slice(&11u16.to_ne_bytes());
+        b.extend_from_slice(&NFTA_CHAIN_TABLE.to_ne_bytes());
+        b.extend_from_slice(b"filter\0\0");
+        b.extend_from_slice(&16u16.to_ne_bytes());
+        b.extend_from_slice(&(NFTA_CHAIN_HOOK | 0x8000).to_ne_bytes());
+        b.extend_from_slice(&8u16.to_ne_bytes());
+        b.extend_from_slice(&NFTA_HOOK_HOOKNUM.to_ne_bytes());
+        b.extend_from_slice(&2u32.to_be_bytes());
+        b.extend_from_slice(&[0; 4]); // trailing junk shorter than a header
+        let got: Vec<(u16, Vec<u8>)> = attributes(&b).map(|(t, v)| (t, v.to_vec())).collect();
+        assert_eq!(got.len(), 2);
+        assert_eq!(text(&got[0].1), "filter");
+        assert_eq!(got[1].0, NFTA_CHAIN_HOOK);
+        let inner: Vec<(u16, &[u8])> = attributes(&got[1].1).collect();
+        assert_eq!(inner, vec![(NFTA_HOOK_HOOKNUM, &2u32.to_be_bytes()[..])]);
+    }
+}
