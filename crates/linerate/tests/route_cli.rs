@@ -369,6 +369,31 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         received_of(3000, &["-6", "-l", "78"]) > 2500,
         "IPv6 on again: not forwarded"
     );
+    // An nftables forward chain that drops the receiver's network: XDP
+    // must not bypass it. The table deleted, the fast path forwards again.
+    let nft = |args: &[&str]| {
+        let s = Command::new("ip")
+            .args(["netns", "exec", &dut, "nft"])
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(s.success());
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    nft(&[
+        "add table inet lrt; add chain inet lrt fw { type filter hook forward priority 0; }; \
+         add rule inet lrt fw ip daddr 198.19.0.0/16 drop",
+    ]);
+    assert_eq!(
+        received_of(3000, &[]),
+        0,
+        "forwarded past an nftables drop rule"
+    );
+    nft(&["delete table inet lrt"]);
+    assert!(
+        received_of(3000, &[]) > 2500,
+        "the table deleted: not forwarded"
+    );
     let set = Command::new("ip")
         .args([
             "-n",
@@ -413,7 +438,10 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         .read_to_string(&mut out)
         .unwrap();
     assert!(
-        out.contains("not_forwarding") && out.contains("rp_filter") && out.contains("policy"),
+        out.contains("not_forwarding")
+            && out.contains("rp_filter")
+            && out.contains("policy")
+            && out.contains("netfilter"),
         "{out}"
     );
     for said in [
@@ -421,6 +449,8 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         "dut0 is gone",
         "dut1 is gone",
         "every interface it routed between is gone",
+        "netfilter sees forwarded IPv4 (nft chain inet lrt fw)",
+        "no netfilter hook sees forwarded IPv4 any more",
     ] {
         assert!(err.contains(said), "{said:?} not in: {err}");
     }
