@@ -69,6 +69,22 @@ enum Match {
 }
 
 impl Rule {
+    /// A rule without selectors: it matches every packet.
+    fn all(priority: u32, action: Action) -> Rule {
+        Rule {
+            priority,
+            action,
+            invert: false,
+            iif: None,
+            oif: false,
+            marked: false,
+            tun_id: false,
+            l3mdev: false,
+            uid_excludes_root: false,
+            selective: false,
+        }
+    }
+
     /// Reads a rule message; None for a family other than IPv4 and IPv6.
     pub fn parse(m: &RuleMessage) -> Option<(bool, Rule)> {
         let ipv6 = match m.header.family {
@@ -77,18 +93,9 @@ impl Rule {
             _ => return None,
         };
         let h = &m.header;
-        let mut r = Rule {
-            priority: 0,
-            action: Action::Other,
-            invert: h.flags.contains(RuleFlags::Invert),
-            iif: None,
-            oif: false,
-            marked: false,
-            tun_id: false,
-            l3mdev: false,
-            uid_excludes_root: false,
-            selective: h.src_len > 0 || h.dst_len > 0 || h.tos != 0,
-        };
+        let mut r = Rule::all(0, Action::Other);
+        r.invert = h.flags.contains(RuleFlags::Invert);
+        r.selective = h.src_len > 0 || h.dst_len > 0 || h.tos != 0;
         let (mut table, mut suppress) = (h.table as u32, false);
         let (mut mark, mut mask) = (0u32, None);
         for a in &m.attributes {
@@ -176,20 +183,9 @@ impl Policy {
     /// The rules a namespace starts with: `0: lookup local`, `32766:
     /// lookup main`, and for IPv4 `32767: lookup default`.
     pub fn kernel_default() -> Policy {
-        let rule = |prio, id| Rule {
-            priority: prio,
-            action: Action::Table {
-                id,
-                suppress: false,
-            },
-            invert: false,
-            iif: None,
-            oif: false,
-            marked: false,
-            tun_id: false,
-            l3mdev: false,
-            uid_excludes_root: false,
-            selective: false,
+        let rule = |prio, id| {
+            let suppress = false;
+            Rule::all(prio, Action::Table { id, suppress })
         };
         let v6 = vec![rule(0, TABLE_LOCAL), rule(32766, TABLE_MAIN)];
         let mut v4 = v6.clone();
