@@ -32,12 +32,14 @@ static __always_inline int verdict(struct router_counters *c, enum reason r, __u
 #define PASS(r) verdict(c, (r), len, XDP_PASS)
 
 /* Why a family the interface does not forward in XDP passes: its flags
- * name it (IFACE_POLICY*, IFACE_NETFILTER*), else the kernel does not
- * forward it from here at all. */
+ * name it (IFACE_POLICY*, IFACE_TC, IFACE_NETFILTER*), else the kernel
+ * does not forward it from here at all. */
 static __always_inline enum reason not_forwarded(__u16 flags, __u16 policy, __u16 netfilter)
 {
 	if (flags & policy)
 		return R_PASS_POLICY;
+	if (flags & IFACE_TC)
+		return R_PASS_TC;
 	if (flags & netfilter)
 		return R_PASS_NETFILTER;
 	return R_PASS_NOT_FORWARDING;
@@ -107,7 +109,7 @@ static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingres
 	if (n->flags & NH_KERNEL)
 		return R_PASS_LOCAL;
 	if (!(n->flags & NH_RESOLVED))
-		return R_PASS_NO_NEIGH;
+		return n->flags & NH_TC ? R_PASS_TC : R_PASS_NO_NEIGH;
 	if (l3_len > n->mtu)
 		return R_PASS_MTU;
 	if (n->ifindex == ingress)
@@ -242,8 +244,8 @@ int router(struct xdp_md *ctx)
 		return PASS(R_PASS_NOT_OURS);
 	/* With forwarding off the kernel drops transit packets (and still
 	 * takes its own), with policy rules it may route them by another
-	 * table, and its netfilter hooks may filter or rewrite them: its call,
-	 * not ours. */
+	 * table, and tc or netfilter may filter or rewrite them: its call, not
+	 * ours. */
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		if (!(ifc->flags & IFACE_FORWARD4))
 			return PASS(not_forwarded(ifc->flags, IFACE_POLICY4, IFACE_NETFILTER4));

@@ -33,6 +33,7 @@ enum reason {
 	R_PASS_RP_FILTER,    /* rp_filter on, and the source's route not one judged here */
 	R_PASS_POLICY,       /* routed by policy rules (ip rule) or as an enslaved device */
 	R_PASS_NETFILTER,    /* netfilter hooks (nftables, iptables) see forwarded packets */
+	R_PASS_TC,           /* tc acts on the ingress or the egress (filters, a configured qdisc) */
 	R_DROP_MALFORMED,    /* shorter than the headers it claims */
 	R_MAX
 };
@@ -46,6 +47,10 @@ struct router_counters {
 #define NH_RESOLVED 2  /* dmac is the neighbour's */
 #define NH_KERNEL   4  /* hand to the kernel: local, connected, unsupported */
 #define NH_GROUP    8  /* ECMP: `ifindex` is the index of an nh_groups entry */
+/* tc acts on the egress (a configured qdisc, egress filters), which a
+ * redirected frame would skip: set without NH_RESOLVED, so that the fast
+ * path's one test of that bit still decides; this one only names why. */
+#define NH_TC      16
 
 /* An ECMP route's members, as next-hop ids spread over buckets in
  * proportion to their weights; a flow's hash picks the bucket, so a flow
@@ -96,6 +101,10 @@ struct iface {
  * above, set without IFACE_FORWARD4/6, naming the reason only. */
 #define IFACE_NETFILTER4 64
 #define IFACE_NETFILTER6 128
+/* tc acts on what comes in here (ingress filters, tcx programs), which XDP
+ * runs before: both families go to the kernel. Set without IFACE_FORWARD4
+ * and IFACE_FORWARD6, naming the reason only. */
+#define IFACE_TC 256
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -9,12 +9,15 @@ pub const NH_VALID: u8 = 1;
 pub const NH_RESOLVED: u8 = 2;
 pub const NH_KERNEL: u8 = 4;
 pub const NH_GROUP: u8 = 8;
+/// tc acts on the egress: set instead of NH_RESOLVED, naming why frames
+/// through this next hop pass.
+pub const NH_TC: u8 = 16;
 
 pub const NH_GROUP_BUCKETS: usize = 64;
 pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
-pub const REASONS: [&str; 20] = [
+pub const REASONS: [&str; 21] = [
     "forwarded",
     "pass_not_ip",
     "pass_not_ours",
@@ -34,6 +37,7 @@ pub const REASONS: [&str; 20] = [
     "pass_rp_filter",
     "pass_policy",
     "pass_netfilter",
+    "pass_tc",
     "drop_malformed",
 ];
 pub const R_MAX: usize = REASONS.len();
@@ -92,6 +96,9 @@ pub const IFACE_POLICY6: u16 = 32;
 /// IFACE_FORWARD4 (6), naming why such frames pass.
 pub const IFACE_NETFILTER4: u16 = 64;
 pub const IFACE_NETFILTER6: u16 = 128;
+/// tc acts on what comes in here: set instead of IFACE_FORWARD4 and
+/// IFACE_FORWARD6, naming why both families pass.
+pub const IFACE_TC: u16 = 256;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -15,3 +15,4 @@ pub mod nhobj;
 pub mod policy;
 pub mod run;
 pub mod stats;
+pub mod tc;

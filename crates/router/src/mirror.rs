@@ -24,8 +24,8 @@ use crate::fastpath::FastPath;
 use crate::ids::IdPool;
 use crate::layout::{
     Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6,
-    IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, NH_GROUP, NH_KERNEL,
-    NH_RESOLVED, NH_VALID, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+    IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TC, NH_GROUP, NH_KERNEL,
+    NH_RESOLVED, NH_TC, NH_VALID, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
 use crate::local::LocalSources;
 use crate::netconf::{Netconf, IFINDEX_ALL};
@@ -33,6 +33,7 @@ use crate::netfilter::Hooks;
 use crate::netlink::Change;
 use crate::nhobj::{NhMessage, NhObject};
 use crate::policy::Policy;
+use crate::tc::TcHooks;
 use anyhow::Result;
 use linerate_fib::{Fib, FibError, Key, Shape};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -161,6 +162,10 @@ pub struct Mirror {
     /// Netfilter sees forwarded IPv4, IPv6 (crate::netfilter): the kernel
     /// forwards that family, so that its hooks are not bypassed.
     netfilter: Hooks,
+    /// What tc does on the router's interfaces (crate::tc): what comes in
+    /// where it acts on ingress, and what would leave where it acts on
+    /// egress, the kernel forwards.
+    tc: BTreeMap<u32, TcHooks>,
     /// IPv4 rp_filter by interface, and conf.all's.
     rp_filter: HashMap<u32, u8>,
     rp_filter_all: u8,
@@ -206,6 +211,7 @@ impl Mirror {
             forward6: false,
             ipv6_off: HashSet::new(),
             netfilter: Hooks::default(),
+            tc: BTreeMap::new(),
             rp_filter: HashMap::new(),
             rp_filter_all: 0,
             // Until a dump says otherwise (a mirror fed by hand).
@@ -314,7 +320,7 @@ impl Mirror {
             Change::Nexthop(n) => self.nexthop_object(n),
             Change::Netconf(n) => self.netconf(n),
             // The caller reads the hooks again (set_netfilter).
-            Change::Netfilter => Ok(()),
+            Change::Netfilter | Change::Tc => Ok(()),
         }
     }
 
@@ -363,20 +369,38 @@ impl Mirror {
         let name = self.names.get(&ifindex).map(String::as_str);
         let enslaved = self.links.get(&ifindex).is_some_and(|l| l.enslaved);
         let by_main = |ipv6| !enslaved && self.policy.main_only(ipv6, name);
+        let tc_in = self.tc.get(&ifindex).is_some_and(|t| !t.ingress.is_empty());
+        // Where the kernel forwards a family, the first of these that
+        // holds names why the fast path leaves it to the kernel.
+        let family = |ipv6: bool, policy, netfilter, nf_hooks: &Vec<String>, forward| {
+            if !by_main(ipv6) {
+                policy
+            } else if tc_in {
+                IFACE_TC
+            } else if !nf_hooks.is_empty() {
+                netfilter
+            } else {
+                forward
+            }
+        };
         let mut flags = 0;
         if self.forward4.get(&ifindex) == Some(&true) {
-            flags |= match (by_main(false), !self.netfilter.ipv4.is_empty()) {
-                (false, _) => IFACE_POLICY4,
-                (true, true) => IFACE_NETFILTER4,
-                (true, false) => IFACE_FORWARD4,
-            };
+            flags |= family(
+                false,
+                IFACE_POLICY4,
+                IFACE_NETFILTER4,
+                &self.netfilter.ipv4,
+                IFACE_FORWARD4,
+            );
         }
         if self.forward6 && !self.ipv6_off.contains(&ifindex) {
-            flags |= match (by_main(true), !self.netfilter.ipv6.is_empty()) {
-                (false, _) => IFACE_POLICY6,
-                (true, true) => IFACE_NETFILTER6,
-                (true, false) => IFACE_FORWARD6,
-            };
+            flags |= family(
+                true,
+                IFACE_POLICY6,
+                IFACE_NETFILTER6,
+                &self.netfilter.ipv6,
+                IFACE_FORWARD6,
+            );
         }
         let rp = self.rp_filter.get(&ifindex).copied().unwrap_or(0);
         flags |= match rp.max(self.rp_filter_all) {
@@ -602,6 +626,38 @@ impl Mirror {
         }
         self.netfilter = hooks;
         self.push_all_ingress()
+    }
+
+    /// What tc does on the router's interfaces (crate::tc), those where
+    /// it does nothing left out: the sides where it acts go to the kernel.
+    pub fn set_tc(&mut self, tc: BTreeMap<u32, TcHooks>) -> Result<()> {
+        let sides = |t: Option<&TcHooks>| {
+            t.map_or((false, false), |t| {
+                (!t.ingress.is_empty(), !t.egress.is_empty())
+            })
+        };
+        let mut changed = Vec::new();
+        for &i in self.tc.keys().chain(tc.keys()) {
+            let (was, now) = (sides(self.tc.get(&i)), sides(tc.get(&i)));
+            if was != now {
+                changed.push((i, was.0 != now.0, was.1 != now.1));
+            }
+        }
+        self.tc = tc;
+        for (i, ingress, egress) in changed {
+            if ingress {
+                self.push_ingress(i)?;
+            }
+            if egress {
+                self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == i))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What tc does on the router's interfaces, as last set.
+    pub fn tc(&self) -> &BTreeMap<u32, TcHooks> {
+        &self.tc
     }
 
     /// The netfilter hooks that see forwarded packets, as last set.
@@ -869,7 +925,9 @@ impl Mirror {
                 let link = self.links.get(oif).copied().unwrap_or_default();
                 let dmac = self.neigh.get(&(*oif, *gw)).copied();
                 let mut flags = NH_VALID;
-                if link.up && dmac.is_some() {
+                if self.tc.get(oif).is_some_and(|t| !t.egress.is_empty()) {
+                    flags |= NH_TC;
+                } else if link.up && dmac.is_some() {
                     flags |= NH_RESOLVED;
                 }
                 let mtu = mtu

@@ -10,7 +10,7 @@
 //! nf_tables is read over NETLINK_NETFILTER (NFT_MSG_GETCHAIN), which no
 //! crate here decodes; its changes are notified (NFNLGRP_NFTABLES), legacy
 //! tables' are not and are read again once a second.
-use crate::netlink::raw_dump_on;
+use crate::netlink::{attributes, raw_dump_on, text};
 use anyhow::Result;
 use netlink_sys::protocols::NETLINK_NETFILTER;
 
@@ -157,22 +157,6 @@ fn parse_chain(m: &[u8]) -> Option<Chain> {
         name,
         hook: hook?,
     })
-}
-
-/// The attributes of a netlink attribute stream: (type without the
-/// nested and byte-order flags, value).
-fn attributes(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
-        let len = u16::from_ne_bytes(b.get(0..2)?.try_into().ok()?) as usize;
-        let kind = u16::from_ne_bytes(b.get(2..4)?.try_into().ok()?) & 0x3fff;
-        let value = b.get(4..len)?;
-        b = b.get((len + 3) & !3..).unwrap_or(&[]);
-        Some((kind, value))
-    })
-}
-
-fn text(v: &[u8]) -> String {
-    String::from_utf8_lossy(v.split(|&c| c == 0).next().unwrap_or(&[])).into_owned()
 }
 
 #[cfg(test)]

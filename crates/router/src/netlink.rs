@@ -18,9 +18,9 @@ use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-/// Multicast groups (the RTMGRP_* bits): links, neighbours, IPv4/IPv6
+/// Multicast groups (the RTMGRP_* bits): links, neighbours, tc, IPv4/IPv6
 /// addresses and routes, IPv4 rules.
-const GROUPS: u32 = 0x1 | 0x4 | 0x10 | 0x40 | 0x80 | 0x100 | 0x400;
+const GROUPS: u32 = 0x1 | 0x4 | 0x8 | 0x10 | 0x40 | 0x80 | 0x100 | 0x400;
 /// IPv6 policy rules: no RTMGRP_* bit was ever defined for them, so the
 /// group is joined by number.
 const RTNLGRP_IPV6_RULE: u32 = 19;
@@ -136,6 +136,23 @@ pub fn raw_dump_on(
     }
 }
 
+/// The attributes of a netlink attribute stream: (type without the
+/// nested and byte-order flags, value).
+pub fn attributes(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        let len = u16::from_ne_bytes(b.get(0..2)?.try_into().ok()?) as usize;
+        let kind = u16::from_ne_bytes(b.get(2..4)?.try_into().ok()?) & 0x3fff;
+        let value = b.get(4..len)?;
+        b = b.get((len + 3) & !3..).unwrap_or(&[]);
+        Some((kind, value))
+    })
+}
+
+/// A NUL-terminated string attribute's text.
+pub fn text(v: &[u8]) -> String {
+    String::from_utf8_lossy(v.split(|&c| c == 0).next().unwrap_or(&[])).into_owned()
+}
+
 /// Tells the kernel that these neighbours (interface, address) are in use
 /// (RTM_NEWNEIGH with NTF_USE, `ip neigh change ... use`): it treats
 /// each as if it had sent through it, moving a STALE entry to DELAY and
@@ -184,6 +201,9 @@ pub enum Change {
     /// nf_tables changed (crate::netfilter): the caller reads its hooks
     /// again.
     Netfilter,
+    /// A qdisc, class, filter or chain changed (crate::tc): the caller
+    /// reads tc's hooks again.
+    Tc,
 }
 
 /// Everything the router mirrors, as the kernel has it now: links,
@@ -334,6 +354,13 @@ impl Monitor {
                 out.extend(nhobj::parse(&self.buf[off..off + len])?.map(Change::Nexthop));
             } else if kind == netconf::RTM_NEWNETCONF || kind == netconf::RTM_DELNETCONF {
                 out.extend(netconf::parse(&self.buf[off..off + len])?.map(Change::Netconf));
+            } else if crate::tc::is_tc_message(kind) {
+                // Not decoded: which changed does not matter (tc is read
+                // again), and netlink-packet-route fails on qdisc options
+                // it does not know.
+                if !out.iter().any(|c| matches!(c, Change::Tc)) {
+                    out.push(Change::Tc);
+                }
             } else {
                 let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&self.buf[off..n])
                     .context("cannot decode a netlink notification")?;

@@ -8,6 +8,7 @@ use crate::layout::{RouterCounters, REASONS};
 use crate::mirror::Mirror;
 use crate::netfilter::Hooks;
 use crate::netlink::{self, Monitor};
+use crate::tc::TcHooks;
 use anyhow::{bail, Context, Result};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use std::collections::BTreeMap;
@@ -118,6 +119,7 @@ pub fn run(
             .add_ingress(idx)
             .with_context(|| format!("-i: interface {name}"))?;
     }
+    follow_tc(&mut mirror);
     let _record = crate::stats::write_record(
         &opts.record,
         &crate::stats::RouterRecord {
@@ -161,15 +163,18 @@ pub fn run(
                 if let Err(e) = mirror.resync(&netlink::dump_all()?) {
                     eprintln!("linerate route: {e:#}");
                 }
+                follow_netfilter(&mut mirror);
+                follow_tc(&mut mirror);
                 true
             }
         };
         if changed || tick.elapsed() >= Duration::from_secs(1) {
             follow_ipv6_switches(&mut mirror);
         }
-        // Legacy iptables tables come and go unnotified.
+        // Legacy iptables tables and tcx programs come and go unnotified.
         if tick.elapsed() >= Duration::from_secs(1) {
             follow_netfilter(&mut mirror);
+            follow_tc(&mut mirror);
         }
         if changed {
             report_ingress_changes(&mut ingress, mirror.ingress(), &opts.interfaces, &ifindexes)?;
@@ -216,6 +221,17 @@ pub fn apply_notifications(mirror: &mut Mirror, msgs: &[netlink::Change]) {
     if msgs.iter().any(|m| matches!(m, netlink::Change::Netfilter)) {
         follow_netfilter(mirror);
     }
+    if msgs.iter().any(|m| {
+        use netlink_packet_route::RouteNetlinkMessage::{DelLink, NewLink};
+        matches!(
+            m,
+            netlink::Change::Tc | netlink::Change::Rt(NewLink(_) | DelLink(_))
+        )
+    }) {
+        // A link's change may be a new qdisc (the kernel's default one
+        // attached as it comes up): tc is read again after any.
+        follow_tc(mirror);
+    }
     if msgs.iter().any(netlink::is_rule) {
         if let Err(e) = netlink::dump_rules().and_then(|r| mirror.set_rules(&r)) {
             eprintln!("linerate route: the policy rules: {e:#}");
@@ -253,6 +269,57 @@ pub fn follow_netfilter(mirror: &mut Mirror) {
         }
     }
     if let Err(e) = mirror.set_netfilter(hooks) {
+        eprintln!("linerate route: {e:#}");
+    }
+}
+
+/// Reads what tc does on the router's interfaces (crate::tc) and hands
+/// it to the mirror, saying so when a side of an interface starts or stops
+/// going through it. Unreadable: every side is taken as acted on.
+pub fn follow_tc(mirror: &mut Mirror) {
+    let names = mirror.ingress_names();
+    let ifindexes: Vec<u32> = mirror.ingress().keys().copied().collect();
+    let tc = crate::tc::dump(&ifindexes).unwrap_or_else(|e| {
+        eprintln!("linerate route: {e:#}; the kernel forwards everything until tc can be read");
+        let unknown = vec!["tc, which could not be read".to_string()];
+        ifindexes
+            .iter()
+            .map(|&i| {
+                let t = TcHooks {
+                    ingress: unknown.clone(),
+                    egress: unknown.clone(),
+                };
+                (i, t)
+            })
+            .collect()
+    });
+    let none = TcHooks::default();
+    for &i in &ifindexes {
+        let name = names
+            .iter()
+            .find(|(n, _)| *n == i)
+            .map_or_else(|| format!("interface {i}"), |(_, s)| s.clone());
+        let (now, was) = (
+            tc.get(&i).unwrap_or(&none),
+            mirror.tc().get(&i).unwrap_or(&none),
+        );
+        for (side, now, was, what) in [
+            ("ingress", &now.ingress, &was.ingress, "what comes in there"),
+            ("egress", &now.egress, &was.egress, "what goes out there"),
+        ] {
+            if now.is_empty() && !was.is_empty() {
+                eprintln!(
+                    "linerate route: tc no longer acts on {name}'s {side}: the fast path forwards {what}"
+                );
+            } else if !now.is_empty() && now != was {
+                eprintln!(
+                    "linerate route: tc acts on {name}'s {side} ({}): the kernel forwards {what}, through it",
+                    now.join(", ")
+                );
+            }
+        }
+    }
+    if let Err(e) = mirror.set_tc(tc) {
         eprintln!("linerate route: {e:#}");
     }
 }

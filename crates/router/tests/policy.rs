@@ -407,3 +407,106 @@ fn what_netfilter_sees_is_forwarded_by_the_kernel() {
     assert_eq!(m.netfilter().ipv4, vec!["iptables table nat".to_string()]);
     drop(m);
 }
+
+/// tc on the forwarding path (filters on the ingress, a configured qdisc
+/// or filters on the egress, tcx programs) makes what passes there the
+/// kernel's: XDP runs before tc ingress, and a frame it redirects skips
+/// the egress qdisc and tc egress.
+#[test]
+fn what_tc_acts_on_is_forwarded_by_the_kernel() {
+    let (pair, mut m, mut monitor) = router("tc");
+    let (m0, ns) = (pair.if0, pair.ns.clone());
+    let tc = |args: &str| {
+        let args: Vec<&str> = args.split_whitespace().collect();
+        linerate_host::cmd::in_netns(&ns, "tc", &args)
+            .unwrap_or_else(|e| panic!("tc {}: {e:#}", args.join(" ")))
+    };
+    let (v4, v6) = frames();
+    let (fwd, tcv) = (Ok(MAC_GW), Err("pass_tc"));
+    let mut check = |what: &str, want| {
+        follow(&mut monitor, &mut m);
+        assert_eq!((path(&m, m0, &v4), path(&m, m0, &v6)), want, "{what}");
+    };
+    check("the kernel's own qdiscs", (fwd, fwd));
+    tc("qdisc add dev m0 clsact");
+    check("clsact without filters", (fwd, fwd));
+    tc("filter add dev m0 ingress u32 match u32 0 0");
+    check("an ingress filter", (tcv, tcv));
+    tc("filter del dev m0 ingress");
+    check("the ingress filter deleted", (fwd, fwd));
+    tc("filter add dev m0 egress u32 match u32 0 0");
+    check("an egress filter on the ingress interface", (fwd, fwd));
+    tc("qdisc del dev m0 clsact");
+    tc("qdisc add dev m1 clsact");
+    tc("filter add dev m1 egress u32 match u32 0 0");
+    check("an egress filter on the egress interface", (tcv, tcv));
+    tc("qdisc del dev m1 clsact");
+    check("clsact deleted", (fwd, fwd));
+    tc("qdisc add dev m1 root tbf rate 1mbit burst 32kbit latency 400ms");
+    check("a shaper on the egress", (tcv, tcv));
+    tc("qdisc del dev m1 root");
+    check("the shaper deleted: the kernel's noqueue again", (fwd, fwd));
+    tc("qdisc add dev m0 root handle 1: htb");
+    check("a qdisc on the ingress interface's egress", (fwd, fwd));
+    tc("qdisc add dev m0 ingress");
+    tc("filter add dev m0 parent ffff: u32 match u32 0 0");
+    check("a filter under the ingress qdisc", (tcv, tcv));
+    tc("qdisc del dev m0 ingress");
+    tc("qdisc del dev m0 root");
+    check("all deleted", (fwd, fwd));
+
+    // A tcx program: nothing is notified; linerate route reads them once
+    // a second.
+    let link = tcx_program(m0);
+    linerate_router::run::follow_tc(&mut m);
+    assert_eq!(
+        (path(&m, m0, &v4), path(&m, m0, &v6)),
+        (tcv, tcv),
+        "a tcx program on ingress"
+    );
+    assert_eq!(
+        m.tc()[&m0].ingress,
+        vec!["1 tcx program(s) on ingress".to_string()]
+    );
+    // SAFETY: the link's fd, closed once: the program detaches.
+    unsafe { libc::close(link) };
+    linerate_router::run::follow_tc(&mut m);
+    assert_eq!(
+        (path(&m, m0, &v4), path(&m, m0, &v6)),
+        (fwd, fwd),
+        "the tcx program detached"
+    );
+    drop(m);
+}
+
+/// Attaches a tcx program (`return TCX_NEXT`) to the ingress of
+/// `ifindex`; returns its link's fd.
+fn tcx_program(ifindex: u32) -> i32 {
+    // r0 = -1 (TCX_NEXT); exit.
+    let insns: [u64; 2] = [0xffff_ffff_0000_00b7, 0x95];
+    // SAFETY: two valid instructions, in the layout of struct bpf_insn.
+    let prog = unsafe {
+        libbpf_sys::bpf_prog_load(
+            libbpf_sys::BPF_PROG_TYPE_SCHED_CLS,
+            std::ptr::null(),
+            c"GPL".as_ptr(),
+            insns.as_ptr() as *const libbpf_sys::bpf_insn,
+            2,
+            std::ptr::null_mut(),
+        )
+    };
+    assert!(prog >= 0, "bpf_prog_load: {prog}");
+    // SAFETY: a program fd; no options.
+    let link = unsafe {
+        libbpf_sys::bpf_link_create(
+            prog,
+            ifindex as i32,
+            libbpf_sys::BPF_TCX_INGRESS,
+            std::ptr::null(),
+        )
+    };
+    assert!(link >= 0, "bpf_link_create tcx ingress: {link}");
+    // SAFETY: the link holds the program.
+    unsafe { libc::close(prog) };
+    link
+}
