@@ -397,6 +397,39 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         received_of(3000, &[]) > 2500,
         "the table deleted: not forwarded"
     );
+    // tc: a shaper on dut1 (100 kbit/s, a 3000-byte queue: a few hundred
+    // of the 3000 frames get through the kernel), then an ingress filter
+    // on dut0 that sends every frame back out where it came in. XDP must
+    // bypass neither; both deleted, the fast path forwards again.
+    let tc = |args: &str| {
+        let s = Command::new("ip")
+            .args(["netns", "exec", &dut, "tc"])
+            .args(args.split_whitespace())
+            .status()
+            .unwrap();
+        assert!(s.success(), "tc {args}");
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    tc("qdisc add dev dut1 root tbf rate 100kbit burst 1600 limit 3000");
+    let got = received_of(3000, &[]);
+    assert!(got < 1000, "forwarded past a shaper: {got} of 3000");
+    tc("qdisc del dev dut1 root");
+    assert!(
+        received_of(3000, &[]) > 2500,
+        "the shaper deleted: not forwarded"
+    );
+    tc("qdisc add dev dut0 ingress");
+    tc("filter add dev dut0 ingress u32 match u32 0 0 action mirred egress redirect dev dut0");
+    assert_eq!(
+        received_of(3000, &[]),
+        0,
+        "forwarded past an ingress filter that redirects"
+    );
+    tc("qdisc del dev dut0 ingress");
+    assert!(
+        received_of(3000, &[]) > 2500,
+        "the ingress filter deleted: not forwarded"
+    );
     let set = Command::new("ip")
         .args([
             "-n",
@@ -444,7 +477,8 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         out.contains("not_forwarding")
             && out.contains("rp_filter")
             && out.contains("policy")
-            && out.contains("netfilter"),
+            && out.contains("netfilter")
+            && (out.contains("(tc ") || out.contains(", tc ")),
         "{out}"
     );
     for said in [
@@ -454,6 +488,10 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         "every interface it routed between is gone",
         "netfilter sees forwarded IPv4 (nft chain inet lrt fw)",
         "no netfilter hook sees forwarded IPv4 any more",
+        "tc acts on dut1's egress (tc qdisc tbf 8",
+        "tc no longer acts on dut1's egress",
+        "tc acts on dut0's ingress (tc filter u32 on ingress)",
+        "tc no longer acts on dut0's ingress",
     ] {
         assert!(err.contains(said), "{said:?} not in: {err}");
     }
