@@ -106,9 +106,12 @@ struct iface {
  * and IFACE_FORWARD6, naming the reason only. */
 #define IFACE_TC 256
 
+/* Mappable: the control plane sweeps the `used` marks of every gateway
+ * once a second from its mapping, without a syscall per entry. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, ROUTER_NEXTHOPS);
+	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct nexthop);
 } nexthops SEC(".maps");

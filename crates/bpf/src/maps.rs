@@ -54,3 +54,75 @@ pub fn write_percpu_each<T: Pod>(map: &impl MapCore, key: u32, values: &[T]) -> 
     map.update_percpu(&key.to_ne_bytes(), &values, MapFlags::ANY)
         .with_context(|| format!("cannot update map {:?}", map.name()))
 }
+
+/// An array map created with BPF_F_MMAPABLE, mapped into this process:
+/// single bytes of its entries read and written without a syscall (the
+/// fast path's marks, swept once a second over tens of thousands of
+/// entries). Entries are `stride` bytes apart (the value size rounded up
+/// to 8, as the kernel lays arrays out).
+pub struct MappedArray {
+    ptr: *mut u8,
+    len: usize,
+    stride: usize,
+    entries: u32,
+}
+
+impl MappedArray {
+    pub fn open(map: &impl MapCore) -> Result<Self> {
+        use std::os::fd::AsRawFd;
+        let stride = (map.value_size() as usize).div_ceil(8) * 8;
+        let entries = map.max_entries();
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let len = (stride * entries as usize).div_ceil(page) * page;
+        // SAFETY: a shared mapping of the map's fd, of the map's size;
+        // checked for failure below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                map.as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("cannot map {:?} (is it BPF_F_MMAPABLE?)", map.name()));
+        }
+        Ok(MappedArray {
+            ptr: ptr as *mut u8,
+            len,
+            stride,
+            entries,
+        })
+    }
+
+    fn at(&self, index: u32, offset: usize) -> *mut u8 {
+        assert!(
+            index < self.entries && offset < self.stride,
+            "entry {index} byte {offset}"
+        );
+        // SAFETY: within the mapping, by the assertion.
+        unsafe { self.ptr.add(index as usize * self.stride + offset) }
+    }
+
+    /// Byte `offset` of entry `index`, as the programs left it.
+    pub fn byte(&self, index: u32, offset: usize) -> u8 {
+        // SAFETY: a mapped byte; volatile, as programs write it meanwhile.
+        unsafe { self.at(index, offset).read_volatile() }
+    }
+
+    pub fn set_byte(&self, index: u32, offset: usize, value: u8) {
+        // SAFETY: as above.
+        unsafe { self.at(index, offset).write_volatile(value) }
+    }
+}
+
+impl Drop for MappedArray {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in open, unmapped once.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}

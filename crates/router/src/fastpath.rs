@@ -4,13 +4,16 @@ use crate::layout::{Iface, Nexthop, NhGroup, RouterCounters, ROUTER_IFACES};
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
+use linerate_bpf::maps::MappedArray;
 use linerate_bpf::{loader, maps, objects, test_run};
 use linerate_fib::{Fib, Ipv6Layout, Key, Shape, Table, Write};
 use std::os::fd::AsFd;
 
 pub struct FastPath {
-    // Drops before `obj`, whose mapping it points into.
+    // Drop before `obj`, whose maps they point into.
     arena: FibArena,
+    /// The nexthops map, mapped: its `used` marks.
+    nexthops: MappedArray,
     ipv6: Ipv6Layout,
     obj: libbpf_rs::Object,
 }
@@ -30,6 +33,7 @@ impl FastPath {
         let obj = loader::load(object, "router")?;
         Ok(FastPath {
             arena: FibArena::open(&obj)?,
+            nexthops: MappedArray::open(&loader::map(&obj, "nexthops")?)?,
             ipv6,
             obj,
         })
@@ -112,9 +116,20 @@ impl FastPath {
         maps::write(&loader::map(&self.obj, "nexthops")?, id, nh)
     }
 
-    /// Next hop `id` as the fast path has it now (its `used` mark).
+    /// Next hop `id` as the fast path has it now.
     pub fn nexthop(&self, id: u32) -> Result<Nexthop> {
         maps::read(&loader::map(&self.obj, "nexthops")?, id)
+    }
+
+    /// Whether the fast path sent through next hop `id` since the mark
+    /// was last taken, taking it (read from the mapping: no syscall).
+    pub fn take_nexthop_used(&self, id: u32) -> bool {
+        let at = std::mem::offset_of!(Nexthop, used);
+        let used = self.nexthops.byte(id, at) != 0;
+        if used {
+            self.nexthops.set_byte(id, at, 0);
+        }
+        used
     }
 
     /// Writes ECMP group `index`'s buckets (next-hop ids). Write it before

@@ -834,26 +834,16 @@ impl Mirror {
     /// they are in use (NTF_USE), as when it forwards to them itself, so
     /// that it confirms them (a STALE entry is probed, and fails when the
     /// host is gone) and does not collect them as unused.
-    pub fn neighbours_in_use(&mut self) -> Result<Vec<(u32, IpAddr)>> {
+    pub fn neighbours_in_use(&self) -> Vec<(u32, IpAddr)> {
         let mut out = Vec::new();
-        let gateways: Vec<(NhKey, u32)> = self
-            .nh_ids
-            .iter()
-            .filter(|(k, _)| matches!(k, NhKey::Gateway { .. }))
-            .map(|(k, &id)| (k.clone(), id))
-            .collect();
-        for (k, id) in gateways {
-            if self.fp.nexthop(id)?.used == 0 {
-                continue;
-            }
-            self.fp.set_nexthop(id, &self.nexthop_entry(&k))?;
+        for (k, &id) in &self.nh_ids {
             if let NhKey::Gateway { oif, gw, .. } = k {
-                if !self.fixed.contains(&(oif, gw)) {
-                    out.push((oif, gw));
+                if self.fp.take_nexthop_used(id) && !self.fixed.contains(&(*oif, *gw)) {
+                    out.push((*oif, *gw));
                 }
             }
         }
-        Ok(out)
+        out
     }
 
     /// The next hop of host `ip`'s own entry: the host itself, when the

@@ -191,10 +191,7 @@ pub fn run(
             freed_at = None;
         }
         if tick.elapsed() >= Duration::from_secs(1) {
-            let used = mirror
-                .neighbours_in_use()
-                .and_then(|n| netlink::mark_neighbours_used(&n));
-            if let Err(e) = used {
+            if let Err(e) = netlink::mark_neighbours_used(&mirror.neighbours_in_use()) {
                 eprintln!("linerate route: {e:#}");
             }
             let now = counters(&mirror)?;
