@@ -276,12 +276,13 @@ fn gen(a: BenchGenArgs) -> Result<()> {
 
     for c in &r.rate_control {
         println!(
-            "  -R {:>9} ({:>3.0}% of max): offered {:>11.0} pps, error {:+.3}% over the run, {:.3}% worst second; the sink took {:.0} pps",
+            "  -R {:>9} ({:>3.0}% of max): offered {:>11.0} pps, error {:+.3}% over the run, {:.3}% worst second{}; the sink took {:.0} pps",
             c.rate_pps,
             c.fraction_of_max * 100.0,
             c.offered_pps,
             c.error_percent,
             c.worst_second_error_percent,
+            c.worst_second_note(),
             c.sent_pps
         );
     }

@@ -96,3 +96,56 @@ fn bench_gen_counts_every_frame_paces_and_cleans_up() {
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ns.stdout).contains("lrbench-"));
 }
+
+/// Removes the test's namespace however the test ends.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// A second short of `-R` is told apart: with the generator at full speed
+/// throughout (a rate above what the machine gives: the program never
+/// held a frame back), the summary says so; a rate it can offer gets no
+/// such warning.
+#[test]
+fn gen_says_which_seconds_fell_short_at_full_speed() {
+    let ns = Netns(format!("lrt-short-{}", std::process::id()));
+    let ip = |args: &[&str]| {
+        let s = Command::new("ip").args(args).status().unwrap();
+        assert!(s.success(), "ip {}", args.join(" "));
+    };
+    ip(&["netns", "add", &ns.0]);
+    ip(&[
+        "-n", &ns.0, "link", "add", "s0", "type", "veth", "peer", "name", "s1",
+    ]);
+    for d in ["s0", "s1"] {
+        ip(&["-n", &ns.0, "link", "set", "dev", d, "up"]);
+    }
+    let gen = |rate: &str| -> Value {
+        let o = linerate(&[
+            "gen", "--netns", &ns.0, "-i", "s0", "-t", "2", "-R", rate, "--cpu", "0", "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let warned = |r: &Value, what: &str| {
+        r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains(what))
+    };
+    let r = gen("1000M");
+    assert!(
+        warned(
+            &r,
+            "2 of 2 seconds more than 1% below -R: 2 at full speed throughout"
+        ),
+        "{r}"
+    );
+    let r = gen("10k");
+    assert!(!warned(&r, "below -R"), "{r}");
+}

@@ -62,6 +62,18 @@ impl Spread {
     }
 }
 
+impl RateCheck {
+    /// Why the worst second missed, when it missed by more than 1%.
+    pub fn worst_second_note(&self) -> &'static str {
+        match self.worst_second_at_full_speed {
+            _ if self.worst_second_error_percent <= 1.0 => "",
+            Some(true) => " (at full speed all that second: the machine's limit)",
+            Some(false) => " (it held frames back in that second too: behind for part of it)",
+            None => "",
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct RateCheck {
     pub fraction_of_max: f64,
@@ -75,6 +87,10 @@ pub struct RateCheck {
     pub error_percent: f64,
     /// The largest |error| of a whole second, percent.
     pub worst_second_error_percent: f64,
+    /// Whether the generator ran at full speed throughout that second
+    /// (it never held a frame back for the schedule): a second short of
+    /// the rate then is the machine's, not the pacing's.
+    pub worst_second_at_full_speed: Option<bool>,
     pub per_second_offered_pps: Vec<f64>,
     pub per_second_sent_pps: Vec<f64>,
     pub warnings: Vec<String>,
@@ -85,6 +101,7 @@ pub struct RateCheck {
 struct PerSecond {
     offered: Vec<f64>,
     sent: Vec<f64>,
+    held: Vec<Option<u64>>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -147,6 +164,7 @@ fn one_run(
                 let pps = |n: u64| n as f64 * 1e6 / iv.usec as f64;
                 per_second.offered.push(pps(iv.packets + iv.refused));
                 per_second.sent.push(pps(iv.packets));
+                per_second.held.push(iv.held);
             }
         })?;
         Ok((r, per_second))
@@ -222,16 +240,23 @@ pub fn run(b: &GenBench, mut progress: impl FnMut(&str)) -> Result<GenBenchRepor
                 .iter()
                 .map(|&p| err(p).abs())
                 .fold(0.0, f64::max),
+            worst_second_at_full_speed: per_second
+                .offered
+                .iter()
+                .zip(&per_second.held)
+                .max_by(|a, b| err(*a.0).abs().total_cmp(&err(*b.0).abs()))
+                .and_then(|(_, h)| h.map(|h| h == 0)),
             per_second_offered_pps: per_second.offered,
             per_second_sent_pps: per_second.sent,
             warnings: r.warnings,
         };
         progress(&format!(
-            "-R {rate} ({:.0}% of max): offered {:.0} pps, error {:+.3}%, worst second {:.3}%; the sink took {:.0} pps",
+            "-R {rate} ({:.0}% of max): offered {:.0} pps, error {:+.3}%, worst second {:.3}%{}; the sink took {:.0} pps",
             f * 100.0,
             check.offered_pps,
             check.error_percent,
             check.worst_second_error_percent,
+            check.worst_second_note(),
             check.sent_pps
         ));
         rate_control.push(check);

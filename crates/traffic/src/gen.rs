@@ -65,6 +65,11 @@ pub struct Interval {
     /// Frames built and handed to the interface that it could not
     /// transmit (a veth whose peer's ring was full).
     pub refused: u64,
+    /// XDP mode: the program's runs that held a frame back for the `-R`
+    /// schedule. None in a second, with the rate short, means the
+    /// generator ran at full speed throughout: the machine gave less than
+    /// `-R` then, not the pacing. None: not known (AF_PACKET mode).
+    pub held: Option<u64>,
     pub usec: u64,
 }
 
@@ -111,6 +116,57 @@ const WARMUP: Duration = Duration::from_millis(300);
 const XDP_SENDERS_PER_CPU: usize = 2;
 /// Offered rates this far below `-R` get a warning.
 const RATE_TOLERANCE: f64 = 0.01;
+
+/// The counters a run's intervals are differences of.
+#[derive(Clone, Copy, Debug, Default)]
+struct Totals {
+    sent: u64,
+    bytes: u64,
+    refused: u64,
+    held: u64,
+}
+
+/// Whole seconds whose offered rate fell more than RATE_TOLERANCE below
+/// `-R`: with the generator at full speed throughout (it never held a
+/// frame back), or with some held (ahead of the schedule in part of the
+/// second, behind in another).
+#[derive(Clone, Copy, Debug, Default)]
+struct ShortSeconds {
+    seconds: u32,
+    at_full_speed: u32,
+    while_holding: u32,
+}
+
+impl ShortSeconds {
+    fn count(&mut self, iv: &Interval, rate: u64) {
+        if iv.usec < 900_000 {
+            return;
+        }
+        self.seconds += 1;
+        let offered = (iv.packets + iv.refused) as f64 * 1e6 / iv.usec as f64;
+        if offered >= rate as f64 * (1.0 - RATE_TOLERANCE) {
+            return;
+        }
+        match iv.held {
+            Some(0) => self.at_full_speed += 1,
+            Some(_) => self.while_holding += 1,
+            None => {}
+        }
+    }
+
+    fn warning(&self) -> Option<String> {
+        let short = self.at_full_speed + self.while_holding;
+        (short > 0).then(|| {
+            format!(
+                "{short} of {} seconds more than {:.0}% below -R: {} at full speed throughout (the machine gave the generator less than -R then), {} with frames held back for the schedule in part of the second (behind in another part)",
+                self.seconds,
+                RATE_TOLERANCE * 100.0,
+                self.at_full_speed,
+                self.while_holding
+            )
+        })
+    }
+}
 
 /// What each sending thread has sent so far (AF_PACKET mode; XDP mode
 /// reads the program's own per-CPU counters).
@@ -267,23 +323,29 @@ impl Generator {
         // was full, or whose peer has no XDP) are xmit errors. The kernel's
         // own few frames (ND, MLD) are capped out by `built`.
         let tx_base = tx_counters(&opts.ifname)?;
-        let totals = || -> Result<(u64, u64, u64)> {
-            let (built, built_bytes) = if xdp {
+        let totals = || -> Result<Totals> {
+            let (built, built_bytes, held) = if xdp {
                 self.xdp_state()?
                     .iter()
-                    .fold((0, 0), |a, s| (a.0 + s.seq, a.1 + s.bytes))
+                    .fold((0, 0, 0), |a, s| (a.0 + s.seq, a.1 + s.bytes, a.2 + s.held))
             } else {
-                senders.iter().fold((0, 0), |a, c| {
+                senders.iter().fold((0, 0, 0), |a, c| {
                     (
                         a.0 + c.packets.load(Ordering::Relaxed),
                         a.1 + c.bytes.load(Ordering::Relaxed),
+                        0,
                     )
                 })
             };
             let (bytes, packets) = tx_counters(&opts.ifname)?;
             let sent = (packets - tx_base.1).min(built);
             let bytes = (bytes - tx_base.0).min(built_bytes);
-            Ok((sent, bytes, built - sent))
+            Ok(Totals {
+                sent,
+                bytes,
+                refused: built - sent,
+                held,
+            })
         };
         let quota = |i: usize| {
             opts.count
@@ -310,6 +372,7 @@ impl Generator {
             cfg.stop_ns = opts.duration.map_or(0, |d| start_ns + d.as_nanos() as u64);
             maps::write(&loader::map(obj, "gen_config")?, 0, &cfg)?;
         }
+        let mut short_seconds = ShortSeconds::default();
         let outcome: Result<()> = std::thread::scope(|s| {
             let mut handles = Vec::new();
             for t in 0..threads * senders_per_cpu {
@@ -335,27 +398,43 @@ impl Generator {
                     r
                 }));
             }
-            let (mut tick, mut tick_totals) = (start, (0u64, 0u64, 0u64));
+            // Frames count from zero (none leave before the start); the
+            // runs held count from the start, as the warm-up holds all.
+            std::thread::sleep(
+                (start + Duration::from_millis(1)).saturating_duration_since(Instant::now()),
+            );
+            let held_base = totals()?.held;
+            let (mut tick, mut tick_totals) = (
+                start,
+                Totals {
+                    held: held_base,
+                    ..Totals::default()
+                },
+            );
             // Nothing leaves after the deadline, so an interval that is read
             // later still ends there.
             let interval_end = |now: Instant| deadline.map_or(now, |d| now.min(d));
-            let mut emit =
-                |tick: Instant, from: (u64, u64, u64)| -> Result<(Instant, (u64, u64, u64))> {
-                    // The time is taken after the read: this thread may be
-                    // scheduled out between the two, and the counts must not be
-                    // older than the interval's end.
-                    let t = totals()?;
-                    let end = interval_end(Instant::now());
-                    on_interval(&Interval {
-                        packets: t.0 - from.0,
-                        bytes: t.1 - from.1,
-                        // Built minus transmitted also counts frames built
-                        // but not yet through the driver, so it can shrink.
-                        refused: t.2.saturating_sub(from.2),
-                        usec: (end - tick).as_micros() as u64,
-                    });
-                    Ok((end, t))
+            let mut emit = |tick: Instant, from: Totals| -> Result<(Instant, Totals)> {
+                // The time is taken after the read: this thread may be
+                // scheduled out between the two, and the counts must not be
+                // older than the interval's end.
+                let t = totals()?;
+                let end = interval_end(Instant::now());
+                let iv = Interval {
+                    packets: t.sent - from.sent,
+                    bytes: t.bytes - from.bytes,
+                    // Built minus transmitted also counts frames built
+                    // but not yet through the driver, so it can shrink.
+                    refused: t.refused.saturating_sub(from.refused),
+                    held: xdp.then(|| t.held - from.held),
+                    usec: (end - tick).as_micros() as u64,
                 };
+                if let Some(r) = opts.rate_pps {
+                    short_seconds.count(&iv, r);
+                }
+                on_interval(&iv);
+                Ok((end, t))
+            };
             while running.load(Ordering::SeqCst) > 0 {
                 // Wake rarely: this thread may share a CPU with the receiving
                 // end of the wire, and every wake-up delays it.
@@ -402,7 +481,12 @@ impl Generator {
             _ if last_ns > start_ns => (last_ns - start_ns) as f64 / 1e9,
             _ => start.elapsed().as_secs_f64(),
         };
-        let (sent, bytes, dropped) = totals()?;
+        let Totals {
+            sent,
+            bytes,
+            refused: dropped,
+            ..
+        } = totals()?;
         let mut report = GenReport {
             mode: opts.mode,
             sent_packets: sent,
@@ -433,6 +517,7 @@ impl Generator {
                 ));
             }
         }
+        report.warnings.extend(short_seconds.warning());
         if report.xmit_errors > 0 {
             report.warnings.push(format!(
                 "{} frames ({:.2}%) were built but not transmitted by {} (its peer could not take them); they are not counted as sent",
