@@ -254,19 +254,36 @@ pub fn follow_netfilter(mirror: &mut Mirror) {
         ("IPv4", &hooks.ipv4, &before.ipv4),
         ("IPv6", &hooks.ipv6, &before.ipv6),
     ] {
-        if now.is_empty() && !was.is_empty() {
-            eprintln!(
-                "linerate route: no netfilter hook sees forwarded {family} any more: the fast path forwards it"
-            );
-        } else if !now.is_empty() && now != was {
-            eprintln!(
-                "linerate route: netfilter sees forwarded {family} ({}): the kernel forwards it, through them",
-                now.join(", ")
-            );
-        }
+        say_hooks_changed(
+            now,
+            was,
+            || {
+                format!(
+                    "no netfilter hook sees forwarded {family} any more: the fast path forwards it"
+                )
+            },
+            |hooks| {
+                format!("netfilter sees forwarded {family} ({hooks}): the kernel forwards it, through them")
+            },
+        );
     }
     if let Err(e) = mirror.set_netfilter(hooks) {
         eprintln!("linerate route: {e:#}");
+    }
+}
+
+/// Says when hooks the kernel's forwarding goes through (netfilter's, tc's)
+/// are all gone (`gone`), or appear or change (`came`, given them joined).
+fn say_hooks_changed(
+    now: &[String],
+    was: &[String],
+    gone: impl FnOnce() -> String,
+    came: impl FnOnce(String) -> String,
+) {
+    if now.is_empty() && !was.is_empty() {
+        eprintln!("linerate route: {}", gone());
+    } else if !now.is_empty() && now != was {
+        eprintln!("linerate route: {}", came(now.join(", ")));
     }
 }
 
@@ -304,16 +321,14 @@ pub fn follow_tc(mirror: &mut Mirror) {
             ("ingress", &now.ingress, &was.ingress, "what comes in there"),
             ("egress", &now.egress, &was.egress, "what goes out there"),
         ] {
-            if now.is_empty() && !was.is_empty() {
-                eprintln!(
-                    "linerate route: tc no longer acts on {name}'s {side}: the fast path forwards {what}"
-                );
-            } else if !now.is_empty() && now != was {
-                eprintln!(
-                    "linerate route: tc acts on {name}'s {side} ({}): the kernel forwards {what}, through it",
-                    now.join(", ")
-                );
-            }
+            say_hooks_changed(
+                now,
+                was,
+                || format!("tc no longer acts on {name}'s {side}: the fast path forwards {what}"),
+                |hooks| {
+                    format!("tc acts on {name}'s {side} ({hooks}): the kernel forwards {what}, through it")
+                },
+            );
         }
     }
     if let Err(e) = mirror.set_tc(tc) {
