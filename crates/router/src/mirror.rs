@@ -637,7 +637,8 @@ impl Mirror {
             })
         };
         let mut changed = Vec::new();
-        for &i in self.tc.keys().chain(tc.keys()) {
+        let either: BTreeSet<u32> = self.tc.keys().chain(tc.keys()).copied().collect();
+        for i in either {
             let (was, now) = (sides(self.tc.get(&i)), sides(tc.get(&i)));
             if was != now {
                 changed.push((i, was.0 != now.0, was.1 != now.1));
