@@ -4,7 +4,10 @@
  * with a resolved neighbour, fits the egress MTU) with a FIB lookup, a TTL
  * decrement and a MAC rewrite; hand every other frame to the kernel
  * untouched (XDP_PASS), counting why. Only frames shorter than the headers
- * they claim are dropped, as the kernel would. */
+ * they claim are dropped, as the kernel would. What a frame carries after
+ * its IP packet is cut before it is sent, as the kernel cuts it. Declared
+ * for multi-buffer XDP (xdp.frags), so that it attaches at any MTU: a jumbo
+ * frame may arrive in several buffers, its headers in the first. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -30,6 +33,11 @@ static __always_inline int verdict(struct router_counters *c, enum reason r, __u
 }
 
 #define PASS(r) verdict(c, (r), len, XDP_PASS)
+/* Headers that run past the frame's first buffer: a frame that short is
+ * malformed, unless more of it sits in further buffers (multi-buffer XDP),
+ * which the kernel reads whole. */
+#define HEADERS_CUT() \
+	(len > linear ? PASS(R_PASS_MULTIBUF) : verdict(c, R_DROP_MALFORMED, len, XDP_DROP))
 
 /* Why a family the interface does not forward in XDP passes: its flags
  * name it (IFACE_POLICY*, IFACE_TC, IFACE_NETFILTER*), else the kernel
@@ -148,6 +156,34 @@ static __always_inline int rpf_ok(__u32 saddr, __u32 ingress, __u16 ifflags)
 	return !(ifflags & IFACE_RPF_STRICT) || n->ifindex == ingress;
 }
 
+/* Makes the frame what the egress should see: the Ethernet header and the
+ * IP packet of `frame` bytes, nothing after it. The kernel cuts whatever
+ * lies beyond the IP length (Ethernet padding of a short packet, a sender's
+ * trailer, a length field that says less than the frame) before it
+ * forwards (pskb_trim_rcsum in ip_rcv_core and ipv6_rcv); without the cut,
+ * bytes of the sender's memory would cross the router, and a frame within
+ * the MTU by its IP length but not by its size would be dropped by the
+ * egress. After it, the frame is 14 + IP length bytes, which the next hop's
+ * MTU check bounds. `len` is the whole frame, `linear` its first buffer; a
+ * frame still in several buffers goes only where the driver sends such
+ * frames. R_FORWARDED, or why the frame passes (untouched). The packet
+ * pointers are stale after a cut. */
+static __always_inline enum reason fit_frame(struct xdp_md *ctx, const struct nexthop *n,
+					     __u32 frame, __u64 len, __u64 linear)
+{
+	if (frame > linear) {
+		__u32 oif = n->ifindex;
+		struct iface *out = bpf_map_lookup_elem(&ifaces, &oif);
+
+		if (!out || !(out->flags & IFACE_XMIT_SG))
+			return R_PASS_MULTIBUF;
+	}
+	/* Fails only below an Ethernet header; the frame holds an IP header. */
+	if (frame < len && bpf_xdp_adjust_tail(ctx, (int)frame - (int)len))
+		return R_PASS_MULTIBUF;
+	return R_FORWARDED;
+}
+
 static __always_inline int send(struct ethhdr *eth, struct nexthop *n)
 {
 	/* Written once per sweep of the control plane, read every time (the
@@ -160,16 +196,19 @@ static __always_inline int send(struct ethhdr *eth, struct nexthop *n)
 }
 
 static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
-					struct router_counters *c, __u64 len, __u16 ifflags)
+					struct router_counters *c, __u64 len, __u64 linear,
+					__u16 ifflags)
 {
 	void *data_end = (void *)(long)ctx->data_end;
 	struct iphdr *ip = (void *)(eth + 1);
 	struct nexthop *n = 0;
 
-	if ((void *)(ip + 1) > data_end || ip->version != 4 || ip->ihl < 5)
+	if ((void *)(ip + 1) > data_end)
+		return HEADERS_CUT();
+	if (ip->version != 4 || ip->ihl < 5)
 		return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
 	__u32 l3_len = bpf_ntohs(ip->tot_len);
-	if (l3_len < ip->ihl * 4 || (void *)ip + l3_len > data_end)
+	if (l3_len < ip->ihl * 4 || ETH_HLEN + l3_len > len)
 		return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
 	if (ip->ihl != 5)
 		return PASS(R_PASS_OPTIONS);
@@ -188,24 +227,38 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 	if ((ifflags & (IFACE_RPF_STRICT | IFACE_RPF_LOOSE)) &&
 	    !rpf_ok(saddr, ctx->ingress_ifindex, ifflags))
 		return PASS(R_PASS_RP_FILTER);
+	/* The common frame is one buffer holding exactly the packet. */
+	__u32 frame = ETH_HLEN + l3_len;
+	if (frame != linear || len != linear) {
+		r = fit_frame(ctx, n, frame, len, linear);
+		if (r != R_FORWARDED)
+			return PASS(r);
+		eth = (void *)(long)ctx->data;
+		ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > (void *)(long)ctx->data_end)
+			return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
+	}
 	ipv4_decrease_ttl(ip);
 	verdict(c, R_FORWARDED, len, 0);
 	return send(eth, n);
 }
 
 static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
-					struct router_counters *c, __u64 len)
+					struct router_counters *c, __u64 len, __u64 linear)
 {
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ipv6hdr *ip6 = (void *)(eth + 1);
 	struct nexthop *n = 0;
 
-	if ((void *)(ip6 + 1) > data_end || ip6->version != 6)
+	if ((void *)(ip6 + 1) > data_end)
+		return HEADERS_CUT();
+	if (ip6->version != 6)
 		return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
+	/* (Jumbograms, payload length 0, carry a hop-by-hop header: they pass.) */
 	if (ip6->nexthdr == NEXTHDR_HOP)
 		return PASS(R_PASS_EXT_HDR);
 	__u32 l3_len = sizeof(*ip6) + bpf_ntohs(ip6->payload_len);
-	if ((void *)ip6 + l3_len > data_end)
+	if (ETH_HLEN + l3_len > len)
 		return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
 	__u32 *d = ip6->daddr.in6_u.u6_addr32;
 	__u32 *s = ip6->saddr.in6_u.u6_addr32;
@@ -218,24 +271,37 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 	enum reason r = next_hop(fib6_lookup(dhi, &d[2]), l3_len, ctx->ingress_ifindex, ip6, 1, &n);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
+	__u32 frame = ETH_HLEN + l3_len;
+	if (frame != linear || len != linear) {
+		r = fit_frame(ctx, n, frame, len, linear);
+		if (r != R_FORWARDED)
+			return PASS(r);
+		eth = (void *)(long)ctx->data;
+		ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > (void *)(long)ctx->data_end)
+			return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
+	}
 	ip6->hop_limit--;
 	verdict(c, R_FORWARDED, len, 0);
 	return send(eth, n);
 }
 
-SEC("xdp")
+SEC("xdp.frags")
 int router(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	__u64 len = data_end - data;
+	/* The first buffer, and the whole frame (more than the first only for
+	 * a multi-buffer frame). */
+	__u64 linear = data_end - data;
+	__u64 len = bpf_xdp_get_buff_len(ctx);
 	__u32 slot = ctx->ingress_ifindex < ROUTER_IFACES ? ctx->ingress_ifindex : 0;
 	struct router_counters *c = bpf_map_lookup_elem(&router_stats, &slot);
 	struct iface *ifc = bpf_map_lookup_elem(&ifaces, &slot);
 	struct ethhdr *eth = data;
 
 	if ((void *)(eth + 1) > data_end)
-		return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
+		return HEADERS_CUT();
 	if (!ifc || ifc->ifindex != ctx->ingress_ifindex)
 		return PASS(R_PASS_NOT_OURS);
 	if (eth->h_dest[0] & 1)
@@ -249,12 +315,12 @@ int router(struct xdp_md *ctx)
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		if (!(ifc->flags & IFACE_FORWARD4))
 			return PASS(not_forwarded(ifc->flags, IFACE_POLICY4, IFACE_NETFILTER4));
-		return forward_ipv4(ctx, eth, c, len, ifc->flags);
+		return forward_ipv4(ctx, eth, c, len, linear, ifc->flags);
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		if (!(ifc->flags & IFACE_FORWARD6))
 			return PASS(not_forwarded(ifc->flags, IFACE_POLICY6, IFACE_NETFILTER6));
-		return forward_ipv6(ctx, eth, c, len);
+		return forward_ipv6(ctx, eth, c, len, linear);
 	}
 	return PASS(R_PASS_NOT_IP);
 }

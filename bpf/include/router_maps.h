@@ -34,6 +34,8 @@ enum reason {
 	R_PASS_POLICY,       /* routed by policy rules (ip rule) or as an enslaved device */
 	R_PASS_NETFILTER,    /* netfilter hooks (nftables, iptables) see forwarded packets */
 	R_PASS_TC,           /* tc acts on the ingress or the egress (filters, a configured qdisc) */
+	R_PASS_MULTIBUF,     /* a multi-buffer frame the fast path does not send: its headers run past
+			      * the first buffer, or the egress cannot send multi-buffer XDP frames */
 	R_DROP_MALFORMED,    /* shorter than the headers it claims */
 	R_MAX
 };
@@ -105,6 +107,10 @@ struct iface {
  * runs before: both families go to the kernel. Set without IFACE_FORWARD4
  * and IFACE_FORWARD6, naming the reason only. */
 #define IFACE_TC 256
+/* The driver sends multi-buffer XDP frames (NETDEV_XDP_ACT_NDO_XMIT_SG):
+ * a jumbo frame that arrived in several buffers may be redirected here.
+ * Without it the kernel would drop such a redirect, so the frame passes. */
+#define IFACE_XMIT_SG 512
 
 /* Mappable: the control plane sweeps the `used` marks of every gateway
  * once a second from its mapping, without a syscall per entry. */

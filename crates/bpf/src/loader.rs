@@ -63,13 +63,10 @@ impl XdpAttachment {
             )
         };
         if fd < 0 {
-            let err = std::io::Error::from_raw_os_error(-fd);
-            let hint = match -fd {
-                libc::EBUSY | libc::EEXIST => ": another XDP program is already attached (linerate already running there, or `ip link set dev IF xdp off`)",
-                libc::EOPNOTSUPP => ": the interface does not support this XDP mode (try --mode generic)",
-                _ => "",
-            };
-            bail!("cannot attach XDP program to {ifname}: {err}{hint}");
+            bail!(
+                "cannot attach XDP program to {ifname}: {}",
+                attach_error(ifname, -fd, mode)
+            );
         }
         // SAFETY: bpf_link_create returned a new fd that we now own.
         let link = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -83,6 +80,37 @@ impl XdpAttachment {
     /// The link's file descriptor (for pinning or queries).
     pub fn link_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.link.as_fd()
+    }
+}
+
+/// Why an attach failed with `errno`, in words a user can act on. The
+/// kernel's own message (extack) does not come back through a BPF link, so
+/// the errno is read with what the kernel's drivers mean by it.
+fn attach_error(ifname: &str, errno: i32, mode: XdpMode) -> String {
+    let err = std::io::Error::from_raw_os_error(errno);
+    let mtu = std::fs::read_to_string(format!("/sys/class/net/{ifname}/mtu"))
+        .ok()
+        .and_then(|m| m.trim().parse::<u32>().ok());
+    let mtu_text = mtu.map_or_else(String::new, |m| format!(" (MTU {m})"));
+    match errno {
+        libc::EBUSY | libc::EEXIST => format!(
+            "{err}: another XDP program is already attached (linerate already running there, or `ip link set dev {ifname} xdp off`)"
+        ),
+        // veth: the peer's MTU is above what one page holds, and the
+        // program is not declared for multi-buffer frames.
+        libc::ERANGE => format!(
+            "{err}: {ifname}{mtu_text} or its veth peer has an MTU above what single-buffer XDP takes (about 3500 bytes); this program does not take multi-buffer frames: lower the MTU, or use --mode generic"
+        ),
+        libc::EOPNOTSUPP if mode == XdpMode::Native => format!(
+            "{err}: the driver of {ifname} has no native XDP, or none at this MTU{mtu_text}: use --mode generic"
+        ),
+        // Drivers refuse XDP at an MTU their single-buffer XDP cannot
+        // take (i40e, ixgbe, ...) with EINVAL.
+        libc::EINVAL if mode == XdpMode::Native && mtu.is_some_and(|m| m > 3000) => format!(
+            "{err}: the driver of {ifname} refused XDP at MTU {}: drivers without multi-buffer XDP take it only up to about 3500 bytes: lower the MTU, or use --mode generic",
+            mtu.unwrap_or(0)
+        ),
+        _ => err.to_string(),
     }
 }
 

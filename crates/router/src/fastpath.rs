@@ -76,6 +76,12 @@ impl FastPath {
     /// (IFACE_FORWARD4, IFACE_FORWARD6) are considered, and it can be an
     /// egress.
     pub fn add_interface(&self, ifindex: u32, mac: [u8; 6], flags: u16) -> Result<()> {
+        self.set_interface(ifindex, mac, flags, true)
+    }
+
+    /// Writes interface `ifindex` as add_interface does; it is an egress
+    /// only if `egress` (its driver takes redirected frames).
+    pub fn set_interface(&self, ifindex: u32, mac: [u8; 6], flags: u16, egress: bool) -> Result<()> {
         if ifindex == 0 || ifindex >= ROUTER_IFACES {
             bail!("interface index {ifindex} is out of range 1..{ROUTER_IFACES}");
         }
@@ -85,6 +91,9 @@ impl FastPath {
             flags,
         };
         maps::write(&loader::map(&self.obj, "ifaces")?, ifindex, &ifc)?;
+        if !egress {
+            return self.remove_egress(ifindex);
+        }
         loader::map(&self.obj, "tx_ports")?
             .update(
                 &ifindex.to_ne_bytes(),
@@ -104,6 +113,11 @@ impl FastPath {
             ifindex,
             &Iface::default(),
         )?;
+        self.remove_egress(ifindex)
+    }
+
+    /// Stops sending through `ifindex` (frames for it pass: pass_no_port).
+    fn remove_egress(&self, ifindex: u32) -> Result<()> {
         let ports = loader::map(&self.obj, "tx_ports")?;
         match ports.delete(&ifindex.to_ne_bytes()) {
             Ok(()) => Ok(()),

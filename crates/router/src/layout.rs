@@ -17,7 +17,7 @@ pub const NH_GROUP_BUCKETS: usize = 64;
 pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
-pub const REASONS: [&str; 21] = [
+pub const REASONS: [&str; 22] = [
     "forwarded",
     "pass_not_ip",
     "pass_not_ours",
@@ -38,6 +38,7 @@ pub const REASONS: [&str; 21] = [
     "pass_policy",
     "pass_netfilter",
     "pass_tc",
+    "pass_multibuf",
     "drop_malformed",
 ];
 pub const R_MAX: usize = REASONS.len();
@@ -99,6 +100,9 @@ pub const IFACE_NETFILTER6: u16 = 128;
 /// tc acts on what comes in here: set instead of IFACE_FORWARD4 and
 /// IFACE_FORWARD6, naming why both families pass.
 pub const IFACE_TC: u16 = 256;
+/// The driver sends multi-buffer XDP frames (NETDEV_XDP_ACT_NDO_XMIT_SG):
+/// a frame that arrived in several buffers may be redirected here.
+pub const IFACE_XMIT_SG: u16 = 512;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

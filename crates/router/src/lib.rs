@@ -16,3 +16,4 @@ pub mod policy;
 pub mod run;
 pub mod stats;
 pub mod tc;
+pub mod xdp_features;

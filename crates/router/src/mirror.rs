@@ -24,7 +24,7 @@ use crate::fastpath::FastPath;
 use crate::ids::IdPool;
 use crate::layout::{
     Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6,
-    IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TC, NH_GROUP, NH_KERNEL,
+    IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TC, IFACE_XMIT_SG, NH_GROUP, NH_KERNEL,
     NH_RESOLVED, NH_TC, NH_VALID, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
 use crate::local::LocalSources;
@@ -34,6 +34,7 @@ use crate::netlink::Change;
 use crate::nhobj::{NhMessage, NhObject};
 use crate::policy::Policy;
 use crate::tc::TcHooks;
+use crate::xdp_features::XdpXmit;
 use anyhow::Result;
 use linerate_fib::{Fib, FibError, Key, Shape};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -166,6 +167,10 @@ pub struct Mirror {
     /// where it acts on ingress, and what would leave where it acts on
     /// egress, the kernel forwards.
     tc: BTreeMap<u32, TcHooks>,
+    /// What the router's interfaces take as XDP redirect targets
+    /// (crate::xdp_features); one not known is taken to send single
+    /// buffers only.
+    xmit: BTreeMap<u32, XdpXmit>,
     /// IPv4 rp_filter by interface, and conf.all's.
     rp_filter: HashMap<u32, u8>,
     rp_filter_all: u8,
@@ -212,6 +217,7 @@ impl Mirror {
             ipv6_off: HashSet::new(),
             netfilter: Hooks::default(),
             tc: BTreeMap::new(),
+            xmit: BTreeMap::new(),
             rp_filter: HashMap::new(),
             rp_filter_all: 0,
             // Until a dump says otherwise (a mirror fed by hand).
@@ -408,7 +414,32 @@ impl Mirror {
             1 => IFACE_RPF_STRICT,
             _ => IFACE_RPF_LOOSE,
         };
-        self.fp.add_interface(ifindex, mac, flags)
+        let xmit = self.xmit(ifindex);
+        if xmit.multibuf {
+            flags |= IFACE_XMIT_SG;
+        }
+        self.fp.set_interface(ifindex, mac, flags, xmit.redirect)
+    }
+
+    /// What interface `ifindex` takes as an XDP redirect target.
+    pub fn xmit(&self, ifindex: u32) -> XdpXmit {
+        self.xmit.get(&ifindex).copied().unwrap_or(XdpXmit::UNKNOWN)
+    }
+
+    /// What the router's interfaces take as XDP redirect targets
+    /// (crate::xdp_features): an interface that does not take redirected
+    /// frames is no egress of the fast path (the kernel forwards through
+    /// it), one that takes single buffers only gets no multi-buffer frame.
+    pub fn set_xmit(&mut self, xmit: BTreeMap<u32, XdpXmit>) -> Result<()> {
+        let ours: Vec<u32> = self.ingress.keys().copied().collect();
+        let before: Vec<XdpXmit> = ours.iter().map(|&i| self.xmit(i)).collect();
+        self.xmit = xmit;
+        for (i, was) in ours.into_iter().zip(before) {
+            if self.xmit(i) != was {
+                self.push_ingress(i)?;
+            }
+        }
+        Ok(())
     }
 
     /// A nexthop object added, replaced or deleted; then the routes

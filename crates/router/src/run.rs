@@ -9,6 +9,7 @@ use crate::mirror::Mirror;
 use crate::netfilter::Hooks;
 use crate::netlink::{self, Monitor};
 use crate::tc::TcHooks;
+use crate::xdp_features::XdpXmit;
 use anyhow::{bail, Context, Result};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use std::collections::BTreeMap;
@@ -101,9 +102,8 @@ pub fn run(
     let mut links = Vec::new();
     for name in &opts.interfaces {
         links.push(
-            XdpAttachment::attach(&fp.program()?, name, opts.mode).with_context(|| {
-                format!("-i {name}: is another XDP program (a second linerate route?) attached?")
-            })?,
+            XdpAttachment::attach(&fp.program()?, name, opts.mode)
+                .with_context(|| format!("-i {name}"))?,
         );
     }
     let mut monitor = Monitor::open()?;
@@ -120,6 +120,7 @@ pub fn run(
             .with_context(|| format!("-i: interface {name}"))?;
     }
     follow_tc(&mut mirror);
+    follow_xdp_features(&mut mirror);
     let _record = crate::stats::write_record(
         &opts.record,
         &crate::stats::RouterRecord {
@@ -175,6 +176,7 @@ pub fn run(
         if tick.elapsed() >= Duration::from_secs(1) {
             follow_netfilter(&mut mirror);
             follow_tc(&mut mirror);
+            follow_xdp_features(&mut mirror);
         }
         if changed {
             report_ingress_changes(&mut ingress, mirror.ingress(), &opts.interfaces, &ifindexes)?;
@@ -226,8 +228,10 @@ pub fn apply_notifications(mirror: &mut Mirror, msgs: &[netlink::Change]) {
         )
     }) {
         // A link's change may be a new qdisc (the kernel's default one
-        // attached as it comes up): tc is read again after any.
+        // attached as it comes up): tc is read again after any, and so are
+        // the XDP features, which follow the link's.
         follow_tc(mirror);
+        follow_xdp_features(mirror);
     }
     if msgs.iter().any(netlink::is_rule) {
         if let Err(e) = netlink::dump_rules().and_then(|r| mirror.set_rules(&r)) {
@@ -332,6 +336,41 @@ pub fn follow_tc(mirror: &mut Mirror) {
         }
     }
     if let Err(e) = mirror.set_tc(tc) {
+        eprintln!("linerate route: {e:#}");
+    }
+}
+
+/// Reads what the router's interfaces take as XDP redirect targets
+/// (crate::xdp_features) and hands it to the mirror, saying when an
+/// interface stops or starts taking redirected frames. A veth's changes
+/// with its peer's settings, which no notification here reports: run once
+/// a second and after link changes. A kernel without the netdev family:
+/// single buffers are sent as before, multi-buffer frames pass.
+pub fn follow_xdp_features(mirror: &mut Mirror) {
+    let known = match crate::xdp_features::dump() {
+        Ok(k) => k.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("linerate route: {e:#}");
+            return;
+        }
+    };
+    for (ifindex, name) in mirror.ingress_names() {
+        let (was, now) = (
+            mirror.xmit(ifindex),
+            known.get(&ifindex).copied().unwrap_or(XdpXmit::UNKNOWN),
+        );
+        if was.redirect != now.redirect {
+            eprintln!(
+                "{}",
+                if now.redirect {
+                    format!("linerate route: {name} takes XDP frames again: the fast path forwards through it")
+                } else {
+                    format!("linerate route: {name} does not take frames redirected in XDP (a veth whose peer has neither XDP nor GRO?): the kernel forwards what leaves there")
+                }
+            );
+        }
+    }
+    if let Err(e) = mirror.set_xmit(known) {
         eprintln!("linerate route: {e:#}");
     }
 }

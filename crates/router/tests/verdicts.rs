@@ -432,3 +432,189 @@ fn ipv4_header_checksums_are_checked_on_random_headers() {
         assert_eq!(after.packets[k] - before.packets[k], HEADERS, "{name}");
     }
 }
+
+/// What a frame carries after its IP packet (Ethernet padding, a sender's
+/// trailer, a length field that says less than the frame) is cut before
+/// the frame is forwarded, as the kernel cuts it (ip_rcv_core's and
+/// ipv6_rcv's pskb_trim_rcsum): the frame that leaves is the Ethernet
+/// header and the IP packet, TTL - 1, nothing more. The counters count the
+/// frame as it came. Frames the size of a jumbo MTU arrive in several
+/// buffers (multi-buffer XDP): they are forwarded whole where the egress
+/// sends such frames, and pass untouched where it does not.
+#[test]
+fn what_follows_the_ip_packet_is_cut() {
+    use linerate_router::layout::{IFACE_FORWARD4, IFACE_FORWARD6, IFACE_XMIT_SG};
+    let r = Router::new("trail");
+    let (fp, fp0, fp1) = (&r.fp, r.fp0, r.fp1);
+    // Next hop 8: MTU 9000 out of fp1, for 198.25/16 and 2001:2:1::/48.
+    fp.set_nexthop(
+        8,
+        &Nexthop {
+            ifindex: fp1,
+            mtu: 9000,
+            flags: NH_VALID | NH_RESOLVED,
+            used: 0,
+            dmac: MAC_RECV,
+            smac: MAC_OUT,
+        },
+    )
+    .unwrap();
+    let mut f4: Fib<u32> = Fib::new(Shape::IPV4);
+    for (net, id) in [("198.19.0.0", 1), ("198.23.0.0", 5), ("198.25.0.0", 8)] {
+        f4.insert(v4(net), 16, id).unwrap();
+    }
+    fp.load_fib(&f4).unwrap();
+    let mut f6: Fib<u128> = Fib::new(Shape::IPV6);
+    f6.insert(v6("2001:2:0:8000::"), 49, 1).unwrap();
+    f6.insert(v6("2001:2:1::"), 48, 8).unwrap();
+    fp.load_fib(&f6).unwrap();
+    let both = IFACE_FORWARD4 | IFACE_FORWARD6;
+
+    // The frame the kernel would send: the IP packet alone, TTL - 1 (and
+    // the IPv4 checksum patched), the next hop's MACs.
+    let expected = |frame: &[u8], ip_len: usize| -> Vec<u8> {
+        let mut e = frame[..14 + ip_len].to_vec();
+        e[0..6].copy_from_slice(&MAC_RECV);
+        e[6..12].copy_from_slice(&MAC_OUT);
+        if e[12..14] == [8, 0] {
+            e[22] -= 1;
+            fix_ipv4_checksum(&mut e);
+        } else {
+            e[21] -= 1;
+        }
+        e
+    };
+    let with = |mut f: Vec<u8>, trailer: &[u8]| {
+        f.extend_from_slice(trailer);
+        f
+    };
+    let fwd_bytes = |fp: &FastPath| fp.counters(fp0).unwrap().bytes[0];
+    let counted = |fp: &FastPath, reason: &str| {
+        let i = REASONS.iter().position(|n| *n == reason).unwrap();
+        fp.counters(fp0).unwrap().packets[i]
+    };
+
+    let ack = udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 64, 12); // a 40-byte packet
+    let mut pseudo_random = (0..1300u32).map(|i| (i * 151 + 7) as u8);
+    let noise: Vec<u8> = pseudo_random.by_ref().collect();
+    let v6 = udp6("2001:2::1", "2001:2:0:8000::1", 64, 18);
+    let mut v6_empty = udp6("2001:2::1", "2001:2:0:8000::1", 64, 88);
+    v6_empty[18..20].copy_from_slice(&0u16.to_be_bytes()); // payload length 0, next header UDP
+    let mut short_len4 = udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 64, 200);
+    short_len4[16..18].copy_from_slice(&100u16.to_be_bytes()); // says 100 of 228 bytes
+    fix_ipv4_checksum(&mut short_len4);
+    let mut short_len6 = udp6("2001:2::1", "2001:2:0:8000::1", 64, 200);
+    short_len6[18..20].copy_from_slice(&30u16.to_be_bytes());
+    let cases: Vec<(&str, Vec<u8>, usize)> = vec![
+        ("zero padding to 60 bytes", with(ack.clone(), &[0; 6]), 40),
+        ("non-zero padding", with(ack.clone(), &noise[..6]), 40),
+        ("a 1-byte trailer", with(ack.clone(), &noise[..1]), 40),
+        ("a 100-byte trailer", with(ack.clone(), &noise[..100]), 40),
+        ("a 1244-byte trailer", with(ack.clone(), &noise[..1244]), 40),
+        ("an IPv4 length shorter than the packet", short_len4, 100),
+        ("IPv6 with a trailer", with(v6.clone(), &noise[..33]), 66),
+        ("an IPv6 payload length shorter", short_len6, 70),
+        ("IPv6 payload length 0, next header UDP", v6_empty, 40),
+        // 576 IP bytes at next hop 5's MTU, and a trailer that takes the
+        // frame past MTU + 18.
+        (
+            "at the MTU with a trailer",
+            with(udp4(MAC_IN, "198.18.0.1", "198.23.1.1", 64, 548), &noise[..120]),
+            576,
+        ),
+    ];
+    for (what, frame, ip_len) in cases {
+        let before = fwd_bytes(fp);
+        let (verdict, out) = fp.run(&frame, fp0).unwrap();
+        assert_eq!(verdict, XDP_REDIRECT, "{what}");
+        same_frame(&out, &expected(&frame, ip_len), what);
+        assert_eq!(fwd_bytes(fp) - before, frame.len() as u64, "{what}: bytes counted");
+    }
+    // Over the MTU by its IP length: the kernel's (fragmentation or ICMP),
+    // untouched, trailer and all.
+    let over = with(udp4(MAC_IN, "198.18.0.1", "198.23.1.1", 64, 549), &noise[..20]);
+    assert_eq!(fp.run(&over, fp0).unwrap(), (XDP_PASS, over.clone()));
+
+    // Jumbo frames: more than a page, so BPF_PROG_RUN hands them over in
+    // several buffers, as a veth or a NIC does.
+    let jumbo4 = udp4(MAC_IN, "198.18.0.1", "198.25.1.1", 64, 9000 - 28);
+    let jumbo6 = {
+        let mut f = Vec::new();
+        PacketBuilder::ethernet2(MAC_GEN, MAC_IN)
+            .ipv6(
+                "2001:2::1".parse::<Ipv6Addr>().unwrap().octets(),
+                "2001:2:1::9".parse::<Ipv6Addr>().unwrap().octets(),
+                64,
+            )
+            .udp(2000, 3000)
+            .write(&mut f, &vec![0x6b; 9000 - 48])
+            .unwrap();
+        f
+    };
+    let trailer_in_later_buffers = with(
+        udp4(MAC_IN, "198.18.0.1", "198.25.1.1", 64, 1000 - 28),
+        &vec![0xee; 7000],
+    );
+    let jumbo_with_trailer = with(jumbo4.clone(), &noise[..100]);
+    // The egress sends single buffers only: multi-buffer frames pass,
+    // untouched; one whose IP packet fits the first buffer goes, cut.
+    let passed_before = counted(fp, "pass_multibuf");
+    for (what, f) in [
+        ("IPv4 9000", &jumbo4),
+        ("IPv6 9000", &jumbo6),
+        ("IPv4 9000 with a trailer", &jumbo_with_trailer),
+    ] {
+        let (verdict, out) = fp.run(f, fp0).unwrap();
+        assert_eq!(verdict, XDP_PASS, "{what}, to an egress without multi-buffer XDP");
+        same_frame(&out, f, what);
+    }
+    assert_eq!(counted(fp, "pass_multibuf") - passed_before, 3);
+    let (verdict, out) = fp.run(&trailer_in_later_buffers, fp0).unwrap();
+    assert_eq!(verdict, XDP_REDIRECT, "a trailer alone in later buffers");
+    same_frame(&out, &expected(&trailer_in_later_buffers, 1000), "a trailer alone in later buffers");
+    // The egress sends multi-buffer frames: forwarded whole, and cut.
+    fp.set_interface(fp1, MAC_OUT, both | IFACE_XMIT_SG, true)
+        .unwrap();
+    for (what, f, ip_len) in [
+        ("IPv4 9000", &jumbo4, 9000),
+        ("IPv6 9000", &jumbo6, 9000),
+        ("IPv4 9000 with a trailer", &jumbo_with_trailer, 9000),
+    ] {
+        let before = fwd_bytes(fp);
+        let (verdict, out) = fp.run(f, fp0).unwrap();
+        assert_eq!(verdict, XDP_REDIRECT, "{what}");
+        same_frame(&out, &expected(f, ip_len), what);
+        assert_eq!(fwd_bytes(fp) - before, f.len() as u64, "{what}: bytes counted");
+    }
+    // Longer than the egress MTU (9000) by its IP length: the kernel's.
+    let over = udp4(MAC_IN, "198.18.0.1", "198.25.1.1", 64, 9001 - 28);
+    let (verdict, out) = fp.run(&over, fp0).unwrap();
+    assert_eq!(verdict, XDP_PASS, "over a 9000-byte MTU");
+    same_frame(&out, &over, "over a 9000-byte MTU");
+    // A frame shorter than its IP length claims, over several buffers:
+    // malformed, dropped, as the kernel drops it.
+    let mut lying = jumbo4.clone();
+    lying.truncate(8000);
+    assert_eq!(fp.run(&lying, fp0).unwrap().0, XDP_DROP);
+    // An egress whose driver takes no redirected frames at all (a veth
+    // whose peer has no NAPI) is no egress: the kernel forwards.
+    fp.set_interface(fp1, MAC_OUT, both, false).unwrap();
+    let no_port = counted(fp, "pass_no_port");
+    assert_eq!(fp.run(&ack, fp0).unwrap(), (XDP_PASS, ack.clone()));
+    assert_eq!(counted(fp, "pass_no_port") - no_port, 1);
+}
+
+/// `got` is `want`, byte for byte; says where they part (frames of
+/// thousands of bytes are not printed whole).
+fn same_frame(got: &[u8], want: &[u8], what: &str) {
+    if got != want {
+        let at = got.iter().zip(want).position(|(a, b)| a != b);
+        panic!(
+            "{what}: {} bytes sent where {} were expected; first difference at {at:?}: {:02x?} against {:02x?}",
+            got.len(),
+            want.len(),
+            &got[at.unwrap_or(0)..got.len().min(at.unwrap_or(0) + 16)],
+            &want[at.unwrap_or(0)..want.len().min(at.unwrap_or(0) + 16)],
+        );
+    }
+}
