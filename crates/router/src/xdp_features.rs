@@ -131,7 +131,7 @@ mod tests {
             m.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
             m.extend_from_slice(&kind.to_ne_bytes());
             m.extend_from_slice(v);
-            while m.len() % 4 != 0 {
+            while !m.len().is_multiple_of(4) {
                 m.push(0);
             }
         }
