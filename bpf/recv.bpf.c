@@ -194,7 +194,11 @@ static __always_inline void watch(void *data, struct stamp *st)
 
 enum recv_mode { FULL, WATCH, COUNT, FRAMES };
 
-static __always_inline int receive(struct xdp_md *ctx, const enum recv_mode mode)
+/* `multibuf`: the program is declared for multi-buffer frames (xdp.frags),
+ * which an interface with an MTU above one page's needs; the stamp is in the
+ * first buffer, the length is the whole frame's. */
+static __always_inline int receive(struct xdp_md *ctx, const enum recv_mode mode,
+				   const int multibuf)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -205,7 +209,7 @@ static __always_inline int receive(struct xdp_md *ctx, const enum recv_mode mode
 	if (!cnt)
 		return XDP_DROP;
 	cnt->packets++;
-	cnt->bytes += data_end - data;
+	cnt->bytes += multibuf ? bpf_xdp_get_buff_len(ctx) : (__u64)(data_end - data);
 	if (mode == FRAMES)
 		return XDP_DROP;
 	st = find_stamp(data, data_end);
@@ -231,7 +235,13 @@ static __always_inline int receive(struct xdp_md *ctx, const enum recv_mode mode
 SEC("xdp")
 int lab_recv(struct xdp_md *ctx)
 {
-	return receive(ctx, FULL);
+	return receive(ctx, FULL, 0);
+}
+
+SEC("xdp.frags")
+int lab_recv_mb(struct xdp_md *ctx)
+{
+	return receive(ctx, FULL, 1);
 }
 
 /* The same, also telling next hops apart by destination MAC: a separate
@@ -239,7 +249,13 @@ int lab_recv(struct xdp_md *ctx)
 SEC("xdp")
 int lab_recv_watch(struct xdp_md *ctx)
 {
-	return receive(ctx, WATCH);
+	return receive(ctx, WATCH, 0);
+}
+
+SEC("xdp.frags")
+int lab_recv_watch_mb(struct xdp_md *ctx)
+{
+	return receive(ctx, WATCH, 1);
 }
 
 /* Counting only (frames, bytes, stamped frames): for throughput runs that
@@ -248,7 +264,13 @@ int lab_recv_watch(struct xdp_md *ctx)
 SEC("xdp")
 int lab_recv_count(struct xdp_md *ctx)
 {
-	return receive(ctx, COUNT);
+	return receive(ctx, COUNT, 0);
+}
+
+SEC("xdp.frags")
+int lab_recv_count_mb(struct xdp_md *ctx)
+{
+	return receive(ctx, COUNT, 1);
 }
 
 /* Frames and bytes only, from the frame's bounds: the frame itself is never
@@ -261,7 +283,17 @@ int lab_recv_count(struct xdp_md *ctx)
 SEC("xdp")
 int lab_recv_frames(struct xdp_md *ctx)
 {
-	return receive(ctx, FRAMES);
+	return receive(ctx, FRAMES, 0);
 }
+
+SEC("xdp.frags")
+int lab_recv_frames_mb(struct xdp_md *ctx)
+{
+	return receive(ctx, FRAMES, 1);
+}
+
+/* Each program has a multi-buffer twin, `<name>_mb`, for interfaces whose
+ * MTU is above Ethernet's: the single-buffer one spares plain frames the
+ * length helper. */
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -5,9 +5,10 @@
  * decrement and a MAC rewrite; hand every other frame to the kernel
  * untouched (XDP_PASS), counting why. Only frames shorter than the headers
  * they claim are dropped, as the kernel would. What a frame carries after
- * its IP packet is cut before it is sent, as the kernel cuts it. Declared
- * for multi-buffer XDP (xdp.frags), so that it attaches at any MTU: a jumbo
- * frame may arrive in several buffers, its headers in the first. */
+ * its IP packet is cut before it is sent, as the kernel cuts it. Two
+ * entries: `router` for single-buffer frames, `router_mb` declared for
+ * multi-buffer XDP (xdp.frags), which attaches at any MTU: a jumbo frame
+ * may arrive in several buffers, its headers in the first. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -94,7 +95,8 @@ static __always_inline __u32 flow_bucket_of(const void *l3, const int v6)
 /* The next hop for `nh` (for an ECMP route, the member the flow of the
  * header at `l3` hashes to), or a reason to pass. */
 static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingress,
-					    const void *l3, const int v6, struct nexthop **out)
+					    const void *l3, const int v6, struct nexthop **out,
+					    const int multibuf)
 {
 	struct nexthop *n;
 
@@ -122,7 +124,7 @@ static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingres
 		return R_PASS_MTU;
 	if (n->ifindex == ingress)
 		return R_PASS_SAME_IF;
-	if (!bpf_map_lookup_elem(&tx_ports, &n->ifindex))
+	if (!bpf_map_lookup_elem(TX_PORTS(multibuf), &n->ifindex))
 		return R_PASS_NO_PORT;
 	*out = n;
 	return R_FORWARDED;
@@ -184,7 +186,7 @@ static __always_inline enum reason fit_frame(struct xdp_md *ctx, const struct ne
 	return R_FORWARDED;
 }
 
-static __always_inline int send(struct ethhdr *eth, struct nexthop *n)
+static __always_inline int send(struct ethhdr *eth, struct nexthop *n, const int multibuf)
 {
 	/* Written once per sweep of the control plane, read every time (the
 	 * entry's line is in cache for the MACs anyway). */
@@ -192,12 +194,12 @@ static __always_inline int send(struct ethhdr *eth, struct nexthop *n)
 		n->used = 1;
 	__builtin_memcpy(eth->h_dest, n->dmac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, n->smac, ETH_ALEN);
-	return bpf_redirect_map(&tx_ports, n->ifindex, XDP_PASS);
+	return bpf_redirect_map(TX_PORTS(multibuf), n->ifindex, XDP_PASS);
 }
 
 static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 					struct router_counters *c, __u64 len, __u64 linear,
-					__u16 ifflags)
+					__u16 ifflags, const int multibuf)
 {
 	void *data_end = (void *)(long)ctx->data_end;
 	struct iphdr *ip = (void *)(eth + 1);
@@ -221,7 +223,8 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 		return PASS(R_PASS_SPECIAL);
 	if (ip->ttl <= 1)
 		return PASS(R_PASS_TTL);
-	enum reason r = next_hop(fib4_lookup(daddr), l3_len, ctx->ingress_ifindex, ip, 0, &n);
+	enum reason r = next_hop(fib4_lookup(daddr), l3_len, ctx->ingress_ifindex, ip, 0, &n,
+				  multibuf);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	if ((ifflags & (IFACE_RPF_STRICT | IFACE_RPF_LOOSE)) &&
@@ -240,11 +243,12 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 	}
 	ipv4_decrease_ttl(ip);
 	verdict(c, R_FORWARDED, len, 0);
-	return send(eth, n);
+	return send(eth, n, multibuf);
 }
 
 static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
-					struct router_counters *c, __u64 len, __u64 linear)
+					struct router_counters *c, __u64 len, __u64 linear,
+					const int multibuf)
 {
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ipv6hdr *ip6 = (void *)(eth + 1);
@@ -268,7 +272,8 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 		return PASS(R_PASS_SPECIAL);
 	if (ip6->hop_limit <= 1)
 		return PASS(R_PASS_TTL);
-	enum reason r = next_hop(fib6_lookup(dhi, &d[2]), l3_len, ctx->ingress_ifindex, ip6, 1, &n);
+	enum reason r = next_hop(fib6_lookup(dhi, &d[2]), l3_len, ctx->ingress_ifindex, ip6, 1,
+				  &n, multibuf);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	__u32 frame = ETH_HLEN + l3_len;
@@ -283,18 +288,21 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 	}
 	ip6->hop_limit--;
 	verdict(c, R_FORWARDED, len, 0);
-	return send(eth, n);
+	return send(eth, n, multibuf);
 }
 
-SEC("xdp.frags")
-int router(struct xdp_md *ctx)
+/* `multibuf`: the program is declared for multi-buffer frames. Only then
+ * can a frame continue past its first buffer, and only then is the length
+ * helper called: on the common frame it costs about a tenth of the
+ * program's time (docs/router.md). */
+static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	/* The first buffer, and the whole frame (more than the first only for
 	 * a multi-buffer frame). */
 	__u64 linear = data_end - data;
-	__u64 len = bpf_xdp_get_buff_len(ctx);
+	__u64 len = multibuf ? bpf_xdp_get_buff_len(ctx) : linear;
 	__u32 slot = ctx->ingress_ifindex < ROUTER_IFACES ? ctx->ingress_ifindex : 0;
 	struct router_counters *c = bpf_map_lookup_elem(&router_stats, &slot);
 	struct iface *ifc = bpf_map_lookup_elem(&ifaces, &slot);
@@ -315,14 +323,31 @@ int router(struct xdp_md *ctx)
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		if (!(ifc->flags & IFACE_FORWARD4))
 			return PASS(not_forwarded(ifc->flags, IFACE_POLICY4, IFACE_NETFILTER4));
-		return forward_ipv4(ctx, eth, c, len, linear, ifc->flags);
+		return forward_ipv4(ctx, eth, c, len, linear, ifc->flags, multibuf);
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		if (!(ifc->flags & IFACE_FORWARD6))
 			return PASS(not_forwarded(ifc->flags, IFACE_POLICY6, IFACE_NETFILTER6));
-		return forward_ipv6(ctx, eth, c, len, linear);
+		return forward_ipv6(ctx, eth, c, len, linear, multibuf);
 	}
 	return PASS(R_PASS_NOT_IP);
+}
+
+/* For interfaces up to Ethernet's MTU: the kernel hands a single-buffer
+ * program every frame in one buffer (and refuses to attach it, or to raise
+ * the MTU, where it could not). */
+SEC("xdp")
+int router(struct xdp_md *ctx)
+{
+	return route_frame(ctx, 0);
+}
+
+/* For larger MTUs (jumbo frames): frames may come in several buffers, the
+ * headers in the first. */
+SEC("xdp.frags")
+int router_mb(struct xdp_md *ctx)
+{
+	return route_frame(ctx, 1);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -167,6 +167,19 @@ struct {
 	__type(value, __u32);
 } tx_ports SEC(".maps");
 
+/* The same ports for the multi-buffer program: a devmap takes redirects
+ * from programs of one kind only (the kernel records whether the first
+ * program using it was declared for multi-buffer frames). The control
+ * plane writes both. */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, ROUTER_IFACES);
+	__type(key, __u32);
+	__type(value, __u32);
+} tx_ports_mb SEC(".maps");
+
+#define TX_PORTS(multibuf) ((multibuf) ? (void *)&tx_ports_mb : (void *)&tx_ports)
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, ROUTER_IFACES);

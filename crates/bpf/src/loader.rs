@@ -33,6 +33,10 @@ impl XdpMode {
     }
 }
 
+/// Interfaces up to this MTU (Ethernet's) try the single-buffer program
+/// first ([`XdpAttachment::attach_sized`]).
+pub const SINGLE_BUFFER_MTU: u32 = 1500;
+
 /// An XDP program attached to an interface through a BPF link. The link
 /// lives as long as this value (or the process): dropping it, or the process
 /// dying for any reason, detaches the program. Nothing is left behind.
@@ -77,6 +81,28 @@ impl XdpAttachment {
         })
     }
 
+    /// Attaches `single`, a single-buffer XDP program, where the interface
+    /// takes it, else `multi`, the same program declared for multi-buffer
+    /// frames (xdp.frags). A single-buffer program spares the common frame
+    /// the length helper, and the kernel hands it every frame in one
+    /// buffer; it takes only what one page holds, so a device refuses it
+    /// at a large MTU (a veth, at its peer's too). Above Ethernet's MTU the
+    /// multi-buffer one goes straight on. Whether it is the multi-buffer
+    /// program that is attached comes back with the link.
+    pub fn attach_sized(
+        single: &libbpf_rs::Program<'_>,
+        multi: &libbpf_rs::Program<'_>,
+        ifname: &str,
+        mode: XdpMode,
+    ) -> Result<(Self, bool)> {
+        if mtu(ifname)? <= SINGLE_BUFFER_MTU {
+            if let Ok(link) = Self::attach(single, ifname, mode) {
+                return Ok((link, false));
+            }
+        }
+        Ok((Self::attach(multi, ifname, mode)?, true))
+    }
+
     /// The link's file descriptor (for pinning or queries).
     pub fn link_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.link.as_fd()
@@ -88,9 +114,7 @@ impl XdpAttachment {
 /// the errno is read with what the kernel's drivers mean by it.
 fn attach_error(ifname: &str, errno: i32, mode: XdpMode) -> String {
     let err = std::io::Error::from_raw_os_error(errno);
-    let mtu = std::fs::read_to_string(format!("/sys/class/net/{ifname}/mtu"))
-        .ok()
-        .and_then(|m| m.trim().parse::<u32>().ok());
+    let mtu = mtu(ifname).ok();
     let mtu_text = mtu.map_or_else(String::new, |m| format!(" (MTU {m})"));
     match errno {
         libc::EBUSY | libc::EEXIST => format!(
@@ -123,6 +147,32 @@ pub fn ifindex(ifname: &str) -> Result<u32> {
         bail!("interface {ifname} does not exist (in this network namespace; use --netns to pick another)");
     }
     Ok(idx)
+}
+
+/// The MTU of an interface in the calling thread's network namespace
+/// (SIOCGIFMTU: /sys/class/net shows the namespace sysfs was mounted in,
+/// not the thread's).
+pub fn mtu(ifname: &str) -> Result<u32> {
+    if ifname.len() >= libc::IFNAMSIZ {
+        bail!("interface name {ifname:?} is longer than {} bytes", libc::IFNAMSIZ - 1);
+    }
+    // SAFETY: a datagram socket we close, and an ifreq the kernel fills.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()).context("socket for SIOCGIFMTU");
+        }
+        let fd = OwnedFd::from_raw_fd(fd);
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (d, s) in req.ifr_name.iter_mut().zip(ifname.bytes()) {
+            *d = s as libc::c_char;
+        }
+        if libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFMTU, &mut req) < 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("cannot read the MTU of {ifname}"));
+        }
+        Ok(req.ifr_ifru.ifru_mtu as u32)
+    }
 }
 
 /// The program called `name` in `obj`.

@@ -12,6 +12,19 @@ pub struct LabSpec {
     pub queues: u32,
     /// CPU the DUT's receive NAPI thread (dut0) is pinned to.
     pub dut_cpu: usize,
+    /// MTU of all four veth ends (9000 for a jumbo-frame lab).
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+}
+
+/// Ethernet's MTU; what labs recorded before `mtu` existed were built with.
+pub const DEFAULT_MTU: u32 = 1500;
+/// IPv6 needs 1280 (below it the kernel takes IPv6 off the interface);
+/// veth takes up to 64k, real jumbo networks stop near 9216.
+pub const MTU_RANGE: std::ops::RangeInclusive<u32> = 1280..=9216;
+
+fn default_mtu() -> u32 {
+    DEFAULT_MTU
 }
 
 pub const DEFAULT_NAME: &str = "linerate";
@@ -28,6 +41,7 @@ impl LabSpec {
             name: name.to_string(),
             queues: 1,
             dut_cpu,
+            mtu: DEFAULT_MTU,
         }
     }
 
@@ -45,6 +59,14 @@ impl LabSpec {
         }
         if !(1..=64).contains(&self.queues) {
             bail!("--queues: must be between 1 and 64, got {}", self.queues);
+        }
+        if !MTU_RANGE.contains(&self.mtu) {
+            bail!(
+                "--mtu: must be between {} and {} (IPv6 needs 1280), got {}",
+                MTU_RANGE.start(),
+                MTU_RANGE.end(),
+                self.mtu
+            );
         }
         let cpus = linerate_host::cpu::online();
         if self.dut_cpu >= cpus {

@@ -325,6 +325,9 @@ pub struct UpArgs {
     /// CPU for the DUT's receive NAPI thread (default: 1, or 0 on one CPU).
     #[arg(long)]
     pub dut_cpu: Option<usize>,
+    /// MTU of the lab's four veth ends (1280..9216; 9000 for jumbo frames).
+    #[arg(long, default_value_t = linerate_lab::topology::DEFAULT_MTU)]
+    pub mtu: u32,
     /// Remove and rebuild the lab if it is already up.
     #[arg(long)]
     pub force: bool,
@@ -452,7 +455,8 @@ pub struct GenArgs {
     /// Run inside this network namespace.
     #[arg(long)]
     pub netns: Option<String>,
-    /// Frame length without FCS (60..1514), a list cycled through
+    /// Frame length without FCS (60..1514; up to 9230 at a jumbo MTU, with
+    /// --mode afpacket above 3072), a list cycled through
     /// (60,124,1514), imix (7:4:1 of 40/576/1500-byte IP packets) or
     /// rfc2544 (its seven sizes, cycled).
     #[arg(short = 'l', long, default_value = "60")]

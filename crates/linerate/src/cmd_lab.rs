@@ -16,9 +16,10 @@ pub fn run(cmd: LabCmd) -> Result<()> {
     }
 }
 
-fn spec(name: &str, queues: u32, dut_cpu: Option<usize>) -> LabSpec {
+fn spec(name: &str, queues: u32, dut_cpu: Option<usize>, mtu: u32) -> LabSpec {
     let mut s = LabSpec::new(name);
     s.queues = queues;
+    s.mtu = mtu;
     if let Some(c) = dut_cpu {
         s.dut_cpu = c;
     }
@@ -26,7 +27,7 @@ fn spec(name: &str, queues: u32, dut_cpu: Option<usize>) -> LabSpec {
 }
 
 fn up(a: UpArgs) -> Result<()> {
-    let (lab, outcome) = Lab::up(&spec(&a.name.name, a.queues, a.dut_cpu), a.force)?;
+    let (lab, outcome) = Lab::up(&spec(&a.name.name, a.queues, a.dut_cpu, a.mtu), a.force)?;
     let ns = lab.namespaces();
     match outcome {
         UpOutcome::AlreadyUp => {

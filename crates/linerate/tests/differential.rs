@@ -3,7 +3,8 @@
 //! checksum, a truncated header, a fragment, non-IP, broadcast and
 //! multicast, to the DUT itself, unrouted, to a neighbour not resolved yet,
 //! to a host on a connected network (and its errors back to another),
-//! IPv6 hop-by-hop, oversize for the egress MTU with and without DF) goes
+//! IPv6 hop-by-hop, oversize for the egress MTU with and without DF, bytes
+//! after the IP packet: padding, trailers, short length fields) goes
 //! out of gen0 once with the kernel forwarding alone and once with
 //! `linerate route` attached. What arrives at recv0 and what comes back to
 //! gen0 (ICMP errors included) must be the same frames, byte for byte. Not
@@ -190,6 +191,57 @@ fn corpus() -> Vec<Vec<u8>> {
     let pl = u16::from_be_bytes([hbh[18], hbh[19]]) + 8;
     hbh[18..20].copy_from_slice(&pl.to_be_bytes());
     c.push(hbh);
+    c.extend(beyond_the_ip_packet());
+    c
+}
+
+/// Frames with bytes after their IP packet (Ethernet padding, zero or
+/// not, and trailers of several sizes), IP length fields shorter than the
+/// frame, an IPv6 payload length of 0 without a jumbo option, and packets
+/// at dut1's MTU (1300) carried in frames longer than MTU + 14. The kernel
+/// trims each to its IP length (ip_rcv_core / ip6_rcv_core) before it
+/// routes it; the fast path must forward the same bytes.
+fn beyond_the_ip_packet() -> Vec<Vec<u8>> {
+    let to = [198, 19, 10, 1];
+    let to6 = "2001:2:0:8001::10:1";
+    let trailer = |mut f: Vec<u8>, n: usize, byte: u8| {
+        f.extend((0..n).map(|i| byte.wrapping_add(i as u8)));
+        f
+    };
+    let mut c = vec![
+        trailer(udp4(to, 64, 0, DUT_IN), 18, 0),     // 60-byte frame, zero padding
+        trailer(udp4(to, 64, 0, DUT_IN), 18, 0xa5),  // non-zero padding
+        trailer(udp4(to, 64, 18, DUT_IN), 1, 0x5a),  // trailers
+        trailer(udp4(to, 64, 18, DUT_IN), 7, 0x11),
+        trailer(udp4(to, 64, 200, DUT_IN), 100, 0x22),
+        trailer(udp4(to, 64, 18, DUT_IN), 600, 0x33),
+        // 1300-byte packets (dut1's MTU) in frames of MTU + 18 (what a veth
+        // takes: MTU, Ethernet and a VLAN tag), MTU + 19 and MTU + 164.
+        trailer(udp4(to, 64, 1272, DUT_IN), 4, 0x44),
+        trailer(udp4(to, 64, 1272, DUT_IN), 5, 0x44),
+        trailer(udp4(to, 64, 1272, DUT_IN), 150, 0x44),
+        trailer(udp4(to, 64, 1273, DUT_IN), 150, 0x44), // one byte over: frag needed
+        trailer(udp6(to6, 64, 0), 6, 0),                  // 54 + 6 = 60-byte frame
+        trailer(udp6(to6, 64, 18), 1, 0x5a),
+        trailer(udp6(to6, 64, 200), 100, 0x66),
+        trailer(udp6(to6, 64, 1252), 4, 0x77),
+        trailer(udp6(to6, 64, 1252), 5, 0x77),
+        trailer(udp6(to6, 64, 1252), 150, 0x77),
+        trailer(udp6(to6, 64, 1253), 150, 0x77), // one byte over: packet too big
+    ];
+    // The IPv4 total length covers the UDP header and 10 of 200 bytes.
+    let mut short4 = udp4(to, 64, 200, DUT_IN);
+    short4[16..18].copy_from_slice(&38u16.to_be_bytes());
+    fix_ipv4_checksum(&mut short4);
+    c.push(short4);
+    let mut short6 = udp6(to6, 64, 200);
+    short6[18..20].copy_from_slice(&18u16.to_be_bytes());
+    c.push(short6);
+    // Payload length 0 and next header UDP: not a jumbogram (no hop-by-hop
+    // header), so the packet is the bare IPv6 header.
+    let mut empty6 = udp6(to6, 64, 18);
+    empty6[18..20].copy_from_slice(&0u16.to_be_bytes());
+    c.push(empty6);
     c
 }
 
@@ -276,8 +328,12 @@ fn the_fast_path_changes_nothing_but_speed() {
     let _down = Down(LAB);
     assert!(linerate(&["lab", "up", "--name", LAB]).status.success());
     let dut = format!("{LAB}-dut");
-    for k in ["net.ipv4.icmp_ratelimit=0", "net.ipv6.icmp.ratelimit=0"] {
-        linerate_host::cmd::in_netns(&dut, "sysctl", &["-qw", k]).unwrap();
+    // Every error the DUT and the receiver owe is sent (the receiver owes
+    // more than the per-destination burst of 6).
+    for ns in [dut.clone(), format!("{LAB}-recv")] {
+        for k in ["net.ipv4.icmp_ratelimit=0", "net.ipv6.icmp.ratelimit=0"] {
+            linerate_host::cmd::in_netns(&ns, "sysctl", &["-qw", k]).unwrap();
+        }
     }
     // A smaller egress MTU for the oversize cases (not below 1280: IPv6
     // would leave the interface).
@@ -298,19 +354,21 @@ fn the_fast_path_changes_nothing_but_speed() {
     let reasons = &st["interfaces"][0]["reasons"];
     let count = |r: &str| reasons[r]["packets"].as_u64().unwrap();
     // Four IPv4 and three IPv6 transit frames, and one of each family to
-    // the receiver itself, a host on the DUT's connected network.
+    // the receiver itself, a host on the DUT's connected network; then the
+    // frames with bytes after the IP packet: ten IPv4 and eight IPv6.
     assert_eq!(
         count("forwarded"),
-        9,
+        9 + 10 + 8,
         "the fast path forwarded the plain transit frames: {reasons}"
     );
     // The receiver's errors back to the generator, a host on the other
     // connected network: port unreachable for each family, and no route
-    // for the four IPv6 transit frames it was sent (it does not forward).
+    // for the four IPv6 transit frames it was sent (it does not forward),
+    // and for the eight with bytes after the packet.
     let back = &st["interfaces"][1]["reasons"];
-    assert_eq!(back["forwarded"]["packets"], 6, "{back}");
+    assert_eq!(back["forwarded"]["packets"], 6 + 8, "{back}");
     assert!(
-        count("pass_ttl") >= 3 && count("pass_options") == 1 && count("pass_mtu") >= 2,
+        count("pass_ttl") >= 3 && count("pass_options") == 1 && count("pass_mtu") >= 4,
         "{reasons}"
     );
     let only = |a: &Seen, b: &Seen| -> Vec<String> {

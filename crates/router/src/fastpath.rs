@@ -5,9 +5,14 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
 use linerate_bpf::maps::MappedArray;
-use linerate_bpf::{loader, maps, objects, test_run};
+use linerate_bpf::loader::{self, XdpAttachment, XdpMode, SINGLE_BUFFER_MTU};
+use linerate_bpf::{maps, objects, test_run};
 use linerate_fib::{Fib, Ipv6Layout, Key, Shape, Table, Write};
 use std::os::fd::AsFd;
+
+/// The egress ports, once for each program: a devmap takes redirects from
+/// single-buffer or from multi-buffer programs, not both.
+const TX_PORTS: [&str; 2] = ["tx_ports", "tx_ports_mb"];
 
 pub struct FastPath {
     // Drop before `obj`, whose maps they point into.
@@ -67,8 +72,22 @@ impl FastPath {
         Ok(layout)
     }
 
+    /// The single-buffer program, for interfaces up to Ethernet's MTU.
     pub fn program(&self) -> Result<libbpf_rs::Program<'_>> {
         loader::prog(&self.obj, "router")
+    }
+
+    /// The same program declared for multi-buffer frames (xdp.frags), for
+    /// larger MTUs: it also reads the whole frame's length, which costs
+    /// the common frame a helper call.
+    pub fn multibuf_program(&self) -> Result<libbpf_rs::Program<'_>> {
+        loader::prog(&self.obj, "router_mb")
+    }
+
+    /// Attaches the router to `ifname`: the single-buffer program where
+    /// the interface takes it, else the multi-buffer one (true).
+    pub fn attach(&self, ifname: &str, mode: XdpMode) -> Result<(XdpAttachment, bool)> {
+        XdpAttachment::attach_sized(&self.program()?, &self.multibuf_program()?, ifname, mode)
     }
 
     /// Declares `ifindex` (in the namespace of the calling thread) one of
@@ -94,13 +113,16 @@ impl FastPath {
         if !egress {
             return self.remove_egress(ifindex);
         }
-        loader::map(&self.obj, "tx_ports")?
-            .update(
-                &ifindex.to_ne_bytes(),
-                &ifindex.to_ne_bytes(),
-                MapFlags::ANY,
-            )
-            .with_context(|| format!("cannot add interface {ifindex} to the egress ports"))
+        for ports in TX_PORTS {
+            loader::map(&self.obj, ports)?
+                .update(
+                    &ifindex.to_ne_bytes(),
+                    &ifindex.to_ne_bytes(),
+                    MapFlags::ANY,
+                )
+                .with_context(|| format!("cannot add interface {ifindex} to the egress ports"))?;
+        }
+        Ok(())
     }
 
     /// Stops considering frames on `ifindex` and sending through it.
@@ -118,12 +140,14 @@ impl FastPath {
 
     /// Stops sending through `ifindex` (frames for it pass: pass_no_port).
     fn remove_egress(&self, ifindex: u32) -> Result<()> {
-        let ports = loader::map(&self.obj, "tx_ports")?;
-        match ports.delete(&ifindex.to_ne_bytes()) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e).context("cannot remove the egress port"),
+        for ports in TX_PORTS {
+            match loader::map(&self.obj, ports)?.delete(&ifindex.to_ne_bytes()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).context("cannot remove the egress port"),
+            }
         }
+        Ok(())
     }
 
     pub fn set_nexthop(&self, id: u32, nh: &Nexthop) -> Result<()> {
@@ -196,8 +220,24 @@ impl FastPath {
 
     /// Runs the program on one frame as if it arrived on `ingress`
     /// (BPF_PROG_RUN, nothing sent): the verdict and the frame as left.
+    /// Frames larger than Ethernet's go to the multi-buffer program (more
+    /// than a page arrives in several buffers), as on an interface whose
+    /// MTU takes them.
     pub fn run(&self, frame: &[u8], ingress: u32) -> Result<(u32, Vec<u8>)> {
-        let prog = self.program()?;
+        self.run_program(frame.len() > SINGLE_BUFFER_MTU as usize + 14, frame, ingress)
+    }
+
+    /// [`FastPath::run`] with the multi-buffer program, whatever the size.
+    pub fn run_multibuf(&self, frame: &[u8], ingress: u32) -> Result<(u32, Vec<u8>)> {
+        self.run_program(true, frame, ingress)
+    }
+
+    fn run_program(&self, multibuf: bool, frame: &[u8], ingress: u32) -> Result<(u32, Vec<u8>)> {
+        let prog = if multibuf {
+            self.multibuf_program()?
+        } else {
+            self.program()?
+        };
         let mut out = vec![0u8; frame.len() + 256];
         let r = test_run::run_xdp_on(prog.as_fd(), frame, &mut out, 1, Some(ingress))?;
         out.truncate(r.len);

@@ -11,7 +11,7 @@ use crate::netlink::{self, Monitor};
 use crate::tc::TcHooks;
 use crate::xdp_features::XdpXmit;
 use anyhow::{bail, Context, Result};
-use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
+use linerate_bpf::loader::{self, XdpMode};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -102,7 +102,7 @@ pub fn run(
     let mut links = Vec::new();
     for name in &opts.interfaces {
         links.push(
-            XdpAttachment::attach(&fp.program()?, name, opts.mode)
+            fp.attach(name, opts.mode)
                 .with_context(|| format!("-i {name}"))?,
         );
     }
@@ -135,9 +135,23 @@ pub fn run(
         },
     )?;
     let (v4, v6) = mirror.routes();
+    let multibuf: Vec<&str> = links
+        .iter()
+        .filter(|(_, mb)| *mb)
+        .map(|(l, _)| l.ifname.as_str())
+        .collect();
     eprintln!(
-        "linerate route: attached to {}; {v4} IPv4 and {v6} IPv6 prefixes mirrored",
-        opts.interfaces.join(", ")
+        "linerate route: attached to {}{}; {v4} IPv4 and {v6} IPv6 prefixes mirrored",
+        opts.interfaces.join(", "),
+        if multibuf.is_empty() {
+            String::new()
+        } else {
+            // Named: it costs the common frame more (docs/router.md).
+            format!(
+                " (multi-buffer program for the jumbo MTU of {})",
+                multibuf.join(", ")
+            )
+        }
     );
     ready.store(true, Ordering::SeqCst);
     let counters = |m: &Mirror| -> Result<RouterCounters> {

@@ -523,17 +523,27 @@ fn what_follows_the_ip_packet_is_cut() {
             576,
         ),
     ];
-    for (what, frame, ip_len) in cases {
-        let before = fwd_bytes(fp);
-        let (verdict, out) = fp.run(&frame, fp0).unwrap();
-        assert_eq!(verdict, XDP_REDIRECT, "{what}");
-        same_frame(&out, &expected(&frame, ip_len), what);
-        assert_eq!(fwd_bytes(fp) - before, frame.len() as u64, "{what}: bytes counted");
+    // Both programs: the single-buffer one and its multi-buffer twin (for
+    // interfaces above Ethernet's MTU) cut the same.
+    type Run = fn(&FastPath, &[u8], u32) -> anyhow::Result<(u32, Vec<u8>)>;
+    let programs: [(&str, Run); 2] = [
+        ("single-buffer", FastPath::run),
+        ("multi-buffer", FastPath::run_multibuf),
+    ];
+    for (program, run) in programs {
+        for (what, frame, ip_len) in &cases {
+            let what = format!("{what}, {program}");
+            let before = fwd_bytes(fp);
+            let (verdict, out) = run(fp, frame, fp0).unwrap();
+            assert_eq!(verdict, XDP_REDIRECT, "{what}");
+            same_frame(&out, &expected(frame, *ip_len), &what);
+            assert_eq!(fwd_bytes(fp) - before, frame.len() as u64, "{what}: bytes counted");
+        }
+        // Over the MTU by its IP length: the kernel's (fragmentation or
+        // ICMP), untouched, trailer and all.
+        let over = with(udp4(MAC_IN, "198.18.0.1", "198.23.1.1", 64, 549), &noise[..20]);
+        assert_eq!(run(fp, &over, fp0).unwrap(), (XDP_PASS, over.clone()), "{program}");
     }
-    // Over the MTU by its IP length: the kernel's (fragmentation or ICMP),
-    // untouched, trailer and all.
-    let over = with(udp4(MAC_IN, "198.18.0.1", "198.23.1.1", 64, 549), &noise[..20]);
-    assert_eq!(fp.run(&over, fp0).unwrap(), (XDP_PASS, over.clone()));
 
     // Jumbo frames: more than a page, so BPF_PROG_RUN hands them over in
     // several buffers, as a veth or a NIC does.

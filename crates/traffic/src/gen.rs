@@ -200,6 +200,13 @@ impl Generator {
             bail!("-R: the rate must be at least 1 pps");
         }
         let frame = opts.frame.build()?;
+        if opts.mode == Mode::Xdp && frame.len() > crate::sizes::MAX_LIVE_FRAME {
+            bail!(
+                "-l: {}-byte frames are larger than XDP live frames take ({} bytes, one page): use --mode afpacket",
+                frame.len(),
+                crate::sizes::MAX_LIVE_FRAME
+            );
+        }
         let per_thread = opts
             .rate_pps
             .map_or(0, |r| r.div_ceil(opts.threads() as u64));
@@ -314,6 +321,15 @@ impl Generator {
             bail!("the generator needs -t seconds or -n count");
         }
         let ifindex = loader::ifindex(&opts.ifname)?;
+        let mtu = loader::mtu(&opts.ifname)? as usize;
+        if self.frame.len() > mtu + crate::sizes::ETH_LEN {
+            bail!(
+                "-l: {}-byte frames carry {}-byte IP packets, more than {}'s MTU ({mtu}) takes",
+                self.frame.len(),
+                self.frame.len() - crate::sizes::ETH_LEN,
+                opts.ifname
+            );
+        }
         let threads = opts.threads();
         let senders: Vec<SenderCounters> =
             (0..threads).map(|_| SenderCounters::default()).collect();

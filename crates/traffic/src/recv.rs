@@ -102,7 +102,9 @@ impl Receiver {
         }
         let attachment = {
             let _in = netns.map(NetnsGuard::enter).transpose()?;
-            XdpAttachment::attach(&loader::prog(&obj, prog)?, ifname, mode)?
+            let single = loader::prog(&obj, prog)?;
+            let multi = loader::prog(&obj, &format!("{prog}_mb"))?;
+            XdpAttachment::attach_sized(&single, &multi, ifname, mode)?.0
         };
         Ok(Receiver {
             _attachment: Some(attachment),

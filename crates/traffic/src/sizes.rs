@@ -8,7 +8,14 @@ pub const ETH_LEN: usize = 14;
 pub const UDP_LEN: usize = 8;
 /// Ethernet's minimum frame without FCS; shorter IP packets are padded.
 pub const MIN_FRAME: usize = 60;
-pub const MAX_FRAME: usize = 1514;
+/// The largest frame of a jumbo network (MTU 9216, the usual switch
+/// limit); what an interface takes is checked against its own MTU when
+/// the generator starts.
+pub const MAX_FRAME: usize = 9216 + ETH_LEN;
+/// The largest frame the XDP generator sends: live frames (BPF_PROG_RUN)
+/// live in one page with the kernel's headroom and bookkeeping (about
+/// 3.4 KB on 4 KB pages); the kernel refuses larger ones.
+pub const MAX_LIVE_FRAME: usize = 3072;
 
 /// RFC 2544 section 9.1 frame sizes for Ethernet (with FCS: 64 .. 1518).
 pub const RFC2544_FRAMES: [usize; 7] = [60, 124, 252, 508, 1020, 1276, 1514];
@@ -190,7 +197,7 @@ mod tests {
         assert_eq!(m.mean_frame_len(), 787.0);
         for (bad, why) in [
             ("59", "out of range"),
-            ("1515", "out of range"),
+            ("9231", "out of range"),
             ("abc", "not a frame length"),
             ("60,,70", "not a frame length"),
         ] {
