@@ -154,7 +154,10 @@ pub fn ifindex(ifname: &str) -> Result<u32> {
 /// not the thread's).
 pub fn mtu(ifname: &str) -> Result<u32> {
     if ifname.len() >= libc::IFNAMSIZ {
-        bail!("interface name {ifname:?} is longer than {} bytes", libc::IFNAMSIZ - 1);
+        bail!(
+            "interface name {ifname:?} is longer than {} bytes",
+            libc::IFNAMSIZ - 1
+        );
     }
     // SAFETY: a datagram socket we close, and an ifreq the kernel fills.
     unsafe {

@@ -92,7 +92,10 @@ fn links(spec: &LabSpec) -> Result<()> {
         (&ns.recv, &i.recv, mac::RECV),
     ] {
         ip(Some(n), &["link", "set", "dev", dev, "address", mac])?;
-        ip(Some(n), &["link", "set", "dev", dev, "mtu", &spec.mtu.to_string()])?;
+        ip(
+            Some(n),
+            &["link", "set", "dev", dev, "mtu", &spec.mtu.to_string()],
+        )?;
         ip(Some(n), &["link", "set", "dev", dev, "up"])?;
     }
     for n in ns.all() {

@@ -220,6 +220,10 @@ pub struct BenchFastpathArgs {
     /// /HI (e.g. 41-48): what one class of destinations costs
     #[arg(long, value_name = "LO-HI", value_parser = parse_length_range)]
     pub match_lengths: Option<(u8, u8)>,
+    /// Measure the multi-buffer program (router_mb, attached at MTUs above
+    /// 1500) instead of the single-buffer one
+    #[arg(long)]
+    pub multibuf: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

@@ -152,6 +152,7 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         seed: a.seed,
         ipv6_layouts: a.fib6.clone(),
         match_lengths: a.match_lengths,
+        multibuf: a.multibuf,
     };
     let json = a.json;
     let results = std::thread::spawn(
@@ -185,8 +186,9 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
             &one.reference.rounds_ns_per_packet,
         );
         println!(
-            "{} layout, full table / one route, median of {} rounds (min-max): linerate {}, bpf_fib_lookup {}; linerate / bpf_fib_lookup: {:.2} (1 route), {:.2} ({} routes)",
+            "{} layout, {}, full table / one route, median of {} rounds (min-max): linerate {}, bpf_fib_lookup {}; linerate / bpf_fib_lookup: {:.2} (1 route), {:.2} ({} routes)",
             one.layout,
+            one.program,
             ours.len(),
             show_ratios(&ours),
             show_ratios(&theirs),

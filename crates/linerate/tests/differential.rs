@@ -209,9 +209,9 @@ fn beyond_the_ip_packet() -> Vec<Vec<u8>> {
         f
     };
     let mut c = vec![
-        trailer(udp4(to, 64, 0, DUT_IN), 18, 0),     // 60-byte frame, zero padding
-        trailer(udp4(to, 64, 0, DUT_IN), 18, 0xa5),  // non-zero padding
-        trailer(udp4(to, 64, 18, DUT_IN), 1, 0x5a),  // trailers
+        trailer(udp4(to, 64, 0, DUT_IN), 18, 0), // 60-byte frame, zero padding
+        trailer(udp4(to, 64, 0, DUT_IN), 18, 0xa5), // non-zero padding
+        trailer(udp4(to, 64, 18, DUT_IN), 1, 0x5a), // trailers
         trailer(udp4(to, 64, 18, DUT_IN), 7, 0x11),
         trailer(udp4(to, 64, 200, DUT_IN), 100, 0x22),
         trailer(udp4(to, 64, 18, DUT_IN), 600, 0x33),
@@ -221,7 +221,7 @@ fn beyond_the_ip_packet() -> Vec<Vec<u8>> {
         trailer(udp4(to, 64, 1272, DUT_IN), 5, 0x44),
         trailer(udp4(to, 64, 1272, DUT_IN), 150, 0x44),
         trailer(udp4(to, 64, 1273, DUT_IN), 150, 0x44), // one byte over: frag needed
-        trailer(udp6(to6, 64, 0), 6, 0),                  // 54 + 6 = 60-byte frame
+        trailer(udp6(to6, 64, 0), 6, 0),                // 54 + 6 = 60-byte frame
         trailer(udp6(to6, 64, 18), 1, 0x5a),
         trailer(udp6(to6, 64, 200), 100, 0x66),
         trailer(udp6(to6, 64, 1252), 4, 0x77),
@@ -627,4 +627,114 @@ fn ecmp_through(lab: &'static str, routes: &[Vec<&str>], to_first: Option<&[Vec<
             );
         }
     }
+}
+
+/// Jumbo frames: a lab whose four veth ends have MTU 9000. Frames up to
+/// 9014 bytes (more than a page, so the DUT's XDP program gets them in
+/// several buffers) go through the kernel alone and through `linerate
+/// route`, which attaches its multi-buffer program there; what arrives at
+/// recv0 and back at gen0 must be the same frames, byte for byte, and the
+/// fast path must have forwarded them itself (a veth whose peer has NAPI
+/// sends multi-buffer frames).
+#[test]
+fn jumbo_frames_go_as_the_kernel_sends_them() {
+    const JUMBO: &str = "lrt-jumbo";
+    let _down = Down(JUMBO);
+    let up = linerate(&["lab", "up", "--name", JUMBO, "--mtu", "9000"]);
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let dut = format!("{JUMBO}-dut");
+    for ns in [dut.clone(), format!("{JUMBO}-recv")] {
+        for k in ["net.ipv4.icmp_ratelimit=0", "net.ipv6.icmp.ratelimit=0"] {
+            linerate_host::cmd::in_netns(&ns, "sysctl", &["-qw", k]).unwrap();
+        }
+    }
+    let to = [198, 19, 10, 1];
+    let to6 = "2001:2:0:8001::10:1";
+    let trailer = |mut f: Vec<u8>, n: usize| {
+        f.extend((0..n).map(|i| (i * 7 + 1) as u8));
+        f
+    };
+    // Sizes are IP packets: 9000 (the MTU), 4000 (two pages), 1500, 46.
+    let frames = vec![
+        udp4(to, 64, 9000 - 28, DUT_IN),
+        udp4(to, 64, 4000 - 28, DUT_IN),
+        udp4(to, 64, 1500 - 28, DUT_IN),
+        udp4(to, 64, 18, DUT_IN),
+        trailer(udp4(to, 64, 8900 - 28, DUT_IN), 100),
+        trailer(udp4(to, 64, 18, DUT_IN), 3000),
+        udp6(to6, 64, 9000 - 48),
+        udp6(to6, 64, 4000 - 48),
+        trailer(udp6(to6, 64, 8900 - 48), 100),
+    ];
+    let n4 = 6;
+    let n6 = frames.len() - n4;
+    let kernel = send(
+        JUMBO,
+        frames.clone(),
+        Duration::from_millis(20),
+        Duration::from_millis(500),
+    );
+    let route = start_route(&dut);
+    let progs = ip(Some(&dut), &["-j", "link", "show"]).unwrap();
+    let stats = common::stats_window(&dut, "1.5");
+    let linerate_run = send(
+        JUMBO,
+        frames,
+        Duration::from_millis(20),
+        Duration::from_millis(500),
+    );
+    let st: Value = serde_json::from_slice(&stats.wait_with_output().unwrap().stdout).unwrap();
+    stop_route(route);
+
+    let links: Value = serde_json::from_str(&progs).unwrap();
+    for dev in ["dut0", "dut1"] {
+        let l = links
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["ifname"] == dev)
+            .unwrap();
+        assert_eq!(l["xdp"]["prog"]["name"], "router_mb", "{dev}: {l}");
+    }
+    let reasons = &st["interfaces"][0]["reasons"];
+    assert_eq!(
+        reasons["forwarded"]["packets"],
+        (n4 + n6) as u64,
+        "the fast path forwarded every transit frame: {reasons}"
+    );
+    // The receiver's no-route errors for the IPv6 frames, back through
+    // dut1 (each quotes 1232 bytes of the packet).
+    let back = &st["interfaces"][1]["reasons"];
+    assert_eq!(back["forwarded"]["packets"], n6 as u64, "{back}");
+    let only = |a: &Seen, b: &Seen| -> Vec<String> {
+        a.iter()
+            .filter(|(k, n)| b.get(*k) != Some(n))
+            .map(|((dev, f), n)| {
+                format!(
+                    "{dev} x{n}: {} bytes, {:02x?}",
+                    f.len(),
+                    &f[..64.min(f.len())]
+                )
+            })
+            .collect()
+    };
+    assert!(
+        kernel == linerate_run,
+        "kernel only:\n{}\nlinerate only:\n{}",
+        only(&kernel, &linerate_run).join("\n"),
+        only(&linerate_run, &kernel).join("\n")
+    );
+    let at_recv: Vec<usize> = kernel
+        .keys()
+        .filter(|(dev, _)| dev == "recv0")
+        .map(|(_, f)| f.len())
+        .collect();
+    assert!(
+        at_recv.contains(&9014),
+        "a 9014-byte frame arrived: {at_recv:?}"
+    );
 }

@@ -47,6 +47,9 @@ pub struct FastpathBench {
     /// Only destinations whose longest match in the full table has a length
     /// in this range (inclusive): what one class of destinations costs.
     pub match_lengths: Option<(u8, u8)>,
+    /// Measure the multi-buffer program (`router_mb`, for jumbo MTUs)
+    /// instead of the single-buffer one.
+    pub multibuf: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -61,6 +64,8 @@ pub struct FastpathResult {
     pub family: &'static str,
     /// The FIB's first-level and group bits, e.g. "24+8".
     pub layout: String,
+    /// The router's program measured: `router` or `router_mb`.
+    pub program: &'static str,
     pub routes: usize,
     /// Median of the rounds' means.
     pub ns_per_packet: f64,
@@ -352,7 +357,17 @@ fn run_family<K: Key>(
     }
     let ours: Vec<Vec<libbpf_rs::Program<'_>>> = fast_paths
         .iter()
-        .map(|pair| pair.iter().map(|fp| fp.program()).collect())
+        .map(|pair| {
+            pair.iter()
+                .map(|fp| {
+                    if b.multibuf {
+                        fp.multibuf_program()
+                    } else {
+                        fp.program()
+                    }
+                })
+                .collect()
+        })
         .collect::<Result<_>>()?;
     let theirs: Vec<libbpf_rs::Program<'_>> = references
         .iter()
@@ -431,6 +446,7 @@ fn run_family<K: Key>(
             let res = FastpathResult {
                 family: if K::BITS == 32 { "ipv4" } else { "ipv6" },
                 layout: layout_name::<K>(layout),
+                program: if b.multibuf { "router_mb" } else { "router" },
                 routes: table.len(),
                 ns_per_packet: median(&rounds),
                 rounds_ns_per_packet: rounds,

@@ -4,8 +4,8 @@ use crate::layout::{Iface, Nexthop, NhGroup, RouterCounters, ROUTER_IFACES};
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
-use linerate_bpf::maps::MappedArray;
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode, SINGLE_BUFFER_MTU};
+use linerate_bpf::maps::MappedArray;
 use linerate_bpf::{maps, objects, test_run};
 use linerate_fib::{Fib, Ipv6Layout, Key, Shape, Table, Write};
 use std::os::fd::AsFd;
@@ -100,7 +100,13 @@ impl FastPath {
 
     /// Writes interface `ifindex` as add_interface does; it is an egress
     /// only if `egress` (its driver takes redirected frames).
-    pub fn set_interface(&self, ifindex: u32, mac: [u8; 6], flags: u16, egress: bool) -> Result<()> {
+    pub fn set_interface(
+        &self,
+        ifindex: u32,
+        mac: [u8; 6],
+        flags: u16,
+        egress: bool,
+    ) -> Result<()> {
         if ifindex == 0 || ifindex >= ROUTER_IFACES {
             bail!("interface index {ifindex} is out of range 1..{ROUTER_IFACES}");
         }
@@ -224,7 +230,11 @@ impl FastPath {
     /// than a page arrives in several buffers), as on an interface whose
     /// MTU takes them.
     pub fn run(&self, frame: &[u8], ingress: u32) -> Result<(u32, Vec<u8>)> {
-        self.run_program(frame.len() > SINGLE_BUFFER_MTU as usize + 14, frame, ingress)
+        self.run_program(
+            frame.len() > SINGLE_BUFFER_MTU as usize + 14,
+            frame,
+            ingress,
+        )
     }
 
     /// [`FastPath::run`] with the multi-buffer program, whatever the size.

@@ -69,7 +69,12 @@ pub fn dump() -> Result<Option<BTreeMap<u32, XdpXmit>>> {
 /// The netdev family's id, from the generic netlink controller.
 fn netdev_family() -> Result<Option<u16>> {
     let body = [CTRL_CMD_GETFAMILY, 1, 0, 0];
-    match raw_dump_on(NETLINK_GENERIC, GENL_ID_CTRL, &body, "generic netlink families")? {
+    match raw_dump_on(
+        NETLINK_GENERIC,
+        GENL_ID_CTRL,
+        &body,
+        "generic netlink families",
+    )? {
         Ok(msgs) => Ok(family_id(&msgs, "netdev")),
         Err(errno) => bail!(
             "cannot list the generic netlink families: {}",
@@ -99,7 +104,10 @@ fn parse_devices(msgs: &[Vec<u8>]) -> Result<BTreeMap<u32, XdpXmit>> {
     let mut out = BTreeMap::new();
     for m in msgs {
         let Some(attrs) = m.get(HEADERS..) else {
-            bail!("a netdev answer of {} bytes is shorter than its headers", m.len());
+            bail!(
+                "a netdev answer of {} bytes is shorter than its headers",
+                m.len()
+            );
         };
         let (mut ifindex, mut bits) = (None, None);
         for (kind, v) in attributes(attrs) {
@@ -170,7 +178,11 @@ mod tests {
         let x = |redirect, multibuf| XdpXmit { redirect, multibuf };
         assert_eq!(
             got.into_iter().collect::<Vec<_>>(),
-            [(7, x(true, true)), (8, x(false, false)), (9, x(true, false))]
+            [
+                (7, x(true, true)),
+                (8, x(false, false)),
+                (9, x(true, false))
+            ]
         );
         assert!(parse_devices(&[vec![0u8; 10]]).is_err());
         // SG without NDO_XMIT is not a redirect target at all.

@@ -519,7 +519,10 @@ fn what_follows_the_ip_packet_is_cut() {
         // frame past MTU + 18.
         (
             "at the MTU with a trailer",
-            with(udp4(MAC_IN, "198.18.0.1", "198.23.1.1", 64, 548), &noise[..120]),
+            with(
+                udp4(MAC_IN, "198.18.0.1", "198.23.1.1", 64, 548),
+                &noise[..120],
+            ),
             576,
         ),
     ];
@@ -537,12 +540,23 @@ fn what_follows_the_ip_packet_is_cut() {
             let (verdict, out) = run(fp, frame, fp0).unwrap();
             assert_eq!(verdict, XDP_REDIRECT, "{what}");
             same_frame(&out, &expected(frame, *ip_len), &what);
-            assert_eq!(fwd_bytes(fp) - before, frame.len() as u64, "{what}: bytes counted");
+            assert_eq!(
+                fwd_bytes(fp) - before,
+                frame.len() as u64,
+                "{what}: bytes counted"
+            );
         }
         // Over the MTU by its IP length: the kernel's (fragmentation or
         // ICMP), untouched, trailer and all.
-        let over = with(udp4(MAC_IN, "198.18.0.1", "198.23.1.1", 64, 549), &noise[..20]);
-        assert_eq!(run(fp, &over, fp0).unwrap(), (XDP_PASS, over.clone()), "{program}");
+        let over = with(
+            udp4(MAC_IN, "198.18.0.1", "198.23.1.1", 64, 549),
+            &noise[..20],
+        );
+        assert_eq!(
+            run(fp, &over, fp0).unwrap(),
+            (XDP_PASS, over.clone()),
+            "{program}"
+        );
     }
 
     // Jumbo frames: more than a page, so BPF_PROG_RUN hands them over in
@@ -575,13 +589,20 @@ fn what_follows_the_ip_packet_is_cut() {
         ("IPv4 9000 with a trailer", &jumbo_with_trailer),
     ] {
         let (verdict, out) = fp.run(f, fp0).unwrap();
-        assert_eq!(verdict, XDP_PASS, "{what}, to an egress without multi-buffer XDP");
+        assert_eq!(
+            verdict, XDP_PASS,
+            "{what}, to an egress without multi-buffer XDP"
+        );
         same_frame(&out, f, what);
     }
     assert_eq!(counted(fp, "pass_multibuf") - passed_before, 3);
     let (verdict, out) = fp.run(&trailer_in_later_buffers, fp0).unwrap();
     assert_eq!(verdict, XDP_REDIRECT, "a trailer alone in later buffers");
-    same_frame(&out, &expected(&trailer_in_later_buffers, 1000), "a trailer alone in later buffers");
+    same_frame(
+        &out,
+        &expected(&trailer_in_later_buffers, 1000),
+        "a trailer alone in later buffers",
+    );
     // The egress sends multi-buffer frames: forwarded whole, and cut.
     fp.set_interface(fp1, MAC_OUT, both | IFACE_XMIT_SG, true)
         .unwrap();
@@ -594,7 +615,11 @@ fn what_follows_the_ip_packet_is_cut() {
         let (verdict, out) = fp.run(f, fp0).unwrap();
         assert_eq!(verdict, XDP_REDIRECT, "{what}");
         same_frame(&out, &expected(f, ip_len), what);
-        assert_eq!(fwd_bytes(fp) - before, f.len() as u64, "{what}: bytes counted");
+        assert_eq!(
+            fwd_bytes(fp) - before,
+            f.len() as u64,
+            "{what}: bytes counted"
+        );
     }
     // Longer than the egress MTU (9000) by its IP length: the kernel's.
     let over = udp4(MAC_IN, "198.18.0.1", "198.25.1.1", 64, 9001 - 28);
