@@ -513,32 +513,6 @@ pub struct GenArgs {
     pub json: bool,
 }
 
-impl GenArgs {
-    /// The options a lab trial starts from: the lab's generator interface
-    /// and MACs, 2000 IPv4 flows.
-    pub fn for_lab(iface: &str, len: &str, ipv6: bool, seconds: f64) -> Self {
-        GenArgs {
-            iface: iface.into(),
-            netns: None,
-            len: len.into(),
-            ipv6,
-            src: None,
-            dst: None,
-            src_mac: Some(linerate_lab::topology::mac::GEN.into()),
-            dst_mac: linerate_lab::topology::mac::DUT_IN.into(),
-            rate: None,
-            seconds: Some(seconds),
-            count: None,
-            threads: 1,
-            cpu: None,
-            mode: linerate_traffic::gen::Mode::Xdp,
-            random_dst: false,
-            batch: 64,
-            json: false,
-        }
-    }
-}
-
 #[derive(Args, Debug)]
 pub struct RecvArgs {
     /// Interface to count on.

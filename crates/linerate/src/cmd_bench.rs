@@ -1,8 +1,9 @@
 //! `linerate bench ...`.
-use crate::cli::{BenchCmd, BenchGenArgs, GenArgs};
+use crate::cli::{BenchCmd, BenchGenArgs};
 use anyhow::{bail, Result};
 use linerate_lab::scratch::ScratchPair;
 use linerate_traffic::bench::{self, GenBench};
+use linerate_traffic::profile::{Profile, Sender};
 
 pub fn run(cmd: BenchCmd) -> Result<()> {
     match cmd {
@@ -234,17 +235,30 @@ fn gen(a: BenchGenArgs) -> Result<()> {
         );
     }
     // Check every argument before building anything.
-    let mut args = GenArgs::for_lab("placeholder", &a.len, false, a.seconds);
-    args.cpu = Some(a.cpu);
-    args.dst_mac = "02:00:00:00:00:ff".into();
-    crate::cmd_traffic::gen_options(&args, "02:00:00:00:00:fe")?;
+    if !(a.seconds > 0.0 && a.seconds.is_finite()) {
+        bail!("-t: seconds must be a positive number, got {}", a.seconds);
+    }
+    let traffic = Profile {
+        family: linerate_traffic::profile::Family::Ipv4,
+        len: a.len.clone(),
+        src: None,
+        dst: None,
+        random_dst: false,
+    }
+    .check()
+    .map_err(|e| anyhow::anyhow!("-l: {}", e.reason))?;
     let pair = ScratchPair::new((a.cpu + 1) % online)?;
-    args.iface = pair.tx.clone();
+    let sender = Sender {
+        ifname: pair.tx.clone(),
+        src_mac: [2, 0, 0, 0, 0, 0xfe],
+        dst_mac: [2, 0, 0, 0, 0, 0xff],
+        cpu: a.cpu,
+    };
     let b = GenBench {
         netns: pair.netns.clone(),
         tx: pair.tx.clone(),
         rx: pair.rx.clone(),
-        gen: crate::cmd_traffic::gen_options(&args, "02:00:00:00:00:fe")?,
+        gen: traffic.gen_options(&sender, None, a.seconds)?,
         seconds: a.seconds,
         repeat: a.repeat,
         rate_fractions: a.rate_fractions.clone(),

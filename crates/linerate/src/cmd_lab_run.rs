@@ -1,12 +1,12 @@
 //! `linerate lab run`: the scenario runner on the terminal, with a
 //! progress bar, a line per run, and ministat's comparison at the end.
 use crate::cli::RunArgs;
-use crate::labrun::report::{self, Results, RunRecord};
-use crate::labrun::scenario::{Overrides, Scenario, DEFAULT};
-use crate::labrun::{self, Progress};
 use crate::stop;
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
+use linerate_labrun::report::{self, Results, RunRecord};
+use linerate_labrun::scenario::{Overrides, Scenario, DEFAULT};
+use linerate_labrun::{self as labrun, Progress};
 use linerate_search::Trial;
 
 struct Terminal {

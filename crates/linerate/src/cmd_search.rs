@@ -1,12 +1,14 @@
 //! `linerate search`: one throughput search against a DUT, through a lab
 //! that is up or through named interfaces.
 use crate::cli::{SearchArgs, SearchMethod};
-use crate::labrun::measure::{self, LabTrials, Path};
-use crate::labrun::scenario::{Family, Profile};
 use crate::stop;
 use anyhow::{anyhow, bail, Result};
 use linerate_lab::topology;
+use linerate_labrun::measure::{self, LabTrials, Path};
+use linerate_labrun::scenario::{Family, Profile};
 use linerate_search::{binary, equilibrium, mlr, Trial, Trials};
+use linerate_traffic::frame::parse_mac;
+use linerate_traffic::profile::Sender;
 use serde_json::json;
 
 fn path(a: &SearchArgs) -> Result<Path> {
@@ -38,12 +40,14 @@ fn path(a: &SearchArgs) -> Result<Path> {
         };
         return Ok(Path {
             gen_netns: ns(&a.gen_netns)?,
-            gen_iface: i.clone(),
-            src_mac,
-            dst_mac,
+            sender: Sender {
+                ifname: i.clone(),
+                src_mac: parse_mac("-S", &src_mac)?,
+                dst_mac: parse_mac("-D", &dst_mac)?,
+                cpu: a.gen_cpu,
+            },
             recv_netns: ns(&a.recv_netns)?,
             recv_iface: recv,
-            gen_cpu: a.gen_cpu,
         });
     }
     let name = a
@@ -58,12 +62,14 @@ fn path(a: &SearchArgs) -> Result<Path> {
     let ifs = topology::Interfaces::default();
     Ok(Path {
         gen_netns: ns.gen,
-        gen_iface: ifs.gen,
-        src_mac: topology::mac::GEN.into(),
-        dst_mac: topology::mac::DUT_IN.into(),
+        sender: Sender {
+            ifname: ifs.gen,
+            src_mac: parse_mac("the lab's generator MAC", topology::mac::GEN)?,
+            dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_IN)?,
+            cpu: a.gen_cpu,
+        },
         recv_netns: ns.recv,
         recv_iface: ifs.recv,
-        gen_cpu: a.gen_cpu,
     })
 }
 
@@ -75,7 +81,15 @@ pub fn run(a: SearchArgs) -> Result<()> {
         dst: a.dst.clone(),
         random_dst: false,
     };
-    linerate_traffic::sizes::SizeMix::parse(&a.len, a.ipv6).map_err(|e| anyhow!("-l: {e}"))?;
+    // The profile's fields are this command's flags.
+    let traffic = profile.check().map_err(|e| {
+        let flag = match e.field {
+            "len" => "-l",
+            "src" => "-s",
+            _ => "-d",
+        };
+        anyhow!("{flag}: {}", e.reason)
+    })?;
     let max_rate = match a.max_rate.as_str() {
         "auto" => None,
         r => Some(linerate_imix::parse_rate("--max-rate", r).map_err(anyhow::Error::msg)?),
@@ -96,7 +110,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
     linerate_host::privilege::require_root("linerate search")?;
     let path = path(&a)?;
     let stop = stop::flag();
-    let mut dut = LabTrials::new(path, profile, a.receiver, stop);
+    let mut dut = LabTrials::new(path, traffic, a.receiver, stop);
     // Check the generator's options once before any trial.
     let max = match max_rate {
         Some(m) => m,

@@ -13,15 +13,7 @@ use linerate_traffic::units::rate_line;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Default flows, 20 sources x 100 destinations = 2000 (BSDRP's benches).
-/// All are routed, none on-link: the lab's DUT reaches the destinations
-/// through the receiver's address (an on-link destination would need
-/// neighbour discovery from each, which an XDP receiver never answers:
-/// the kernel then forwards nothing).
-const SRC_V4: &str = "198.18.10.1:2000-198.18.10.20";
-const DST_V4: &str = "198.19.10.1:2000-198.19.10.100";
-const SRC_V6: &str = "2001:2:0:10::1-2001:2:0:10::14";
-const DST_V6: &str = "2001:2:0:8010::1-2001:2:0:8010::64";
+use linerate_traffic::profile::{DST_V4, DST_V6, SRC_V4, SRC_V6};
 
 /// Checks the arguments and turns them into generator options; nothing is
 /// touched before every argument is known good.

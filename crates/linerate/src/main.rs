@@ -10,7 +10,6 @@ mod cmd_ministat;
 mod cmd_route;
 mod cmd_search;
 mod cmd_traffic;
-mod labrun;
 mod route_change;
 mod stop;
 

@@ -8,15 +8,17 @@
 //! own. For every change: delay = first frame sent to the new next hop -
 //! the kernel's notification; a frame sent to the old next hop after the
 //! first one to the new is a late one.
-use crate::labrun::dut::RunningDut;
-use crate::labrun::scenario::builtin_dut;
 use anyhow::{anyhow, bail, Result};
 use linerate_bpf::loader::XdpMode;
 use linerate_host::cmd;
 use linerate_host::cmd::mac_text;
 use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
+use linerate_labrun::dut::RunningDut;
+use linerate_labrun::scenario::builtin_dut;
 use linerate_router::netlink::{topic, Monitor, Topic};
+use linerate_traffic::frame::parse_mac;
 use linerate_traffic::gen::Generator;
+use linerate_traffic::profile::{builtin_profile, Sender};
 use linerate_traffic::recv::{self, Receiver};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -141,10 +143,16 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
 
     // Paced traffic for the whole test.
     let seconds = 1.0 + o.changes as f64 * o.interval.as_secs_f64();
-    let mut args = crate::cli::GenArgs::for_lab(&ifs.gen, "60", false, seconds);
-    args.cpu = Some(o.gen_cpu);
-    args.rate = Some(o.rate_pps.to_string());
-    let gen_opts = crate::cmd_traffic::gen_options(&args, topology::mac::GEN)?;
+    let sender = Sender {
+        ifname: ifs.gen.clone(),
+        src_mac: parse_mac("the lab's generator MAC", topology::mac::GEN)?,
+        dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_IN)?,
+        cpu: o.gen_cpu,
+    };
+    let gen_opts = builtin_profile("ipv4-60")
+        .ok_or_else(|| anyhow::anyhow!("no built-in profile ipv4-60"))?
+        .check()?
+        .gen_options(&sender, Some(o.rate_pps), seconds)?;
     let gen_stop = Arc::new(AtomicBool::new(false));
     let gen = {
         let (ns, gen_stop, opts) = (ns.gen.clone(), gen_stop.clone(), gen_opts.clone());

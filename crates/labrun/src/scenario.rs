@@ -8,6 +8,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 pub use linerate_traffic::measure::ReceiverMode;
+pub use linerate_traffic::profile::{builtin_profile, Family, Profile, BUILTIN_PROFILES};
 
 /// The scenario run when none is given: the kernel against linerate,
 /// IPv4 60-byte frames, 2000 flows, 5 repeats of 5 s under overload.
@@ -209,59 +210,6 @@ pub const BUILTIN_DUTS: &[&str] = &[
     "xdp-fib-lookup-1m",
     "linerate-1m",
 ];
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Family {
-    Ipv4,
-    Ipv6,
-}
-
-/// A traffic profile: family, frame sizes, flows.
-#[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Profile {
-    pub family: Family,
-    /// `linerate gen -l`: a size, `imix`, `rfc2544` or a list.
-    pub len: String,
-    /// `-s` and `-d` ranges (default: 20 sources x 100 destinations).
-    pub src: Option<String>,
-    pub dst: Option<String>,
-    /// Each frame's destination drawn at random from `dst` (`gen -Z`).
-    #[serde(default)]
-    pub random_dst: bool,
-}
-
-pub fn builtin_profile(name: &str) -> Option<Profile> {
-    let p = |family, len: &str| Profile {
-        family,
-        len: len.into(),
-        src: None,
-        dst: None,
-        random_dst: false,
-    };
-    match name {
-        "ipv4-60" => Some(p(Family::Ipv4, "60")),
-        // Destinations at random over 1.0.0.0/8-126.0.0.0/8, for DUTs with
-        // a full table (and a default route): every frame a new lookup.
-        "ipv4-60-spread" => Some(Profile {
-            dst: Some(SPREAD_V4.into()),
-            random_dst: true,
-            ..p(Family::Ipv4, "60")
-        }),
-        "ipv6-62" => Some(p(Family::Ipv6, "62")),
-        "imix" => Some(p(Family::Ipv4, "imix")),
-        "ipv6-imix" => Some(p(Family::Ipv6, "imix")),
-        _ => None,
-    }
-}
-
-pub const BUILTIN_PROFILES: &[&str] =
-    &["ipv4-60", "ipv6-62", "imix", "ipv6-imix", "ipv4-60-spread"];
-
-/// The spread profile's destinations: 1.0.0.1 to 126.255.255.254 (no
-/// 0/8, no loopback, none of the lab's 198.18.0.0/15).
-pub const SPREAD_V4: &str = "1.0.0.1:2000-126.255.255.254";
 
 /// A checked scenario.
 #[derive(Clone, Debug, Serialize)]
@@ -670,22 +618,7 @@ fn check_dut(name: &str, d: &DutDef) -> std::result::Result<(), String> {
 }
 
 fn check_profile(p: &Profile) -> std::result::Result<(), String> {
-    let v6 = p.family == Family::Ipv6;
-    linerate_traffic::sizes::SizeMix::parse(&p.len, v6)
-        .map_err(|e| format!("len: {}", e.to_string().trim_start_matches("-l: ")))?;
-    for (what, r) in [("src", &p.src), ("dst", &p.dst)] {
-        if let Some(r) = r {
-            let e = linerate_traffic::flows::parse(what, r, 2000)
-                .map_err(|e| format!("{what}: {e}"))?;
-            if e.is_ipv6() != v6 {
-                return Err(format!(
-                    "{what}: {r} is not {}",
-                    if v6 { "IPv6" } else { "IPv4" }
-                ));
-            }
-        }
-    }
-    Ok(())
+    p.check().map(|_| ()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

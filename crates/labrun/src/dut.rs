@@ -128,7 +128,12 @@ fn start_linerate(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding> {
     let ns = netns.to_string();
     in_dut_namespace(netns, "linerate", move |stop, ready| {
         linerate_router::run::run(
-            &crate::cmd_route::options(&ifs, "native", Default::default(), Some(&ns)),
+            &linerate_router::run::RouteOptions {
+                ipv6: Default::default(),
+                record: ns,
+                interfaces: ifs,
+                mode: linerate_bpf::loader::XdpMode::Native,
+            },
             stop,
             ready,
             |_| {},

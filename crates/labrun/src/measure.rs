@@ -2,10 +2,10 @@
 //! the recv namespace, pkt-gen style per-second lines into a log. As a
 //! `search::Dut`, a trial offers a paced load; an overload run offers all
 //! the generator can.
-use super::scenario::{Family, Profile};
 use anyhow::Result;
 use linerate_search::Measurement;
 use linerate_traffic::measure::{run_trial, ReceiverMode, Trial, TrialResult};
+use linerate_traffic::profile::{Sender, Traffic};
 use linerate_traffic::units::rate_line;
 use std::sync::atomic::AtomicBool;
 
@@ -17,18 +17,15 @@ pub const GENERATOR_TOLERANCE: f64 = 0.01;
 #[derive(Clone, Debug)]
 pub struct Path {
     pub gen_netns: String,
-    pub gen_iface: String,
-    pub src_mac: String,
-    /// The DUT's MAC on the generator's side.
-    pub dst_mac: String,
+    /// The generator's interface, MACs and CPU.
+    pub sender: Sender,
     pub recv_netns: String,
     pub recv_iface: String,
-    pub gen_cpu: usize,
 }
 
 pub struct LabTrials<'a> {
     pub path: Path,
-    pub profile: Profile,
+    pub traffic: Traffic,
     pub stop: &'a AtomicBool,
     /// Per-second lines of every trial, in pkt-gen's format.
     pub log: String,
@@ -38,10 +35,10 @@ pub struct LabTrials<'a> {
 }
 
 impl<'a> LabTrials<'a> {
-    pub fn new(path: Path, profile: Profile, receiver: ReceiverMode, stop: &'a AtomicBool) -> Self {
+    pub fn new(path: Path, traffic: Traffic, receiver: ReceiverMode, stop: &'a AtomicBool) -> Self {
         LabTrials {
             path,
-            profile,
+            traffic,
             stop,
             log: String::new(),
             results: Vec::new(),
@@ -52,20 +49,8 @@ impl<'a> LabTrials<'a> {
     /// One trial at `rate_pps` (None: as fast as the generator goes).
     pub fn run(&mut self, rate_pps: Option<f64>, seconds: f64) -> Result<TrialResult> {
         let p = &self.path;
-        let mut args = crate::cli::GenArgs::for_lab(
-            &p.gen_iface,
-            &self.profile.len,
-            self.profile.family == Family::Ipv6,
-            seconds,
-        );
-        args.src_mac = Some(p.src_mac.clone());
-        args.dst_mac = p.dst_mac.clone();
-        args.src = self.profile.src.clone();
-        args.dst = self.profile.dst.clone();
-        args.random_dst = self.profile.random_dst;
-        args.cpu = Some(p.gen_cpu);
-        args.rate = rate_pps.map(|r| format!("{}", r.round().max(1.0) as u64));
-        let gen = crate::cmd_traffic::gen_options(&args, &p.src_mac)?;
+        let rate = rate_pps.map(|r| r.round().max(1.0) as u64);
+        let gen = self.traffic.gen_options(&p.sender, rate, seconds)?;
         let trial = Trial {
             gen_netns: p.gen_netns.clone(),
             recv_netns: p.recv_netns.clone(),

@@ -12,6 +12,8 @@ use anyhow::{bail, Result};
 use dut::RunningDut;
 use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
 use linerate_search::{binary, equilibrium, mlr, Trial, Trials};
+use linerate_traffic::frame::parse_mac;
+use linerate_traffic::profile::Sender;
 use measure::{LabTrials, Path};
 use report::{Results, RunRecord};
 use scenario::{Method, Profile, Scenario};
@@ -67,12 +69,14 @@ pub fn run(
     let ifs = lab.interfaces();
     let path = Path {
         gen_netns: ns.gen.clone(),
-        gen_iface: ifs.gen.clone(),
-        src_mac: topology::mac::GEN.into(),
-        dst_mac: topology::mac::DUT_IN.into(),
+        sender: Sender {
+            ifname: ifs.gen.clone(),
+            src_mac: parse_mac("the lab's generator MAC", topology::mac::GEN)?,
+            dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_IN)?,
+            cpu: sc.gen_cpu,
+        },
         recv_netns: ns.recv.clone(),
         recv_iface: ifs.recv.clone(),
-        gen_cpu: sc.gen_cpu,
     };
     let mut results = Results::new(sc, lab.spec().dut_cpu);
     progress.note(&format!(
@@ -102,7 +106,9 @@ pub fn run(
                     progress.note(&note);
                 }
                 let running = RunningDut::start(def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
-                let mut trials = LabTrials::new(path.clone(), profile.clone(), sc.receiver, stop);
+                // Checked when the scenario was read: this cannot fail.
+                let traffic = profile.check()?;
+                let mut trials = LabTrials::new(path.clone(), traffic, sc.receiver, stop);
                 let measured = measure_one(sc, &mut trials, progress);
                 running.stop()?;
                 let log = report::write_log(out, dname, pname, repeat, &trials.log)?;
@@ -200,7 +206,5 @@ fn measure_one(
 
 /// The profile's mean frame length, for bit rates.
 pub fn mean_frame_len(p: &Profile) -> f64 {
-    linerate_traffic::sizes::SizeMix::parse(&p.len, p.family == scenario::Family::Ipv6)
-        .map(|m| m.mean_frame_len())
-        .unwrap_or(0.0)
+    p.check().map(|t| t.sizes.mean_frame_len()).unwrap_or(0.0)
 }

@@ -1,0 +1,239 @@
+//! Traffic profiles: what a lab run or a search offers a DUT (family,
+//! frame sizes, flows), as a scenario names them, and the same checked
+//! once into typed values the generator takes.
+use crate::flows::{self, Endpoints};
+use crate::frame::FrameSpec;
+use crate::gen::{GenOptions, Mode};
+use crate::sizes::SizeMix;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Default flows, 20 sources x 100 destinations = 2000 (BSDRP's benches).
+/// All are routed, none on-link: the lab's DUT reaches the destinations
+/// through the receiver's address (an on-link destination would need
+/// neighbour discovery from each, which an XDP receiver never answers:
+/// the kernel then forwards nothing).
+pub const SRC_V4: &str = "198.18.10.1:2000-198.18.10.20";
+pub const DST_V4: &str = "198.19.10.1:2000-198.19.10.100";
+pub const SRC_V6: &str = "2001:2:0:10::1-2001:2:0:10::14";
+pub const DST_V6: &str = "2001:2:0:8010::1-2001:2:0:8010::64";
+
+/// The spread profile's destinations: 1.0.0.1 to 126.255.255.254 (no
+/// 0/8, no loopback, none of the lab's 198.18.0.0/15).
+pub const SPREAD_V4: &str = "1.0.0.1:2000-126.255.255.254";
+
+/// The port of a range that names none (pkt-gen's default).
+const DEFAULT_PORT: u16 = 2000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    Ipv4,
+    Ipv6,
+}
+
+/// A traffic profile as written: family, frame sizes, flows.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub family: Family,
+    /// `linerate gen -l`: a size, `imix`, `rfc2544` or a list.
+    pub len: String,
+    /// `-s` and `-d` ranges (default: 20 sources x 100 destinations).
+    pub src: Option<String>,
+    pub dst: Option<String>,
+    /// Each frame's destination drawn at random from `dst` (`gen -Z`).
+    #[serde(default)]
+    pub random_dst: bool,
+}
+
+/// Why a profile is not good: the field and the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfileError {
+    /// `len`, `src` or `dst`.
+    pub field: &'static str,
+    pub reason: String,
+}
+
+impl std::fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.reason)
+    }
+}
+
+impl std::error::Error for ProfileError {}
+
+/// A profile checked: every field parsed, the families agreeing.
+#[derive(Clone, Debug)]
+pub struct Traffic {
+    pub ipv6: bool,
+    pub sizes: SizeMix,
+    pub src: Endpoints,
+    pub dst: Endpoints,
+    pub random_dst: bool,
+}
+
+impl Profile {
+    /// Parses and checks every field, once.
+    pub fn check(&self) -> Result<Traffic, ProfileError> {
+        let ipv6 = self.family == Family::Ipv6;
+        let sizes = SizeMix::parse(&self.len, ipv6).map_err(|e| ProfileError {
+            field: "len",
+            reason: e.to_string().trim_start_matches("-l: ").to_string(),
+        })?;
+        let (src_default, dst_default) = if ipv6 {
+            (SRC_V6, DST_V6)
+        } else {
+            (SRC_V4, DST_V4)
+        };
+        let range = |field: &'static str, given: &Option<String>, default: &str| {
+            let text = given.as_deref().unwrap_or(default);
+            let e = flows::parse(field, text, DEFAULT_PORT).map_err(|e| ProfileError {
+                field,
+                reason: e
+                    .to_string()
+                    .trim_start_matches(&format!("{field}: "))
+                    .to_string(),
+            })?;
+            if e.is_ipv6() != ipv6 {
+                return Err(ProfileError {
+                    field,
+                    reason: format!("{text} is not {}", if ipv6 { "IPv6" } else { "IPv4" }),
+                });
+            }
+            Ok(e)
+        };
+        Ok(Traffic {
+            ipv6,
+            sizes,
+            src: range("src", &self.src, src_default)?,
+            dst: range("dst", &self.dst, dst_default)?,
+            random_dst: self.random_dst,
+        })
+    }
+}
+
+/// Where a lab trial sends from and to, beyond the profile.
+#[derive(Clone, Debug)]
+pub struct Sender {
+    pub ifname: String,
+    pub src_mac: [u8; 6],
+    /// The DUT's MAC on the generator's side.
+    pub dst_mac: [u8; 6],
+    pub cpu: usize,
+}
+
+impl Traffic {
+    /// The generator's options for one trial: one pinned XDP sender,
+    /// `rate_pps` (None: as fast as it goes) for `seconds`.
+    pub fn gen_options(
+        &self,
+        sender: &Sender,
+        rate_pps: Option<u64>,
+        seconds: f64,
+    ) -> anyhow::Result<GenOptions> {
+        let frame = FrameSpec {
+            src_mac: sender.src_mac,
+            dst_mac: sender.dst_mac,
+            src: self.src.first,
+            dst: self.dst.first,
+            src_port: self.src.port_first,
+            dst_port: self.dst.port_first,
+            sizes: self.sizes.clone(),
+            ttl: 64,
+        };
+        frame.validate()?;
+        Ok(GenOptions {
+            ifname: sender.ifname.clone(),
+            frame,
+            src: self.src.clone(),
+            dst: self.dst.clone(),
+            duration: Some(Duration::from_secs_f64(seconds)),
+            count: None,
+            batch_size: 64,
+            stream_base: 0,
+            rate_pps: rate_pps.map(|r| r.max(1)),
+            cpus: vec![sender.cpu],
+            mode: Mode::Xdp,
+            random_dst: self.random_dst,
+        })
+    }
+}
+
+pub fn builtin_profile(name: &str) -> Option<Profile> {
+    let p = |family, len: &str| Profile {
+        family,
+        len: len.into(),
+        src: None,
+        dst: None,
+        random_dst: false,
+    };
+    match name {
+        "ipv4-60" => Some(p(Family::Ipv4, "60")),
+        // Destinations at random over 1.0.0.0/8-126.0.0.0/8, for DUTs with
+        // a full table (and a default route): every frame a new lookup.
+        "ipv4-60-spread" => Some(Profile {
+            dst: Some(SPREAD_V4.into()),
+            random_dst: true,
+            ..p(Family::Ipv4, "60")
+        }),
+        "ipv6-62" => Some(p(Family::Ipv6, "62")),
+        "imix" => Some(p(Family::Ipv4, "imix")),
+        "ipv6-imix" => Some(p(Family::Ipv6, "imix")),
+        _ => None,
+    }
+}
+
+pub const BUILTIN_PROFILES: &[&str] =
+    &["ipv4-60", "ipv6-62", "imix", "ipv6-imix", "ipv4-60-spread"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_profiles_check() {
+        for name in BUILTIN_PROFILES {
+            let t = builtin_profile(name).unwrap().check().unwrap();
+            assert_eq!(t.ipv6, name.starts_with("ipv6"), "{name}");
+            assert_eq!(t.src.is_ipv6(), t.ipv6);
+        }
+        assert!(builtin_profile("ipv5").is_none());
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let bad = |f: &dyn Fn(&mut Profile)| {
+            let mut p = builtin_profile("ipv4-60").unwrap();
+            f(&mut p);
+            p.check().unwrap_err()
+        };
+        let e = bad(&|p| p.len = "59".into());
+        assert_eq!(e.field, "len");
+        assert!(e.reason.contains("out of range"), "{e}");
+        let e = bad(&|p| p.dst = Some("2001:2::1".into()));
+        assert_eq!(
+            (e.field, e.reason.as_str()),
+            ("dst", "2001:2::1 is not IPv4")
+        );
+        let e = bad(&|p| p.src = Some("x".into()));
+        assert_eq!(e.field, "src");
+    }
+
+    #[test]
+    fn a_trial_is_one_pinned_xdp_sender() {
+        let t = builtin_profile("imix").unwrap().check().unwrap();
+        let s = Sender {
+            ifname: "gen0".into(),
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            cpu: 0,
+        };
+        let g = t.gen_options(&s, Some(0), 2.5).unwrap();
+        assert_eq!(g.cpus, [0]);
+        assert_eq!(g.rate_pps, Some(1));
+        assert_eq!(g.duration, Some(Duration::from_millis(2500)));
+        assert_eq!(g.mode, Mode::Xdp);
+        assert_eq!(g.frame.sizes, t.sizes);
+    }
+}
