@@ -7,17 +7,19 @@ pub mod measure;
 pub mod plot;
 pub mod report;
 pub mod scenario;
+pub mod throughput;
 
 use anyhow::{bail, Result};
 use dut::RunningDut;
 use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
-use linerate_search::{binary, equilibrium, mlr, Trial, Trials};
+use linerate_search::{Trial, Trials};
 use linerate_traffic::frame::parse_mac;
 use linerate_traffic::profile::Sender;
 use measure::{LabTrials, Path};
 use report::{Results, RunRecord};
 use scenario::{Method, Profile, Scenario};
 use std::sync::atomic::{AtomicBool, Ordering};
+use throughput::{SearchMethod, SearchOutcome, SearchPlan};
 
 /// What the runner tells its caller as it goes.
 pub trait Progress {
@@ -157,8 +159,7 @@ fn measure_one(
         Some(m) => m,
         None => {
             // "auto": the generator's unpaced rate into this DUT.
-            let r = trials.run(None, sc.seconds.min(2.0))?;
-            let built = measure::offered(&r) as f64 / r.offered.seconds.max(1e-9);
+            let built = throughput::probe_max_rate(trials, sc.seconds)?;
             progress.note(&format!(
                 "  max rate: {:.3} Mpps (the generator, unpaced)",
                 built / 1e6
@@ -166,41 +167,30 @@ fn measure_one(
             built
         }
     };
+    let plan = SearchPlan {
+        method: match sc.method {
+            Method::Overload => unreachable!("measured above"),
+            Method::Equilibrium => SearchMethod::Equilibrium,
+            Method::Rfc2544 => SearchMethod::Rfc2544,
+            Method::Ndr | Method::Pdr => SearchMethod::NdrPdr,
+        },
+        seconds: sc.seconds,
+        final_seconds: sc.final_seconds,
+        tolerance: sc.tolerance,
+        width: sc.width,
+        loss_ratio: sc.loss_ratio,
+    };
     let mut log = Trials::new(|t: &Trial| progress.trial(t));
-    let (value, detail) = match sc.method {
-        Method::Overload => unreachable!(),
-        Method::Equilibrium => {
-            let cfg = equilibrium::Config {
-                link_rate_pps: max,
-                tolerance: sc.tolerance,
-                trial_seconds: sc.seconds,
-                max_iterations: 16,
-            };
-            let o = equilibrium::search(trials, &cfg, &mut log, |_| {})?;
-            (o.estimate_pps, serde_json::to_value(&o)?)
-        }
-        Method::Rfc2544 => {
-            let mut cfg = binary::Config::new(max);
-            cfg.width = sc.width;
-            cfg.trial_seconds = sc.seconds;
-            cfg.final_seconds = sc.final_seconds;
-            let o = binary::search(trials, &cfg, &mut log)?;
-            (o.throughput_pps.unwrap_or(0.0), serde_json::to_value(&o)?)
-        }
-        Method::Ndr | Method::Pdr => {
-            let mut cfg = mlr::Config::ndr_pdr(max, sc.loss_ratio);
-            cfg.width = sc.width;
-            cfg.initial_seconds = sc.seconds;
-            cfg.final_seconds = sc.final_seconds;
-            cfg.intermediate_phases = if sc.final_seconds > sc.seconds { 2 } else { 0 };
-            let o = mlr::search(trials, &cfg, &mut log)?;
-            let i = if sc.method == Method::Ndr { 0 } else { 1 };
-            (
-                o.goals[i].lower_pps.unwrap_or(0.0),
-                serde_json::to_value(&o)?,
-            )
+    let outcome = throughput::run(trials, &plan, max, &mut log, |_| {})?;
+    let value = match &outcome {
+        SearchOutcome::Equilibrium(o) => o.estimate_pps,
+        SearchOutcome::Rfc2544(o) => o.throughput_pps.unwrap_or(0.0),
+        SearchOutcome::NdrPdr(o) => {
+            let goal = if sc.method == Method::Ndr { 0 } else { 1 };
+            o.goals[goal].lower_pps.unwrap_or(0.0)
         }
     };
+    let detail = serde_json::to_value(&outcome)?;
     Ok(RunRecord::search(value, detail, log.list))
 }
 

@@ -4,9 +4,10 @@ use crate::cli::{SearchArgs, SearchMethod};
 use crate::stop;
 use anyhow::{anyhow, bail, Result};
 use linerate_lab::topology;
-use linerate_labrun::measure::{self, LabTrials, Path};
+use linerate_labrun::measure::{LabTrials, Path};
 use linerate_labrun::scenario::{Family, Profile};
-use linerate_search::{binary, equilibrium, mlr, Trial, Trials};
+use linerate_labrun::throughput::{self, SearchOutcome, SearchPlan};
+use linerate_search::{binary, equilibrium, Trial, Trials};
 use linerate_traffic::frame::parse_mac;
 use linerate_traffic::profile::Sender;
 use serde_json::json;
@@ -115,8 +116,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
     let max = match max_rate {
         Some(m) => m,
         None => {
-            let r = dut.run(None, a.seconds.min(2.0))?;
-            let m = measure::offered(&r) as f64 / r.offered.seconds.max(1e-9);
+            let m = throughput::probe_max_rate(&mut dut, a.seconds)?;
             if !a.json {
                 println!(
                     "- Maximum rate (the generator, unpaced) = {} Kpps",
@@ -173,99 +173,44 @@ pub fn run(a: SearchArgs) -> Result<()> {
             ));
         }
     });
-    let result = match a.method {
-        SearchMethod::Equilibrium => {
-            let cfg = equilibrium::Config {
-                link_rate_pps: max,
-                tolerance: a.tolerance,
-                trial_seconds: a.seconds,
-                max_iterations: 16,
-            };
-            if !json {
-                println!("Benchmark tool using equilibrium throughput method");
-                println!("- Benchmark mode: Throughput (pps) for Router");
-                println!("- Frame size = {}", a.len);
-                println!("- Link rate = {} Kpps", equilibrium::kpps(max));
-                println!("- Tolerance = {}", a.tolerance);
-            }
-            let o = equilibrium::search(&mut dut, &cfg, &mut trials, |i| {
-                if !json {
-                    let trend = match i.trend {
-                        Some(equilibrium::Trend::Increasing) => "\n- Trend = increasing",
-                        Some(equilibrium::Trend::Decreasing) => "\n- Trend = decreasing",
-                        None => "",
-                    };
-                    say(format!(
-                        "Iteration {}\n- Offering load = {} Kpps\n- Step = {} Kpps{trend}",
-                        i.number,
-                        equilibrium::kpps(i.load_pps),
-                        equilibrium::kpps(i.step_pps)
-                    ));
-                }
-            })?;
-            if !json {
-                println!("{}", o.line());
-                if o.generator_limited {
-                    println!("(some loads could not be offered by the generator: the estimate may be the generator's limit)");
-                }
-            }
-            json!(o)
-        }
-        SearchMethod::Rfc2544 => {
-            let mut cfg = binary::Config::new(max);
-            cfg.width = a.width;
-            cfg.trial_seconds = a.seconds;
-            cfg.final_seconds = final_seconds;
-            let o = binary::search(&mut dut, &cfg, &mut trials)?;
-            if !json {
-                match o.throughput_pps {
-                    Some(t) => println!(
-                        "RFC 2544 throughput (zero loss) = {} Kpps{}",
-                        equilibrium::kpps(t),
-                        o.generator_ceiling_pps
-                            .map(|c| format!(
-                                " (the generator could offer no more than {} Kpps)",
-                                equilibrium::kpps(c)
-                            ))
-                            .unwrap_or_default()
-                    ),
-                    None => println!(
-                        "RFC 2544 throughput: none, frames were lost even at {} Kpps",
-                        equilibrium::kpps(cfg.min_pps)
-                    ),
-                }
-            }
-            json!(o)
-        }
-        SearchMethod::NdrPdr => {
-            let mut cfg = mlr::Config::ndr_pdr(max, a.loss_ratio);
-            cfg.width = a.width;
-            cfg.initial_seconds = a.seconds;
-            cfg.final_seconds = final_seconds;
-            cfg.intermediate_phases = if final_seconds > a.seconds { 2 } else { 0 };
-            let o = mlr::search(&mut dut, &cfg, &mut trials)?;
-            if !json {
-                for g in &o.goals {
-                    match g.lower_pps {
-                        Some(l) => println!(
-                            "{} (loss ratio {}) = {} Kpps (upper bound {})",
-                            g.name.to_uppercase(),
-                            g.loss_ratio,
-                            equilibrium::kpps(l),
-                            g.upper_pps
-                                .map(|u| format!("{} Kpps", equilibrium::kpps(u)))
-                                .unwrap_or("none: met at the maximum".into())
-                        ),
-                        None => println!(
-                            "{}: not met even at the minimum load",
-                            g.name.to_uppercase()
-                        ),
-                    }
-                }
-            }
-            json!(o)
-        }
+    let plan = SearchPlan {
+        method: match a.method {
+            SearchMethod::Equilibrium => throughput::SearchMethod::Equilibrium,
+            SearchMethod::Rfc2544 => throughput::SearchMethod::Rfc2544,
+            SearchMethod::NdrPdr => throughput::SearchMethod::NdrPdr,
+        },
+        seconds: a.seconds,
+        final_seconds,
+        tolerance: a.tolerance,
+        width: a.width,
+        loss_ratio: a.loss_ratio,
     };
+    if !json && plan.method == throughput::SearchMethod::Equilibrium {
+        println!("Benchmark tool using equilibrium throughput method");
+        println!("- Benchmark mode: Throughput (pps) for Router");
+        println!("- Frame size = {}", a.len);
+        println!("- Link rate = {} Kpps", equilibrium::kpps(max));
+        println!("- Tolerance = {}", a.tolerance);
+    }
+    let outcome = throughput::run(&mut dut, &plan, max, &mut trials, |i| {
+        if !json {
+            let trend = match i.trend {
+                Some(equilibrium::Trend::Increasing) => "\n- Trend = increasing",
+                Some(equilibrium::Trend::Decreasing) => "\n- Trend = decreasing",
+                None => "",
+            };
+            say(format!(
+                "Iteration {}\n- Offering load = {} Kpps\n- Step = {} Kpps{trend}",
+                i.number,
+                equilibrium::kpps(i.load_pps),
+                equilibrium::kpps(i.step_pps)
+            ));
+        }
+    })?;
+    if !json {
+        print_outcome(&outcome, max);
+    }
+    let result = json!(outcome);
     let seconds = trials.seconds();
     spinner.finish_and_clear();
     if json {
@@ -283,4 +228,51 @@ pub fn run(a: SearchArgs) -> Result<()> {
         println!("{} trials, {:.0} trial-seconds", trials.list.len(), seconds);
     }
     Ok(())
+}
+
+/// The search's result in the words of its method.
+fn print_outcome(outcome: &SearchOutcome, max: f64) {
+    match outcome {
+        SearchOutcome::Equilibrium(o) => {
+            println!("{}", o.line());
+            if o.generator_limited {
+                println!("(some loads could not be offered by the generator: the estimate may be the generator's limit)");
+            }
+        }
+        SearchOutcome::Rfc2544(o) => match o.throughput_pps {
+            Some(t) => println!(
+                "RFC 2544 throughput (zero loss) = {} Kpps{}",
+                equilibrium::kpps(t),
+                o.generator_ceiling_pps
+                    .map(|c| format!(
+                        " (the generator could offer no more than {} Kpps)",
+                        equilibrium::kpps(c)
+                    ))
+                    .unwrap_or_default()
+            ),
+            None => println!(
+                "RFC 2544 throughput: none, frames were lost even at {} Kpps",
+                equilibrium::kpps(binary::Config::new(max).min_pps)
+            ),
+        },
+        SearchOutcome::NdrPdr(o) => {
+            for g in &o.goals {
+                match g.lower_pps {
+                    Some(l) => println!(
+                        "{} (loss ratio {}) = {} Kpps (upper bound {})",
+                        g.name.to_uppercase(),
+                        g.loss_ratio,
+                        equilibrium::kpps(l),
+                        g.upper_pps
+                            .map(|u| format!("{} Kpps", equilibrium::kpps(u)))
+                            .unwrap_or("none: met at the maximum".into())
+                    ),
+                    None => println!(
+                        "{}: not met even at the minimum load",
+                        g.name.to_uppercase()
+                    ),
+                }
+            }
+        }
+    }
 }

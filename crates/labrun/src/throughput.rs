@@ -1,0 +1,129 @@
+//! One way to run a throughput search against a DUT, for `linerate
+//! search` and `lab run` alike: the max-rate probe, each method's
+//! configuration from one set of settings, the search itself.
+use crate::measure::{self, LabTrials};
+use anyhow::Result;
+use linerate_search::{binary, equilibrium, mlr, Dut, Trials};
+use serde::Serialize;
+
+/// Which search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SearchMethod {
+    /// BSDRP's equilibrium: offer, measure, step towards what came out.
+    Equilibrium,
+    /// RFC 2544's binary search for the zero-loss rate.
+    Rfc2544,
+    /// MLRsearch: the no-drop and the partial-drop rates together.
+    NdrPdr,
+}
+
+/// A search's settings, checked by whoever built them.
+#[derive(Clone, Copy, Debug)]
+pub struct SearchPlan {
+    pub method: SearchMethod,
+    /// Seconds of each trial (MLRsearch: of its first phase).
+    pub seconds: f64,
+    /// Seconds of the trials that decide (RFC 2544's last, MLRsearch's
+    /// final phase); at least `seconds`.
+    pub final_seconds: f64,
+    /// Equilibrium's tolerance.
+    pub tolerance: f64,
+    /// RFC 2544's and MLRsearch's relative width of the result.
+    pub width: f64,
+    /// MLRsearch's partial-drop goal.
+    pub loss_ratio: f64,
+}
+
+/// What a search found, by method.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum SearchOutcome {
+    Equilibrium(equilibrium::Outcome),
+    Rfc2544(binary::Outcome),
+    NdrPdr(mlr::Outcome),
+}
+
+/// The generator's unpaced rate into this DUT over `seconds` (at most 2):
+/// the search's ceiling when none is given.
+pub fn probe_max_rate(trials: &mut LabTrials, seconds: f64) -> Result<f64> {
+    let r = trials.run(None, seconds.min(2.0))?;
+    Ok(measure::offered(&r) as f64 / r.offered.seconds.max(1e-9))
+}
+
+/// Runs `plan` against `dut` from `max_pps` down; every trial goes to
+/// `log`, equilibrium's iterations to `on_iteration`.
+pub fn run(
+    dut: &mut dyn Dut,
+    plan: &SearchPlan,
+    max_pps: f64,
+    log: &mut Trials,
+    on_iteration: impl FnMut(&equilibrium::Iteration),
+) -> Result<SearchOutcome> {
+    Ok(match plan.method {
+        SearchMethod::Equilibrium => {
+            let cfg = equilibrium::Config {
+                link_rate_pps: max_pps,
+                tolerance: plan.tolerance,
+                trial_seconds: plan.seconds,
+                max_iterations: 16,
+            };
+            SearchOutcome::Equilibrium(equilibrium::search(dut, &cfg, log, on_iteration)?)
+        }
+        SearchMethod::Rfc2544 => {
+            let mut cfg = binary::Config::new(max_pps);
+            cfg.width = plan.width;
+            cfg.trial_seconds = plan.seconds;
+            cfg.final_seconds = plan.final_seconds;
+            SearchOutcome::Rfc2544(binary::search(dut, &cfg, log)?)
+        }
+        SearchMethod::NdrPdr => {
+            let mut cfg = mlr::Config::ndr_pdr(max_pps, plan.loss_ratio);
+            cfg.width = plan.width;
+            cfg.initial_seconds = plan.seconds;
+            cfg.final_seconds = plan.final_seconds;
+            cfg.intermediate_phases = if plan.final_seconds > plan.seconds {
+                2
+            } else {
+                0
+            };
+            SearchOutcome::NdrPdr(mlr::search(dut, &cfg, log)?)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_search::sim::SimDut;
+
+    /// The same plan against the simulated DUT finds its capacity by every
+    /// method.
+    #[test]
+    fn every_method_finds_the_simulated_capacity() {
+        for method in [
+            SearchMethod::Equilibrium,
+            SearchMethod::Rfc2544,
+            SearchMethod::NdrPdr,
+        ] {
+            let plan = SearchPlan {
+                method,
+                seconds: 1.0,
+                final_seconds: 1.0,
+                tolerance: 0.01,
+                width: 0.005,
+                loss_ratio: 0.005,
+            };
+            let mut dut = SimDut::ideal(1_000_000.0);
+            let mut log = Trials::new(|_| {});
+            let found = match run(&mut dut, &plan, 2_000_000.0, &mut log, |_| {}).unwrap() {
+                SearchOutcome::Equilibrium(o) => o.estimate_pps,
+                SearchOutcome::Rfc2544(o) => o.throughput_pps.unwrap(),
+                SearchOutcome::NdrPdr(o) => o.goals[0].lower_pps.unwrap(),
+            };
+            assert!(
+                (found / 1e6 - 1.0).abs() < 0.02,
+                "{method:?}: {found} pps against a 1 Mpps DUT"
+            );
+        }
+    }
+}
