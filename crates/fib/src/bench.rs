@@ -12,11 +12,17 @@ use serde::Serialize;
 use std::hint::black_box;
 use std::time::Instant;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
     Ipv4,
     Ipv6,
+}
+
+impl Family {
+    /// Each family by the name commands and reports give it.
+    pub const CHOICES: &'static [(&'static str, Family)] =
+        &[("ipv4", Family::Ipv4), ("ipv6", Family::Ipv6)];
 }
 
 #[derive(Clone, Debug)]

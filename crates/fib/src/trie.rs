@@ -120,9 +120,7 @@ impl Shape {
 
 /// The IPv6 table's layout, a trade between reads per lookup and memory
 /// (FreeBSD lets one pick a FIB algorithm per family the same way).
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Ipv6Layout {
     /// 24 + 8 bits: a /48 in 4 reads; about 310 MiB for a full table.
@@ -133,6 +131,10 @@ pub enum Ipv6Layout {
 }
 
 impl Ipv6Layout {
+    /// Each layout by the name commands and reports give it.
+    pub const CHOICES: &'static [(&'static str, Ipv6Layout)] =
+        &[("wide", Ipv6Layout::Wide), ("compact", Ipv6Layout::Compact)];
+
     pub fn shape(self) -> Shape {
         match self {
             Ipv6Layout::Wide => Shape::IPV6,
@@ -1144,5 +1146,18 @@ mod tests {
             let left = held.iter().map(|&(b, n)| (b, if b == 40 { 1 } else { n }));
             assert_eq!(f.stats().shortcut_held, left.collect::<Vec<_>>());
         }
+    }
+}
+
+#[cfg(test)]
+mod layout_names {
+    use super::Ipv6Layout;
+
+    #[test]
+    fn every_layout_has_one_name() {
+        let names: Vec<&str> = Ipv6Layout::CHOICES.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, ["wide", "compact"]);
+        assert_eq!(Ipv6Layout::CHOICES[0].1, Ipv6Layout::default());
+        assert_ne!(Ipv6Layout::CHOICES[0].1, Ipv6Layout::CHOICES[1].1);
     }
 }

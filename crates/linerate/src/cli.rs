@@ -86,7 +86,7 @@ pub enum FibCmd {
 #[derive(Args, Debug)]
 pub struct FibStatsArgs {
     /// ipv4 or ipv6.
-    #[arg(long, value_enum, default_value = "ipv4")]
+    #[arg(long, value_parser = choice(linerate_fib::bench::Family::CHOICES), default_value = "ipv4")]
     pub family: linerate_fib::bench::Family,
     /// Generate a realistic table of this many routes [default: 1000000
     /// for IPv4, 200000 for IPv6, about a full table of each]...
@@ -108,7 +108,7 @@ pub struct FibStatsArgs {
 #[derive(Args, Debug)]
 pub struct BenchFibArgs {
     /// ipv4 or ipv6.
-    #[arg(long, value_enum, default_value = "ipv4")]
+    #[arg(long, value_parser = choice(linerate_fib::bench::Family::CHOICES), default_value = "ipv4")]
     pub family: linerate_fib::bench::Family,
     /// Routes in the generated table [default: 1000000 for IPv4, 200000 for IPv6].
     #[arg(long)]
@@ -191,7 +191,7 @@ pub struct BenchSearchArgs {
 #[derive(Args, Debug)]
 pub struct BenchFastpathArgs {
     /// ipv4 or ipv6.
-    #[arg(long, value_enum, default_value = "ipv4")]
+    #[arg(long, value_parser = choice(linerate_fib::bench::Family::CHOICES), default_value = "ipv4")]
     pub family: linerate_fib::bench::Family,
     /// Routes of the full table [default: 1000000 for IPv4, 200000 for IPv6].
     #[arg(long)]
@@ -211,7 +211,7 @@ pub struct BenchFastpathArgs {
     /// IPv6 table layouts to measure, each against the same reference
     #[arg(
         long,
-        value_enum,
+        value_parser = choice(linerate_fib::Ipv6Layout::CHOICES),
         value_delimiter = ',',
         default_value = "wide,compact"
     )]
@@ -444,7 +444,7 @@ pub struct SearchArgs {
     /// The receiver: count (frames and stamped frames), full (also loss,
     /// reordering and latency per trial) or frames (frames unread, the
     /// cheapest; counts whatever arrives).
-    #[arg(long, value_enum, default_value = "count")]
+    #[arg(long, value_parser = choice(linerate_traffic::recv::ReceiverMode::CHOICES), default_value = "count")]
     pub receiver: linerate_traffic::measure::ReceiverMode,
     /// Print the result and every trial as JSON.
     #[arg(long)]
@@ -499,7 +499,7 @@ pub struct GenArgs {
     #[arg(long)]
     pub cpu: Option<usize>,
     /// xdp (live frames) or afpacket (sendmmsg, for interfaces without XDP).
-    #[arg(long, value_enum, default_value = "xdp")]
+    #[arg(long, value_parser = choice(linerate_traffic::gen::Mode::CHOICES), default_value = "xdp")]
     pub mode: linerate_traffic::gen::Mode,
     /// Draw each frame's destination address at random from the -d range
     /// (pkt-gen's -Z), to spread lookups over a large table. xdp mode.
@@ -534,7 +534,7 @@ pub struct RecvArgs {
     /// reordering and latency), count (frames and stamped frames) or frames
     /// (frames and bytes, never reading a frame: pkt-gen's receiver, the
     /// fastest).
-    #[arg(long, value_enum, default_value = "full")]
+    #[arg(long, value_parser = choice(linerate_traffic::recv::ReceiverMode::CHOICES), default_value = "full")]
     pub receiver: linerate_traffic::recv::ReceiverMode,
 }
 
@@ -543,8 +543,26 @@ pub struct RecvArgs {
 pub struct Fib6Arg {
     /// IPv6 table layout: wide (24 + 8 bits, a /48 in 4 reads, ~310 MiB
     /// for a full table) or compact (16 + 4, 9 reads, ~40 MiB)
-    #[arg(long = "fib6", value_enum, default_value = "wide")]
+    #[arg(long = "fib6", value_parser = choice(linerate_fib::Ipv6Layout::CHOICES), default_value = "wide")]
     pub layout: linerate_fib::Ipv6Layout,
+}
+
+/// A library's named values as a clap value parser: the names are listed
+/// in --help, and clap refuses any other before the command runs. (The
+/// libraries know their names, not clap.)
+fn choice<T: Copy + Send + Sync + 'static>(
+    choices: &'static [(&'static str, T)],
+) -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(choices.iter().map(|(name, _)| *name)).map(
+        move |name: String| {
+            choices
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| *v)
+                .expect("clap accepts only the listed names")
+        },
+    )
 }
 
 #[cfg(test)]

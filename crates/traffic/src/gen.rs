@@ -16,13 +16,19 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// XDP live frames (BPF_PROG_RUN): the fast one.
     Xdp,
     /// AF_PACKET sendmmsg: for interfaces without XDP.
     Afpacket,
+}
+
+impl Mode {
+    /// Each mode by the name commands and reports give it.
+    pub const CHOICES: &'static [(&'static str, Mode)] =
+        &[("xdp", Mode::Xdp), ("afpacket", Mode::Afpacket)];
 }
 
 #[derive(Clone, Debug)]

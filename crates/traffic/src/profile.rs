@@ -237,3 +237,23 @@ mod tests {
         assert_eq!(g.frame.sizes, t.sizes);
     }
 }
+
+#[cfg(test)]
+mod names {
+    use crate::gen::Mode;
+    use crate::recv::ReceiverMode;
+
+    /// The names commands take are the names reports and scenarios write.
+    #[test]
+    fn choices_are_the_serde_names() {
+        for (name, m) in Mode::CHOICES {
+            assert_eq!(serde_json::to_value(m).unwrap(), *name);
+        }
+        for (name, r) in ReceiverMode::CHOICES {
+            assert_eq!(serde_json::to_value(r).unwrap(), *name);
+            assert_eq!(r.label(), *name);
+        }
+        assert_eq!(ReceiverMode::CHOICES.len(), 3);
+        assert_eq!(Mode::CHOICES.len(), 2);
+    }
+}

@@ -11,9 +11,7 @@ use linerate_host::netns::NetnsGuard;
 use serde::Serialize;
 
 /// The receiver's programs, from the most work per frame to the least.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReceiverMode {
     /// Loss, duplicates, reordering per stream, and latency.
@@ -28,6 +26,13 @@ pub enum ReceiverMode {
 }
 
 impl ReceiverMode {
+    /// Each receiver by the name commands, scenarios and reports give it.
+    pub const CHOICES: &'static [(&'static str, ReceiverMode)] = &[
+        ("full", ReceiverMode::Full),
+        ("count", ReceiverMode::Count),
+        ("frames", ReceiverMode::Frames),
+    ];
+
     /// How reports and the command line name it.
     pub fn label(self) -> &'static str {
         match self {
