@@ -5,7 +5,7 @@
  * given in the run's context (the generator's interface).
  *
  * The kernel recycles live-frame pages without re-initialising their data
- * (DESIGN.md gotcha 4): whatever a DUT wrote into a frame (MACs, TTL) comes
+ * (docs/lab.md, OTHERHOST): whatever a DUT wrote into a frame (MACs, TTL) comes
  * back on the next run. So every run rewrites every header byte from the
  * template in the config map, then the lengths, the per-flow fields, the
  * stamp and both checksums. The frame pointers are reset for each run, so

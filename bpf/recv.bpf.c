@@ -2,7 +2,8 @@
 /* Lab receiver: count every frame per CPU; for frames that carry the
  * generator's stamp, track each stream's sequence numbers (lost, duplicated,
  * reordered) and the one-way latency; drop them all (an XDP drop costs
- * about a sixth of letting the kernel stack drop, DESIGN.md section 1).
+ * about a sixth of letting the kernel stack drop, measured on the lab's
+ * veths).
  *
  * State is per CPU, without locks: a stream whose packets arrive on several
  * CPUs is merged by the reader, and duplicates or reordering across CPUs

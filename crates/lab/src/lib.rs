@@ -1,5 +1,5 @@
 //! The benchmark lab: generator -> DUT -> receiver, three network
-//! namespaces joined by veth pairs (DESIGN.md section 4).
+//! namespaces joined by veth pairs (docs/lab.md).
 //!
 //! A [`Lab`] is a value: [`Lab::up`] builds it, dropping it removes it, so a
 //! test that panics still cleans up. [`Lab::persist`] keeps it after the

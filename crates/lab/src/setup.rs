@@ -197,9 +197,11 @@ fn sysctls(spec: &LabSpec) -> Result<()> {
     Ok(())
 }
 
-/// The veth tuning of DESIGN.md's gotchas 1 and 2: NAPI (GRO on) for the
-/// DUT's receiving veth, threaded and pinned, so that the DUT's work runs on
-/// its own CPU and not on the sender's; TSO off on the generator side.
+/// The veth tuning the lab needs (docs/lab.md): a veth without NAPI runs
+/// the receive on the sender's CPU, so the DUT's receiving veth gets NAPI
+/// (GRO on), threaded and pinned, and the DUT's work runs on its own CPU;
+/// AF_PACKET frames skip veth NAPI while the sender has TSO on, so TSO is
+/// off on the generator side.
 fn tune(spec: &LabSpec) -> Result<Vec<NapiThread>> {
     let ns = spec.namespaces();
     let i = Interfaces::default();

@@ -1,5 +1,7 @@
-//! What a lab is made of: names, addresses and MACs (DESIGN.md section 4,
-//! BSDRP's RFC 2544 benchmark ranges).
+//! What a lab is made of: names, addresses and MACs (BSDRP's RFC 2544
+//! benchmark ranges: 198.18/16 and 2001:2::/49 on the generator's side,
+//! 198.19/16 and 2001:2:0:8000::/49 on the receiver's, the DUT owning
+//! .254 and ::254; docs/lab.md).
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 

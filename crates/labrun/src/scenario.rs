@@ -160,7 +160,9 @@ pub struct DutDef {
     pub routes6: Option<u32>,
 }
 
-/// Built-in DUT configurations (DESIGN.md's table).
+/// Built-in DUT configurations: the kernel alone, with an nftables
+/// stateless rule, with conntrack, linerate, and the XDP samples'
+/// forwarder (docs/lab-run.md).
 pub fn builtin_dut(name: &str) -> Option<DutDef> {
     let linux = |nft: Option<&str>| DutDef {
         forwarder: Forwarder::Linux,

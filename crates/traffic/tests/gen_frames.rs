@@ -157,7 +157,7 @@ fn ipv6_frames_are_valid_with_and_without_stamp() {
 
 #[test]
 fn a_dirtied_frame_is_rewritten() {
-    // Live frames recycle pages without resetting them (DESIGN.md gotcha 4):
+    // Live frames recycle pages without resetting them (docs/lab.md, OTHERHOST):
     // feed the program a frame a DUT has modified and check it comes out
     // as if fresh.
     let o = opts("198.18.10.1", "198.19.10.1", "60");
