@@ -80,11 +80,36 @@ pub fn run_live_frames(
     }
 }
 
+/// What an XDP program told the kernel to do with a frame (enum xdp_action).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdpAction {
+    Aborted,
+    Drop,
+    Pass,
+    Tx,
+    Redirect,
+    /// A value the kernel does not define (a program bug).
+    Unknown(u32),
+}
+
+impl From<u32> for XdpAction {
+    fn from(v: u32) -> Self {
+        match v {
+            0 => XdpAction::Aborted,
+            1 => XdpAction::Drop,
+            2 => XdpAction::Pass,
+            3 => XdpAction::Tx,
+            4 => XdpAction::Redirect,
+            other => XdpAction::Unknown(other),
+        }
+    }
+}
+
 /// Result of a plain (not live) XDP test run.
 #[derive(Clone, Copy, Debug)]
 pub struct XdpRun {
-    /// The program's verdict (XDP_ABORTED=0, DROP=1, PASS=2, TX=3, REDIRECT=4).
-    pub verdict: u32,
+    /// The program's verdict.
+    pub verdict: XdpAction,
     /// Bytes of frame written to `data_out`.
     pub len: usize,
     /// Mean nanoseconds per repetition, as the kernel measured.
@@ -138,7 +163,7 @@ pub fn run_xdp_on(
         );
     }
     Ok(XdpRun {
-        verdict: opts.retval,
+        verdict: XdpAction::from(opts.retval),
         len: opts.data_size_out as usize,
         duration_ns: opts.duration,
     })

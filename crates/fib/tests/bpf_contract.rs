@@ -28,7 +28,7 @@ fn bpf_lookup(obj: &libbpf_rs::Object, frame: &[u8], at: usize) -> u32 {
     let prog = loader::prog(obj, "fib_probe").unwrap();
     let mut out = vec![0u8; frame.len()];
     let r = test_run::run_xdp(prog.as_fd(), frame, &mut out, 1).unwrap();
-    assert_eq!(r.verdict, 2, "XDP_PASS");
+    assert_eq!(r.verdict, linerate_bpf::test_run::XdpAction::Pass);
     u32::from_ne_bytes(out[at..at + 4].try_into().unwrap())
 }
 

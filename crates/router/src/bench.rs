@@ -23,7 +23,6 @@ use std::os::fd::AsFd;
 const GW4: &str = "192.0.2.2";
 const GW6: &str = "2001:db8:ffff::2";
 const NH: u32 = 2;
-const XDP_REDIRECT: u32 = 4;
 /// Kernel routing tables of the reference's one-route and full tables.
 const KERNEL_TABLES: [u32; 2] = [1001, 1002];
 
@@ -405,7 +404,7 @@ fn run_family<K: Key>(
     for f in &frames {
         let mut all = true;
         for prog in ours.iter().flatten().chain(theirs.iter()) {
-            all &= run(prog, f, &mut out)?.verdict == XDP_REDIRECT;
+            all &= run(prog, f, &mut out)?.verdict == linerate_bpf::test_run::XdpAction::Redirect;
         }
         if all {
             forwarded.push(f);

@@ -6,6 +6,7 @@ use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode, SINGLE_BUFFER_MTU};
 use linerate_bpf::maps::MappedArray;
+use linerate_bpf::test_run::XdpAction;
 use linerate_bpf::{maps, objects, test_run};
 use linerate_fib::{Fib, Ipv6Layout, Key, Shape, Table, Write};
 use std::os::fd::AsFd;
@@ -229,7 +230,7 @@ impl FastPath {
     /// Frames larger than Ethernet's go to the multi-buffer program (more
     /// than a page arrives in several buffers), as on an interface whose
     /// MTU takes them.
-    pub fn run(&self, frame: &[u8], ingress: u32) -> Result<(u32, Vec<u8>)> {
+    pub fn run(&self, frame: &[u8], ingress: u32) -> Result<(XdpAction, Vec<u8>)> {
         self.run_program(
             frame.len() > SINGLE_BUFFER_MTU as usize + 14,
             frame,
@@ -238,11 +239,16 @@ impl FastPath {
     }
 
     /// [`FastPath::run`] with the multi-buffer program, whatever the size.
-    pub fn run_multibuf(&self, frame: &[u8], ingress: u32) -> Result<(u32, Vec<u8>)> {
+    pub fn run_multibuf(&self, frame: &[u8], ingress: u32) -> Result<(XdpAction, Vec<u8>)> {
         self.run_program(true, frame, ingress)
     }
 
-    fn run_program(&self, multibuf: bool, frame: &[u8], ingress: u32) -> Result<(u32, Vec<u8>)> {
+    fn run_program(
+        &self,
+        multibuf: bool,
+        frame: &[u8],
+        ingress: u32,
+    ) -> Result<(XdpAction, Vec<u8>)> {
         let prog = if multibuf {
             self.multibuf_program()?
         } else {

@@ -18,7 +18,7 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as M};
 use std::net::Ipv4Addr;
 
 mod common;
-use common::{frame_between, path, verdict, MAC_IN, MAC_OUT, REDIRECT};
+use common::{frame_between, path, verdict, XdpAction, MAC_IN, MAC_OUT};
 
 const MAC_GW: [u8; 6] = [2, 0, 0, 0, 0, 4];
 const MAC_GW2: [u8; 6] = [2, 0, 0, 0, 0, 5];
@@ -168,14 +168,17 @@ fn the_fast_path_follows_the_kernel() {
         &mut m,
         M::NewNeighbour(neigh(m1, "198.19.0.1", MAC_GW, NeighbourState::Reachable)),
     );
-    assert_eq!(check(&m, "198.19.5.5", 18), (REDIRECT, "forwarded", MAC_GW));
+    assert_eq!(
+        check(&m, "198.19.5.5", 18),
+        (XdpAction::Redirect, "forwarded", MAC_GW)
+    );
     apply(
         &mut m,
         M::NewNeighbour(neigh(m1, "198.19.0.1", MAC_GW, NeighbourState::Stale)),
     );
     assert_eq!(
         check(&m, "198.19.5.5", 18).0,
-        REDIRECT,
+        XdpAction::Redirect,
         "STALE still forwards, as the kernel does"
     );
     apply(
@@ -189,7 +192,7 @@ fn the_fast_path_follows_the_kernel() {
     );
     assert_eq!(
         check(&m, "198.19.5.5", 18),
-        (REDIRECT, "forwarded", MAC_GW2),
+        (XdpAction::Redirect, "forwarded", MAC_GW2),
         "the new MAC"
     );
     // A better metric to another gateway wins; deleting it falls back.
@@ -266,7 +269,7 @@ fn the_fast_path_follows_the_kernel() {
         )),
     );
     assert_eq!(check(&m, "198.19.7.7", 600).1, "pass_mtu");
-    assert_eq!(check(&m, "198.19.7.7", 400).0, REDIRECT);
+    assert_eq!(check(&m, "198.19.7.7", 400).0, XdpAction::Redirect);
     apply(
         &mut m,
         M::NewRoute(route(
@@ -320,7 +323,7 @@ fn the_fast_path_follows_the_kernel() {
     apply(&mut m, link(m1, MAC_OUT, 1500, false));
     assert_eq!(check(&m, "198.19.5.5", 18).1, "pass_no_neigh");
     apply(&mut m, link(m1, MAC_OUT, 1500, true));
-    assert_eq!(check(&m, "198.19.5.5", 18).0, REDIRECT);
+    assert_eq!(check(&m, "198.19.5.5", 18).0, XdpAction::Redirect);
     // The last route goes: no route.
     apply(
         &mut m,
@@ -376,7 +379,7 @@ fn the_fast_path_follows_the_kernel() {
     let (v, out) = m.fast_path().run(&f6, m0).unwrap();
     assert_eq!(
         (v, &out[0..6]),
-        (REDIRECT, &MAC_GW[..]),
+        (XdpAction::Redirect, &MAC_GW[..]),
         "IPv6 forwarded to the gateway"
     );
     assert_eq!(m.counts.overflows, 0);
@@ -698,7 +701,7 @@ fn next_hop_and_group_ids_are_recycled() {
     .unwrap();
     assert_eq!(
         reaches(&m),
-        (REDIRECT, "forwarded", MAC_GW),
+        (XdpAction::Redirect, "forwarded", MAC_GW),
         "the {ROUTES}th gateway, in XDP"
     );
 
@@ -721,7 +724,7 @@ fn next_hop_and_group_ids_are_recycled() {
     }
     assert_eq!(
         reaches(&m),
-        (REDIRECT, "forwarded", MAC_GW2),
+        (XdpAction::Redirect, "forwarded", MAC_GW2),
         "the {GROUPS}th group, in XDP"
     );
 }

@@ -16,9 +16,7 @@ use common::{MAC_IN, MAC_OUT};
 const MAC_GEN: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const MAC_RECV: [u8; 6] = [2, 0, 0, 0, 0, 4];
 
-const XDP_DROP: u32 = 1;
-const XDP_PASS: u32 = 2;
-const XDP_REDIRECT: u32 = 4;
+use linerate_bpf::test_run::XdpAction;
 
 fn v4(s: &str) -> u32 {
     u32::from(s.parse::<Ipv4Addr>().unwrap())
@@ -138,118 +136,128 @@ fn every_verdict() {
     let mut v6_short = udp6("2001:2::1", "2001:2:0:8000::1", 64, 18);
     v6_short.truncate(70);
 
-    let cases: Vec<(&str, Vec<u8>, u32, &str)> = vec![
-        ("IPv4 transit", fwd4.clone(), XDP_REDIRECT, "forwarded"),
+    let cases: Vec<(&str, Vec<u8>, XdpAction, &str)> = vec![
+        (
+            "IPv4 transit",
+            fwd4.clone(),
+            XdpAction::Redirect,
+            "forwarded",
+        ),
         (
             "IPv4 padded to 60 bytes",
             udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 64, 0),
-            XDP_REDIRECT,
+            XdpAction::Redirect,
             "forwarded",
         ),
         (
             "TTL 2",
             udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 2, 18),
-            XDP_REDIRECT,
+            XdpAction::Redirect,
             "forwarded",
         ),
         (
             "TTL 1",
             udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 1, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_ttl",
         ),
         (
             "TTL 0",
             udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 0, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_ttl",
         ),
-        ("IPv4 options", options, XDP_PASS, "pass_options"),
-        ("bad header checksum", bad_csum, XDP_PASS, "pass_bad_csum"),
-        ("fragment", fragment, XDP_PASS, "pass_fragment"),
-        ("ARP", arp, XDP_PASS, "pass_not_ip"),
+        ("IPv4 options", options, XdpAction::Pass, "pass_options"),
+        (
+            "bad header checksum",
+            bad_csum,
+            XdpAction::Pass,
+            "pass_bad_csum",
+        ),
+        ("fragment", fragment, XdpAction::Pass, "pass_fragment"),
+        ("ARP", arp, XdpAction::Pass, "pass_not_ip"),
         (
             "to another MAC",
             udp4(MAC_RECV, "198.18.0.1", "198.19.1.2", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_not_ours",
         ),
         (
             "broadcast MAC",
             udp4([0xff; 6], "198.18.0.1", "198.19.1.2", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_special",
         ),
         (
             "multicast destination",
             udp4(MAC_IN, "198.18.0.1", "224.0.0.5", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_special",
         ),
         (
             "loopback source",
             udp4(MAC_IN, "127.0.0.1", "198.19.1.2", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_special",
         ),
         (
             "no route",
             udp4(MAC_IN, "198.18.0.1", "10.1.1.1", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_no_route",
         ),
         (
             "invalid next hop",
             udp4(MAC_IN, "198.18.0.1", "198.19.7.200", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_no_route",
         ),
         (
             "unresolved neighbour",
             udp4(MAC_IN, "198.18.0.1", "198.20.1.1", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_no_neigh",
         ),
         (
             "kernel route",
             udp4(MAC_IN, "198.18.0.1", "198.21.1.1", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_local",
         ),
         (
             "back out the same interface",
             udp4(MAC_IN, "198.18.0.1", "198.22.1.1", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_same_if",
         ),
         (
             "over the egress MTU",
             udp4(MAC_IN, "198.18.0.1", "198.23.1.1", 64, 600),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_mtu",
         ),
         (
             "at the egress MTU",
             udp4(MAC_IN, "198.18.0.1", "198.23.1.1", 64, 576 - 28),
-            XDP_REDIRECT,
+            XdpAction::Redirect,
             "forwarded",
         ),
         (
             "egress not attached",
             udp4(MAC_IN, "198.18.0.1", "198.24.1.1", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_no_port",
         ),
         (
             "IPv4 header cut short",
             fwd4[..24].to_vec(),
-            XDP_DROP,
+            XdpAction::Drop,
             "drop_malformed",
         ),
         (
             "IPv4 longer than the frame",
             too_long,
-            XDP_DROP,
+            XdpAction::Drop,
             "drop_malformed",
         ),
         // (Shorter than an Ethernet header no device delivers, and
@@ -257,50 +265,50 @@ fn every_verdict() {
         (
             "only an Ethernet header",
             fwd4[..14].to_vec(),
-            XDP_DROP,
+            XdpAction::Drop,
             "drop_malformed",
         ),
         (
             "IPv6 transit",
             udp6("2001:2::1", "2001:2:0:8000::1", 64, 18),
-            XDP_REDIRECT,
+            XdpAction::Redirect,
             "forwarded",
         ),
         (
             "hop limit 1",
             udp6("2001:2::1", "2001:2:0:8000::1", 1, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_ttl",
         ),
-        ("hop-by-hop options", hbh, XDP_PASS, "pass_ext_hdr"),
+        ("hop-by-hop options", hbh, XdpAction::Pass, "pass_ext_hdr"),
         (
             "link-local destination",
             udp6("2001:2::1", "fe80::1", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_special",
         ),
         (
             "multicast IPv6",
             udp6("2001:2::1", "ff02::1", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_special",
         ),
         (
             "IPv6 unrouted",
             udp6("2001:2::1", "2001:3::1", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_no_route",
         ),
         (
             "IPv6 unresolved",
             udp6("2001:2::1", "2001:db8::1", 64, 18),
-            XDP_PASS,
+            XdpAction::Pass,
             "pass_no_neigh",
         ),
         (
             "IPv6 payload cut short",
             v6_short,
-            XDP_DROP,
+            XdpAction::Drop,
             "drop_malformed",
         ),
     ];
@@ -322,10 +330,10 @@ fn every_verdict() {
             frame.len() as u64,
             "{what}: bytes"
         );
-        if want == XDP_PASS {
+        if want == XdpAction::Pass {
             assert_eq!(out, frame, "{what}: a passed frame is untouched");
         }
-        if want == XDP_REDIRECT {
+        if want == XdpAction::Redirect {
             assert_eq!(out.len(), frame.len(), "{what}");
             assert_eq!(
                 (&out[0..6], &out[6..12]),
@@ -365,11 +373,11 @@ fn every_verdict() {
     // A frame on an interface that is not (or no longer) the router's.
     fp.remove_interface(fp1).unwrap();
     let (verdict, out) = fp.run(&fwd4, fp1).unwrap();
-    assert_eq!((verdict, out), (XDP_PASS, fwd4.clone()));
+    assert_eq!((verdict, out), (XdpAction::Pass, fwd4.clone()));
     assert_eq!(fp.counters(fp1).unwrap().packets[2], 1, "pass_not_ours");
     // ... and the egress that is gone is no longer used.
     let (verdict, _) = fp.run(&fwd4, fp0).unwrap();
-    assert_eq!(verdict, XDP_PASS);
+    assert_eq!(verdict, XdpAction::Pass);
 }
 
 /// The fast path's IPv4 header checksum check against etherparse's, over
@@ -409,7 +417,12 @@ fn ipv4_header_checksums_are_checked_on_random_headers() {
         f[20] = if x & (1 << 47) != 0 { 0x40 } else { 0 }; // DF
         fix_ipv4_checksum(&mut f);
         let (verdict, out) = r.fp.run(&f, r.fp0).unwrap();
-        assert_eq!(verdict, XDP_REDIRECT, "header {i} {:02x?}", &f[14..34]);
+        assert_eq!(
+            verdict,
+            XdpAction::Redirect,
+            "header {i} {:02x?}",
+            &f[14..34]
+        );
         let h = etherparse::Ipv4Header::from_slice(&out[14..]).unwrap().0;
         assert_eq!(h.header_checksum, h.calc_header_checksum(), "header {i}");
         assert_eq!(h.time_to_live + 1, ttl, "header {i}");
@@ -421,7 +434,7 @@ fn ipv4_header_checksums_are_checked_on_random_headers() {
         let (verdict, out) = r.fp.run(&bad, r.fp0).unwrap();
         assert_eq!(
             (verdict, &out),
-            (XDP_PASS, &bad),
+            (XdpAction::Pass, &bad),
             "header {i} with byte {byte} changed: {:02x?}",
             &bad[14..34]
         );
@@ -528,7 +541,7 @@ fn what_follows_the_ip_packet_is_cut() {
     ];
     // Both programs: the single-buffer one and its multi-buffer twin (for
     // interfaces above Ethernet's MTU) cut the same.
-    type Run = fn(&FastPath, &[u8], u32) -> anyhow::Result<(u32, Vec<u8>)>;
+    type Run = fn(&FastPath, &[u8], u32) -> anyhow::Result<(XdpAction, Vec<u8>)>;
     let programs: [(&str, Run); 2] = [
         ("single-buffer", FastPath::run),
         ("multi-buffer", FastPath::run_multibuf),
@@ -538,7 +551,7 @@ fn what_follows_the_ip_packet_is_cut() {
             let what = format!("{what}, {program}");
             let before = fwd_bytes(fp);
             let (verdict, out) = run(fp, frame, fp0).unwrap();
-            assert_eq!(verdict, XDP_REDIRECT, "{what}");
+            assert_eq!(verdict, XdpAction::Redirect, "{what}");
             same_frame(&out, &expected(frame, *ip_len), &what);
             assert_eq!(
                 fwd_bytes(fp) - before,
@@ -554,7 +567,7 @@ fn what_follows_the_ip_packet_is_cut() {
         );
         assert_eq!(
             run(fp, &over, fp0).unwrap(),
-            (XDP_PASS, over.clone()),
+            (XdpAction::Pass, over.clone()),
             "{program}"
         );
     }
@@ -590,14 +603,19 @@ fn what_follows_the_ip_packet_is_cut() {
     ] {
         let (verdict, out) = fp.run(f, fp0).unwrap();
         assert_eq!(
-            verdict, XDP_PASS,
+            verdict,
+            XdpAction::Pass,
             "{what}, to an egress without multi-buffer XDP"
         );
         same_frame(&out, f, what);
     }
     assert_eq!(counted(fp, "pass_multibuf") - passed_before, 3);
     let (verdict, out) = fp.run(&trailer_in_later_buffers, fp0).unwrap();
-    assert_eq!(verdict, XDP_REDIRECT, "a trailer alone in later buffers");
+    assert_eq!(
+        verdict,
+        XdpAction::Redirect,
+        "a trailer alone in later buffers"
+    );
     same_frame(
         &out,
         &expected(&trailer_in_later_buffers, 1000),
@@ -613,7 +631,7 @@ fn what_follows_the_ip_packet_is_cut() {
     ] {
         let before = fwd_bytes(fp);
         let (verdict, out) = fp.run(f, fp0).unwrap();
-        assert_eq!(verdict, XDP_REDIRECT, "{what}");
+        assert_eq!(verdict, XdpAction::Redirect, "{what}");
         same_frame(&out, &expected(f, ip_len), what);
         assert_eq!(
             fwd_bytes(fp) - before,
@@ -624,18 +642,18 @@ fn what_follows_the_ip_packet_is_cut() {
     // Longer than the egress MTU (9000) by its IP length: the kernel's.
     let over = udp4(MAC_IN, "198.18.0.1", "198.25.1.1", 64, 9001 - 28);
     let (verdict, out) = fp.run(&over, fp0).unwrap();
-    assert_eq!(verdict, XDP_PASS, "over a 9000-byte MTU");
+    assert_eq!(verdict, XdpAction::Pass, "over a 9000-byte MTU");
     same_frame(&out, &over, "over a 9000-byte MTU");
     // A frame shorter than its IP length claims, over several buffers:
     // malformed, dropped, as the kernel drops it.
     let mut lying = jumbo4.clone();
     lying.truncate(8000);
-    assert_eq!(fp.run(&lying, fp0).unwrap().0, XDP_DROP);
+    assert_eq!(fp.run(&lying, fp0).unwrap().0, XdpAction::Drop);
     // An egress whose driver takes no redirected frames at all (a veth
     // whose peer has no NAPI) is no egress: the kernel forwards.
     fp.set_interface(fp1, MAC_OUT, both, false).unwrap();
     let no_port = counted(fp, "pass_no_port");
-    assert_eq!(fp.run(&ack, fp0).unwrap(), (XDP_PASS, ack.clone()));
+    assert_eq!(fp.run(&ack, fp0).unwrap(), (XdpAction::Pass, ack.clone()));
     assert_eq!(counted(fp, "pass_no_port") - no_port, 1);
 }
 

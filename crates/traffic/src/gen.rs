@@ -265,7 +265,6 @@ impl Generator {
     /// Like [`Generator::sample`], starting each run from `input_frame`
     /// (say, a frame a DUT has rewritten, as live-frame pages come back).
     pub fn sample_from(&self, input_frame: &[u8], n: usize) -> Result<Vec<Vec<u8>>> {
-        const XDP_TX: u32 = 3;
         let prog = loader::prog(self.xdp()?, "lab_gen")?;
         // The flow and sequence state is per CPU: a thread that moved
         // between runs would continue another CPU's sequence.
@@ -274,8 +273,11 @@ impl Generator {
             for _ in 0..n {
                 let mut out = vec![0u8; input_frame.len()];
                 let r = test_run::run_xdp(prog.as_fd(), input_frame, &mut out, 1)?;
-                if r.verdict != XDP_TX {
-                    bail!("generator program returned {} instead of XDP_TX", r.verdict);
+                if r.verdict != test_run::XdpAction::Tx {
+                    bail!(
+                        "generator program returned {:?} instead of XDP_TX",
+                        r.verdict
+                    );
                 }
                 out.truncate(r.len);
                 frames.push(out);
@@ -296,13 +298,14 @@ impl Generator {
     /// and returns how many runs built a frame; the others held theirs
     /// (pacing) or were past the stop.
     pub fn probe(&self, n: usize) -> Result<usize> {
-        const XDP_TX: u32 = 3;
         let prog = loader::prog(self.xdp()?, "lab_gen")?;
         let mut out = vec![0u8; self.frame.len()];
         linerate_host::cpu::on_this_cpu(|| {
             let mut built = 0;
             for _ in 0..n {
-                if test_run::run_xdp(prog.as_fd(), &self.frame, &mut out, 1)?.verdict == XDP_TX {
+                if test_run::run_xdp(prog.as_fd(), &self.frame, &mut out, 1)?.verdict
+                    == test_run::XdpAction::Tx
+                {
                     built += 1;
                 }
             }

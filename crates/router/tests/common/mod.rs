@@ -82,12 +82,12 @@ pub fn scratch_pair(tag: &str, dev: &str) -> (ScratchPair, FastPath) {
     (pair, fp)
 }
 
-pub const REDIRECT: u32 = 4;
+pub use linerate_bpf::test_run::XdpAction;
 
 /// The fast path's verdict on frame `f` arriving on `ingress`, the
 /// reason counter it moved, and the destination MAC it left with.
 #[allow(dead_code)] // not every test binary asks
-pub fn verdict(m: &Mirror, ingress: u32, f: &[u8]) -> (u32, &'static str, [u8; 6]) {
+pub fn verdict(m: &Mirror, ingress: u32, f: &[u8]) -> (XdpAction, &'static str, [u8; 6]) {
     let before = m.fast_path().counters(ingress).unwrap();
     let (v, out) = m.fast_path().run(f, ingress).unwrap();
     let after = m.fast_path().counters(ingress).unwrap();
@@ -105,7 +105,7 @@ pub fn verdict(m: &Mirror, ingress: u32, f: &[u8]) -> (u32, &'static str, [u8; 6
 #[allow(dead_code)]
 pub fn path(m: &Mirror, ingress: u32, f: &[u8]) -> Result<[u8; 6], &'static str> {
     match verdict(m, ingress, f) {
-        (REDIRECT, _, mac) => Ok(mac),
+        (XdpAction::Redirect, _, mac) => Ok(mac),
         (_, reason, _) => Err(reason),
     }
 }
