@@ -42,6 +42,17 @@ pub const REASONS: [&str; 22] = [
     "drop_malformed",
 ];
 pub const R_MAX: usize = REASONS.len();
+/// The first reason: forwarded in XDP.
+pub const R_FORWARDED: usize = 0;
+/// The last: dropped as malformed; those between are the passes.
+pub const R_DROP_MALFORMED: usize = R_MAX - 1;
+/// The reasons a frame is passed to the kernel, by index.
+pub const R_PASSES: std::ops::Range<usize> = R_FORWARDED + 1..R_DROP_MALFORMED;
+
+/// The index of the reason called `name` in [`REASONS`].
+pub fn reason_index(name: &str) -> Option<usize> {
+    REASONS.iter().position(|r| *r == name)
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -112,6 +123,20 @@ pub struct RouterCounters {
 }
 
 impl RouterCounters {
+    /// Packets counted under reason `name` (one of [`REASONS`]).
+    pub fn packets_of(&self, name: &str) -> u64 {
+        self.packets[Self::index(name)]
+    }
+
+    /// Bytes counted under reason `name` (one of [`REASONS`]).
+    pub fn bytes_of(&self, name: &str) -> u64 {
+        self.bytes[Self::index(name)]
+    }
+
+    fn index(name: &str) -> usize {
+        reason_index(name).unwrap_or_else(|| panic!("{name:?} is not one of the router's reasons"))
+    }
+
     /// Adds `other`'s counts (another CPU's, another interface's).
     pub fn add(&mut self, other: &Self) {
         for i in 0..R_MAX {
@@ -147,6 +172,24 @@ unsafe impl Pod for RouterCounters {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The named indices are where the program counts (bpf/include/router_maps.h).
+    #[test]
+    fn named_reasons_are_where_the_program_counts() {
+        assert_eq!(REASONS[R_FORWARDED], "forwarded");
+        assert_eq!(REASONS[R_DROP_MALFORMED], "drop_malformed");
+        assert!(R_PASSES.clone().all(|i| REASONS[i].starts_with("pass_")));
+        assert_eq!(R_PASSES.len(), R_MAX - 2);
+        assert_eq!(reason_index("pass_multibuf"), Some(R_DROP_MALFORMED - 1));
+        assert_eq!(reason_index("pass_nothing"), None);
+        let mut c = RouterCounters::default();
+        c.packets[R_FORWARDED] = 7;
+        c.bytes[R_DROP_MALFORMED] = 60;
+        assert_eq!(
+            (c.packets_of("forwarded"), c.bytes_of("drop_malformed")),
+            (7, 60)
+        );
+    }
     use linerate_bpf::btf_layout::struct_layout;
     use linerate_bpf::objects;
     use std::mem::{offset_of, size_of};

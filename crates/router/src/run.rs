@@ -4,7 +4,7 @@
 //! ends (Ctrl-C, SIGTERM, kill -9, a crash) they detach and the kernel
 //! forwards alone.
 use crate::fastpath::FastPath;
-use crate::layout::{RouterCounters, REASONS};
+use crate::layout::{RouterCounters, REASONS, R_DROP_MALFORMED, R_FORWARDED, R_PASSES};
 use crate::mirror::Mirror;
 use crate::netfilter::Hooks;
 use crate::netlink::{self, Monitor};
@@ -37,9 +37,9 @@ impl Second {
     /// `forwarded 1.234 Mpps, passed 12 pps (ttl 10, no_neigh 2), dropped 0 pps`.
     pub fn line(&self) -> String {
         let per_sec = |n: u64| n as f64 * 1e6 / self.usec.max(1) as f64;
-        let fwd = per_sec(self.delta.packets[0]);
-        let passed: u64 = (1..REASONS.len() - 1).map(|i| self.delta.packets[i]).sum();
-        let mut reasons: Vec<(u64, &str)> = (1..REASONS.len() - 1)
+        let fwd = per_sec(self.delta.packets[R_FORWARDED]);
+        let passed: u64 = R_PASSES.map(|i| self.delta.packets[i]).sum();
+        let mut reasons: Vec<(u64, &str)> = R_PASSES
             .filter(|&i| self.delta.packets[i] > 0)
             .map(|i| {
                 (
@@ -66,7 +66,7 @@ impl Second {
             "forwarded {:.3} Mpps, passed {:.0} pps{detail}, dropped {:.0} pps",
             fwd / 1e6,
             per_sec(passed),
-            per_sec(self.delta.packets[REASONS.len() - 1])
+            per_sec(self.delta.packets[R_DROP_MALFORMED])
         )
     }
 }

@@ -324,9 +324,8 @@ fn every_verdict() {
             .map(|i| REASONS[i])
             .collect();
         assert_eq!(moved, [reason], "{what}: counters");
-        let r = REASONS.iter().position(|n| *n == reason).unwrap();
         assert_eq!(
-            after.bytes[r] - before.bytes[r],
+            after.bytes_of(reason) - before.bytes_of(reason),
             frame.len() as u64,
             "{what}: bytes"
         );
@@ -374,7 +373,7 @@ fn every_verdict() {
     fp.remove_interface(fp1).unwrap();
     let (verdict, out) = fp.run(&fwd4, fp1).unwrap();
     assert_eq!((verdict, out), (XdpAction::Pass, fwd4.clone()));
-    assert_eq!(fp.counters(fp1).unwrap().packets[2], 1, "pass_not_ours");
+    assert_eq!(fp.counters(fp1).unwrap().packets_of("pass_not_ours"), 1);
     // ... and the egress that is gone is no longer used.
     let (verdict, _) = fp.run(&fwd4, fp0).unwrap();
     assert_eq!(verdict, XdpAction::Pass);
@@ -396,7 +395,6 @@ fn ipv4_header_checksums_are_checked_on_random_headers() {
         state ^= state << 17;
         state
     };
-    let reason = |name: &str| REASONS.iter().position(|n| *n == name).unwrap();
     let before = r.fp.counters(r.fp0).unwrap();
     const HEADERS: u64 = 2000;
     for i in 0..HEADERS {
@@ -441,8 +439,11 @@ fn ipv4_header_checksums_are_checked_on_random_headers() {
     }
     let after = r.fp.counters(r.fp0).unwrap();
     for name in ["forwarded", "pass_bad_csum"] {
-        let k = reason(name);
-        assert_eq!(after.packets[k] - before.packets[k], HEADERS, "{name}");
+        assert_eq!(
+            after.packets_of(name) - before.packets_of(name),
+            HEADERS,
+            "{name}"
+        );
     }
 }
 
@@ -501,11 +502,8 @@ fn what_follows_the_ip_packet_is_cut() {
         f.extend_from_slice(trailer);
         f
     };
-    let fwd_bytes = |fp: &FastPath| fp.counters(fp0).unwrap().bytes[0];
-    let counted = |fp: &FastPath, reason: &str| {
-        let i = REASONS.iter().position(|n| *n == reason).unwrap();
-        fp.counters(fp0).unwrap().packets[i]
-    };
+    let fwd_bytes = |fp: &FastPath| fp.counters(fp0).unwrap().bytes_of("forwarded");
+    let counted = |fp: &FastPath, reason: &str| fp.counters(fp0).unwrap().packets_of(reason);
 
     let ack = udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 64, 12); // a 40-byte packet
     let mut pseudo_random = (0..1300u32).map(|i| (i * 151 + 7) as u8);
