@@ -10,7 +10,7 @@ pub mod shortcut;
 pub mod trie;
 
 pub use key::Key;
-pub use trie::{Fib, FibError, Ipv6Layout, Shape, Stats, Table, Write, CHILD, MAX_NEXTHOP};
+pub use trie::{Fib, FibError, Ipv6Layout, Shape, Stats, Table, Tables, Write, CHILD, MAX_NEXTHOP};
 
 /// A route: address (host bits zero), prefix length, next-hop id.
 pub type Route<K> = (K, u8, u32);

@@ -313,38 +313,17 @@ impl<K: Key> Fib<K> {
     /// fast path reads: the root, then the shortcut, then the groups.
     #[inline]
     pub fn lookup(&self, addr: K) -> Option<u32> {
-        let s = self.shape;
-        let mut e = self.root[addr.chunk(0, s.first)];
-        let mut start = s.first;
-        if e & CHILD != 0 {
-            if let Some((found, bits)) = self.shortcut_entry(addr) {
-                e = found;
-                start = bits;
-            }
-        }
-        while e & CHILD != 0 {
-            let base = ((e & !CHILD) as usize) << s.stride;
-            e = self.groups[base + addr.chunk(start, s.stride)];
-            start += s.stride;
-        }
-        (e != 0).then_some(e)
+        self.tables().lookup(addr)
     }
 
-    /// The shortcut's entry for `addr`'s longest prefix it holds, and the
-    /// bit the walk goes on from.
-    fn shortcut_entry(&self, addr: K) -> Option<(u32, u8)> {
-        if self.shortcut.is_empty() {
-            return None;
+    /// The three tables as the fast path holds them.
+    pub fn tables(&self) -> Tables<'_> {
+        Tables {
+            shape: self.shape,
+            root: &self.root,
+            groups: &self.groups,
+            shortcut: &self.shortcut,
         }
-        let hi = (addr.to_u128() >> 64) as u64;
-        (0..self.shape.shortcut_levels as usize).find_map(|level| {
-            shortcut::find(
-                &self.shortcut,
-                shortcut::key(hi, level),
-                self.shape.shortcut,
-            )
-            .map(|e| (e, shortcut::LEVELS[level]))
-        })
     }
 
     /// Looks up every address; `out[i]` is the next-hop id of `addrs[i]`
@@ -933,6 +912,53 @@ fn prefetch<T>(p: &T) {
     // SAFETY: prefetch is a hint; any address is allowed.
     unsafe {
         std::arch::x86_64::_mm_prefetch(p as *const T as *const i8, std::arch::x86_64::_MM_HINT_T0);
+    }
+}
+
+/// A FIB's tables wherever they are held (a [`Fib`]'s own, or a copy
+/// made of its writes, as a model of the fast path keeps): the walk the
+/// fast path does over them.
+#[derive(Clone, Copy, Debug)]
+pub struct Tables<'a> {
+    pub shape: Shape,
+    pub root: &'a [u32],
+    pub groups: &'a [u32],
+    pub shortcut: &'a [u32],
+}
+
+impl Tables<'_> {
+    /// Longest-prefix match: the root, then the shortcut, then the groups;
+    /// the next-hop id, or `None`.
+    #[inline]
+    pub fn lookup<K: Key>(&self, addr: K) -> Option<u32> {
+        let s = self.shape;
+        let mut e = self.root[addr.chunk(0, s.first)];
+        let mut start = s.first;
+        if e & CHILD != 0 {
+            if let Some((found, bits)) = self.shortcut_entry(addr) {
+                e = found;
+                start = bits;
+            }
+        }
+        while e & CHILD != 0 {
+            let base = ((e & !CHILD) as usize) << s.stride;
+            e = self.groups[base + addr.chunk(start, s.stride)];
+            start += s.stride;
+        }
+        (e != 0).then_some(e)
+    }
+
+    /// The shortcut's entry for `addr`'s longest prefix it holds, and the
+    /// bit the walk goes on from.
+    fn shortcut_entry<K: Key>(&self, addr: K) -> Option<(u32, u8)> {
+        if self.shortcut.is_empty() {
+            return None;
+        }
+        let hi = (addr.to_u128() >> 64) as u64;
+        (0..self.shape.shortcut_levels as usize).find_map(|level| {
+            shortcut::find(self.shortcut, shortcut::key(hi, level), self.shape.shortcut)
+                .map(|e| (e, shortcut::LEVELS[level]))
+        })
     }
 }
 

@@ -2,12 +2,14 @@
 //! the control plane that mirrors the kernel's tables into them.
 
 pub mod bench;
+pub mod dataplane;
 pub mod ecmp;
 pub mod fastpath;
 pub mod ids;
 pub mod layout;
 pub mod local;
 pub mod mirror;
+pub mod model;
 pub mod netconf;
 pub mod netfilter;
 pub mod netlink;

@@ -3,6 +3,7 @@
 //! The XDP programs hang on BPF links owned by this process: however it
 //! ends (Ctrl-C, SIGTERM, kill -9, a crash) they detach and the kernel
 //! forwards alone.
+use crate::dataplane::Dataplane;
 use crate::fastpath::FastPath;
 use crate::layout::{RouterCounters, REASONS, R_DROP_MALFORMED, R_FORWARDED, R_PASSES};
 use crate::mirror::Mirror;
@@ -225,7 +226,7 @@ pub fn run(
 
 /// Applies the kernel's notifications; errors are said and the rest goes
 /// on. A change of the policy rules reloads them whole (crate::policy).
-pub fn apply_notifications(mirror: &mut Mirror, msgs: &[netlink::Change]) {
+pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[netlink::Change]) {
     for m in msgs {
         if let Err(e) = mirror.apply_change(m) {
             eprintln!("linerate route: {e:#}");
@@ -258,7 +259,7 @@ pub fn apply_notifications(mirror: &mut Mirror, msgs: &[netlink::Change]) {
 /// and hands them to the mirror, saying so when a family starts or stops
 /// going through them. Unreadable: both families are taken as hooked
 /// (never bypass a firewall that may be there).
-pub fn follow_netfilter(mirror: &mut Mirror) {
+pub fn follow_netfilter<D: Dataplane>(mirror: &mut Mirror<D>) {
     let hooks = Hooks::dump().unwrap_or_else(|e| {
         eprintln!("linerate route: {e:#}; the kernel forwards everything until they can be read");
         let unknown = vec!["netfilter hooks that could not be read".to_string()];
@@ -308,7 +309,7 @@ fn say_hooks_changed(
 /// Reads what tc does on the router's interfaces (crate::tc) and hands
 /// it to the mirror, saying so when a side of an interface starts or stops
 /// going through it. Unreadable: every side is taken as acted on.
-pub fn follow_tc(mirror: &mut Mirror) {
+pub fn follow_tc<D: Dataplane>(mirror: &mut Mirror<D>) {
     let names = mirror.ingress_names();
     let ifindexes: Vec<u32> = mirror.ingress().keys().copied().collect();
     let tc = crate::tc::dump(&ifindexes).unwrap_or_else(|e| {
@@ -360,7 +361,7 @@ pub fn follow_tc(mirror: &mut Mirror) {
 /// with its peer's settings, which no notification here reports: run once
 /// a second and after link changes. A kernel without the netdev family:
 /// single buffers are sent as before, multi-buffer frames pass.
-pub fn follow_xdp_features(mirror: &mut Mirror) {
+pub fn follow_xdp_features<D: Dataplane>(mirror: &mut Mirror<D>) {
     let known = match crate::xdp_features::dump() {
         Ok(k) => k.unwrap_or_default(),
         Err(e) => {
@@ -392,7 +393,7 @@ pub fn follow_xdp_features(mirror: &mut Mirror) {
 /// Reads whether IPv6 is on for each of the router's interfaces (no
 /// notification says when it changes: run after notifications, which its
 /// effects bring, and once a second).
-pub fn follow_ipv6_switches(mirror: &mut Mirror) {
+pub fn follow_ipv6_switches<D: Dataplane>(mirror: &mut Mirror<D>) {
     for (ifindex, name) in mirror.ingress_names() {
         let on = crate::netconf::ipv6_enabled(&name);
         if let Err(e) = mirror.set_ipv6_enabled(ifindex, on) {

@@ -1,11 +1,14 @@
 //! The mirror follows the kernel: hand-built rtnetlink messages (what a
 //! dump or a notification carries) go into `Mirror`, and after each the
-//! fast path's verdicts on frames are checked with BPF_PROG_RUN. Route add,
+//! fast path's verdicts on frames are checked. Route add,
 //! replace, delete and metrics; the local table over the main one;
 //! connected, device-multipath and blackhole routes to the kernel;
 //! neighbour states; link down and MTU; ECMP; nexthop objects; id churn;
-//! resync. Needs root.
-use linerate_router::mirror::Mirror;
+//! resync. On the in-memory model of the fast path; with the `privileged`
+//! feature (root) on the BPF program beside it, which must agree.
+use linerate_router::mirror;
+
+type Mirror = mirror::Mirror<TestPlane>;
 use linerate_router::netconf::Netconf;
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use netlink_packet_route::neighbour::{
@@ -18,7 +21,7 @@ use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as M};
 use std::net::Ipv4Addr;
 
 mod common;
-use common::{frame_between, path, verdict, XdpAction, MAC_IN, MAC_OUT};
+use common::{frame_between, path, verdict, TestPlane, XdpAction, MAC_IN, MAC_OUT};
 
 const MAC_GW: [u8; 6] = [2, 0, 0, 0, 0, 4];
 const MAC_GW2: [u8; 6] = [2, 0, 0, 0, 0, 5];
@@ -97,19 +100,19 @@ fn frame(dst: &str, payload: usize) -> Vec<u8> {
     f
 }
 
-/// A mirror over the router program on a scratch veth pair (m0 in, m1
-/// out), both links known up. `m` drops before `_pair`.
+/// A mirror over the test plane (common::test_plane: the model, and with
+/// root the router program on a scratch veth pair beside it), m0 in, m1
+/// out, both links known up. `m` drops before `_pair`.
 struct Env {
     m: Mirror,
     m0: u32,
     m1: u32,
-    _pair: common::ScratchPair,
+    _pair: Option<common::ScratchPair>,
 }
 
 fn scratch_mirror(tag: &str) -> Env {
-    let (pair, fp) = common::scratch_pair(tag, "m");
-    let (m0, m1) = (pair.if0, pair.if1);
-    let mut m = Mirror::new(fp).unwrap();
+    let (pair, plane, m0, m1) = common::test_plane(tag, "m");
+    let mut m = Mirror::new(plane).unwrap();
     m.apply(&link(m0, MAC_IN, 1500, true)).unwrap();
     m.apply(&link(m1, MAC_OUT, 1500, true)).unwrap();
     Env {
@@ -376,7 +379,7 @@ fn the_fast_path_follows_the_kernel() {
         .udp(1, 2)
         .write(&mut f6, &[0u8; 18])
         .unwrap();
-    let (v, out) = m.fast_path().run(&f6, m0).unwrap();
+    let (v, _, out) = m.fast_path().run(&f6, m0);
     assert_eq!(
         (v, &out[0..6]),
         (XdpAction::Redirect, &MAC_GW[..]),

@@ -8,12 +8,16 @@
 //! with the same packet: the fast path may forward only where the kernel
 //! routes by the main table. Needs root.
 use linerate_host::cmd::ip;
-use linerate_router::mirror::Mirror;
+use linerate_router::mirror;
 use linerate_router::netlink::{self, Monitor};
 use std::time::Duration;
 
 mod common;
-use common::{frame_between, path, MAC_IN, MAC_OUT};
+use common::{frame_between, path, TestPlane, MAC_IN, MAC_OUT};
+
+/// The mirror on the BPF program, with the model beside it (which must
+/// agree on every frame).
+type Mirror = mirror::Mirror<TestPlane>;
 
 const MAC_GW: [u8; 6] = [2, 0, 0, 0, 0, 4];
 const MAC_GW2: [u8; 6] = [2, 0, 0, 0, 0, 5];
@@ -121,7 +125,8 @@ fn router(tag: &str) -> (common::ScratchPair, Mirror, Monitor) {
         );
     }
     let monitor = Monitor::open().unwrap();
-    let mut m = Mirror::new(fp).unwrap();
+    let (if0, if1) = (pair.if0, pair.if1);
+    let mut m = Mirror::new(TestPlane::twin(fp, if0, if1)).unwrap();
     m.resync(&netlink::dump_all().unwrap()).unwrap();
     m.add_ingress(pair.if0).unwrap();
     m.add_ingress(pair.if1).unwrap();

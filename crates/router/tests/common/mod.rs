@@ -1,11 +1,17 @@
 //! What the router's integration tests share: the router program on the
-//! two ends of a veth pair in a scratch namespace. Needs root.
+//! two ends of a veth pair in a scratch namespace (needs root), and the
+//! plane the mirror's tests write to (the model, and the program beside it
+//! with root).
+use anyhow::Result;
 use linerate_bpf::loader::{XdpAttachment, XdpMode};
+use linerate_fib::{Fib, Key, Write};
 use linerate_host::cmd::ip;
 use linerate_host::netns::NetnsGuard;
+use linerate_router::dataplane::Dataplane;
 use linerate_router::fastpath::FastPath;
-use linerate_router::layout::{IFACE_FORWARD4, IFACE_FORWARD6, REASONS};
+use linerate_router::layout::{Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, REASONS};
 use linerate_router::mirror::Mirror;
+use linerate_router::model::Model;
 
 /// The router's MAC on the ingress (first) and egress (second) veth.
 pub const MAC_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
@@ -34,6 +40,7 @@ pub struct ScratchPair {
     _scratch: Scratch,
 }
 
+#[allow(dead_code)]
 pub fn scratch_pair(tag: &str, dev: &str) -> (ScratchPair, FastPath) {
     let ns = format!("lrt-{tag}-{}", std::process::id());
     ip(None, &["netns", "add", &ns]).unwrap();
@@ -84,13 +91,128 @@ pub fn scratch_pair(tag: &str, dev: &str) -> (ScratchPair, FastPath) {
 
 pub use linerate_bpf::test_run::XdpAction;
 
-/// The fast path's verdict on frame `f` arriving on `ingress`, the
-/// reason counter it moved, and the destination MAC it left with.
+/// What the mirror's tests write to: the in-memory model of the fast
+/// path, and with root (the `privileged` feature) the BPF program's maps
+/// beside it, written alike. Every verdict is then taken from both, and
+/// they must agree on the action, the reason and every byte: the contract
+/// that lets the model stand for the program in tests without root.
 #[allow(dead_code)] // not every test binary asks
-pub fn verdict(m: &Mirror, ingress: u32, f: &[u8]) -> (XdpAction, &'static str, [u8; 6]) {
-    let before = m.fast_path().counters(ingress).unwrap();
-    let (v, out) = m.fast_path().run(f, ingress).unwrap();
-    let after = m.fast_path().counters(ingress).unwrap();
+pub struct TestPlane {
+    pub model: Model,
+    real: Option<FastPath>,
+}
+
+#[allow(dead_code)]
+impl TestPlane {
+    /// The model alone, interfaces `if0` (MAC_IN) and `if1` (MAC_OUT)
+    /// forwarding both families, as scratch_pair declares them.
+    pub fn model(if0: u32, if1: u32) -> Self {
+        let mut model = Model::new(linerate_fib::Ipv6Layout::default());
+        let both = IFACE_FORWARD4 | IFACE_FORWARD6;
+        model.set_interface(if0, MAC_IN, both, true).unwrap();
+        model.set_interface(if1, MAC_OUT, both, true).unwrap();
+        TestPlane { model, real: None }
+    }
+
+    /// The model beside `fp`, the program on scratch pair `if0`, `if1`.
+    pub fn twin(fp: FastPath, if0: u32, if1: u32) -> Self {
+        TestPlane {
+            real: Some(fp),
+            ..Self::model(if0, if1)
+        }
+    }
+
+    /// Whether the BPF program is there too.
+    pub fn has_program(&self) -> bool {
+        self.real.is_some()
+    }
+
+    /// The verdict on frame `f` arriving on `ingress`: the model's, which
+    /// the program's must equal when it is there.
+    pub fn run(&self, f: &[u8], ingress: u32) -> (XdpAction, &'static str, Vec<u8>) {
+        let v = self.model.run(f, ingress);
+        let model = (v.action, v.reason, v.frame);
+        if let Some(fp) = &self.real {
+            let program = program_verdict(fp, ingress, f);
+            assert_eq!(program, model, "the BPF program and the model disagree");
+        }
+        model
+    }
+}
+
+impl Dataplane for TestPlane {
+    fn ipv6_layout(&self) -> linerate_fib::Ipv6Layout {
+        self.model.ipv6_layout()
+    }
+    fn set_interface(&mut self, i: u32, mac: [u8; 6], flags: u16, egress: bool) -> Result<()> {
+        if let Some(fp) = &mut self.real {
+            Dataplane::set_interface(fp, i, mac, flags, egress)?;
+        }
+        self.model.set_interface(i, mac, flags, egress)
+    }
+    fn remove_interface(&mut self, i: u32) -> Result<()> {
+        if let Some(fp) = &mut self.real {
+            Dataplane::remove_interface(fp, i)?;
+        }
+        self.model.remove_interface(i)
+    }
+    fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()> {
+        if let Some(fp) = &mut self.real {
+            Dataplane::set_nexthop(fp, id, nh)?;
+        }
+        self.model.set_nexthop(id, nh)
+    }
+    fn take_nexthop_used(&mut self, id: u32) -> bool {
+        let used = self.model.take_nexthop_used(id);
+        if let Some(fp) = &mut self.real {
+            assert_eq!(
+                Dataplane::take_nexthop_used(fp, id),
+                used,
+                "next hop {id}'s mark"
+            );
+        }
+        used
+    }
+    fn set_nh_group(&mut self, index: u32, g: &NhGroup) -> Result<()> {
+        if let Some(fp) = &mut self.real {
+            Dataplane::set_nh_group(fp, index, g)?;
+        }
+        self.model.set_nh_group(index, g)
+    }
+    fn set_local_sources(&mut self, index: u32, word: u64) -> Result<()> {
+        if let Some(fp) = &mut self.real {
+            Dataplane::set_local_sources(fp, index, word)?;
+        }
+        self.model.set_local_sources(index, word)
+    }
+    fn apply_fib<K: Key>(&mut self, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
+        if let Some(fp) = &mut self.real {
+            Dataplane::apply_fib(fp, fib, writes)?;
+        }
+        self.model.apply_fib(fib, writes)
+    }
+}
+
+/// The plane of a mirror test: with the `privileged` feature the program
+/// on a scratch pair `<dev>0`/`<dev>1` beside the model (the pair to drop
+/// after the plane), else the model alone on interfaces 2 and 3.
+#[allow(dead_code)]
+pub fn test_plane(tag: &str, dev: &str) -> (Option<ScratchPair>, TestPlane, u32, u32) {
+    if cfg!(feature = "privileged") {
+        let (pair, fp) = scratch_pair(tag, dev);
+        let (if0, if1) = (pair.if0, pair.if1);
+        (Some(pair), TestPlane::twin(fp, if0, if1), if0, if1)
+    } else {
+        (None, TestPlane::model(2, 3), 2, 3)
+    }
+}
+
+/// The program's verdict on frame `f` arriving on `ingress`, the reason
+/// counter it moved, and the frame as it left.
+fn program_verdict(fp: &FastPath, ingress: u32, f: &[u8]) -> (XdpAction, &'static str, Vec<u8>) {
+    let before = fp.counters(ingress).unwrap();
+    let (v, out) = fp.run(f, ingress).unwrap();
+    let after = fp.counters(ingress).unwrap();
     // The counter that moved by this one frame (its packets and bytes).
     let r = (0..REASONS.len())
         .find(|&i| {
@@ -98,12 +220,24 @@ pub fn verdict(m: &Mirror, ingress: u32, f: &[u8]) -> (XdpAction, &'static str, 
                 && after.bytes[i] == before.bytes[i] + f.len() as u64
         })
         .unwrap();
-    (v, REASONS[r], out[0..6].try_into().unwrap())
+    (v, REASONS[r], out)
+}
+
+/// The verdict on frame `f` arriving on `ingress` (TestPlane::run), the
+/// reason, and the destination MAC it left with.
+#[allow(dead_code)] // not every test binary asks
+pub fn verdict(
+    m: &Mirror<TestPlane>,
+    ingress: u32,
+    f: &[u8],
+) -> (XdpAction, &'static str, [u8; 6]) {
+    let (v, r, out) = m.fast_path().run(f, ingress);
+    (v, r, out[0..6].try_into().unwrap())
 }
 
 /// Where frame `f` went: the MAC it was forwarded to, or why it passed.
 #[allow(dead_code)]
-pub fn path(m: &Mirror, ingress: u32, f: &[u8]) -> Result<[u8; 6], &'static str> {
+pub fn path(m: &Mirror<TestPlane>, ingress: u32, f: &[u8]) -> Result<[u8; 6], &'static str> {
     match verdict(m, ingress, f) {
         (XdpAction::Redirect, _, mac) => Ok(mac),
         (_, reason, _) => Err(reason),

@@ -1,0 +1,62 @@
+//! What the mirror writes to: the fast path's maps, behind one small
+//! trait. [`crate::fastpath::FastPath`] writes the BPF maps the program
+//! reads; [`crate::model::Model`] holds the same entries in memory and
+//! decides frames as the program does, so that the mirror's logic runs in
+//! plain unit tests, and root tests hold the two to the same verdicts.
+use crate::fastpath::FastPath;
+use crate::layout::{Nexthop, NhGroup};
+use anyhow::Result;
+use linerate_fib::{Fib, Ipv6Layout, Key, Write};
+
+pub trait Dataplane {
+    /// The IPv6 table layout the dataplane reads.
+    fn ipv6_layout(&self) -> Ipv6Layout;
+    /// Writes interface `ifindex` (its MAC, its IFACE_* flags), an egress
+    /// only if `egress`.
+    fn set_interface(&mut self, ifindex: u32, mac: [u8; 6], flags: u16, egress: bool)
+        -> Result<()>;
+    /// Forgets interface `ifindex`: no frame of it considered, none sent.
+    fn remove_interface(&mut self, ifindex: u32) -> Result<()>;
+    fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()>;
+    /// Whether next hop `id` was sent through since the last call.
+    fn take_nexthop_used(&mut self, id: u32) -> bool;
+    /// ECMP group `index`'s buckets; written before a next hop points at it.
+    fn set_nh_group(&mut self, index: u32, group: &NhGroup) -> Result<()>;
+    /// Word `index` of the router's own IPv4 addresses' bit set.
+    fn set_local_sources(&mut self, index: u32, word: u64) -> Result<()>;
+    /// A FIB change: `writes` name the entries of `fib` to copy, in order.
+    fn apply_fib<K: Key>(&mut self, fib: &Fib<K>, writes: &[Write]) -> Result<()>;
+}
+
+impl Dataplane for FastPath {
+    fn ipv6_layout(&self) -> Ipv6Layout {
+        FastPath::ipv6_layout(self)
+    }
+    fn set_interface(
+        &mut self,
+        ifindex: u32,
+        mac: [u8; 6],
+        flags: u16,
+        egress: bool,
+    ) -> Result<()> {
+        FastPath::set_interface(self, ifindex, mac, flags, egress)
+    }
+    fn remove_interface(&mut self, ifindex: u32) -> Result<()> {
+        FastPath::remove_interface(self, ifindex)
+    }
+    fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()> {
+        FastPath::set_nexthop(self, id, nh)
+    }
+    fn take_nexthop_used(&mut self, id: u32) -> bool {
+        FastPath::take_nexthop_used(self, id)
+    }
+    fn set_nh_group(&mut self, index: u32, group: &NhGroup) -> Result<()> {
+        FastPath::set_nh_group(self, index, group)
+    }
+    fn set_local_sources(&mut self, index: u32, word: u64) -> Result<()> {
+        FastPath::set_local_sources(self, index, word)
+    }
+    fn apply_fib<K: Key>(&mut self, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
+        FastPath::apply(self, fib, writes)
+    }
+}

@@ -1,0 +1,249 @@
+//! rtnetlink messages as the mirror reads them: a link's MAC, MTU, state
+//! and master; a neighbour's usable MAC; a route's prefix, table, metric
+//! and next hop. Pure functions of one message each.
+use super::nexthops::{members_key, NhKey};
+use super::routes::Candidate;
+use linerate_fib::Key;
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteFlags, RouteMessage, RouteMetric, RouteNextHop,
+    RouteNextHopFlags, RouteType,
+};
+use netlink_packet_route::AddressFamily;
+use std::net::IpAddr;
+
+pub const TABLE_MAIN: u32 = 254;
+pub const TABLE_LOCAL: u32 = 255;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Link {
+    pub mac: [u8; 6],
+    pub mtu: u32,
+    pub up: bool,
+    /// A port of another device (a VRF, a bridge): the kernel routes what
+    /// arrives here, if at all, as that device.
+    pub enslaved: bool,
+}
+
+/// A link added, changed or gone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkUpdate {
+    pub index: u32,
+    /// None: the link is gone.
+    pub link: Option<Link>,
+    pub name: Option<String>,
+}
+
+/// A link message; None for AF_BRIDGE ones, which are about a bridge's
+/// port (its state in the bridge; a "deletion" when it leaves the bridge),
+/// not the link.
+pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
+    if l.header.interface_family == AddressFamily::Bridge {
+        return None;
+    }
+    let index = l.header.index;
+    if gone {
+        return Some(LinkUpdate {
+            index,
+            link: None,
+            name: None,
+        });
+    }
+    let mut link = Link {
+        up: l.header.flags.contains(LinkFlags::Up) && l.header.flags.contains(LinkFlags::LowerUp),
+        ..Default::default()
+    };
+    let mut name = None;
+    for a in &l.attributes {
+        match a {
+            LinkAttribute::Address(m) if m.len() == 6 => link.mac.copy_from_slice(m),
+            LinkAttribute::Mtu(m) => link.mtu = *m,
+            LinkAttribute::Controller(c) => link.enslaved = *c != 0,
+            LinkAttribute::IfName(n) => name = Some(n.clone()),
+            _ => {}
+        }
+    }
+    Some(LinkUpdate {
+        index,
+        link: Some(link),
+        name,
+    })
+}
+
+/// A neighbour entry as the kernel forwards with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeighUpdate {
+    /// Interface and address.
+    pub key: (u32, std::net::IpAddr),
+    /// The MAC, when the kernel forwards with the entry: REACHABLE, STALE,
+    /// DELAY, PROBE, PERMANENT and NOARP; not INCOMPLETE or FAILED, or gone.
+    pub mac: Option<[u8; 6]>,
+    /// Usable and PERMANENT or NOARP: the kernel does not confirm it.
+    pub fixed: bool,
+}
+
+/// A neighbour message; None without a destination address.
+pub fn neighbour(n: &NeighbourMessage, gone: bool) -> Option<NeighUpdate> {
+    let mut ip = None;
+    let mut mac = None;
+    for a in &n.attributes {
+        match a {
+            NeighbourAttribute::Destination(NeighbourAddress::Inet(v4)) => {
+                ip = Some(IpAddr::V4(*v4))
+            }
+            NeighbourAttribute::Destination(NeighbourAddress::Inet6(v6)) => {
+                ip = Some(IpAddr::V6(*v6))
+            }
+            NeighbourAttribute::LinkLayerAddress(m) if m.len() == 6 => {
+                let mut x = [0u8; 6];
+                x.copy_from_slice(m);
+                mac = Some(x);
+            }
+            _ => {}
+        }
+    }
+    let usable = matches!(
+        n.header.state,
+        NeighbourState::Reachable
+            | NeighbourState::Stale
+            | NeighbourState::Delay
+            | NeighbourState::Probe
+            | NeighbourState::Permanent
+            | NeighbourState::Noarp
+    );
+    let mac = mac.filter(|_| usable && !gone);
+    let fixed = mac.is_some()
+        && matches!(
+            n.header.state,
+            NeighbourState::Permanent | NeighbourState::Noarp
+        );
+    Some(NeighUpdate {
+        key: (n.header.ifindex, ip?),
+        mac,
+        fixed,
+    })
+}
+
+/// A route's destination: address (host bits zero) and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Prefix {
+    V4(u32, u8),
+    V6(u128, u8),
+}
+
+/// A route of the main or local table added, replaced or deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteUpdate {
+    pub prefix: Prefix,
+    pub candidate: Candidate,
+    pub gone: bool,
+    /// A local /32 of the local table: one of the router's own IPv4
+    /// addresses.
+    pub local_address: Option<u32>,
+}
+
+/// A route message; None for IPv6 route cache entries, other tables and
+/// other families.
+pub fn route(r: &RouteMessage, gone: bool) -> Option<RouteUpdate> {
+    if r.header.flags.contains(RouteFlags::Cloned) {
+        return None;
+    }
+    let mut table = r.header.table as u32;
+    let (mut dst, mut gw, mut oif, mut priority, mut mtu) = (None, None, None, 0, None);
+    let (mut multipath, mut nh_object) = (None, None);
+    for a in &r.attributes {
+        match a {
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::Destination(d) => dst = route_addr(d),
+            RouteAttribute::Gateway(g) => gw = route_addr(g),
+            RouteAttribute::Oif(o) => oif = Some(*o),
+            RouteAttribute::Priority(p) => priority = *p,
+            RouteAttribute::MultiPath(hops) => multipath = Some(hops),
+            RouteAttribute::NhId(id) => nh_object = Some(*id),
+            RouteAttribute::Metrics(ms) => {
+                for m in ms {
+                    if let RouteMetric::Mtu(v) = m {
+                        mtu = Some(*v);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if table != TABLE_MAIN && table != TABLE_LOCAL {
+        return None;
+    }
+    let nh = match (r.header.kind, gw, oif, multipath, nh_object) {
+        (RouteType::Unicast, Some(gw), Some(oif), None, None) => NhKey::Gateway { oif, gw, mtu },
+        (RouteType::Unicast, None, Some(oif), None, None) => NhKey::Device { oif, mtu },
+        (RouteType::Unicast, _, _, Some(hops), None) => group_key(hops, mtu),
+        (RouteType::Unicast, _, _, _, Some(id)) => NhKey::Object { id, mtu },
+        _ => NhKey::Kernel,
+    };
+    let candidate = Candidate {
+        table,
+        priority,
+        nh,
+    };
+    let len = r.header.destination_prefix_length;
+    let (prefix, local_address) = match r.header.address_family {
+        AddressFamily::Inet if len <= 32 => {
+            let a = match dst {
+                Some(IpAddr::V4(v)) => u32::from(v),
+                _ => 0,
+            };
+            let local = r.header.kind == RouteType::Local && len == 32 && table == TABLE_LOCAL;
+            (Prefix::V4(a.mask(len), len), local.then_some(a))
+        }
+        AddressFamily::Inet6 if len <= 128 => {
+            let a = match dst {
+                Some(IpAddr::V6(v)) => u128::from(v),
+                _ => 0,
+            };
+            (Prefix::V6(a.mask(len), len), None)
+        }
+        _ => return None,
+    };
+    Some(RouteUpdate {
+        prefix,
+        candidate,
+        gone,
+        local_address,
+    })
+}
+
+fn route_addr(a: &RouteAddress) -> Option<IpAddr> {
+    match a {
+        RouteAddress::Inet(v) => Some(IpAddr::V4(*v)),
+        RouteAddress::Inet6(v) => Some(IpAddr::V6(*v)),
+        _ => None,
+    }
+}
+
+/// The next hop of a multipath route: its members through gateways,
+/// weighted (RTNH_F_DEAD members left out, as the kernel does). A member
+/// without a gateway (a device route), or through an IPv4 gateway of an
+/// IPv6 route, makes the route the kernel's.
+fn group_key(hops: &[RouteNextHop], mtu: Option<u32>) -> NhKey {
+    let mut members = Vec::new();
+    for h in hops {
+        if h.flags.contains(RouteNextHopFlags::Dead) {
+            continue;
+        }
+        let gw = h.attributes.iter().find_map(|a| match a {
+            RouteAttribute::Gateway(g) => route_addr(g),
+            _ => None,
+        });
+        match gw {
+            Some(gw) if h.interface_index != 0 => {
+                let oif = h.interface_index;
+                members.push((NhKey::Gateway { oif, gw, mtu }, h.hops as u32 + 1));
+            }
+            _ => return NhKey::Kernel,
+        }
+    }
+    members_key(members)
+}

@@ -1,0 +1,861 @@
+//! The kernel's forwarding state as the fast path needs it, kept from
+//! rtnetlink messages, and pushed into the fast path's maps as it changes.
+//!
+//! What is mirrored: links (MAC, MTU, up), neighbours (MAC when usable),
+//! routes of the main and local tables (local wins, then the lowest
+//! metric). A plain unicast route through a gateway gets a next hop that
+//! the fast path forwards to once the gateway's neighbour is resolved; a
+//! multipath (ECMP) route through gateways gets a group of those, spread
+//! over buckets by weight (crate::ecmp). Everything else goes to the
+//! kernel next hop (XDP_PASS): connected networks and local addresses (the
+//! kernel resolves and delivers), multipath routes with a member without a
+//! gateway, blackhole, unreachable, prohibit and the rest. A host on a
+//! connected network whose neighbour entry is usable gets its own entry
+//! (a /32 or /128 whose next hop is the host), as ip_tryforward reaches
+//! it: forwarded in the fast path, the rest of the network the kernel's.
+//! Routes through
+//! nexthop objects (`ip route add P nhid N`, as FRR installs them) get
+//! what the object is, a gateway or a group of them, and follow it when
+//! it changes. Other routing tables are not mirrored: where a policy
+//! rule may route a packet by one (crate::policy), or an interface is
+//! enslaved (to a VRF, a bridge), the family passes from that interface.
+//!
+//! The parts, one job each: [`decode`] reads rtnetlink messages;
+//! [`routes`] holds a family's candidates and picks the kernel's;
+//! [`nexthops`] gives next hops and ECMP groups their ids; [`neighbours`]
+//! holds the usable neighbours and the hosts they make; [`ifaces`] makes
+//! an interface's flags. `Mirror` ties them and writes what changes to a
+//! [`Dataplane`]: the BPF maps, or the in-memory model of the tests.
+pub mod decode;
+pub mod ifaces;
+pub mod neighbours;
+pub mod nexthops;
+pub mod routes;
+
+use crate::dataplane::Dataplane;
+use crate::fastpath::FastPath;
+use crate::layout::{Nexthop, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID};
+use crate::local::LocalSources;
+use crate::netconf::Netconf;
+use crate::netfilter::Hooks;
+use crate::netlink::Change;
+use crate::nhobj::{NhMessage, NhObject};
+use crate::policy::Policy;
+use crate::tc::TcHooks;
+use crate::xdp_features::XdpXmit;
+use anyhow::Result;
+use decode::{Link, Prefix, RouteUpdate};
+use ifaces::{Scope, Settings};
+use linerate_fib::{Fib, FibError, Key, Shape};
+use neighbours::{ip_of, NeighKey, Neighbours};
+use netlink_packet_route::rule::RuleMessage;
+use netlink_packet_route::RouteNetlinkMessage;
+use nexthops::{members_key, NhContext, NhIds};
+use routes::{Candidate, RouteId, RouteTable};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::net::IpAddr;
+
+pub use nexthops::{NhKey, KERNEL_NH};
+
+/// What happened, for logs and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub routes_installed: u64,
+    pub routes_removed: u64,
+    pub nexthop_updates: u64,
+    /// Routes the FIB could not hold: their block goes to the kernel.
+    pub overflows: u64,
+}
+
+/// What a dump showed: everything else the mirror holds is stale.
+#[derive(Default)]
+struct Seen {
+    links: HashSet<u32>,
+    neigh: HashSet<NeighKey>,
+    objects: HashSet<u32>,
+    routes4: HashSet<RouteId<u32>>,
+    routes6: HashSet<RouteId<u128>>,
+    local4: HashSet<u32>,
+    /// The rules, all of them: they replace the mirror's at the end.
+    policy: Policy,
+}
+
+/// A family's routes and the FIB made of them.
+struct Family<K: Key> {
+    routes: RouteTable<K>,
+    fib: Fib<K>,
+}
+
+struct Families {
+    v4: Family<u32>,
+    v6: Family<u128>,
+}
+
+/// IPv4 (u32) or IPv6 (u128): where the mirror keeps that family.
+trait PerFamily: Key {
+    fn of(f: &Families) -> &Family<Self>;
+    fn of_mut(f: &mut Families) -> &mut Family<Self>;
+    fn seen(s: &mut Seen) -> &mut HashSet<RouteId<Self>>;
+}
+
+impl PerFamily for u32 {
+    fn of(f: &Families) -> &Family<u32> {
+        &f.v4
+    }
+    fn of_mut(f: &mut Families) -> &mut Family<u32> {
+        &mut f.v4
+    }
+    fn seen(s: &mut Seen) -> &mut HashSet<RouteId<u32>> {
+        &mut s.routes4
+    }
+}
+
+impl PerFamily for u128 {
+    fn of(f: &Families) -> &Family<u128> {
+        &f.v6
+    }
+    fn of_mut(f: &mut Families) -> &mut Family<u128> {
+        &mut f.v6
+    }
+    fn seen(s: &mut Seen) -> &mut HashSet<RouteId<u128>> {
+        &mut s.routes6
+    }
+}
+
+pub struct Mirror<D: Dataplane = FastPath> {
+    dp: D,
+    links: HashMap<u32, Link>,
+    /// Link names: policy rules name their input interface.
+    names: HashMap<u32, String>,
+    neighbours: Neighbours,
+    families: Families,
+    nh: NhIds,
+    /// The kernel's nexthop objects, by id.
+    objects: HashMap<u32, NhObject>,
+    /// During a resync: what the dump has shown so far.
+    seen: Option<Seen>,
+    /// The router's own interfaces (its program is attached to them), with
+    /// the MAC the fast path takes frames to as addressed to the router.
+    ingress: BTreeMap<u32, [u8; 6]>,
+    settings: Settings,
+    /// Netfilter sees forwarded IPv4, IPv6 (crate::netfilter): the kernel
+    /// forwards that family, so that its hooks are not bypassed.
+    netfilter: Hooks,
+    /// What tc does on the router's interfaces (crate::tc): what comes in
+    /// where it acts on ingress, and what would leave where it acts on
+    /// egress, the kernel forwards.
+    tc: BTreeMap<u32, TcHooks>,
+    /// What the router's interfaces take as XDP redirect targets
+    /// (crate::xdp_features); one not known is taken to send single
+    /// buffers only.
+    xmit: BTreeMap<u32, XdpXmit>,
+    /// The routing policy (ip rule): which interfaces' transit packets the
+    /// kernel routes by the main table alone.
+    policy: Policy,
+    /// The router's own IPv4 addresses (the local table's /32 local
+    /// routes): frames from them pass.
+    local4: LocalSources,
+    pub counts: Counts,
+}
+
+/// What the next-hop ids read of the mirror: links, neighbours, tc and
+/// the FIBs (borrowed field by field, beside the ids and the dataplane).
+struct NhView<'a> {
+    links: &'a HashMap<u32, Link>,
+    neighbours: &'a Neighbours,
+    tc: &'a BTreeMap<u32, TcHooks>,
+    families: &'a Families,
+}
+
+impl NhContext for NhView<'_> {
+    fn entry(&self, ids: &NhIds, k: &NhKey) -> Nexthop {
+        match k {
+            // (Objects are resolved before they get an id.)
+            NhKey::Kernel | NhKey::Object { .. } | NhKey::Device { .. } => Nexthop {
+                flags: NH_VALID | NH_KERNEL,
+                ..Default::default()
+            },
+            NhKey::Group(_) => Nexthop {
+                ifindex: ids.group_index(k).unwrap_or_default(),
+                flags: NH_VALID | NH_GROUP,
+                ..Default::default()
+            },
+            NhKey::Gateway { oif, gw, mtu } => {
+                let link = self.links.get(oif).copied().unwrap_or_default();
+                let dmac = self.neighbours.mac(&(*oif, *gw));
+                let mut flags = NH_VALID;
+                if self.tc.get(oif).is_some_and(|t| !t.egress.is_empty()) {
+                    flags |= NH_TC;
+                } else if link.up && dmac.is_some() {
+                    flags |= NH_RESOLVED;
+                }
+                let mtu = mtu
+                    .unwrap_or(link.mtu)
+                    .min(link.mtu.max(1))
+                    .min(u16::MAX as u32);
+                Nexthop {
+                    ifindex: *oif,
+                    mtu: mtu as u16,
+                    flags,
+                    used: 0,
+                    dmac: dmac.unwrap_or_default(),
+                    smac: link.mac,
+                }
+            }
+        }
+    }
+
+    fn ids_in_fibs(&self) -> HashSet<u32> {
+        let mut used: HashSet<u32> = self.families.v4.fib.routes().map(|r| r.2).collect();
+        used.extend(self.families.v6.fib.routes().map(|r| r.2));
+        used
+    }
+}
+
+/// The view of the mirror's fields the next-hop ids read, beside a
+/// mutable borrow of the ids and the dataplane.
+macro_rules! nh_view {
+    ($m:expr) => {
+        NhView {
+            links: &$m.links,
+            neighbours: &$m.neighbours,
+            tc: &$m.tc,
+            families: &$m.families,
+        }
+    };
+}
+
+impl<D: Dataplane> Mirror<D> {
+    pub fn new(mut dp: D) -> Result<Self> {
+        let kernel = Nexthop {
+            flags: NH_VALID | NH_KERNEL,
+            ..Default::default()
+        };
+        dp.set_nexthop(KERNEL_NH, &kernel)?;
+        let ipv6 = dp.ipv6_layout().shape();
+        Ok(Mirror {
+            dp,
+            links: HashMap::new(),
+            names: HashMap::new(),
+            neighbours: Neighbours::default(),
+            families: Families {
+                v4: Family {
+                    routes: RouteTable::default(),
+                    fib: Fib::new(Shape::IPV4),
+                },
+                v6: Family {
+                    routes: RouteTable::default(),
+                    fib: Fib::new(ipv6),
+                },
+            },
+            nh: NhIds::default(),
+            objects: HashMap::new(),
+            seen: None,
+            ingress: BTreeMap::new(),
+            settings: Settings::default(),
+            netfilter: Hooks::default(),
+            tc: BTreeMap::new(),
+            xmit: BTreeMap::new(),
+            // Until a dump says otherwise (a mirror fed by hand).
+            policy: Policy::kernel_default(),
+            local4: LocalSources::default(),
+            counts: Counts::default(),
+        })
+    }
+
+    /// The dataplane the mirror writes to.
+    pub fn fast_path(&self) -> &D {
+        &self.dp
+    }
+
+    /// Applies one message from a dump or a notification.
+    pub fn apply(&mut self, msg: &RouteNetlinkMessage) -> Result<()> {
+        match msg {
+            RouteNetlinkMessage::NewLink(l) => self.link(decode::link(l, false)),
+            RouteNetlinkMessage::DelLink(l) => self.link(decode::link(l, true)),
+            RouteNetlinkMessage::NewNeighbour(n) => self.neighbour(decode::neighbour(n, false)),
+            RouteNetlinkMessage::DelNeighbour(n) => self.neighbour(decode::neighbour(n, true)),
+            RouteNetlinkMessage::NewRoute(r) => self.route(decode::route(r, false)),
+            RouteNetlinkMessage::DelRoute(r) => self.route(decode::route(r, true)),
+            RouteNetlinkMessage::NewRule(r) => {
+                self.rule(r);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Applies a dumped entry or a notification, nexthop objects included.
+    pub fn apply_change(&mut self, c: &Change) -> Result<()> {
+        match c {
+            Change::Rt(m) => self.apply(m),
+            Change::Nexthop(n) => self.nexthop_object(n),
+            Change::Netconf(n) => self.netconf(n),
+            // The caller reads the hooks again (set_netfilter).
+            Change::Netfilter | Change::Tc => Ok(()),
+        }
+    }
+
+    /// Brings the mirror to a full dump of the kernel's state after
+    /// notifications were lost: applies it, then drops every link,
+    /// neighbour, nexthop object and route the dump no longer has (the
+    /// kernel deleted them while nobody was listening).
+    pub fn resync(&mut self, dump: &[Change]) -> Result<()> {
+        self.seen = Some(Seen::default());
+        let applied: Result<()> = dump.iter().try_for_each(|c| self.apply_change(c));
+        let seen = self.seen.take().unwrap_or_default();
+        applied?;
+        for id in unseen(self.objects.keys(), &seen.objects) {
+            self.nexthop_object(&NhMessage {
+                id,
+                gone: true,
+                object: NhObject::Kernel,
+            })?;
+        }
+        for key in unseen(self.neighbours.keys(), &seen.neigh) {
+            self.set_neighbour(key, None, false)?;
+        }
+        for index in unseen(self.links.keys(), &seen.links) {
+            self.links.remove(&index);
+            self.names.remove(&index);
+            self.follow_ingress(index)?;
+            self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))?;
+        }
+        let gone: Vec<u32> = self
+            .local4
+            .addrs()
+            .filter(|a| !seen.local4.contains(a))
+            .collect();
+        for a in gone {
+            self.local_source(a, false)?;
+        }
+        for k in self.families.v4.routes.drop_unseen(&seen.routes4) {
+            self.sync(k)?;
+        }
+        for k in self.families.v6.routes.drop_unseen(&seen.routes6) {
+            self.sync(k)?;
+        }
+        if seen.policy != self.policy {
+            self.policy = seen.policy;
+            self.push_all_ingress()?;
+        }
+        Ok(())
+    }
+
+    /// A policy rule of a dump. Notifications of rules are not applied one
+    /// by one (crate::policy): the caller reloads them whole (set_rules).
+    fn rule(&mut self, r: &RuleMessage) {
+        if let Some(seen) = &mut self.seen {
+            seen.policy.add(r);
+        }
+    }
+
+    /// The policy rules, as a dump has them now: the router's interfaces
+    /// forward in the fast path only what the kernel routes by the main
+    /// table.
+    pub fn set_rules(&mut self, rules: &[RuleMessage]) -> Result<()> {
+        let policy = Policy::from_dump(rules);
+        if policy == self.policy {
+            return Ok(());
+        }
+        self.policy = policy;
+        self.push_all_ingress()
+    }
+
+    fn push_all_ingress(&mut self) -> Result<()> {
+        let all: Vec<u32> = self.ingress.keys().copied().collect();
+        all.into_iter().try_for_each(|i| self.push_ingress(i))
+    }
+
+    /// A forwarding or rp_filter setting: the router's interfaces it
+    /// concerns forward in the fast path only the families the kernel
+    /// forwards there, and filter as the kernel does (or pass).
+    pub fn netconf(&mut self, n: &Netconf) -> Result<()> {
+        match self.settings.netconf(n) {
+            Scope::One(i) => self.push_ingress(i),
+            Scope::All => self.push_all_ingress(),
+        }
+    }
+
+    /// Writes one of the router's interfaces to the fast path: its MAC and
+    /// the families the kernel forwards from it by the main table (those it
+    /// forwards otherwise are marked as routed by policy).
+    fn push_ingress(&mut self, ifindex: u32) -> Result<()> {
+        let Some(&mac) = self.ingress.get(&ifindex) else {
+            return Ok(());
+        };
+        let name = self.names.get(&ifindex).map(String::as_str);
+        let enslaved = self.links.get(&ifindex).is_some_and(|l| l.enslaved);
+        let by_main = |ipv6| !enslaved && self.policy.main_only(ipv6, name);
+        let xmit = self.xmit(ifindex);
+        let context = ifaces::Context {
+            by_main: [by_main(false), by_main(true)],
+            tc_ingress: self.tc.get(&ifindex).is_some_and(|t| !t.ingress.is_empty()),
+            netfilter: [
+                !self.netfilter.ipv4.is_empty(),
+                !self.netfilter.ipv6.is_empty(),
+            ],
+            xmit_multibuf: xmit.multibuf,
+        };
+        let flags = ifaces::flags(&self.settings, ifindex, &context);
+        self.dp.set_interface(ifindex, mac, flags, xmit.redirect)
+    }
+
+    /// What interface `ifindex` takes as an XDP redirect target.
+    pub fn xmit(&self, ifindex: u32) -> XdpXmit {
+        self.xmit.get(&ifindex).copied().unwrap_or(XdpXmit::UNKNOWN)
+    }
+
+    /// What the router's interfaces take as XDP redirect targets
+    /// (crate::xdp_features): an interface that does not take redirected
+    /// frames is no egress of the fast path (the kernel forwards through
+    /// it), one that takes single buffers only gets no multi-buffer frame.
+    pub fn set_xmit(&mut self, xmit: BTreeMap<u32, XdpXmit>) -> Result<()> {
+        let ours: Vec<u32> = self.ingress.keys().copied().collect();
+        let before: Vec<XdpXmit> = ours.iter().map(|&i| self.xmit(i)).collect();
+        self.xmit = xmit;
+        for (i, was) in ours.into_iter().zip(before) {
+            if self.xmit(i) != was {
+                self.push_ingress(i)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A nexthop object added, replaced or deleted; then the routes
+    /// through it, or through a group it is in, are synced again (found by
+    /// a pass over the routes: objects change seldom, routes often).
+    pub fn nexthop_object(&mut self, n: &NhMessage) -> Result<()> {
+        if let Some(seen) = &mut self.seen {
+            seen.objects.insert(n.id);
+        }
+        let mut affected: HashSet<u32> = self
+            .objects
+            .iter()
+            .filter(|(_, o)| matches!(o, NhObject::Group(m) if m.iter().any(|x| x.0 == n.id)))
+            .map(|(&g, _)| g)
+            .collect();
+        affected.insert(n.id);
+        let through =
+            |c: &Candidate| matches!(c.nh, NhKey::Object { id, .. } if affected.contains(&id));
+        let v4 = self.families.v4.routes.having(through);
+        let v6 = self.families.v6.routes.having(through);
+        if n.gone {
+            // The kernel deletes the routes through the object and takes
+            // it out of the groups it is in (a group left empty goes too,
+            // with its routes); it does not say so route by route.
+            let mut gone = vec![n.id];
+            self.objects.remove(&n.id);
+            for (&gid, o) in self.objects.iter_mut() {
+                if let NhObject::Group(members) = o {
+                    members.retain(|(m, _)| *m != n.id);
+                    if members.is_empty() {
+                        gone.push(gid);
+                    }
+                }
+            }
+            for id in &gone {
+                self.objects.remove(id);
+            }
+            let dead =
+                |c: &Candidate| matches!(c.nh, NhKey::Object { id, .. } if gone.contains(&id));
+            self.families.v4.routes.drop_candidates(&v4, dead);
+            self.families.v6.routes.drop_candidates(&v6, dead);
+        } else {
+            self.objects.insert(n.id, n.object.clone());
+        }
+        for k in v4 {
+            self.sync(k)?;
+        }
+        for k in v6 {
+            self.sync(k)?;
+        }
+        Ok(())
+    }
+
+    /// What a candidate's next hop is now: an object's gateway or group,
+    /// the kernel's if the object is unknown or not one the fast path
+    /// takes.
+    fn resolve(&self, k: NhKey) -> NhKey {
+        let (id, mtu) = match k {
+            NhKey::Object { id, mtu } => (id, mtu),
+            NhKey::Device { .. } => return NhKey::Kernel,
+            k => return k,
+        };
+        let gateway = |o: Option<&NhObject>| match o {
+            Some(NhObject::Gateway { oif, gw }) => Some(NhKey::Gateway {
+                oif: *oif,
+                gw: *gw,
+                mtu,
+            }),
+            _ => None,
+        };
+        match self.objects.get(&id) {
+            Some(NhObject::Group(members)) => {
+                let mut keys = Vec::new();
+                for (m, w) in members {
+                    match gateway(self.objects.get(m)) {
+                        Some(g) => keys.push((g, *w)),
+                        None => return NhKey::Kernel,
+                    }
+                }
+                members_key(keys)
+            }
+            o => gateway(o).unwrap_or(NhKey::Kernel),
+        }
+    }
+
+    /// Lets freed FIB groups be reused: call a grace period after the
+    /// writes that freed them.
+    /// Next-hop and group ids freed by a sweep come back at the same time;
+    /// routes that went without are synced again.
+    pub fn release_quarantine(&mut self) -> Result<()> {
+        self.families.v4.fib.release_quarantine();
+        self.families.v6.fib.release_quarantine();
+        if self.nh.release() {
+            for k in self.families.v4.routes.prefixes() {
+                self.sync(k)?;
+            }
+            for k in self.families.v6.routes.prefixes() {
+                self.sync(k)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The Ethernet address of a link, as the kernel reported it.
+    pub fn link_mac(&self, ifindex: u32) -> Option<[u8; 6]> {
+        self.links
+            .get(&ifindex)
+            .map(|l| l.mac)
+            .filter(|m| *m != [0; 6])
+    }
+
+    /// Makes `ifindex` one of the router's interfaces: frames to its MAC
+    /// (as the kernel reported it) are the fast path's to consider, and it
+    /// can be an egress. From then on its MAC is followed, and it is
+    /// dropped from the fast path when it goes (deleted, or moved to
+    /// another namespace).
+    pub fn add_ingress(&mut self, ifindex: u32) -> Result<()> {
+        let mac = self
+            .link_mac(ifindex)
+            .ok_or_else(|| anyhow::anyhow!("interface {ifindex} has no Ethernet address"))?;
+        self.ingress.insert(ifindex, mac);
+        self.push_ingress(ifindex)
+    }
+
+    /// Whether IPv6 is on for interface `ifindex` (crate::netconf::
+    /// ipv6_enabled): where it is off, IPv6 passes (the kernel drops it).
+    pub fn set_ipv6_enabled(&mut self, ifindex: u32, on: bool) -> Result<()> {
+        if self.settings.set_ipv6_enabled(ifindex, on) {
+            self.push_ingress(ifindex)?;
+        }
+        Ok(())
+    }
+
+    /// Whether netfilter sees forwarded IPv4 and IPv6 (crate::netfilter):
+    /// where it does, the family passes, and the kernel forwards it
+    /// through its hooks.
+    pub fn set_netfilter(&mut self, hooks: Hooks) -> Result<()> {
+        if self.netfilter == hooks {
+            return Ok(());
+        }
+        self.netfilter = hooks;
+        self.push_all_ingress()
+    }
+
+    /// What tc does on the router's interfaces (crate::tc), those where
+    /// it does nothing left out: the sides where it acts go to the kernel.
+    pub fn set_tc(&mut self, tc: BTreeMap<u32, TcHooks>) -> Result<()> {
+        let sides = |t: Option<&TcHooks>| {
+            t.map_or((false, false), |t| {
+                (!t.ingress.is_empty(), !t.egress.is_empty())
+            })
+        };
+        let mut changed = Vec::new();
+        let either: BTreeSet<u32> = self.tc.keys().chain(tc.keys()).copied().collect();
+        for i in either {
+            let (was, now) = (sides(self.tc.get(&i)), sides(tc.get(&i)));
+            if was != now {
+                changed.push((i, was.0 != now.0, was.1 != now.1));
+            }
+        }
+        self.tc = tc;
+        for (i, ingress, egress) in changed {
+            if ingress {
+                self.push_ingress(i)?;
+            }
+            if egress {
+                self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == i))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What tc does on the router's interfaces, as last set.
+    pub fn tc(&self) -> &BTreeMap<u32, TcHooks> {
+        &self.tc
+    }
+
+    /// The netfilter hooks that see forwarded packets, as last set.
+    pub fn netfilter(&self) -> &Hooks {
+        &self.netfilter
+    }
+
+    /// The router's interfaces whose names are known, by index.
+    pub fn ingress_names(&self) -> Vec<(u32, String)> {
+        self.ingress
+            .keys()
+            .filter_map(|i| self.names.get(i).map(|n| (*i, n.clone())))
+            .collect()
+    }
+
+    /// The router's interfaces still there, with their MACs.
+    pub fn ingress(&self) -> &BTreeMap<u32, [u8; 6]> {
+        &self.ingress
+    }
+
+    /// After a change of link `index`: if it is one of the router's, the
+    /// fast path follows its new MAC (frames to the old one are no longer
+    /// the router's, the kernel would drop them), name and master (which
+    /// the policy depends on), or forgets it once gone.
+    fn follow_ingress(&mut self, index: u32) -> Result<()> {
+        let Some(&had) = self.ingress.get(&index) else {
+            return Ok(());
+        };
+        match self.links.get(&index).map(|l| l.mac) {
+            None => {
+                self.ingress.remove(&index);
+                self.dp.remove_interface(index)
+            }
+            Some(mac) => {
+                // A link message without an address leaves the MAC alone.
+                if mac != had && mac != [0; 6] {
+                    self.ingress.insert(index, mac);
+                }
+                self.push_ingress(index)
+            }
+        }
+    }
+
+    /// Routes in the FIBs: IPv4, IPv6.
+    pub fn routes(&self) -> (usize, usize) {
+        (self.families.v4.fib.len(), self.families.v6.fib.len())
+    }
+
+    fn link(&mut self, update: Option<decode::LinkUpdate>) -> Result<()> {
+        let Some(u) = update else { return Ok(()) };
+        let index = u.index;
+        if let Some(seen) = &mut self.seen {
+            seen.links.insert(index);
+        }
+        match u.link {
+            None => {
+                self.links.remove(&index);
+                self.names.remove(&index);
+            }
+            Some(link) => {
+                let renamed = u
+                    .name
+                    .as_ref()
+                    .is_some_and(|n| self.names.get(&index) != Some(n));
+                if let Some(n) = u.name.filter(|_| renamed) {
+                    self.names.insert(index, n);
+                }
+                if self.links.get(&index) == Some(&link) && !renamed {
+                    return Ok(());
+                }
+                self.links.insert(index, link);
+            }
+        }
+        self.follow_ingress(index)?;
+        self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))
+    }
+
+    fn neighbour(&mut self, update: Option<decode::NeighUpdate>) -> Result<()> {
+        let Some(u) = update else { return Ok(()) };
+        if let Some(seen) = &mut self.seen {
+            seen.neigh.insert(u.key);
+        }
+        self.set_neighbour(u.key, u.mac, u.fixed)
+    }
+
+    /// A neighbour's MAC now (None: not usable or gone): the next hops
+    /// through it are rewritten, and the host's own entry follows.
+    fn set_neighbour(&mut self, key: NeighKey, mac: Option<[u8; 6]>, fixed: bool) -> Result<()> {
+        if !self.neighbours.set(key, mac, fixed) {
+            return Ok(());
+        }
+        let (oif, ip) = key;
+        self.refresh_nexthops(
+            |k| matches!(k, NhKey::Gateway { oif: o, gw, .. } if *o == oif && *gw == ip),
+        )?;
+        match ip {
+            IpAddr::V4(v) => self.sync((u32::from(v), 32)),
+            IpAddr::V6(v) => self.sync((u128::from(v), 128)),
+        }
+    }
+
+    /// The neighbours the fast path sent to since the last call (the next
+    /// hops it marked used, marks cleared), but for PERMANENT and NOARP
+    /// ones, which the kernel does not confirm (and from which NTF_USE
+    /// takes PERMANENT away on this kernel, found by testing): the kernel is to hear that
+    /// they are in use (NTF_USE), as when it forwards to them itself, so
+    /// that it confirms them (a STALE entry is probed, and fails when the
+    /// host is gone) and does not collect them as unused.
+    pub fn neighbours_in_use(&mut self) -> Vec<(u32, IpAddr)> {
+        let mut out = Vec::new();
+        for (k, id) in self.nh.matching(|k| matches!(k, NhKey::Gateway { .. })) {
+            if let NhKey::Gateway { oif, gw, .. } = k {
+                if self.dp.take_nexthop_used(id) && !self.neighbours.is_fixed(&(oif, gw)) {
+                    out.push((oif, gw));
+                }
+            }
+        }
+        out
+    }
+
+    /// The next hop of host `a`'s own entry: the host itself, when the
+    /// route the kernel takes to it (the longest prefix holding it) is a
+    /// connected network out of the interface its neighbour entry is on.
+    /// The kernel then sends to the neighbour's MAC, and so does the fast
+    /// path; a route through a gateway over it, or no usable neighbour,
+    /// and the host has no entry of its own.
+    fn attached<K: PerFamily>(&self, a: K) -> Option<NhKey> {
+        let ip = ip_of(a);
+        if !self.neighbours.is_host(ip) {
+            return None;
+        }
+        match K::of(&self.families).routes.covering(a)? {
+            NhKey::Device { oif, mtu } if self.neighbours.mac(&(oif, ip)).is_some() => {
+                Some(NhKey::Gateway { oif, gw: ip, mtu })
+            }
+            _ => None,
+        }
+    }
+
+    /// Rewrites the entries of the next hops `which` selects.
+    fn refresh_nexthops(&mut self, which: impl Fn(&NhKey) -> bool) -> Result<()> {
+        for (k, id) in self.nh.matching(which) {
+            let entry = nh_view!(self).entry(&self.nh, &k);
+            self.dp.set_nexthop(id, &entry)?;
+            self.counts.nexthop_updates += 1;
+        }
+        Ok(())
+    }
+
+    /// The id of a next hop, creating (and writing) it the first time.
+    fn nexthop_id(&mut self, k: &NhKey) -> Result<u32> {
+        let view = nh_view!(self);
+        self.nh.id(k, &view, &mut self.dp)
+    }
+
+    fn route(&mut self, update: Option<RouteUpdate>) -> Result<()> {
+        let Some(u) = update else { return Ok(()) };
+        if let (Some(a), Some(seen)) = (u.local_address, &mut self.seen) {
+            seen.local4.insert(a);
+        }
+        match u.prefix {
+            Prefix::V4(a, len) => {
+                if let Some(a) = u.local_address {
+                    self.local_source(a, !u.gone)?;
+                }
+                self.route_in((a, len), u.candidate, u.gone)
+            }
+            Prefix::V6(a, len) => self.route_in((a, len), u.candidate, u.gone),
+        }
+    }
+
+    fn route_in<K: PerFamily>(&mut self, key: (K, u8), c: Candidate, gone: bool) -> Result<()> {
+        if let Some(seen) = &mut self.seen {
+            K::seen(seen).insert((key, c.table, c.priority));
+        }
+        K::of_mut(&mut self.families).routes.update(key, c, gone);
+        self.sync(key)
+    }
+
+    /// One of the router's own IPv4 addresses added or removed.
+    fn local_source(&mut self, a: u32, local: bool) -> Result<()> {
+        match self.local4.set(a, local) {
+            Some(w) => self.dp.set_local_sources(w, self.local4.word(w)),
+            None => Ok(()),
+        }
+    }
+
+    /// Puts prefix `key` in the FIB as the kernel has it now; a host
+    /// prefix may be an attached host's entry, and the hosts under a
+    /// shorter one follow it (it may be, or stop being, their connected
+    /// network, or come between them and it).
+    fn sync<K: PerFamily>(&mut self, key: (K, u8)) -> Result<()> {
+        let host = if key.1 == K::BITS {
+            self.attached(key.0)
+        } else {
+            None
+        };
+        let best = host
+            .or_else(|| K::of(&self.families).routes.best(&key))
+            .map(|k| self.resolve(k));
+        let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
+        let fib = &mut K::of_mut(&mut self.families).fib;
+        install(&mut self.dp, fib, &mut self.counts, key, id)?;
+        if key.1 < K::BITS {
+            for a in self.neighbours.hosts_within(key) {
+                self.sync((a, K::BITS))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The keys of `held` a dump did not show.
+fn unseen<'a, K: Copy + Eq + std::hash::Hash + 'a>(
+    held: impl Iterator<Item = &'a K>,
+    seen: &HashSet<K>,
+) -> Vec<K> {
+    held.filter(|k| !seen.contains(k)).copied().collect()
+}
+
+/// Puts `key` in the FIB with next hop `id` (or takes it out) and pushes
+/// the writes. A route the FIB cannot hold sends its whole first-level
+/// block to the kernel instead: slower, never wrong.
+fn install<K: Key, D: Dataplane>(
+    dp: &mut D,
+    fib: &mut Fib<K>,
+    counts: &mut Counts,
+    (addr, len): (K, u8),
+    id: Option<u32>,
+) -> Result<()> {
+    let result = match id {
+        Some(id) if fib.get(addr, len) == Some(id) => return Ok(()),
+        Some(id) => fib.insert(addr, len, id).map(|w| (w, true)),
+        None if fib.get(addr, len).is_some() => fib.remove(addr, len).map(|w| (w, false)),
+        None => return Ok(()),
+    };
+    match result {
+        Ok((w, added)) => {
+            dp.apply_fib(fib, &w)?;
+            if added {
+                counts.routes_installed += 1;
+            } else {
+                counts.routes_removed += 1;
+            }
+            Ok(())
+        }
+        Err(FibError::TableFull { .. }) => {
+            counts.overflows += 1;
+            let first = fib.shape().first;
+            eprintln!(
+                "linerate route: the FIB is full; {} goes to the kernel with its /{first} block",
+                linerate_fib::dump::show(addr, len)
+            );
+            let w = fib
+                .insert(addr.mask(first), first, KERNEL_NH)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            dp.apply_fib(fib, &w)
+        }
+        Err(e) => Err(anyhow::anyhow!(
+            "{}: {e}",
+            linerate_fib::dump::show(addr, len)
+        )),
+    }
+}

@@ -1,0 +1,218 @@
+//! Next hops and ECMP groups by what they are (`NhKey`), and the ids they
+//! have in the fast path's tables: handed out on first use, written
+//! before any route points at them, swept when ids run out, and given
+//! again only after a grace period (crate::ids).
+use crate::dataplane::Dataplane;
+use crate::ecmp;
+use crate::ids::IdPool;
+use crate::layout::{Nexthop, NhGroup, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS};
+use anyhow::Result;
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+
+/// The next hop that hands packets to the kernel.
+pub const KERNEL_NH: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NhKey {
+    Kernel,
+    Gateway {
+        oif: u32,
+        gw: IpAddr,
+        mtu: Option<u32>,
+    },
+    /// A unicast route with no gateway: a connected network (`ip route add
+    /// P dev D`, or an address's prefix). The kernel's, but for the hosts
+    /// on it whose neighbour is known (crate::mirror's attached hosts).
+    Device {
+        oif: u32,
+        mtu: Option<u32>,
+    },
+    /// An ECMP route: its members (`Gateway`s) and their weights, sorted.
+    Group(Vec<(NhKey, u32)>),
+    /// Through nexthop object `id`: a candidate's next hop, resolved to one
+    /// of the above when the route is synced.
+    Object {
+        id: u32,
+        mtu: Option<u32>,
+    },
+}
+
+/// One member is a plain next hop, none the kernel's, more a group.
+pub fn members_key(mut members: Vec<(NhKey, u32)>) -> NhKey {
+    match members.len() {
+        0 => NhKey::Kernel,
+        1 => members.pop().unwrap().0,
+        _ => {
+            members.sort();
+            NhKey::Group(members)
+        }
+    }
+}
+
+/// The ids of next hops and groups in use.
+pub struct NhIds {
+    ids: HashMap<NhKey, u32>,
+    /// ECMP groups by key: their index in the nh_groups map.
+    groups: HashMap<NhKey, u32>,
+    nh_pool: IdPool,
+    group_pool: IdPool,
+    /// Some route went to the kernel for want of a free id: sync the
+    /// routes again once ids come back.
+    starved: bool,
+}
+
+impl Default for NhIds {
+    fn default() -> Self {
+        let mut ids = HashMap::new();
+        ids.insert(NhKey::Kernel, KERNEL_NH);
+        NhIds {
+            ids,
+            groups: HashMap::new(),
+            nh_pool: IdPool::new(KERNEL_NH + 1, ROUTER_NEXTHOPS),
+            group_pool: IdPool::new(0, ROUTER_NH_GROUPS),
+            starved: false,
+        }
+    }
+}
+
+impl NhIds {
+    /// The group index of ECMP next hop `k`, once it has one.
+    pub fn group_index(&self, k: &NhKey) -> Option<u32> {
+        self.groups.get(k).copied()
+    }
+
+    /// The next hops `which` selects, with their ids.
+    pub fn matching(&self, which: impl Fn(&NhKey) -> bool) -> Vec<(NhKey, u32)> {
+        self.ids
+            .iter()
+            .filter(|(k, _)| which(k))
+            .map(|(k, &i)| (k.clone(), i))
+            .collect()
+    }
+
+    /// The id of next hop `k`, creating it the first time: `entry` says
+    /// (ctx) what to write for a key, and a group's members and buckets are
+    /// written before it. KERNEL_NH when the fast path cannot hold it.
+    pub fn id<D: Dataplane>(&mut self, k: &NhKey, ctx: &dyn NhContext, dp: &mut D) -> Result<u32> {
+        if let Some(&id) = self.ids.get(k) {
+            return Ok(id);
+        }
+        if let NhKey::Group(members) = k {
+            if !self.groups.contains_key(k) && !self.add_group(k, members, ctx, dp)? {
+                return Ok(KERNEL_NH);
+            }
+        }
+        let Some(id) = self.nh_pool.take() else {
+            // Out of next-hop entries: the kernel forwards this route
+            // until the sweep's ids come back.
+            self.starve(ctx);
+            return Ok(KERNEL_NH);
+        };
+        dp.set_nexthop(id, &ctx.entry(self, k))?;
+        self.ids.insert(k.clone(), id);
+        Ok(id)
+    }
+
+    /// Writes the buckets of a new ECMP group, its members' next hops
+    /// first. False if the fast path cannot hold it (too many members,
+    /// groups or next hops): the kernel forwards that route.
+    fn add_group<D: Dataplane>(
+        &mut self,
+        k: &NhKey,
+        members: &[(NhKey, u32)],
+        ctx: &dyn NhContext,
+        dp: &mut D,
+    ) -> Result<bool> {
+        let weights: Vec<u32> = members.iter().map(|m| m.1).collect();
+        let Some(counts) = ecmp::bucket_counts(&weights) else {
+            return Ok(false);
+        };
+        let mut ids = Vec::with_capacity(members.len());
+        for (m, _) in members {
+            ids.push(self.id(m, ctx, dp)?);
+        }
+        if ids.contains(&KERNEL_NH) {
+            return Ok(false);
+        }
+        let Some(index) = self.group_pool.take() else {
+            self.starve(ctx);
+            return Ok(false);
+        };
+        let group = NhGroup {
+            bucket: ecmp::buckets(&ids, &counts),
+        };
+        dp.set_nh_group(index, &group)?;
+        self.groups.insert(k.clone(), index);
+        Ok(true)
+    }
+
+    /// Out of ids: sweep the unused ones (back after the grace period) and
+    /// remember to sync the routes again then.
+    fn starve(&mut self, ctx: &dyn NhContext) {
+        if !self.starved {
+            self.starved = true;
+            self.sweep(ctx.ids_in_fibs());
+        }
+    }
+
+    /// Frees every next hop and group no route uses any more (`used`: the
+    /// ids the FIBs hold; then the members of the groups they use): run
+    /// when ids run out, which churn (routes replaced, ECMP members coming
+    /// and going) gets to. The ids come back after the grace period.
+    fn sweep(&mut self, mut used: HashSet<u32>) {
+        let members: Vec<u32> = self
+            .ids
+            .iter()
+            .filter(|(k, id)| matches!(k, NhKey::Group(_)) && used.contains(id))
+            .flat_map(|(k, _)| match k {
+                NhKey::Group(m) => m
+                    .iter()
+                    .filter_map(|(g, _)| self.ids.get(g).copied())
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect();
+        used.extend(members);
+        let unused: Vec<(NhKey, u32)> = self
+            .ids
+            .iter()
+            .filter(|(_, id)| **id != KERNEL_NH && !used.contains(id))
+            .map(|(k, &id)| (k.clone(), id))
+            .collect();
+        for (k, id) in unused {
+            self.ids.remove(&k);
+            self.nh_pool.retire(id);
+            if let Some(g) = self.groups.remove(&k) {
+                self.group_pool.retire(g);
+            }
+        }
+        // Groups whose next hop never got an id.
+        let orphans: Vec<NhKey> = self
+            .groups
+            .keys()
+            .filter(|k| !self.ids.contains_key(*k))
+            .cloned()
+            .collect();
+        for k in orphans {
+            let g = self.groups.remove(&k).unwrap();
+            self.group_pool.retire(g);
+        }
+    }
+
+    /// Ends the grace period of swept ids. True if routes went to the
+    /// kernel for want of ids and ids came back: sync them all again.
+    pub fn release(&mut self) -> bool {
+        let freed = self.nh_pool.release() | self.group_pool.release();
+        // Starved or not, the next shortage sweeps again.
+        std::mem::take(&mut self.starved) && freed
+    }
+}
+
+/// What the ids need to know of the rest of the mirror.
+pub trait NhContext {
+    /// The entry to write for next hop `k`.
+    fn entry(&self, ids: &NhIds, k: &NhKey) -> Nexthop;
+    /// The next-hop ids the FIBs hold.
+    fn ids_in_fibs(&self) -> HashSet<u32>;
+}

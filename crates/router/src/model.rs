@@ -1,0 +1,487 @@
+//! The fast path in Rust: the entries the mirror writes, held in memory,
+//! and `bpf/router.bpf.c`'s decision on a frame over them, step for step
+//! (the single-buffer `router` entry). It lets the mirror's logic be
+//! tested without root or a kernel; the router's root tests run the same
+//! scenarios on the BPF maps and this model side by side and require the
+//! same verdict, reason and bytes (tests/mirror.rs), which keeps the two
+//! one.
+use crate::dataplane::Dataplane;
+use crate::layout::{
+    Iface, Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6,
+    IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TC, NH_GROUP,
+    NH_GROUP_BUCKETS, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID, ROUTER_IFACES, ROUTER_NEXTHOPS,
+    ROUTER_NH_GROUPS,
+};
+use crate::local;
+use anyhow::{bail, Result};
+use linerate_bpf::test_run::XdpAction;
+use linerate_fib::{Fib, Ipv6Layout, Key, Shape, Table, Tables, Write};
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+
+/// The reasons of `enum reason`, by name (crate::layout::REASONS).
+pub mod reason {
+    pub const FORWARDED: &str = "forwarded";
+    pub const NOT_IP: &str = "pass_not_ip";
+    pub const NOT_OURS: &str = "pass_not_ours";
+    pub const SPECIAL: &str = "pass_special";
+    pub const TTL: &str = "pass_ttl";
+    pub const OPTIONS: &str = "pass_options";
+    pub const FRAGMENT: &str = "pass_fragment";
+    pub const BAD_CSUM: &str = "pass_bad_csum";
+    pub const EXT_HDR: &str = "pass_ext_hdr";
+    pub const LOCAL: &str = "pass_local";
+    pub const NO_ROUTE: &str = "pass_no_route";
+    pub const NO_NEIGH: &str = "pass_no_neigh";
+    pub const MTU: &str = "pass_mtu";
+    pub const SAME_IF: &str = "pass_same_if";
+    pub const NO_PORT: &str = "pass_no_port";
+    pub const NOT_FORWARDING: &str = "pass_not_forwarding";
+    pub const RP_FILTER: &str = "pass_rp_filter";
+    pub const POLICY: &str = "pass_policy";
+    pub const NETFILTER: &str = "pass_netfilter";
+    pub const TC: &str = "pass_tc";
+    pub const DROP_MALFORMED: &str = "drop_malformed";
+}
+
+/// What the program did with a frame: its action, the reason it counted,
+/// and the frame as it left (rewritten when redirected, else as it came).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub action: XdpAction,
+    pub reason: &'static str,
+    pub frame: Vec<u8>,
+}
+
+/// A family's FIB as the arena holds it: the entries written so far.
+#[derive(Default)]
+struct TableCopy {
+    shape: Option<Shape>,
+    root: Vec<u32>,
+    groups: Vec<u32>,
+    shortcut: Vec<u32>,
+}
+
+impl TableCopy {
+    fn apply<K: Key>(&mut self, fib: &Fib<K>, writes: &[Write]) {
+        if self.shape.is_none() {
+            self.shape = Some(fib.shape());
+            self.root = vec![0; fib.root().len()];
+        }
+        for w in writes {
+            let (mine, theirs) = match w.table {
+                Table::Root => (&mut self.root, fib.root()),
+                Table::Groups => (&mut self.groups, fib.groups()),
+                Table::Shortcut => (&mut self.shortcut, fib.shortcut()),
+            };
+            if mine.len() < theirs.len() {
+                mine.resize(theirs.len(), 0);
+            }
+            let i = w.index as usize;
+            mine[i] = theirs[i];
+        }
+    }
+
+    /// The next-hop id the fast path finds for `addr` (0: none).
+    fn lookup<K: Key>(&self, addr: K) -> u32 {
+        let Some(shape) = self.shape else { return 0 };
+        let tables = Tables {
+            shape,
+            root: &self.root,
+            groups: &self.groups,
+            shortcut: &self.shortcut,
+        };
+        tables.lookup(addr).unwrap_or(0)
+    }
+}
+
+/// The router's maps in memory, and the program's decision over them.
+pub struct Model {
+    ipv6: Ipv6Layout,
+    ifaces: HashMap<u32, Iface>,
+    /// The egress ports (both devmaps hold the same).
+    tx_ports: BTreeSet<u32>,
+    nexthops: HashMap<u32, Nexthop>,
+    /// Next hops sent through since their mark was last taken.
+    used: RefCell<BTreeSet<u32>>,
+    nh_groups: HashMap<u32, NhGroup>,
+    local_src4: HashMap<u32, u64>,
+    fib4: TableCopy,
+    fib6: TableCopy,
+}
+
+impl Model {
+    pub fn new(ipv6: Ipv6Layout) -> Self {
+        Model {
+            ipv6,
+            ifaces: HashMap::new(),
+            tx_ports: BTreeSet::new(),
+            nexthops: HashMap::new(),
+            used: RefCell::new(BTreeSet::new()),
+            nh_groups: HashMap::new(),
+            local_src4: HashMap::new(),
+            fib4: TableCopy::default(),
+            fib6: TableCopy::default(),
+        }
+    }
+
+    /// Next hop `id` as written.
+    pub fn nexthop(&self, id: u32) -> Nexthop {
+        self.nexthops.get(&id).copied().unwrap_or_default()
+    }
+
+    /// The program's decision on `frame` arriving on `ingress`.
+    pub fn run(&self, frame: &[u8], ingress: u32) -> Verdict {
+        let mut out = frame.to_vec();
+        let (action, reason) = self.route_frame(&mut out, ingress);
+        if action != XdpAction::Redirect {
+            out = frame.to_vec();
+        }
+        Verdict {
+            action,
+            reason,
+            frame: out,
+        }
+    }
+
+    fn route_frame(&self, f: &mut Vec<u8>, ingress: u32) -> (XdpAction, &'static str) {
+        use reason::*;
+        let pass = |r| (XdpAction::Pass, r);
+        if f.len() < 14 {
+            return (XdpAction::Drop, DROP_MALFORMED);
+        }
+        let slot = if ingress < ROUTER_IFACES { ingress } else { 0 };
+        let ifc = self.ifaces.get(&slot).copied().unwrap_or_default();
+        if ifc.ifindex != ingress {
+            return pass(NOT_OURS);
+        }
+        if f[0] & 1 != 0 {
+            return pass(SPECIAL);
+        }
+        if f[0..6] != ifc.mac {
+            return pass(NOT_OURS);
+        }
+        let not_forwarded = |policy, netfilter| {
+            pass(if ifc.flags & policy != 0 {
+                POLICY
+            } else if ifc.flags & IFACE_TC != 0 {
+                TC
+            } else if ifc.flags & netfilter != 0 {
+                NETFILTER
+            } else {
+                NOT_FORWARDING
+            })
+        };
+        match u16::from_be_bytes([f[12], f[13]]) {
+            0x0800 if ifc.flags & IFACE_FORWARD4 == 0 => {
+                not_forwarded(IFACE_POLICY4, IFACE_NETFILTER4)
+            }
+            0x0800 => self.forward_ipv4(f, ingress, ifc.flags),
+            0x86dd if ifc.flags & IFACE_FORWARD6 == 0 => {
+                not_forwarded(IFACE_POLICY6, IFACE_NETFILTER6)
+            }
+            0x86dd => self.forward_ipv6(f, ingress),
+            _ => pass(NOT_IP),
+        }
+    }
+
+    fn forward_ipv4(
+        &self,
+        f: &mut Vec<u8>,
+        ingress: u32,
+        ifflags: u16,
+    ) -> (XdpAction, &'static str) {
+        use reason::*;
+        let pass = |r| (XdpAction::Pass, r);
+        let drop = (XdpAction::Drop, DROP_MALFORMED);
+        if f.len() < 14 + 20 {
+            return drop;
+        }
+        let ip = &f[14..34];
+        let (version, ihl) = (ip[0] >> 4, (ip[0] & 15) as usize);
+        if version != 4 || ihl < 5 {
+            return drop;
+        }
+        let l3_len = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+        if l3_len < ihl * 4 || 14 + l3_len > f.len() {
+            return drop;
+        }
+        if ihl != 5 {
+            return pass(OPTIONS);
+        }
+        if !ipv4_checksum_holds(ip) {
+            return pass(BAD_CSUM);
+        }
+        if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+            return pass(FRAGMENT);
+        }
+        let saddr = u32::from_be_bytes(ip[12..16].try_into().unwrap());
+        let daddr = u32::from_be_bytes(ip[16..20].try_into().unwrap());
+        if ipv4_special(daddr) || ipv4_special(saddr) || self.local_source(saddr) {
+            return pass(SPECIAL);
+        }
+        if ip[8] <= 1 {
+            return pass(TTL);
+        }
+        let bucket = flow_bucket(
+            u32::from_le_bytes(ip[12..16].try_into().unwrap()) as u64,
+            u32::from_le_bytes(ip[16..20].try_into().unwrap()) as u64,
+        );
+        let n = match self.next_hop(self.fib4.lookup(daddr), l3_len, ingress, bucket) {
+            Ok(n) => n,
+            Err(r) => return pass(r),
+        };
+        if ifflags & (IFACE_RPF_STRICT | IFACE_RPF_LOOSE) != 0
+            && !self.rpf_ok(saddr, ingress, ifflags)
+        {
+            return pass(RP_FILTER);
+        }
+        f.truncate(14 + l3_len);
+        // TTL - 1, the checksum patched as ipv4_decrease_ttl does on a
+        // little-endian machine (RFC 1624).
+        let check = u16::from_le_bytes([f[24], f[25]]) as u32 + 0x0001;
+        let check = (check + (check >= 0xffff) as u32) as u16;
+        f[24..26].copy_from_slice(&check.to_le_bytes());
+        f[22] -= 1;
+        self.send(f, &n)
+    }
+
+    fn forward_ipv6(&self, f: &mut Vec<u8>, ingress: u32) -> (XdpAction, &'static str) {
+        use reason::*;
+        let pass = |r| (XdpAction::Pass, r);
+        let drop = (XdpAction::Drop, DROP_MALFORMED);
+        if f.len() < 14 + 40 {
+            return drop;
+        }
+        let ip = &f[14..54];
+        if ip[0] >> 4 != 6 {
+            return drop;
+        }
+        if ip[6] == 0 {
+            return pass(EXT_HDR);
+        }
+        let l3_len = 40 + u16::from_be_bytes([ip[4], ip[5]]) as usize;
+        if 14 + l3_len > f.len() {
+            return drop;
+        }
+        let saddr = u128::from_be_bytes(ip[8..24].try_into().unwrap());
+        let daddr = u128::from_be_bytes(ip[24..40].try_into().unwrap());
+        if ipv6_special((daddr >> 64) as u64) || ipv6_special((saddr >> 64) as u64) {
+            return pass(SPECIAL);
+        }
+        if ip[7] <= 1 {
+            return pass(TTL);
+        }
+        // The words as the program loads them: 32 bits, little-endian.
+        let w =
+            |a: &[u8], i: usize| u32::from_le_bytes(a[i * 4..i * 4 + 4].try_into().unwrap()) as u64;
+        let (s, d) = (&ip[8..24], &ip[24..40]);
+        let bucket = flow_bucket(
+            (w(s, 0) << 32 | w(s, 1)) ^ (w(s, 2) << 32 | w(s, 3)),
+            (w(d, 0) << 32 | w(d, 1)) ^ (w(d, 2) << 32 | w(d, 3)),
+        );
+        let n = match self.next_hop(self.fib6.lookup(daddr), l3_len, ingress, bucket) {
+            Ok(n) => n,
+            Err(r) => return pass(r),
+        };
+        f.truncate(14 + l3_len);
+        f[14 + 7] -= 1;
+        self.send(f, &n)
+    }
+
+    /// The next hop for FIB entry `nh` (an ECMP route's member in the
+    /// flow's bucket), or why the frame passes.
+    fn next_hop(
+        &self,
+        nh: u32,
+        l3_len: usize,
+        ingress: u32,
+        bucket: u32,
+    ) -> Result<(u32, Nexthop), &'static str> {
+        use reason::*;
+        let entry = |id: u32| (id < ROUTER_NEXTHOPS).then(|| self.nexthop(id));
+        if nh == 0 {
+            return Err(NO_ROUTE);
+        }
+        let mut n = entry(nh)
+            .filter(|n| n.flags & NH_VALID != 0)
+            .ok_or(NO_ROUTE)?;
+        let mut id = nh;
+        if n.flags & NH_GROUP != 0 {
+            if n.ifindex >= ROUTER_NH_GROUPS {
+                return Err(NO_ROUTE);
+            }
+            let g = self.nh_groups.get(&n.ifindex).copied().unwrap_or_default();
+            let member = g.bucket[bucket as usize & (NH_GROUP_BUCKETS - 1)];
+            n = entry(member)
+                .filter(|n| n.flags & NH_VALID != 0 && n.flags & NH_GROUP == 0)
+                .ok_or(NO_ROUTE)?;
+            id = member;
+        }
+        if n.flags & NH_KERNEL != 0 {
+            return Err(LOCAL);
+        }
+        if n.flags & NH_RESOLVED == 0 {
+            return Err(if n.flags & NH_TC != 0 { TC } else { NO_NEIGH });
+        }
+        if l3_len > n.mtu as usize {
+            return Err(MTU);
+        }
+        if n.ifindex == ingress {
+            return Err(SAME_IF);
+        }
+        if !self.tx_ports.contains(&n.ifindex) {
+            return Err(NO_PORT);
+        }
+        Ok((id, n))
+    }
+
+    fn local_source(&self, saddr: u32) -> bool {
+        let bit = local::bit(saddr);
+        let w = self.local_src4.get(&(bit >> 6)).copied().unwrap_or(0);
+        (w >> (bit & 63)) & 1 != 0
+    }
+
+    /// Reverse path filtering where the fast path can tell (rpf_ok).
+    fn rpf_ok(&self, saddr: u32, ingress: u32, ifflags: u16) -> bool {
+        let nh = self.fib4.lookup(saddr);
+        if nh == 0 || nh >= ROUTER_NEXTHOPS {
+            return false;
+        }
+        let n = self.nexthop(nh);
+        let kinds = NH_VALID | NH_RESOLVED | NH_KERNEL | NH_GROUP;
+        if n.flags & kinds != NH_VALID | NH_RESOLVED {
+            return false;
+        }
+        ifflags & IFACE_RPF_STRICT == 0 || n.ifindex == ingress
+    }
+
+    fn send(&self, f: &mut [u8], (id, n): &(u32, Nexthop)) -> (XdpAction, &'static str) {
+        self.used.borrow_mut().insert(*id);
+        f[0..6].copy_from_slice(&n.dmac);
+        f[6..12].copy_from_slice(&n.smac);
+        (XdpAction::Redirect, reason::FORWARDED)
+    }
+}
+
+/// 0/8, 127/8 and 224/3 (multicast, reserved, broadcast): the kernel's.
+fn ipv4_special(a: u32) -> bool {
+    let top = a >> 24;
+    top == 0 || top == 127 || top >= 224
+}
+
+/// ff00::/8, fe80::/10, ::/64, by the address's high 64 bits.
+fn ipv6_special(hi: u64) -> bool {
+    hi >> 56 == 0xff || hi >> 54 == 0xfe80 >> 6 || hi == 0
+}
+
+fn ipv4_checksum_holds(header: &[u8]) -> bool {
+    let mut s: u32 = header
+        .chunks(2)
+        .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s == 0xffff
+}
+
+/// flow_bucket: the ECMP bucket of a flow (a multiply-xorshift's top bits).
+fn flow_bucket(src: u64, dst: u64) -> u32 {
+    let mut h = src.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ dst;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    ((h ^ (h >> 29)) >> (64 - 6)) as u32
+}
+
+impl Dataplane for Model {
+    fn ipv6_layout(&self) -> Ipv6Layout {
+        self.ipv6
+    }
+
+    fn set_interface(
+        &mut self,
+        ifindex: u32,
+        mac: [u8; 6],
+        flags: u16,
+        egress: bool,
+    ) -> Result<()> {
+        if ifindex == 0 || ifindex >= ROUTER_IFACES {
+            bail!("interface index {ifindex} is out of range 1..{ROUTER_IFACES}");
+        }
+        self.ifaces.insert(
+            ifindex,
+            Iface {
+                ifindex,
+                mac,
+                flags,
+            },
+        );
+        if egress {
+            self.tx_ports.insert(ifindex);
+        } else {
+            self.tx_ports.remove(&ifindex);
+        }
+        Ok(())
+    }
+
+    fn remove_interface(&mut self, ifindex: u32) -> Result<()> {
+        if ifindex == 0 || ifindex >= ROUTER_IFACES {
+            bail!("interface index {ifindex} is out of range 1..{ROUTER_IFACES}");
+        }
+        self.ifaces.remove(&ifindex);
+        self.tx_ports.remove(&ifindex);
+        Ok(())
+    }
+
+    fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()> {
+        if id >= ROUTER_NEXTHOPS {
+            bail!("next hop {id} is out of range 0..{ROUTER_NEXTHOPS}");
+        }
+        self.nexthops.insert(id, *nh);
+        // A write replaces the entry, its used mark with it.
+        if nh.used == 0 {
+            self.used.borrow_mut().remove(&id);
+        }
+        Ok(())
+    }
+
+    fn take_nexthop_used(&mut self, id: u32) -> bool {
+        self.used.borrow_mut().remove(&id)
+    }
+
+    fn set_nh_group(&mut self, index: u32, group: &NhGroup) -> Result<()> {
+        if index >= ROUTER_NH_GROUPS {
+            bail!("ECMP group {index} is out of range 0..{ROUTER_NH_GROUPS}");
+        }
+        self.nh_groups.insert(index, *group);
+        Ok(())
+    }
+
+    fn set_local_sources(&mut self, index: u32, word: u64) -> Result<()> {
+        if index >= local::WORDS {
+            bail!(
+                "local source word {index} is out of range 0..{}",
+                local::WORDS
+            );
+        }
+        self.local_src4.insert(index, word);
+        Ok(())
+    }
+
+    fn apply_fib<K: Key>(&mut self, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
+        let want = if K::BITS == 32 {
+            Shape::IPV4
+        } else {
+            self.ipv6.shape()
+        };
+        if fib.shape() != want {
+            bail!("the model reads another table shape than this table's");
+        }
+        if K::BITS == 32 {
+            self.fib4.apply(fib, writes);
+        } else {
+            self.fib6.apply(fib, writes);
+        }
+        Ok(())
+    }
+}
