@@ -15,7 +15,9 @@ case "${1:-}" in
         ;;
     test)
         shift
-        exec cargo test --workspace "$@"
+        # As root, everything: the tests that need namespaces, BPF and XDP
+        # too (the `privileged` feature; without it they are ignored).
+        exec cargo test --workspace --features privileged "$@"
         ;;
     *)
         echo "usage: $0 lab|test [args...]" >&2

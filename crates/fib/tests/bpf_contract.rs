@@ -168,6 +168,10 @@ fn shortcut_is_read<K: Key>(
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn ipv4_bpf_lookup_matches() {
     check::<u32>(
         objects::FIB_PROBE,
@@ -194,6 +198,10 @@ fn ipv6_routes() -> Vec<(u128, u8, u32)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn ipv6_bpf_lookup_matches() {
     check::<u128>(
         objects::FIB_PROBE,
@@ -206,6 +214,10 @@ fn ipv6_bpf_lookup_matches() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn ipv6_compact_bpf_lookup_matches() {
     check::<u128>(
         objects::FIB_PROBE_FIB6_COMPACT,

@@ -25,6 +25,10 @@ fn a_panicking_user_still_cleans_up() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn persisted_labs_survive_the_value_and_come_down_by_name() {
     let spec = LabSpec::new("lrt-persist");
     let (lab, _) = Lab::up(&spec, false).unwrap();
@@ -41,6 +45,10 @@ fn persisted_labs_survive_the_value_and_come_down_by_name() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn a_stale_record_is_rebuilt() {
     let spec = LabSpec::new("lrt-stale");
     let (lab, _) = Lab::up(&spec, false).unwrap();

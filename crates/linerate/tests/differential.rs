@@ -324,6 +324,10 @@ fn send(lab: &str, frames: Vec<Vec<u8>>, gap: Duration, settle: Duration) -> See
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn the_fast_path_changes_nothing_but_speed() {
     let _down = Down(LAB);
     assert!(linerate(&["lab", "up", "--name", LAB]).status.success());
@@ -419,6 +423,10 @@ fn stop_route(mut route: std::process::Child) {
 /// ECMP routes through multipath routes (`nexthop via A nexthop via B`),
 /// as BIRD installs them.
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn ecmp_reaches_the_same_gateways_as_the_kernel() {
     let mut routes = Vec::new();
     for (net, a, b) in [
@@ -437,6 +445,10 @@ fn ecmp_reaches_the_same_gateways_as_the_kernel() {
 /// routes); then, with linerate running, the groups are replaced by their
 /// first member alone, and every flow must go to it, through the fast path.
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn nexthop_objects_reach_the_same_gateways_as_the_kernel() {
     let routes: Vec<Vec<&str>> = [
         "nexthop add id 1 via 198.19.0.1 dev dut1",
@@ -637,6 +649,10 @@ fn ecmp_through(lab: &'static str, routes: &[Vec<&str>], to_first: Option<&[Vec<
 /// fast path must have forwarded them itself (a veth whose peer has NAPI
 /// sends multi-buffer frames).
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn jumbo_frames_go_as_the_kernel_sends_them() {
     const JUMBO: &str = "lrt-jumbo";
     let _down = Down(JUMBO);

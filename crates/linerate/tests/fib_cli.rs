@@ -107,6 +107,10 @@ fn bench_fib_json_has_the_named_fields() {
 static SCRATCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn bench_fastpath_json_has_the_named_fields() {
     let _one = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
     let o = linerate(&[
@@ -145,6 +149,10 @@ fn bench_fastpath_json_has_the_named_fields() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn bench_fastpath_ipv6_measures_both_layouts() {
     let _one = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
     let o = linerate(&[

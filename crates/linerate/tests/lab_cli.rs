@@ -56,6 +56,10 @@ impl Drop for Down {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn up_ping_status_down_leaves_nothing() {
     let name = "lrt-basic";
     let _down = Down(name);
@@ -147,6 +151,10 @@ fn up_ping_status_down_leaves_nothing() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn force_rebuilds_and_two_labs_coexist() {
     let _a = Down("lrt-a");
     let _b = Down("lrt-b");
@@ -173,6 +181,10 @@ fn force_rebuilds_and_two_labs_coexist() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn a_name_clash_fails_cleanly_and_builds_nothing() {
     let _d = Down("lrt-clash");
     Command::new("ip")
@@ -197,6 +209,10 @@ fn a_name_clash_fails_cleanly_and_builds_nothing() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn bad_arguments_are_refused_before_anything_is_built() {
     for (args, field) in [
         (vec!["lab", "up", "--name", "bad name"], "--name"),
@@ -221,6 +237,10 @@ fn bad_arguments_are_refused_before_anything_is_built() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn traffic_through_the_kernel_dut_and_xdp_detaches_on_exit() {
     let name = "lrt-traffic";
     let _down = Down(name);
@@ -315,6 +335,10 @@ fn traffic_through_the_kernel_dut_and_xdp_detaches_on_exit() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn not_root_is_a_one_line_error() {
     // runuser (util-linux) drops to an unprivileged user, who may not be
     // able to reach the build directory (say, under /root): run a copy.

@@ -45,6 +45,10 @@ impl Drop for Down {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn lab_run_writes_raw_files_report_plots_and_removes_its_lab() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let name = "lrt-runner";
@@ -160,6 +164,10 @@ fn lab_run_writes_raw_files_report_plots_and_removes_its_lab() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn linerate_and_conntrack_duts_forward_and_a_single_run_has_no_comparison() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let name = "lrt-runner2";
@@ -191,6 +199,10 @@ fn linerate_and_conntrack_duts_forward_and_a_single_run_has_no_comparison() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn bad_scenarios_are_refused_before_any_lab_exists() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
@@ -227,6 +239,10 @@ fn bad_scenarios_are_refused_before_any_lab_exists() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn equilibrium_search_through_a_lab() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let name = "lrt-search";
@@ -283,6 +299,10 @@ fn equilibrium_search_through_a_lab() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn ctrl_c_stops_the_run_removes_the_lab_and_keeps_finished_runs() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let name = "lrt-runner-int";
@@ -330,6 +350,10 @@ fn ctrl_c_stops_the_run_removes_the_lab_and_keeps_finished_runs() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn spread_destinations_through_generated_tables_are_forwarded() {
     // Generated routes plus a default route in the DUT's kernel: frames to
     // random destinations over 1/8-126/8 all reach the receiver, through

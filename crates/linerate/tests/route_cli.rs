@@ -92,6 +92,10 @@ fn ping_through() -> bool {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn route_forwards_refuses_doubles_and_leaves_the_kernel_forwarding() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _down = Down;
@@ -224,6 +228,10 @@ fn route_forwards_refuses_doubles_and_leaves_the_kernel_forwarding() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn route_and_neighbour_changes_are_followed_and_the_old_next_hop_is_not_used_after() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let o = linerate(&[
@@ -286,6 +294,10 @@ fn received_of(n: u32, gen_args: &[&str]) -> u64 {
 /// taken down under it, it says each interface went and exits 1 (nothing
 /// left to route between).
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _down = Down;
@@ -541,6 +553,10 @@ fn gen_for(secs: &str) -> Command {
 /// kernel takes the traffic, and its errors), where it would otherwise
 /// stay STALE and the fast path send to a host long gone.
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn route_keeps_the_kernel_confirming_the_neighbours_it_sends_to() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _down = Down;

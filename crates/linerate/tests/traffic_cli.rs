@@ -11,6 +11,10 @@ fn linerate(args: &[&str]) -> Output {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn bad_generator_arguments_name_the_option() {
     for (args, field) in [
         (vec!["-R", "0"], "-R"),
@@ -44,6 +48,10 @@ fn bad_generator_arguments_name_the_option() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn bench_gen_counts_every_frame_paces_and_cleans_up() {
     let o = linerate(&[
         "bench",
@@ -111,6 +119,10 @@ impl Drop for Netns {
 /// held a frame back), the summary says so; a rate it can offer gets no
 /// such warning.
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn gen_says_which_seconds_fell_short_at_full_speed() {
     let ns = Netns(format!("lrt-short-{}", std::process::id()));
     let ip = |args: &[&str]| {

@@ -141,6 +141,10 @@ fn frames() -> (Vec<u8>, Vec<u8>) {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn the_fast_path_forwards_only_what_the_kernel_routes_by_main() {
     let (pair, mut m, mut monitor) = router("policy");
     let (m0, ns) = (pair.if0, pair.ns.clone());
@@ -316,6 +320,10 @@ fn the_fast_path_forwards_only_what_the_kernel_routes_by_main() {
 /// tables) make their family the kernel's: XDP runs before them, and a
 /// frame it forwarded would skip the firewall, NAT and conntrack.
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn what_netfilter_sees_is_forwarded_by_the_kernel() {
     let (pair, mut m, mut monitor) = router("netfilter");
     let (m0, ns) = (pair.if0, pair.ns.clone());
@@ -418,6 +426,10 @@ fn what_netfilter_sees_is_forwarded_by_the_kernel() {
 /// kernel's: XDP runs before tc ingress, and a frame it redirects skips
 /// the egress qdisc and tc egress.
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn what_tc_acts_on_is_forwarded_by_the_kernel() {
     let (pair, mut m, mut monitor) = router("tc");
     let (m0, ns) = (pair.if0, pair.ns.clone());

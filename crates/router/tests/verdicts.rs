@@ -111,6 +111,10 @@ impl Router {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn every_verdict() {
     let r = Router::new("fp");
     let (fp, fp0, fp1) = (&r.fp, r.fp0, r.fp1);
@@ -385,6 +389,10 @@ fn every_verdict() {
 /// flipped in the TOS, ID or checksum makes the frame the kernel's
 /// (pass_bad_csum), untouched.
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn ipv4_header_checksums_are_checked_on_random_headers() {
     let r = Router::new("csum");
     let mut state = 0x9e37_79b9_7f4a_7c15u64;
@@ -456,6 +464,10 @@ fn ipv4_header_checksums_are_checked_on_random_headers() {
 /// buffers (multi-buffer XDP): they are forwarded whole where the egress
 /// sends such frames, and pass untouched where it does not.
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn what_follows_the_ip_packet_is_cut() {
     use linerate_router::layout::{IFACE_FORWARD4, IFACE_FORWARD6, IFACE_XMIT_SG};
     let r = Router::new("trail");

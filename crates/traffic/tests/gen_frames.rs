@@ -89,6 +89,10 @@ fn decode(frame: &[u8]) -> Decoded {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn ipv4_frames_are_valid_and_flows_advance_like_pktgen() {
     let o = opts(
         "198.18.10.1-198.18.10.3:2000-2001",
@@ -123,6 +127,10 @@ fn ipv4_frames_are_valid_and_flows_advance_like_pktgen() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn ipv4_checksums_hold_for_every_size() {
     for len in [60, 61, 64, 128, 577, 1514] {
         let o = opts(
@@ -138,6 +146,10 @@ fn ipv4_checksums_hold_for_every_size() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn ipv6_frames_are_valid_with_and_without_stamp() {
     for len in [62, 73, 74, 79, 1514] {
         let o = opts(
@@ -156,6 +168,10 @@ fn ipv6_frames_are_valid_with_and_without_stamp() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn a_dirtied_frame_is_rewritten() {
     // Live frames recycle pages without resetting them (docs/lab.md, OTHERHOST):
     // feed the program a frame a DUT has modified and check it comes out
@@ -181,6 +197,10 @@ fn a_dirtied_frame_is_rewritten() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn imix_frames_cycle_7_4_1_with_padding() {
     for (src, dst, small) in [
         (
@@ -227,6 +247,10 @@ fn imix_frames_cycle_7_4_1_with_padding() {
 /// The XDP program and the Rust synthesiser (AF_PACKET mode) build the same
 /// bytes for the same configuration and sequence number.
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn xdp_and_afpacket_frames_are_identical() {
     let cases = [
         (
@@ -279,6 +303,10 @@ fn xdp_and_afpacket_frames_are_identical() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn random_destinations_stay_in_the_range_and_spread_over_it() {
     // pkt-gen's -Z over 1.0.0.1-126.255.255.254: every frame valid (both
     // checksums), every destination inside the range, sources and ports
@@ -333,6 +361,10 @@ fn random_destinations_stay_in_the_range_and_spread_over_it() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn pacing_holds_frames_ahead_of_the_schedule_and_catches_up_on_those_behind() {
     // One CPU, so one schedule: the program's state is per CPU.
     linerate_host::cpu::pin(0, 0).unwrap();

@@ -105,6 +105,10 @@ fn run(arrivals: &[u64], stream: u16) -> StreamStats {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn random_loss_duplication_and_reordering_match_the_oracle() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for case in 0..6 {
@@ -134,6 +138,10 @@ fn random_loss_duplication_and_reordering_match_the_oracle() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn in_order_stream_has_nothing_to_report() {
     let arrivals: Vec<u64> = (100..5100).collect();
     let got = run(&arrivals, 0);
@@ -151,6 +159,10 @@ fn in_order_stream_has_nothing_to_report() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn a_packet_from_far_back_is_late() {
     // Beyond the window (1024 numbers) a straggler is reordered and "late":
     // whether it is a duplicate can no longer be told.
@@ -176,6 +188,10 @@ fn a_packet_from_far_back_is_late() {
 /// the counting one tells the stamped ones apart; only the full one keeps
 /// a sequence.
 #[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn each_receiver_program_counts_what_it_says() {
     use linerate_traffic::recv::ReceiverMode;
     linerate_host::cpu::pin(0, 0).unwrap();
