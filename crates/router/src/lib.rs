@@ -16,6 +16,8 @@ pub mod netlink;
 pub mod nhobj;
 pub mod policy;
 pub mod run;
+pub mod socket;
 pub mod stats;
 pub mod tc;
+pub mod wire;
 pub mod xdp_features;

@@ -7,8 +7,9 @@
 //! may the fast path. Also IPv4's reverse path filtering (`rp_filter`),
 //! which the kernel takes as the larger of `conf.all`'s and the
 //! interface's.
-use crate::netlink::raw_dump;
-use anyhow::{bail, Result};
+use crate::socket::raw_dump;
+use crate::wire::Message;
+use anyhow::{bail, Context, Result};
 
 pub const RTM_NEWNETCONF: u16 = 80;
 pub const RTM_DELNETCONF: u16 = 81;
@@ -35,10 +36,6 @@ pub fn ipv6_enabled(dev: &str) -> bool {
     std::fs::read_to_string(path).is_ok_and(|v| v.trim() == "0")
 }
 
-const NLMSG_HDR: usize = 16;
-/// struct netconfmsg, one byte, aligned to 4.
-const NCMSG: usize = 4;
-
 /// One RTM_NEWNETCONF or RTM_DELNETCONF.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Netconf {
@@ -57,40 +54,31 @@ pub struct Netconf {
 /// Reads one netconf message (its netlink header included); None if it
 /// is not one, or of a family other than IPv4 and IPv6.
 pub fn parse(msg: &[u8]) -> Result<Option<Netconf>> {
-    if msg.len() < NLMSG_HDR + 1 {
-        bail!("netconf message of {} bytes: too short", msg.len());
-    }
-    let kind = u16::from_ne_bytes([msg[4], msg[5]]);
+    read(&Message::new_checked(msg)?)
+}
+
+/// [`parse`] of a checked message.
+pub fn read(m: &Message) -> Result<Option<Netconf>> {
+    let kind = m.kind();
     if kind != RTM_NEWNETCONF && kind != RTM_DELNETCONF {
         return Ok(None);
     }
-    let ipv6 = match msg[NLMSG_HDR] as i32 {
+    // struct netconfmsg is one byte, its attributes aligned after it.
+    let body = m.body("netconf message", 1)?;
+    let ipv6 = match body.byte(0) as i32 {
         libc::AF_INET => false,
         libc::AF_INET6 => true,
         _ => return Ok(None),
     };
     let (mut ifindex, mut forwarding, mut rp_filter) = (None, None, None);
-    let mut at = NLMSG_HDR + NCMSG;
-    while at + 4 <= msg.len() {
-        let len = u16::from_ne_bytes([msg[at], msg[at + 1]]) as usize;
-        let kind = u16::from_ne_bytes([msg[at + 2], msg[at + 3]]) & 0x3fff;
-        if len < 4 || at + len > msg.len() {
-            bail!("netconf attribute {kind} of length {len} overruns its message");
-        }
-        let v = &msg[at + 4..at + len];
-        match kind {
-            NETCONFA_IFINDEX if v.len() == 4 => {
-                ifindex = Some(i32::from_ne_bytes(v.try_into().unwrap()))
-            }
-            NETCONFA_FORWARDING if v.len() == 4 => {
-                forwarding = Some(i32::from_ne_bytes(v.try_into().unwrap()) != 0)
-            }
-            NETCONFA_RP_FILTER if v.len() == 4 => {
-                rp_filter = Some(i32::from_ne_bytes(v.try_into().unwrap()).clamp(0, 2) as u8)
-            }
+    for a in body.attributes() {
+        let a = a.context("netconf message")?;
+        match a.kind {
+            NETCONFA_IFINDEX => ifindex = a.i32().ok(),
+            NETCONFA_FORWARDING => forwarding = a.i32().ok().map(|v| v != 0),
+            NETCONFA_RP_FILTER => rp_filter = a.i32().ok().map(|v| v.clamp(0, 2) as u8),
             _ => {}
         }
-        at += (len + 3) & !3;
     }
     let Some(ifindex) = ifindex else {
         bail!("netconf message without an interface index");
@@ -128,6 +116,9 @@ pub fn dump() -> Result<Vec<Netconf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::NLMSG_HDRLEN as NLMSG_HDR;
+    /// struct netconfmsg, one byte, aligned to 4.
+    const NCMSG: usize = 4;
 
     fn attr(kind: u16, v: i32) -> Vec<u8> {
         let mut a = 8u16.to_ne_bytes().to_vec();

@@ -10,7 +10,8 @@
 //! nf_tables is read over NETLINK_NETFILTER (NFT_MSG_GETCHAIN), which no
 //! crate here decodes; its changes are notified (NFNLGRP_NFTABLES), legacy
 //! tables' are not and are read again once a second.
-use crate::netlink::{attributes, raw_dump_on, text};
+use crate::socket::raw_dump_on;
+use crate::wire::Message;
 use anyhow::Result;
 use netlink_sys::protocols::NETLINK_NETFILTER;
 
@@ -35,7 +36,6 @@ const NF_INET_FORWARD: u32 = 2;
 const NF_INET_POST_ROUTING: u32 = 4;
 const NF_INET_INGRESS: u32 = 5;
 
-const NLMSG_HDR: usize = 16;
 /// struct nfgenmsg: family, version, resource id.
 const NFGENMSG: usize = 4;
 
@@ -133,20 +133,23 @@ fn chains() -> Result<Vec<Chain>> {
 /// One NFT_MSG_NEWCHAIN (netlink header included); None for a chain
 /// without a hook (a regular chain) or another message.
 fn parse_chain(m: &[u8]) -> Option<Chain> {
-    let kind = u16::from_ne_bytes([*m.get(4)?, *m.get(5)?]);
-    if kind != (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN {
+    let m = Message::new_checked(m).ok()?;
+    if m.kind() != (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN {
         return None;
     }
-    let family = *m.get(NLMSG_HDR)?;
+    let body = m.body("nftables chain", NFGENMSG).ok()?;
+    let family = body.byte(0);
     let (mut table, mut name, mut hook) = (String::new(), String::new(), None);
-    for (t, v) in attributes(m.get(NLMSG_HDR + NFGENMSG..)?) {
-        match t {
-            NFTA_CHAIN_TABLE => table = text(v),
-            NFTA_CHAIN_NAME => name = text(v),
+    for a in body.attributes().map_while(Result::ok) {
+        match a.kind {
+            NFTA_CHAIN_TABLE => table = a.text(),
+            NFTA_CHAIN_NAME => name = a.text(),
             NFTA_CHAIN_HOOK => {
-                hook = attributes(v)
-                    .find(|(t, _)| *t == NFTA_HOOK_HOOKNUM)
-                    .and_then(|(_, v)| Some(u32::from_be_bytes(v.get(0..4)?.try_into().ok()?)))
+                hook = a
+                    .nested_attributes()
+                    .map_while(Result::ok)
+                    .find(|h| h.kind == NFTA_HOOK_HOOKNUM)
+                    .and_then(|h| h.be32().ok())
             }
             _ => {}
         }
@@ -214,12 +217,17 @@ mod tests {
         b.extend_from_slice(&8u16.to_ne_bytes());
         b.extend_from_slice(&NFTA_HOOK_HOOKNUM.to_ne_bytes());
         b.extend_from_slice(&2u32.to_be_bytes());
-        b.extend_from_slice(&[0; 4]); // trailing junk shorter than a header
-        let got: Vec<(u16, Vec<u8>)> = attributes(&b).map(|(t, v)| (t, v.to_vec())).collect();
+        b.extend_from_slice(&[0; 4]); // junk: an attribute header of length 0
+        let got: Vec<_> = crate::wire::Attrs::new(&b).collect::<Result<_, _>>().unwrap();
         assert_eq!(got.len(), 2);
-        assert_eq!(text(&got[0].1), "filter");
-        assert_eq!(got[1].0, NFTA_CHAIN_HOOK);
-        let inner: Vec<(u16, &[u8])> = attributes(&got[1].1).collect();
-        assert_eq!(inner, vec![(NFTA_HOOK_HOOKNUM, &2u32.to_be_bytes()[..])]);
+        assert_eq!(got[0].text(), "filter");
+        assert_eq!((got[1].kind, got[1].nested), (NFTA_CHAIN_HOOK, true));
+        // The junk is inside the hook's 16 bytes: the nested walk says it
+        // is no attribute, after the one that is.
+        let inner: Vec<_> = got[1].nested_attributes().collect();
+        assert_eq!(inner.len(), 2);
+        assert!(inner[1].is_err(), "four zero bytes: an attribute of length 0");
+        let inner: Vec<_> = inner.into_iter().map_while(Result::ok).collect();
+        assert_eq!((inner[0].kind, inner[0].be32()), (NFTA_HOOK_HOOKNUM, Ok(2)));
     }
 }

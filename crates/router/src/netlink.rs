@@ -1,9 +1,14 @@
 //! rtnetlink, synchronously: dumps of the kernel's tables, and a socket
-//! subscribed to their change notifications. Nexthop objects come through
-//! crate::nhobj, forwarding settings through crate::netconf, the rest
-//! through netlink-packet-route.
+//! subscribed to their change notifications. The top of the netlink
+//! layers: crate::wire checks bytes, crate::socket sends and receives,
+//! the parsers (crate::nhobj, crate::netconf, crate::tc, crate::netfilter,
+//! and netlink-packet-route for links, addresses, neighbours, routes and
+//! rules) read messages; here [`notification`] decides what each
+//! notification is, and so what the caller reads again.
 use crate::netconf::{self, Netconf};
 use crate::nhobj::{self, NhMessage};
+use crate::socket::socket_on;
+use crate::wire::{self, Message};
 use anyhow::{bail, Context, Result};
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_DUMP, NLM_F_REQUEST,
@@ -27,25 +32,6 @@ const RTNLGRP_IPV6_RULE: u32 = 19;
 
 fn socket(groups: u32) -> Result<Socket> {
     socket_on(NETLINK_ROUTE, groups)
-}
-
-fn socket_on(protocol: isize, groups: u32) -> Result<Socket> {
-    let mut s = Socket::new(protocol).context("cannot open a netlink socket")?;
-    s.bind(&SocketAddr::new(0, groups))
-        .context("cannot bind the netlink socket")?;
-    // Bursts of route changes (a BGP session coming up) must not overflow it.
-    let size: libc::c_int = 8 << 20;
-    // SAFETY: a valid socket and option value.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            &size as *const _ as *const libc::c_void,
-            std::mem::size_of_val(&size) as libc::socklen_t,
-        );
-    }
-    Ok(s)
 }
 
 /// Sends a dump request and collects the answers.
@@ -80,77 +66,6 @@ fn dump(request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
             off += len;
         }
     }
-}
-
-/// Sends a dump request of a message type netlink-packet-route does not
-/// know (`kind`, with `body` after the netlink header) and returns the
-/// answers as they came, each with its netlink header; `Err(errno)` inside
-/// if the kernel refused the dump.
-pub fn raw_dump(kind: u16, body: &[u8], what: &str) -> Result<Result<Vec<Vec<u8>>, i32>> {
-    raw_dump_on(NETLINK_ROUTE, kind, body, what)
-}
-
-/// raw_dump over another netlink protocol (NETLINK_NETFILTER).
-pub fn raw_dump_on(
-    protocol: isize,
-    kind: u16,
-    body: &[u8],
-    what: &str,
-) -> Result<Result<Vec<Vec<u8>>, i32>> {
-    const HDR: usize = 16;
-    let s = socket_on(protocol, 0)?;
-    s.connect(&SocketAddr::new(0, 0))?;
-    let mut req = vec![0u8; HDR];
-    req[0..4].copy_from_slice(&((HDR + body.len()) as u32).to_ne_bytes());
-    req[4..6].copy_from_slice(&kind.to_ne_bytes());
-    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
-    req[6..8].copy_from_slice(&flags.to_ne_bytes());
-    req[8..12].copy_from_slice(&1u32.to_ne_bytes());
-    req.extend_from_slice(body);
-    s.send(&req, 0)
-        .with_context(|| format!("netlink {what} dump request"))?;
-    let mut out = Vec::new();
-    let mut rx = vec![0u8; 1 << 20];
-    loop {
-        let n = s
-            .recv(&mut &mut rx[..], 0)
-            .with_context(|| format!("netlink {what} dump"))?;
-        let mut off = 0;
-        while off + HDR <= n {
-            let len = u32::from_ne_bytes(rx[off..off + 4].try_into().unwrap()) as usize;
-            let kind = u16::from_ne_bytes([rx[off + 4], rx[off + 5]]);
-            if len < HDR || off + len > n {
-                bail!("netlink message of length {len} overruns the {what} dump");
-            }
-            match kind as i32 {
-                libc::NLMSG_DONE => return Ok(Ok(out)),
-                libc::NLMSG_ERROR if len >= HDR + 4 => {
-                    let errno =
-                        i32::from_ne_bytes(rx[off + HDR..off + HDR + 4].try_into().unwrap());
-                    return Ok(Err(-errno));
-                }
-                _ => out.push(rx[off..off + len].to_vec()),
-            }
-            off += (len + 3) & !3;
-        }
-    }
-}
-
-/// The attributes of a netlink attribute stream: (type without the
-/// nested and byte-order flags, value).
-pub fn attributes(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
-        let len = u16::from_ne_bytes(b.get(0..2)?.try_into().ok()?) as usize;
-        let kind = u16::from_ne_bytes(b.get(2..4)?.try_into().ok()?) & 0x3fff;
-        let value = b.get(4..len)?;
-        b = b.get((len + 3) & !3..).unwrap_or(&[]);
-        Some((kind, value))
-    })
-}
-
-/// A NUL-terminated string attribute's text.
-pub fn text(v: &[u8]) -> String {
-    String::from_utf8_lossy(v.split(|&c| c == 0).next().unwrap_or(&[])).into_owned()
 }
 
 /// Tells the kernel that these neighbours (interface, address) are in use
@@ -278,6 +193,33 @@ pub fn topic(m: &Change) -> Topic {
     }
 }
 
+/// What notification `m` is: the one place that decides which parser reads
+/// a message, and so what the mirror applies or its caller reads again
+/// (crate::run::apply_notifications): nexthop objects and netconf by their
+/// own parsers; tc's objects not decoded (which changed does not matter,
+/// tc is read again; and netlink-packet-route fails on qdisc options it
+/// does not know); the rest by netlink-packet-route. None: not one the
+/// router follows.
+pub fn notification(m: &Message) -> Result<Option<Change>> {
+    let kind = m.kind();
+    Ok(
+        if kind == nhobj::RTM_NEWNEXTHOP || kind == nhobj::RTM_DELNEXTHOP {
+            nhobj::read(m)?.map(Change::Nexthop)
+        } else if kind == netconf::RTM_NEWNETCONF || kind == netconf::RTM_DELNETCONF {
+            netconf::read(m)?.map(Change::Netconf)
+        } else if crate::tc::is_tc_message(kind) {
+            Some(Change::Tc)
+        } else {
+            let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(m.bytes())
+                .context("cannot decode a netlink notification")?;
+            match msg.payload {
+                NetlinkPayload::InnerMessage(r) => Some(Change::Rt(r)),
+                _ => None,
+            }
+        },
+    )
+}
+
 /// A socket that receives the kernel's change notifications. Open it
 /// before the dump so that nothing changes unseen in between.
 pub struct Monitor {
@@ -343,32 +285,15 @@ impl Monitor {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(out),
             Err(e) => return Err(e).context("netlink receive"),
         };
-        let mut off = 0;
-        while off + 16 <= n {
-            let len = u32::from_ne_bytes(self.buf[off..off + 4].try_into().unwrap()) as usize;
-            if len < 16 || off + len > n {
-                bail!("netlink notification of length {len} overruns what was read");
+        for m in wire::messages(&self.buf[..n]) {
+            let m = m.context("a netlink notification")?;
+            match notification(&m)? {
+                // Which of tc's objects changed does not matter: tc is
+                // read again, once.
+                Some(Change::Tc) if out.iter().any(|c| matches!(c, Change::Tc)) => {}
+                Some(c) => out.push(c),
+                None => {}
             }
-            let kind = u16::from_ne_bytes([self.buf[off + 4], self.buf[off + 5]]);
-            if kind == nhobj::RTM_NEWNEXTHOP || kind == nhobj::RTM_DELNEXTHOP {
-                out.extend(nhobj::parse(&self.buf[off..off + len])?.map(Change::Nexthop));
-            } else if kind == netconf::RTM_NEWNETCONF || kind == netconf::RTM_DELNETCONF {
-                out.extend(netconf::parse(&self.buf[off..off + len])?.map(Change::Netconf));
-            } else if crate::tc::is_tc_message(kind) {
-                // Not decoded: which changed does not matter (tc is read
-                // again), and netlink-packet-route fails on qdisc options
-                // it does not know.
-                if !out.iter().any(|c| matches!(c, Change::Tc)) {
-                    out.push(Change::Tc);
-                }
-            } else {
-                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&self.buf[off..n])
-                    .context("cannot decode a netlink notification")?;
-                if let NetlinkPayload::InnerMessage(m) = msg.payload {
-                    out.push(Change::Rt(m));
-                }
-            }
-            off += (len + 3) & !3;
         }
         Ok(out)
     }

@@ -3,6 +3,7 @@
 //! does not decode them, so this module reads the few attributes the
 //! mirror needs (include/uapi/linux/nexthop.h); anything it does not know
 //! makes the object one the kernel forwards through.
+use crate::wire::Message;
 use anyhow::{bail, Context, Result};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -21,7 +22,6 @@ const NHA_GATEWAY: u16 = 6;
 const NHA_ENCAP_TYPE: u16 = 7;
 const NHA_FDB: u16 = 11;
 
-const NLMSG_HDR: usize = 16;
 const NHMSG: usize = 8;
 
 /// What a nexthop object forwards through.
@@ -47,34 +47,32 @@ pub struct NhMessage {
 /// Reads one nexthop message (its netlink header included); None if it is
 /// not one.
 pub fn parse(msg: &[u8]) -> Result<Option<NhMessage>> {
-    if msg.len() < NLMSG_HDR + NHMSG {
-        bail!("nexthop message of {} bytes: too short", msg.len());
-    }
-    let kind = u16::from_ne_bytes([msg[4], msg[5]]);
+    read(&Message::new_checked(msg)?)
+}
+
+/// [`parse`] of a checked message.
+pub fn read(m: &Message) -> Result<Option<NhMessage>> {
+    let kind = m.kind();
     if kind != RTM_NEWNEXTHOP && kind != RTM_DELNEXTHOP {
         return Ok(None);
     }
-    let family = msg[NLMSG_HDR];
+    let body = m.body("nexthop message", NHMSG)?;
+    let family = body.byte(0);
     let (mut id, mut oif, mut gw, mut group) = (None, None, None, None);
     let mut other = false;
-    let mut at = NLMSG_HDR + NHMSG;
-    while at + 4 <= msg.len() {
-        let len = u16::from_ne_bytes([msg[at], msg[at + 1]]) as usize;
-        let kind = u16::from_ne_bytes([msg[at + 2], msg[at + 3]]) & 0x3fff;
-        if len < 4 || at + len > msg.len() {
-            bail!("nexthop attribute {kind} of length {len} overruns its message");
-        }
-        let v = &msg[at + 4..at + len];
-        match kind {
-            NHA_ID if v.len() == 4 => id = Some(u32::from_ne_bytes(v.try_into().unwrap())),
-            NHA_OIF if v.len() == 4 => oif = Some(u32::from_ne_bytes(v.try_into().unwrap())),
+    for a in body.attributes() {
+        let a = a.context("nexthop message")?;
+        let v = a.value;
+        match a.kind {
+            NHA_ID => id = a.u32().ok(),
+            NHA_OIF => oif = a.u32().ok(),
             NHA_GATEWAY => {
                 gw = match (family as i32, v.len()) {
                     (libc::AF_INET, 4) => {
-                        Some(IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(v).unwrap())))
+                        a.bytes::<4>().ok().map(|b| IpAddr::V4(Ipv4Addr::from(b)))
                     }
                     (libc::AF_INET6, 16) => {
-                        Some(IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(v).unwrap())))
+                        a.bytes::<16>().ok().map(|b| IpAddr::V6(Ipv6Addr::from(b)))
                     }
                     _ => {
                         other = true;
@@ -88,7 +86,7 @@ pub fn parse(msg: &[u8]) -> Result<Option<NhMessage>> {
                 group = Some(
                     v.chunks_exact(8)
                         .map(|c| {
-                            let member = u32::from_ne_bytes(c[0..4].try_into().unwrap());
+                            let member = u32::from_ne_bytes([c[0], c[1], c[2], c[3]]);
                             let weight = (c[5] as u32) << 8 | c[4] as u32;
                             (member, weight + 1)
                         })
@@ -98,7 +96,6 @@ pub fn parse(msg: &[u8]) -> Result<Option<NhMessage>> {
             NHA_BLACKHOLE | NHA_ENCAP_TYPE | NHA_FDB => other = true,
             _ => {}
         }
-        at += (len + 3) & !3;
     }
     let id = id.context("nexthop message without NHA_ID")?;
     let object = match (group, gw, oif, other) {
@@ -115,7 +112,7 @@ pub fn parse(msg: &[u8]) -> Result<Option<NhMessage>> {
 
 /// The kernel's nexthop objects now: empty on a kernel without them.
 pub fn dump() -> Result<Vec<NhMessage>> {
-    match crate::netlink::raw_dump(RTM_GETNEXTHOP, &[0u8; NHMSG], "nexthop")? {
+    match crate::socket::raw_dump(RTM_GETNEXTHOP, &[0u8; NHMSG], "nexthop")? {
         Ok(msgs) => {
             let mut out = Vec::new();
             for m in msgs {
@@ -135,6 +132,7 @@ pub fn dump() -> Result<Vec<NhMessage>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::NLMSG_HDRLEN as NLMSG_HDR;
 
     fn attr(kind: u16, v: &[u8]) -> Vec<u8> {
         let mut a = ((4 + v.len()) as u16).to_ne_bytes().to_vec();

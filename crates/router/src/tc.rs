@@ -16,7 +16,8 @@
 //! decodes every qdisc's options, failing on those it does not know);
 //! their changes are notified (RTNLGRP_TC). tcx programs are asked for
 //! with BPF_PROG_QUERY, and are not notified: read again once a second.
-use crate::netlink::{attributes, raw_dump, text};
+use crate::socket::raw_dump;
+use crate::wire::{Body, Message};
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 
@@ -32,7 +33,6 @@ pub fn is_tc_message(kind: u16) -> bool {
 }
 
 const TCA_KIND: u16 = 1;
-const NLMSG_HDR: usize = 16;
 /// struct tcmsg: family, padding, ifindex, handle, parent, info.
 const TCMSG: usize = 20;
 /// Filter parents of the ingress and egress blocks of clsact (ingress
@@ -131,17 +131,23 @@ fn qdiscs() -> Result<Vec<Qdisc>> {
 
 /// One RTM_NEWQDISC (netlink header included).
 fn parse_qdisc(m: &[u8]) -> Option<Qdisc> {
-    let word = |at: usize| Some(u32::from_ne_bytes(m.get(at..at + 4)?.try_into().ok()?));
-    let ifindex = word(NLMSG_HDR + 4)?;
-    let handle = word(NLMSG_HDR + 8)?;
-    let kind = attributes(m.get(NLMSG_HDR + TCMSG..)?)
-        .find(|(t, _)| *t == TCA_KIND)
-        .map(|(_, v)| text(v))?;
+    let body = Message::new_checked(m).ok()?.body("qdisc", TCMSG).ok()?;
+    let ifindex = body.word(4);
+    let handle = body.word(8);
+    let kind = kind_of(&body)?;
     Some(Qdisc {
         ifindex,
         handle,
         kind,
     })
+}
+
+/// TCA_KIND: what a qdisc or filter is.
+fn kind_of(body: &Body) -> Option<String> {
+    body.attributes()
+        .map_while(Result::ok)
+        .find(|a| a.kind == TCA_KIND)
+        .map(|a| a.text())
 }
 
 /// The filters in the block of `q` that `parent` names, by kind; if they
@@ -157,9 +163,12 @@ fn filters(q: &Qdisc, parent: u32, side: &str) -> Vec<String> {
     let mut kinds: Vec<String> = msgs
         .iter()
         .filter_map(|m| {
-            attributes(m.get(NLMSG_HDR + TCMSG..)?)
-                .find(|(t, _)| *t == TCA_KIND)
-                .map(|(_, v)| text(v))
+            kind_of(
+                &Message::new_checked(m)
+                    .ok()?
+                    .body("tc filter", TCMSG)
+                    .ok()?,
+            )
         })
         .collect();
     kinds.sort();
@@ -221,8 +230,7 @@ mod tests {
 
     #[test]
     fn a_qdisc_message_gives_its_interface_handle_and_kind() {
-        let mut m = vec![0u8; NLMSG_HDR];
-        m.extend_from_slice(&[0, 0, 0, 0]);
+        let mut m = crate::wire::request(RTM_NEWQDISC, 0, 0, &[0, 0, 0, 0]);
         m.extend_from_slice(&7u32.to_ne_bytes());
         m.extend_from_slice(&0x8001_0000u32.to_ne_bytes());
         m.extend_from_slice(&0xffff_ffffu32.to_ne_bytes());
@@ -230,6 +238,8 @@ mod tests {
         m.extend_from_slice(&8u16.to_ne_bytes());
         m.extend_from_slice(&TCA_KIND.to_ne_bytes());
         m.extend_from_slice(b"tbf\0");
+        let len = m.len() as u32;
+        m[0..4].copy_from_slice(&len.to_ne_bytes());
         assert_eq!(
             parse_qdisc(&m),
             Some(Qdisc {
@@ -238,6 +248,10 @@ mod tests {
                 kind: "tbf".into()
             })
         );
-        assert_eq!(parse_qdisc(&m[..NLMSG_HDR + TCMSG]), None, "no kind");
+        let mut no_kind = m[..crate::wire::NLMSG_HDRLEN + TCMSG].to_vec();
+        let len = no_kind.len() as u32;
+        no_kind[0..4].copy_from_slice(&len.to_ne_bytes());
+        assert_eq!(parse_qdisc(&no_kind), None, "no kind");
+        assert_eq!(parse_qdisc(&m[..m.len() - 1]), None, "truncated");
     }
 }

@@ -6,7 +6,8 @@
 //! times. A veth has NDO_XMIT only while its peer can take XDP frames (GRO
 //! on, or an XDP program). So the fast path sends only where the bits say
 //! the frame will leave, and passes the rest to the kernel.
-use crate::netlink::{attributes, raw_dump_on};
+use crate::socket::raw_dump_on;
+use crate::wire::Message;
 use anyhow::{bail, Result};
 use std::collections::BTreeMap;
 
@@ -20,8 +21,8 @@ const NETDEV_A_DEV_IFINDEX: u16 = 1;
 const NETDEV_A_DEV_XDP_FEATURES: u16 = 3;
 pub const NETDEV_XDP_ACT_NDO_XMIT: u64 = 4;
 pub const NETDEV_XDP_ACT_NDO_XMIT_SG: u64 = 64;
-/// A netlink header and a generic netlink header.
-const HEADERS: usize = 16 + 4;
+/// struct genlmsghdr.
+const GENLMSG: usize = 4;
 
 /// What a device takes as the target of an XDP redirect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,10 +88,16 @@ fn netdev_family() -> Result<Option<u16>> {
 fn family_id(msgs: &[Vec<u8>], name: &str) -> Option<u16> {
     msgs.iter().find_map(|m| {
         let (mut id, mut found) = (None, false);
-        for (kind, v) in attributes(m.get(HEADERS..)?) {
-            match kind {
-                CTRL_ATTR_FAMILY_ID if v.len() >= 2 => id = Some(u16::from_ne_bytes([v[0], v[1]])),
-                CTRL_ATTR_FAMILY_NAME => found = crate::netlink::text(v) == name,
+        let body = Message::new_checked(m)
+            .ok()?
+            .body("genetlink family", GENLMSG)
+            .ok()?;
+        for a in body.attributes().map_while(Result::ok) {
+            match a.kind {
+                CTRL_ATTR_FAMILY_ID if a.value.len() >= 2 => {
+                    id = Some(u16::from_ne_bytes([a.value[0], a.value[1]]))
+                }
+                CTRL_ATTR_FAMILY_NAME => found = a.text() == name,
                 _ => {}
             }
         }
@@ -103,21 +110,12 @@ fn family_id(msgs: &[Vec<u8>], name: &str) -> Option<u16> {
 fn parse_devices(msgs: &[Vec<u8>]) -> Result<BTreeMap<u32, XdpXmit>> {
     let mut out = BTreeMap::new();
     for m in msgs {
-        let Some(attrs) = m.get(HEADERS..) else {
-            bail!(
-                "a netdev answer of {} bytes is shorter than its headers",
-                m.len()
-            );
-        };
+        let body = Message::new_checked(m)?.body("netdev answer", GENLMSG)?;
         let (mut ifindex, mut bits) = (None, None);
-        for (kind, v) in attributes(attrs) {
-            match kind {
-                NETDEV_A_DEV_IFINDEX if v.len() == 4 => {
-                    ifindex = Some(u32::from_ne_bytes(v.try_into().unwrap()))
-                }
-                NETDEV_A_DEV_XDP_FEATURES if v.len() == 8 => {
-                    bits = Some(u64::from_ne_bytes(v.try_into().unwrap()))
-                }
+        for a in body.attributes().map_while(Result::ok) {
+            match a.kind {
+                NETDEV_A_DEV_IFINDEX => ifindex = a.u32().ok(),
+                NETDEV_A_DEV_XDP_FEATURES => bits = a.u64().ok(),
                 _ => {}
             }
         }
@@ -134,7 +132,7 @@ mod tests {
 
     /// A netlink message with a generic header and these attributes.
     fn message(attrs: &[(u16, Vec<u8>)]) -> Vec<u8> {
-        let mut m = vec![0u8; HEADERS];
+        let mut m = vec![0u8; crate::wire::NLMSG_HDRLEN + GENLMSG];
         for (kind, v) in attrs {
             m.extend_from_slice(&((4 + v.len()) as u16).to_ne_bytes());
             m.extend_from_slice(&kind.to_ne_bytes());

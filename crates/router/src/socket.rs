@@ -1,0 +1,69 @@
+//! netlink sockets: open and bind one, and dump a table of any netlink
+//! family as raw messages (checked by crate::wire), for the parsers of
+//! messages netlink-packet-route does not know.
+use crate::wire::{self, Message};
+use anyhow::{bail, Context, Result};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use std::os::fd::AsRawFd;
+
+/// A socket of netlink `protocol`, joined to the multicast `groups` (the
+/// legacy bit mask; others are joined by number with add_membership).
+pub fn socket_on(protocol: isize, groups: u32) -> Result<Socket> {
+    let mut s = Socket::new(protocol).context("cannot open a netlink socket")?;
+    s.bind(&SocketAddr::new(0, groups))
+        .context("cannot bind the netlink socket")?;
+    // Bursts of route changes (a BGP session coming up) must not overflow it.
+    let size: libc::c_int = 8 << 20;
+    // SAFETY: a valid socket and option value.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            &size as *const _ as *const libc::c_void,
+            std::mem::size_of_val(&size) as libc::socklen_t,
+        );
+    }
+    Ok(s)
+}
+
+/// Sends a dump request of an rtnetlink message type (`kind`, with `body`
+/// after the netlink header) and returns the answers as they came, each
+/// with its netlink header; `Err(errno)` inside if the kernel refused the
+/// dump.
+pub fn raw_dump(kind: u16, body: &[u8], what: &str) -> Result<Result<Vec<Vec<u8>>, i32>> {
+    raw_dump_on(NETLINK_ROUTE, kind, body, what)
+}
+
+/// raw_dump over another netlink protocol (NETLINK_NETFILTER,
+/// NETLINK_GENERIC).
+pub fn raw_dump_on(
+    protocol: isize,
+    kind: u16,
+    body: &[u8],
+    what: &str,
+) -> Result<Result<Vec<Vec<u8>>, i32>> {
+    let s = socket_on(protocol, 0)?;
+    s.connect(&SocketAddr::new(0, 0))?;
+    let flags = (libc::NLM_F_REQUEST | libc::NLM_F_DUMP) as u16;
+    s.send(&wire::request(kind, flags, 1, body), 0)
+        .with_context(|| format!("netlink {what} dump request"))?;
+    let mut out = Vec::new();
+    let mut rx = vec![0u8; 1 << 20];
+    loop {
+        let n = s
+            .recv(&mut &mut rx[..], 0)
+            .with_context(|| format!("netlink {what} dump"))?;
+        for m in wire::messages(&rx[..n]) {
+            let m: Message = m.with_context(|| format!("the {what} dump"))?;
+            match m.kind() as i32 {
+                libc::NLMSG_DONE => return Ok(Ok(out)),
+                libc::NLMSG_ERROR => match m.error() {
+                    Some(errno) => return Ok(Err(errno)),
+                    None => bail!("a truncated error answer to the {what} dump"),
+                },
+                _ => out.push(m.bytes().to_vec()),
+            }
+        }
+    }
+}
