@@ -5,7 +5,7 @@
 //! every route is removed again. Needs root.
 use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
 use linerate_bpf::{loader, objects, test_run};
-use linerate_fib::{gen, shortcut, Fib, Key, Shape, Table, Write};
+use linerate_fib::{shortcut, synthetic, Fib, Key, Shape, Table, Write};
 use std::os::fd::AsFd;
 
 fn frame_v4(a: u32) -> Vec<u8> {
@@ -67,7 +67,7 @@ fn check<K: Key>(
     fib.insert(K::from_u128(0), 0, 99).unwrap();
     fib.bulk_load(initial).unwrap();
     arena.fill(layout, fib.root(), fib.groups(), fib.shortcut());
-    let keys = gen::lookup_keys(&routes, 3000, 7);
+    let keys = synthetic::lookup_keys(&routes, 3000, 7);
     let agree = |fib: &Fib<K>, what: &str| {
         for &k in &keys {
             assert_eq!(
@@ -177,7 +177,7 @@ fn ipv4_bpf_lookup_matches() {
         objects::FIB_PROBE,
         Shape::IPV4,
         fib_arena::FIB4,
-        gen::ipv4(40_000, 64, 3),
+        synthetic::ipv4(40_000, 64, 3),
         frame_v4,
         34,
     );
@@ -186,7 +186,7 @@ fn ipv4_bpf_lookup_matches() {
 /// 20000 generated IPv6 routes plus host routes, which make the deepest
 /// paths (13 group reads wide, 28 compact).
 fn ipv6_routes() -> Vec<(u128, u8, u32)> {
-    let mut routes = gen::ipv6(20_000, 64, 3);
+    let mut routes = synthetic::ipv6(20_000, 64, 3);
     routes.extend(
         routes
             .clone()

@@ -2,7 +2,7 @@
 //! configuration against every traffic profile `repeat` times, writes the
 //! raw values, logs, results.json, report.md and plots, prints the
 //! ministat comparison, and removes the lab, also on error or Ctrl-C.
-pub mod dut;
+pub mod dut_setup;
 pub mod measure;
 pub mod plot;
 pub mod report;
@@ -10,7 +10,7 @@ pub mod scenario;
 pub mod throughput;
 
 use anyhow::{bail, Result};
-use dut::RunningDut;
+use dut_setup::RunningDut;
 use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
 use linerate_search::{Trial, Trials};
 use linerate_traffic::frame::parse_mac;
@@ -34,7 +34,8 @@ pub trait Progress {
 /// DUT configurations can be set up, the output directory is free.
 fn preflight(sc: &Scenario, out: &std::path::Path) -> Result<()> {
     for (name, def) in &sc.duts {
-        dut::preflight(def).map_err(|why| anyhow::anyhow!("{}: {why}", sc.dut_origin(name)))?;
+        dut_setup::preflight(def)
+            .map_err(|why| anyhow::anyhow!("{}: {why}", sc.dut_origin(name)))?;
     }
     report::check_dir(out)
 }
@@ -92,7 +93,7 @@ pub fn run(
     ));
     let total = sc.repeat as usize * sc.duts.len() * sc.profiles.len();
     let mut index = 0;
-    let mut tables = dut::RouteTables::default();
+    let mut tables = dut_setup::RouteTables::default();
     // Repeats outermost: every configuration runs once per round, so slow
     // drift of the machine (heat, other load) hits all of them alike.
     'rounds: for repeat in 1..=sc.repeat {

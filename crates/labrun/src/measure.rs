@@ -4,7 +4,7 @@
 //! the generator can.
 use anyhow::Result;
 use linerate_search::Measurement;
-use linerate_traffic::measure::{run_trial, ReceiverMode, Trial, TrialResult};
+use linerate_traffic::measure::{run_trial, ReceiverMode, TrialResult, TrialSetup};
 use linerate_traffic::profile::{Sender, Traffic};
 use linerate_traffic::units::rate_line;
 use std::sync::atomic::AtomicBool;
@@ -51,7 +51,7 @@ impl<'a> LabTrials<'a> {
         let p = &self.path;
         let rate = rate_pps.map(|r| r.round().max(1.0) as u64);
         let gen = self.traffic.gen_options(&p.sender, rate, seconds)?;
-        let trial = Trial {
+        let trial = TrialSetup {
             gen_netns: p.gen_netns.clone(),
             recv_netns: p.recv_netns.clone(),
             recv_ifname: p.recv_iface.clone(),

@@ -86,8 +86,8 @@ pub enum FibCmd {
 #[derive(Args, Debug)]
 pub struct FibStatsArgs {
     /// ipv4 or ipv6.
-    #[arg(long, value_parser = choice(linerate_fib::bench::Family::CHOICES), default_value = "ipv4")]
-    pub family: linerate_fib::bench::Family,
+    #[arg(long, value_parser = choice(linerate_fib::Family::CHOICES), default_value = "ipv4")]
+    pub family: linerate_fib::Family,
     /// Generate a realistic table of this many routes [default: 1000000
     /// for IPv4, 200000 for IPv6, about a full table of each]...
     #[arg(long)]
@@ -108,8 +108,8 @@ pub struct FibStatsArgs {
 #[derive(Args, Debug)]
 pub struct BenchFibArgs {
     /// ipv4 or ipv6.
-    #[arg(long, value_parser = choice(linerate_fib::bench::Family::CHOICES), default_value = "ipv4")]
-    pub family: linerate_fib::bench::Family,
+    #[arg(long, value_parser = choice(linerate_fib::Family::CHOICES), default_value = "ipv4")]
+    pub family: linerate_fib::Family,
     /// Routes in the generated table [default: 1000000 for IPv4, 200000 for IPv6].
     #[arg(long)]
     pub routes: Option<usize>,
@@ -191,8 +191,8 @@ pub struct BenchSearchArgs {
 #[derive(Args, Debug)]
 pub struct BenchFastpathArgs {
     /// ipv4 or ipv6.
-    #[arg(long, value_parser = choice(linerate_fib::bench::Family::CHOICES), default_value = "ipv4")]
-    pub family: linerate_fib::bench::Family,
+    #[arg(long, value_parser = choice(linerate_fib::Family::CHOICES), default_value = "ipv4")]
+    pub family: linerate_fib::Family,
     /// Routes of the full table [default: 1000000 for IPv4, 200000 for IPv6].
     #[arg(long)]
     pub routes: Option<usize>,

@@ -124,7 +124,7 @@ fn search(a: crate::cli::BenchSearchArgs) -> Result<()> {
 }
 
 fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
-    use linerate_fib::bench::Family;
+    use linerate_fib::Family;
     linerate_host::privilege::require_root("linerate bench fastpath")?;
     if a.keys == 0 || a.repeat == 0 || a.rounds == 0 {
         bail!("--keys, --repeat and --rounds: at least 1");
@@ -141,7 +141,7 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         bail!("--match-lengths: /{hi} is longer than an address of the family ({bits} bits)");
     }
     let pair = ScratchPair::new(0)?;
-    let b = linerate_router::bench::FastpathBench {
+    let b = linerate_bench::fastpath::FastpathBench {
         netns: pair.netns.clone(),
         ingress: pair.tx.clone(),
         egress: pair.rx.clone(),
@@ -157,9 +157,9 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
     };
     let json = a.json;
     let results = std::thread::spawn(
-        move || -> Result<Vec<linerate_router::bench::FastpathResult>> {
+        move || -> Result<Vec<linerate_bench::fastpath::FastpathResult>> {
             linerate_host::netns::enter_for_good(&b.netns)?;
-            linerate_router::bench::run(&b, &mut |line| {
+            linerate_bench::fastpath::run(&b, &mut |line| {
                 if !json {
                     println!("{line}");
                 }

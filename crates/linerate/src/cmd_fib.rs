@@ -1,8 +1,9 @@
 //! `linerate fib stats` and `linerate bench fib`.
 use crate::cli::{BenchFibArgs, FibCmd, FibStatsArgs};
 use anyhow::{bail, Context, Result};
-use linerate_fib::bench::{self, Family, FibBench};
-use linerate_fib::{dump, gen, Fib, Key, Shape, Stats};
+use linerate_bench::fib::{self as bench, FibBench};
+use linerate_fib::Family;
+use linerate_fib::{dump, synthetic, Fib, Key, Shape, Stats};
 
 pub fn run(cmd: FibCmd) -> Result<()> {
     match cmd {
@@ -41,8 +42,8 @@ fn stats(a: FibStatsArgs) -> Result<()> {
         bail!("--routes: at least 1");
     }
     let s = match a.family {
-        Family::Ipv4 => load::<u32>(&a, Shape::IPV4, gen::ipv4)?,
-        Family::Ipv6 => load::<u128>(&a, a.fib6.layout.shape(), gen::ipv6)?,
+        Family::Ipv4 => load::<u32>(&a, Shape::IPV4, synthetic::ipv4)?,
+        Family::Ipv6 => load::<u128>(&a, a.fib6.layout.shape(), synthetic::ipv6)?,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);

@@ -13,7 +13,7 @@ use linerate_bpf::loader::XdpMode;
 use linerate_host::cmd;
 use linerate_host::cmd::mac_text;
 use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
-use linerate_labrun::dut::RunningDut;
+use linerate_labrun::dut_setup::RunningDut;
 use linerate_labrun::scenario::builtin_dut;
 use linerate_router::netlink::{topic, Monitor, Topic};
 use linerate_traffic::frame::parse_mac;

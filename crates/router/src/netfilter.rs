@@ -218,7 +218,9 @@ mod tests {
         b.extend_from_slice(&NFTA_HOOK_HOOKNUM.to_ne_bytes());
         b.extend_from_slice(&2u32.to_be_bytes());
         b.extend_from_slice(&[0; 4]); // junk: an attribute header of length 0
-        let got: Vec<_> = crate::wire::Attrs::new(&b).collect::<Result<_, _>>().unwrap();
+        let got: Vec<_> = crate::wire::Attrs::new(&b)
+            .collect::<Result<_, _>>()
+            .unwrap();
         assert_eq!(got.len(), 2);
         assert_eq!(got[0].text(), "filter");
         assert_eq!((got[1].kind, got[1].nested), (NFTA_CHAIN_HOOK, true));
@@ -226,7 +228,10 @@ mod tests {
         // is no attribute, after the one that is.
         let inner: Vec<_> = got[1].nested_attributes().collect();
         assert_eq!(inner.len(), 2);
-        assert!(inner[1].is_err(), "four zero bytes: an attribute of length 0");
+        assert!(
+            inner[1].is_err(),
+            "four zero bytes: an attribute of length 0"
+        );
         let inner: Vec<_> = inner.into_iter().map_while(Result::ok).collect();
         assert_eq!((inner[0].kind, inner[0].be32()), (NFTA_HOOK_HOOKNUM, Ok(2)));
     }

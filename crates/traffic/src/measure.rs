@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
-pub struct Trial {
+pub struct TrialSetup {
     pub gen_netns: String,
     pub recv_netns: String,
     pub recv_ifname: String,
@@ -49,7 +49,7 @@ const DRAIN: Duration = Duration::from_millis(200);
 /// Runs one trial. `on_second` gets the receiver's packets and bytes of
 /// each second as they come.
 pub fn run_trial(
-    t: &Trial,
+    t: &TrialSetup,
     stop: &AtomicBool,
     mut on_second: impl FnMut(u64, u64, u64),
 ) -> Result<TrialResult> {

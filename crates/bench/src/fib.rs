@@ -2,28 +2,15 @@
 //! and incremental update rate of our table, and the lookup rates of the
 //! `prefix-trie` and `poptrie` crates on the same table and the same keys,
 //! in the same run, repeated.
-use crate::key::Key;
-use crate::trie::{Fib, Shape};
-use crate::{gen, Ipv6Layout, Stats};
 use ipnet::{Ipv4Net, Ipv6Net};
+use linerate_fib::Key;
+use linerate_fib::{synthetic, Family, Ipv6Layout, Stats};
+use linerate_fib::{Fib, Shape};
 use poptrie::Poptrie;
 use prefix_trie::PrefixMap;
 use serde::Serialize;
 use std::hint::black_box;
 use std::time::Instant;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Family {
-    Ipv4,
-    Ipv6,
-}
-
-impl Family {
-    /// Each family by the name commands and reports give it.
-    pub const CHOICES: &'static [(&'static str, Family)] =
-        &[("ipv4", Family::Ipv4), ("ipv6", Family::Ipv6)];
-}
 
 #[derive(Clone, Debug)]
 pub struct FibBench {
@@ -147,7 +134,7 @@ impl Family2 for u32 {
         Shape::IPV4
     }
     fn routes(n: usize, seed: u64) -> Vec<(u32, u8, u32)> {
-        gen::ipv4(n, 64, seed)
+        synthetic::ipv4(n, 64, seed)
     }
     fn peers(routes: &[(u32, u8, u32)], keys: &[u32]) -> Vec<Peer> {
         measure_peers(routes, keys, |a, l| {
@@ -161,7 +148,7 @@ impl Family2 for u128 {
         ipv6.shape()
     }
     fn routes(n: usize, seed: u64) -> Vec<(u128, u8, u32)> {
-        gen::ipv6(n, 64, seed)
+        synthetic::ipv6(n, 64, seed)
     }
     fn peers(routes: &[(u128, u8, u32)], keys: &[u128]) -> Vec<Peer> {
         measure_peers(routes, keys, |a, l| {
@@ -182,7 +169,7 @@ fn run_family<K: Family2>(
     progress: &mut dyn FnMut(&str),
 ) -> anyhow::Result<FibBenchReport> {
     let routes = K::routes(b.routes, b.seed);
-    let keys = gen::lookup_keys(&routes, b.keys, b.seed ^ 0x5eed);
+    let keys = synthetic::lookup_keys(&routes, b.keys, b.seed ^ 0x5eed);
     // Changes: withdraw a present route, announce a new one, alternately.
     let fresh = K::routes(b.routes + b.updates / 2 + 1, b.seed ^ 0xfeed);
     let present: std::collections::HashSet<(K, u8)> = routes.iter().map(|r| (r.0, r.1)).collect();

@@ -304,7 +304,7 @@ fn ipv4_routes(n: u32) -> Vec<String> {
         let mask = if k == 0 { 0 } else { u32::MAX << (32 - k) };
         a & mask == b & mask
     };
-    linerate_fib::gen::ipv4(n as usize + n as usize / 20 + 16, 1, 2544)
+    linerate_fib::synthetic::ipv4(n as usize + n as usize / 20 + 16, 1, 2544)
         .into_iter()
         .filter(|&(a, l, _)| {
             let first = a >> 24;
@@ -321,7 +321,7 @@ fn ipv6_routes(n: u32) -> Vec<String> {
         return Vec::new();
     }
     let lab: u128 = 0x2001_0002_0000 << 80;
-    linerate_fib::gen::ipv6(n as usize + n as usize / 20 + 16, 1, 2544)
+    linerate_fib::synthetic::ipv6(n as usize + n as usize / 20 + 16, 1, 2544)
         .into_iter()
         .filter(|&(a, l, _)| {
             let k = l.min(48) as u32;

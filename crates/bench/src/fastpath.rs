@@ -7,14 +7,14 @@
 //! (two fast paths, two kernel routing tables), and each destination runs
 //! through every program before the next: the machine's speed drifts by
 //! up to 2x between minutes, so only costs taken side by side compare.
-use crate::fastpath::FastPath;
-use crate::layout::{Nexthop, NH_RESOLVED, NH_VALID};
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::{objects, test_run};
-use linerate_fib::{gen, Fib, Ipv6Layout, Key, Shape};
+use linerate_fib::{synthetic, Fib, Ipv6Layout, Key, Shape};
 use linerate_host::cmd::ip;
+use linerate_router::fastpath::FastPath;
+use linerate_router::layout::{Nexthop, NH_RESOLVED, NH_VALID};
 use serde::Serialize;
 use std::io::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -167,7 +167,7 @@ fn fast_path<K: Key>(layout: Ipv6Layout, table: &[(K, u8, u32)], p: &Ports) -> R
     let shape = shape_of::<K>(layout);
     let fp = FastPath::load_with(layout)?;
     // The scratch namespace forwards both families (run_family).
-    let both = crate::layout::IFACE_FORWARD4 | crate::layout::IFACE_FORWARD6;
+    let both = linerate_router::layout::IFACE_FORWARD4 | linerate_router::layout::IFACE_FORWARD6;
     fp.add_interface(p.in_idx, p.in_mac, both)?;
     fp.add_interface(p.out_idx, p.out_mac, both)?;
     fp.set_nexthop(
@@ -288,19 +288,19 @@ fn run_family<K: Key>(
     )?;
 
     let generated: Vec<(K, u8, u32)> = if K::BITS == 32 {
-        gen::ipv4(b.routes, 1, b.seed)
+        synthetic::ipv4(b.routes, 1, b.seed)
             .into_iter()
             .map(|(a, l, _)| (K::from_u128(a as u128), l, NH))
             .collect()
     } else {
-        gen::ipv6(b.routes, 1, b.seed)
+        synthetic::ipv6(b.routes, 1, b.seed)
             .into_iter()
             .map(|(a, l, _)| (K::from_u128(a), l, NH))
             .collect()
     };
     // Destinations inside the full table's prefixes (the default route of
     // the one-route table covers them too).
-    let keys: Vec<K> = gen::lookup_keys(&generated, b.keys * 2, b.seed ^ 7)
+    let keys: Vec<K> = synthetic::lookup_keys(&generated, b.keys * 2, b.seed ^ 7)
         .into_iter()
         .step_by(2)
         .collect();

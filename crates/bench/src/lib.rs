@@ -1,0 +1,9 @@
+//! linerate's benchmarks, apart from the libraries they measure (so that
+//! the peers they measure against are no dependency of those): `fib`
+//! (`linerate bench fib`: our FIB against the prefix-trie and poptrie
+//! crates on the same table and keys) and `fastpath` (`linerate bench
+//! fastpath`: the router program against bpf_fib_lookup, with
+//! BPF_PROG_RUN). `linerate bench gen` is the generator's own, in
+//! linerate-traffic.
+pub mod fastpath;
+pub mod fib;
