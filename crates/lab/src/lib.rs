@@ -14,7 +14,7 @@ pub mod topology;
 use anyhow::{bail, Result};
 use linerate_host::netns;
 pub use status::LabStatus;
-pub use topology::{Interfaces, LabSpec, Namespaces};
+pub use topology::{Interfaces, LabSpec, Namespaces, SpecError};
 
 /// A lab that is up. Dropping it removes it unless it was persisted.
 #[derive(Debug)]

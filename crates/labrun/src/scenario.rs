@@ -426,7 +426,7 @@ impl Scenario {
             spec.dut_cpu = c;
         }
         spec.validate()
-            .map_err(|e| anyhow!("{source}: lab: {}", e.to_string().replace("--", "")))?;
+            .map_err(|e| anyhow!("{source}: lab.{}: {}", e.field, e.reason))?;
         let gen_cpu = lab.gen_cpu.unwrap_or(0);
         let cpus = linerate_host::cpu::online();
         if gen_cpu >= cpus {
@@ -537,7 +537,10 @@ impl Scenario {
             )?;
         }
         if let Some(n) = o.lab_name {
-            linerate_lab::LabSpec::new(&n).validate()?;
+            // (Only the name can be wrong in a spec made of it.)
+            linerate_lab::LabSpec::new(&n)
+                .validate()
+                .map_err(|e| anyhow!("--name: {}", e.reason))?;
             self.lab_name = n;
         }
         Ok(())
@@ -719,7 +722,7 @@ dst = "198.19.10.1:2000-198.19.10.10"
         let e = err("duts = []\n");
         assert!(e.starts_with("s.toml:1: duts: at least one"), "{e}");
         let e = err("duts = [\"linux\"]\n[lab]\nname = \"a b\"\n");
-        assert!(e.starts_with("s.toml: lab: name"), "{e}");
+        assert!(e.starts_with("s.toml: lab.name: "), "{e}");
     }
 
     #[test]

@@ -16,18 +16,22 @@ pub fn run(cmd: LabCmd) -> Result<()> {
     }
 }
 
-fn spec(name: &str, queues: u32, dut_cpu: Option<usize>, mtu: u32) -> LabSpec {
+/// The lab of these arguments, checked: a field refused is said as its
+/// option (`dut_cpu` as `--dut-cpu`).
+fn spec(name: &str, queues: u32, dut_cpu: Option<usize>, mtu: u32) -> Result<LabSpec> {
     let mut s = LabSpec::new(name);
     s.queues = queues;
     s.mtu = mtu;
     if let Some(c) = dut_cpu {
         s.dut_cpu = c;
     }
-    s
+    s.validate()
+        .map_err(|e| anyhow::anyhow!("--{}: {}", e.field.replace('_', "-"), e.reason))?;
+    Ok(s)
 }
 
 fn up(a: UpArgs) -> Result<()> {
-    let (lab, outcome) = Lab::up(&spec(&a.name.name, a.queues, a.dut_cpu, a.mtu), a.force)?;
+    let (lab, outcome) = Lab::up(&spec(&a.name.name, a.queues, a.dut_cpu, a.mtu)?, a.force)?;
     let ns = lab.namespaces();
     match outcome {
         UpOutcome::AlreadyUp => {
