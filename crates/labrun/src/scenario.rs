@@ -256,6 +256,21 @@ pub struct Overrides {
     pub lab_name: Option<String>,
 }
 
+/// Why an override is refused: its field in [`Overrides`] and the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OverrideError {
+    pub field: &'static str,
+    pub reason: String,
+}
+
+impl std::fmt::Display for OverrideError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.reason)
+    }
+}
+
+impl std::error::Error for OverrideError {}
+
 /// "FILE:LINE: FIELD: REASON".
 fn at(
     source: &str,
@@ -495,52 +510,68 @@ impl Scenario {
         }
     }
 
-    /// Applies command-line overrides; errors name the option.
-    pub fn apply(&mut self, o: Overrides) -> Result<()> {
+    /// Applies overrides (a command line's); a refusal names the field of
+    /// [`Overrides`] and why, for the caller to say as its option.
+    pub fn apply(&mut self, o: Overrides) -> std::result::Result<(), OverrideError> {
+        let fail = |field, reason: String| Err(OverrideError { field, reason });
         if let Some(r) = o.repeat {
             if !(1..=1000).contains(&r) {
-                bail!("--repeat: must be 1 to 1000, got {r}");
+                return fail("repeat", format!("must be 1 to 1000, got {r}"));
             }
             self.repeat = r;
         }
         if let Some(t) = o.seconds {
             if !(t > 0.0 && t <= 3600.0) {
-                bail!("-t: must be more than 0 and at most 3600 seconds, got {t}");
+                return fail(
+                    "seconds",
+                    format!("must be more than 0 and at most 3600 seconds, got {t}"),
+                );
             }
             if self.final_seconds == self.seconds || self.final_seconds < t {
                 self.final_seconds = t;
             }
             self.seconds = t;
         }
-        fn listed(option: &str, names: &[String]) -> Result<Vec<(Range<usize>, String)>> {
+        let listed = |field, names: &[String]| {
             if names.is_empty() {
-                bail!("{option}: at least one name is needed");
+                return Err(OverrideError {
+                    field,
+                    reason: "at least one name is needed".into(),
+                });
             }
-            Ok(names.iter().map(|n| (0..0, n.clone())).collect())
-        }
+            Ok(names.iter().map(|n| (0..0, n.clone())).collect::<Vec<_>>())
+        };
+        let because = |field| {
+            move |e: anyhow::Error| OverrideError {
+                field,
+                reason: e.to_string(),
+            }
+        };
         if let Some(names) = o.duts {
-            let l = listed("--duts", &names)?;
+            let l = listed("duts", &names)?;
             self.duts = resolve(
                 l.iter().map(|(s, n)| (s.clone(), n)),
                 &self.defined_duts,
                 &NAMES_OF_DUTS,
-                &|_, why| anyhow!("--duts: {why}"),
-            )?;
+                &|_, why| anyhow!("{why}"),
+            )
+            .map_err(because("duts"))?;
         }
         if let Some(names) = o.profiles {
-            let l = listed("--profiles", &names)?;
+            let l = listed("profiles", &names)?;
             self.profiles = resolve(
                 l.iter().map(|(s, n)| (s.clone(), n)),
                 &self.defined_profiles,
                 &NAMES_OF_PROFILES,
-                &|_, why| anyhow!("--profiles: {why}"),
-            )?;
+                &|_, why| anyhow!("{why}"),
+            )
+            .map_err(because("profiles"))?;
         }
         if let Some(n) = o.lab_name {
             // (Only the name can be wrong in a spec made of it.)
-            linerate_lab::LabSpec::new(&n)
-                .validate()
-                .map_err(|e| anyhow!("--name: {}", e.reason))?;
+            if let Err(e) = linerate_lab::LabSpec::new(&n).validate() {
+                return fail("lab_name", e.reason);
+            }
             self.lab_name = n;
         }
         Ok(())
@@ -732,17 +763,22 @@ dst = "198.19.10.1:2000-198.19.10.10"
             duts: Some(vec!["linux".into(), "nope".into()]),
             ..Default::default()
         });
-        assert!(e
-            .unwrap_err()
-            .to_string()
-            .starts_with("--duts: unknown DUT configuration \"nope\""));
+        let e = e.unwrap_err();
+        assert_eq!(e.field, "duts");
+        assert!(
+            e.reason.starts_with("unknown DUT configuration \"nope\""),
+            "{e}"
+        );
         let e = s.apply(Overrides {
             repeat: Some(0),
             ..Default::default()
         });
         assert_eq!(
-            e.unwrap_err().to_string(),
-            "--repeat: must be 1 to 1000, got 0"
+            e.unwrap_err(),
+            OverrideError {
+                field: "repeat",
+                reason: "must be 1 to 1000, got 0".into()
+            }
         );
         s.apply(Overrides {
             seconds: Some(1.5),

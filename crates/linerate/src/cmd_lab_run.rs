@@ -91,6 +91,16 @@ pub fn run(a: RunArgs) -> Result<()> {
         duts: a.duts,
         profiles: a.profiles,
         lab_name: a.name,
+    })
+    .map_err(|e| {
+        let option = match e.field {
+            "seconds" => "-t",
+            "lab_name" => "--name",
+            "repeat" => "--repeat",
+            "duts" => "--duts",
+            _ => "--profiles",
+        };
+        anyhow::anyhow!("{option}: {}", e.reason)
     })?;
     linerate_host::privilege::require_root("linerate lab run")?;
     let out = a.out.clone().unwrap_or_else(|| {

@@ -4,7 +4,7 @@
 //! the parsers (crate::nhobj, crate::netconf, crate::tc, crate::netfilter,
 //! and netlink-packet-route for links, addresses, neighbours, routes and
 //! rules) read messages; here [`notification`] decides what each
-//! notification is, and so what the caller reads again.
+//! notification is, and [`rereads`] what the caller reads again.
 use crate::netconf::{self, Netconf};
 use crate::nhobj::{self, NhMessage};
 use crate::socket::socket_on;
@@ -220,6 +220,32 @@ pub fn notification(m: &Message) -> Result<Option<Change>> {
     )
 }
 
+/// What a batch of notifications makes the caller read again, besides
+/// applying them: nftables' hooks; tc's hooks and the XDP features (a link's
+/// change may be the kernel's default qdisc attached as it comes up, and the
+/// features follow the link's); the policy rules, which are reloaded whole
+/// (crate::policy).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rereads {
+    pub netfilter: bool,
+    pub tc_and_xdp_features: bool,
+    pub rules: bool,
+}
+
+pub fn rereads(changes: &[Change]) -> Rereads {
+    use RouteNetlinkMessage::{DelLink, NewLink};
+    let mut r = Rereads::default();
+    for c in changes {
+        match c {
+            Change::Netfilter => r.netfilter = true,
+            Change::Tc | Change::Rt(NewLink(_) | DelLink(_)) => r.tc_and_xdp_features = true,
+            c if is_rule(c) => r.rules = true,
+            _ => {}
+        }
+    }
+    r
+}
+
 /// A socket that receives the kernel's change notifications. Open it
 /// before the dump so that nothing changes unseen in between.
 pub struct Monitor {
@@ -296,5 +322,43 @@ impl Monitor {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire;
+
+    #[test]
+    fn each_notification_is_read_by_its_parser_and_says_what_to_read_again() {
+        // A nexthop object (RTM_NEWNEXTHOP: nhmsg AF_INET, NHA_ID 7).
+        let mut nh = wire::request(nhobj::RTM_NEWNEXTHOP, 0, 0, &[2, 0, 0, 0, 0, 0, 0, 0]);
+        nh.extend(wire::attribute(1, &7u32.to_ne_bytes()));
+        nh[0] = nh.len() as u8;
+        // A qdisc (RTM_NEWQDISC) with options nobody decodes.
+        let mut q = wire::request(crate::tc::RTM_NEWQDISC, 0, 0, &[0; 20]);
+        q.extend(wire::attribute(2, &[0xff; 7]));
+        q[0] = q.len() as u8;
+        let read = |b: &[u8]| notification(&Message::new_checked(b).unwrap()).unwrap();
+        assert!(matches!(
+            read(&nh),
+            Some(Change::Nexthop(NhMessage { id: 7, .. }))
+        ));
+        assert!(matches!(read(&q), Some(Change::Tc)));
+        // NLMSG_DONE is nothing the router follows.
+        assert!(read(&wire::request(libc::NLMSG_DONE as u16, 0, 0, &[0; 4])).is_none());
+        let link = Change::Rt(RouteNetlinkMessage::NewLink(Default::default()));
+        let rule = Change::Rt(RouteNetlinkMessage::DelRule(Default::default()));
+        let route = Change::Rt(RouteNetlinkMessage::NewRoute(Default::default()));
+        assert_eq!(rereads(&[route.clone()]), Rereads::default());
+        assert_eq!(
+            rereads(&[route, link, Change::Netfilter, rule]),
+            Rereads {
+                netfilter: true,
+                tc_and_xdp_features: true,
+                rules: true
+            }
+        );
     }
 }

@@ -232,23 +232,15 @@ pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[netlink
             eprintln!("linerate route: {e:#}");
         }
     }
-    if msgs.iter().any(|m| matches!(m, netlink::Change::Netfilter)) {
+    let again = netlink::rereads(msgs);
+    if again.netfilter {
         follow_netfilter(mirror);
     }
-    if msgs.iter().any(|m| {
-        use netlink_packet_route::RouteNetlinkMessage::{DelLink, NewLink};
-        matches!(
-            m,
-            netlink::Change::Tc | netlink::Change::Rt(NewLink(_) | DelLink(_))
-        )
-    }) {
-        // A link's change may be a new qdisc (the kernel's default one
-        // attached as it comes up): tc is read again after any, and so are
-        // the XDP features, which follow the link's.
+    if again.tc_and_xdp_features {
         follow_tc(mirror);
         follow_xdp_features(mirror);
     }
-    if msgs.iter().any(netlink::is_rule) {
+    if again.rules {
         if let Err(e) = netlink::dump_rules().and_then(|r| mirror.set_rules(&r)) {
             eprintln!("linerate route: the policy rules: {e:#}");
         }
