@@ -351,7 +351,7 @@ mod tests {
         let link = Change::Rt(RouteNetlinkMessage::NewLink(Default::default()));
         let rule = Change::Rt(RouteNetlinkMessage::DelRule(Default::default()));
         let route = Change::Rt(RouteNetlinkMessage::NewRoute(Default::default()));
-        assert_eq!(rereads(&[route.clone()]), Rereads::default());
+        assert_eq!(rereads(std::slice::from_ref(&route)), Rereads::default());
         assert_eq!(
             rereads(&[route, link, Change::Netfilter, rule]),
             Rereads {
