@@ -81,7 +81,7 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
         ttl: 64,
     };
     frame.validate()?;
-    Ok(GenOptions {
+    let opts = GenOptions {
         ifname: a.iface.clone(),
         frame,
         src,
@@ -94,7 +94,20 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
         cpus,
         mode: a.mode,
         random_dst: a.random_dst,
-    })
+    };
+    opts.check().map_err(|e| {
+        let flag = match e.field {
+            "src" | "dst" => "-s and -d",
+            "cpus" => "--cpu",
+            "rate_pps" => "-R",
+            "frame" => "-l",
+            "random_dst" => "-Z",
+            "batch_size" => "--batch",
+            _ => e.field,
+        };
+        anyhow::anyhow!("{flag}: {}", e.reason)
+    })?;
+    Ok(opts)
 }
 
 pub fn gen(a: GenArgs) -> Result<()> {

@@ -31,6 +31,21 @@ impl Mode {
         &[("xdp", Mode::Xdp), ("afpacket", Mode::Afpacket)];
 }
 
+/// Why [`GenOptions`] are refused: the field and the reason.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenOptionsError {
+    pub field: &'static str,
+    pub reason: String,
+}
+
+impl std::fmt::Display for GenOptionsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.reason)
+    }
+}
+
+impl std::error::Error for GenOptionsError {}
+
 #[derive(Clone, Debug)]
 pub struct GenOptions {
     pub ifname: String,
@@ -57,6 +72,41 @@ pub struct GenOptions {
 }
 
 impl GenOptions {
+    /// Refuses options no generator can run: the field of these options
+    /// and why (a command line says it as its flag).
+    pub fn check(&self) -> std::result::Result<(), GenOptionsError> {
+        let fail = |field, reason: String| Err(GenOptionsError { field, reason });
+        if self.src.is_ipv6() != self.dst.is_ipv6() {
+            return fail("dst", "not of the source's address family".into());
+        }
+        if self.cpus.is_empty() {
+            return fail("cpus", "the generator needs at least one CPU".into());
+        }
+        if self.rate_pps == Some(0) {
+            return fail("rate_pps", "the rate must be at least 1 pps".into());
+        }
+        let len = self.frame.sizes.max_frame_len();
+        if self.mode == Mode::Xdp && len > crate::sizes::MAX_LIVE_FRAME {
+            return fail(
+                "frame",
+                format!(
+                    "{len}-byte frames are larger than XDP live frames take ({} bytes, one page): use the AF_PACKET mode",
+                    crate::sizes::MAX_LIVE_FRAME
+                ),
+            );
+        }
+        if self.random_dst && self.mode == Mode::Afpacket {
+            return fail("random_dst", "random destinations need the XDP mode".into());
+        }
+        if !(1..=256).contains(&self.batch_size) {
+            return fail(
+                "batch_size",
+                format!("must be 1..256, got {}", self.batch_size),
+            );
+        }
+        Ok(())
+    }
+
     pub fn threads(&self) -> usize {
         self.cpus.len().max(1)
     }
@@ -196,37 +246,16 @@ impl Generator {
     /// Validates `opts`, builds the template and (XDP mode) loads the
     /// program.
     pub fn new(opts: &GenOptions) -> Result<Self> {
-        if opts.src.is_ipv6() != opts.dst.is_ipv6() {
-            bail!("-s and -d are not of the same family");
-        }
-        if opts.cpus.is_empty() {
-            bail!("the generator needs at least one CPU");
-        }
-        if opts.rate_pps == Some(0) {
-            bail!("-R: the rate must be at least 1 pps");
-        }
+        opts.check()?;
         let frame = opts.frame.build()?;
-        if opts.mode == Mode::Xdp && frame.len() > crate::sizes::MAX_LIVE_FRAME {
-            bail!(
-                "-l: {}-byte frames are larger than XDP live frames take ({} bytes, one page): use --mode afpacket",
-                frame.len(),
-                crate::sizes::MAX_LIVE_FRAME
-            );
-        }
         let per_thread = opts
             .rate_pps
             .map_or(0, |r| r.div_ceil(opts.threads() as u64));
-        if opts.random_dst && opts.mode == Mode::Afpacket {
-            bail!("-Z (random destinations) needs --mode xdp");
-        }
         let mut cfg = opts
             .frame
             .gen_config(&opts.src, &opts.dst, opts.stream_base, per_thread)?;
         if opts.random_dst {
             cfg.flags |= linerate_bpf::layout::GEN_RANDOM_DST;
-        }
-        if !(1..=256).contains(&opts.batch_size) {
-            bail!("batch size: must be 1..256, got {}", opts.batch_size);
         }
         cfg.clock_every = opts.batch_size;
         let obj = match opts.mode {

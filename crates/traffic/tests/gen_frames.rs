@@ -356,8 +356,13 @@ fn random_destinations_stay_in_the_range_and_spread_over_it() {
     // AF_PACKET builds its frames in Rust and has no random mode.
     o.random_dst = true;
     o.mode = Mode::Afpacket;
+    assert_eq!(o.check().unwrap_err().field, "random_dst");
     let e = Generator::new(&o).err().expect("refused");
-    assert!(e.to_string().contains("needs --mode xdp"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("random destinations need the XDP mode"),
+        "{e}"
+    );
 }
 
 #[test]
