@@ -240,13 +240,17 @@ pub fn raw_name(dut: &str, profile: &str) -> String {
     format!("{dut}.{profile}.pps")
 }
 
+/// Why output directory `out` cannot take a run's results, if it cannot.
+pub fn dir_refusal(out: &Path) -> Option<&'static str> {
+    out.join("results.json")
+        .exists()
+        .then_some("holds the results of another run (results.json); pick a new directory")
+}
+
 /// Refuses an output directory that holds another run.
 pub fn check_dir(out: &Path) -> Result<()> {
-    if out.join("results.json").exists() {
-        anyhow::bail!(
-            "--out {}: holds the results of another run (results.json); pick a new directory",
-            out.display()
-        );
+    if let Some(why) = dir_refusal(out) {
+        anyhow::bail!("output directory {}: {why}", out.display());
     }
     Ok(())
 }
@@ -255,7 +259,7 @@ pub fn check_dir(out: &Path) -> Result<()> {
 pub fn prepare_dir(out: &Path) -> Result<()> {
     check_dir(out)?;
     std::fs::create_dir_all(out.join("logs"))
-        .with_context(|| format!("--out {}", out.display()))?;
+        .with_context(|| format!("output directory {}", out.display()))?;
     Ok(())
 }
 

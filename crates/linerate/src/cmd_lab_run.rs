@@ -113,6 +113,9 @@ pub fn run(a: RunArgs) -> Result<()> {
             .replace(' ', "");
         std::path::PathBuf::from("lab-results").join(stamp)
     });
+    if let Some(why) = report::dir_refusal(&out) {
+        anyhow::bail!("--out {}: {why}", out.display());
+    }
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
