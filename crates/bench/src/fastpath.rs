@@ -20,6 +20,10 @@ use std::io::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsFd;
 
+/// BPF_PROG_RUN repetitions at most: the frames start at TTL 255 and each
+/// repetition forwards the frame as the previous one left it.
+pub const MAX_REPEAT: u32 = 254;
+
 const GW4: &str = "192.0.2.2";
 const GW6: &str = "2001:db8:ffff::2";
 const NH: u32 = 2;
@@ -268,8 +272,8 @@ fn run_family<K: Key>(
     // it. With the gateway's MAC set to the ingress interface's own, every
     // repetition still arrives "to us"; the frames start at TTL 255, so up
     // to 254 repetitions all forward.
-    if b.repeat > 254 {
-        bail!("--repeat: at most 254 (each repetition takes one TTL)");
+    if b.repeat > MAX_REPEAT {
+        bail!("repeat: at most {MAX_REPEAT} (each repetition takes one TTL)");
     }
     let gw_mac = linerate_host::cmd::mac_text(&in_mac);
     ip(
@@ -308,7 +312,7 @@ fn run_family<K: Key>(
         Some((lo, hi)) => {
             let keys = matching_lengths(&generated, keys, lo..=hi);
             if keys.is_empty() {
-                bail!("--match-lengths: no destination's longest match is a /{lo}../{hi}");
+                bail!("match_lengths: no destination's longest match is a /{lo}../{hi}");
             }
             keys
         }

@@ -129,6 +129,12 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
     if a.keys == 0 || a.repeat == 0 || a.rounds == 0 {
         bail!("--keys, --repeat and --rounds: at least 1");
     }
+    if a.repeat > linerate_bench::fastpath::MAX_REPEAT {
+        bail!(
+            "--repeat: at most {} (each repetition takes one TTL)",
+            linerate_bench::fastpath::MAX_REPEAT
+        );
+    }
     let routes = a.routes.unwrap_or(match a.family {
         Family::Ipv4 => 1_000_000,
         Family::Ipv6 => 200_000,

@@ -77,7 +77,7 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
         dst: dst.first,
         src_port: src.port_first,
         dst_port: dst.port_first,
-        sizes: SizeMix::parse(&a.len, src.is_ipv6())?,
+        sizes: SizeMix::parse(&a.len, src.is_ipv6()).map_err(|e| anyhow::anyhow!("-l: {e}"))?,
         ttl: 64,
     };
     frame.validate()?;

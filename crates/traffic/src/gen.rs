@@ -362,7 +362,7 @@ impl Generator {
         let mtu = loader::mtu(&opts.ifname)? as usize;
         if self.frame.len() > mtu + crate::sizes::ETH_LEN {
             bail!(
-                "-l: {}-byte frames carry {}-byte IP packets, more than {}'s MTU ({mtu}) takes",
+                "{}-byte frames carry {}-byte IP packets, more than {}'s MTU ({mtu}) takes",
                 self.frame.len(),
                 self.frame.len() - crate::sizes::ETH_LEN,
                 opts.ifname

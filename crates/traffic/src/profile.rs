@@ -79,7 +79,7 @@ impl Profile {
         let ipv6 = self.family == Family::Ipv6;
         let sizes = SizeMix::parse(&self.len, ipv6).map_err(|e| ProfileError {
             field: "len",
-            reason: e.to_string().trim_start_matches("-l: ").to_string(),
+            reason: e.to_string(),
         })?;
         let (src_default, dst_default) = if ipv6 {
             (SRC_V6, DST_V6)

@@ -88,7 +88,7 @@ impl SizeMix {
                 for part in list.split(',') {
                     let n: usize = part.trim().parse().map_err(|_| {
                         anyhow::anyhow!(
-                            "-l: {part:?} is not a frame length (a number, a list like 60,1514, imix or rfc2544)"
+                            "{part:?} is not a frame length (a number, a list like 60,1514, imix or rfc2544)"
                         )
                     })?;
                     v.push(frame_size(n, ipv6)?);
@@ -98,7 +98,7 @@ impl SizeMix {
         };
         if sizes.len() > GEN_SIZES_MAX {
             bail!(
-                "-l: at most {GEN_SIZES_MAX} sizes in a list, got {}",
+                "at most {GEN_SIZES_MAX} sizes in a list, got {}",
                 sizes.len()
             );
         }
@@ -134,7 +134,7 @@ pub fn frame_size(frame_len: usize, ipv6: bool) -> Result<GenSize> {
     let min = header_len(ipv6).max(MIN_FRAME);
     if frame_len < min || frame_len > MAX_FRAME {
         bail!(
-            "-l: frame length {frame_len} is out of range: {min}..{MAX_FRAME} bytes for {} (without FCS)",
+            "frame length {frame_len} is out of range: {min}..{MAX_FRAME} bytes for {} (without FCS)",
             if ipv6 { "IPv6" } else { "IPv4" }
         );
     }
@@ -202,7 +202,7 @@ mod tests {
             ("60,,70", "not a frame length"),
         ] {
             let e = SizeMix::parse(bad, false).unwrap_err().to_string();
-            assert!(e.starts_with("-l:") && e.contains(why), "{bad}: {e}");
+            assert!(!e.starts_with('-') && e.contains(why), "{bad}: {e}");
         }
         assert!(SizeMix::parse("61", true).is_err(), "IPv6 needs 62 bytes");
         assert!(!SizeMix::fixed(62, true).unwrap().all_stamped(true));
