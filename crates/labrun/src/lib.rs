@@ -180,6 +180,8 @@ fn measure_one(
         tolerance: sc.tolerance,
         width: sc.width,
         loss_ratio: sc.loss_ratio,
+        exceed_ratio: sc.exceed_ratio,
+        duration_sum: sc.duration_sum,
     };
     let mut log = Trials::new(|t: &Trial| progress.trial(t));
     let outcome = throughput::run(trials, &plan, max, &mut log, |_| {})?;

@@ -79,6 +79,14 @@ pub struct Measure {
     /// PDR's loss ratio.
     #[serde(default = "Measure::default_loss_ratio")]
     pub loss_ratio: Spanned<f64>,
+    /// MLRsearch: the share of a load's trial seconds that may miss a
+    /// goal's loss ratio (RFC 9971's exceed ratio), 0 by default.
+    #[serde(default = "Measure::default_exceed_ratio")]
+    pub exceed_ratio: Spanned<f64>,
+    /// MLRsearch: seconds of final-length trials behind a result (default:
+    /// one final trial's).
+    #[serde(default)]
+    pub duration_sum: Option<Spanned<f64>>,
     /// "count" (default): the receiver counts frames and stamped frames, at
     /// a quarter of the per-frame cost of "full" (loss, reordering and
     /// latency), which matters where its work shares the DUT's core;
@@ -103,6 +111,9 @@ impl Measure {
     fn default_loss_ratio() -> Spanned<f64> {
         Spanned::new(0..0, 0.005)
     }
+    fn default_exceed_ratio() -> Spanned<f64> {
+        Spanned::new(0..0, 0.0)
+    }
 }
 
 impl Default for Measure {
@@ -115,6 +126,8 @@ impl Default for Measure {
             tolerance: Self::default_tolerance(),
             width: Self::default_width(),
             loss_ratio: Self::default_loss_ratio(),
+            exceed_ratio: Self::default_exceed_ratio(),
+            duration_sum: None,
             receiver: ReceiverMode::Count,
         }
     }
@@ -231,6 +244,8 @@ pub struct Scenario {
     pub tolerance: f64,
     pub width: f64,
     pub loss_ratio: f64,
+    pub exceed_ratio: f64,
+    pub duration_sum: Option<f64>,
     pub receiver: ReceiverMode,
     pub lab_name: String,
     pub gen_cpu: usize,
@@ -412,6 +427,25 @@ impl Scenario {
         let tolerance = fraction(&m.tolerance, "measure.tolerance", 0.5)?;
         let width = fraction(&m.width, "measure.width", 0.5)?;
         let loss_ratio = fraction(&m.loss_ratio, "measure.loss_ratio", 1.0)?;
+        let exceed_ratio = *m.exceed_ratio.get_ref();
+        if !(0.0..1.0).contains(&exceed_ratio) {
+            return Err(err(
+                m.exceed_ratio.span(),
+                "measure.exceed_ratio",
+                format!("must be at least 0 and less than 1, got {exceed_ratio}"),
+            ));
+        }
+        let duration_sum = match &m.duration_sum {
+            None => None,
+            Some(d) if *d.get_ref() > 0.0 && d.get_ref().is_finite() => Some(*d.get_ref()),
+            Some(d) => {
+                return Err(err(
+                    d.span(),
+                    "measure.duration_sum",
+                    format!("must be more than 0 seconds, got {}", d.get_ref()),
+                ))
+            }
+        };
         let max_rate_pps = match &m.max_rate {
             None => None,
             Some(v) if v.get_ref() == "auto" => None,
@@ -466,6 +500,8 @@ impl Scenario {
             tolerance,
             width,
             loss_ratio,
+            exceed_ratio,
+            duration_sum,
             receiver: m.receiver,
             lab_name,
             gen_cpu,

@@ -32,6 +32,12 @@ pub struct SearchPlan {
     pub width: f64,
     /// MLRsearch's partial-drop goal.
     pub loss_ratio: f64,
+    /// MLRsearch's goals: the share of a load's trial seconds that may
+    /// miss the loss ratio (RFC 9971's exceed ratio; 0: none).
+    pub exceed_ratio: f64,
+    /// MLRsearch's goals: seconds of final trials a load needs to be a
+    /// lower bound (None: one final trial's).
+    pub duration_sum: Option<f64>,
 }
 
 /// What a search found, by method.
@@ -79,6 +85,10 @@ pub fn run(
         SearchMethod::NdrPdr => {
             let mut cfg = mlr::Config::ndr_pdr(max_pps, plan.loss_ratio);
             cfg.width = plan.width;
+            for g in &mut cfg.goals {
+                g.exceed_ratio = plan.exceed_ratio;
+                g.duration_sum = plan.duration_sum;
+            }
             cfg.initial_seconds = plan.seconds;
             cfg.final_seconds = plan.final_seconds;
             cfg.intermediate_phases = if plan.final_seconds > plan.seconds {
@@ -112,6 +122,8 @@ mod tests {
                 tolerance: 0.01,
                 width: 0.005,
                 loss_ratio: 0.005,
+                exceed_ratio: 0.0,
+                duration_sum: None,
             };
             let mut dut = SimDut::ideal(1_000_000.0);
             let mut log = Trials::new(|_| {});

@@ -438,6 +438,15 @@ pub struct SearchArgs {
     /// MLRsearch: PDR's loss ratio.
     #[arg(long, default_value_t = 0.005)]
     pub loss_ratio: f64,
+    /// MLRsearch: the share of a load's trial seconds that may miss a
+    /// goal's loss ratio (RFC 9971's exceed ratio; 0: none, so a result is
+    /// a load where no trial missed).
+    #[arg(long, default_value_t = 0.0)]
+    pub exceed_ratio: f64,
+    /// MLRsearch: seconds of final-length trials a load needs to be
+    /// reported (default: one final trial's).
+    #[arg(long)]
+    pub duration_sum: Option<f64>,
     /// CPU of the generator.
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,

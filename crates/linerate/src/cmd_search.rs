@@ -108,6 +108,15 @@ pub fn run(a: SearchArgs) -> Result<()> {
             a.seconds
         );
     }
+    if !(0.0..1.0).contains(&a.exceed_ratio) {
+        bail!(
+            "--exceed-ratio: must be at least 0 and less than 1, got {}",
+            a.exceed_ratio
+        );
+    }
+    if let Some(d) = a.duration_sum.filter(|d| !(*d > 0.0 && d.is_finite())) {
+        bail!("--duration-sum: must be more than 0 seconds, got {d}");
+    }
     linerate_host::privilege::require_root("linerate search")?;
     let path = path(&a)?;
     let stop = stop::flag();
@@ -184,6 +193,8 @@ pub fn run(a: SearchArgs) -> Result<()> {
         tolerance: a.tolerance,
         width: a.width,
         loss_ratio: a.loss_ratio,
+        exceed_ratio: a.exceed_ratio,
+        duration_sum: a.duration_sum,
     };
     if !json && plan.method == throughput::SearchMethod::Equilibrium {
         println!("Benchmark tool using equilibrium throughput method");
@@ -259,9 +270,11 @@ fn print_outcome(outcome: &SearchOutcome, max: f64) {
             for g in &o.goals {
                 match g.lower_pps {
                     Some(l) => println!(
-                        "{} (loss ratio {}) = {} Kpps (upper bound {})",
+                        "{} (loss ratio {}, exceed ratio {}, {} s of final trials) = {} Kpps (upper bound {})",
                         g.name.to_uppercase(),
                         g.loss_ratio,
+                        g.exceed_ratio,
+                        g.duration_sum,
                         equilibrium::kpps(l),
                         g.upper_pps
                             .map(|u| format!("{} Kpps", equilibrium::kpps(u)))

@@ -14,6 +14,7 @@
 //! offer at the requested rate comes back `valid: false`: it bounds what
 //! can be tested, it is never counted as loss in the DUT.
 pub mod binary;
+pub mod classify;
 pub mod cost;
 pub mod equilibrium;
 pub mod mlr;

@@ -1,28 +1,37 @@
 //! MLRsearch (RFC 9971, Multiple Loss Ratio Search): one search finds the
-//! throughput for several loss-ratio goals at once (NDR: 0, PDR: 0.5% by
+//! throughput for several goals at once (NDR: no loss, PDR: 0.5% by
 //! default), with trial durations escalating from short to final.
 //!
-//! Every trial is shared by all goals: at a given duration, a load whose
-//! loss ratio is at most a goal's is a lower bound for that goal, a load
-//! with more loss an upper bound. The search runs in phases: each phase
-//! has a trial duration (geometric from `initial_seconds` to
-//! `final_seconds`) and a target width (the final width doubled for each
-//! phase still to come). In a phase, a goal's bounds come only from trials
-//! of that phase's duration; those of shorter trials are hints, measured
-//! again first. So the final phase starts with bounds already about twice
-//! the final width apart, and most trials are short ones.
+//! A goal is a loss ratio, an exceed ratio and a duration sum. Every trial
+//! at a load counts toward that load's classification for every goal
+//! (crate::classify): long trials as they are, shorter ones too (a short
+//! trial that missed the loss ratio counts as missing unless balanced by
+//! short ones that met it). So a load is never retried into a pass: with
+//! the default exceed ratio 0, one trial that missed makes it an upper
+//! bound, and a lower bound needs full-length trials that all met the loss
+//! ratio, their durations summing to the goal's duration sum. A goal's
+//! throughput is the highest lower bound below the lowest upper bound.
 //!
-//! Where trials disagree (a load passing above one that failed, as a noisy
-//! DUT does), the lowest upper bound wins and passes above it are
-//! ignored: the result is conservative.
+//! The search runs in phases: each has a trial duration (geometric from
+//! `initial_seconds` to `final_seconds`), a duration sum scaled to it and a
+//! width (the final one doubled for each phase still to come); a phase
+//! starts from the bounds of the one before. Most trials are short.
+use crate::classify::{Class, LoadStats, Target};
 use crate::{Dut, Measurement, Trials};
 use anyhow::{bail, Result};
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Goal {
     pub name: String,
     pub loss_ratio: f64,
+    /// The share of a load's trial seconds that may miss the loss ratio
+    /// (RFC 9971's goal exceed ratio). 0: none may.
+    pub exceed_ratio: f64,
+    /// Seconds of full-length trials a load needs to be a lower bound;
+    /// None: one final trial's.
+    pub duration_sum: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -42,7 +51,9 @@ pub struct Config {
 
 impl Config {
     /// NDR (no loss) and PDR (`pdr_loss_ratio`, 0.005 by RFC 9971's
-    /// example) between max/1000 and `max_pps`.
+    /// example) between max/1000 and `max_pps`, with exceed ratio 0 and one
+    /// final trial's duration sum: a result is a load where no trial missed
+    /// the loss ratio, short or long (what holds when measured again).
     pub fn ndr_pdr(max_pps: f64, pdr_loss_ratio: f64) -> Self {
         Config {
             min_pps: max_pps / 1000.0,
@@ -51,10 +62,14 @@ impl Config {
                 Goal {
                     name: "ndr".into(),
                     loss_ratio: 0.0,
+                    exceed_ratio: 0.0,
+                    duration_sum: None,
                 },
                 Goal {
                     name: "pdr".into(),
                     loss_ratio: pdr_loss_ratio,
+                    exceed_ratio: 0.0,
+                    duration_sum: None,
                 },
             ],
             width: 0.005,
@@ -76,6 +91,19 @@ impl Config {
                     "goal {}: loss ratio must be in [0, 1), got {}",
                     g.name,
                     g.loss_ratio
+                );
+            }
+            if !(0.0..1.0).contains(&g.exceed_ratio) {
+                bail!(
+                    "goal {}: exceed ratio must be in [0, 1), got {}",
+                    g.name,
+                    g.exceed_ratio
+                );
+            }
+            if let Some(d) = g.duration_sum.filter(|&d| !(d > 0.0 && d.is_finite())) {
+                bail!(
+                    "goal {}: duration sum must be more than 0 seconds, got {d}",
+                    g.name
                 );
             }
         }
@@ -113,13 +141,16 @@ impl Config {
 pub struct GoalOutcome {
     pub name: String,
     pub loss_ratio: f64,
-    /// The goal's throughput: the highest load that met the loss ratio in
-    /// a final-length trial below every load that did not. None when even
-    /// the minimum load missed it.
+    pub exceed_ratio: f64,
+    /// Seconds of full-length trials behind a lower bound.
+    pub duration_sum: f64,
+    /// The goal's throughput: the highest load classified a lower bound
+    /// below every upper bound. None when even the minimum load is not one.
     pub lower_pps: Option<f64>,
-    /// The lowest final-length load that missed it (None: the maximum met it).
+    /// The lowest load classified an upper bound (None: the maximum is a
+    /// lower bound).
     pub upper_pps: Option<f64>,
-    /// The DUT's forwarding rate in the trial at `lower_pps`.
+    /// The DUT's forwarding rate over the full-length trials at `lower_pps`.
     pub forwarding_pps: Option<f64>,
 }
 
@@ -131,35 +162,69 @@ pub struct Outcome {
     pub generator_ceiling_pps: Option<f64>,
 }
 
-/// Bounds for one goal from the trials of one duration.
-#[derive(Clone, Copy, Debug, Default)]
-struct Bounds {
-    lower: Option<(f64, f64)>, // (load, forwarding rate)
-    upper: Option<f64>,
-}
-
 struct Record {
     load: f64,
     seconds: f64,
     m: Measurement,
 }
 
-fn bounds(records: &[Record], goal: &Goal, seconds: f64) -> Bounds {
-    let same = |r: &&Record| r.seconds == seconds && r.m.valid;
-    let upper = records
+/// A goal's bounds under one target: the highest lower bound below the
+/// lowest upper bound, the undecided loads between them.
+#[derive(Clone, Debug, Default)]
+struct Bounds {
+    lower: Option<f64>,
+    upper: Option<f64>,
+    undecided: Vec<f64>,
+}
+
+/// Every load's trials (valid ones: an invalid trial says nothing about
+/// the DUT) classified for `t`.
+fn bounds(records: &[Record], t: &Target) -> Bounds {
+    let mut by_load: BTreeMap<u64, LoadStats> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.m.valid) {
+        by_load
+            .entry(r.load.to_bits())
+            .or_default()
+            .add(t, r.seconds, r.m.loss_ratio());
+    }
+    let classes: Vec<(f64, Class)> = by_load
         .iter()
-        .filter(same)
-        .filter(|r| r.m.loss_ratio() > goal.loss_ratio)
-        .map(|r| r.load)
+        .map(|(&l, s)| (f64::from_bits(l), s.classify(t)))
+        .collect();
+    let upper = classes
+        .iter()
+        .filter(|c| c.1 == Class::Upper)
+        .map(|c| c.0)
         .reduce(f64::min);
-    let lower = records
+    let below = |l: f64| upper.is_none_or(|u| l < u);
+    let lower = classes
         .iter()
-        .filter(same)
-        .filter(|r| r.m.loss_ratio() <= goal.loss_ratio)
-        .filter(|r| upper.is_none_or(|u| r.load < u))
-        .map(|r| (r.load, r.m.forwarding_pps()))
-        .reduce(|a, b| if b.0 > a.0 { b } else { a });
-    Bounds { lower, upper }
+        .filter(|c| c.1 == Class::Lower && below(c.0))
+        .map(|c| c.0)
+        .reduce(f64::max);
+    let undecided = classes
+        .iter()
+        .filter(|c| c.1 == Class::Undecided && below(c.0) && lower.is_none_or(|lo| c.0 > lo))
+        .map(|c| c.0)
+        .collect();
+    Bounds {
+        lower,
+        upper,
+        undecided,
+    }
+}
+
+/// Goal `g`'s target in a phase of trials `seconds` long, whose duration
+/// sum is the final one's scaled by the phase's share of the final
+/// duration (at least one trial).
+fn target(g: &Goal, cfg: &Config, seconds: f64) -> Target {
+    let final_sum = g.duration_sum.unwrap_or(cfg.final_seconds);
+    Target {
+        loss_ratio: g.loss_ratio,
+        exceed_ratio: g.exceed_ratio,
+        duration_sum: (final_sum * seconds / cfg.final_seconds).max(seconds),
+        trial_seconds: seconds,
+    }
 }
 
 pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Outcome> {
@@ -178,6 +243,15 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
         }
         let strictest = cfg.goals.iter().map(|g| g.loss_ratio).fold(1.0, f64::min);
         let m = trials.run(dut, step, load, seconds, |m| m.loss_ratio() <= strictest)?;
+        // What this trial says for each goal (its own loss; the load's
+        // class comes from all its trials).
+        if let Some(t) = trials.list.last_mut() {
+            t.goals = cfg
+                .goals
+                .iter()
+                .map(|g| (g.name.clone(), m.valid && m.loss_ratio() <= g.loss_ratio))
+                .collect();
+        }
         if !m.valid {
             let achieved = m.offered_pps().min(load * 0.999);
             if achieved <= cfg.min_pps {
@@ -194,7 +268,7 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
     };
 
     // Initial phase: the maximum rate, then what the DUT forwarded there
-    // (MRR), both short. They seed the hints of the first phase.
+    // (MRR), both short. They seed the first phase.
     let m = run(
         &mut records,
         &mut ceiling,
@@ -223,45 +297,48 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
             phases[k - 1].0
         };
         for goal in &cfg.goals {
+            let here = target(goal, cfg, seconds);
+            let before = target(goal, cfg, previous);
             let mut expansion = 0;
             loop {
-                let b = bounds(&records, goal, seconds);
-                let hint = bounds(&records, goal, previous);
+                let b = bounds(&records, &here);
+                let hint = bounds(&records, &before);
                 let top = ceiling.unwrap_or(cfg.max_pps);
-                let next = match (b.lower, b.upper) {
-                    (Some((lo, _)), Some(up)) => {
-                        if up - lo <= width * up {
-                            None
-                        } else {
-                            Some((lo + up) / 2.0)
+                // A load between the bounds that needs more trials is
+                // measured again first: it may become either.
+                let next = if let Some(&u) = b.undecided.last() {
+                    Some(u)
+                } else {
+                    match (b.lower, b.upper) {
+                        (Some(lo), Some(up)) => (up - lo > width * up).then_some((lo + up) / 2.0),
+                        (Some(lo), None) => {
+                            if lo >= top * (1.0 - width) {
+                                None // met at the highest load that can be offered
+                            } else if let Some(h) = hint.upper.filter(|&h| h > lo && h <= top) {
+                                Some(h)
+                            } else {
+                                expansion += 1;
+                                Some((lo * (1.0 + width * 2f64.powi(expansion))).min(top))
+                            }
                         }
-                    }
-                    (Some((lo, _)), None) => {
-                        if lo >= top * (1.0 - width) {
-                            None // met at the highest load that can be offered
-                        } else if let Some(h) = hint.upper.filter(|&h| h > lo) {
-                            Some(h)
-                        } else {
-                            expansion += 1;
-                            Some((lo * (1.0 + width * 2f64.powi(expansion))).min(top))
+                        (None, Some(up)) => {
+                            if up <= cfg.min_pps {
+                                None // missed even at the minimum
+                            } else if let Some(h) = hint.lower.filter(|&h| h < up) {
+                                Some(h)
+                            } else {
+                                expansion += 1;
+                                Some((up * (1.0 - width * 2f64.powi(expansion))).max(cfg.min_pps))
+                            }
                         }
+                        (None, None) => Some(
+                            hint.upper
+                                .or(hint.lower)
+                                .or(hint.undecided.last().copied())
+                                .unwrap_or(top)
+                                .min(top),
+                        ),
                     }
-                    (None, Some(up)) => {
-                        if up <= cfg.min_pps {
-                            None // missed even at the minimum
-                        } else if let Some((h, _)) = hint.lower.filter(|&(h, _)| h < up) {
-                            Some(h)
-                        } else {
-                            expansion += 1;
-                            Some((up * (1.0 - width * 2f64.powi(expansion))).max(cfg.min_pps))
-                        }
-                    }
-                    (None, None) => Some(
-                        hint.upper
-                            .or(hint.lower.map(|l| l.0))
-                            .unwrap_or(top)
-                            .min(top),
-                    ),
                 };
                 let Some(load) = next else { break };
                 let step = format!("phase {}/{} {}", k + 1, phases.len(), goal.name);
@@ -275,13 +352,25 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
         .goals
         .iter()
         .map(|g| {
-            let b = bounds(&records, g, last);
+            let t = target(g, cfg, last);
+            let b = bounds(&records, &t);
+            let forwarding = b.lower.map(|lo| {
+                let long = records
+                    .iter()
+                    .filter(|r| r.load == lo && r.m.valid && r.seconds >= last);
+                let (received, seconds) = long.fold((0.0, 0.0), |(n, s), r| {
+                    (n + r.m.received as f64, s + r.m.seconds)
+                });
+                received / seconds
+            });
             GoalOutcome {
                 name: g.name.clone(),
                 loss_ratio: g.loss_ratio,
-                lower_pps: b.lower.map(|l| l.0),
+                exceed_ratio: g.exceed_ratio,
+                duration_sum: t.duration_sum,
+                lower_pps: b.lower,
                 upper_pps: b.upper,
-                forwarding_pps: b.lower.map(|l| l.1),
+                forwarding_pps: forwarding,
             }
         })
         .collect();

@@ -71,6 +71,10 @@ pub struct Trial {
     #[serde(flatten)]
     pub measurement: Measurement,
     pub loss_ratio: f64,
+    /// For searches with several goals (MLRsearch): whether this trial met
+    /// each goal's loss ratio, by goal name.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub goals: std::collections::BTreeMap<String, bool>,
 }
 
 /// The trials of one search, with a callback to show progress.
@@ -104,6 +108,7 @@ impl<'a> Trials<'a> {
             passed: m.valid && pass(&m),
             loss_ratio: m.loss_ratio(),
             measurement: m,
+            goals: Default::default(),
         };
         (self.on_trial)(&t);
         self.list.push(t);
