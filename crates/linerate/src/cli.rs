@@ -41,6 +41,10 @@ pub enum Command {
     /// Throughput search against a DUT: BSDRP equilibrium, RFC 2544 binary
     /// search, or MLRsearch NDR/PDR.
     Search(SearchArgs),
+    /// One trial at a fixed rate through a lab or named interfaces: offered,
+    /// forwarded, loss ratio and whether the generator offered the rate
+    /// (the measurement every search makes at each load).
+    Trial(TrialArgs),
     /// Counters of a running `linerate route`, per interface, a line a
     /// second, then the totals by reason.
     Stats(StatsArgs),
@@ -384,12 +388,9 @@ pub enum SearchMethod {
     NdrPdr,
 }
 
-#[derive(Args, Debug)]
-pub struct SearchArgs {
-    /// equilibrium (BSDRP), rfc2544 (binary search, zero loss), ndr-pdr
-    /// (MLRsearch).
-    #[arg(long, value_enum)]
-    pub method: SearchMethod,
+/// Where trials go: a lab that is up, or named interfaces.
+#[derive(Args, Debug, Clone)]
+pub struct PathArgs {
     /// Search through this lab (from `linerate lab up`), whatever its DUT
     /// runs. Default when no interfaces are given.
     #[arg(long)]
@@ -410,6 +411,14 @@ pub struct SearchArgs {
     /// Source MAC (default: the generator interface's).
     #[arg(short = 'S', long)]
     pub src_mac: Option<String>,
+    /// CPU of the generator.
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
+}
+
+/// The frames of a trial.
+#[derive(Args, Debug, Clone)]
+pub struct TrafficArgs {
     /// Frame length, imix, rfc2544 or a list.
     #[arg(short = 'l', long, default_value = "60")]
     pub len: String,
@@ -419,6 +428,39 @@ pub struct SearchArgs {
     pub src: Option<String>,
     #[arg(short = 'd', long)]
     pub dst: Option<String>,
+}
+
+/// One trial at a fixed rate: what the searches run at each load.
+#[derive(Args, Debug)]
+pub struct TrialArgs {
+    #[command(flatten)]
+    pub path: PathArgs,
+    #[command(flatten)]
+    pub traffic: TrafficArgs,
+    /// The rate offered, frames per second (e.g. 250k, 1.5M).
+    #[arg(short = 'R', long)]
+    pub rate: String,
+    /// Seconds the rate is offered.
+    #[arg(short = 't', long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// The receiver: count, full or frames (as for search).
+    #[arg(long, value_parser = choice(linerate_traffic::recv::ReceiverMode::CHOICES), default_value = "count")]
+    pub receiver: linerate_traffic::measure::ReceiverMode,
+    /// Print the trial as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    /// equilibrium (BSDRP), rfc2544 (binary search, zero loss), ndr-pdr
+    /// (MLRsearch).
+    #[arg(long, value_enum)]
+    pub method: SearchMethod,
+    #[command(flatten)]
+    pub path: PathArgs,
+    #[command(flatten)]
+    pub traffic: TrafficArgs,
     /// Highest load (pps, e.g. 3M), or auto: the generator's unpaced rate.
     #[arg(long, default_value = "auto")]
     pub max_rate: String,
@@ -447,9 +489,6 @@ pub struct SearchArgs {
     /// reported (default: one final trial's).
     #[arg(long)]
     pub duration_sum: Option<f64>,
-    /// CPU of the generator.
-    #[arg(long, default_value_t = 0)]
-    pub gen_cpu: usize,
     /// The receiver: count (frames and stamped frames), full (also loss,
     /// reordering and latency per trial) or frames (frames unread, the
     /// cheapest; counts whatever arrives).

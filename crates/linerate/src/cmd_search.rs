@@ -1,6 +1,6 @@
 //! `linerate search`: one throughput search against a DUT, through a lab
 //! that is up or through named interfaces.
-use crate::cli::{SearchArgs, SearchMethod};
+use crate::cli::{PathArgs, SearchArgs, SearchMethod, TrafficArgs};
 use crate::stop;
 use anyhow::{anyhow, bail, Result};
 use linerate_lab::topology;
@@ -9,10 +9,11 @@ use linerate_labrun::scenario::{Family, Profile};
 use linerate_labrun::throughput::{self, SearchOutcome, SearchPlan};
 use linerate_search::{binary, equilibrium, Trial, Trials};
 use linerate_traffic::frame::parse_mac;
-use linerate_traffic::profile::Sender;
+use linerate_traffic::profile::{Sender, Traffic};
 use serde_json::json;
 
-fn path(a: &SearchArgs) -> Result<Path> {
+/// The path of `a`'s flags: a lab that is up, or named interfaces.
+pub fn path(a: &PathArgs) -> Result<Path> {
     if let Some(i) = &a.gen_iface {
         if a.lab.is_some() {
             bail!("--lab and -i: give a lab or interfaces, not both");
@@ -74,7 +75,8 @@ fn path(a: &SearchArgs) -> Result<Path> {
     })
 }
 
-pub fn run(a: SearchArgs) -> Result<()> {
+/// The traffic of `a`'s flags, checked; a field refused is said as its flag.
+pub fn traffic(a: &TrafficArgs) -> Result<Traffic> {
     let profile = Profile {
         family: if a.ipv6 { Family::Ipv6 } else { Family::Ipv4 },
         len: a.len.clone(),
@@ -82,15 +84,18 @@ pub fn run(a: SearchArgs) -> Result<()> {
         dst: a.dst.clone(),
         random_dst: false,
     };
-    // The profile's fields are this command's flags.
-    let traffic = profile.check().map_err(|e| {
+    profile.check().map_err(|e| {
         let flag = match e.field {
             "len" => "-l",
             "src" => "-s",
             _ => "-d",
         };
         anyhow!("{flag}: {}", e.reason)
-    })?;
+    })
+}
+
+pub fn run(a: SearchArgs) -> Result<()> {
+    let traffic = traffic(&a.traffic)?;
     let max_rate = match a.max_rate.as_str() {
         "auto" => None,
         r => Some(linerate_imix::parse_rate("--max-rate", r).map_err(anyhow::Error::msg)?),
@@ -118,7 +123,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
         bail!("--duration-sum: must be more than 0 seconds, got {d}");
     }
     linerate_host::privilege::require_root("linerate search")?;
-    let path = path(&a)?;
+    let path = path(&a.path)?;
     let stop = stop::flag();
     let mut dut = LabTrials::new(path, traffic, a.receiver, stop);
     // Check the generator's options once before any trial.
@@ -199,7 +204,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
     if !json && plan.method == throughput::SearchMethod::Equilibrium {
         println!("Benchmark tool using equilibrium throughput method");
         println!("- Benchmark mode: Throughput (pps) for Router");
-        println!("- Frame size = {}", a.len);
+        println!("- Frame size = {}", a.traffic.len);
         println!("- Link rate = {} Kpps", equilibrium::kpps(max));
         println!("- Tolerance = {}", a.tolerance);
     }

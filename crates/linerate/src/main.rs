@@ -10,6 +10,7 @@ mod cmd_ministat;
 mod cmd_route;
 mod cmd_search;
 mod cmd_traffic;
+mod cmd_trial;
 mod route_change;
 mod stop;
 
@@ -31,6 +32,7 @@ fn main() {
         cli::Command::Route(r) => cmd_route::run(r),
         cli::Command::Stats(s) => cmd_route::stats(s),
         cli::Command::Search(s) => cmd_search::run(s),
+        cli::Command::Trial(t) => cmd_trial::run(t),
         cli::Command::Ministat(m) => std::process::exit(cmd_ministat::run(m)),
     };
     if let Err(e) = result {

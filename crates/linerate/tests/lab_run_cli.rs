@@ -303,6 +303,48 @@ fn equilibrium_search_through_a_lab() {
     not(feature = "privileged"),
     ignore = "needs root: --features privileged"
 )]
+fn one_trial_at_a_fixed_rate_through_a_lab() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Refused before anything is measured.
+    for (args, flag) in [
+        (vec!["-R", "0"], "-R:"),
+        (vec!["-R", "fast"], "-R"),
+        (vec!["-R", "10k", "-t", "0"], "-t:"),
+        (vec!["-R", "10k", "-l", "59"], "-l:"),
+    ] {
+        let mut all = vec!["trial", "--lab", "lrt-no-such-lab"];
+        all.extend(&args);
+        let o = linerate(&all);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(flag), "{args:?}: {err}");
+    }
+    let name = "lrt-trial";
+    let _down = Down(name);
+    assert!(linerate(&["lab", "up", "--name", name]).status.success());
+    // 20 kpps for a second through the kernel: the generator offers it
+    // (valid), and what comes out is counted against what went in.
+    let o = linerate(&["trial", "--lab", name, "-R", "20k", "-t", "1", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let offered = r["offered"].as_f64().unwrap();
+    let received = r["received"].as_f64().unwrap();
+    let seconds = r["seconds"].as_f64().unwrap();
+    assert_eq!(r["valid"], true, "{r}");
+    assert!((offered / seconds / 20_000.0 - 1.0).abs() < 0.02, "{r}");
+    assert!(received > 0.5 * offered && received <= offered, "{r}");
+    let loss = r["loss_ratio"].as_f64().unwrap();
+    assert!((loss - (offered - received) / offered).abs() < 1e-9, "{r}");
+    // Text mode: one line.
+    let o = linerate(&["trial", "--lab", name, "-R", "20k", "-t", "0.5"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.starts_with("20 Kpps for ") && text.contains("loss "), "{text}");
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn ctrl_c_stops_the_run_removes_the_lab_and_keeps_finished_runs() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let name = "lrt-runner-int";
