@@ -49,11 +49,19 @@ pub enum SearchOutcome {
     NdrPdr(mlr::Outcome),
 }
 
-/// The generator's unpaced rate into this DUT over `seconds` (at most 2):
-/// the search's ceiling when none is given.
+/// The highest rate the generator offers into this DUT paced, as the
+/// searches' trials are: its unpaced rate over `seconds` (at most 2), then
+/// what it offers when paced at that rate (pacing costs it a little: the
+/// unpaced rate alone made the first trial of a search one it could not
+/// offer). The search's maximum when none is given.
 pub fn probe_max_rate(trials: &mut LabTrials, seconds: f64) -> Result<f64> {
-    let r = trials.run(None, seconds.min(2.0))?;
-    Ok(measure::offered(&r) as f64 / r.offered.seconds.max(1e-9))
+    let seconds = seconds.min(2.0);
+    let rate = |r: &linerate_traffic::measure::TrialResult| {
+        measure::offered(r) as f64 / r.offered.seconds.max(1e-9)
+    };
+    let unpaced = rate(&trials.run(None, seconds)?);
+    let paced = rate(&trials.run(Some(unpaced), seconds)?);
+    Ok(paced.min(unpaced))
 }
 
 /// Runs `plan` against `dut` from `max_pps` down; every trial goes to

@@ -60,8 +60,8 @@ pub struct Outcome {
     pub upper_pps: Option<f64>,
     /// The DUT's forwarding rate in the confirming trial.
     pub forwarding_pps: Option<f64>,
-    /// The generator could not offer some load: loads above the highest it
-    /// achieved were not tested.
+    /// Where the generator could not offer some load: the highest load it
+    /// offered in full (loads above what it achieved were not tested).
     pub generator_ceiling_pps: Option<f64>,
 }
 
@@ -127,7 +127,7 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
                     throughput_pps: None,
                     upper_pps: b.upper,
                     forwarding_pps: None,
-                    generator_ceiling_pps: b.ceiling,
+                    generator_ceiling_pps: b.ceiling.and(highest_valid(trials)),
                 })
             }
             Next::Confirm(candidate) => match confirm(dut, cfg, trials, candidate)? {
@@ -136,7 +136,7 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
                         throughput_pps: Some(candidate),
                         upper_pps: b.upper,
                         forwarding_pps: Some(fwd),
-                        generator_ceiling_pps: b.ceiling,
+                        generator_ceiling_pps: b.ceiling.and(highest_valid(trials)),
                     })
                 }
                 None => {
@@ -159,8 +159,12 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
                     m.offered_pps()
                 );
             }
-            b.ceiling = Some(b.ceiling.map_or(achieved, |c| c.min(achieved)));
-            b.cap(achieved);
+            // Never below a load the generator offered in full (its rate
+            // varies from trial to trial).
+            let offered = highest_valid(trials).unwrap_or(0.0);
+            let c = b.ceiling.map_or(achieved, |c| c.min(achieved)).max(offered);
+            b.ceiling = Some(c);
+            b.passed.retain(|&l| l <= c);
         } else if ok(&m) {
             b.passed.push(load);
         } else {
@@ -190,4 +194,14 @@ fn confirm(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials, load: f64) -> R
         return Ok(Some(load));
     }
     Ok(Some(fwd))
+}
+
+/// The highest load the generator offered in full so far.
+fn highest_valid(trials: &Trials) -> Option<f64> {
+    trials
+        .list
+        .iter()
+        .filter(|t| t.measurement.valid)
+        .map(|t| t.measurement.requested_pps)
+        .reduce(f64::max)
 }

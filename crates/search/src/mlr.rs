@@ -157,8 +157,8 @@ pub struct GoalOutcome {
 #[derive(Clone, Debug, Serialize)]
 pub struct Outcome {
     pub goals: Vec<GoalOutcome>,
-    /// The generator could not offer more than this; loads above it were
-    /// not tested (not counted as DUT loss).
+    /// Where the generator fell short of some load: the highest load it
+    /// offered in full. Loads it could not offer say nothing of the DUT.
     pub generator_ceiling_pps: Option<f64>,
 }
 
@@ -230,6 +230,9 @@ fn target(g: &Goal, cfg: &Config, seconds: f64) -> Target {
 pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Outcome> {
     cfg.check()?;
     let mut records: Vec<Record> = Vec::new();
+    // The loads the generator can offer: after a trial it could not offer,
+    // what it achieved there, but never below a load it did offer (its rate
+    // varies from trial to trial: one short trial hides no valid one).
     let mut ceiling: Option<f64> = None;
     let mut run = |records: &mut Vec<Record>,
                    ceiling: &mut Option<f64>,
@@ -252,23 +255,28 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
                 .map(|g| (g.name.clone(), m.valid && m.loss_ratio() <= g.loss_ratio))
                 .collect();
         }
+        records.push(Record { load, seconds, m });
+        let offered = highest_valid(records).unwrap_or(0.0);
         if !m.valid {
             let achieved = m.offered_pps().min(load * 0.999);
-            if achieved <= cfg.min_pps {
+            if achieved.max(offered) <= cfg.min_pps {
                 bail!(
                     "the generator could not offer {:.0} pps (only {:.0}): below the search's minimum",
                     load,
                     m.offered_pps()
                 );
             }
-            *ceiling = Some(ceiling.map_or(achieved, |c| c.min(achieved)));
+            *ceiling = Some(ceiling.map_or(achieved, |c: f64| c.min(achieved)));
         }
-        records.push(Record { load, seconds, m });
+        // Never below a load the generator offered in full.
+        *ceiling = ceiling.map(|c| c.max(offered));
         Ok(m)
     };
 
     // Initial phase: the maximum rate, then what the DUT forwarded there
-    // (MRR), both short. They seed the first phase.
+    // (MRR), both short; the MRR also when the generator could not offer
+    // the maximum (what came out is still what the DUT forwarded). They
+    // seed the first phase.
     let m = run(
         &mut records,
         &mut ceiling,
@@ -277,8 +285,9 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
         cfg.max_pps,
         cfg.initial_seconds,
     )?;
-    if m.valid && m.loss_ratio() > 0.0 {
-        let mrr = m.forwarding_pps().clamp(cfg.min_pps, cfg.max_pps);
+    if !m.valid || m.loss_ratio() > 0.0 {
+        let top = ceiling.unwrap_or(cfg.max_pps);
+        let mrr = m.forwarding_pps().min(top).clamp(cfg.min_pps, cfg.max_pps);
         run(
             &mut records,
             &mut ceiling,
@@ -313,7 +322,12 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
                         (Some(lo), Some(up)) => (up - lo > width * up).then_some((lo + up) / 2.0),
                         (Some(lo), None) => {
                             if lo >= top * (1.0 - width) {
-                                None // met at the highest load that can be offered
+                                // Met at the highest load the generator
+                                // offered. A load above it that the
+                                // generator fell short of only once is
+                                // tried again (its rate varies): one short
+                                // trial does not end the search.
+                                once_short(&records, lo)
                             } else if let Some(h) = hint.upper.filter(|&h| h > lo && h <= top) {
                                 Some(h)
                             } else {
@@ -376,6 +390,33 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
         .collect();
     Ok(Outcome {
         goals,
-        generator_ceiling_pps: ceiling,
+        // Reported where the generator fell short somewhere: the highest
+        // load it validly offered.
+        generator_ceiling_pps: ceiling.and(highest_valid(&records)),
     })
+}
+
+/// The lowest load above `lo` the generator fell short of exactly once,
+/// and never offered in full.
+fn once_short(records: &[Record], lo: f64) -> Option<f64> {
+    let mut short: BTreeMap<u64, usize> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.load > lo) {
+        if r.m.valid {
+            return None;
+        }
+        *short.entry(r.load.to_bits()).or_default() += 1;
+    }
+    short
+        .into_iter()
+        .find(|&(_, n)| n == 1)
+        .map(|(l, _)| f64::from_bits(l))
+}
+
+/// The highest load the generator offered in full.
+fn highest_valid(records: &[Record]) -> Option<f64> {
+    records
+        .iter()
+        .filter(|r| r.m.valid)
+        .map(|r| r.load)
+        .reduce(f64::max)
 }

@@ -186,8 +186,17 @@ fn the_generator_ceiling_is_not_dut_loss() {
     let mk = || SimDut::ideal(5e6).with_generator_max(3e6);
     let mut trials = Trials::new(|_| {});
     let out = binary::search(&mut mk(), &binary::Config::new(8e6), &mut trials).unwrap();
+    // The ceiling is the highest load the generator offered in full
+    // (issue 30): within the search's width of what it can offer.
     let c = out.generator_ceiling_pps.unwrap();
-    assert!(within(c, 3e6, 0.001));
+    let highest_valid = trials
+        .list
+        .iter()
+        .filter(|t| t.measurement.valid)
+        .map(|t| t.measurement.requested_pps)
+        .fold(0.0, f64::max);
+    assert_eq!(c, highest_valid);
+    assert!(within(c, 3e6, 0.01), "{c}");
     assert!(
         out.upper_pps.is_none(),
         "a generator shortfall counted as loss: {out:?}"
@@ -223,6 +232,56 @@ fn the_generator_ceiling_is_not_dut_loss() {
     .unwrap();
     assert!(out.generator_limited);
     assert!(trials.list.iter().any(|t| !t.measurement.valid));
+}
+
+/// A generator that falls short once: trial `dip_at` offers a fifth less
+/// than asked (and is invalid), the others whatever the simulation says.
+struct OneDip {
+    sim: SimDut,
+    dip_at: usize,
+    n: usize,
+}
+
+impl linerate_search::Dut for OneDip {
+    fn trial(&mut self, load: f64, seconds: f64) -> anyhow::Result<linerate_search::Measurement> {
+        self.n += 1;
+        let mut m = self.sim.trial(load, seconds)?;
+        if self.n == self.dip_at {
+            m.offered = (m.offered as f64 * 0.8) as u64;
+            m.received = m.received.min(m.offered);
+            m.valid = false;
+        }
+        Ok(m)
+    }
+}
+
+#[test]
+fn one_short_generator_trial_hides_no_load_it_offered() {
+    // The DUT forwards 5 Mpps, the generator offers 3 and falls short once
+    // more, at trial `dip_at` (the MRR, or a load it offers in full
+    // before or after). The search tries a load it fell short of once
+    // again before it ends at it, so NDR and PDR are the 3 Mpps the
+    // generator can offer, and the ceiling is the highest load it offered.
+    for dip_at in 2..8 {
+        let mut dut = OneDip {
+            sim: SimDut::ideal(5e6).with_generator_max(3e6),
+            dip_at,
+            n: 0,
+        };
+        let mut trials = Trials::new(|_| {});
+        let out = mlr::search(&mut dut, &mlr::Config::ndr_pdr(8e6, 0.005), &mut trials).unwrap();
+        let highest_valid = trials
+            .list
+            .iter()
+            .filter(|t| t.measurement.valid)
+            .map(|t| t.measurement.requested_pps)
+            .fold(0.0, f64::max);
+        assert_eq!(out.generator_ceiling_pps, Some(highest_valid), "dip at {dip_at}");
+        assert!(within(highest_valid, 3e6, 0.01), "dip at {dip_at}: {highest_valid}");
+        for g in &out.goals {
+            assert!(within(g.lower_pps.unwrap(), 3e6, 0.01), "dip at {dip_at}: {g:?}");
+        }
+    }
 }
 
 #[test]
