@@ -8,7 +8,7 @@ set -euo pipefail
 # emits from version 18 (Debian 12's default clang is 14).
 PACKAGES=(clang clang-19 llvm libbpf-dev libelf-dev zlib1g-dev pkg-config make gcc
           iproute2 ethtool iputils-ping procps util-linux linux-libc-dev
-          nftables iptables fonts-dejavu-core)
+          nftables iptables fonts-dejavu-core python3-venv)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup: run as root (apt-get, network namespaces and BPF need it)" >&2
@@ -31,4 +31,14 @@ if ! command -v cargo >/dev/null 2>&1; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q curl ca-certificates
         curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
     }
+fi
+
+# FD.io CSIT's MLRsearch, the oracle of linerate's (scripts/csit-mlrsearch.py,
+# crates/linerate/tests/csit_oracle.rs), in a venv of Debian's Python.
+cd "$(dirname "$0")/.."
+if ! .venv-csit/bin/python -c "import MLRsearch" >/dev/null 2>&1; then
+    echo "setup: installing CSIT's MLRsearch 1.2.1 into .venv-csit"
+    rm -rf .venv-csit
+    /usr/bin/python3 -m venv .venv-csit
+    .venv-csit/bin/pip install -q MLRsearch==1.2.1
 fi

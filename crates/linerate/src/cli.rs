@@ -449,6 +449,23 @@ pub struct TrialArgs {
     /// Print the trial as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Instead of a lab: the simulated DUT of the search tests with this
+    /// seed (no loss to 90% of its capacity, 2% loss at it, everything
+    /// above lost), each trial a function of the seed, the rate and the
+    /// duration alone. For comparing search tools (scripts/csit-mlrsearch.py).
+    #[arg(long, conflicts_with_all = ["lab", "gen_iface"])]
+    pub sim: Option<u64>,
+    /// The simulated DUT's capacity, frames per second.
+    #[arg(long, default_value = "1M", requires = "sim")]
+    pub sim_capacity: String,
+    /// The simulated DUT's noise: knee and capacity move by up to this
+    /// fraction in each trial.
+    #[arg(long, default_value_t = 0.002, requires = "sim")]
+    pub sim_noise: f64,
+    /// The probability that a simulated trial loses a few frames whatever
+    /// its rate.
+    #[arg(long, default_value_t = 0.0, requires = "sim")]
+    pub sim_spurious: f64,
 }
 
 #[derive(Args, Debug)]

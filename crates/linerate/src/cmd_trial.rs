@@ -7,7 +7,7 @@ use crate::cmd_search::{path, traffic};
 use crate::stop;
 use anyhow::{bail, Result};
 use linerate_labrun::measure::LabTrials;
-use linerate_search::{equilibrium::kpps, Dut};
+use linerate_search::{equilibrium::kpps, sim::SimDut, Dut};
 use serde_json::json;
 
 pub fn run(a: TrialArgs) -> Result<()> {
@@ -22,10 +22,34 @@ pub fn run(a: TrialArgs) -> Result<()> {
             a.seconds
         );
     }
-    linerate_host::privilege::require_root("linerate trial")?;
-    let path = path(&a.path)?;
-    let mut dut = LabTrials::new(path, traffic, a.receiver, stop::flag());
-    let m = dut.trial(rate, a.seconds)?;
+    let m = match a.sim {
+        Some(seed) => {
+            let cap = linerate_imix::parse_rate("--sim-capacity", &a.sim_capacity)
+                .map_err(anyhow::Error::msg)?;
+            if !(0.0..0.5).contains(&a.sim_noise) {
+                bail!(
+                    "--sim-noise: must be at least 0 and less than 0.5, got {}",
+                    a.sim_noise
+                );
+            }
+            if !(0.0..=1.0).contains(&a.sim_spurious) {
+                bail!(
+                    "--sim-spurious: must be a probability, got {}",
+                    a.sim_spurious
+                );
+            }
+            SimDut::ideal(cap)
+                .with_knee(cap * 0.9, 0.02)
+                .with_noise(a.sim_noise, a.sim_spurious, seed)
+                .replayable()
+                .trial(rate, a.seconds)?
+        }
+        None => {
+            linerate_host::privilege::require_root("linerate trial")?;
+            let path = path(&a.path)?;
+            LabTrials::new(path, traffic, a.receiver, stop::flag()).trial(rate, a.seconds)?
+        }
+    };
     if a.json {
         let v = json!({
             "requested_pps": m.requested_pps,

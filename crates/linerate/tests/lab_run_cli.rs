@@ -337,7 +337,10 @@ fn one_trial_at_a_fixed_rate_through_a_lab() {
     // Text mode: one line.
     let o = linerate(&["trial", "--lab", name, "-R", "20k", "-t", "0.5"]);
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.starts_with("20 Kpps for ") && text.contains("loss "), "{text}");
+    assert!(
+        text.starts_with("20 Kpps for ") && text.contains("loss "),
+        "{text}"
+    );
 }
 
 #[test]

@@ -25,6 +25,10 @@ pub struct SimDut {
     /// The generator's accepted shortfall before a trial is invalid.
     pub generator_tolerance: f64,
     rng: ChaCha8Rng,
+    seed: u64,
+    /// Each trial's noise a function of the seed, its load and duration
+    /// alone (see `replayable`).
+    replayable: bool,
     /// Seconds of traffic offered so far.
     pub seconds: f64,
     pub trials: usize,
@@ -42,6 +46,8 @@ impl SimDut {
             generator_max_pps: f64::INFINITY,
             generator_tolerance: 0.01,
             rng: ChaCha8Rng::seed_from_u64(1),
+            seed: 1,
+            replayable: false,
             seconds: 0.0,
             trials: 0,
         }
@@ -57,6 +63,16 @@ impl SimDut {
         self.noise = noise;
         self.spurious = spurious;
         self.rng = ChaCha8Rng::seed_from_u64(seed);
+        self.seed = seed;
+        self
+    }
+
+    /// Makes every trial's noise a function of the seed, the load and the
+    /// duration alone, not of the trials before it: the same trial gives
+    /// the same result in any order, from any process (`linerate trial
+    /// --sim`), so that two search implementations face the same DUT.
+    pub fn replayable(mut self) -> Self {
+        self.replayable = true;
         self
     }
 
@@ -93,6 +109,11 @@ impl Dut for SimDut {
     fn trial(&mut self, load_pps: f64, seconds: f64) -> Result<Measurement> {
         self.trials += 1;
         self.seconds += seconds;
+        if self.replayable {
+            let mix = load_pps.to_bits().rotate_left(17) ^ seconds.to_bits();
+            self.rng =
+                ChaCha8Rng::seed_from_u64(self.seed ^ mix.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        }
         let scale = if self.noise > 0.0 {
             1.0 + self.rng.gen_range(-self.noise..=self.noise)
         } else {

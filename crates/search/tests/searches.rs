@@ -276,10 +276,20 @@ fn one_short_generator_trial_hides_no_load_it_offered() {
             .filter(|t| t.measurement.valid)
             .map(|t| t.measurement.requested_pps)
             .fold(0.0, f64::max);
-        assert_eq!(out.generator_ceiling_pps, Some(highest_valid), "dip at {dip_at}");
-        assert!(within(highest_valid, 3e6, 0.01), "dip at {dip_at}: {highest_valid}");
+        assert_eq!(
+            out.generator_ceiling_pps,
+            Some(highest_valid),
+            "dip at {dip_at}"
+        );
+        assert!(
+            within(highest_valid, 3e6, 0.01),
+            "dip at {dip_at}: {highest_valid}"
+        );
         for g in &out.goals {
-            assert!(within(g.lower_pps.unwrap(), 3e6, 0.01), "dip at {dip_at}: {g:?}");
+            assert!(
+                within(g.lower_pps.unwrap(), 3e6, 0.01),
+                "dip at {dip_at}: {g:?}"
+            );
         }
     }
 }
