@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""FD.io CSIT's MLRsearch (PyPI MLRsearch 1.2.1) against linerate's
-simulated DUT: each trial is `linerate trial --sim SEED ... --json`, the
-same replayable DUT linerate's own MLRsearch faces in the oracle test
-(crates/linerate/tests/csit_oracle.rs). Prints, as JSON, each goal's
-relevant lower and upper bound (loads, pps) and the number of trials.
+"""FD.io CSIT's MLRsearch (PyPI MLRsearch 1.2.1) with `linerate trial` as
+its measurer: against linerate's simulated DUT (`--seed`: `linerate trial
+--sim SEED ...`, the same replayable DUT linerate's own MLRsearch faces in
+crates/linerate/tests/csit_oracle.rs), or through a lab that is up
+(`--lab NAME`: `linerate trial --lab NAME`, as scripts/compare-csit-lab.sh
+does). Prints, as JSON, each goal's relevant lower and upper bound (loads,
+pps) and the number of trials.
 
 Run with the interpreter of the venv scripts/setup.sh makes
 (.venv-csit/bin/python).
@@ -41,8 +43,9 @@ class SimTrial(AbstractMeasurer):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--linerate", required=True)
-    p.add_argument("--seed", type=int, required=True)
-    p.add_argument("--capacity", type=float, required=True)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--lab")
+    p.add_argument("--capacity", type=float, default=1e6)
     p.add_argument("--noise", type=float, default=0.002)
     p.add_argument("--spurious", type=float, default=0.0)
     p.add_argument("--min-load", type=float, required=True)
@@ -74,9 +77,14 @@ def main():
     config.max_load = a.max_load
     config.search_duration_max = 1e9
     config.warmup_duration = None
-    sim = ["--sim", str(a.seed), "--sim-capacity", repr(a.capacity),
-           "--sim-noise", repr(a.noise), "--sim-spurious", repr(a.spurious)]
-    measurer = SimTrial(a.linerate, sim)
+    if a.lab is not None:
+        where = ["--lab", a.lab]
+    elif a.seed is not None:
+        where = ["--sim", str(a.seed), "--sim-capacity", repr(a.capacity),
+                 "--sim-noise", repr(a.noise), "--sim-spurious", repr(a.spurious)]
+    else:
+        p.error("give --seed (a simulated DUT) or --lab NAME")
+    measurer = SimTrial(a.linerate, where)
     results = MultipleLossRatioSearch(config).search(measurer, debug=lambda _: None)
     out = {"trials": measurer.trials}
     for name, goal in zip(("ndr", "pdr"), goals):

@@ -109,3 +109,61 @@ fn on_noisier_duts_they_agree_within_the_width_and_the_noise() {
     let rows = compare(|_| 0.005, |n| 0.005 + 2.0 * n);
     println!("{}", rows.join("\n"));
 }
+
+/// How many of 3 trials of 4 s at `load` meet `loss_ratio` on a fresh,
+/// not replayable, stream of the DUT's noise (`stream` seeds it): the
+/// result measured again, as a user would.
+fn holds(load: f64, loss_ratio: f64, cap: f64, noise: f64, spurious: f64, stream: u64) -> usize {
+    use linerate_search::Dut;
+    let mut dut = SimDut::ideal(cap)
+        .with_knee(cap * 0.9, 0.02)
+        .with_noise(noise, spurious, stream);
+    (0..3)
+        .filter(|_| dut.trial(load, 4.0).unwrap().loss_ratio() <= loss_ratio)
+        .count()
+}
+
+/// Issue 30's goal on simulated DUTs, not met yet: on these noisy DUTs
+/// linerate's PDRs held 28 of 36 re-trials, CSIT's 33 (NDR 28 and 29):
+/// CSIT ends a fraction of a percent lower. Run it with `--ignored` (and
+/// the CSIT venv) to see where it stands; in the lab the goal is met
+/// (docs/search.md).
+#[test]
+#[ignore = "issue 30's goal, not met yet on simulated noisy DUTs (docs/search.md): --ignored"]
+fn reported_loads_hold_when_measured_again_at_least_as_often_as_csits() {
+    // Noisy DUTs: the knee moves by 0.5% a trial and one trial in ten
+    // loses a few frames whatever its load. Each tool's NDR and PDR are
+    // measured again, 3 trials each, on the same fresh noise for both.
+    let (noise, spurious) = (0.005, 0.1);
+    let mut count = [[0usize; 2]; 2]; // [tool][goal]
+    for seed in 0..12u64 {
+        let cap = 0.2e6 + seed as f64 * 0.7e6;
+        let max = cap * 2.0;
+        let theirs = csit(seed, cap, noise, spurious, max);
+        let mine = ours(seed, cap, noise, spurious, max);
+        for (k, g) in mine.goals.iter().enumerate() {
+            let stream = seed * 1000 + 7 + k as u64;
+            let csit_lo = theirs[&g.name]["lower_pps"].as_f64();
+            let a = g.lower_pps.map_or(0, |lo| {
+                holds(lo, g.loss_ratio, cap, noise, spurious, stream)
+            });
+            let b = csit_lo.map_or(0, |lo| {
+                holds(lo, g.loss_ratio, cap, noise, spurious, stream)
+            });
+            println!(
+                "seed {seed} {}: linerate {:?} {a}/3, CSIT {:?} {b}/3",
+                g.name,
+                g.lower_pps.map(|x| x as u64),
+                csit_lo.map(|x| x as u64)
+            );
+            count[0][k] += a;
+            count[1][k] += b;
+        }
+    }
+    println!(
+        "held, of 36 re-trials each: linerate NDR {} PDR {}, CSIT NDR {} PDR {}",
+        count[0][0], count[0][1], count[1][0], count[1][1]
+    );
+    assert!(count[0][0] >= count[1][0], "NDR: {count:?}");
+    assert!(count[0][1] >= count[1][1], "PDR: {count:?}");
+}
