@@ -127,7 +127,7 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
                     throughput_pps: None,
                     upper_pps: b.upper,
                     forwarding_pps: None,
-                    generator_ceiling_pps: b.ceiling.and(highest_valid(trials)),
+                    generator_ceiling_pps: b.ceiling.and(trials.highest_valid_load()),
                 })
             }
             Next::Confirm(candidate) => match confirm(dut, cfg, trials, candidate)? {
@@ -136,7 +136,7 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
                         throughput_pps: Some(candidate),
                         upper_pps: b.upper,
                         forwarding_pps: Some(fwd),
-                        generator_ceiling_pps: b.ceiling.and(highest_valid(trials)),
+                        generator_ceiling_pps: b.ceiling.and(trials.highest_valid_load()),
                     })
                 }
                 None => {
@@ -161,7 +161,7 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
             }
             // Never below a load the generator offered in full (its rate
             // varies from trial to trial).
-            let offered = highest_valid(trials).unwrap_or(0.0);
+            let offered = trials.highest_valid_load().unwrap_or(0.0);
             let c = b.ceiling.map_or(achieved, |c| c.min(achieved)).max(offered);
             b.ceiling = Some(c);
             b.passed.retain(|&l| l <= c);
@@ -196,12 +196,3 @@ fn confirm(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials, load: f64) -> R
     Ok(Some(fwd))
 }
 
-/// The highest load the generator offered in full so far.
-fn highest_valid(trials: &Trials) -> Option<f64> {
-    trials
-        .list
-        .iter()
-        .filter(|t| t.measurement.valid)
-        .map(|t| t.measurement.requested_pps)
-        .reduce(f64::max)
-}

@@ -256,7 +256,7 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
                 .collect();
         }
         records.push(Record { load, seconds, m });
-        let offered = highest_valid(records).unwrap_or(0.0);
+        let offered = trials.highest_valid_load().unwrap_or(0.0);
         if !m.valid {
             let achieved = m.offered_pps().min(load * 0.999);
             if achieved.max(offered) <= cfg.min_pps {
@@ -392,7 +392,7 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
         goals,
         // Reported where the generator fell short somewhere: the highest
         // load it validly offered.
-        generator_ceiling_pps: ceiling.and(highest_valid(&records)),
+        generator_ceiling_pps: ceiling.and(trials.highest_valid_load()),
     })
 }
 
@@ -410,13 +410,4 @@ fn once_short(records: &[Record], lo: f64) -> Option<f64> {
         .into_iter()
         .find(|&(_, n)| n == 1)
         .map(|(l, _)| f64::from_bits(l))
-}
-
-/// The highest load the generator offered in full.
-fn highest_valid(records: &[Record]) -> Option<f64> {
-    records
-        .iter()
-        .filter(|r| r.m.valid)
-        .map(|r| r.load)
-        .reduce(f64::max)
 }

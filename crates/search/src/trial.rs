@@ -115,6 +115,15 @@ impl<'a> Trials<'a> {
         Ok(m)
     }
 
+    /// The highest load the generator offered in full so far.
+    pub fn highest_valid_load(&self) -> Option<f64> {
+        self.list
+            .iter()
+            .filter(|t| t.measurement.valid)
+            .map(|t| t.measurement.requested_pps)
+            .reduce(f64::max)
+    }
+
     /// Seconds of traffic the search has used so far.
     pub fn seconds(&self) -> f64 {
         self.list.iter().map(|t| t.duration).sum()

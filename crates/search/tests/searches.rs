@@ -189,12 +189,7 @@ fn the_generator_ceiling_is_not_dut_loss() {
     // The ceiling is the highest load the generator offered in full
     // (issue 30): within the search's width of what it can offer.
     let c = out.generator_ceiling_pps.unwrap();
-    let highest_valid = trials
-        .list
-        .iter()
-        .filter(|t| t.measurement.valid)
-        .map(|t| t.measurement.requested_pps)
-        .fold(0.0, f64::max);
+    let highest_valid = trials.highest_valid_load().unwrap();
     assert_eq!(c, highest_valid);
     assert!(within(c, 3e6, 0.01), "{c}");
     assert!(
@@ -270,12 +265,7 @@ fn one_short_generator_trial_hides_no_load_it_offered() {
         };
         let mut trials = Trials::new(|_| {});
         let out = mlr::search(&mut dut, &mlr::Config::ndr_pdr(8e6, 0.005), &mut trials).unwrap();
-        let highest_valid = trials
-            .list
-            .iter()
-            .filter(|t| t.measurement.valid)
-            .map(|t| t.measurement.requested_pps)
-            .fold(0.0, f64::max);
+        let highest_valid = trials.highest_valid_load().unwrap();
         assert_eq!(
             out.generator_ceiling_pps,
             Some(highest_valid),
