@@ -4,5 +4,6 @@
 
 pub mod cmd;
 pub mod cpu;
+pub mod field;
 pub mod netns;
 pub mod privilege;

@@ -6,19 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// Why a [`LabSpec`] is refused: its field (`name`, `queues`, `mtu`,
 /// `dut_cpu`) and the reason.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpecError {
-    pub field: &'static str,
-    pub reason: String,
-}
-
-impl std::fmt::Display for SpecError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.reason)
-    }
-}
-
-impl std::error::Error for SpecError {}
+pub type SpecError = linerate_host::field::FieldError;
 
 /// The user's choices for one lab.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

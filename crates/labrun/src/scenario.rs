@@ -272,19 +272,7 @@ pub struct Overrides {
 }
 
 /// Why an override is refused: its field in [`Overrides`] and the reason.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct OverrideError {
-    pub field: &'static str,
-    pub reason: String,
-}
-
-impl std::fmt::Display for OverrideError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.reason)
-    }
-}
-
-impl std::error::Error for OverrideError {}
+pub type OverrideError = linerate_host::field::FieldError;
 
 /// "FILE:LINE: FIELD: REASON".
 fn at(

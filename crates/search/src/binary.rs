@@ -195,4 +195,3 @@ fn confirm(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials, load: f64) -> R
     }
     Ok(Some(fwd))
 }
-

@@ -32,19 +32,7 @@ impl Mode {
 }
 
 /// Why [`GenOptions`] are refused: the field and the reason.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GenOptionsError {
-    pub field: &'static str,
-    pub reason: String,
-}
-
-impl std::fmt::Display for GenOptionsError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.reason)
-    }
-}
-
-impl std::error::Error for GenOptionsError {}
+pub type GenOptionsError = linerate_host::field::FieldError;
 
 #[derive(Clone, Debug)]
 pub struct GenOptions {

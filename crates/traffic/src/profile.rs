@@ -47,21 +47,9 @@ pub struct Profile {
     pub random_dst: bool,
 }
 
-/// Why a profile is not good: the field and the reason.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProfileError {
-    /// `len`, `src` or `dst`.
-    pub field: &'static str,
-    pub reason: String,
-}
-
-impl std::fmt::Display for ProfileError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.field, self.reason)
-    }
-}
-
-impl std::error::Error for ProfileError {}
+/// Why a profile is not good: the field (`len`, `src` or `dst`) and the
+/// reason.
+pub type ProfileError = linerate_host::field::FieldError;
 
 /// A profile checked: every field parsed, the families agreeing.
 #[derive(Clone, Debug)]
