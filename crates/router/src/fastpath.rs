@@ -108,9 +108,7 @@ impl FastPath {
         flags: u16,
         egress: bool,
     ) -> Result<()> {
-        if ifindex == 0 || ifindex >= ROUTER_IFACES {
-            bail!("interface index {ifindex} is out of range 1..{ROUTER_IFACES}");
-        }
+        crate::layout::check_ifindex(ifindex)?;
         let ifc = Iface {
             ifindex,
             mac,
@@ -134,9 +132,7 @@ impl FastPath {
 
     /// Stops considering frames on `ifindex` and sending through it.
     pub fn remove_interface(&self, ifindex: u32) -> Result<()> {
-        if ifindex == 0 || ifindex >= ROUTER_IFACES {
-            bail!("interface index {ifindex} is out of range 1..{ROUTER_IFACES}");
-        }
+        crate::layout::check_ifindex(ifindex)?;
         maps::write(
             &loader::map(&self.obj, "ifaces")?,
             ifindex,

@@ -5,6 +5,14 @@ use linerate_bpf::layout::Pod;
 pub const ROUTER_IFACES: u32 = 1024;
 pub const ROUTER_NEXTHOPS: u32 = 65536;
 
+/// Refuses an interface index the `ifaces` map has no slot for.
+pub fn check_ifindex(ifindex: u32) -> anyhow::Result<()> {
+    if ifindex == 0 || ifindex >= ROUTER_IFACES {
+        anyhow::bail!("interface index {ifindex} is out of range 1..{ROUTER_IFACES}");
+    }
+    Ok(())
+}
+
 pub const NH_VALID: u8 = 1;
 pub const NH_RESOLVED: u8 = 2;
 pub const NH_KERNEL: u8 = 4;

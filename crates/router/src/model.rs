@@ -405,9 +405,7 @@ impl Dataplane for Model {
         flags: u16,
         egress: bool,
     ) -> Result<()> {
-        if ifindex == 0 || ifindex >= ROUTER_IFACES {
-            bail!("interface index {ifindex} is out of range 1..{ROUTER_IFACES}");
-        }
+        crate::layout::check_ifindex(ifindex)?;
         self.ifaces.insert(
             ifindex,
             Iface {
@@ -425,9 +423,7 @@ impl Dataplane for Model {
     }
 
     fn remove_interface(&mut self, ifindex: u32) -> Result<()> {
-        if ifindex == 0 || ifindex >= ROUTER_IFACES {
-            bail!("interface index {ifindex} is out of range 1..{ROUTER_IFACES}");
-        }
+        crate::layout::check_ifindex(ifindex)?;
         self.ifaces.remove(&ifindex);
         self.tx_ports.remove(&ifindex);
         Ok(())
