@@ -13,15 +13,17 @@ Run with the interpreter of the venv scripts/setup.sh makes
 import argparse
 import json
 import subprocess
+import sys
 
 from MLRsearch import (AbstractMeasurer, Config, MeasurementResult,
                        MultipleLossRatioSearch, SearchGoal)
 
 
 class SimTrial(AbstractMeasurer):
-    def __init__(self, linerate, sim_args):
+    def __init__(self, linerate, sim_args, trace):
         self.linerate = linerate
         self.sim_args = sim_args
+        self.trace = trace
         self.trials = 0
 
     def measure(self, intended_duration, intended_load):
@@ -32,6 +34,10 @@ class SimTrial(AbstractMeasurer):
              "--json"],
             check=True, capture_output=True, text=True).stdout
         t = json.loads(out)
+        if self.trace:
+            print(f"trial {self.trials:>2} {intended_load / 1e3:>12.3f} Kpps "
+                  f"{intended_duration:5.2f} s loss {t['loss_ratio'] * 100:.4f}%",
+                  file=sys.stderr)
         return MeasurementResult(
             intended_duration=intended_duration,
             intended_load=intended_load,
@@ -56,6 +62,8 @@ def main():
     p.add_argument("--initial-seconds", type=float, default=1.0)
     p.add_argument("--final-seconds", type=float, default=4.0)
     p.add_argument("--duration-sum", type=float, default=4.0)
+    p.add_argument("--trace", action="store_true",
+                   help="print each trial (load, duration, loss) to stderr")
     a = p.parse_args()
     goals = [
         SearchGoal(
@@ -84,7 +92,7 @@ def main():
                  "--sim-noise", repr(a.noise), "--sim-spurious", repr(a.spurious)]
     else:
         p.error("give --seed (a simulated DUT) or --lab NAME")
-    measurer = SimTrial(a.linerate, where)
+    measurer = SimTrial(a.linerate, where, a.trace)
     results = MultipleLossRatioSearch(config).search(measurer, debug=lambda _: None)
     out = {"trials": measurer.trials}
     for name, goal in zip(("ndr", "pdr"), goals):

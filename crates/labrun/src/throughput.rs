@@ -99,11 +99,6 @@ pub fn run(
             }
             cfg.initial_seconds = plan.seconds;
             cfg.final_seconds = plan.final_seconds;
-            cfg.intermediate_phases = if plan.final_seconds > plan.seconds {
-                2
-            } else {
-                0
-            };
             SearchOutcome::NdrPdr(mlr::search(dut, &cfg, log)?)
         }
     })

@@ -449,22 +449,29 @@ pub struct TrialArgs {
     /// Print the trial as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub sim: SimArgs,
+}
+
+/// The simulated DUT, in place of a lab.
+#[derive(Args, Debug)]
+pub struct SimArgs {
     /// Instead of a lab: the simulated DUT of the search tests with this
     /// seed (no loss to 90% of its capacity, 2% loss at it, everything
     /// above lost), each trial a function of the seed, the rate and the
     /// duration alone. For comparing search tools (scripts/csit-mlrsearch.py).
-    #[arg(long, conflicts_with_all = ["lab", "gen_iface"])]
-    pub sim: Option<u64>,
+    #[arg(long = "sim", id = "seed", conflicts_with_all = ["lab", "gen_iface"])]
+    pub seed: Option<u64>,
     /// The simulated DUT's capacity, frames per second.
-    #[arg(long, default_value = "1M", requires = "sim")]
+    #[arg(long, default_value = "1M", requires = "seed")]
     pub sim_capacity: String,
     /// The simulated DUT's noise: knee and capacity move by up to this
     /// fraction in each trial.
-    #[arg(long, default_value_t = 0.002, requires = "sim")]
+    #[arg(long, default_value_t = 0.002, requires = "seed")]
     pub sim_noise: f64,
     /// The probability that a simulated trial loses a few frames whatever
     /// its rate.
-    #[arg(long, default_value_t = 0.0, requires = "sim")]
+    #[arg(long, default_value_t = 0.0, requires = "seed")]
     pub sim_spurious: f64,
 }
 
@@ -478,6 +485,8 @@ pub struct SearchArgs {
     pub path: PathArgs,
     #[command(flatten)]
     pub traffic: TrafficArgs,
+    #[command(flatten)]
+    pub sim: SimArgs,
     /// Highest load (pps, e.g. 3M), or auto: the generator's unpaced rate.
     #[arg(long, default_value = "auto")]
     pub max_rate: String,

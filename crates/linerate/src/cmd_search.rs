@@ -7,7 +7,7 @@ use linerate_lab::topology;
 use linerate_labrun::measure::{LabTrials, Path};
 use linerate_labrun::scenario::{Family, Profile};
 use linerate_labrun::throughput::{self, SearchOutcome, SearchPlan};
-use linerate_search::{binary, equilibrium, Trial, Trials};
+use linerate_search::{binary, equilibrium, Dut, Trial, Trials};
 use linerate_traffic::frame::parse_mac;
 use linerate_traffic::profile::{Sender, Traffic};
 use serde_json::json;
@@ -122,15 +122,27 @@ pub fn run(a: SearchArgs) -> Result<()> {
     if let Some(d) = a.duration_sum.filter(|d| !(*d > 0.0 && d.is_finite())) {
         bail!("--duration-sum: must be more than 0 seconds, got {d}");
     }
-    linerate_host::privilege::require_root("linerate search")?;
-    let path = path(&a.path)?;
-    let stop = stop::flag();
-    let mut dut = LabTrials::new(path, traffic, a.receiver, stop);
+    // The simulated DUT (--sim) or the lab's path.
+    let mut sim = crate::cmd_trial::sim_dut(&a.sim)?;
+    if sim.is_some() && max_rate.is_none() {
+        bail!("--max-rate: give the highest load with --sim (the simulated generator has no limit to probe)");
+    }
+    let mut lab = None;
+    if sim.is_none() {
+        linerate_host::privilege::require_root("linerate search")?;
+        lab = Some(LabTrials::new(
+            path(&a.path)?,
+            traffic,
+            a.receiver,
+            stop::flag(),
+        ));
+    }
     // Check the generator's options once before any trial.
-    let max = match max_rate {
-        Some(m) => m,
-        None => {
-            let m = throughput::probe_max_rate(&mut dut, a.seconds)?;
+    let max = match (max_rate, lab.as_mut()) {
+        (Some(m), _) => m,
+        (None, lab) => {
+            let lab = lab.expect("--sim comes with --max-rate, checked above");
+            let m = throughput::probe_max_rate(lab, a.seconds)?;
             if !a.json {
                 println!(
                     "- Maximum rate (the generator, unpaced) = {} Kpps",
@@ -208,7 +220,11 @@ pub fn run(a: SearchArgs) -> Result<()> {
         println!("- Link rate = {} Kpps", equilibrium::kpps(max));
         println!("- Tolerance = {}", a.tolerance);
     }
-    let outcome = throughput::run(&mut dut, &plan, max, &mut trials, |i| {
+    let dut: &mut dyn Dut = match lab.as_mut() {
+        Some(lab) => lab,
+        None => sim.as_mut().expect("a lab or --sim"),
+    };
+    let outcome = throughput::run(dut, &plan, max, &mut trials, |i| {
         if !json {
             let trend = match i.trend {
                 Some(equilibrium::Trend::Increasing) => "\n- Trend = increasing",

@@ -2,7 +2,7 @@
 //! interfaces, the measurement every search makes at each load (the same
 //! `LabTrials`, as the searches' `Dut`): the "measurer" other tools (CSIT's
 //! MLRsearch, scripts) can call.
-use crate::cli::TrialArgs;
+use crate::cli::{SimArgs, TrialArgs};
 use crate::cmd_search::{path, traffic};
 use crate::stop;
 use anyhow::{bail, Result};
@@ -22,28 +22,8 @@ pub fn run(a: TrialArgs) -> Result<()> {
             a.seconds
         );
     }
-    let m = match a.sim {
-        Some(seed) => {
-            let cap = linerate_imix::parse_rate("--sim-capacity", &a.sim_capacity)
-                .map_err(anyhow::Error::msg)?;
-            if !(0.0..0.5).contains(&a.sim_noise) {
-                bail!(
-                    "--sim-noise: must be at least 0 and less than 0.5, got {}",
-                    a.sim_noise
-                );
-            }
-            if !(0.0..=1.0).contains(&a.sim_spurious) {
-                bail!(
-                    "--sim-spurious: must be a probability, got {}",
-                    a.sim_spurious
-                );
-            }
-            SimDut::ideal(cap)
-                .with_knee(cap * 0.9, 0.02)
-                .with_noise(a.sim_noise, a.sim_spurious, seed)
-                .replayable()
-                .trial(rate, a.seconds)?
-        }
+    let m = match sim_dut(&a.sim)? {
+        Some(mut dut) => dut.trial(rate, a.seconds)?,
         None => {
             linerate_host::privilege::require_root("linerate trial")?;
             let path = path(&a.path)?;
@@ -80,4 +60,33 @@ pub fn run(a: TrialArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The simulated DUT `--sim SEED` asks for (replayable: each trial a
+/// function of the seed, the rate and the duration alone), None without
+/// `--sim`.
+pub fn sim_dut(a: &SimArgs) -> Result<Option<SimDut>> {
+    let Some(seed) = a.seed else {
+        return Ok(None);
+    };
+    let cap =
+        linerate_imix::parse_rate("--sim-capacity", &a.sim_capacity).map_err(anyhow::Error::msg)?;
+    if !(0.0..0.5).contains(&a.sim_noise) {
+        bail!(
+            "--sim-noise: must be at least 0 and less than 0.5, got {}",
+            a.sim_noise
+        );
+    }
+    if !(0.0..=1.0).contains(&a.sim_spurious) {
+        bail!(
+            "--sim-spurious: must be a probability, got {}",
+            a.sim_spurious
+        );
+    }
+    Ok(Some(
+        SimDut::ideal(cap)
+            .with_knee(cap * 0.9, 0.02)
+            .with_noise(a.sim_noise, a.sim_spurious, seed)
+            .replayable(),
+    ))
 }

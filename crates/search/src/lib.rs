@@ -17,6 +17,7 @@ pub mod binary;
 pub mod classify;
 pub mod cost;
 pub mod equilibrium;
+pub mod grid;
 pub mod mlr;
 pub mod sim;
 mod trial;

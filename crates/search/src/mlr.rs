@@ -12,11 +12,16 @@
 //! ratio, their durations summing to the goal's duration sum. A goal's
 //! throughput is the highest lower bound below the lowest upper bound.
 //!
-//! The search runs in phases: each has a trial duration (geometric from
-//! `initial_seconds` to `final_seconds`), a duration sum scaled to it and a
-//! width (the final one doubled for each phase still to come); a phase
-//! starts from the bounds of the one before. Most trials are short.
+//! The search runs in phases as CSIT's MLRsearch 1.2.1 does: each has a
+//! duration sum (the goal's for the final phase, smaller by a constant
+//! factor for each one before, down to `initial_seconds`), trials as long
+//! as that sum (at most `final_seconds`) and a width (the final one doubled
+//! for each phase still to come); a phase starts from the bounds of the
+//! one before. Loads lie on a logarithmic grid (crate::grid), so a phase's
+//! candidates are often loads measured before, at shorter trials, whose
+//! trials all count. Most trials are short.
 use crate::classify::{Class, LoadStats, Target};
+use crate::grid::Grid;
 use crate::{Dut, Measurement, Trials};
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -43,8 +48,9 @@ pub struct Config {
     pub width: f64,
     pub initial_seconds: f64,
     pub final_seconds: f64,
-    /// Phases between the initial and the final one.
-    pub intermediate_phases: usize,
+    /// Phases before the final one (CSIT's preceding targets): the first
+    /// at the initial trial duration, four times the width with 2.
+    pub preceding_phases: usize,
     /// A search that needs more trials than this is stopped with an error.
     pub max_trials: usize,
 }
@@ -75,7 +81,7 @@ impl Config {
             width: 0.005,
             initial_seconds: 1.0,
             final_seconds: 30.0,
-            intermediate_phases: 2,
+            preceding_phases: 2,
             max_trials: 200,
         }
     }
@@ -119,22 +125,6 @@ impl Config {
         }
         Ok(())
     }
-
-    /// (duration, width) of each phase after the initial one.
-    pub fn phases(&self) -> Vec<(f64, f64)> {
-        let n = self.intermediate_phases + 1;
-        let ratio = self.final_seconds / self.initial_seconds;
-        (0..n)
-            .map(|k| {
-                let d = if k + 1 == n {
-                    self.final_seconds
-                } else {
-                    self.initial_seconds * ratio.powf((k + 1) as f64 / n as f64)
-                };
-                (d, self.width * 2f64.powi((n - 1 - k) as i32))
-            })
-            .collect()
-    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -163,87 +153,170 @@ pub struct Outcome {
 }
 
 struct Record {
-    load: f64,
+    /// The load's step on the grid.
+    at: u32,
     seconds: f64,
     m: Measurement,
 }
 
-/// A goal's bounds under one target: the highest lower bound below the
-/// lowest upper bound, the undecided loads between them.
+/// A goal's bounds under one target, as grid steps: the highest lower
+/// bound below the lowest upper bound. (A load still undecided between
+/// them is measured again when a strategy picks it again, as the
+/// bisection's middle or the previous phase's bound.)
 #[derive(Clone, Debug, Default)]
 struct Bounds {
-    lower: Option<f64>,
-    upper: Option<f64>,
-    undecided: Vec<f64>,
+    lower: Option<u32>,
+    upper: Option<u32>,
 }
 
 /// Every load's trials (valid ones: an invalid trial says nothing about
 /// the DUT) classified for `t`.
 fn bounds(records: &[Record], t: &Target) -> Bounds {
-    let mut by_load: BTreeMap<u64, LoadStats> = BTreeMap::new();
+    let mut by_load: BTreeMap<u32, LoadStats> = BTreeMap::new();
     for r in records.iter().filter(|r| r.m.valid) {
         by_load
-            .entry(r.load.to_bits())
+            .entry(r.at)
             .or_default()
             .add(t, r.seconds, r.m.loss_ratio());
     }
-    let classes: Vec<(f64, Class)> = by_load
-        .iter()
-        .map(|(&l, s)| (f64::from_bits(l), s.classify(t)))
-        .collect();
+    let classes: Vec<(u32, Class)> = by_load.iter().map(|(&l, s)| (l, s.classify(t))).collect();
     let upper = classes
         .iter()
         .filter(|c| c.1 == Class::Upper)
         .map(|c| c.0)
-        .reduce(f64::min);
-    let below = |l: f64| upper.is_none_or(|u| l < u);
+        .min();
+    let below = |l: u32| upper.is_none_or(|u| l < u);
     let lower = classes
         .iter()
         .filter(|c| c.1 == Class::Lower && below(c.0))
         .map(|c| c.0)
-        .reduce(f64::max);
-    let undecided = classes
-        .iter()
-        .filter(|c| c.1 == Class::Undecided && below(c.0) && lower.is_none_or(|lo| c.0 > lo))
-        .map(|c| c.0)
-        .collect();
-    Bounds {
-        lower,
-        upper,
-        undecided,
+        .max();
+    Bounds { lower, upper }
+}
+
+/// Goal `g`'s phase `k` (0 the first, `cfg.preceding_phases` the final):
+/// its target and its width in grid steps. As CSIT's MLRsearch scales its
+/// targets: the final one is the goal's (final trial duration, duration
+/// sum, one step); each one before it has a duration sum smaller by the
+/// same factor, down to the initial trial duration, trials as long as that
+/// sum (at most the final duration), and twice the width.
+fn phase(g: &Goal, cfg: &Config, k: usize) -> (Target, u32) {
+    let n = cfg.preceding_phases;
+    let final_sum = g.duration_sum.unwrap_or(cfg.final_seconds);
+    let sum = if k >= n {
+        final_sum
+    } else if k == 0 {
+        cfg.initial_seconds
+    } else {
+        let factor = (cfg.initial_seconds / final_sum).powf(1.0 / n as f64);
+        final_sum * factor.powi((n - k) as i32)
+    };
+    let trial_seconds = if k >= n {
+        cfg.final_seconds
+    } else {
+        sum.min(cfg.final_seconds)
+    };
+    let target = Target {
+        loss_ratio: g.loss_ratio,
+        exceed_ratio: g.exceed_ratio,
+        duration_sum: sum,
+        trial_seconds,
+    };
+    (target, 1 << (n - k.min(n)))
+}
+
+/// The next load for a goal's phase, in the order CSIT's strategies have:
+/// the middle of the previous phase's bounds if they are at most two
+/// widths apart (halve), that phase's lower bound, its upper bound (refine,
+/// at this phase's duration); then bisect the current bounds, or extend
+/// from the one there is by a width doubling with each extension made
+/// (`extensions`). None: the phase is done.
+fn next_load(
+    b: &Bounds,
+    before: &Bounds,
+    goal: u32,
+    top: u32,
+    extensions: u32,
+    records: &[Record],
+) -> Option<Nomination> {
+    let at = |at| Some(Nomination { at, extends: false });
+    let extend = |at| Some(Nomination { at, extends: true });
+    let step = goal.saturating_mul(2 << extensions.min(16));
+    let worth = |l: u32| {
+        l <= top
+            && b.lower.is_none_or(|lo| lo < l)
+            && b.upper.is_none_or(|up| l < up)
+            && !matches!((b.lower, b.upper), (Some(lo), Some(up)) if up - lo <= goal)
+    };
+    if let (Some(lo), Some(up)) = (before.lower, before.upper) {
+        let width = up - lo;
+        if width > goal && width <= 2 * goal {
+            let m = Grid::middle(lo, up, goal);
+            if worth(m) {
+                return at(m);
+            }
+        }
+    }
+    if let Some(l) = before.lower.filter(|&l| worth(l)) {
+        return at(l);
+    }
+    if let Some(u) = before.upper.filter(|&u| worth(u)) {
+        return at(u);
+    }
+    match (b.lower, b.upper) {
+        (Some(lo), Some(up)) => (up - lo > goal)
+            .then(|| Grid::middle(lo, up, goal))
+            .and_then(at),
+        (Some(lo), None) if lo >= top => {
+            // Met at the highest load the generator offered. A load above
+            // it that the generator fell short of only once is tried
+            // again (its rate varies): one short trial does not end it.
+            once_short(records, lo).and_then(at)
+        }
+        (Some(lo), None) => extend(lo.saturating_add(step).min(top)),
+        (None, Some(0)) => None, // missed even at the minimum
+        (None, Some(up)) => extend(up.saturating_sub(step)),
+        (None, None) => at(top),
     }
 }
 
-/// Goal `g`'s target in a phase of trials `seconds` long, whose duration
-/// sum is the final one's scaled by the phase's share of the final
-/// duration (at least one trial).
-fn target(g: &Goal, cfg: &Config, seconds: f64) -> Target {
-    let final_sum = g.duration_sum.unwrap_or(cfg.final_seconds);
-    Target {
-        loss_ratio: g.loss_ratio,
-        exceed_ratio: g.exceed_ratio,
-        duration_sum: (final_sum * seconds / cfg.final_seconds).max(seconds),
-        trial_seconds: seconds,
-    }
+/// A goal's next load, and whether it extends from a bound.
+#[derive(Clone, Copy, Debug)]
+struct Nomination {
+    at: u32,
+    extends: bool,
+}
+
+/// Where one goal's search stands.
+struct GoalSearch {
+    /// Its phase: `preceding_phases + 1` when done.
+    phase: usize,
+    /// The previous phase's bounds as this one started.
+    before: Bounds,
+    /// Extensions made in this phase.
+    extensions: u32,
 }
 
 pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Outcome> {
     cfg.check()?;
+    let grid = Grid::new(cfg.min_pps, cfg.max_pps, cfg.width);
     let mut records: Vec<Record> = Vec::new();
-    // The loads the generator can offer: after a trial it could not offer,
-    // what it achieved there, but never below a load it did offer (its rate
-    // varies from trial to trial: one short trial hides no valid one).
-    let mut ceiling: Option<f64> = None;
+    // The highest step the generator can offer: after a trial it could not
+    // offer, what it achieved there, but never below a load it did offer
+    // (its rate varies from trial to trial: one short trial hides no valid
+    // one).
+    let mut ceiling: Option<u32> = None;
     let mut run = |records: &mut Vec<Record>,
-                   ceiling: &mut Option<f64>,
+                   ceiling: &mut Option<u32>,
                    trials: &mut Trials,
                    step: String,
-                   load: f64,
+                   at: u32,
                    seconds: f64|
      -> Result<Measurement> {
         if trials.list.len() >= cfg.max_trials {
             bail!("MLRsearch: no result after {} trials", cfg.max_trials);
         }
+        let load = grid.load(at);
         let strictest = cfg.goals.iter().map(|g| g.loss_ratio).fold(1.0, f64::min);
         let m = trials.run(dut, step, load, seconds, |m| m.loss_ratio() <= strictest)?;
         // What this trial says for each goal (its own loss; the load's
@@ -255,40 +328,43 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
                 .map(|g| (g.name.clone(), m.valid && m.loss_ratio() <= g.loss_ratio))
                 .collect();
         }
-        records.push(Record { load, seconds, m });
-        let offered = trials.highest_valid_load().unwrap_or(0.0);
+        records.push(Record { at, seconds, m });
+        let offered = trials.highest_valid_load().map(|l| grid.floor(l));
         if !m.valid {
             let achieved = m.offered_pps().min(load * 0.999);
-            if achieved.max(offered) <= cfg.min_pps {
+            if offered.is_none() && achieved <= cfg.min_pps {
                 bail!(
                     "the generator could not offer {:.0} pps (only {:.0}): below the search's minimum",
                     load,
                     m.offered_pps()
                 );
             }
-            *ceiling = Some(ceiling.map_or(achieved, |c: f64| c.min(achieved)));
+            let below = grid.floor(achieved).min(at.saturating_sub(1));
+            *ceiling = Some(ceiling.map_or(below, |c: u32| c.min(below)));
         }
         // Never below a load the generator offered in full.
-        *ceiling = ceiling.map(|c| c.max(offered));
+        *ceiling = ceiling.map(|c| c.max(offered.unwrap_or(0)));
         Ok(m)
     };
 
-    // Initial phase: the maximum rate, then what the DUT forwarded there
-    // (MRR), both short; the MRR also when the generator could not offer
-    // the maximum (what came out is still what the DUT forwarded). They
-    // seed the first phase.
+    // The maximum load, then what the DUT forwarded there (MRR), both at
+    // the initial duration; the MRR also when the generator could not
+    // offer the maximum (what came out is still what the DUT forwarded).
     let m = run(
         &mut records,
         &mut ceiling,
         trials,
         "initial max".into(),
-        cfg.max_pps,
+        grid.top(),
         cfg.initial_seconds,
     )?;
+    // The two loads the first phase starts between (CSIT's initial
+    // lower and upper load).
+    let mut start = None;
     if !m.valid || m.loss_ratio() > 0.0 {
-        let top = ceiling.unwrap_or(cfg.max_pps);
-        let mrr = m.forwarding_pps().min(top).clamp(cfg.min_pps, cfg.max_pps);
-        run(
+        let top = ceiling.unwrap_or(grid.top());
+        let mrr = grid.floor(m.forwarding_pps()).min(top);
+        let m = run(
             &mut records,
             &mut ceiling,
             trials,
@@ -296,82 +372,100 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
             mrr,
             cfg.initial_seconds,
         )?;
-    }
-
-    let phases = cfg.phases();
-    for (k, &(seconds, width)) in phases.iter().enumerate() {
-        let previous = if k == 0 {
-            cfg.initial_seconds
+        // Then, as CSIT does, a second MRR: where the DUT forwarded at the
+        // MRR if it lost more than the strictest goal allows there, else
+        // the MRR plus the first phase's width; at least that width away.
+        let width = 1 << cfg.preceding_phases;
+        let top = ceiling.unwrap_or(grid.top());
+        let strictest = cfg.goals.iter().map(|g| g.loss_ratio).fold(1.0, f64::min);
+        let mrr2 = if !m.valid || m.loss_ratio() > strictest {
+            grid.floor(m.forwarding_pps())
+                .min(mrr.saturating_sub(width))
         } else {
-            phases[k - 1].0
+            (mrr + width).min(top)
         };
-        for goal in &cfg.goals {
-            let here = target(goal, cfg, seconds);
-            let before = target(goal, cfg, previous);
-            let mut expansion = 0;
-            loop {
-                let b = bounds(&records, &here);
-                let hint = bounds(&records, &before);
-                let top = ceiling.unwrap_or(cfg.max_pps);
-                // A load between the bounds that needs more trials is
-                // measured again first: it may become either.
-                let next = if let Some(&u) = b.undecided.last() {
-                    Some(u)
-                } else {
-                    match (b.lower, b.upper) {
-                        (Some(lo), Some(up)) => (up - lo > width * up).then_some((lo + up) / 2.0),
-                        (Some(lo), None) => {
-                            if lo >= top * (1.0 - width) {
-                                // Met at the highest load the generator
-                                // offered. A load above it that the
-                                // generator fell short of only once is
-                                // tried again (its rate varies): one short
-                                // trial does not end the search.
-                                once_short(&records, lo)
-                            } else if let Some(h) = hint.upper.filter(|&h| h > lo && h <= top) {
-                                Some(h)
-                            } else {
-                                expansion += 1;
-                                Some((lo * (1.0 + width * 2f64.powi(expansion))).min(top))
-                            }
-                        }
-                        (None, Some(up)) => {
-                            if up <= cfg.min_pps {
-                                None // missed even at the minimum
-                            } else if let Some(h) = hint.lower.filter(|&h| h < up) {
-                                Some(h)
-                            } else {
-                                expansion += 1;
-                                Some((up * (1.0 - width * 2f64.powi(expansion))).max(cfg.min_pps))
-                            }
-                        }
-                        (None, None) => Some(
-                            hint.upper
-                                .or(hint.lower)
-                                .or(hint.undecided.last().copied())
-                                .unwrap_or(top)
-                                .min(top),
-                        ),
-                    }
-                };
-                let Some(load) = next else { break };
-                let step = format!("phase {}/{} {}", k + 1, phases.len(), goal.name);
-                run(&mut records, &mut ceiling, trials, step, load, seconds)?;
-            }
+        if mrr2 != mrr {
+            run(
+                &mut records,
+                &mut ceiling,
+                trials,
+                "initial mrr2".into(),
+                mrr2,
+                cfg.initial_seconds,
+            )?;
+            start = Some(Bounds {
+                lower: Some(mrr.min(mrr2)),
+                upper: Some(mrr.max(mrr2)),
+            });
         }
     }
 
-    let last = cfg.final_seconds;
+    // Each goal nominates its next load; the lowest is measured first (on
+    // a tie the longer trial, then the wider phase), as CSIT's candidates
+    // are ordered: conservative, and the lower goals' trials inform the
+    // higher ones'.
+    let phases = cfg.preceding_phases + 1;
+    let mut searches: Vec<GoalSearch> = cfg
+        .goals
+        .iter()
+        .map(|g| GoalSearch {
+            phase: 0,
+            before: start
+                .clone()
+                .unwrap_or_else(|| bounds(&records, &phase(g, cfg, 0).0)),
+            extensions: 0,
+        })
+        .collect();
+    loop {
+        let top = ceiling.unwrap_or(grid.top());
+        let mut best: Option<(Nomination, f64, u32, usize)> = None;
+        for (i, (goal, search)) in cfg.goals.iter().zip(&mut searches).enumerate() {
+            while search.phase < phases {
+                let (here, width) = phase(goal, cfg, search.phase);
+                let b = bounds(&records, &here);
+                if let Some(n) =
+                    next_load(&b, &search.before, width, top, search.extensions, &records)
+                {
+                    let better = best.is_none_or(|(m, seconds, w, _)| {
+                        (n.at, -here.trial_seconds, std::cmp::Reverse(width))
+                            < (m.at, -seconds, std::cmp::Reverse(w))
+                    });
+                    if better {
+                        best = Some((n, here.trial_seconds, width, i));
+                    }
+                    break;
+                }
+                // This phase is done: its bounds start the next one.
+                search.phase += 1;
+                search.before = b;
+                search.extensions = 0;
+            }
+        }
+        let Some((n, seconds, _, i)) = best else {
+            break;
+        };
+        let step = format!(
+            "phase {}/{} {}",
+            searches[i].phase + 1,
+            phases,
+            cfg.goals[i].name
+        );
+        run(&mut records, &mut ceiling, trials, step, n.at, seconds)?;
+        if n.extends {
+            searches[i].extensions += 1;
+        }
+    }
+
     let goals = cfg
         .goals
         .iter()
         .map(|g| {
-            let t = target(g, cfg, last);
+            let (t, _) = phase(g, cfg, cfg.preceding_phases);
             let b = bounds(&records, &t);
             let forwarding = b.lower.map(|lo| {
                 let long = records
                     .iter()
-                    .filter(|r| r.load == lo && r.m.valid && r.seconds >= last);
+                    .filter(|r| r.at == lo && r.m.valid && r.seconds >= t.trial_seconds);
                 let (received, seconds) = long.fold((0.0, 0.0), |(n, s), r| {
                     (n + r.m.received as f64, s + r.m.seconds)
                 });
@@ -382,8 +476,8 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
                 loss_ratio: g.loss_ratio,
                 exceed_ratio: g.exceed_ratio,
                 duration_sum: t.duration_sum,
-                lower_pps: b.lower,
-                upper_pps: b.upper,
+                lower_pps: b.lower.map(|l| grid.load(l)),
+                upper_pps: b.upper.map(|u| grid.load(u)),
                 forwarding_pps: forwarding,
             }
         })
@@ -398,16 +492,13 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
 
 /// The lowest load above `lo` the generator fell short of exactly once,
 /// and never offered in full.
-fn once_short(records: &[Record], lo: f64) -> Option<f64> {
-    let mut short: BTreeMap<u64, usize> = BTreeMap::new();
-    for r in records.iter().filter(|r| r.load > lo) {
+fn once_short(records: &[Record], lo: u32) -> Option<u32> {
+    let mut short: BTreeMap<u32, usize> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.at > lo) {
         if r.m.valid {
             return None;
         }
-        *short.entry(r.load.to_bits()).or_default() += 1;
+        *short.entry(r.at).or_default() += 1;
     }
-    short
-        .into_iter()
-        .find(|&(_, n)| n == 1)
-        .map(|(l, _)| f64::from_bits(l))
+    short.into_iter().find(|&(_, n)| n == 1).map(|(l, _)| l)
 }

@@ -93,6 +93,28 @@ impl SimDut {
         self.capacity_pps * (1.0 - self.knee_loss) / (1.0 - ratio)
     }
 
+    /// The probability that one trial at `load_pps` meets `loss_ratio`:
+    /// the chance that this trial's knee and capacity (moved by the noise,
+    /// uniformly) leave the load within it, and for a loss ratio of 0 that
+    /// the trial loses no spurious frames. (A spurious trial loses at most
+    /// 20 frames: it is not counted against a loss ratio above 0.)
+    pub fn pass_probability(&self, load_pps: f64, loss_ratio: f64) -> f64 {
+        let at = self.true_throughput(loss_ratio);
+        let within = if self.noise > 0.0 {
+            // Met when the trial's scale is at least load / at.
+            ((1.0 + self.noise - load_pps / at) / (2.0 * self.noise)).clamp(0.0, 1.0)
+        } else if load_pps <= at {
+            1.0
+        } else {
+            0.0
+        };
+        if loss_ratio > 0.0 {
+            within
+        } else {
+            within * (1.0 - self.spurious)
+        }
+    }
+
     fn loss_ratio(&self, load: f64, scale: f64) -> f64 {
         let (knee, cap) = (self.knee_pps * scale, self.capacity_pps * scale);
         if load <= knee {
@@ -132,5 +154,38 @@ impl Dut for SimDut {
             seconds,
             valid: achieved >= load_pps * (1.0 - self.generator_tolerance),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `pass_probability` against the DUT's own trials: the share of
+    /// 20,000 trials that meet the loss ratio.
+    #[test]
+    fn pass_probability_is_the_share_of_trials_that_pass() {
+        let dut = SimDut::ideal(1e6)
+            .with_knee(0.9e6, 0.02)
+            .with_noise(0.005, 0.1, 7);
+        for (load, ratio) in [
+            (0.897e6, 0.0),
+            (0.9e6, 0.0),
+            (0.903e6, 0.0),
+            (0.92e6, 0.005),
+            (0.925e6, 0.005),
+            (0.929e6, 0.005),
+            (0.8e6, 0.0),
+            (0.95e6, 0.005),
+        ] {
+            let mut d = dut.clone();
+            let n = 20_000;
+            let passed = (0..n)
+                .filter(|_| d.trial(load, 4.0).unwrap().loss_ratio() <= ratio)
+                .count();
+            let share = passed as f64 / n as f64;
+            let p = dut.pass_probability(load, ratio);
+            assert!((share - p).abs() < 0.015, "{load} {ratio}: {share} vs {p}");
+        }
     }
 }
