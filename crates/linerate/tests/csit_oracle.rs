@@ -2,8 +2,12 @@
 //! scripts/setup.sh makes) as the oracle of linerate's: both search the
 //! same replayable simulated DUTs (`linerate trial --sim`) for NDR and PDR
 //! with the same goals (loss ratios 0 and 0.005, exceed ratio 0, width
-//! 0.005, trials 1 to 4 s, duration sum 4 s), and their results must agree
-//! within the width, on every seed.
+//! 0.005, trials 1 to 4 s, duration sum 4 s). linerate's search is CSIT's
+//! in its structure (the load grid, the phases, the strategies, the order
+//! of candidates), so on every seed both must make the same number of
+//! trials and report the same NDR and PDR and the same upper bounds (to
+//! float rounding): more than the "within the width", and what
+//! catches any divergence from the reference.
 use linerate_search::sim::SimDut;
 use linerate_search::{mlr, Trials};
 use serde_json::Value;
@@ -16,67 +20,104 @@ fn venv_python() -> std::path::PathBuf {
     root.join(".venv-csit/bin/python")
 }
 
-fn csit(seed: u64, cap: f64, noise: f64, spurious: f64, max: f64) -> Value {
+/// One simulated DUT and the goals' exceed ratio and duration sum (loss
+/// ratios 0 and 0.005, width 0.005, trials 1 to 4 s).
+#[derive(Clone, Copy, Debug)]
+struct Setup {
+    seed: u64,
+    cap: f64,
+    max: f64,
+    noise: f64,
+    spurious: f64,
+    exceed_ratio: f64,
+    duration_sum: f64,
+}
+
+impl Setup {
+    fn new(seed: u64, cap: f64, max: f64, noise: f64, spurious: f64) -> Self {
+        Setup {
+            seed,
+            cap,
+            max,
+            noise,
+            spurious,
+            exceed_ratio: 0.0,
+            duration_sum: 4.0,
+        }
+    }
+}
+
+fn csit(s: Setup) -> Value {
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/csit-mlrsearch.py");
+    let arg = |x: f64| x.to_string();
     let o = Command::new(venv_python())
         .arg(script)
-        .args(["--linerate", BIN, "--seed", &seed.to_string()])
-        .args([
-            "--capacity",
-            &cap.to_string(),
-            "--noise",
-            &noise.to_string(),
-        ])
-        .args(["--spurious", &spurious.to_string()])
+        .args(["--linerate", BIN, "--seed", &s.seed.to_string()])
+        .args(["--capacity", &arg(s.cap), "--noise", &arg(s.noise)])
+        .args(["--spurious", &arg(s.spurious)])
         .args([
             "--min-load",
-            &(max / 1000.0).to_string(),
+            &arg(s.max / 1000.0),
             "--max-load",
-            &max.to_string(),
+            &arg(s.max),
         ])
+        .args(["--exceed-ratio", &arg(s.exceed_ratio)])
+        .args(["--duration-sum", &arg(s.duration_sum)])
         .output()
         .expect("the CSIT venv (scripts/setup.sh makes .venv-csit)");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
-fn ours(seed: u64, cap: f64, noise: f64, spurious: f64, max: f64) -> mlr::Outcome {
-    let mut dut = SimDut::ideal(cap)
-        .with_knee(cap * 0.9, 0.02)
-        .with_noise(noise, spurious, seed)
+fn ours(s: Setup) -> (mlr::Outcome, usize) {
+    let mut dut = SimDut::ideal(s.cap)
+        .with_knee(s.cap * 0.9, 0.02)
+        .with_noise(s.noise, s.spurious, s.seed)
         .replayable();
-    let mut cfg = mlr::Config::ndr_pdr(max, 0.005);
+    let mut cfg = mlr::Config::ndr_pdr(s.max, 0.005);
     cfg.initial_seconds = 1.0;
     cfg.final_seconds = 4.0;
     for g in &mut cfg.goals {
-        g.duration_sum = Some(4.0);
+        g.exceed_ratio = s.exceed_ratio;
+        g.duration_sum = Some(s.duration_sum);
     }
-    mlr::search(&mut dut, &cfg, &mut Trials::new(|_| {})).unwrap()
+    let mut trials = Trials::new(|_| {});
+    let outcome = mlr::search(&mut dut, &cfg, &mut trials).unwrap();
+    (outcome, trials.list.len())
 }
 
-/// Both searches on one DUT per seed, noise `noise(seed)`; each goal's
-/// lower bounds must agree within `tolerance` (relative). The rows, for
-/// the failure message and the docs.
-fn compare(noise: impl Fn(u64) -> f64, tolerance: impl Fn(f64) -> f64) -> Vec<String> {
+/// Both searches on one DUT per seed, noise `noise(seed)`: the same
+/// number of trials, each goal's lower and upper bound the same (relative
+/// 1e-9: the two compute the grid's loads with different float rounding).
+/// The rows, for the failure message and the docs.
+fn compare(setup: impl Fn(u64) -> Setup) -> Vec<String> {
+    let same = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.max(b),
+        (a, b) => a.is_none() && b.is_none(),
+    };
     let mut rows = Vec::new();
     for seed in 0..12u64 {
-        let cap = 0.2e6 + seed as f64 * 0.7e6;
-        let n = noise(seed);
-        let max = cap * (1.5 + (seed % 4) as f64 * 0.5);
-        let theirs = csit(seed, cap, n, 0.0, max);
-        let mine = ours(seed, cap, n, 0.0, max);
+        let s = setup(seed);
+        let theirs = csit(s);
+        let (mine, trials) = ours(s);
+        let csit_trials = theirs["trials"].as_u64().unwrap() as usize;
+        rows.push(format!(
+            "seed {seed} noise {} spurious {} exceed ratio {} duration sum {}: {trials} trials, CSIT {csit_trials}",
+            s.noise, s.spurious, s.exceed_ratio, s.duration_sum
+        ));
+        assert_eq!(trials, csit_trials, "seed {seed}\n{}", rows.join("\n"));
         for g in &mine.goals {
-            let lo = g.lower_pps.unwrap();
-            let csit_lo = theirs[&g.name]["lower_pps"].as_f64().unwrap();
+            let (lo, up) = (g.lower_pps, g.upper_pps);
+            let csit_lo = theirs[&g.name]["lower_pps"].as_f64();
+            let csit_up = theirs[&g.name]["upper_pps"].as_f64();
             rows.push(format!(
-                "seed {seed} noise {n} {}: linerate {lo:.0} CSIT {csit_lo:.0} ({:+.3}%)",
-                g.name,
-                (lo / csit_lo - 1.0) * 100.0
+                "  {}: linerate {lo:.0?} (upper {up:.0?}), CSIT {csit_lo:.0?} (upper {csit_up:.0?})",
+                g.name
             ));
             assert!(
-                (lo - csit_lo).abs() <= tolerance(n) * lo.max(csit_lo),
-                "seed {seed} {}: linerate {lo:.0}, CSIT {csit_lo:.0}\n{}",
+                same(lo, csit_lo) && same(up, csit_up),
+                "seed {seed} {}\n{}",
                 g.name,
                 rows.join("\n")
             );
@@ -85,15 +126,31 @@ fn compare(noise: impl Fn(u64) -> f64, tolerance: impl Fn(f64) -> f64) -> Vec<St
     rows
 }
 
+/// The 12 DUTs: 0.2 to 7.9 Mpps, searched up to 1.5 to 3 times that.
+fn cap(seed: u64) -> f64 {
+    0.2e6 + seed as f64 * 0.7e6
+}
+
+fn max(seed: u64) -> f64 {
+    cap(seed) * (1.5 + (seed % 4) as f64 * 0.5)
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "privileged"),
     ignore = "needs the CSIT venv scripts/setup.sh makes (as root): --features privileged"
 )]
-fn ndr_and_pdr_agree_with_csit_mlrsearch_within_the_width() {
-    // DUTs whose knee moves by at most 0.2% from trial to trial: within
-    // the width (0.5%) on every seed.
-    let rows = compare(|seed| [0.0, 0.001, 0.002][seed as usize % 3], |_| 0.005);
+fn ndr_and_pdr_are_csit_mlrsearchs_on_every_seed() {
+    // DUTs whose knee moves by at most 0.2% from trial to trial.
+    let rows = compare(|seed| {
+        Setup::new(
+            seed,
+            cap(seed),
+            max(seed),
+            [0.0, 0.001, 0.002][seed as usize % 3],
+            0.0,
+        )
+    });
     println!("{}", rows.join("\n"));
 }
 
@@ -102,11 +159,28 @@ fn ndr_and_pdr_agree_with_csit_mlrsearch_within_the_width() {
     not(feature = "privileged"),
     ignore = "needs the CSIT venv scripts/setup.sh makes (as root): --features privileged"
 )]
-fn on_noisier_duts_they_agree_within_the_width_and_the_noise() {
-    // A knee that moves by 0.5% from trial to trial puts any search's
-    // answer anywhere in that band: the two agree within the width plus
-    // twice the noise.
-    let rows = compare(|_| 0.005, |n| 0.005 + 2.0 * n);
+fn on_noisier_duts_too() {
+    // A knee that moves by 0.5% from trial to trial: any search's answer
+    // is anywhere in that band, but both tools meet the same trials.
+    let rows = compare(|seed| Setup::new(seed, cap(seed), max(seed), 0.005, 0.0));
+    println!("{}", rows.join("\n"));
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs the CSIT venv scripts/setup.sh makes (as root): --features privileged"
+)]
+fn with_an_exceed_ratio_and_a_longer_duration_sum_too() {
+    // Half of a load's trial seconds may miss (a median), 8 s of final
+    // trials, on DUTs that lose a few frames in one trial of five: loads
+    // stay undecided over several trials, the refine strategies measure
+    // them again, short misses are balanced by short passes.
+    let rows = compare(|seed| Setup {
+        exceed_ratio: 0.5,
+        duration_sum: 8.0,
+        ..Setup::new(seed, cap(seed), max(seed), 0.003, 0.2)
+    });
     println!("{}", rows.join("\n"));
 }
 
@@ -148,8 +222,8 @@ fn reported_loads_hold_when_measured_again_at_least_as_often_as_csits() {
         let dut = SimDut::ideal(cap)
             .with_knee(cap * 0.9, 0.02)
             .with_noise(noise, spurious, seed);
-        let theirs = csit(seed, cap, noise, spurious, max);
-        let mine = ours(seed, cap, noise, spurious, max);
+        let theirs = csit(Setup::new(seed, cap, max, noise, spurious));
+        let (mine, _) = ours(Setup::new(seed, cap, max, noise, spurious));
         for (k, g) in mine.goals.iter().enumerate() {
             let csit_lo = theirs[&g.name]["lower_pps"].as_f64();
             let p = |lo: Option<f64>| lo.map_or(0.0, |lo| dut.pass_probability(lo, g.loss_ratio));

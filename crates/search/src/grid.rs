@@ -21,11 +21,14 @@ pub struct Grid {
 
 impl Grid {
     /// The grid from `min` to `max` whose step, as a relative width
-    /// `(upper - lower) / upper`, is at most `width`.
+    /// `(upper - lower) / upper`, is at most `width`: as many steps as
+    /// CSIT's `LoadRounding` makes (the fewest that put the width between
+    /// 0.99 and 0.999999 of a whole number of steps, here one), so that
+    /// the two grids are the same loads.
     pub fn new(min: f64, max: f64, width: f64) -> Self {
         let span = (max / min).ln();
         let goal = -(-width).ln_1p();
-        let top = ((span / goal).ceil() as u32).max(1);
+        let top = steps(span, goal);
         Grid {
             min,
             step: span / top as f64,
@@ -97,6 +100,24 @@ impl Grid {
     }
 }
 
+/// CSIT's `LoadRounding._find_ints` for one width: the number of steps
+/// from min to max (`span`, in log) such that the width (`goal`, in log)
+/// is a whole number of steps times a quality between 0.99 and 0.999999.
+fn steps(span: f64, goal: f64) -> u32 {
+    let (low, high) = (0.99, 0.999999);
+    let mut candidate = 1.0f64;
+    loop {
+        let units = goal / (span / candidate);
+        let whole = units.floor();
+        let quality = whole / units;
+        if (low..=high).contains(&quality) {
+            return candidate as u32;
+        }
+        let next = (whole + 1.0) / high / units * candidate;
+        candidate = (candidate + 1.0).max(next).ceil();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +130,21 @@ mod tests {
         for i in [1, 17, g.top() - 1, g.top()] {
             let rel = (g.load(i) - g.load(i - 1)) / g.load(i);
             assert!(rel <= 0.005 && rel > 0.0049, "{i}: {rel}");
+        }
+    }
+
+    #[test]
+    fn as_many_steps_as_csits_load_rounding() {
+        // LoadRounding(min_load, max_load, float_goals=[width]).max_int_load
+        // in MLRsearch 1.2.1, and the one step per width it gives.
+        for (min, max, width, top) in [
+            (1000.0, 1e6, 0.005, 1379),
+            (1800.0, 1.8e6, 0.005, 1379),
+            (100.0, 1e7, 0.01, 1146),
+            (1000.0, 2000.0, 0.005, 139),
+        ] {
+            let g = Grid::new(min, max, width);
+            assert_eq!(g.top(), top, "{min} {max} {width}");
         }
     }
 

@@ -19,6 +19,7 @@ pub mod cost;
 pub mod equilibrium;
 pub mod grid;
 pub mod mlr;
+pub mod selector;
 pub mod sim;
 mod trial;
 

@@ -20,8 +20,9 @@
 //! one before. Loads lie on a logarithmic grid (crate::grid), so a phase's
 //! candidates are often loads measured before, at shorter trials, whose
 //! trials all count. Most trials are short.
-use crate::classify::{Class, LoadStats, Target};
+use crate::classify::Target;
 use crate::grid::Grid;
+use crate::selector::{self, bounds, Nomination, Record, Selector};
 use crate::{Dut, Measurement, Trials};
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -152,48 +153,6 @@ pub struct Outcome {
     pub generator_ceiling_pps: Option<f64>,
 }
 
-struct Record {
-    /// The load's step on the grid.
-    at: u32,
-    seconds: f64,
-    m: Measurement,
-}
-
-/// A goal's bounds under one target, as grid steps: the highest lower
-/// bound below the lowest upper bound. (A load still undecided between
-/// them is measured again when a strategy picks it again, as the
-/// bisection's middle or the previous phase's bound.)
-#[derive(Clone, Debug, Default)]
-struct Bounds {
-    lower: Option<u32>,
-    upper: Option<u32>,
-}
-
-/// Every load's trials (valid ones: an invalid trial says nothing about
-/// the DUT) classified for `t`.
-fn bounds(records: &[Record], t: &Target) -> Bounds {
-    let mut by_load: BTreeMap<u32, LoadStats> = BTreeMap::new();
-    for r in records.iter().filter(|r| r.m.valid) {
-        by_load
-            .entry(r.at)
-            .or_default()
-            .add(t, r.seconds, r.m.loss_ratio());
-    }
-    let classes: Vec<(u32, Class)> = by_load.iter().map(|(&l, s)| (l, s.classify(t))).collect();
-    let upper = classes
-        .iter()
-        .filter(|c| c.1 == Class::Upper)
-        .map(|c| c.0)
-        .min();
-    let below = |l: u32| upper.is_none_or(|u| l < u);
-    let lower = classes
-        .iter()
-        .filter(|c| c.1 == Class::Lower && below(c.0))
-        .map(|c| c.0)
-        .max();
-    Bounds { lower, upper }
-}
-
 /// Goal `g`'s phase `k` (0 the first, `cfg.preceding_phases` the final):
 /// its target and its width in grid steps. As CSIT's MLRsearch scales its
 /// targets: the final one is the goal's (final trial duration, duration
@@ -223,78 +182,6 @@ fn phase(g: &Goal, cfg: &Config, k: usize) -> (Target, u32) {
         trial_seconds,
     };
     (target, 1 << (n - k.min(n)))
-}
-
-/// The next load for a goal's phase, in the order CSIT's strategies have:
-/// the middle of the previous phase's bounds if they are at most two
-/// widths apart (halve), that phase's lower bound, its upper bound (refine,
-/// at this phase's duration); then bisect the current bounds, or extend
-/// from the one there is by a width doubling with each extension made
-/// (`extensions`). None: the phase is done.
-fn next_load(
-    b: &Bounds,
-    before: &Bounds,
-    goal: u32,
-    top: u32,
-    extensions: u32,
-    records: &[Record],
-) -> Option<Nomination> {
-    let at = |at| Some(Nomination { at, extends: false });
-    let extend = |at| Some(Nomination { at, extends: true });
-    let step = goal.saturating_mul(2 << extensions.min(16));
-    let worth = |l: u32| {
-        l <= top
-            && b.lower.is_none_or(|lo| lo < l)
-            && b.upper.is_none_or(|up| l < up)
-            && !matches!((b.lower, b.upper), (Some(lo), Some(up)) if up - lo <= goal)
-    };
-    if let (Some(lo), Some(up)) = (before.lower, before.upper) {
-        let width = up - lo;
-        if width > goal && width <= 2 * goal {
-            let m = Grid::middle(lo, up, goal);
-            if worth(m) {
-                return at(m);
-            }
-        }
-    }
-    if let Some(l) = before.lower.filter(|&l| worth(l)) {
-        return at(l);
-    }
-    if let Some(u) = before.upper.filter(|&u| worth(u)) {
-        return at(u);
-    }
-    match (b.lower, b.upper) {
-        (Some(lo), Some(up)) => (up - lo > goal)
-            .then(|| Grid::middle(lo, up, goal))
-            .and_then(at),
-        (Some(lo), None) if lo >= top => {
-            // Met at the highest load the generator offered. A load above
-            // it that the generator fell short of only once is tried
-            // again (its rate varies): one short trial does not end it.
-            once_short(records, lo).and_then(at)
-        }
-        (Some(lo), None) => extend(lo.saturating_add(step).min(top)),
-        (None, Some(0)) => None, // missed even at the minimum
-        (None, Some(up)) => extend(up.saturating_sub(step)),
-        (None, None) => at(top),
-    }
-}
-
-/// A goal's next load, and whether it extends from a bound.
-#[derive(Clone, Copy, Debug)]
-struct Nomination {
-    at: u32,
-    extends: bool,
-}
-
-/// Where one goal's search stands.
-struct GoalSearch {
-    /// Its phase: `preceding_phases + 1` when done.
-    phase: usize,
-    /// The previous phase's bounds as this one started.
-    before: Bounds,
-    /// Extensions made in this phase.
-    extensions: u32,
 }
 
 pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Outcome> {
@@ -347,23 +234,43 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
         Ok(m)
     };
 
-    // The maximum load, then what the DUT forwarded there (MRR), both at
-    // the initial duration; the MRR also when the generator could not
-    // offer the maximum (what came out is still what the DUT forwarded).
+    // The initial trials (CSIT's): the maximum load; where the DUT
+    // forwarded there (MRR, corrected for the strictest loss ratio); then,
+    // if the DUT lost more than that at the MRR, where it forwarded there,
+    // else the MRR plus the first phase's width; each at least that width
+    // away from a limit or load already measured. All at `-t`.
+    let strictest = cfg.goals.iter().map(|g| g.loss_ratio).fold(1.0, f64::min);
+    let first_width = cfg
+        .goals
+        .iter()
+        .map(|g| phase(g, cfg, 0).1)
+        .max()
+        .unwrap_or(1);
+    // What the DUT forwarded at `at`, as a load (an invalid trial: what
+    // came out; else the load less its loss, as CSIT reckons it).
+    let forwarded = |at: u32, m: &Measurement| {
+        let rate = if m.valid {
+            grid.load(at) * (1.0 - m.loss_ratio())
+        } else {
+            m.forwarding_pps()
+        };
+        grid.floor(rate / (1.0 - strictest))
+    };
+    let top = grid.top();
     let m = run(
         &mut records,
         &mut ceiling,
         trials,
         "initial max".into(),
-        grid.top(),
+        top,
         cfg.initial_seconds,
     )?;
-    // The two loads the first phase starts between (CSIT's initial
-    // lower and upper load).
-    let mut start = None;
-    if !m.valid || m.loss_ratio() > 0.0 {
-        let top = ceiling.unwrap_or(grid.top());
-        let mrr = grid.floor(m.forwarding_pps()).min(top);
+    let mut start = (top, top);
+    let top = ceiling.unwrap_or(top);
+    let corrected = forwarded(grid.top(), &m);
+    if corrected < top || !m.valid {
+        let mrr = selector::handle(corrected as i64, first_width, None, Some(top), top)
+            .unwrap_or(corrected.min(top));
         let m = run(
             &mut records,
             &mut ceiling,
@@ -372,19 +279,20 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
             mrr,
             cfg.initial_seconds,
         )?;
-        // Then, as CSIT does, a second MRR: where the DUT forwarded at the
-        // MRR if it lost more than the strictest goal allows there, else
-        // the MRR plus the first phase's width; at least that width away.
-        let width = 1 << cfg.preceding_phases;
         let top = ceiling.unwrap_or(grid.top());
-        let strictest = cfg.goals.iter().map(|g| g.loss_ratio).fold(1.0, f64::min);
         let mrr2 = if !m.valid || m.loss_ratio() > strictest {
-            grid.floor(m.forwarding_pps())
-                .min(mrr.saturating_sub(width))
+            selector::handle(forwarded(mrr, &m) as i64, first_width, None, Some(mrr), top)
         } else {
-            (mrr + width).min(top)
+            selector::handle(
+                (mrr + first_width) as i64,
+                first_width,
+                Some(mrr),
+                Some(top),
+                top,
+            )
         };
-        if mrr2 != mrr {
+        start = (mrr, mrr);
+        if let Some(mrr2) = mrr2 {
             run(
                 &mut records,
                 &mut ceiling,
@@ -393,67 +301,49 @@ pub fn search(dut: &mut dyn Dut, cfg: &Config, trials: &mut Trials) -> Result<Ou
                 mrr2,
                 cfg.initial_seconds,
             )?;
-            start = Some(Bounds {
-                lower: Some(mrr.min(mrr2)),
-                upper: Some(mrr.max(mrr2)),
-            });
+            start = (mrr.min(mrr2), mrr.max(mrr2));
         }
     }
 
-    // Each goal nominates its next load; the lowest is measured first (on
-    // a tie the longer trial, then the wider phase), as CSIT's candidates
-    // are ordered: conservative, and the lower goals' trials inform the
-    // higher ones'.
+    // One selector per goal; each round every one nominates a load and
+    // the first in CSIT's order is measured.
     let phases = cfg.preceding_phases + 1;
-    let mut searches: Vec<GoalSearch> = cfg
+    let mut global = start.1 - start.0;
+    let mut selectors: Vec<Selector> = cfg
         .goals
         .iter()
-        .map(|g| GoalSearch {
-            phase: 0,
-            before: start
-                .clone()
-                .unwrap_or_else(|| bounds(&records, &phase(g, cfg, 0).0)),
-            extensions: 0,
-        })
+        .map(|g| Selector::new(phases, start.0, start.1, phase(g, cfg, 0).1))
         .collect();
     loop {
         let top = ceiling.unwrap_or(grid.top());
-        let mut best: Option<(Nomination, f64, u32, usize)> = None;
-        for (i, (goal, search)) in cfg.goals.iter().zip(&mut searches).enumerate() {
-            while search.phase < phases {
-                let (here, width) = phase(goal, cfg, search.phase);
-                let b = bounds(&records, &here);
-                if let Some(n) =
-                    next_load(&b, &search.before, width, top, search.extensions, &records)
-                {
-                    let better = best.is_none_or(|(m, seconds, w, _)| {
-                        (n.at, -here.trial_seconds, std::cmp::Reverse(width))
-                            < (m.at, -seconds, std::cmp::Reverse(w))
-                    });
-                    if better {
-                        best = Some((n, here.trial_seconds, width, i));
-                    }
-                    break;
+        let mut winner: Option<(usize, Nomination)> = None;
+        for (i, (goal, sel)) in cfg.goals.iter().zip(&mut selectors).enumerate() {
+            let n = sel.nominate(
+                &records,
+                |k| phase(goal, cfg, k),
+                top,
+                global,
+                |lo| once_short(&records, lo),
+            )?;
+            if let Some(n) = n {
+                if winner.is_none_or(|(_, w)| !w.before(&n)) {
+                    winner = Some((i, n));
                 }
-                // This phase is done: its bounds start the next one.
-                search.phase += 1;
-                search.before = b;
-                search.extensions = 0;
             }
         }
-        let Some((n, seconds, _, i)) = best else {
+        let Some((i, n)) = winner else {
             break;
         };
         let step = format!(
             "phase {}/{} {}",
-            searches[i].phase + 1,
+            selectors[i].phase + 1,
             phases,
             cfg.goals[i].name
         );
-        run(&mut records, &mut ceiling, trials, step, n.at, seconds)?;
-        if n.extends {
-            searches[i].extensions += 1;
-        }
+        run(&mut records, &mut ceiling, trials, step, n.at, n.seconds)?;
+        global = n.width;
+        let b = bounds(&records, &phase(&cfg.goals[i], cfg, selectors[i].phase).0);
+        selectors[i].won(n.at, b, &mut global);
     }
 
     let goals = cfg

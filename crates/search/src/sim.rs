@@ -67,8 +67,8 @@ impl SimDut {
         self
     }
 
-    /// Makes every trial's noise a function of the seed, the load and the
-    /// duration alone, not of the trials before it: the same trial gives
+    /// Makes every trial's noise a function of the seed, the load (to the
+    /// frame per second) and the duration alone, not of the trials before it: the same trial gives
     /// the same result in any order, from any process (`linerate trial
     /// --sim`), so that two search implementations face the same DUT.
     pub fn replayable(mut self) -> Self {
@@ -132,7 +132,9 @@ impl Dut for SimDut {
         self.trials += 1;
         self.seconds += seconds;
         if self.replayable {
-            let mix = load_pps.to_bits().rotate_left(17) ^ seconds.to_bits();
+            // The load to the frame per second: two tools that compute the
+            // same load with different float rounding meet the same trial.
+            let mix = (load_pps.round() as u64).rotate_left(17) ^ seconds.to_bits();
             self.rng =
                 ChaCha8Rng::seed_from_u64(self.seed ^ mix.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         }
