@@ -3,7 +3,9 @@
 //! (`linerate bench fib`: our FIB against the prefix-trie and poptrie
 //! crates on the same table and keys) and `fastpath` (`linerate bench
 //! fastpath`: the router program against bpf_fib_lookup, with
-//! BPF_PROG_RUN). `linerate bench gen` is the generator's own, in
-//! linerate-traffic.
+//! BPF_PROG_RUN) and `route_churn` (`linerate bench route-churn`: how far
+//! the fast path lags the kernel during a burst of route changes).
+//! `linerate bench gen` is the generator's own, in linerate-traffic.
 pub mod fastpath;
 pub mod fib;
+pub mod route_churn;

@@ -149,6 +149,35 @@ pub fn ifindex(ifname: &str) -> Result<u32> {
     Ok(idx)
 }
 
+/// The XDP program attached to interface `ifindex` (of the calling
+/// thread's namespace), as a file descriptor of its own: another process's
+/// or thread's program can be test-run through it (BPF_PROG_TEST_RUN), to
+/// see what the fast path does with a frame without sending one.
+pub fn attached_xdp_program(ifindex: u32) -> Result<OwnedFd> {
+    let mut id: u32 = 0;
+    // SAFETY: a valid out pointer.
+    let err = unsafe { libbpf_sys::bpf_xdp_query_id(ifindex as i32, 0, &mut id) };
+    if err < 0 {
+        bail!(
+            "cannot query interface {ifindex}'s XDP program: {}",
+            std::io::Error::from_raw_os_error(-err)
+        );
+    }
+    if id == 0 {
+        bail!("interface {ifindex} has no XDP program attached");
+    }
+    // SAFETY: plain syscall wrapper.
+    let fd = unsafe { libbpf_sys::bpf_prog_get_fd_by_id(id) };
+    if fd < 0 {
+        bail!(
+            "cannot open XDP program {id}: {}",
+            std::io::Error::from_raw_os_error(-fd)
+        );
+    }
+    // SAFETY: a new descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// The MTU of an interface in the calling thread's network namespace
 /// (SIOCGIFMTU: /sys/class/net shows the namespace sysfs was mounted in,
 /// not the thread's).

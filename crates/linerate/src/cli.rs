@@ -152,6 +152,25 @@ pub enum BenchCmd {
     /// How fast linerate follows `ip route` / `ip neigh` changes under
     /// traffic, and that it never uses a removed next hop after that.
     RouteChange(BenchRouteChangeArgs),
+    /// How far the fast path lags the kernel during a burst of route
+    /// changes (a BGP table arriving, then withdrawn): the lag from each
+    /// kernel change to the fast path, and the notification overflows.
+    RouteChurn(BenchRouteChurnArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchRouteChurnArgs {
+    /// Routes announced, then withdrawn (/24s from 32.0.0.0).
+    #[arg(long, default_value_t = 100_000)]
+    pub routes: usize,
+    /// Changes sampled per phase (the fast path is probed for these).
+    #[arg(long, default_value_t = 2000)]
+    pub samples: usize,
+    /// Route requests in flight at once.
+    #[arg(long, default_value_t = 256)]
+    pub window: usize,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

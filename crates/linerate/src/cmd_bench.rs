@@ -12,7 +12,45 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Fastpath(a) => fastpath(a),
         BenchCmd::Search(a) => search(a),
         BenchCmd::RouteChange(a) => route_change(a),
+        BenchCmd::RouteChurn(a) => route_churn(a),
     }
+}
+
+fn route_churn(a: crate::cli::BenchRouteChurnArgs) -> Result<()> {
+    use linerate_bench::route_churn::{run, Options};
+    let o = Options {
+        routes: a.routes,
+        samples: a.samples,
+        window: a.window,
+    };
+    o.check()?;
+    linerate_host::privilege::require_root("linerate bench route-churn")?;
+    let json = a.json;
+    let r = run(&o, crate::stop::flag(), |p| {
+        if !json {
+            println!(
+                "{:<8} {} routes in {:.2} s ({:.0} routes/s): fast path lag median {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} samples{})",
+                p.kind,
+                p.routes,
+                p.seconds,
+                p.rate,
+                p.lag_ms.median,
+                p.lag_ms.p99,
+                p.lag_ms.max,
+                p.samples,
+                if p.never > 0 { format!(", {} never followed", p.never) } else { String::new() }
+            );
+        }
+    })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "{} routes: lag median {:.2} ms, p99 {:.2} ms, max {:.2} ms; {} notification overflows",
+            r.routes, r.lag_ms.median, r.lag_ms.p99, r.lag_ms.max, r.overflows
+        );
+    }
+    Ok(())
 }
 
 fn route_change(a: crate::cli::BenchRouteChangeArgs) -> Result<()> {

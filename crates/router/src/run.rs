@@ -32,6 +32,10 @@ pub struct RouteOptions {
 pub struct Second {
     pub usec: u64,
     pub delta: RouterCounters,
+    /// Resyncs so far: times the kernel's notifications were lost (the
+    /// socket overflowed) or could not be read, each followed by a full
+    /// read of the kernel's tables.
+    pub resyncs: u64,
 }
 
 impl Second {
@@ -165,6 +169,7 @@ pub fn run(
     let (mut tick, mut last) = (Instant::now(), counters(&mirror)?);
     let mut freed_at: Option<Instant> = None;
     let mut ingress = mirror.ingress().clone();
+    let mut resyncs = 0;
     while !stop.load(Ordering::Relaxed) {
         let changed = match monitor.wait(Duration::from_millis(50)) {
             Ok(msgs) => {
@@ -175,6 +180,7 @@ pub fn run(
                 // Lost notifications: read everything again, and drop
                 // what the kernel no longer has.
                 eprintln!("linerate route: {e:#}; resyncing");
+                resyncs += 1;
                 monitor = Monitor::open()?;
                 if let Err(e) = mirror.resync(&netlink::dump_all()?) {
                     eprintln!("linerate route: {e:#}");
@@ -216,6 +222,7 @@ pub fn run(
             on_second(&Second {
                 usec: tick.elapsed().as_micros() as u64,
                 delta,
+                resyncs,
             });
             (tick, last) = (Instant::now(), now);
         }

@@ -1,0 +1,483 @@
+//! `linerate bench route-churn`: how far the fast path lags the kernel
+//! during a burst of route changes, as a BGP session delivers them.
+//!
+//! A lab's DUT runs linerate's router (in this process, on a thread in the
+//! DUT's namespace). An injector installs N /24 routes in the DUT's kernel
+//! as fast as the kernel takes them (rtnetlink, a window of requests in
+//! flight, each acknowledged), then withdraws them all. The kernel has a
+//! change when it acknowledges it. A prober asks the fast path itself, not
+//! linerate's bookkeeping: it test-runs the XDP program attached to the
+//! DUT's ingress (BPF_PROG_TEST_RUN) on a frame to a sampled prefix, until
+//! the verdict is the kernel's (redirected out once announced, passed to
+//! the kernel once withdrawn). Lag = that moment - the kernel's ack: an
+//! announced route not yet used, or a withdrawn one still used, for that
+//! long. Overflows: the router's resyncs (the kernel's notifications
+//! overflowed its socket).
+use anyhow::{anyhow, bail, Context, Result};
+use linerate_bpf::loader::{self, XdpMode};
+use linerate_bpf::test_run::{self, XdpAction};
+use linerate_host::cmd;
+use linerate_lab::topology::{addr, mac};
+use linerate_lab::{Lab, LabSpec, UpOutcome};
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_REPLACE,
+    NLM_F_REQUEST,
+};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use serde::Serialize;
+use std::net::Ipv4Addr;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The routes: /24s from 32.0.0.0 up (2^20 of them fit below 48.0.0.0).
+const FIRST_PREFIX: u32 = 32 << 24;
+/// The most routes a run may change.
+pub const MAX_ROUTES: usize = 1 << 20;
+/// How long a sampled change may take to reach the fast path before it
+/// counts as never seen.
+const GIVE_UP: Duration = Duration::from_secs(60);
+
+pub struct Options {
+    pub routes: usize,
+    /// Sampled changes per phase (at most `routes`).
+    pub samples: usize,
+    /// Requests in flight at once.
+    pub window: usize,
+}
+
+impl Options {
+    pub fn check(&self) -> Result<()> {
+        if self.routes == 0 || self.routes > MAX_ROUTES {
+            bail!("--routes: must be 1 to {MAX_ROUTES}, got {}", self.routes);
+        }
+        if self.samples == 0 {
+            bail!("--samples: must be at least 1");
+        }
+        if self.window == 0 || self.window > 65536 {
+            bail!("--window: must be 1 to 65536, got {}", self.window);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Lag {
+    pub median: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Lag {
+    /// Milliseconds from nanoseconds; nearest-rank percentiles.
+    fn of(mut ns: Vec<u64>) -> Lag {
+        if ns.is_empty() {
+            return Lag::default();
+        }
+        ns.sort_unstable();
+        let at = |q: f64| {
+            let rank = ((q * ns.len() as f64).ceil() as usize).clamp(1, ns.len());
+            ns[rank - 1] as f64 / 1e6
+        };
+        Lag {
+            median: at(0.5),
+            p99: at(0.99),
+            max: at(1.0),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Phase {
+    pub kind: &'static str,
+    pub routes: usize,
+    /// Seconds from the first request to the last ack.
+    pub seconds: f64,
+    /// Routes a second the kernel took.
+    pub rate: f64,
+    pub samples: usize,
+    /// Sampled changes the fast path had not followed after a minute.
+    pub never: usize,
+    pub lag_ms: Lag,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub routes: usize,
+    pub overflows: u64,
+    /// Both phases' samples.
+    pub lag_ms: Lag,
+    pub announce: Phase,
+    pub withdraw: Phase,
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn prefix(i: usize) -> Ipv4Addr {
+    Ipv4Addr::from(FIRST_PREFIX + ((i as u32) << 8))
+}
+
+/// One route request: `i`'s /24 via `gateway` on `oif`.
+fn route_message(i: usize, announce: bool, gateway: Ipv4Addr, oif: u32) -> Vec<u8> {
+    let mut m = RouteMessage::default();
+    m.header = RouteHeader {
+        address_family: AddressFamily::Inet,
+        destination_prefix_length: 24,
+        table: RouteHeader::RT_TABLE_MAIN,
+        protocol: RouteProtocol::Static,
+        scope: RouteScope::Universe,
+        kind: RouteType::Unicast,
+        ..Default::default()
+    };
+    m.attributes = vec![RouteAttribute::Destination(RouteAddress::Inet(prefix(i)))];
+    if announce {
+        m.attributes
+            .push(RouteAttribute::Gateway(RouteAddress::Inet(gateway)));
+        m.attributes.push(RouteAttribute::Oif(oif));
+    }
+    let mut header = NetlinkHeader::default();
+    header.sequence_number = i as u32 + 1;
+    header.flags = NLM_F_REQUEST
+        | NLM_F_ACK
+        | if announce {
+            NLM_F_CREATE | NLM_F_REPLACE
+        } else {
+            0
+        };
+    let payload = if announce {
+        RouteNetlinkMessage::NewRoute(m)
+    } else {
+        RouteNetlinkMessage::DelRoute(m)
+    };
+    let mut msg = NetlinkMessage::new(header, NetlinkPayload::from(payload));
+    msg.finalize();
+    let mut buf = vec![0u8; msg.buffer_len()];
+    msg.serialize(&mut buf);
+    buf
+}
+
+/// Sends every change of a phase with `window` in flight; each change's
+/// ack time goes to `acked[i]`. The calling thread is in the DUT's
+/// namespace.
+fn inject(
+    sock: &Socket,
+    routes: usize,
+    announce: bool,
+    window: usize,
+    gateway: Ipv4Addr,
+    oif: u32,
+    acked: &[AtomicU64],
+) -> Result<()> {
+    let mut rx = vec![0u8; 1 << 16];
+    let (mut sent, mut done) = (0usize, 0usize);
+    while done < routes {
+        // Fill the window with one send per request, batched in one buffer.
+        let mut batch = Vec::new();
+        while sent < routes && sent - done < window {
+            batch.extend(route_message(sent, announce, gateway, oif));
+            sent += 1;
+        }
+        if !batch.is_empty() {
+            sock.send(&batch, 0).context("sending route requests")?;
+        }
+        let n = sock
+            .recv(&mut &mut rx[..], 0)
+            .context("reading the kernel's acks")?;
+        let now = monotonic_ns();
+        let mut at = 0;
+        while at + 16 <= n {
+            let len = u32::from_ne_bytes(rx[at..at + 4].try_into().unwrap()) as usize;
+            let kind = u16::from_ne_bytes(rx[at + 4..at + 6].try_into().unwrap());
+            let seq = u32::from_ne_bytes(rx[at + 8..at + 12].try_into().unwrap()) as usize;
+            if len < 16 || at + len > n {
+                bail!("a malformed netlink reply");
+            }
+            if kind == libc::NLMSG_ERROR as u16 {
+                let code = i32::from_ne_bytes(rx[at + 16..at + 20].try_into().unwrap());
+                if code != 0 {
+                    bail!(
+                        "the kernel refused route {} ({}): {}",
+                        seq,
+                        prefix(seq.saturating_sub(1)),
+                        std::io::Error::from_raw_os_error(-code)
+                    );
+                }
+                if (1..=routes).contains(&seq) {
+                    acked[seq - 1].store(now, Ordering::Release);
+                    done += 1;
+                }
+            }
+            at += (len + 3) & !3;
+        }
+    }
+    Ok(())
+}
+
+/// A 60-byte UDP frame from the generator's side to `dst`.
+fn frame(dst: Ipv4Addr) -> Result<Vec<u8>> {
+    let parse = |s: &str| -> Result<[u8; 6]> {
+        let mut m = [0u8; 6];
+        for (b, part) in m.iter_mut().zip(s.split(':')) {
+            *b = u8::from_str_radix(part, 16)?;
+        }
+        Ok(m)
+    };
+    let builder = etherparse::PacketBuilder::ethernet2(parse(mac::GEN)?, parse(mac::DUT_IN)?)
+        .ipv4([198, 18, 0, 1], dst.octets(), 64)
+        .udp(1024, 1025);
+    let payload = [0u8; 18];
+    let mut f = Vec::with_capacity(builder.size(payload.len()));
+    builder.write(&mut f, &payload)?;
+    Ok(f)
+}
+
+/// Follows one phase's sampled changes in order: for each, once the kernel
+/// acked it, test-runs the fast path until its verdict is `want`. Returns
+/// the lags (ns) and how many never came.
+fn probe(
+    prog: &std::os::fd::OwnedFd,
+    ingress: u32,
+    sampled: &[usize],
+    acked: &[AtomicU64],
+    want: XdpAction,
+    stop: &AtomicBool,
+) -> Result<(Vec<u64>, usize)> {
+    let mut out = vec![0u8; 256];
+    let (mut lags, mut never) = (Vec::new(), 0);
+    for &i in sampled {
+        // The /24's host .1.
+        let f = frame(Ipv4Addr::from(u32::from(prefix(i)) + 1))?;
+        let t = Instant::now();
+        let ack = loop {
+            let a = acked[i].load(Ordering::Acquire);
+            if a != 0 {
+                break a;
+            }
+            if stop.load(Ordering::Relaxed) || t.elapsed() > GIVE_UP {
+                return Ok((lags, never + 1));
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        };
+        loop {
+            let r = test_run::run_xdp_on(prog.as_fd(), &f, &mut out, 1, Some(ingress))?;
+            if r.verdict == want {
+                lags.push(monotonic_ns().saturating_sub(ack));
+                break;
+            }
+            if stop.load(Ordering::Relaxed) || t.elapsed() > GIVE_UP {
+                never += 1;
+                break;
+            }
+            // A probe every 100 us: the prober must not starve the router
+            // of the CPU it measures.
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+    Ok((lags, never))
+}
+
+/// Runs the bench; `say` gets a line for each phase as it ends.
+pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Result<Report> {
+    o.check()?;
+    let name = format!("lrchurn{}", std::process::id() % 100_000);
+    let (lab, outcome) = Lab::up(&LabSpec::new(&name), false)?;
+    if outcome == UpOutcome::AlreadyUp {
+        bail!("lab {name} is already up");
+    }
+    let ns = lab.namespaces();
+    let ifs = lab.interfaces();
+    let gateway: Ipv4Addr = addr::RECV_V4.parse()?;
+    cmd::ip(
+        Some(&ns.dut),
+        &[
+            "neigh",
+            "replace",
+            addr::RECV_V4,
+            "lladdr",
+            mac::RECV,
+            "dev",
+            &ifs.dut_out,
+            "nud",
+            "permanent",
+        ],
+    )?;
+
+    // The router, on a thread in the DUT's namespace.
+    let router_stop = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(AtomicBool::new(false));
+    let resyncs = Arc::new(AtomicU64::new(0));
+    let router = {
+        let (ns, stop, ready, resyncs) = (
+            ns.dut.clone(),
+            router_stop.clone(),
+            ready.clone(),
+            resyncs.clone(),
+        );
+        let opts = linerate_router::run::RouteOptions {
+            interfaces: vec![ifs.dut_in.clone(), ifs.dut_out.clone()],
+            mode: XdpMode::Native,
+            ipv6: linerate_fib::Ipv6Layout::default(),
+            record: name.clone(),
+        };
+        std::thread::Builder::new()
+            .name("churn-router".into())
+            .spawn(move || -> Result<()> {
+                linerate_host::netns::enter_for_good(&ns)?;
+                linerate_router::run::run(&opts, &stop, &ready, |s| {
+                    resyncs.store(s.resyncs, Ordering::Relaxed)
+                })
+            })?
+    };
+    let result = (|| -> Result<Report> {
+        let t = Instant::now();
+        while !ready.load(Ordering::SeqCst) {
+            if router.is_finished() || t.elapsed() > Duration::from_secs(60) {
+                bail!("linerate's router did not start");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let step = o.routes.div_ceil(o.samples.min(o.routes));
+        let sampled: Vec<usize> = (0..o.routes).step_by(step).collect();
+        let mut phases = Vec::new();
+        for announce in [true, false] {
+            let acked: Arc<Vec<AtomicU64>> =
+                Arc::new((0..o.routes).map(|_| AtomicU64::new(0)).collect());
+            let prober_stop = Arc::new(AtomicBool::new(false));
+            let prober = {
+                let (ns, ifname, acked, sampled, pstop) = (
+                    ns.dut.clone(),
+                    ifs.dut_in.clone(),
+                    acked.clone(),
+                    sampled.clone(),
+                    prober_stop.clone(),
+                );
+                std::thread::spawn(move || -> Result<(Vec<u64>, usize)> {
+                    linerate_host::netns::enter_for_good(&ns)?;
+                    let ingress = loader::ifindex(&ifname)?;
+                    let prog = loader::attached_xdp_program(ingress)?;
+                    let want = if announce {
+                        XdpAction::Redirect
+                    } else {
+                        XdpAction::Pass
+                    };
+                    probe(&prog, ingress, &sampled, &acked, want, &pstop)
+                })
+            };
+            let injector = {
+                let (ns, out, acked, routes, window) = (
+                    ns.dut.clone(),
+                    ifs.dut_out.clone(),
+                    acked.clone(),
+                    o.routes,
+                    o.window,
+                );
+                std::thread::spawn(move || -> Result<(u64, u64)> {
+                    linerate_host::netns::enter_for_good(&ns)?;
+                    let oif = loader::ifindex(&out)?;
+                    let mut sock = Socket::new(NETLINK_ROUTE)?;
+                    sock.bind_auto()?;
+                    sock.connect(&SocketAddr::new(0, 0))?;
+                    let _ = sock.set_rx_buf_sz(8 << 20);
+                    let first = monotonic_ns();
+                    inject(&sock, routes, announce, window, gateway, oif, &acked)?;
+                    Ok((first, monotonic_ns()))
+                })
+            };
+            let injected = injector
+                .join()
+                .map_err(|_| anyhow!("the injector panicked"))?;
+            if injected.is_err() || stop.load(Ordering::Relaxed) {
+                prober_stop.store(true, Ordering::Relaxed);
+            }
+            let (first, last) = injected?;
+            let (lags, never) = prober
+                .join()
+                .map_err(|_| anyhow!("the prober panicked"))??;
+            let seconds = (last - first) as f64 / 1e9;
+            let phase = Phase {
+                kind: if announce { "announce" } else { "withdraw" },
+                routes: o.routes,
+                seconds,
+                rate: o.routes as f64 / seconds.max(1e-9),
+                samples: lags.len(),
+                never,
+                lag_ms: Lag::of(lags.clone()),
+            };
+            say(&phase);
+            phases.push((phase, lags));
+            if stop.load(Ordering::Relaxed) {
+                bail!("stopped");
+            }
+        }
+        // The router reports its resyncs once a second.
+        std::thread::sleep(Duration::from_millis(1100));
+        let all: Vec<u64> = phases.iter().flat_map(|p| p.1.iter().copied()).collect();
+        let mut phases = phases.into_iter().map(|p| p.0);
+        Ok(Report {
+            routes: o.routes,
+            overflows: resyncs.load(Ordering::Relaxed),
+            lag_ms: Lag::of(all),
+            announce: phases.next().expect("two phases"),
+            withdraw: phases.next().expect("two phases"),
+        })
+    })();
+    router_stop.store(true, Ordering::SeqCst);
+    let joined = router
+        .join()
+        .map_err(|_| anyhow!("the router thread panicked"))?;
+    lab.down()?;
+    let report = result?;
+    joined?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lags_are_nearest_rank_percentiles_in_ms() {
+        let l = Lag::of((1..=100).map(|i| i * 1_000_000).collect());
+        assert_eq!((l.median, l.p99, l.max), (50.0, 99.0, 100.0));
+        let l = Lag::of(vec![3_000_000]);
+        assert_eq!((l.median, l.p99, l.max), (3.0, 3.0, 3.0));
+    }
+
+    #[test]
+    fn prefixes_are_distinct_24s_below_48() {
+        assert_eq!(prefix(0), Ipv4Addr::new(32, 0, 0, 0));
+        assert_eq!(prefix(1), Ipv4Addr::new(32, 0, 1, 0));
+        assert_eq!(prefix(MAX_ROUTES - 1), Ipv4Addr::new(47, 255, 255, 0));
+    }
+
+    #[test]
+    fn route_requests_are_what_the_kernel_parses() {
+        // Decoded back by netlink-packet-route: the /24, the gateway, the
+        // flags.
+        let b = route_message(5, true, Ipv4Addr::new(198, 19, 0, 1), 7);
+        let m = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&b).unwrap();
+        assert_eq!(m.header.sequence_number, 6);
+        assert_ne!(m.header.flags & NLM_F_ACK, 0);
+        let NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) = m.payload else {
+            panic!("not a new route: {m:?}");
+        };
+        assert_eq!(r.header.destination_prefix_length, 24);
+        assert!(r
+            .attributes
+            .contains(&RouteAttribute::Destination(RouteAddress::Inet(prefix(5)))));
+        assert!(r.attributes.contains(&RouteAttribute::Oif(7)));
+    }
+}
