@@ -29,6 +29,11 @@ const GROUPS: u32 = 0x1 | 0x4 | 0x8 | 0x10 | 0x40 | 0x80 | 0x100 | 0x400;
 /// IPv6 policy rules: no RTMGRP_* bit was ever defined for them, so the
 /// group is joined by number.
 const RTNLGRP_IPV6_RULE: u32 = 19;
+/// Datagrams read in one `Monitor::wait` at most (each usually one
+/// notification): large enough to take a burst in one batch, small enough
+/// that the fast path sees the first changes of a burst within
+/// milliseconds.
+const MAX_DATAGRAMS_PER_WAIT: usize = 4096;
 
 fn socket(groups: u32) -> Result<Socket> {
     socket_on(NETLINK_ROUTE, groups)
@@ -303,22 +308,28 @@ impl Monitor {
         if pfd[0].revents == 0 {
             return Ok(out);
         }
-        let n = match self.sock.recv(&mut &mut self.buf[..], libc::MSG_DONTWAIT) {
-            Ok(n) => n,
-            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
-                bail!("netlink notifications overflowed: resync needed")
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(out),
-            Err(e) => return Err(e).context("netlink receive"),
-        };
-        for m in wire::messages(&self.buf[..n]) {
-            let m = m.context("a netlink notification")?;
-            match notification(&m)? {
-                // Which of tc's objects changed does not matter: tc is
-                // read again, once.
-                Some(Change::Tc) if out.iter().any(|c| matches!(c, Change::Tc)) => {}
-                Some(c) => out.push(c),
-                None => {}
+        // Drain what is queued, up to a batch: one wake-up per burst, not
+        // per route (a BGP session delivers tens of thousands a second),
+        // and the caller's work after a batch (map writes, re-reads) done
+        // once for all of it.
+        for _ in 0..MAX_DATAGRAMS_PER_WAIT {
+            let n = match self.sock.recv(&mut &mut self.buf[..], libc::MSG_DONTWAIT) {
+                Ok(n) => n,
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    bail!("netlink notifications overflowed: resync needed")
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(e).context("netlink receive"),
+            };
+            for m in wire::messages(&self.buf[..n]) {
+                let m = m.context("a netlink notification")?;
+                match notification(&m)? {
+                    // Which of tc's objects changed does not matter: tc is
+                    // read again, once.
+                    Some(Change::Tc) if out.iter().any(|c| matches!(c, Change::Tc)) => {}
+                    Some(c) => out.push(c),
+                    None => {}
+                }
             }
         }
         Ok(out)
