@@ -5,7 +5,7 @@
 use super::decode::TABLE_LOCAL;
 use super::nexthops::{members_key, NhKey};
 use linerate_fib::Key;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Candidate {
@@ -18,13 +18,13 @@ pub struct Candidate {
 pub type RouteId<K> = ((K, u8), u32, u32);
 
 pub struct RouteTable<K: Key> {
-    by_prefix: HashMap<(K, u8), Vec<Candidate>>,
+    by_prefix: BTreeMap<(K, u8), Vec<Candidate>>,
 }
 
 impl<K: Key> Default for RouteTable<K> {
     fn default() -> Self {
         RouteTable {
-            by_prefix: HashMap::new(),
+            by_prefix: BTreeMap::new(),
         }
     }
 }
