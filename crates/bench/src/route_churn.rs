@@ -106,10 +106,29 @@ pub struct Phase {
     pub lag_ms: Lag,
 }
 
+/// Memory for the announced table, kB: this process (the router's control
+/// plane; the bench's own buffers are allocated before the baseline), the
+/// BPF maps it has mapped (the FIB arena, the next hops), and the kernel's
+/// own FIB for the same routes.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Memory {
+    /// Resident set growth, less the BPF maps' mapped pages.
+    pub control_plane_kb: u64,
+    /// Growth of the BPF maps' mapped, resident pages.
+    pub bpf_mapped_kb: u64,
+    /// The kernel's fib_trie for the main table (/proc/net/fib_triestat).
+    pub kernel_fib_kb: u64,
+    /// Growth of the whole machine's slab (/proc/meminfo): the kernel's
+    /// FIB with its route and next-hop objects, and anything else.
+    pub slab_delta_kb: i64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub routes: usize,
     pub overflows: u64,
+    /// After the announce, against before it.
+    pub memory: Memory,
     /// Both phases' samples.
     pub lag_ms: Lag,
     pub announce: Phase,
@@ -124,6 +143,43 @@ fn monotonic_ns() -> u64 {
     // SAFETY: valid pointer to a timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// (resident kB, of which BPF maps' mapped kB) of this process.
+fn resident_kb() -> Result<(u64, u64)> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps")?;
+    let (mut all, mut bpf, mut in_bpf) = (0, 0, false);
+    for line in smaps.lines() {
+        if let Some(kb) = line.strip_prefix("Rss:") {
+            let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse()?;
+            all += kb;
+            if in_bpf {
+                bpf += kb;
+            }
+        } else if !line.contains(':') || line.split_whitespace().count() >= 5 {
+            // A mapping's header line: address range, perms, ..., name.
+            in_bpf = line.contains("bpf-map") || line.contains("bpf_arena");
+        }
+    }
+    Ok((all, bpf))
+}
+
+fn slab_kb() -> Result<i64> {
+    let m = std::fs::read_to_string("/proc/meminfo")?;
+    m.lines()
+        .find_map(|l| l.strip_prefix("Slab:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| anyhow!("no Slab in /proc/meminfo"))
+}
+
+/// The main table's "Total size" in /proc/net/fib_triestat of `netns`.
+fn kernel_fib_kb(netns: &str) -> Result<u64> {
+    let s = cmd::in_netns(netns, "cat", &["/proc/net/fib_triestat"])?;
+    let main = s.split("Main:").nth(1).unwrap_or("");
+    main.lines()
+        .find_map(|l| l.strip_prefix("Total size:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| anyhow!("no main table size in /proc/net/fib_triestat"))
 }
 
 fn prefix(i: usize) -> Ipv4Addr {
@@ -351,10 +407,15 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
         }
         let step = o.routes.div_ceil(o.samples.min(o.routes));
         let sampled: Vec<usize> = (0..o.routes).step_by(step).collect();
+        // The bench's own buffers first: the baseline includes them.
+        let mut acks: Vec<Arc<Vec<AtomicU64>>> = (0..2)
+            .map(|_| Arc::new((0..o.routes).map(|_| AtomicU64::new(0)).collect()))
+            .collect();
+        let before = (resident_kb()?, slab_kb()?);
+        let mut memory = Memory::default();
         let mut phases = Vec::new();
         for announce in [true, false] {
-            let acked: Arc<Vec<AtomicU64>> =
-                Arc::new((0..o.routes).map(|_| AtomicU64::new(0)).collect());
+            let acked = acks.remove(0);
             let prober_stop = Arc::new(AtomicBool::new(false));
             let prober = {
                 let (ns, ifname, acked, sampled, pstop) = (
@@ -416,6 +477,16 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
                 never,
                 lag_ms: Lag::of(lags.clone()),
             };
+            if announce {
+                let ((all, bpf), slab) = (resident_kb()?, slab_kb()?);
+                let ((all0, bpf0), slab0) = before;
+                memory = Memory {
+                    control_plane_kb: (all - bpf).saturating_sub(all0 - bpf0),
+                    bpf_mapped_kb: bpf.saturating_sub(bpf0),
+                    kernel_fib_kb: kernel_fib_kb(&ns.dut)?,
+                    slab_delta_kb: slab - slab0,
+                };
+            }
             say(&phase);
             phases.push((phase, lags));
             if stop.load(Ordering::Relaxed) {
@@ -429,6 +500,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
         Ok(Report {
             routes: o.routes,
             overflows: resyncs.load(Ordering::Relaxed),
+            memory,
             lag_ms: Lag::of(all),
             announce: phases.next().expect("two phases"),
             withdraw: phases.next().expect("two phases"),

@@ -49,6 +49,14 @@ fn route_churn(a: crate::cli::BenchRouteChurnArgs) -> Result<()> {
             "{} routes: lag median {:.2} ms, p99 {:.2} ms, max {:.2} ms; {} notification overflows",
             r.routes, r.lag_ms.median, r.lag_ms.p99, r.lag_ms.max, r.overflows
         );
+        let m = &r.memory;
+        println!(
+            "memory for them: control plane {:.1} MiB, BPF maps mapped {:.1} MiB; the kernel's FIB {:.1} MiB (fib_trie), slab {:+.1} MiB",
+            m.control_plane_kb as f64 / 1024.0,
+            m.bpf_mapped_kb as f64 / 1024.0,
+            m.kernel_fib_kb as f64 / 1024.0,
+            m.slab_delta_kb as f64 / 1024.0
+        );
     }
     Ok(())
 }
