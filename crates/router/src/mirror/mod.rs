@@ -436,8 +436,7 @@ impl<D: Dataplane> Mirror<D> {
             .map(|(&g, _)| g)
             .collect();
         affected.insert(n.id);
-        let through =
-            |c: &Candidate| matches!(c.nh, NhKey::Object { id, .. } if affected.contains(&id));
+        let through = |k: &NhKey| matches!(k, NhKey::Object { id, .. } if affected.contains(id));
         let v4 = self.families.v4.routes.having(through);
         let v6 = self.families.v6.routes.having(through);
         if n.gone {
@@ -457,8 +456,7 @@ impl<D: Dataplane> Mirror<D> {
             for id in &gone {
                 self.objects.remove(id);
             }
-            let dead =
-                |c: &Candidate| matches!(c.nh, NhKey::Object { id, .. } if gone.contains(&id));
+            let dead = |k: &NhKey| matches!(k, NhKey::Object { id, .. } if gone.contains(id));
             self.families.v4.routes.drop_candidates(&v4, dead);
             self.families.v6.routes.drop_candidates(&v6, dead);
         } else {

@@ -5,7 +5,8 @@
 use super::decode::TABLE_LOCAL;
 use super::nexthops::{members_key, NhKey};
 use linerate_fib::Key;
-use std::collections::{BTreeMap, HashSet};
+use smallvec::SmallVec;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Candidate {
@@ -17,14 +18,85 @@ pub struct Candidate {
 /// A route's identity in a dump: prefix, table and metric.
 pub type RouteId<K> = ((K, u8), u32, u32);
 
+/// A candidate as the table stores it: its next-hop key interned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stored {
+    table: u32,
+    priority: u32,
+    nh: u32,
+}
+
+/// Next-hop keys, each stored once with the number of candidates using
+/// it: a full table has a million routes but a few hundred next hops, and
+/// a key (an address, an interface, a group's members) is larger than a
+/// route's other fields together.
+#[derive(Default)]
+struct Interned {
+    keys: Vec<Option<NhKey>>,
+    uses: Vec<u32>,
+    ids: HashMap<NhKey, u32>,
+    free: Vec<u32>,
+}
+
+impl Interned {
+    fn get(&mut self, k: &NhKey) -> u32 {
+        let id = match self.ids.get(k) {
+            Some(&id) => id,
+            None => {
+                let id = match self.free.pop() {
+                    Some(id) => {
+                        self.keys[id as usize] = Some(k.clone());
+                        id
+                    }
+                    None => {
+                        self.keys.push(Some(k.clone()));
+                        self.uses.push(0);
+                        (self.keys.len() - 1) as u32
+                    }
+                };
+                self.ids.insert(k.clone(), id);
+                id
+            }
+        };
+        self.uses[id as usize] += 1;
+        id
+    }
+
+    fn put(&mut self, id: u32) {
+        let uses = &mut self.uses[id as usize];
+        *uses -= 1;
+        if *uses == 0 {
+            if let Some(k) = self.keys[id as usize].take() {
+                self.ids.remove(&k);
+            }
+            self.free.push(id);
+        }
+    }
+
+    fn key(&self, id: u32) -> &NhKey {
+        self.keys[id as usize]
+            .as_ref()
+            .expect("a stored candidate's key is interned")
+    }
+}
+
+/// A prefix's candidates: almost always one, kept inline.
+type Candidates = SmallVec<[Stored; 1]>;
+
 pub struct RouteTable<K: Key> {
-    by_prefix: BTreeMap<(K, u8), Vec<Candidate>>,
+    /// A B-tree, not a hash map: it grows a node at a time, where a hash
+    /// map of a million routes rehashes all of them at once and stalls the
+    /// mirror for tens of milliseconds in the middle of a burst
+    /// (docs/router.md, route-churn).
+    by_prefix: BTreeMap<(K, u8), Candidates>,
+    nh: Interned,
 }
 
 impl<K: Key> Default for RouteTable<K> {
     fn default() -> Self {
         RouteTable {
             by_prefix: BTreeMap::new(),
+            nh: Interned::default(),
         }
     }
 }
@@ -35,12 +107,27 @@ impl<K: Key> RouteTable<K> {
     /// (`ip -6 route del P via G`), and says so with G alone.
     pub fn update(&mut self, key: (K, u8), c: Candidate, gone: bool) {
         let list = self.by_prefix.entry(key).or_default();
-        if gone && K::BITS == 128 && remove_sibling(list, &c) {
+        if gone && K::BITS == 128 && remove_sibling(list, &mut self.nh, &c) {
             return;
         }
-        list.retain(|x| !(x.table == c.table && x.priority == c.priority));
+        let nh = &mut self.nh;
+        list.retain(|x| {
+            let same = x.table == c.table && x.priority == c.priority;
+            if same {
+                nh.put(x.nh);
+            }
+            !same
+        });
         if !gone {
-            list.push(c);
+            let id = self.nh.get(&c.nh);
+            list.push(Stored {
+                table: c.table,
+                priority: c.priority,
+                nh: id,
+            });
+        }
+        if list.is_empty() {
+            self.by_prefix.remove(&key);
         }
     }
 
@@ -51,7 +138,7 @@ impl<K: Key> RouteTable<K> {
             .get(key)?
             .iter()
             .min_by_key(|c| (c.table != TABLE_LOCAL, c.priority))
-            .map(|c| c.nh.clone())
+            .map(|c| self.nh.key(c.nh).clone())
     }
 
     /// The next hop of the longest prefix holding `a` that has a route.
@@ -61,20 +148,27 @@ impl<K: Key> RouteTable<K> {
             .find_map(|len| self.best(&(a.mask(len), len)))
     }
 
-    /// The prefixes with a candidate `which` selects.
-    pub fn having(&self, which: impl Fn(&Candidate) -> bool) -> Vec<(K, u8)> {
+    /// The prefixes with a candidate whose next hop `which` selects.
+    pub fn having(&self, which: impl Fn(&NhKey) -> bool) -> Vec<(K, u8)> {
         self.by_prefix
             .iter()
-            .filter(|(_, l)| l.iter().any(&which))
+            .filter(|(_, l)| l.iter().any(|c| which(self.nh.key(c.nh))))
             .map(|(k, _)| *k)
             .collect()
     }
 
-    /// Drops the candidates of `keys` that `dead` selects.
-    pub fn drop_candidates(&mut self, keys: &[(K, u8)], dead: impl Fn(&Candidate) -> bool) {
+    /// Drops the candidates of `keys` whose next hop `dead` selects.
+    pub fn drop_candidates(&mut self, keys: &[(K, u8)], dead: impl Fn(&NhKey) -> bool) {
         for k in keys {
             if let Some(l) = self.by_prefix.get_mut(k) {
-                l.retain(|c| !dead(c));
+                let nh = &mut self.nh;
+                l.retain(|c| {
+                    let drop = dead(nh.key(c.nh));
+                    if drop {
+                        nh.put(c.nh);
+                    }
+                    !drop
+                });
             }
         }
     }
@@ -87,21 +181,34 @@ impl<K: Key> RouteTable<K> {
     /// Drops the routes a dump did not show; the prefixes that lost one.
     pub fn drop_unseen(&mut self, seen: &HashSet<RouteId<K>>) -> Vec<(K, u8)> {
         let mut changed = Vec::new();
+        let nh = &mut self.nh;
         for (k, l) in self.by_prefix.iter_mut() {
             let before = l.len();
-            l.retain(|c| seen.contains(&(*k, c.table, c.priority)));
+            l.retain(|c| {
+                let keep = seen.contains(&(*k, c.table, c.priority));
+                if !keep {
+                    nh.put(c.nh);
+                }
+                keep
+            });
             if l.len() != before {
                 changed.push(*k);
             }
         }
         changed
     }
+
+    /// Distinct next-hop keys held (for tests).
+    #[cfg(test)]
+    fn interned(&self) -> usize {
+        self.nh.ids.len()
+    }
 }
 
 /// For an IPv6 delete naming one gateway: takes that member out of the
 /// multipath route with the same table and metric. False if there is no
 /// such member (the whole route goes, as for IPv4).
-fn remove_sibling(list: &mut [Candidate], c: &Candidate) -> bool {
+fn remove_sibling(list: &mut Candidates, nh: &mut Interned, c: &Candidate) -> bool {
     let NhKey::Gateway { oif, gw, .. } = &c.nh else {
         return false;
     };
@@ -111,7 +218,7 @@ fn remove_sibling(list: &mut [Candidate], c: &Candidate) -> bool {
     else {
         return false;
     };
-    let NhKey::Group(members) = &x.nh else {
+    let NhKey::Group(members) = nh.key(x.nh) else {
         return false;
     };
     let is_it =
@@ -120,7 +227,9 @@ fn remove_sibling(list: &mut [Candidate], c: &Candidate) -> bool {
         return false;
     }
     let rest = members.iter().filter(|(k, _)| !is_it(k)).cloned().collect();
-    x.nh = members_key(rest);
+    let id = nh.get(&members_key(rest));
+    nh.put(x.nh);
+    x.nh = id;
     true
 }
 
@@ -165,6 +274,35 @@ mod tests {
     }
 
     #[test]
+    fn next_hop_keys_are_stored_once_and_freed_with_their_last_route() {
+        let mut t = RouteTable::<u32>::default();
+        for i in 0..1000u32 {
+            t.update((i << 8, 24), cand(254, 0, gw(2, "10.0.0.1")), false);
+        }
+        assert_eq!(t.interned(), 1);
+        // A prefix replaced through one gateway after another: only the
+        // keys in use stay.
+        for g in 2..200 {
+            t.update((0, 24), cand(254, 0, gw(2, &format!("10.0.0.{g}"))), false);
+        }
+        assert_eq!(t.interned(), 2);
+        assert_eq!(t.best(&(0, 24)), Some(gw(2, "10.0.0.199")));
+        for i in 0..1000u32 {
+            t.update((i << 8, 24), cand(254, 0, NhKey::Kernel), true);
+        }
+        assert_eq!(t.interned(), 0);
+        assert!(
+            t.prefixes().is_empty(),
+            "a prefix with no route left is dropped"
+        );
+        // Dropping by next hop frees too.
+        t.update((1 << 8, 24), cand(254, 0, gw(3, "10.0.1.1")), false);
+        t.drop_candidates(&[(1 << 8, 24)], |k| *k == gw(3, "10.0.1.1"));
+        assert_eq!(t.interned(), 0);
+        assert_eq!(t.best(&(1 << 8, 24)), None);
+    }
+
+    #[test]
     fn ipv6_deletes_multipath_members_one_by_one() {
         let mut t = RouteTable::<u128>::default();
         let k = (0x2001_0db8u128 << 96, 32);
@@ -172,6 +310,7 @@ mod tests {
         t.update(k, cand(254, 1024, group), false);
         t.update(k, cand(254, 1024, gw(3, "fe80::2")), true);
         assert_eq!(t.best(&k), Some(gw(2, "fe80::1")));
+        assert_eq!(t.interned(), 1, "the group's key is freed");
         // IPv4 has no such thing: the route goes whole.
         let mut t4 = RouteTable::<u32>::default();
         let group = members_key(vec![(gw(2, "10.0.0.1"), 1), (gw(3, "10.0.0.2"), 1)]);
