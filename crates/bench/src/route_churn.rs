@@ -44,6 +44,11 @@ pub const MAX_ROUTES: usize = 1 << 20;
 const GIVE_UP: Duration = Duration::from_secs(60);
 
 pub struct Options {
+    /// A full table installed before the router starts (generated, with
+    /// the length mix of an Internet table; none inside the churned
+    /// range): the router's start-up and memory for it, and the churn
+    /// measured on top of it.
+    pub table: usize,
     pub routes: usize,
     /// Sampled changes per phase (at most `routes`).
     pub samples: usize,
@@ -53,6 +58,9 @@ pub struct Options {
 
 impl Options {
     pub fn check(&self) -> Result<()> {
+        if self.table > 2_000_000 {
+            bail!("--table: at most 2000000 routes, got {}", self.table);
+        }
         if self.routes == 0 || self.routes > MAX_ROUTES {
             bail!("--routes: must be 1 to {MAX_ROUTES}, got {}", self.routes);
         }
@@ -116,15 +124,35 @@ pub struct Memory {
     pub control_plane_kb: u64,
     /// Growth of the BPF maps' mapped, resident pages.
     pub bpf_mapped_kb: u64,
-    /// The kernel's fib_trie for the main table (/proc/net/fib_triestat).
+    /// Growth of the kernel's fib_trie for the main table
+    /// (/proc/net/fib_triestat).
     pub kernel_fib_kb: u64,
     /// Growth of the whole machine's slab (/proc/meminfo): the kernel's
     /// FIB with its route and next-hop objects, and anything else.
     pub slab_delta_kb: i64,
 }
 
+/// The router's start-up on the full table already in the kernel (the
+/// dump path).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Startup {
+    /// Routes of the table (`--table`).
+    pub table: usize,
+    /// Seconds from start to ready (the dump read and applied).
+    pub seconds: f64,
+    /// This process's resident growth from before the router started, less
+    /// the BPF maps' mapped pages, and those pages.
+    pub control_plane_kb: u64,
+    pub bpf_mapped_kb: u64,
+    /// The kernel's fib_trie for the main table and the machine's slab
+    /// growth, for the table.
+    pub kernel_fib_kb: u64,
+    pub slab_delta_kb: i64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    pub startup: Startup,
     pub routes: usize,
     pub overflows: u64,
     /// After the announce, against before it.
@@ -180,6 +208,51 @@ fn kernel_fib_kb(netns: &str) -> Result<u64> {
         .find_map(|l| l.strip_prefix("Total size:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .ok_or_else(|| anyhow!("no main table size in /proc/net/fib_triestat"))
+}
+
+/// Installs `n` generated routes (an Internet table's length mix, none in
+/// 32.0.0.0/4 where the churn goes, none over the lab's 198.18.0.0/15)
+/// via `gateway` in `netns`, with `ip -batch`.
+fn install_table(netns: &str, n: usize, gateway: &str, oif: &str) -> Result<()> {
+    use std::io::Write;
+    let lab = (0xC612_0000u32, 15u8);
+    let overlaps = |a: u32, l: u8, b: u32, m: u8| {
+        let k = l.min(m);
+        let mask = if k == 0 { 0 } else { u32::MAX << (32 - k) };
+        a & mask == b & mask
+    };
+    let routes: Vec<String> = linerate_fib::synthetic::ipv4(n + n / 10 + 16, 1, 2544)
+        .into_iter()
+        .filter(|&(a, l, _)| {
+            let first = a >> 24;
+            (1..224).contains(&first)
+                && first != 127
+                && !overlaps(a, l, lab.0, lab.1)
+                && !overlaps(a, l, FIRST_PREFIX, 4)
+        })
+        .take(n)
+        .map(|(a, l, _)| linerate_fib::dump::show(a, l))
+        .collect();
+    if routes.len() < n {
+        bail!("--table: only {} routes could be generated", routes.len());
+    }
+    let mut f = tempfile_in_tmp()?;
+    {
+        let mut w = std::io::BufWriter::new(&mut f.1);
+        for p in &routes {
+            writeln!(w, "route add {p} via {gateway} dev {oif} proto static")?;
+        }
+    }
+    let path = f.0.clone();
+    let r = cmd::ip(Some(netns), &["-batch", &path]);
+    let _ = std::fs::remove_file(&path);
+    r.map(drop).context("installing the table")
+}
+
+/// A scratch file in /tmp, its path and handle.
+fn tempfile_in_tmp() -> Result<(String, std::fs::File)> {
+    let path = format!("/tmp/linerate-churn-table-{}", std::process::id());
+    Ok((path.clone(), std::fs::File::create(&path)?))
 }
 
 fn prefix(i: usize) -> Ipv4Addr {
@@ -371,6 +444,16 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
         ],
     )?;
 
+    // The full table, then the router starting on it.
+    let slab0 = slab_kb()?;
+    if o.table > 0 {
+        install_table(&ns.dut, o.table, addr::RECV_V4, &ifs.dut_out)?;
+    }
+    let table_fib_kb = kernel_fib_kb(&ns.dut)?;
+    let slab1 = slab_kb()?;
+    let (all0, bpf0) = resident_kb()?;
+    let started = Instant::now();
+
     // The router, on a thread in the DUT's namespace.
     let router_stop = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(AtomicBool::new(false));
@@ -398,13 +481,21 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
             })?
     };
     let result = (|| -> Result<Report> {
-        let t = Instant::now();
         while !ready.load(Ordering::SeqCst) {
-            if router.is_finished() || t.elapsed() > Duration::from_secs(60) {
+            if router.is_finished() || started.elapsed() > Duration::from_secs(300) {
                 bail!("linerate's router did not start");
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(5));
         }
+        let (all, bpf) = resident_kb()?;
+        let startup = Startup {
+            table: o.table,
+            seconds: started.elapsed().as_secs_f64(),
+            control_plane_kb: (all - bpf).saturating_sub(all0 - bpf0),
+            bpf_mapped_kb: bpf.saturating_sub(bpf0),
+            kernel_fib_kb: table_fib_kb,
+            slab_delta_kb: slab1 - slab0,
+        };
         let step = o.routes.div_ceil(o.samples.min(o.routes));
         let sampled: Vec<usize> = (0..o.routes).step_by(step).collect();
         // The bench's own buffers first: the baseline includes them.
@@ -483,7 +574,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
                 memory = Memory {
                     control_plane_kb: (all - bpf).saturating_sub(all0 - bpf0),
                     bpf_mapped_kb: bpf.saturating_sub(bpf0),
-                    kernel_fib_kb: kernel_fib_kb(&ns.dut)?,
+                    kernel_fib_kb: kernel_fib_kb(&ns.dut)?.saturating_sub(table_fib_kb),
                     slab_delta_kb: slab - slab0,
                 };
             }
@@ -498,6 +589,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
         let all: Vec<u64> = phases.iter().flat_map(|p| p.1.iter().copied()).collect();
         let mut phases = phases.into_iter().map(|p| p.0);
         Ok(Report {
+            startup,
             routes: o.routes,
             overflows: resyncs.load(Ordering::Relaxed),
             memory,

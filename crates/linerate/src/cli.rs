@@ -160,6 +160,11 @@ pub enum BenchCmd {
 
 #[derive(Args, Debug)]
 pub struct BenchRouteChurnArgs {
+    /// A full table in the kernel before the router starts (generated
+    /// with an Internet table's mix of lengths): the router's start-up and
+    /// memory on it, and the churn on top of it.
+    #[arg(long, default_value_t = 0)]
+    pub table: usize,
     /// Routes announced, then withdrawn (/24s from 32.0.0.0).
     #[arg(long, default_value_t = 100_000)]
     pub routes: usize,

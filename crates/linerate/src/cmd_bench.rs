@@ -19,6 +19,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
 fn route_churn(a: crate::cli::BenchRouteChurnArgs) -> Result<()> {
     use linerate_bench::route_churn::{run, Options};
     let o = Options {
+        table: a.table,
         routes: a.routes,
         samples: a.samples,
         window: a.window,
@@ -45,6 +46,17 @@ fn route_churn(a: crate::cli::BenchRouteChurnArgs) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
+        let s = &r.startup;
+        let mib = |kb: u64| kb as f64 / 1024.0;
+        println!(
+            "start-up on a table of {} routes: {:.2} s; control plane {:.1} MiB, BPF maps mapped {:.1} MiB; the kernel's FIB {:.1} MiB (fib_trie), slab {:+.1} MiB",
+            s.table,
+            s.seconds,
+            mib(s.control_plane_kb),
+            mib(s.bpf_mapped_kb),
+            mib(s.kernel_fib_kb),
+            s.slab_delta_kb as f64 / 1024.0
+        );
         println!(
             "{} routes: lag median {:.2} ms, p99 {:.2} ms, max {:.2} ms; {} notification overflows",
             r.routes, r.lag_ms.median, r.lag_ms.p99, r.lag_ms.max, r.overflows

@@ -41,6 +41,20 @@ fn socket(groups: u32) -> Result<Socket> {
 
 /// Sends a dump request and collects the answers.
 fn dump(request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
+    let mut out = Vec::new();
+    dump_each(request, |m| {
+        out.push(m);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// A dump, each message handed to `each` as it is read: a full table is
+/// never held whole (a million parsed routes are hundreds of MiB).
+fn dump_each(
+    request: RouteNetlinkMessage,
+    mut each: impl FnMut(RouteNetlinkMessage) -> Result<()>,
+) -> Result<()> {
     let s = socket(0)?;
     s.connect(&SocketAddr::new(0, 0))?;
     let mut hdr = NetlinkHeader::default();
@@ -50,7 +64,6 @@ fn dump(request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
     let mut buf = vec![0; req.buffer_len()];
     req.serialize(&mut buf);
     s.send(&buf, 0).context("netlink dump request")?;
-    let mut out = Vec::new();
     let mut rx = vec![0u8; 1 << 20];
     loop {
         let n = s.recv(&mut &mut rx[..], 0).context("netlink dump")?;
@@ -60,9 +73,9 @@ fn dump(request: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
                 .context("cannot decode a netlink message")?;
             let len = msg.header.length as usize;
             match msg.payload {
-                NetlinkPayload::Done(_) => return Ok(out),
+                NetlinkPayload::Done(_) => return Ok(()),
                 NetlinkPayload::Error(e) => bail!("netlink dump failed: {e:?}"),
-                NetlinkPayload::InnerMessage(m) => out.push(m),
+                NetlinkPayload::InnerMessage(m) => each(m)?,
                 _ => {}
             }
             if len == 0 {
@@ -130,6 +143,17 @@ pub enum Change {
 /// addresses, neighbours, policy rules, the forwarding settings, then
 /// nexthop objects before the routes that use them.
 pub fn dump_all() -> Result<Vec<Change>> {
+    let mut all = Vec::new();
+    dump_all_each(|c| {
+        all.push(c);
+        Ok(())
+    })?;
+    Ok(all)
+}
+
+/// What `dump_all` reads, in its order, each change handed to `each` as
+/// it is read: the routes, by far the most, are never all in memory.
+pub fn dump_all_each(mut each: impl FnMut(Change) -> Result<()>) -> Result<()> {
     let mut rt = dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?;
     for family in [AddressFamily::Inet, AddressFamily::Inet6] {
         let mut a = AddressMessage::default();
@@ -140,19 +164,21 @@ pub fn dump_all() -> Result<Vec<Change>> {
         rt.extend(dump(RouteNetlinkMessage::GetNeighbour(n))?);
     }
     rt.extend(dump_rules()?.into_iter().map(RouteNetlinkMessage::NewRule));
-    let mut all: Vec<Change> = rt.into_iter().map(Change::Rt).collect();
-    all.extend(netconf::dump()?.into_iter().map(Change::Netconf));
-    all.extend(nhobj::dump()?.into_iter().map(Change::Nexthop));
+    for m in rt {
+        each(Change::Rt(m))?;
+    }
+    for c in netconf::dump()? {
+        each(Change::Netconf(c))?;
+    }
+    for n in nhobj::dump()? {
+        each(Change::Nexthop(n))?;
+    }
     for family in [AddressFamily::Inet, AddressFamily::Inet6] {
         let mut r = RouteMessage::default();
         r.header.address_family = family;
-        all.extend(
-            dump(RouteNetlinkMessage::GetRoute(r))?
-                .into_iter()
-                .map(Change::Rt),
-        );
+        dump_each(RouteNetlinkMessage::GetRoute(r), |m| each(Change::Rt(m)))?;
     }
-    Ok(all)
+    Ok(())
 }
 
 /// The policy rules of both families, in the kernel's order.

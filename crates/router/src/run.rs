@@ -114,7 +114,7 @@ pub fn run(
     let mut monitor = Monitor::open()?;
     let mut mirror = Mirror::new(fp)?;
     // The first load is a resync of an empty mirror.
-    mirror.resync(&netlink::dump_all()?)?;
+    mirror.resync_with(|apply| netlink::dump_all_each(|c| apply(&c)))?;
     follow_netfilter(&mut mirror);
     // Interfaces go in once the FIB is loaded: until then every frame
     // passes (not ours).
@@ -182,7 +182,7 @@ pub fn run(
                 eprintln!("linerate route: {e:#}; resyncing");
                 resyncs += 1;
                 monitor = Monitor::open()?;
-                if let Err(e) = mirror.resync(&netlink::dump_all()?) {
+                if let Err(e) = mirror.resync_with(|apply| netlink::dump_all_each(|c| apply(&c))) {
                     eprintln!("linerate route: {e:#}");
                 }
                 follow_netfilter(&mut mirror);

@@ -301,8 +301,18 @@ impl<D: Dataplane> Mirror<D> {
     /// neighbour, nexthop object and route the dump no longer has (the
     /// kernel deleted them while nobody was listening).
     pub fn resync(&mut self, dump: &[Change]) -> Result<()> {
+        self.resync_with(|apply| dump.iter().try_for_each(apply))
+    }
+
+    /// `resync` from a dump read as it is applied (`read` hands each
+    /// change to `apply`, e.g. netlink::dump_all_each): a full table is
+    /// never held whole.
+    pub fn resync_with(
+        &mut self,
+        read: impl FnOnce(&mut dyn FnMut(&Change) -> Result<()>) -> Result<()>,
+    ) -> Result<()> {
         self.seen = Some(Seen::default());
-        let applied: Result<()> = dump.iter().try_for_each(|c| self.apply_change(c));
+        let applied: Result<()> = read(&mut |c| self.apply_change(c));
         let seen = self.seen.take().unwrap_or_default();
         applied?;
         for id in unseen(self.objects.keys(), &seen.objects) {
