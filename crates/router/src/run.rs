@@ -115,6 +115,7 @@ pub fn run(
     let mut mirror = Mirror::new(fp)?;
     // The first load is a resync of an empty mirror.
     mirror.resync_with(|apply| netlink::dump_all_each(|c| apply(&c)))?;
+    trim_heap();
     follow_netfilter(&mut mirror);
     // Interfaces go in once the FIB is loaded: until then every frame
     // passes (not ours).
@@ -185,6 +186,7 @@ pub fn run(
                 if let Err(e) = mirror.resync_with(|apply| netlink::dump_all_each(|c| apply(&c))) {
                     eprintln!("linerate route: {e:#}");
                 }
+                trim_heap();
                 follow_netfilter(&mut mirror);
                 follow_tc(&mut mirror);
                 true
@@ -229,6 +231,18 @@ pub fn run(
     }
     drop(links);
     Ok(())
+}
+
+/// Gives the allocator's free pages back to the system after a resync,
+/// whose sets of what the dump showed (a million route identities on a
+/// full table) are freed at its end: glibc's malloc keeps such pages
+/// otherwise, and the router would hold them for good.
+fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Applies the kernel's notifications; errors are said and the rest goes
