@@ -54,6 +54,10 @@ pub struct Options {
     pub samples: usize,
     /// Requests in flight at once.
     pub window: usize,
+    /// Pin the router's thread to this CPU and the injector and prober to
+    /// another: the router's own cost, without waiting for a core the
+    /// kernel's route work (in the injector's calls) holds.
+    pub router_cpu: Option<usize>,
 }
 
 impl Options {
@@ -69,6 +73,15 @@ impl Options {
         }
         if self.window == 0 || self.window > 65536 {
             bail!("--window: must be 1 to 65536, got {}", self.window);
+        }
+        if let Some(c) = self.router_cpu {
+            let online = linerate_host::cpu::online();
+            if online < 2 || c >= online {
+                bail!(
+                    "--router-cpu: needs two CPUs and one of 0 to {}, got {c}",
+                    online.saturating_sub(1)
+                );
+            }
         }
         Ok(())
     }
@@ -465,6 +478,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
             ready.clone(),
             resyncs.clone(),
         );
+        let router_cpu = o.router_cpu;
         let opts = linerate_router::run::RouteOptions {
             interfaces: vec![ifs.dut_in.clone(), ifs.dut_out.clone()],
             mode: XdpMode::Native,
@@ -475,6 +489,9 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
             .name("churn-router".into())
             .spawn(move || -> Result<()> {
                 linerate_host::netns::enter_for_good(&ns)?;
+                if let Some(c) = router_cpu {
+                    linerate_host::cpu::pin(0, c)?;
+                }
                 linerate_router::run::run(&opts, &stop, &ready, |s| {
                     resyncs.store(s.resyncs, Ordering::Relaxed)
                 })
@@ -505,6 +522,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
         let before = (resident_kb()?, slab_kb()?);
         let mut memory = Memory::default();
         let mut phases = Vec::new();
+        let other_cpu = o.router_cpu.map(|c| (c + 1) % linerate_host::cpu::online());
         for announce in [true, false] {
             let acked = acks.remove(0);
             let prober_stop = Arc::new(AtomicBool::new(false));
@@ -518,6 +536,9 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
                 );
                 std::thread::spawn(move || -> Result<(Vec<u64>, usize)> {
                     linerate_host::netns::enter_for_good(&ns)?;
+                    if let Some(c) = other_cpu {
+                        linerate_host::cpu::pin(0, c)?;
+                    }
                     let ingress = loader::ifindex(&ifname)?;
                     let prog = loader::attached_xdp_program(ingress)?;
                     let want = if announce {
@@ -538,6 +559,9 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
                 );
                 std::thread::spawn(move || -> Result<(u64, u64)> {
                     linerate_host::netns::enter_for_good(&ns)?;
+                    if let Some(c) = other_cpu {
+                        linerate_host::cpu::pin(0, c)?;
+                    }
                     let oif = loader::ifindex(&out)?;
                     let mut sock = Socket::new(NETLINK_ROUTE)?;
                     sock.bind_auto()?;

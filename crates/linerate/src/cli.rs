@@ -174,6 +174,10 @@ pub struct BenchRouteChurnArgs {
     /// Route requests in flight at once.
     #[arg(long, default_value_t = 256)]
     pub window: usize,
+    /// Pin the router to this CPU and the injector and prober to another
+    /// (default: unpinned, all three sharing the machine).
+    #[arg(long)]
+    pub router_cpu: Option<usize>,
     #[arg(long)]
     pub json: bool,
 }

@@ -23,6 +23,7 @@ fn route_churn(a: crate::cli::BenchRouteChurnArgs) -> Result<()> {
         routes: a.routes,
         samples: a.samples,
         window: a.window,
+        router_cpu: a.router_cpu,
     };
     o.check()?;
     linerate_host::privilege::require_root("linerate bench route-churn")?;
