@@ -16,6 +16,7 @@
 use anyhow::{anyhow, bail, Context, Result};
 use linerate_bpf::loader::{self, XdpMode};
 use linerate_bpf::test_run::{self, XdpAction};
+use linerate_host::clock::monotonic_ns;
 use linerate_host::cmd;
 use linerate_lab::topology::{addr, mac};
 use linerate_lab::{Lab, LabSpec, UpOutcome};
@@ -174,16 +175,6 @@ pub struct Report {
     pub lag_ms: Lag,
     pub announce: Phase,
     pub withdraw: Phase,
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// (resident kB, of which BPF maps' mapped kB) of this process.

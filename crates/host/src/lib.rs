@@ -1,7 +1,8 @@
 //! Host plumbing shared by the lab, the generator and the router: running
 //! system tools with errors a person can act on, entering network
-//! namespaces, pinning threads, checking privileges.
+//! namespaces, pinning threads, checking privileges, the monotonic clock.
 
+pub mod clock;
 pub mod cmd;
 pub mod cpu;
 pub mod field;

@@ -10,6 +10,7 @@
 //! first one to the new is a late one.
 use anyhow::{anyhow, bail, Result};
 use linerate_bpf::loader::XdpMode;
+use linerate_host::clock::monotonic_ns;
 use linerate_host::cmd;
 use linerate_host::cmd::mac_text;
 use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
@@ -35,16 +36,6 @@ const MACS: [[u8; 6]; 4] = [
 ];
 /// The generator's destinations (198.19.10.1-100) are in this prefix.
 const PREFIX: &str = "198.19.10.0/24";
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Change {

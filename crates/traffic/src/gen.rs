@@ -736,14 +736,4 @@ pub fn tx_counters(ifname: &str) -> Result<(u64, u64)> {
     bail!("interface {ifname} is not in this network namespace")
 }
 
-/// CLOCK_MONOTONIC in nanoseconds: the clock `bpf_ktime_get_ns()` reads,
-/// so the receiver can compare stamps from both modes.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid pointer to a timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use linerate_host::clock::monotonic_ns;
