@@ -219,44 +219,22 @@ fn kernel_fib_kb(netns: &str) -> Result<u64> {
 /// via `gateway` in `netns`, with `ip -batch`.
 fn install_table(netns: &str, n: usize, gateway: &str, oif: &str) -> Result<()> {
     use std::io::Write;
-    let lab = (0xC612_0000u32, 15u8);
-    let overlaps = |a: u32, l: u8, b: u32, m: u8| {
-        let k = l.min(m);
-        let mask = if k == 0 { 0 } else { u32::MAX << (32 - k) };
-        a & mask == b & mask
-    };
-    let routes: Vec<String> = linerate_fib::synthetic::ipv4(n + n / 10 + 16, 1, 2544)
-        .into_iter()
-        .filter(|&(a, l, _)| {
-            let first = a >> 24;
-            (1..224).contains(&first)
-                && first != 127
-                && !overlaps(a, l, lab.0, lab.1)
-                && !overlaps(a, l, FIRST_PREFIX, 4)
-        })
-        .take(n)
-        .map(|(a, l, _)| linerate_fib::dump::show(a, l))
-        .collect();
+    let routes =
+        linerate_fib::synthetic::ipv4_routable(n, 2544, &[(0xC612_0000, 15), (FIRST_PREFIX, 4)]);
     if routes.len() < n {
         bail!("--table: only {} routes could be generated", routes.len());
     }
-    let mut f = tempfile_in_tmp()?;
+    let mut f = tempfile::Builder::new()
+        .prefix("linerate-churn-table")
+        .tempfile()?;
     {
-        let mut w = std::io::BufWriter::new(&mut f.1);
+        let mut w = std::io::BufWriter::new(&mut f);
         for p in &routes {
             writeln!(w, "route add {p} via {gateway} dev {oif} proto static")?;
         }
     }
-    let path = f.0.clone();
-    let r = cmd::ip(Some(netns), &["-batch", &path]);
-    let _ = std::fs::remove_file(&path);
+    let r = cmd::ip(Some(netns), &["-batch", &f.path().display().to_string()]);
     r.map(drop).context("installing the table")
-}
-
-/// A scratch file in /tmp, its path and handle.
-fn tempfile_in_tmp() -> Result<(String, std::fs::File)> {
-    let path = format!("/tmp/linerate-churn-table-{}", std::process::id());
-    Ok((path.clone(), std::fs::File::create(&path)?))
 }
 
 fn prefix(i: usize) -> Ipv4Addr {

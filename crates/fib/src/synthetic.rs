@@ -67,6 +67,27 @@ pub fn ipv4(n: usize, nexthops: u32, seed: u64) -> Vec<(u32, u8, u32)> {
     out
 }
 
+/// `n` routes of `ipv4(.., 1, seed)` a router can hold: unicast (first
+/// octet 1 to 223, not 127) and touching none of `avoid` (a lab's own
+/// networks, a range a benchmark changes), as "a.b.c.d/len" strings.
+pub fn ipv4_routable(n: usize, seed: u64, avoid: &[(u32, u8)]) -> Vec<String> {
+    let overlaps = |a: u32, l: u8, b: u32, m: u8| {
+        let k = l.min(m);
+        mask32(a, k) == mask32(b, k)
+    };
+    ipv4(n + n / 10 + 16, 1, seed)
+        .into_iter()
+        .filter(|&(a, l, _)| {
+            let first = a >> 24;
+            (1..224).contains(&first)
+                && first != 127
+                && !avoid.iter().any(|&(b, m)| overlaps(a, l, b, m))
+        })
+        .take(n)
+        .map(|(a, l, _)| crate::dump::show(a, l))
+        .collect()
+}
+
 /// `n` unique IPv6 routes.
 pub fn ipv6(n: usize, nexthops: u32, seed: u64) -> Vec<(u128, u8, u32)> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -157,6 +178,24 @@ mod tests {
         assert!(t
             .iter()
             .all(|r| mask32(r.0, r.1) == r.0 && (1..=16).contains(&r.2)));
+    }
+
+    #[test]
+    fn routable_ipv4_avoids_what_it_is_told() {
+        let avoid = [(0xC612_0000u32, 15u8), (32 << 24, 4)];
+        let r = ipv4_routable(20_000, 7, &avoid);
+        assert_eq!(r.len(), 20_000);
+        for p in &r {
+            let (a, l) = p.split_once('/').unwrap();
+            let a = u32::from(a.parse::<std::net::Ipv4Addr>().unwrap());
+            let l: u8 = l.parse().unwrap();
+            let first = a >> 24;
+            assert!((1..224).contains(&first) && first != 127, "{p}");
+            for &(b, m) in &avoid {
+                let k = l.min(m);
+                assert_ne!(mask32(a, k), mask32(b, k), "{p} touches {b:x}/{m}");
+            }
+        }
     }
 
     #[test]

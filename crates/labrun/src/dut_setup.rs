@@ -295,24 +295,8 @@ fn replace(
 /// `n` generated IPv4 prefixes, none touching the lab's benchmark range
 /// (198.18.0.0/15), loopback, or multicast and above.
 fn ipv4_routes(n: u32) -> Vec<String> {
-    if n == 0 {
-        return Vec::new();
-    }
-    let lab = (0xC612_0000u32, 15u8); // 198.18.0.0/15
-    let overlaps = |a: u32, l: u8, b: u32, m: u8| {
-        let k = l.min(m);
-        let mask = if k == 0 { 0 } else { u32::MAX << (32 - k) };
-        a & mask == b & mask
-    };
-    linerate_fib::synthetic::ipv4(n as usize + n as usize / 20 + 16, 1, 2544)
-        .into_iter()
-        .filter(|&(a, l, _)| {
-            let first = a >> 24;
-            (1..224).contains(&first) && first != 127 && !overlaps(a, l, lab.0, lab.1)
-        })
-        .take(n as usize)
-        .map(|(a, l, _)| linerate_fib::dump::show(a, l))
-        .collect()
+    // None over the lab's 198.18.0.0/15.
+    linerate_fib::synthetic::ipv4_routable(n as usize, 2544, &[(0xC612_0000, 15)])
 }
 
 /// `n` generated IPv6 prefixes, none touching the lab's 2001:2::/48.
