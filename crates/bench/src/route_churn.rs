@@ -368,6 +368,9 @@ fn probe(
 ) -> Result<(Vec<u64>, usize)> {
     let mut out = vec![0u8; 256];
     let (mut lags, mut never) = (Vec::new(), 0);
+    // After a change that never came, the others get one probe each: a
+    // router that stopped following is said in a minute, not in hours.
+    let mut give_up = GIVE_UP;
     for &i in sampled {
         // The /24's host .1.
         let f = frame(Ipv4Addr::from(u32::from(prefix(i)) + 1))?;
@@ -388,8 +391,9 @@ fn probe(
                 lags.push(monotonic_ns().saturating_sub(ack));
                 break;
             }
-            if stop.load(Ordering::Relaxed) || t.elapsed() > GIVE_UP {
+            if stop.load(Ordering::Relaxed) || t.elapsed() > give_up {
                 never += 1;
+                give_up = Duration::ZERO;
                 break;
             }
             // A probe every 100 us: the prober must not starve the router

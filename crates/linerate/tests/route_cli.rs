@@ -263,6 +263,49 @@ fn route_and_neighbour_changes_are_followed_and_the_old_next_hop_is_not_used_aft
     );
 }
 
+/// A burst of route changes on top of a small table: every sampled change
+/// reaches the fast path (the attached program's verdict becomes the
+/// kernel's: forwarded once announced, passed to the kernel once
+/// withdrawn), no notification is lost, the report has its fields, and the
+/// lab is gone after. How fast is the bench's to measure, not this test's.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_burst_of_route_changes_reaches_the_fast_path_announced_and_withdrawn() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let o = linerate(&[
+        "bench",
+        "route-churn",
+        "--table",
+        "5000",
+        "--routes",
+        "5000",
+        "--samples",
+        "500",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["routes"], 5000, "{r}");
+    assert_eq!(r["overflows"], 0, "{r}");
+    for phase in ["announce", "withdraw"] {
+        assert_eq!(r[phase]["samples"], 500, "{phase}: {r}");
+        assert_eq!(r[phase]["never"], 0, "{phase}: {r}");
+    }
+    for k in ["median", "p99", "max"] {
+        assert!(r["lag_ms"][k].as_f64().is_some(), "{r}");
+    }
+    assert_eq!(r["startup"]["table"], 5000, "{r}");
+    assert!(r["memory"]["kernel_fib_kb"].as_u64().unwrap() > 0, "{r}");
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ns.stdout).contains("lrchurn"),
+        "the lab was left behind"
+    );
+}
+
 /// Frames the receiver got (stamped by the generator) of `n` built at 10
 /// kpps, with the generator's arguments `gen_args` (a source, IPv6). The receiver
 /// runs until the generator is done and the last frame had time to arrive,
