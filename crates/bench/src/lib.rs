@@ -8,4 +8,5 @@
 //! `linerate bench gen` is the generator's own, in linerate-traffic.
 pub mod fastpath;
 pub mod fib;
+pub mod follow;
 pub mod route_churn;

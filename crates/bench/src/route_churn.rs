@@ -14,7 +14,8 @@
 //! long. Overflows: the router's resyncs (the kernel's notifications
 //! overflowed its socket).
 use anyhow::{anyhow, bail, Context, Result};
-use linerate_bpf::loader::{self, XdpMode};
+use crate::follow::{frame_to, kernel_fib_kb, resident_kb, slab_kb, Lag, RouterThread};
+use linerate_bpf::loader;
 use linerate_bpf::test_run::{self, XdpAction};
 use linerate_host::clock::monotonic_ns;
 use linerate_host::cmd;
@@ -88,32 +89,6 @@ impl Options {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct Lag {
-    pub median: f64,
-    pub p99: f64,
-    pub max: f64,
-}
-
-impl Lag {
-    /// Milliseconds from nanoseconds; nearest-rank percentiles.
-    fn of(mut ns: Vec<u64>) -> Lag {
-        if ns.is_empty() {
-            return Lag::default();
-        }
-        ns.sort_unstable();
-        let at = |q: f64| {
-            let rank = ((q * ns.len() as f64).ceil() as usize).clamp(1, ns.len());
-            ns[rank - 1] as f64 / 1e6
-        };
-        Lag {
-            median: at(0.5),
-            p99: at(0.99),
-            max: at(1.0),
-        }
-    }
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct Phase {
     pub kind: &'static str,
@@ -175,43 +150,6 @@ pub struct Report {
     pub lag_ms: Lag,
     pub announce: Phase,
     pub withdraw: Phase,
-}
-
-/// (resident kB, of which BPF maps' mapped kB) of this process.
-fn resident_kb() -> Result<(u64, u64)> {
-    let smaps = std::fs::read_to_string("/proc/self/smaps")?;
-    let (mut all, mut bpf, mut in_bpf) = (0, 0, false);
-    for line in smaps.lines() {
-        if let Some(kb) = line.strip_prefix("Rss:") {
-            let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse()?;
-            all += kb;
-            if in_bpf {
-                bpf += kb;
-            }
-        } else if !line.contains(':') || line.split_whitespace().count() >= 5 {
-            // A mapping's header line: address range, perms, ..., name.
-            in_bpf = line.contains("bpf-map") || line.contains("bpf_arena");
-        }
-    }
-    Ok((all, bpf))
-}
-
-fn slab_kb() -> Result<i64> {
-    let m = std::fs::read_to_string("/proc/meminfo")?;
-    m.lines()
-        .find_map(|l| l.strip_prefix("Slab:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| anyhow!("no Slab in /proc/meminfo"))
-}
-
-/// The main table's "Total size" in /proc/net/fib_triestat of `netns`.
-fn kernel_fib_kb(netns: &str) -> Result<u64> {
-    let s = cmd::in_netns(netns, "cat", &["/proc/net/fib_triestat"])?;
-    let main = s.split("Main:").nth(1).unwrap_or("");
-    main.lines()
-        .find_map(|l| l.strip_prefix("Total size:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| anyhow!("no main table size in /proc/net/fib_triestat"))
 }
 
 /// Installs `n` generated routes (an Internet table's length mix, none in
@@ -337,24 +275,6 @@ fn inject(
     Ok(())
 }
 
-/// A 60-byte UDP frame from the generator's side to `dst`.
-fn frame(dst: Ipv4Addr) -> Result<Vec<u8>> {
-    let parse = |s: &str| -> Result<[u8; 6]> {
-        let mut m = [0u8; 6];
-        for (b, part) in m.iter_mut().zip(s.split(':')) {
-            *b = u8::from_str_radix(part, 16)?;
-        }
-        Ok(m)
-    };
-    let builder = etherparse::PacketBuilder::ethernet2(parse(mac::GEN)?, parse(mac::DUT_IN)?)
-        .ipv4([198, 18, 0, 1], dst.octets(), 64)
-        .udp(1024, 1025);
-    let payload = [0u8; 18];
-    let mut f = Vec::with_capacity(builder.size(payload.len()));
-    builder.write(&mut f, &payload)?;
-    Ok(f)
-}
-
 /// Follows one phase's sampled changes in order: for each, once the kernel
 /// acked it, test-runs the fast path until its verdict is `want`. Returns
 /// the lags (ns) and how many never came.
@@ -373,7 +293,7 @@ fn probe(
     let mut give_up = GIVE_UP;
     for &i in sampled {
         // The /24's host .1.
-        let f = frame(Ipv4Addr::from(u32::from(prefix(i)) + 1))?;
+        let f = frame_to(Ipv4Addr::from(u32::from(prefix(i)) + 1).into())?;
         let t = Instant::now();
         let ack = loop {
             let a = acked[i].load(Ordering::Acquire);
@@ -441,42 +361,14 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
     let started = Instant::now();
 
     // The router, on a thread in the DUT's namespace.
-    let router_stop = Arc::new(AtomicBool::new(false));
-    let ready = Arc::new(AtomicBool::new(false));
-    let resyncs = Arc::new(AtomicU64::new(0));
-    let router = {
-        let (ns, stop, ready, resyncs) = (
-            ns.dut.clone(),
-            router_stop.clone(),
-            ready.clone(),
-            resyncs.clone(),
-        );
-        let router_cpu = o.router_cpu;
-        let opts = linerate_router::run::RouteOptions {
-            interfaces: vec![ifs.dut_in.clone(), ifs.dut_out.clone()],
-            mode: XdpMode::Native,
-            ipv6: linerate_fib::Ipv6Layout::default(),
-            record: name.clone(),
-        };
-        std::thread::Builder::new()
-            .name("churn-router".into())
-            .spawn(move || -> Result<()> {
-                linerate_host::netns::enter_for_good(&ns)?;
-                if let Some(c) = router_cpu {
-                    linerate_host::cpu::pin(0, c)?;
-                }
-                linerate_router::run::run(&opts, &stop, &ready, |s| {
-                    resyncs.store(s.resyncs, Ordering::Relaxed)
-                })
-            })?
-    };
+    let router = RouterThread::spawn(
+        &ns.dut,
+        vec![ifs.dut_in.clone(), ifs.dut_out.clone()],
+        &name,
+        o.router_cpu,
+    )?;
     let result = (|| -> Result<Report> {
-        while !ready.load(Ordering::SeqCst) {
-            if router.is_finished() || started.elapsed() > Duration::from_secs(300) {
-                bail!("linerate's router did not start");
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        router.wait_ready(Duration::from_secs(300))?;
         let (all, bpf) = resident_kb()?;
         let startup = Startup {
             table: o.table,
@@ -588,34 +480,23 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
         Ok(Report {
             startup,
             routes: o.routes,
-            overflows: resyncs.load(Ordering::Relaxed),
+            overflows: router.resyncs(),
             memory,
             lag_ms: Lag::of(all),
             announce: phases.next().expect("two phases"),
             withdraw: phases.next().expect("two phases"),
         })
     })();
-    router_stop.store(true, Ordering::SeqCst);
-    let joined = router
-        .join()
-        .map_err(|_| anyhow!("the router thread panicked"))?;
+    let stopped = router.stop();
     lab.down()?;
     let report = result?;
-    joined?;
+    stopped?;
     Ok(report)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lags_are_nearest_rank_percentiles_in_ms() {
-        let l = Lag::of((1..=100).map(|i| i * 1_000_000).collect());
-        assert_eq!((l.median, l.p99, l.max), (50.0, 99.0, 100.0));
-        let l = Lag::of(vec![3_000_000]);
-        assert_eq!((l.median, l.p99, l.max), (3.0, 3.0, 3.0));
-    }
 
     #[test]
     fn prefixes_are_distinct_24s_below_48() {
