@@ -6,6 +6,7 @@
 //! BPF_PROG_RUN) and `route_churn` (`linerate bench route-churn`: how far
 //! the fast path lags the kernel during a burst of route changes).
 //! `linerate bench gen` is the generator's own, in linerate-traffic.
+pub mod bgp;
 pub mod fastpath;
 pub mod fib;
 pub mod follow;

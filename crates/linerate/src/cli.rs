@@ -156,6 +156,43 @@ pub enum BenchCmd {
     /// changes (a BGP table arriving, then withdrawn): the lag from each
     /// kernel change to the fast path, and the notification overflows.
     RouteChurn(BenchRouteChurnArgs),
+    /// linerate fed by real BGP daemons: a BIRD peer announces, withdraws
+    /// and re-announces a table to the DUT's BIRD or FRR, under traffic;
+    /// the lag from each kernel change to the fast path, per family.
+    Bgp(BenchBgpArgs),
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum BgpSpeaker {
+    /// BIRD 2: plain routes.
+    Bird,
+    /// FRR's zebra and bgpd: routes with next-hop objects.
+    Frr,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchBgpArgs {
+    /// The DUT's BGP daemon.
+    #[arg(long, value_enum, default_value = "bird")]
+    pub speaker: BgpSpeaker,
+    /// IPv4 /24s in the table (from 32.0.0.0).
+    #[arg(long, default_value_t = 100_000)]
+    pub routes: usize,
+    /// IPv6 /48s in the table (from 2a00::).
+    #[arg(long, default_value_t = 20_000)]
+    pub routes6: usize,
+    /// Prefixes sampled per family (the fast path is probed for these).
+    #[arg(long, default_value_t = 500)]
+    pub samples: usize,
+    /// The generator's rate during the bursts, pps (IPv4, to random
+    /// destinations over the table).
+    #[arg(short = 'R', long, default_value_t = 50_000)]
+    pub rate: u64,
+    /// Pin the router to this CPU and the prober and listener to another.
+    #[arg(long)]
+    pub router_cpu: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

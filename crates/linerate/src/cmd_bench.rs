@@ -13,7 +13,63 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Search(a) => search(a),
         BenchCmd::RouteChange(a) => route_change(a),
         BenchCmd::RouteChurn(a) => route_churn(a),
+        BenchCmd::Bgp(a) => bgp(a),
     }
+}
+
+fn bgp(a: crate::cli::BenchBgpArgs) -> Result<()> {
+    use linerate_bench::bgp::{daemons::Speaker, run, Followed, Options};
+    let o = Options {
+        speaker: match a.speaker {
+            crate::cli::BgpSpeaker::Bird => Speaker::Bird,
+            crate::cli::BgpSpeaker::Frr => Speaker::Frr,
+        },
+        routes4: a.routes,
+        routes6: a.routes6,
+        samples: a.samples,
+        rate: a.rate,
+        router_cpu: a.router_cpu,
+    };
+    o.check()?;
+    linerate_host::privilege::require_root("linerate bench bgp")?;
+    let json = a.json;
+    let family = |name: &str, f: &Followed| {
+        format!(
+            "{name} lag median {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} samples{}{})",
+            f.lag_ms.median,
+            f.lag_ms.p99,
+            f.lag_ms.max,
+            f.samples,
+            if f.never > 0 { format!(", {} never followed", f.never) } else { String::new() },
+            if f.unheard > 0 { format!(", {} never changed in the kernel", f.unheard) } else { String::new() },
+        )
+    };
+    let r = run(&o, crate::stop::flag(), |p| {
+        if !json {
+            println!(
+                "{:<10} kernel done in {:.2} s; {}; {}; during: {} of {} frames arrived; settled: IPv4 {} of {}, IPv6 {} of {}",
+                p.kind,
+                p.seconds,
+                family("IPv4", &p.ipv4),
+                family("IPv6", &p.ipv6),
+                p.during.received,
+                p.during.offered,
+                p.settled_ipv4.received,
+                p.settled_ipv4.offered,
+                p.settled_ipv6.received,
+                p.settled_ipv6.offered,
+            );
+        }
+    })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!(
+            "{} with {} IPv4 and {} IPv6 routes: lag median {:.2} ms, p99 {:.2} ms, max {:.2} ms; {} notification overflows",
+            r.speaker, r.routes, r.routes6, r.lag_ms.median, r.lag_ms.p99, r.lag_ms.max, r.overflows
+        );
+    }
+    Ok(())
 }
 
 fn route_churn(a: crate::cli::BenchRouteChurnArgs) -> Result<()> {
