@@ -4,11 +4,15 @@
 # when everything is already there.
 set -euo pipefail
 
+# bird2, frr: the BGP daemons `linerate bench bgp` and its tests run in the
+# lab's namespaces (each test starts its own, with its own files; the
+# packages' services are not used).
 # clang-19: the FIB lives in a BPF arena, whose address-space casts clang
 # emits from version 18 (Debian 12's default clang is 14).
 PACKAGES=(clang clang-19 llvm libbpf-dev libelf-dev zlib1g-dev pkg-config make gcc
           iproute2 ethtool iputils-ping procps util-linux linux-libc-dev
-          nftables iptables fonts-dejavu-core python3-venv)
+          nftables iptables fonts-dejavu-core python3-venv
+          bird2 frr)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup: run as root (apt-get, network namespaces and BPF need it)" >&2

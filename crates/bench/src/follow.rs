@@ -67,8 +67,12 @@ impl RouterThread {
             record: record.to_string(),
         };
         let handle = {
-            let (ns, stop, ready, resyncs) =
-                (netns.to_string(), stop.clone(), ready.clone(), resyncs.clone());
+            let (ns, stop, ready, resyncs) = (
+                netns.to_string(),
+                stop.clone(),
+                ready.clone(),
+                resyncs.clone(),
+            );
             std::thread::Builder::new()
                 .name("bench-router".into())
                 .spawn(move || -> Result<()> {
@@ -115,7 +119,9 @@ impl RouterThread {
     fn stop_and_join(&mut self) -> Result<()> {
         self.stop.store(true, Ordering::SeqCst);
         match self.handle.take() {
-            Some(h) => h.join().map_err(|_| anyhow!("the router thread panicked"))?,
+            Some(h) => h
+                .join()
+                .map_err(|_| anyhow!("the router thread panicked"))?,
             None => Ok(()),
         }
     }

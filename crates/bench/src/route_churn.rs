@@ -13,8 +13,8 @@
 //! announced route not yet used, or a withdrawn one still used, for that
 //! long. Overflows: the router's resyncs (the kernel's notifications
 //! overflowed its socket).
-use anyhow::{anyhow, bail, Context, Result};
 use crate::follow::{frame_to, kernel_fib_kb, resident_kb, slab_kb, Lag, RouterThread};
+use anyhow::{anyhow, bail, Context, Result};
 use linerate_bpf::loader;
 use linerate_bpf::test_run::{self, XdpAction};
 use linerate_host::clock::monotonic_ns;

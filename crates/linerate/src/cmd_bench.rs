@@ -40,8 +40,16 @@ fn bgp(a: crate::cli::BenchBgpArgs) -> Result<()> {
             f.lag_ms.p99,
             f.lag_ms.max,
             f.samples,
-            if f.never > 0 { format!(", {} never followed", f.never) } else { String::new() },
-            if f.unheard > 0 { format!(", {} never changed in the kernel", f.unheard) } else { String::new() },
+            if f.never > 0 {
+                format!(", {} never followed", f.never)
+            } else {
+                String::new()
+            },
+            if f.unheard > 0 {
+                format!(", {} never changed in the kernel", f.unheard)
+            } else {
+                String::new()
+            },
         )
     };
     let r = run(&o, crate::stop::flag(), |p| {

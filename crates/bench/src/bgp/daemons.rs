@@ -101,10 +101,14 @@ pub fn peer_config(routes4: usize, routes6: usize) -> String {
     let _ = write!(
         c,
         "}}\n\
-         protocol bgp b4 {{\n  local {p4} as 65001;\n  neighbor {d4} as 65000;\n  \
+         protocol bgp b4 {{\n  local {p4} as 65001;\n  neighbor {d4} as 65000;\n  {timers}\n  \
          ipv4 {{ table t4; import none; export all; }};\n}}\n\
-         protocol bgp b6 {{\n  local {p6} as 65001;\n  neighbor {d6} as 65000;\n  \
+         protocol bgp b6 {{\n  local {p6} as 65001;\n  neighbor {d6} as 65000;\n  {timers}\n  \
          ipv6 {{ table t6; import none; export all; }};\n}}\n",
+        // The peer waits for the DUT to connect (no connection collision
+        // as both start at once) and, should a session still fail, tries
+        // again in a second, not BIRD's default minute.
+        timers = "passive on; connect retry time 1; error wait time 1, 2;",
         p4 = addrs::PEER_V4,
         d4 = addrs::DUT_V4,
         p6 = addrs::PEER_V6,
@@ -122,10 +126,11 @@ pub fn dut_bird_config() -> String {
         "router id {d4};\nprotocol device {{}}\n\
          protocol kernel k4 {{ ipv4 {{ import none; export all; }}; }}\n\
          protocol kernel k6 {{ ipv6 {{ import none; export all; }}; }}\n\
-         protocol bgp b4 {{\n  local {d4} as 65000;\n  neighbor {p4} as 65001;\n  \
+         protocol bgp b4 {{\n  local {d4} as 65000;\n  neighbor {p4} as 65001;\n  {timers}\n  \
          ipv4 {{ import filter {{ gw = {r4}; accept; }}; export none; }};\n}}\n\
-         protocol bgp b6 {{\n  local {d6} as 65000;\n  neighbor {p6} as 65001;\n  \
+         protocol bgp b6 {{\n  local {d6} as 65000;\n  neighbor {p6} as 65001;\n  {timers}\n  \
          ipv6 {{ import filter {{ gw = {r6}; accept; }}; export none; }};\n}}\n",
+        timers = "connect delay time 1; connect retry time 1; error wait time 1, 2;",
         d4 = addrs::DUT_V4,
         p4 = addrs::PEER_V4,
         d6 = addrs::DUT_V6,
@@ -140,7 +145,8 @@ pub fn dut_bird_config() -> String {
 pub fn dut_bgpd_config() -> String {
     format!(
         "router bgp 65000\n bgp router-id {d4}\n no bgp ebgp-requires-policy\n \
-         neighbor {p4} remote-as 65001\n neighbor {p6} remote-as 65001\n \
+         neighbor {p4} remote-as 65001\n neighbor {p4} timers connect 1\n \
+         neighbor {p6} remote-as 65001\n neighbor {p6} timers connect 1\n \
          address-family ipv4 unicast\n  neighbor {p4} route-map TORECV4 in\n  \
          no neighbor {p6} activate\n exit-address-family\n \
          address-family ipv6 unicast\n  neighbor {p6} activate\n  \
@@ -261,7 +267,13 @@ pub fn start_speaker(speaker: Speaker, netns: &str, dir: &Path) -> Result<Vec<Da
         Speaker::Bird => {
             let conf = dir.join("dut.conf");
             std::fs::write(&conf, dut_bird_config())?;
-            Ok(vec![bird(netns, dir, "dut bird", &conf, &dir.join("dut.ctl"))?])
+            Ok(vec![bird(
+                netns,
+                dir,
+                "dut bird",
+                &conf,
+                &dir.join("dut.ctl"),
+            )?])
         }
         Speaker::Frr => {
             let frr = dir.join("frr");
@@ -274,7 +286,10 @@ pub fn start_speaker(speaker: Speaker, netns: &str, dir: &Path) -> Result<Vec<Da
                 .status()
                 .context("chown to the frr user")?;
             if !chown.success() {
-                bail!("chown -R frr:frr {}: is the frr package installed?", dir.display());
+                bail!(
+                    "chown -R frr:frr {}: is the frr package installed?",
+                    dir.display()
+                );
             }
             let p = |f: &str| frr.join(f).display().to_string();
             let (zserv, vty) = (p("zserv.api"), frr.display().to_string());
@@ -351,7 +366,10 @@ mod tests {
         for c in [dut_bird_config(), dut_bgpd_config()] {
             assert!(c.contains(addrs::RECV_V4), "{c}");
             assert!(c.contains(addrs::RECV_V6), "{c}");
-            assert!(c.contains(addrs::PEER_V4) && c.contains(addrs::PEER_V6), "{c}");
+            assert!(
+                c.contains(addrs::PEER_V4) && c.contains(addrs::PEER_V6),
+                "{c}"
+            );
         }
     }
 }

@@ -84,10 +84,18 @@ pub struct Options {
 impl Options {
     pub fn check(&self) -> Result<()> {
         if self.routes4 == 0 || self.routes4 > addrs::MAX_ROUTES4 {
-            bail!("--routes: must be 1 to {}, got {}", addrs::MAX_ROUTES4, self.routes4);
+            bail!(
+                "--routes: must be 1 to {}, got {}",
+                addrs::MAX_ROUTES4,
+                self.routes4
+            );
         }
         if self.routes6 == 0 || self.routes6 > addrs::MAX_ROUTES6 {
-            bail!("--routes6: must be 1 to {}, got {}", addrs::MAX_ROUTES6, self.routes6);
+            bail!(
+                "--routes6: must be 1 to {}, got {}",
+                addrs::MAX_ROUTES6,
+                self.routes6
+            );
         }
         if self.samples == 0 {
             bail!("--samples: must be at least 1");
@@ -268,7 +276,13 @@ struct Traffic {
 }
 
 impl Traffic {
-    fn trial(&self, dst: Option<IpAddr>, rate: u64, seconds: f64, stop: &AtomicBool) -> Result<Frames> {
+    fn trial(
+        &self,
+        dst: Option<IpAddr>,
+        rate: u64,
+        seconds: f64,
+        stop: &AtomicBool,
+    ) -> Result<Frames> {
         let profile = match dst {
             None => Profile {
                 family: Family::Ipv4,
@@ -282,7 +296,11 @@ impl Traffic {
                 random_dst: true,
             },
             Some(d) => Profile {
-                family: if d.is_ipv4() { Family::Ipv4 } else { Family::Ipv6 },
+                family: if d.is_ipv4() {
+                    Family::Ipv4
+                } else {
+                    Family::Ipv6
+                },
                 len: if d.is_ipv4() { "60" } else { "78" }.into(),
                 src: None,
                 dst: Some(d.to_string()),
@@ -336,10 +354,23 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
     bgp_link(&ns.dut, &teardown.peer_ns)?;
     // The receiver drops everything, neighbour solicitations too: its
     // addresses are fixed on the DUT.
-    for (addr, dev) in [(addrs::RECV_V4, &ifs.dut_out), (addrs::RECV_V6, &ifs.dut_out)] {
+    for (addr, dev) in [
+        (addrs::RECV_V4, &ifs.dut_out),
+        (addrs::RECV_V6, &ifs.dut_out),
+    ] {
         cmd::ip(
             Some(&ns.dut),
-            &["neigh", "replace", addr, "lladdr", mac::RECV, "dev", dev, "nud", "permanent"],
+            &[
+                "neigh",
+                "replace",
+                addr,
+                "lladdr",
+                mac::RECV,
+                "dev",
+                dev,
+                "nud",
+                "permanent",
+            ],
         )?;
     }
     let dir = tempfile::Builder::new().prefix("linerate-bgp").tempdir()?;
@@ -474,7 +505,9 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
                     }
                 })();
                 settled.store(true, Ordering::SeqCst);
-                let during = during.join().map_err(|_| anyhow!("the traffic thread panicked"))?;
+                let during = during
+                    .join()
+                    .map_err(|_| anyhow!("the traffic thread panicked"))?;
                 Ok((outcome?, during?))
             });
             // The fast path gets a minute past the kernel's last change.
@@ -488,7 +521,9 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
                 .map_err(|_| anyhow!("the prober panicked"))??;
             let (seconds, during) = background?;
             if heard.lost.load(Ordering::SeqCst) {
-                bail!("{kind}: the bench's own listener lost route notifications: the lags are void");
+                bail!(
+                    "{kind}: the bench's own listener lost route notifications: the lags are void"
+                );
             }
             let mut followed = |range: std::ops::Range<usize>| {
                 let mut f = Followed::default();
@@ -554,7 +589,10 @@ mod tests {
     #[test]
     fn table_prefixes_are_distinct_and_inside_the_table() {
         assert_eq!(addrs::prefix4(0).to_string(), "32.0.0.0");
-        assert_eq!(addrs::prefix4(addrs::MAX_ROUTES4 - 1).to_string(), "47.255.255.0");
+        assert_eq!(
+            addrs::prefix4(addrs::MAX_ROUTES4 - 1).to_string(),
+            "47.255.255.0"
+        );
         assert_eq!(addrs::prefix6(0x1_0005).to_string(), "2a00:1:5::");
         assert!(addrs::in_table6(addrs::prefix6(addrs::MAX_ROUTES6 - 1)));
         assert!(!addrs::in_table6("2a00:10::".parse().unwrap()));

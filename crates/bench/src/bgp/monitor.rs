@@ -127,12 +127,7 @@ pub fn listen(
                 heard.lost.store(true, Ordering::SeqCst);
                 continue;
             }
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(libc::EAGAIN) | Some(libc::EINTR)
-                ) =>
-            {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN) | Some(libc::EINTR)) => {
                 continue
             }
             Err(e) => bail!("reading route notifications: {e}"),
@@ -248,9 +243,21 @@ mod tests {
         assert_eq!(
             changes(&buf),
             vec![
-                Change { added: true, dst: a, len: 24 },
-                Change { added: false, dst: b, len: 48 },
-                Change { added: false, dst: a, len: 24 },
+                Change {
+                    added: true,
+                    dst: a,
+                    len: 24
+                },
+                Change {
+                    added: false,
+                    dst: b,
+                    len: 48
+                },
+                Change {
+                    added: false,
+                    dst: a,
+                    len: 24
+                },
             ]
         );
         // A truncated last message ends the walk, nothing invented.
