@@ -65,6 +65,7 @@ impl RouterThread {
             mode: XdpMode::Native,
             ipv6: linerate_fib::Ipv6Layout::default(),
             record: record.to_string(),
+            nice: linerate_router::run::DEFAULT_NICE,
         };
         let handle = {
             let (ns, stop, ready, resyncs) = (

@@ -133,6 +133,7 @@ fn start_linerate(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding> {
                 record: ns,
                 interfaces: ifs,
                 mode: linerate_bpf::loader::XdpMode::Native,
+                nice: linerate_router::run::DEFAULT_NICE,
             },
             stop,
             ready,

@@ -79,6 +79,12 @@ pub struct RouteArgs {
     /// No per-second lines.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// The route-following loop's nice value, -20 to 19: ahead of
+    /// ordinary processes by default, so a BGP daemon's burst does not
+    /// keep it waiting for the CPU (the fast path would use withdrawn
+    /// routes meanwhile).
+    #[arg(long, default_value_t = linerate_router::run::DEFAULT_NICE, allow_negative_numbers = true)]
+    pub nice: i32,
 }
 
 #[derive(Subcommand, Debug)]

@@ -11,8 +11,10 @@ pub fn options(
     mode: &str,
     ipv6: linerate_fib::Ipv6Layout,
     netns: Option<&str>,
+    nice: i32,
 ) -> RouteOptions {
     RouteOptions {
+        nice,
         ipv6,
         record: netns.unwrap_or("default").to_string(),
         interfaces: interfaces.to_vec(),
@@ -29,7 +31,13 @@ pub fn run(a: RouteArgs) -> Result<()> {
     if let Some(ns) = &a.netns {
         linerate_host::netns::enter_for_good(ns)?;
     }
-    let opts = options(&a.interfaces, &a.mode, a.fib6.layout, a.netns.as_deref());
+    let opts = options(
+        &a.interfaces,
+        &a.mode,
+        a.fib6.layout,
+        a.netns.as_deref(),
+        a.nice,
+    );
     let ready = AtomicBool::new(false);
     let quiet = a.quiet;
     route(&opts, stop::flag(), &ready, |s| {

@@ -173,6 +173,33 @@ fn route_forwards_refuses_doubles_and_leaves_the_kernel_forwarding() {
         "dut0,nope0",
     ]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("interface nope0 does not exist"));
+    // Its loop runs at nice -10 (the main thread's nice, /proc's 19th
+    // field); a nice out of range is refused before anything is touched.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", route.id())).unwrap();
+    let after_name = stat.rsplit(')').next().unwrap();
+    let nice: i32 = after_name
+        .split_whitespace()
+        .nth(16)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(nice, -10, "{stat}");
+    let o = linerate(&[
+        "route",
+        "--netns",
+        &format!("{LAB}-dut"),
+        "-i",
+        "dut0,dut1",
+        "--nice",
+        "20",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--nice: must be -20 to 19, got 20"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(dut_xdp(), ["router", "router"]);
 
     // kill -9: the links die with the process, the kernel forwards.
     std::thread::sleep(Duration::from_millis(1200));
