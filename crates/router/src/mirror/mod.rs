@@ -345,6 +345,8 @@ impl<D: Dataplane> Mirror<D> {
         for k in self.families.v6.routes.drop_unseen(&seen.routes6) {
             self.sync(k)?;
         }
+        self.families.v4.routes.compact();
+        self.families.v6.routes.compact();
         if seen.policy != self.policy {
             self.policy = seen.policy;
             self.push_all_ingress()?;

