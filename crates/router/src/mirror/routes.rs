@@ -315,6 +315,27 @@ mod tests {
     }
 
     #[test]
+    fn compacting_keeps_every_route_and_its_best_and_changes_go_on_after() {
+        let mut t = RouteTable::<u32>::default();
+        for i in 0..5000u32 {
+            t.update((i << 8, 24), cand(254, 0, gw(2, "10.0.0.1")), false);
+            if i % 7 == 0 {
+                t.update((i << 8, 24), cand(254, 5, gw(3, "10.0.0.2")), false);
+                t.update((i << 8, 23), cand(254, 0, gw(3, "10.0.0.2")), false);
+            }
+        }
+        let before: Vec<_> = t.prefixes().into_iter().map(|k| (k, t.best(&k))).collect();
+        t.compact();
+        let after: Vec<_> = t.prefixes().into_iter().map(|k| (k, t.best(&k))).collect();
+        assert_eq!(before, after);
+        assert_eq!(t.interned(), 2);
+        t.update((7 << 8, 24), cand(254, 0, gw(2, "10.0.0.1")), true);
+        assert_eq!(t.best(&(7 << 8, 24)), Some(gw(3, "10.0.0.2")));
+        t.update((1 << 30, 8), cand(254, 0, gw(2, "10.0.0.1")), false);
+        assert_eq!(t.covering((1 << 30) + 5), Some(gw(2, "10.0.0.1")));
+    }
+
+    #[test]
     fn ipv6_deletes_multipath_members_one_by_one() {
         let mut t = RouteTable::<u128>::default();
         let k = (0x2001_0db8u128 << 96, 32);
