@@ -289,6 +289,7 @@ pub struct Monitor {
 impl Monitor {
     pub fn open() -> Result<Self> {
         let sock = socket(GROUPS)?;
+        crate::socket::force_rcvbuf(&sock, crate::socket::NOTIFY_RCVBUF);
         // A kernel without nexthop objects has no such group: nothing to
         // follow there.
         let _ = sock.add_membership(nhobj::RTNLGRP_NEXTHOP);

@@ -12,8 +12,27 @@ pub fn socket_on(protocol: isize, groups: u32) -> Result<Socket> {
     let mut s = Socket::new(protocol).context("cannot open a netlink socket")?;
     s.bind(&SocketAddr::new(0, groups))
         .context("cannot bind the netlink socket")?;
-    // Bursts of route changes (a BGP session coming up) must not overflow it.
-    let size: libc::c_int = 8 << 20;
+    force_rcvbuf(&s, DUMP_RCVBUF);
+    Ok(s)
+}
+
+/// A dump's socket buffer: answers are read as they come.
+const DUMP_RCVBUF: usize = 8 << 20;
+
+/// The notification socket's buffer (the kernel doubles it, to 256 MiB):
+/// a BGP full table arrives at 30-50k routes/s, a route notification takes
+/// 832 bytes of it (measured: /proc/net/netlink's Rmem over 1,000 of
+/// them), and the router must not lose one while it waits for a CPU or
+/// re-reads a million routes after all (2.5 s, 100k notifications
+/// meanwhile). 256 MiB holds about 320k, 6 s or more of a full table; 16
+/// MiB (20k, half a second) overflowed once in a 1.1M-route FRR run
+/// (docs/router.md). Memory is only taken while notifications wait.
+pub const NOTIFY_RCVBUF: usize = 128 << 20;
+
+/// Sets `s`'s receive buffer to `bytes` (SO_RCVBUFFORCE: root may exceed
+/// net.core.rmem_max); a refusal leaves the default.
+pub fn force_rcvbuf(s: &Socket, bytes: usize) {
+    let size = bytes.min(i32::MAX as usize / 2) as libc::c_int;
     // SAFETY: a valid socket and option value.
     unsafe {
         libc::setsockopt(
@@ -24,7 +43,6 @@ pub fn socket_on(protocol: isize, groups: u32) -> Result<Socket> {
             std::mem::size_of_val(&size) as libc::socklen_t,
         );
     }
-    Ok(s)
 }
 
 /// Sends a dump request of an rtnetlink message type (`kind`, with `body`
