@@ -252,14 +252,16 @@ pub fn notification(m: &Message) -> Result<Option<Change>> {
 }
 
 /// What a batch of notifications makes the caller read again, besides
-/// applying them: nftables' hooks; tc's hooks and the XDP features (a link's
-/// change may be the kernel's default qdisc attached as it comes up, and the
-/// features follow the link's); the policy rules, which are reloaded whole
-/// (crate::policy).
+/// applying them: nftables' hooks; tc's hooks (a qdisc, class, filter or
+/// chain changed; the caller adds a link that came, went or came up, as it
+/// gets the kernel's default qdisc); the XDP features, which follow a
+/// link's (a veth's change as its peer takes an XDP program); the policy
+/// rules, which are reloaded whole (crate::policy).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Rereads {
     pub netfilter: bool,
-    pub tc_and_xdp_features: bool,
+    pub tc: bool,
+    pub xdp_features: bool,
     pub rules: bool,
 }
 
@@ -269,7 +271,8 @@ pub fn rereads(changes: &[Change]) -> Rereads {
     for c in changes {
         match c {
             Change::Netfilter => r.netfilter = true,
-            Change::Tc | Change::Rt(NewLink(_) | DelLink(_)) => r.tc_and_xdp_features = true,
+            Change::Tc => r.tc = true,
+            Change::Rt(NewLink(_) | DelLink(_)) => r.xdp_features = true,
             c if is_rule(c) => r.rules = true,
             _ => {}
         }
@@ -391,11 +394,19 @@ mod tests {
         let route = Change::Rt(RouteNetlinkMessage::NewRoute(Default::default()));
         assert_eq!(rereads(std::slice::from_ref(&route)), Rereads::default());
         assert_eq!(
-            rereads(&[route, link, Change::Netfilter, rule]),
+            rereads(&[route.clone(), link.clone(), Change::Netfilter, rule]),
             Rereads {
                 netfilter: true,
-                tc_and_xdp_features: true,
+                tc: false,
+                xdp_features: true,
                 rules: true
+            }
+        );
+        assert_eq!(
+            rereads(&[route, Change::Tc]),
+            Rereads {
+                tc: true,
+                ..Default::default()
             }
         );
     }

@@ -287,8 +287,10 @@ pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[netlink
     if again.netfilter {
         follow_netfilter(mirror);
     }
-    if again.tc_and_xdp_features {
+    if again.tc || mirror.take_links_up_or_down() {
         follow_tc(mirror);
+    }
+    if again.xdp_features {
         follow_xdp_features(mirror);
     }
     if again.rules {

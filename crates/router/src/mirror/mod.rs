@@ -155,6 +155,10 @@ pub struct Mirror<D: Dataplane = FastPath> {
     /// The router's own IPv4 addresses (the local table's /32 local
     /// routes): frames from them pass.
     local4: LocalSources,
+    /// A link came, went, or went up or down since the last
+    /// `take_links_up_or_down` (tc's hooks are read again then: a link
+    /// gets its default qdisc as it comes up).
+    links_up_or_down: bool,
     pub counts: Counts,
 }
 
@@ -256,6 +260,7 @@ impl<D: Dataplane> Mirror<D> {
             netfilter: Hooks::default(),
             tc: BTreeMap::new(),
             xmit: BTreeMap::new(),
+            links_up_or_down: false,
             // Until a dump says otherwise (a mirror fed by hand).
             policy: Policy::kernel_default(),
             local4: LocalSources::default(),
@@ -648,6 +653,14 @@ impl<D: Dataplane> Mirror<D> {
         }
     }
 
+    /// Whether a link came, went, or went up or down since the last call.
+    /// Other link changes (a veth's features as its peer takes an XDP
+    /// program) need no new read of tc, which waits for the kernel's
+    /// rtnl lock behind every route a BGP daemon is installing.
+    pub fn take_links_up_or_down(&mut self) -> bool {
+        std::mem::take(&mut self.links_up_or_down)
+    }
+
     /// Routes in the FIBs: IPv4, IPv6.
     pub fn routes(&self) -> (usize, usize) {
         (self.families.v4.fib.len(), self.families.v6.fib.len())
@@ -663,8 +676,12 @@ impl<D: Dataplane> Mirror<D> {
             None => {
                 self.links.remove(&index);
                 self.names.remove(&index);
+                self.links_up_or_down = true;
             }
             Some(link) => {
+                if self.links.get(&index).map(|l| l.up) != Some(link.up) {
+                    self.links_up_or_down = true;
+                }
                 let renamed = u
                     .name
                     .as_ref()
