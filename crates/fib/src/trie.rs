@@ -23,6 +23,9 @@
 use crate::key::Key;
 use crate::shortcut;
 use rustc_hash::FxHashMap as HashMap;
+
+/// One prefix length's routes: address -> next hop.
+type RouteMap<K> = griddle::HashMap<K, u32, rustc_hash::FxBuildHasher>;
 use serde::Serialize;
 use thiserror::Error;
 
@@ -164,8 +167,11 @@ pub struct Fib<K: Key> {
     concurrent_readers: bool,
     /// The routes, one map per prefix length: finding the route that covers
     /// a removed one probes the shorter lengths, and the maps of short
-    /// lengths are small enough to stay in cache.
-    routes: Vec<HashMap<K, u32>>,
+    /// lengths are small enough to stay in cache. Maps that grow a slice at
+    /// a time (griddle): a plain hash map of half a million /24s moves them
+    /// all at once when it grows, a stall of tens of milliseconds in the
+    /// middle of a BGP burst (docs/router.md, session 17).
+    routes: Vec<RouteMap<K>>,
     route_count: usize,
     /// Groups allocated by the change in progress, with what their entries
     /// held before (a reused group keeps its old entries).
@@ -211,7 +217,7 @@ impl<K: Key> Fib<K> {
             free: Vec::new(),
             quarantine: Vec::new(),
             concurrent_readers: true,
-            routes: (0..=K::BITS).map(|_| HashMap::default()).collect(),
+            routes: (0..=K::BITS).map(|_| RouteMap::default()).collect(),
             route_count: 0,
             allocated: Vec::new(),
             recording: true,
