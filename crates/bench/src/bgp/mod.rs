@@ -153,7 +153,8 @@ pub struct Phase {
     pub ipv6: Followed,
     /// The generator's frames during the burst.
     pub during: Frames,
-    /// Once settled: frames to the table, IPv4 (random over it) and IPv6
+    /// Once settled (the kernel holds the whole table, or none of it, and
+    /// has not changed it for a second): frames to the table, IPv4 (random over it) and IPv6
     /// (its first, middle and last prefix). All arrive when announced,
     /// none when withdrawn.
     pub settled_ipv4: Frames,
@@ -558,6 +559,18 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
                 f
             };
             let (ipv4, ipv6) = (followed(0..n4), followed(n4..prefixes.len()));
+            // Settled: the kernel's table unchanged for a second (a daemon
+            // may replace routes after the last one came), so the frames
+            // test linerate against one state of the kernel.
+            let quiet = Instant::now();
+            while monotonic_ns().saturating_sub(heard.last_change.load(Ordering::SeqCst))
+                < 1_000_000_000
+            {
+                if quiet.elapsed() > GIVE_UP {
+                    bail!("{kind}: the kernel's table kept changing for a minute");
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
             let (settled_ipv4, settled_ipv6) = traffic.settled(o.routes6, stop)?;
             let phase = Phase {
                 kind,

@@ -35,6 +35,8 @@ pub struct Heard {
     pub routes6: AtomicI64,
     /// The listener's socket overflowed: some changes were not heard.
     pub lost: AtomicBool,
+    /// When the kernel last changed a route of the table (monotonic ns).
+    pub last_change: AtomicU64,
 }
 
 impl Heard {
@@ -47,6 +49,7 @@ impl Heard {
             routes4: AtomicI64::new(0),
             routes6: AtomicI64::new(0),
             lost: AtomicBool::new(false),
+            last_change: AtomicU64::new(0),
         }
     }
 }
@@ -141,6 +144,7 @@ pub fn listen(
                 _ => continue,
             };
             counter.fetch_add(if c.added { 1 } else { -1 }, Ordering::SeqCst);
+            heard.last_change.store(now, Ordering::SeqCst);
             if let Some(&i) = samples.get(&(c.dst, c.len)) {
                 if adds.get(phase) == Some(&c.added) {
                     let _ = heard.at[phase][i].compare_exchange(
