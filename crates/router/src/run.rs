@@ -201,10 +201,15 @@ pub fn run(
     let mut freed_at: Option<Instant> = None;
     let mut ingress = mirror.ingress().clone();
     let mut resyncs = 0;
+    let mut poller = Poller::start()?;
+    // Counts the loop's own reads of what the poller reads.
+    let mut generation: u64 = 0;
     while !stop.load(Ordering::Relaxed) {
         let changed = match monitor.wait(Duration::from_millis(50)) {
             Ok(msgs) => {
-                apply_notifications(&mut mirror, &msgs);
+                if apply_notifications(&mut mirror, &msgs) {
+                    generation += 1;
+                }
                 !msgs.is_empty()
             }
             Err(e) => {
@@ -219,17 +224,24 @@ pub fn run(
                 trim_heap();
                 follow_netfilter(&mut mirror);
                 follow_tc(&mut mirror);
+                generation += 1;
                 true
             }
         };
         if changed || tick.elapsed() >= Duration::from_secs(1) {
             follow_ipv6_switches(&mut mirror);
         }
-        // Legacy iptables tables and tcx programs come and go unnotified.
+        // Legacy iptables tables and tcx programs come and go unnotified:
+        // read once a second, off this loop.
         if tick.elapsed() >= Duration::from_secs(1) {
-            follow_netfilter(&mut mirror);
-            follow_tc(&mut mirror);
-            follow_xdp_features(&mut mirror);
+            poller.ask(mirror.ingress().keys().copied().collect(), generation);
+        }
+        if let Some(u) = poller.answer(generation) {
+            apply_netfilter(&mut mirror, u.netfilter);
+            apply_tc(&mut mirror, u.tc);
+            if let Some(known) = u.xdp {
+                apply_xdp_features(&mut mirror, known);
+            }
         }
         if changed {
             report_ingress_changes(&mut ingress, mirror.ingress(), &opts.interfaces, &ifindexes)?;
@@ -275,19 +287,86 @@ fn trim_heap() {
     }
 }
 
+/// What no notification announces, read once a second: legacy iptables
+/// tables, tcx programs, XDP features.
+struct Unnotified {
+    netfilter: Hooks,
+    tc: BTreeMap<u32, TcHooks>,
+    xdp: Option<BTreeMap<u32, XdpXmit>>,
+}
+
+/// Reads them on a thread of its own, so that the loop following the
+/// routes never waits for them: tc's qdisc dump waits for the kernel's
+/// rtnl lock behind every route a BGP daemon installs, up to 840 ms in a
+/// 1.1M-route FRR run (docs/router.md), and the routes would wait behind
+/// it. The loop asks with its interfaces and a generation (`ask`), and
+/// applies the answer when it comes (`answer`), unless it has read any of
+/// them itself since it asked (a notification's re-read is newer).
+struct Poller {
+    asks: std::sync::mpsc::Sender<Vec<u32>>,
+    answers: std::sync::mpsc::Receiver<Unnotified>,
+    /// The generation the outstanding question was asked at.
+    asked: Option<u64>,
+}
+
+impl Poller {
+    /// The thread inherits the caller's network namespace, and ends when
+    /// the poller is dropped.
+    fn start() -> Result<Poller> {
+        let (asks, questions) = std::sync::mpsc::channel::<Vec<u32>>();
+        let (tell, answers) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("linerate-poll".into())
+            .spawn(move || {
+                for ifindexes in questions {
+                    let u = Unnotified {
+                        netfilter: read_netfilter(),
+                        tc: read_tc(&ifindexes),
+                        xdp: read_xdp_features(),
+                    };
+                    if tell.send(u).is_err() {
+                        break;
+                    }
+                }
+            })?;
+        Ok(Poller {
+            asks,
+            answers,
+            asked: None,
+        })
+    }
+
+    /// Asks for a reading unless one is outstanding.
+    fn ask(&mut self, ifindexes: Vec<u32>, generation: u64) {
+        if self.asked.is_none() && self.asks.send(ifindexes).is_ok() {
+            self.asked = Some(generation);
+        }
+    }
+
+    /// The reading, if one came and nothing newer was read since it was
+    /// asked for.
+    fn answer(&mut self, generation: u64) -> Option<Unnotified> {
+        let u = self.answers.try_recv().ok()?;
+        let asked = self.asked.take()?;
+        (asked == generation).then_some(u)
+    }
+}
+
 /// Applies the kernel's notifications; errors are said and the rest goes
 /// on. A change of the policy rules reloads them whole (crate::policy).
-pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[netlink::Change]) {
+/// Whether it read netfilter's, tc's hooks or the XDP features again.
+pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[netlink::Change]) -> bool {
     for m in msgs {
         if let Err(e) = mirror.apply_change(m) {
             eprintln!("linerate route: {e:#}");
         }
     }
     let again = netlink::rereads(msgs);
+    let tc = again.tc || mirror.take_links_up_or_down();
     if again.netfilter {
         follow_netfilter(mirror);
     }
-    if again.tc || mirror.take_links_up_or_down() {
+    if tc {
         follow_tc(mirror);
     }
     if again.xdp_features {
@@ -298,6 +377,7 @@ pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[netlink
             eprintln!("linerate route: the policy rules: {e:#}");
         }
     }
+    again.netfilter || tc || again.xdp_features
 }
 
 /// Reads which netfilter hooks see forwarded packets (crate::netfilter)
@@ -305,14 +385,21 @@ pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[netlink
 /// going through them. Unreadable: both families are taken as hooked
 /// (never bypass a firewall that may be there).
 pub fn follow_netfilter<D: Dataplane>(mirror: &mut Mirror<D>) {
-    let hooks = Hooks::dump().unwrap_or_else(|e| {
+    apply_netfilter(mirror, read_netfilter());
+}
+
+fn read_netfilter() -> Hooks {
+    Hooks::dump().unwrap_or_else(|e| {
         eprintln!("linerate route: {e:#}; the kernel forwards everything until they can be read");
         let unknown = vec!["netfilter hooks that could not be read".to_string()];
         Hooks {
             ipv4: unknown.clone(),
             ipv6: unknown,
         }
-    });
+    })
+}
+
+fn apply_netfilter<D: Dataplane>(mirror: &mut Mirror<D>, hooks: Hooks) {
     let before = mirror.netfilter();
     for (family, now, was) in [
         ("IPv4", &hooks.ipv4, &before.ipv4),
@@ -355,9 +442,12 @@ fn say_hooks_changed(
 /// it to the mirror, saying so when a side of an interface starts or stops
 /// going through it. Unreadable: every side is taken as acted on.
 pub fn follow_tc<D: Dataplane>(mirror: &mut Mirror<D>) {
-    let names = mirror.ingress_names();
     let ifindexes: Vec<u32> = mirror.ingress().keys().copied().collect();
-    let tc = crate::tc::dump(&ifindexes).unwrap_or_else(|e| {
+    apply_tc(mirror, read_tc(&ifindexes));
+}
+
+fn read_tc(ifindexes: &[u32]) -> BTreeMap<u32, TcHooks> {
+    crate::tc::dump(ifindexes).unwrap_or_else(|e| {
         eprintln!("linerate route: {e:#}; the kernel forwards everything until tc can be read");
         let unknown = vec!["tc, which could not be read".to_string()];
         ifindexes
@@ -370,7 +460,12 @@ pub fn follow_tc<D: Dataplane>(mirror: &mut Mirror<D>) {
                 (i, t)
             })
             .collect()
-    });
+    })
+}
+
+fn apply_tc<D: Dataplane>(mirror: &mut Mirror<D>, tc: BTreeMap<u32, TcHooks>) {
+    let names = mirror.ingress_names();
+    let ifindexes: Vec<u32> = mirror.ingress().keys().copied().collect();
     let none = TcHooks::default();
     for &i in &ifindexes {
         let name = names
@@ -407,13 +502,23 @@ pub fn follow_tc<D: Dataplane>(mirror: &mut Mirror<D>) {
 /// a second and after link changes. A kernel without the netdev family:
 /// single buffers are sent as before, multi-buffer frames pass.
 pub fn follow_xdp_features<D: Dataplane>(mirror: &mut Mirror<D>) {
-    let known = match crate::xdp_features::dump() {
-        Ok(k) => k.unwrap_or_default(),
+    if let Some(known) = read_xdp_features() {
+        apply_xdp_features(mirror, known);
+    }
+}
+
+/// None (said) when they cannot be read: the mirror keeps what it had.
+fn read_xdp_features() -> Option<BTreeMap<u32, XdpXmit>> {
+    match crate::xdp_features::dump() {
+        Ok(k) => Some(k.unwrap_or_default()),
         Err(e) => {
             eprintln!("linerate route: {e:#}");
-            return;
+            None
         }
-    };
+    }
+}
+
+fn apply_xdp_features<D: Dataplane>(mirror: &mut Mirror<D>, known: BTreeMap<u32, XdpXmit>) {
     for (ifindex, name) in mirror.ingress_names() {
         let (was, now) = (
             mirror.xmit(ifindex),
