@@ -136,10 +136,13 @@ pub struct Followed {
     pub lag_ms: Lag,
 }
 
-/// Frames the generator offered the DUT and those that arrived.
+/// Frames the generator offered the DUT, those the DUT's receive ring
+/// refused (they never reached the router: a NIC's rx drop, the DUT's
+/// cores busy), and those that arrived.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Frames {
     pub offered: u64,
+    pub refused: u64,
     pub received: u64,
 }
 
@@ -337,6 +340,7 @@ impl Traffic {
         let r = run_trial(&t, stop, |_, _, _| {})?;
         Ok(Frames {
             offered: r.offered.sent_packets + r.offered.xmit_errors,
+            refused: r.offered.xmit_errors,
             received: r.received_packets,
         })
     }
@@ -349,6 +353,7 @@ impl Traffic {
         for i in [0, routes6 / 2, routes6 - 1] {
             let f = self.trial(Some(host_in(addrs::prefix6(i).into())), 10_000, 0.3, stop)?;
             v6.offered += f.offered;
+            v6.refused += f.refused;
             v6.received += f.received;
         }
         Ok((v4, v6))
@@ -488,6 +493,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
                     while !settled.load(Ordering::SeqCst) && !stop.load(Ordering::Relaxed) {
                         let f = traffic.trial(None, o.rate, 0.5, stop)?;
                         sum.offered += f.offered;
+                        sum.refused += f.refused;
                         sum.received += f.received;
                     }
                     Ok(sum)
