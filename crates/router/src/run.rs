@@ -258,9 +258,7 @@ pub fn run(
             freed_at = None;
         }
         if tick.elapsed() >= Duration::from_secs(1) {
-            if let Err(e) = netlink::mark_neighbours_used(&mirror.neighbours_in_use()) {
-                eprintln!("linerate route: {e:#}");
-            }
+            poller.mark_used(mirror.neighbours_in_use());
             let now = counters(&mirror)?;
             let delta = now.since(&last);
             on_second(&Second {
@@ -289,6 +287,13 @@ fn trim_heap() {
 
 /// What no notification announces, read once a second: legacy iptables
 /// tables, tcx programs, XDP features.
+enum Job {
+    /// Read them, for these interfaces.
+    Read(Vec<u32>),
+    /// Tell the kernel these neighbours were used (NTF_USE).
+    MarkUsed(Vec<(u32, std::net::IpAddr)>),
+}
+
 struct Unnotified {
     netfilter: Hooks,
     tc: BTreeMap<u32, TcHooks>,
@@ -301,9 +306,11 @@ struct Unnotified {
 /// 1.1M-route FRR run (docs/router.md), and the routes would wait behind
 /// it. The loop asks with its interfaces and a generation (`ask`), and
 /// applies the answer when it comes (`answer`), unless it has read any of
-/// them itself since it asked (a notification's re-read is newer).
+/// them itself since it asked (a notification's re-read is newer). The
+/// thread also tells the kernel which neighbours the fast path used
+/// (`mark_used`): that takes rtnl too.
 struct Poller {
-    asks: std::sync::mpsc::Sender<Vec<u32>>,
+    asks: std::sync::mpsc::Sender<Job>,
     answers: std::sync::mpsc::Receiver<Unnotified>,
     /// The generation the outstanding question was asked at.
     asked: Option<u64>,
@@ -313,19 +320,28 @@ impl Poller {
     /// The thread inherits the caller's network namespace, and ends when
     /// the poller is dropped.
     fn start() -> Result<Poller> {
-        let (asks, questions) = std::sync::mpsc::channel::<Vec<u32>>();
+        let (asks, jobs) = std::sync::mpsc::channel::<Job>();
         let (tell, answers) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("linerate-poll".into())
             .spawn(move || {
-                for ifindexes in questions {
-                    let u = Unnotified {
-                        netfilter: read_netfilter(),
-                        tc: read_tc(&ifindexes),
-                        xdp: read_xdp_features(),
-                    };
-                    if tell.send(u).is_err() {
-                        break;
+                for job in jobs {
+                    match job {
+                        Job::Read(ifindexes) => {
+                            let u = Unnotified {
+                                netfilter: read_netfilter(),
+                                tc: read_tc(&ifindexes),
+                                xdp: read_xdp_features(),
+                            };
+                            if tell.send(u).is_err() {
+                                break;
+                            }
+                        }
+                        Job::MarkUsed(neighbours) => {
+                            if let Err(e) = netlink::mark_neighbours_used(&neighbours) {
+                                eprintln!("linerate route: {e:#}");
+                            }
+                        }
                     }
                 }
             })?;
@@ -338,8 +354,16 @@ impl Poller {
 
     /// Asks for a reading unless one is outstanding.
     fn ask(&mut self, ifindexes: Vec<u32>, generation: u64) {
-        if self.asked.is_none() && self.asks.send(ifindexes).is_ok() {
+        if self.asked.is_none() && self.asks.send(Job::Read(ifindexes)).is_ok() {
             self.asked = Some(generation);
+        }
+    }
+
+    /// Has the kernel told these neighbours were used (after what is
+    /// queued before: at most a second late).
+    fn mark_used(&mut self, neighbours: Vec<(u32, std::net::IpAddr)>) {
+        if !neighbours.is_empty() {
+            let _ = self.asks.send(Job::MarkUsed(neighbours));
         }
     }
 
