@@ -5,7 +5,8 @@
 use anyhow::{anyhow, bail, Result};
 use linerate_bpf::loader::XdpMode;
 use linerate_host::cmd;
-use linerate_lab::topology::mac;
+use linerate_lab::topology::{addr, mac};
+use linerate_lab::{Lab, LabSpec, UpOutcome};
 use serde::Serialize;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -132,6 +133,35 @@ impl Drop for RouterThread {
     fn drop(&mut self) {
         let _ = self.stop_and_join();
     }
+}
+
+/// A lab of its own for a bench (refused if one of the name is up), with
+/// the receiver's addresses fixed on the DUT: the receiver drops
+/// everything, neighbour solicitations too.
+pub fn lab_with_fixed_receiver(name: &str) -> Result<Lab> {
+    let (lab, outcome) = Lab::up(&LabSpec::new(name), false)?;
+    if outcome == UpOutcome::AlreadyUp {
+        bail!("lab {name} is already up");
+    }
+    let (ns, ifs) = (lab.namespaces(), lab.interfaces());
+    for a in [addr::RECV_V4, addr::RECV_V6] {
+        let fixed = [
+            "neigh",
+            "replace",
+            a,
+            "lladdr",
+            mac::RECV,
+            "dev",
+            &ifs.dut_out,
+            "nud",
+            "permanent",
+        ];
+        if let Err(e) = cmd::ip(Some(&ns.dut), &fixed) {
+            let _ = lab.down();
+            return Err(e);
+        }
+    }
+    Ok(lab)
 }
 
 /// A 60-byte (IPv4) or 78-byte (IPv6) UDP frame from the lab generator's

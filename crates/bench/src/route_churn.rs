@@ -13,14 +13,15 @@
 //! announced route not yet used, or a withdrawn one still used, for that
 //! long. Overflows: the router's resyncs (the kernel's notifications
 //! overflowed its socket).
-use crate::follow::{frame_to, kernel_fib_kb, resident_kb, slab_kb, Lag, RouterThread};
+use crate::follow::{
+    frame_to, kernel_fib_kb, lab_with_fixed_receiver, resident_kb, slab_kb, Lag, RouterThread,
+};
 use anyhow::{anyhow, bail, Context, Result};
 use linerate_bpf::loader;
 use linerate_bpf::test_run::{self, XdpAction};
 use linerate_host::clock::monotonic_ns;
 use linerate_host::cmd;
-use linerate_lab::topology::{addr, mac};
-use linerate_lab::{Lab, LabSpec, UpOutcome};
+use linerate_lab::topology::addr;
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_REPLACE,
     NLM_F_REQUEST,
@@ -328,27 +329,10 @@ fn probe(
 pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Result<Report> {
     o.check()?;
     let name = format!("lrchurn{}", std::process::id() % 100_000);
-    let (lab, outcome) = Lab::up(&LabSpec::new(&name), false)?;
-    if outcome == UpOutcome::AlreadyUp {
-        bail!("lab {name} is already up");
-    }
+    let lab = lab_with_fixed_receiver(&name)?;
     let ns = lab.namespaces();
     let ifs = lab.interfaces();
     let gateway: Ipv4Addr = addr::RECV_V4.parse()?;
-    cmd::ip(
-        Some(&ns.dut),
-        &[
-            "neigh",
-            "replace",
-            addr::RECV_V4,
-            "lladdr",
-            mac::RECV,
-            "dev",
-            &ifs.dut_out,
-            "nud",
-            "permanent",
-        ],
-    )?;
 
     // The full table, then the router starting on it.
     let slab0 = slab_kb()?;

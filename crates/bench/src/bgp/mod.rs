@@ -21,7 +21,7 @@ use linerate_bpf::test_run::{self, XdpAction};
 use linerate_host::clock::monotonic_ns;
 use linerate_host::cmd;
 use linerate_lab::topology::mac;
-use linerate_lab::{Lab, LabSpec, UpOutcome};
+use linerate_lab::Lab;
 use linerate_traffic::frame::parse_mac;
 use linerate_traffic::measure::{run_trial, TrialSetup};
 use linerate_traffic::profile::{Family, Profile, Sender};
@@ -364,10 +364,7 @@ impl Traffic {
 pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Result<Report> {
     o.check()?;
     let name = format!("lrbgp{}", std::process::id() % 100_000);
-    let (lab, outcome) = Lab::up(&LabSpec::new(&name), false)?;
-    if outcome == UpOutcome::AlreadyUp {
-        bail!("lab {name} is already up");
-    }
+    let lab = crate::follow::lab_with_fixed_receiver(&name)?;
     let ns = lab.namespaces();
     let ifs = lab.interfaces();
     let teardown = Teardown {
@@ -375,27 +372,6 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
         peer_ns: format!("{name}-peer"),
     };
     bgp_link(&ns.dut, &teardown.peer_ns)?;
-    // The receiver drops everything, neighbour solicitations too: its
-    // addresses are fixed on the DUT.
-    for (addr, dev) in [
-        (addrs::RECV_V4, &ifs.dut_out),
-        (addrs::RECV_V6, &ifs.dut_out),
-    ] {
-        cmd::ip(
-            Some(&ns.dut),
-            &[
-                "neigh",
-                "replace",
-                addr,
-                "lladdr",
-                mac::RECV,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ],
-        )?;
-    }
     let dir = tempfile::Builder::new().prefix("linerate-bgp").tempdir()?;
 
     let router = RouterThread::spawn(
