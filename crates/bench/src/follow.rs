@@ -40,6 +40,21 @@ impl Lag {
     }
 }
 
+/// `--router-cpu`: the router on a CPU of its own needs another for the
+/// rest, so two CPUs, and one that exists.
+pub fn check_router_cpu(cpu: Option<usize>) -> Result<()> {
+    if let Some(c) = cpu {
+        let online = linerate_host::cpu::online();
+        if online < 2 || c >= online {
+            bail!(
+                "--router-cpu: needs two CPUs and one of 0 to {}, got {c}",
+                online.saturating_sub(1)
+            );
+        }
+    }
+    Ok(())
+}
+
 /// linerate's router (`linerate route`'s loop) on a thread of this
 /// process in a lab DUT's namespace, so a bench reads its resyncs and
 /// its memory is this process's.

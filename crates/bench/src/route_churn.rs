@@ -77,16 +77,7 @@ impl Options {
         if self.window == 0 || self.window > 65536 {
             bail!("--window: must be 1 to 65536, got {}", self.window);
         }
-        if let Some(c) = self.router_cpu {
-            let online = linerate_host::cpu::online();
-            if online < 2 || c >= online {
-                bail!(
-                    "--router-cpu: needs two CPUs and one of 0 to {}, got {c}",
-                    online.saturating_sub(1)
-                );
-            }
-        }
-        Ok(())
+        crate::follow::check_router_cpu(self.router_cpu)
     }
 }
 

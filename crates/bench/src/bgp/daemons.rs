@@ -36,7 +36,13 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    fn spawn(what: &str, netns: &str, program: &str, args: &[&str], dir: &Path) -> Result<Daemon> {
+    fn spawn<A: AsRef<std::ffi::OsStr>>(
+        what: &str,
+        netns: &str,
+        program: &str,
+        args: &[A],
+        dir: &Path,
+    ) -> Result<Daemon> {
         let log = dir.join(format!("{}.log", what.replace(' ', "-")));
         let out = std::fs::File::create(&log)?;
         let child = Command::new("ip")
@@ -52,6 +58,20 @@ impl Daemon {
             log,
             child,
         })
+    }
+
+    /// Waits until the daemon has made `path` (its socket), failing if it
+    /// exits first or takes over 10 s.
+    fn wait_for(&mut self, path: &Path) -> Result<()> {
+        let t = Instant::now();
+        while !path.exists() {
+            self.check_running()?;
+            if t.elapsed() > Duration::from_secs(10) {
+                bail!("{} did not open {}", self.what, path.display());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
     }
 
     /// Fails, with the daemon's own words, if it has exited.
@@ -248,14 +268,7 @@ fn bird(netns: &str, dir: &Path, what: &str, conf: &Path, ctl: &Path) -> Result<
         dir,
     )?;
     // BIRD checks its configuration before it opens its socket.
-    let t = Instant::now();
-    while !Path::new(&ctl).exists() {
-        d.check_running()?;
-        if t.elapsed() > Duration::from_secs(10) {
-            bail!("{what} did not open its control socket");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    d.wait_for(Path::new(&ctl))?;
     Ok(d)
 }
 
@@ -313,34 +326,14 @@ pub fn start_speaker(speaker: Speaker, netns: &str, dir: &Path) -> Result<Vec<Da
                     "0".into(),
                 ]
             };
-            let strs = |v: &[String]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
             // A netlink buffer for a full table's notifications (zebra's
             // -s, as FRR's docs advise for large tables).
             let mut zargs = common("zebra.conf", "zebra.pid");
             zargs.extend(["-s".into(), (64 << 20).to_string()]);
-            let zargs = strs(&zargs);
-            let zebra = Daemon::spawn(
-                "dut zebra",
-                netns,
-                "/usr/lib/frr/zebra",
-                &zargs.iter().map(String::as_str).collect::<Vec<_>>(),
-                dir,
-            )?;
-            let t = Instant::now();
-            while !Path::new(&zserv).exists() {
-                if t.elapsed() > Duration::from_secs(10) {
-                    bail!("zebra did not open its socket");
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let bargs = strs(&common("bgpd.conf", "bgpd.pid"));
-            let bgpd = Daemon::spawn(
-                "dut bgpd",
-                netns,
-                "/usr/lib/frr/bgpd",
-                &bargs.iter().map(String::as_str).collect::<Vec<_>>(),
-                dir,
-            )?;
+            let mut zebra = Daemon::spawn("dut zebra", netns, "/usr/lib/frr/zebra", &zargs, dir)?;
+            zebra.wait_for(Path::new(&zserv))?;
+            let bargs = common("bgpd.conf", "bgpd.pid");
+            let bgpd = Daemon::spawn("dut bgpd", netns, "/usr/lib/frr/bgpd", &bargs, dir)?;
             Ok(vec![zebra, bgpd])
         }
     }

@@ -110,16 +110,7 @@ impl Options {
         if self.rate == 0 {
             bail!("-R: must be at least 1 pps");
         }
-        if let Some(c) = self.router_cpu {
-            let online = linerate_host::cpu::online();
-            if online < 2 || c >= online {
-                bail!(
-                    "--router-cpu: needs two CPUs and one of 0 to {}, got {c}",
-                    online.saturating_sub(1)
-                );
-            }
-        }
-        Ok(())
+        crate::follow::check_router_cpu(self.router_cpu)
     }
 }
 
