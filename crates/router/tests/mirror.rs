@@ -819,6 +819,113 @@ fn a_resync_drops_what_the_kernel_no_longer_has() {
 /// as the kernel would drop them), a link message without an address
 /// leaves it, and an interface gone (deleted, moved away, or missing from
 /// a resync's dump) is no longer considered nor sent through.
+/// A resync after lost notifications costs what changed: the dump of an
+/// unchanged kernel writes nothing to the fast path, and a dump with
+/// three routes changed writes exactly what the three notifications would
+/// have written to a mirror that had not lost them.
+#[test]
+fn a_resync_writes_only_what_changed() {
+    use linerate_router::netlink::Change;
+    let env = scratch_mirror("resync-cost");
+    let (mut resynced, m0, m1) = (env.m, env.m0, env.m1);
+    // The twin that saw every notification: the model alone.
+    let mut notified = Mirror::new(common::TestPlane::model(m0, m1)).unwrap();
+    let via = |net: u32, gw: &str| {
+        let net = Ipv4Addr::from(net).to_string();
+        M::NewRoute(route(
+            &net,
+            24,
+            254,
+            RouteType::Unicast,
+            Some(gw),
+            m1,
+            0,
+            None,
+        ))
+    };
+    let net = |i: u32| 0x0a00_0000 + (i << 8);
+    let mut dump: Vec<Change> = vec![
+        Change::Rt(link(m0, MAC_IN, 1500, true)),
+        Change::Rt(link(m1, MAC_OUT, 1500, true)),
+        Change::Rt(neighbour(
+            m1,
+            "198.19.0.1",
+            MAC_GW,
+            NeighbourState::Reachable,
+        )),
+        Change::Rt(neighbour(
+            m1,
+            "198.19.0.2",
+            MAC_GW2,
+            NeighbourState::Reachable,
+        )),
+    ];
+    dump.extend((0..3000).map(|i| Change::Rt(via(net(i), "198.19.0.1"))));
+    resynced.resync(&dump).unwrap();
+    notified.resync(&dump).unwrap();
+    let loaded = resynced.fast_path().writes;
+    assert!(
+        loaded.fib_entries >= 3000,
+        "the table was written: {loaded:?}"
+    );
+
+    resynced.resync(&dump).unwrap();
+    assert_eq!(
+        resynced.fast_path().writes,
+        loaded,
+        "a dump of an unchanged kernel wrote to the fast path"
+    );
+
+    // While notifications were lost: one route withdrawn, one moved to
+    // the other gateway, one announced.
+    let gone = via(net(7), "198.19.0.1");
+    let M::NewRoute(gone) = gone else {
+        unreachable!()
+    };
+    let changes = [
+        M::DelRoute(gone),
+        via(net(8), "198.19.0.2"),
+        via(net(5000), "198.19.0.1"),
+    ];
+    dump.remove(4 + 7);
+    dump[4 + 7] = Change::Rt(via(net(8), "198.19.0.2"));
+    dump.push(Change::Rt(via(net(5000), "198.19.0.1")));
+    let before = notified.fast_path().writes;
+    for c in &changes {
+        notified.apply(c).unwrap();
+    }
+    let by_notifications = notified.fast_path().writes;
+    resynced.resync(&dump).unwrap();
+    let by_resync = resynced.fast_path().writes;
+    assert!(
+        by_notifications.fib_entries > before.fib_entries,
+        "the changes wrote the FIB"
+    );
+    assert_eq!(
+        (
+            by_resync.fib_entries - loaded.fib_entries,
+            by_resync.nexthops - loaded.nexthops
+        ),
+        (
+            by_notifications.fib_entries - before.fib_entries,
+            by_notifications.nexthops - before.nexthops
+        ),
+        "the resync's writes (FIB entries, next hops) against the notifications'"
+    );
+    let to = |i: u32| {
+        frame_between(
+            "198.18.0.1".parse().unwrap(),
+            Ipv4Addr::from(net(i) + 9).into(),
+        )
+    };
+    for m in [&resynced, &notified] {
+        assert_eq!(path(m, m0, &to(7)), Err("pass_no_route"));
+        assert_eq!(path(m, m0, &to(8)), Ok(MAC_GW2));
+        assert_eq!(path(m, m0, &to(9)), Ok(MAC_GW));
+        assert_eq!(path(m, m0, &to(5000)), Ok(MAC_GW));
+    }
+}
+
 #[test]
 fn the_routers_own_interfaces_are_followed() {
     use linerate_router::netlink::Change;

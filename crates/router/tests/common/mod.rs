@@ -100,6 +100,18 @@ pub use linerate_bpf::test_run::XdpAction;
 pub struct TestPlane {
     pub model: Model,
     real: Option<FastPath>,
+    /// Every write the mirror made, by kind (what a change cost).
+    pub writes: Writes,
+}
+
+/// Writes to the fast path, counted by kind: FIB entries one by one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Writes {
+    pub interfaces: usize,
+    pub nexthops: usize,
+    pub groups: usize,
+    pub local_sources: usize,
+    pub fib_entries: usize,
 }
 
 #[allow(dead_code)]
@@ -111,7 +123,11 @@ impl TestPlane {
         let both = IFACE_FORWARD4 | IFACE_FORWARD6;
         model.set_interface(if0, MAC_IN, both, true).unwrap();
         model.set_interface(if1, MAC_OUT, both, true).unwrap();
-        TestPlane { model, real: None }
+        TestPlane {
+            model,
+            real: None,
+            writes: Writes::default(),
+        }
     }
 
     /// The model beside `fp`, the program on scratch pair `if0`, `if1`.
@@ -145,18 +161,21 @@ impl Dataplane for TestPlane {
         self.model.ipv6_layout()
     }
     fn set_interface(&mut self, i: u32, mac: [u8; 6], flags: u16, egress: bool) -> Result<()> {
+        self.writes.interfaces += 1;
         if let Some(fp) = &mut self.real {
             Dataplane::set_interface(fp, i, mac, flags, egress)?;
         }
         self.model.set_interface(i, mac, flags, egress)
     }
     fn remove_interface(&mut self, i: u32) -> Result<()> {
+        self.writes.interfaces += 1;
         if let Some(fp) = &mut self.real {
             Dataplane::remove_interface(fp, i)?;
         }
         self.model.remove_interface(i)
     }
     fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()> {
+        self.writes.nexthops += 1;
         if let Some(fp) = &mut self.real {
             Dataplane::set_nexthop(fp, id, nh)?;
         }
@@ -174,18 +193,21 @@ impl Dataplane for TestPlane {
         used
     }
     fn set_nh_group(&mut self, index: u32, g: &NhGroup) -> Result<()> {
+        self.writes.groups += 1;
         if let Some(fp) = &mut self.real {
             Dataplane::set_nh_group(fp, index, g)?;
         }
         self.model.set_nh_group(index, g)
     }
     fn set_local_sources(&mut self, index: u32, word: u64) -> Result<()> {
+        self.writes.local_sources += 1;
         if let Some(fp) = &mut self.real {
             Dataplane::set_local_sources(fp, index, word)?;
         }
         self.model.set_local_sources(index, word)
     }
     fn apply_fib<K: Key>(&mut self, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
+        self.writes.fib_entries += writes.len();
         if let Some(fp) = &mut self.real {
             Dataplane::apply_fib(fp, fib, writes)?;
         }
