@@ -4,7 +4,8 @@
 //! A lab's DUT runs linerate's router (in this process, on a thread in the
 //! DUT's namespace). An injector installs N /24 routes in the DUT's kernel
 //! as fast as the kernel takes them (rtnetlink, a window of requests in
-//! flight, each acknowledged), then withdraws them all. The kernel has a
+//! flight, each acknowledged) or at a given rate, as a daemon paces them,
+//! then withdraws them all. The kernel has a
 //! change when it acknowledges it. A prober asks the fast path itself, not
 //! linerate's bookkeeping: it test-runs the XDP program attached to the
 //! DUT's ingress (BPF_PROG_TEST_RUN) on a frame to a sampled prefix, until
@@ -57,6 +58,9 @@ pub struct Options {
     pub samples: usize,
     /// Requests in flight at once.
     pub window: usize,
+    /// Changes a second to offer the kernel (as a BGP daemon paces its
+    /// installs); None: as fast as it takes them.
+    pub rate: Option<f64>,
     /// Pin the router's thread to this CPU and the injector and prober to
     /// another: the router's own cost, without waiting for a core the
     /// kernel's route work (in the injector's calls) holds.
@@ -76,6 +80,11 @@ impl Options {
         }
         if self.window == 0 || self.window > 65536 {
             bail!("--window: must be 1 to 65536, got {}", self.window);
+        }
+        if let Some(r) = self.rate {
+            if !(r.is_finite() && (1.0..=10_000_000.0).contains(&r)) {
+                bail!("--rate: must be 1 to 10000000 routes a second, got {r}");
+            }
         }
         crate::follow::check_router_cpu(self.router_cpu)
     }
@@ -210,29 +219,65 @@ fn route_message(i: usize, announce: bool, gateway: Ipv4Addr, oif: u32) -> Vec<u
     buf
 }
 
-/// Sends every change of a phase with `window` in flight; each change's
-/// ack time goes to `acked[i]`. The calling thread is in the DUT's
-/// namespace.
+/// How many of a phase's changes may have been sent by now: all at once,
+/// or `rate` a second from the phase's start.
+struct Pace {
+    start: Instant,
+    rate: Option<f64>,
+}
+
+impl Pace {
+    fn allowed(&self, routes: usize) -> usize {
+        match self.rate {
+            None => routes,
+            Some(r) => ((self.start.elapsed().as_secs_f64() * r) as usize + 1).min(routes),
+        }
+    }
+
+    /// Until change `n` may be sent.
+    fn wait_for(&self, n: usize) {
+        if let Some(r) = self.rate {
+            let at = Duration::from_secs_f64(n as f64 / r);
+            std::thread::sleep(at.saturating_sub(self.start.elapsed()));
+        }
+    }
+}
+
+/// Sends every change of a phase with `window` in flight, paced at
+/// `rate` a second if given; each change's ack time goes to `acked[i]`.
+/// The calling thread is in the DUT's namespace.
+#[allow(clippy::too_many_arguments)] // one phase's whole description
 fn inject(
     sock: &Socket,
     routes: usize,
     announce: bool,
     window: usize,
+    rate: Option<f64>,
     gateway: Ipv4Addr,
     oif: u32,
     acked: &[AtomicU64],
 ) -> Result<()> {
     let mut rx = vec![0u8; 1 << 16];
     let (mut sent, mut done) = (0usize, 0usize);
+    let pace = Pace {
+        start: Instant::now(),
+        rate,
+    };
     while done < routes {
         // Fill the window with one send per request, batched in one buffer.
         let mut batch = Vec::new();
-        while sent < routes && sent - done < window {
+        let allowed = pace.allowed(routes);
+        while sent < allowed && sent - done < window {
             batch.extend(route_message(sent, announce, gateway, oif));
             sent += 1;
         }
         if !batch.is_empty() {
             sock.send(&batch, 0).context("sending route requests")?;
+        }
+        if sent == done {
+            // Nothing in flight: the next change is not due yet.
+            pace.wait_for(sent);
+            continue;
         }
         let n = sock
             .recv(&mut &mut rx[..], 0)
@@ -390,12 +435,13 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
                 })
             };
             let injector = {
-                let (ns, out, acked, routes, window) = (
+                let (ns, out, acked, routes, window, rate) = (
                     ns.dut.clone(),
                     ifs.dut_out.clone(),
                     acked.clone(),
                     o.routes,
                     o.window,
+                    o.rate,
                 );
                 std::thread::spawn(move || -> Result<(u64, u64)> {
                     linerate_host::netns::enter_for_good(&ns)?;
@@ -408,7 +454,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
                     sock.connect(&SocketAddr::new(0, 0))?;
                     let _ = sock.set_rx_buf_sz(8 << 20);
                     let first = monotonic_ns();
-                    inject(&sock, routes, announce, window, gateway, oif, &acked)?;
+                    inject(&sock, routes, announce, window, rate, gateway, oif, &acked)?;
                     Ok((first, monotonic_ns()))
                 })
             };

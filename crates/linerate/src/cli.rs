@@ -217,6 +217,11 @@ pub struct BenchRouteChurnArgs {
     /// Route requests in flight at once.
     #[arg(long, default_value_t = 256)]
     pub window: usize,
+    /// Route changes offered a second, as a BGP daemon paces its installs
+    /// (BIRD fed the kernel 30k/s in the report); default: as fast
+    /// as the kernel takes them.
+    #[arg(long)]
+    pub rate: Option<f64>,
     /// Pin the router to this CPU and the injector and prober to another
     /// (default: unpinned, all three sharing the machine).
     #[arg(long)]

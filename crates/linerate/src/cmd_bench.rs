@@ -87,6 +87,7 @@ fn route_churn(a: crate::cli::BenchRouteChurnArgs) -> Result<()> {
         routes: a.routes,
         samples: a.samples,
         window: a.window,
+        rate: a.rate,
         router_cpu: a.router_cpu,
     };
     o.check()?;
