@@ -1,0 +1,259 @@
+//! The forwarding path's nftables ruleset, per IP family: what the reader
+//! makes of `nft -j list ruleset`, and what the evaluator (and, later, the
+//! compiler) take. Values are numbers (addresses as u128, ports, types)
+//! and interface names; symbols are resolved when read.
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// The netfilter hooks a forwarded packet crosses, in that order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Hook {
+    Prerouting,
+    Forward,
+    Postrouting,
+}
+
+/// A value a packet has or lacks. A test on a value the packet lacks
+/// fails, `!=` as well as `==` (nf_tables' expression breaks the rule):
+/// `ip saddr` on IPv6, a port on a fragment or on another protocol, the
+/// output interface before routing, the input interface at postrouting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// Input interface index (`meta iif`); not at postrouting.
+    Iif,
+    /// Output interface index (`meta oif`); not at prerouting.
+    Oif,
+    Iifname,
+    Oifname,
+    /// 2 for IPv4, 10 for IPv6 (`meta nfproto`).
+    Nfproto,
+    /// The transport protocol (`meta l4proto`): after IPv6's extension
+    /// headers.
+    L4proto,
+    /// IPv4's protocol field (`ip protocol`).
+    IpProtocol,
+    /// IPv6's first next header (`ip6 nexthdr`).
+    Ip6Nexthdr,
+    Saddr4,
+    Daddr4,
+    Saddr6,
+    Daddr6,
+    /// 16 bits of the transport header at this byte offset, of a packet
+    /// of transport protocol `proto` (`tcp dport`: 6 at 2), or of any
+    /// (`th dport`: None at 2); not on a fragment after the first.
+    Transport16 {
+        proto: Option<u8>,
+        offset: u8,
+    },
+    /// 8 bits of the transport header, likewise (`tcp flags`: 6 at 13,
+    /// `icmp type`: 1 at 0, `icmpv6 type`: 58 at 0).
+    Transport8 {
+        proto: Option<u8>,
+        offset: u8,
+    },
+}
+
+impl Field {
+    /// Whether the field holds an interface name (the others numbers).
+    pub fn is_name(self) -> bool {
+        matches!(self, Field::Iifname | Field::Oifname)
+    }
+}
+
+/// One component of a set element or a compared value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Atom {
+    /// first..=last (a value is first == last; a prefix its range).
+    Range(u128, u128),
+    /// An interface name, whole.
+    Name(String),
+    /// An interface name's beginning (`"eth*"`).
+    NamePrefix(String),
+}
+
+impl Atom {
+    pub fn value(v: u128) -> Atom {
+        Atom::Range(v, v)
+    }
+}
+
+/// A set's elements: each a tuple with one atom per key field (one for a
+/// plain set), and for a verdict map its verdict.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Elements {
+    pub keys: Vec<Vec<Atom>>,
+    /// Verdict maps only: the verdict of `keys[i]`.
+    pub verdicts: Vec<Action>,
+}
+
+/// A named set or map of a table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedSet {
+    pub table: TableId,
+    pub name: String,
+    pub elements: Elements,
+}
+
+/// What a test compares with the packet's key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Against {
+    /// Inline: a value, a range, a prefix, an anonymous set.
+    Inline(Arc<Elements>),
+    /// A named set (`@allowed`): its elements as the ruleset has them now.
+    Named(usize),
+}
+
+/// `key [& mask] ==|!= set`: the key is one field or a concatenation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Test {
+    pub key: Vec<Field>,
+    /// A bit mask applied to a single field first (`tcp flags & (syn|ack)`).
+    pub mask: Option<u128>,
+    pub negate: bool,
+    pub against: Against,
+}
+
+/// A verdict statement, or what a verdict map yields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    Accept,
+    Drop,
+    Continue,
+    Return,
+    /// Index of a regular chain of the same table.
+    Jump(usize),
+    Goto(usize),
+    /// The kernel must handle the packet itself (`reject`: it sends the
+    /// ICMP error): the fast path passes it.
+    Kernel,
+}
+
+/// One statement of a rule, in the rule's order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    Test(Test),
+    /// `counter`: the packets that reach it.
+    Counter,
+    Verdict(Action),
+    /// `key vmap { ... }` or `vmap @map`: the matching element's verdict,
+    /// none: the rule goes on to its next statement.
+    Vmap {
+        key: Vec<Field>,
+        mask: Option<u128>,
+        map: Against,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rule {
+    /// The kernel's handle: `nft ... handle N`.
+    pub handle: u64,
+    pub steps: Vec<Step>,
+}
+
+/// A table by family and name ("inet filter").
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableId {
+    pub family: String,
+    pub name: String,
+}
+
+impl fmt::Display for TableId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.family, self.name)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chain {
+    pub table: TableId,
+    pub name: String,
+    pub rules: Vec<Rule>,
+}
+
+/// A base chain a forwarded packet of the family crosses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BaseChain {
+    pub hook: Hook,
+    pub priority: i32,
+    /// The chain (an index into `chains`).
+    pub chain: usize,
+    /// Its policy: accept or drop.
+    pub policy: Action,
+}
+
+/// One family's forwarding-path filter: the base chains in the order the
+/// kernel runs them (hook, then priority, then registration), the chains
+/// they reach, and the named sets their rules name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub base: Vec<BaseChain>,
+    pub chains: Vec<Chain>,
+    pub sets: Vec<NamedSet>,
+}
+
+impl Filter {
+    pub fn set<'a>(&'a self, a: &'a Against) -> &'a Elements {
+        match a {
+            Against::Inline(e) => e,
+            Against::Named(i) => &self.sets[*i].elements,
+        }
+    }
+
+    /// Whether nothing filters the family (no base chain on its path).
+    pub fn is_empty(&self) -> bool {
+        self.base.is_empty()
+    }
+
+    /// Rules, all chains.
+    pub fn rules(&self) -> usize {
+        self.chains.iter().map(|c| c.rules.len()).sum()
+    }
+}
+
+/// What keeps a family's ruleset from being judged outside the kernel:
+/// named as `nft list` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotCompiled {
+    pub table: TableId,
+    pub chain: Option<String>,
+    pub handle: Option<u64>,
+    pub why: String,
+}
+
+impl fmt::Display for NotCompiled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "table {}", self.table)?;
+        if let Some(c) = &self.chain {
+            write!(f, " chain {c}")?;
+        }
+        if let Some(h) = self.handle {
+            write!(f, " rule handle {h}")?;
+        }
+        write!(f, ": {}", self.why)
+    }
+}
+
+/// Per IP family: the filter, or why the kernel keeps it.
+pub type Judged = Result<Filter, Vec<NotCompiled>>;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ruleset {
+    pub ipv4: Judged,
+    pub ipv6: Judged,
+}
+
+impl Ruleset {
+    pub fn family(&self, ipv6: bool) -> &Judged {
+        if ipv6 {
+            &self.ipv6
+        } else {
+            &self.ipv4
+        }
+    }
+}
+
+/// Interface names to indexes, as the namespace has them (iif and oif
+/// are indexes in the kernel; nft prints their names).
+pub type Interfaces = HashMap<String, u32>;
