@@ -211,11 +211,15 @@ fn value(f: Field, hook: Hook, p: &Packet) -> Option<Value<'_>> {
         Some(b.iter().fold(0u128, |acc, x| acc << 8 | *x as u128))
     };
     match f {
-        Field::Iif if hook != Hook::Postrouting => num(p.iif as u128),
-        Field::Iifname if hook != Hook::Postrouting => Some(Value::Name(&p.iifname)),
-        Field::Oif if hook != Hook::Prerouting => num(p.oif as u128),
-        Field::Oifname if hook != Hook::Prerouting => Some(Value::Name(&p.oifname)),
-        Field::Iif | Field::Iifname | Field::Oif | Field::Oifname => None,
+        // A forwarded packet's input interface is known at every hook
+        // (ip_output and ip6_output hand postrouting skb->dev as `in`);
+        // its output one not before routing, where nf_tables reads index
+        // 0 and the empty name (nft_meta_store_ifindex,
+        // nft_meta_store_ifname): `!=` matches there.
+        Field::Iif => num(p.iif as u128),
+        Field::Iifname => Some(Value::Name(&p.iifname)),
+        Field::Oif => num(if hook == Hook::Prerouting { 0 } else { p.oif as u128 }),
+        Field::Oifname => Some(Value::Name(if hook == Hook::Prerouting { "" } else { &p.oifname })),
         Field::Nfproto => num(if p.ipv6 { 10 } else { 2 }),
         Field::L4proto => num(p.l4proto as u128),
         Field::IpProtocol if !p.ipv6 => num(p.nexthdr as u128),
@@ -228,5 +232,6 @@ fn value(f: Field, hook: Hook, p: &Packet) -> Option<Value<'_>> {
         Field::Saddr4 | Field::Daddr4 | Field::Saddr6 | Field::Daddr6 => None,
         Field::Transport16 { proto, offset } => transport(proto, offset, 2).map(Value::Num),
         Field::Transport8 { proto, offset } => transport(proto, offset, 1).map(Value::Num),
+        Field::Transport32 { proto, offset } => transport(proto, offset, 4).map(Value::Num),
     }
 }

@@ -163,7 +163,11 @@ impl Family {
             }
             self.filter.chains.push(c);
         }
-        self.filter.sets.extend(sets.iter().cloned());
+        for set in sets {
+            let mut set = set.clone();
+            shift_verdicts(&mut set.elements, c0);
+            self.filter.sets.push(set);
+        }
         for (b, handle) in base {
             let mut b = b.clone();
             b.chain += c0;
@@ -172,13 +176,37 @@ impl Family {
         }
     }
 
+    /// The base chains in the kernel's order: by hook, then priority; at
+    /// equal priority the chain registered last runs first (the kernel
+    /// inserts a hook before those of the same priority,
+    /// nf_hook_entries_grow). Within a table, registration follows the
+    /// chains' handles; across tables nft does not show it (a chain added
+    /// to an older table later registers after a newer table's): two
+    /// tables' chains at one hook and priority keep the family in the
+    /// kernel.
     fn finish(self) -> Judged {
-        if !self.refused.is_empty() {
-            return Err(self.refused);
-        }
+        let mut refused = self.refused;
         let mut f = self.filter;
         let mut keyed: Vec<_> = f.base.drain(..).zip(self.order).collect();
-        keyed.sort_by_key(|(b, o)| (b.hook, b.priority, *o));
+        keyed.sort_by_key(|(b, (table, handle))| (b.hook, b.priority, std::cmp::Reverse((*table, *handle))));
+        for w in keyed.windows(2) {
+            let ((a, (ta, _)), (b, (tb, _))) = (&w[0], &w[1]);
+            if a.hook == b.hook && a.priority == b.priority && ta != tb {
+                let (ca, cb) = (&f.chains[a.chain], &f.chains[b.chain]);
+                refused.push(NotCompiled {
+                    table: cb.table.clone(),
+                    chain: Some(cb.name.clone()),
+                    handle: None,
+                    why: format!(
+                        "the same hook and priority ({:?} {}) as table {} chain {}: which runs first depends on which was registered first, which nft does not show",
+                        a.hook, a.priority, ca.table, ca.name
+                    ),
+                });
+            }
+        }
+        if !refused.is_empty() {
+            return Err(refused);
+        }
         f.base = keyed.into_iter().map(|(b, _)| b).collect();
         Ok(f)
     }
@@ -199,8 +227,23 @@ fn shift(s: &mut Step, c0: usize, s0: usize) {
     match s {
         Step::Test(t) => set(&mut t.against),
         Step::Verdict(a) => action(a),
-        Step::Vmap { map, .. } => set(map),
+        Step::Vmap { map, .. } => {
+            if let Against::Inline(e) = map {
+                shift_verdicts(Arc::make_mut(e), c0);
+            }
+            set(map)
+        }
         Step::Counter => {}
+    }
+}
+
+/// Moves the chains a verdict map's elements jump to by a table's place
+/// in its family.
+fn shift_verdicts(e: &mut Elements, c0: usize) {
+    for v in &mut e.verdicts {
+        if let Action::Jump(i) | Action::Goto(i) = v {
+            *i += c0;
+        }
     }
 }
 
@@ -424,6 +467,12 @@ impl<'a> TableReader<'a> {
             "in" if key == [tcp_flags()] && mask.is_none() && !is_set(right) => {
                 mask = Some(self.number(key[0], right)?);
                 (true, Against::Inline(Arc::new(one(Atom::value(0)))))
+            }
+            // And none of them (`tcp flags ! syn,ack`, printed for
+            // `tcp flags & (syn | ack) == 0`).
+            "!" if key == [tcp_flags()] && mask.is_none() && !is_set(right) => {
+                mask = Some(self.number(key[0], right)?);
+                (false, Against::Inline(Arc::new(one(Atom::value(0)))))
             }
             "in" => (false, self.against(&key, right, false)?),
             "<" | ">" | "<=" | ">=" => {
@@ -727,7 +776,9 @@ fn kind(f: Field) -> Kind {
 /// The largest value of a field.
 pub fn width_max(f: Field) -> u128 {
     match f {
-        Field::Iif | Field::Oif | Field::Saddr4 | Field::Daddr4 => u32::MAX as u128,
+        Field::Iif | Field::Oif | Field::Saddr4 | Field::Daddr4 | Field::Transport32 { .. } => {
+            u32::MAX as u128
+        }
         Field::Saddr6 | Field::Daddr6 => u128::MAX,
         Field::Transport16 { .. } => u16::MAX as u128,
         Field::Nfproto
@@ -757,7 +808,7 @@ fn field(v: &Value) -> Result<Field> {
         let proto = p.get("protocol").and_then(Value::as_str);
         let name = p.get("field").and_then(Value::as_str);
         let (Some(proto), Some(name)) = (proto, name) else {
-            bail!("a raw payload expression is not compiled");
+            return raw_payload(p);
         };
         let t16 = |proto, offset| Field::Transport16 { proto, offset };
         let t8 = |proto, offset| Field::Transport8 { proto, offset };
@@ -790,4 +841,28 @@ fn field(v: &Value) -> Result<Field> {
         .and_then(|m| m.keys().next().cloned())
         .unwrap_or_else(|| v.to_string());
     bail!("the {what} expression is not compiled")
+}
+
+/// A payload nft prints by offset (`@th,16,16`, as it prints a second
+/// `th` match of one rule, or two merged: `@th,0,32`): bytes of the
+/// transport header.
+fn raw_payload(p: &Value) -> Result<Field> {
+    let base = p.get("base").and_then(Value::as_str);
+    let offset = p.get("offset").and_then(Value::as_u64);
+    let len = p.get("len").and_then(Value::as_u64);
+    match (base, offset, len) {
+        (Some("th"), Some(o), Some(16)) if o % 8 == 0 && o / 8 < 60 => Ok(Field::Transport16 {
+            proto: None,
+            offset: (o / 8) as u8,
+        }),
+        (Some("th"), Some(o), Some(8)) if o % 8 == 0 && o / 8 < 60 => Ok(Field::Transport8 {
+            proto: None,
+            offset: (o / 8) as u8,
+        }),
+        (Some("th"), Some(o), Some(32)) if o % 8 == 0 && o / 8 < 60 => Ok(Field::Transport32 {
+            proto: None,
+            offset: (o / 8) as u8,
+        }),
+        _ => bail!("the raw payload {p} is not compiled"),
+    }
 }

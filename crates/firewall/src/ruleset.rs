@@ -16,13 +16,14 @@ pub enum Hook {
 
 /// A value a packet has or lacks. A test on a value the packet lacks
 /// fails, `!=` as well as `==` (nf_tables' expression breaks the rule):
-/// `ip saddr` on IPv6, a port on a fragment or on another protocol, the
-/// output interface before routing, the input interface at postrouting.
+/// `ip saddr` on IPv6, a port on a fragment or on another protocol. The
+/// interfaces are never lacking: the output interface before routing
+/// reads as index 0 and the empty name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Field {
-    /// Input interface index (`meta iif`); not at postrouting.
+    /// Input interface index (`meta iif`).
     Iif,
-    /// Output interface index (`meta oif`); not at prerouting.
+    /// Output interface index (`meta oif`); 0 at prerouting.
     Oif,
     Iifname,
     Oifname,
@@ -49,6 +50,12 @@ pub enum Field {
     /// 8 bits of the transport header, likewise (`tcp flags`: 6 at 13,
     /// `icmp type`: 1 at 0, `icmpv6 type`: 58 at 0).
     Transport8 {
+        proto: Option<u8>,
+        offset: u8,
+    },
+    /// 32 bits of the transport header, likewise (nft merges two
+    /// adjacent `th` matches of a rule into one: `@th,0,32`).
+    Transport32 {
         proto: Option<u8>,
         offset: u8,
     },

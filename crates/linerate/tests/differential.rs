@@ -14,16 +14,14 @@
 //! Needs root.
 use etherparse::PacketBuilder;
 use linerate_host::cmd::ip;
-use linerate_host::netns::NetnsGuard;
 use linerate_traffic::synth::fix_ipv4_checksum;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
+use common::frames::{send, Seen};
 
 const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 const LAB: &str = "lrt-diff";
@@ -39,66 +37,6 @@ impl Drop for Down {
     fn drop(&mut self) {
         let _ = linerate(&["lab", "down", "--name", self.0]);
     }
-}
-
-/// Frames arriving on `dev` of namespace `ns` until `stop` (not the ones it sends).
-fn capture(
-    ns: String,
-    dev: &'static str,
-    stop: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
-    std::thread::spawn(move || {
-        let _in = NetnsGuard::enter(&ns).unwrap();
-        let idx = linerate_bpf::loader::ifindex(dev).unwrap();
-        // SAFETY: plain socket calls on a descriptor we own.
-        unsafe {
-            let proto = (libc::ETH_P_ALL as u16).to_be();
-            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto as i32);
-            assert!(fd >= 0);
-            let mut sll: libc::sockaddr_ll = std::mem::zeroed();
-            sll.sll_family = libc::AF_PACKET as u16;
-            sll.sll_protocol = proto;
-            sll.sll_ifindex = idx as i32;
-            assert_eq!(
-                libc::bind(
-                    fd,
-                    &sll as *const _ as *const libc::sockaddr,
-                    std::mem::size_of_val(&sll) as u32
-                ),
-                0
-            );
-            let tv = libc::timeval {
-                tv_sec: 0,
-                tv_usec: 100_000,
-            };
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                &tv as *const _ as *const libc::c_void,
-                std::mem::size_of_val(&tv) as u32,
-            );
-            let mut out = Vec::new();
-            let mut buf = vec![0u8; 65536];
-            while !stop.load(Ordering::SeqCst) {
-                let mut from: libc::sockaddr_ll = std::mem::zeroed();
-                let mut len = std::mem::size_of_val(&from) as u32;
-                let n = libc::recvfrom(
-                    fd,
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    buf.len(),
-                    0,
-                    &mut from as *mut _ as *mut libc::sockaddr,
-                    &mut len,
-                );
-                if n > 0 && from.sll_pkttype != libc::PACKET_OUTGOING {
-                    out.push(buf[..n as usize].to_vec());
-                }
-            }
-            libc::close(fd);
-            out
-        }
-    })
 }
 
 fn udp4(dst: [u8; 4], ttl: u8, payload: usize, dst_mac: [u8; 6]) -> Vec<u8> {
@@ -245,41 +183,6 @@ fn beyond_the_ip_packet() -> Vec<Vec<u8>> {
     c
 }
 
-fn is_chatter(f: &[u8]) -> bool {
-    let et = u16::from_be_bytes([f[12], f[13]]);
-    match et {
-        0x0806 => true,
-        0x86dd => {
-            // ICMPv6 ND (133-137) and MLD (130-132, 143), after a plain header or hop-by-hop.
-            let (nh, off) = if f[20] == 0 {
-                (f[54], 54 + 8)
-            } else {
-                (f[20], 54)
-            };
-            nh == 58 && f.len() > off && matches!(f[off], 130..=137 | 143)
-        }
-        0x0800 => f[23] == 2, // IGMP
-        _ => false,
-    }
-}
-
-/// Zeroes the IPv4 ID and header checksum of packets the DUT or the
-/// receiver originates (its errors back).
-fn normalise(mut f: Vec<u8>) -> Vec<u8> {
-    if u16::from_be_bytes([f[12], f[13]]) == 0x0800 && f.len() >= 34 {
-        let src = [f[26], f[27], f[28], f[29]];
-        if [[198, 18, 0, 254], [198, 19, 0, 254], [198, 19, 0, 1]].contains(&src) {
-            f[18] = 0;
-            f[19] = 0;
-            f[24] = 0;
-            f[25] = 0;
-        }
-    }
-    f
-}
-
-type Seen = BTreeMap<(String, Vec<u8>), usize>;
-
 fn send_corpus() -> Seen {
     // The unresolved neighbour's ARP gives up after about 3 s, then the
     // kernel sends host unreachable.
@@ -289,38 +192,6 @@ fn send_corpus() -> Seen {
         Duration::from_millis(20),
         Duration::from_millis(3500),
     )
-}
-
-/// Sends `frames` out of lab `lab`'s gen0, `gap` apart, and returns what
-/// arrived at recv0 and gen0 until `settle` after the last.
-fn send(lab: &str, frames: Vec<Vec<u8>>, gap: Duration, settle: Duration) -> Seen {
-    let stop = Arc::new(AtomicBool::new(false));
-    let at_recv = capture(format!("{lab}-recv"), "recv0", stop.clone());
-    let at_gen = capture(format!("{lab}-gen"), "gen0", stop.clone());
-    std::thread::sleep(Duration::from_millis(300));
-    {
-        let _in = NetnsGuard::enter(&format!("{lab}-gen")).unwrap();
-        let sock = linerate_traffic::afpacket::PacketSocket::open(
-            linerate_bpf::loader::ifindex("gen0").unwrap(),
-        )
-        .unwrap();
-        for f in frames {
-            let mut b = vec![f.clone()];
-            sock.send_batch(&mut b, &[f.len()]).unwrap();
-            std::thread::sleep(gap);
-        }
-    }
-    std::thread::sleep(settle);
-    stop.store(true, Ordering::SeqCst);
-    let mut seen = Seen::new();
-    for (name, h) in [("recv0", at_recv), ("gen0", at_gen)] {
-        for f in h.join().unwrap() {
-            if !is_chatter(&f) {
-                *seen.entry((name.to_string(), normalise(f))).or_default() += 1;
-            }
-        }
-    }
-    seen
 }
 
 #[test]

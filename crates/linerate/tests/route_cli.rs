@@ -323,7 +323,10 @@ fn a_burst_of_route_changes_reaches_the_fast_path_announced_and_withdrawn() {
         // Paced: 5000 changes at 20k/s take a quarter of a second (the
         // kernel alone takes them at 100k/s or more here).
         let rate = r[phase]["rate"].as_f64().unwrap();
-        assert!((15_000.0..=20_500.0).contains(&rate), "{phase} rate {rate}: {r}");
+        assert!(
+            (15_000.0..=20_500.0).contains(&rate),
+            "{phase} rate {rate}: {r}"
+        );
     }
     assert_eq!(r["overflows"], 0, "{r}");
     for phase in ["announce", "withdraw"] {

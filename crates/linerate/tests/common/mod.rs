@@ -1,4 +1,6 @@
 //! What the CLI tests share.
+#![allow(dead_code)] // not every test binary uses all of it
+pub mod frames;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
