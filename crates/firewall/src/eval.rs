@@ -218,8 +218,16 @@ fn value(f: Field, hook: Hook, p: &Packet) -> Option<Value<'_>> {
         // nft_meta_store_ifname): `!=` matches there.
         Field::Iif => num(p.iif as u128),
         Field::Iifname => Some(Value::Name(&p.iifname)),
-        Field::Oif => num(if hook == Hook::Prerouting { 0 } else { p.oif as u128 }),
-        Field::Oifname => Some(Value::Name(if hook == Hook::Prerouting { "" } else { &p.oifname })),
+        Field::Oif => num(if hook == Hook::Prerouting {
+            0
+        } else {
+            p.oif as u128
+        }),
+        Field::Oifname => Some(Value::Name(if hook == Hook::Prerouting {
+            ""
+        } else {
+            &p.oifname
+        })),
         Field::Nfproto => num(if p.ipv6 { 10 } else { 2 }),
         Field::L4proto => num(p.l4proto as u128),
         Field::IpProtocol if !p.ipv6 => num(p.nexthdr as u128),

@@ -188,7 +188,9 @@ impl Family {
         let mut refused = self.refused;
         let mut f = self.filter;
         let mut keyed: Vec<_> = f.base.drain(..).zip(self.order).collect();
-        keyed.sort_by_key(|(b, (table, handle))| (b.hook, b.priority, std::cmp::Reverse((*table, *handle))));
+        keyed.sort_by_key(|(b, (table, handle))| {
+            (b.hook, b.priority, std::cmp::Reverse((*table, *handle)))
+        });
         for w in keyed.windows(2) {
             let ((a, (ta, _)), (b, (tb, _))) = (&w[0], &w[1]);
             if a.hook == b.hook && a.priority == b.priority && ta != tb {
@@ -834,7 +836,7 @@ fn field(v: &Value) -> Result<Field> {
         });
     }
     if v.get("ct").is_some() {
-        bail!("ct (connection tracking) is not compiled yet: the kernel keeps the family");
+        bail!("ct (connection tracking): the stateful firewall is not linerate's yet");
     }
     let what = v
         .as_object()

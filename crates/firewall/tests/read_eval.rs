@@ -26,7 +26,9 @@ fn a_ct_match_keeps_both_families_of_an_inet_table_in_the_kernel() {
         assert_eq!(why.len(), 1, "{family}: {why:?}");
         let s = why[0].to_string();
         assert!(
-            s.starts_with("table inet filter chain forward_filter rule handle 20: ct"),
+            s.starts_with(
+                "table inet filter chain forward_filter rule handle 20: ct (connection tracking)"
+            ),
             "{family}: {s}"
         );
     }

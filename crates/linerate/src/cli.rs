@@ -48,6 +48,19 @@ pub enum Command {
     /// Counters of a running `linerate route`, per interface, a line a
     /// second, then the totals by reason.
     Stats(StatsArgs),
+    /// The kernel's nftables ruleset as linerate reads it: per IP family
+    /// the filter chains a forwarded packet crosses, in the kernel's order,
+    /// or the table, chain and rule that keep the family in the kernel.
+    Firewall(FirewallArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FirewallArgs {
+    /// The network namespace whose ruleset to read (default: this one).
+    #[arg(long)]
+    pub netns: Option<String>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -3,6 +3,7 @@
 mod cli;
 mod cmd_bench;
 mod cmd_fib;
+mod cmd_firewall;
 mod cmd_imix;
 mod cmd_lab;
 mod cmd_lab_run;
@@ -31,6 +32,7 @@ fn main() {
         cli::Command::Fib(f) => cmd_fib::run(f),
         cli::Command::Route(r) => cmd_route::run(r),
         cli::Command::Stats(s) => cmd_route::stats(s),
+        cli::Command::Firewall(f) => cmd_firewall::run(f),
         cli::Command::Search(s) => cmd_search::run(s),
         cli::Command::Trial(t) => cmd_trial::run(t),
         cli::Command::Ministat(m) => std::process::exit(cmd_ministat::run(m)),

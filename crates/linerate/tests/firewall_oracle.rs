@@ -34,7 +34,9 @@ const DUT_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
 struct Down;
 impl Drop for Down {
     fn drop(&mut self) {
-        let _ = Command::new(BIN).args(["lab", "down", "--name", LAB]).output();
+        let _ = Command::new(BIN)
+            .args(["lab", "down", "--name", LAB])
+            .output();
     }
 }
 
@@ -48,7 +50,12 @@ fn nft(args: &[&str]) -> std::process::Output {
 // The pools values are drawn from: small, so rules and frames meet.
 const SRC4: &[&str] = &["198.18.0.1", "198.18.0.9", "198.18.1.7", "198.18.200.3"];
 const DST4: &[&str] = &["198.19.1.1", "198.19.1.2", "198.19.7.9", "198.19.128.4"];
-const SRC6: &[&str] = &["2001:2::1", "2001:2::9", "2001:2:0:1::7", "2001:2:0:7000::3"];
+const SRC6: &[&str] = &[
+    "2001:2::1",
+    "2001:2::9",
+    "2001:2:0:1::7",
+    "2001:2:0:7000::3",
+];
 const DST6: &[&str] = &[
     "2001:2:0:8001::1",
     "2001:2:0:8001::2",
@@ -66,17 +73,29 @@ fn pick<'a, T>(r: &mut StdRng, xs: &'a [T]) -> &'a T {
 
 /// A prefix, range or value around one of the pool's addresses.
 fn addr_atom(r: &mut StdRng, ipv6: bool) -> String {
-    let pool = if ipv6 { SRC6.iter().chain(DST6) } else { SRC4.iter().chain(DST4) };
+    let pool = if ipv6 {
+        SRC6.iter().chain(DST6)
+    } else {
+        SRC4.iter().chain(DST4)
+    };
     let pool: Vec<&str> = pool.copied().collect();
     let a = *pick(r, &pool);
     match r.gen_range(0..4) {
         0 => a.to_string(),
         1 => {
-            let len = if ipv6 { *pick(r, &[48u8, 64, 100, 128]) } else { *pick(r, &[16u8, 24, 30, 32]) };
+            let len = if ipv6 {
+                *pick(r, &[48u8, 64, 100, 128])
+            } else {
+                *pick(r, &[16u8, 24, 30, 32])
+            };
             // nft wants the host bits clear.
             let net = if ipv6 {
                 let v = u128::from(a.parse::<std::net::Ipv6Addr>().unwrap());
-                let m = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+                let m = if len == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - len)
+                };
                 std::net::Ipv6Addr::from(v & m).to_string()
             } else {
                 let v = u32::from(a.parse::<std::net::Ipv4Addr>().unwrap());
@@ -88,10 +107,16 @@ fn addr_atom(r: &mut StdRng, ipv6: bool) -> String {
         2 => {
             let b = *pick(r, &pool);
             let (x, y) = if ipv6 {
-                let (x, y) = (a.parse::<std::net::Ipv6Addr>().unwrap(), b.parse::<std::net::Ipv6Addr>().unwrap());
+                let (x, y) = (
+                    a.parse::<std::net::Ipv6Addr>().unwrap(),
+                    b.parse::<std::net::Ipv6Addr>().unwrap(),
+                );
                 (x.min(y).to_string(), x.max(y).to_string())
             } else {
-                let (x, y) = (a.parse::<std::net::Ipv4Addr>().unwrap(), b.parse::<std::net::Ipv4Addr>().unwrap());
+                let (x, y) = (
+                    a.parse::<std::net::Ipv4Addr>().unwrap(),
+                    b.parse::<std::net::Ipv4Addr>().unwrap(),
+                );
                 (x.min(y).to_string(), x.max(y).to_string())
             };
             if x == y {
@@ -117,7 +142,11 @@ fn port_atom(r: &mut StdRng) -> String {
 
 /// Atoms as one value or an anonymous set (distinct, non-overlapping
 /// elements: nft refuses overlaps in interval sets).
-fn one_or_set(r: &mut StdRng, mut atom: impl FnMut(&mut StdRng) -> String, overlap_safe: bool) -> String {
+fn one_or_set(
+    r: &mut StdRng,
+    mut atom: impl FnMut(&mut StdRng) -> String,
+    overlap_safe: bool,
+) -> String {
     if !overlap_safe || r.gen_bool(0.6) {
         return atom(r);
     }
@@ -144,12 +173,33 @@ enum Proto {
 /// `ipv6` bound to `proto`.
 fn a_match(r: &mut StdRng, ipv6: bool, inet: bool, proto: Proto) -> String {
     let neg = if r.gen_bool(0.2) { "!= " } else { "" };
-    let (ip, dir) = (if ipv6 { "ip6" } else { "ip" }, *pick(r, &["saddr", "daddr"]));
+    let (ip, dir) = (
+        if ipv6 { "ip6" } else { "ip" },
+        *pick(r, &["saddr", "daddr"]),
+    );
     let icmp = if ipv6 { "icmpv6" } else { "icmp" };
     let generic = |r: &mut StdRng| -> String {
         match r.gen_range(0..6) {
-            0 => format!("iifname {neg}{}", pick(r, &["\"dut0\"", "\"dut1\"", "\"dut*\"", "\"eth*\"", "{ \"dut0\", \"x*\" }"])),
-            1 => format!("oifname {neg}{}", pick(r, &["\"dut1\"", "\"dut0\"", "\"du*\"", "{ \"dut1\", \"lo\" }"])),
+            0 => format!(
+                "iifname {neg}{}",
+                pick(
+                    r,
+                    &[
+                        "\"dut0\"",
+                        "\"dut1\"",
+                        "\"dut*\"",
+                        "\"eth*\"",
+                        "{ \"dut0\", \"x*\" }"
+                    ]
+                )
+            ),
+            1 => format!(
+                "oifname {neg}{}",
+                pick(
+                    r,
+                    &["\"dut1\"", "\"dut0\"", "\"du*\"", "{ \"dut1\", \"lo\" }"]
+                )
+            ),
             2 => format!("iif {neg}{}", pick(r, &["\"dut0\"", "\"dut1\""])),
             3 => format!("oif {neg}{}", pick(r, &["\"dut1\"", "\"dut0\""])),
             // Only the inet family takes nfproto.
@@ -164,26 +214,69 @@ fn a_match(r: &mut StdRng, ipv6: bool, inet: bool, proto: Proto) -> String {
     }
     match proto {
         Proto::Any => match r.gen_range(0..2) {
-            0 => format!("meta l4proto {neg}{}", pick(r, &["tcp", "udp", "{ tcp, udp }", "icmp", "ipv6-icmp", "gre"])),
-            _ if !ipv6 => format!("ip protocol {neg}{}", pick(r, &["tcp", "udp", "icmp", "{ udp, gre }"])),
+            0 => format!(
+                "meta l4proto {neg}{}",
+                pick(
+                    r,
+                    &["tcp", "udp", "{ tcp, udp }", "icmp", "ipv6-icmp", "gre"]
+                )
+            ),
+            _ if !ipv6 => format!(
+                "ip protocol {neg}{}",
+                pick(r, &["tcp", "udp", "icmp", "{ udp, gre }"])
+            ),
             _ => format!("ip6 nexthdr {neg}{}", pick(r, &["tcp", "udp", "ipv6-icmp"])),
         },
         // th needs the protocol known first.
-        Proto::Th => format!("meta l4proto {{ tcp, udp }} th {} {neg}{}", pick(r, &["sport", "dport"]), port_atom(r)),
+        Proto::Th => format!(
+            "meta l4proto {{ tcp, udp }} th {} {neg}{}",
+            pick(r, &["sport", "dport"]),
+            port_atom(r)
+        ),
         Proto::Tcp => match r.gen_range(0..5) {
-            0 => format!("tcp {} {neg}{}", pick(r, &["sport", "dport"]), one_or_set(r, port_atom, false)),
+            0 => format!(
+                "tcp {} {neg}{}",
+                pick(r, &["sport", "dport"]),
+                one_or_set(r, port_atom, false)
+            ),
             1 => format!("tcp flags {}", pick(r, FLAGS)),
-            2 => format!("tcp flags & (syn | ack) == {}", pick(r, &["syn", "ack", "syn | ack", "0x0"])),
-            3 => format!("tcp flags {neg}{{ {}, {} }}", pick(r, &["syn", "fin"]), pick(r, &["ack", "rst"])),
-            _ => format!("tcp dport {} {}", pick(r, &["<", ">", "<=", ">="]), pick(r, PORTS)),
+            2 => format!(
+                "tcp flags & (syn | ack) == {}",
+                pick(r, &["syn", "ack", "syn | ack", "0x0"])
+            ),
+            3 => format!(
+                "tcp flags {neg}{{ {}, {} }}",
+                pick(r, &["syn", "fin"]),
+                pick(r, &["ack", "rst"])
+            ),
+            _ => format!(
+                "tcp dport {} {}",
+                pick(r, &["<", ">", "<=", ">="]),
+                pick(r, PORTS)
+            ),
         },
         Proto::Udp => match r.gen_range(0..2) {
-            0 => format!("udp {} {neg}{}", pick(r, &["sport", "dport"]), one_or_set(r, port_atom, false)),
-            _ => format!("udp sport {} {}", pick(r, &["<", ">", "<=", ">="]), pick(r, PORTS)),
+            0 => format!(
+                "udp {} {neg}{}",
+                pick(r, &["sport", "dport"]),
+                one_or_set(r, port_atom, false)
+            ),
+            _ => format!(
+                "udp sport {} {}",
+                pick(r, &["<", ">", "<=", ">="]),
+                pick(r, PORTS)
+            ),
         },
         Proto::Icmp => format!(
             "{icmp} type {neg}{}",
-            pick(r, &["echo-request", "echo-reply", "{ destination-unreachable, time-exceeded }"])
+            pick(
+                r,
+                &[
+                    "echo-request",
+                    "echo-reply",
+                    "{ destination-unreachable, time-exceeded }"
+                ]
+            )
         ),
     }
 }
@@ -201,7 +294,12 @@ fn a_table(r: &mut StdRng, t: usize, family: &str, reject: bool) -> String {
             elems.push(a.to_string());
         }
     }
-    writeln!(s, "  set addrs {{ type {addr_type}; flags interval; {} }}", elements(&elems)).unwrap();
+    writeln!(
+        s,
+        "  set addrs {{ type {addr_type}; flags interval; {} }}",
+        elements(&elems)
+    )
+    .unwrap();
     let mut pairs: Vec<String> = Vec::new();
     for a in if v6 { SRC6 } else { SRC4 } {
         for p in PORTS {
@@ -210,7 +308,12 @@ fn a_table(r: &mut StdRng, t: usize, family: &str, reject: bool) -> String {
             }
         }
     }
-    writeln!(s, "  set pairs {{ type {addr_type} . inet_service; {} }}", elements(&pairs)).unwrap();
+    writeln!(
+        s,
+        "  set pairs {{ type {addr_type} . inet_service; {} }}",
+        elements(&pairs)
+    )
+    .unwrap();
     let regular = r.gen_range(1..4);
     let mut vm: Vec<String> = Vec::new();
     for p in PORTS {
@@ -224,7 +327,12 @@ fn a_table(r: &mut StdRng, t: usize, family: &str, reject: bool) -> String {
             vm.push(format!("{p} : {v}"));
         }
     }
-    writeln!(s, "  map ports {{ type inet_service : verdict; {} }}", elements(&vm)).unwrap();
+    writeln!(
+        s,
+        "  map ports {{ type inet_service : verdict; {} }}",
+        elements(&vm)
+    )
+    .unwrap();
     // Regular chains last to first, so jumps go forward only; a vmap
     // naming c_k is used only from base chains.
     for c in 0..regular {
@@ -244,10 +352,19 @@ fn a_table(r: &mut StdRng, t: usize, family: &str, reject: bool) -> String {
         }
         let prio = *pick(r, &[-300, -150, -10, 0, 10, 100, 200]);
         let policy = if r.gen_bool(0.3) { "drop" } else { "accept" };
-        writeln!(s, "  chain b{b} {{\n    type filter hook {hook} priority {prio}; policy {policy};").unwrap();
+        writeln!(
+            s,
+            "  chain b{b} {{\n    type filter hook {hook} priority {prio}; policy {policy};"
+        )
+        .unwrap();
         for _ in 0..r.gen_range(1..7) {
             let all = (0..regular).collect::<Vec<_>>();
-            writeln!(s, "    {}", a_rule(r, family, v6, &all, reject && *hook == "forward")).unwrap();
+            writeln!(
+                s,
+                "    {}",
+                a_rule(r, family, v6, &all, reject && *hook == "forward")
+            )
+            .unwrap();
         }
         writeln!(s, "  }}").unwrap();
     }
@@ -272,12 +389,20 @@ fn a_rule(r: &mut StdRng, family: &str, sets_v6: bool, targets: &[usize], forwar
         "ip6" => true,
         _ => r.gen_bool(0.5),
     };
-    let proto = *pick(r, &[Proto::Any, Proto::Th, Proto::Tcp, Proto::Udp, Proto::Icmp]);
+    let proto = *pick(
+        r,
+        &[Proto::Any, Proto::Th, Proto::Tcp, Proto::Udp, Proto::Icmp],
+    );
     let ip = if ipv6 { "ip6" } else { "ip" };
-    let mut parts: Vec<String> = (0..r.gen_range(0..3)).map(|_| a_match(r, ipv6, family == "inet", proto)).collect();
+    let mut parts: Vec<String> = (0..r.gen_range(0..3))
+        .map(|_| a_match(r, ipv6, family == "inet", proto))
+        .collect();
     if ipv6 == sets_v6 {
         match r.gen_range(0..10) {
-            0 => parts.push(format!("{ip} saddr {}@addrs", if r.gen_bool(0.2) { "!= " } else { "" })),
+            0 => parts.push(format!(
+                "{ip} saddr {}@addrs",
+                if r.gen_bool(0.2) { "!= " } else { "" }
+            )),
             1 if proto == Proto::Tcp => parts.push(format!("{ip} saddr . tcp dport @pairs")),
             _ => {}
         }
@@ -297,7 +422,10 @@ fn a_rule(r: &mut StdRng, family: &str, sets_v6: bool, targets: &[usize], forwar
         }
         10 if forward => "reject".to_string(),
         11 if proto == Proto::Tcp => {
-            format!("tcp dport vmap {{ {} : accept, {} : drop }}", PORTS[0], PORTS[1])
+            format!(
+                "tcp dport vmap {{ {} : accept, {} : drop }}",
+                PORTS[0], PORTS[1]
+            )
         }
         _ => String::new(),
     };
@@ -335,7 +463,11 @@ fn a_ruleset(seed: u64) -> String {
 /// payload; and what the evaluator sees of it.
 fn a_frame(r: &mut StdRng, tag: u32, ifs: (u32, u32)) -> (Vec<u8>, Packet) {
     let ipv6 = r.gen_bool(0.5);
-    let (src, dst) = if ipv6 { (pick(r, SRC6), pick(r, DST6)) } else { (pick(r, SRC4), pick(r, DST4)) };
+    let (src, dst) = if ipv6 {
+        (pick(r, SRC6), pick(r, DST6))
+    } else {
+        (pick(r, SRC4), pick(r, DST4))
+    };
     let payload = tag.to_be_bytes().repeat(4);
     let b = PacketBuilder::ethernet2(GEN, DUT_IN);
     let (s, d): (std::net::IpAddr, std::net::IpAddr) = (src.parse().unwrap(), dst.parse().unwrap());
@@ -364,7 +496,9 @@ fn a_frame(r: &mut StdRng, tag: u32, ifs: (u32, u32)) -> (Vec<u8>, Packet) {
             6u8
         }
         1 => {
-            b.udp(*pick(r, PORTS), *pick(r, PORTS)).write(&mut f, &payload).unwrap();
+            b.udp(*pick(r, PORTS), *pick(r, PORTS))
+                .write(&mut f, &payload)
+                .unwrap();
             17
         }
         2 if ipv6 => {
@@ -414,13 +548,23 @@ fn nft_stdin(script: &str) -> std::process::Output {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    c.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
     c.wait_with_output().unwrap()
 }
 
 fn ifindex(name: &str) -> u32 {
     let out = Command::new("ip")
-        .args(["netns", "exec", &format!("{LAB}-dut"), "cat", &format!("/sys/class/net/{name}/ifindex")])
+        .args([
+            "netns",
+            "exec",
+            &format!("{LAB}-dut"),
+            "cat",
+            &format!("/sys/class/net/{name}/ifindex"),
+        ])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
@@ -444,28 +588,59 @@ fn kernel_counters() -> BTreeMap<(String, String, String, u64), u64> {
         }
         if any {
             let s = |k: &str| rule[k].as_str().unwrap().to_string();
-            m.insert((s("family"), s("table"), s("chain"), rule["handle"].as_u64().unwrap()), n);
+            m.insert(
+                (
+                    s("family"),
+                    s("table"),
+                    s("chain"),
+                    rule["handle"].as_u64().unwrap(),
+                ),
+                n,
+            );
         }
     }
     m
 }
 
 #[test]
-#[cfg_attr(not(feature = "privileged"), ignore = "needs root: --features privileged")]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn random_rulesets_judge_frames_as_the_kernel_does() {
     let _down = Down;
-    let up = Command::new(BIN).args(["lab", "up", "--name", LAB]).output().unwrap();
-    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    let up = Command::new(BIN)
+        .args(["lab", "up", "--name", LAB])
+        .output()
+        .unwrap();
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
     // The lab's own chatter would pass the DUT's chains and count: router
     // solicitations go on with a backoff, so they are turned off; MLD's
     // reports after the links came up are done before the first ruleset.
     for ns in ["gen", "dut", "recv"] {
-        for k in ["net.ipv6.conf.all.router_solicitations=0", "net.ipv6.conf.default.router_solicitations=0"] {
+        for k in [
+            "net.ipv6.conf.all.router_solicitations=0",
+            "net.ipv6.conf.default.router_solicitations=0",
+        ] {
             linerate_host::cmd::in_netns(&format!("{LAB}-{ns}"), "sysctl", &["-qw", k]).unwrap();
         }
-        let links = Command::new("ip").args(["-n", &format!("{LAB}-{ns}"), "-o", "link"]).output().unwrap();
+        let links = Command::new("ip")
+            .args(["-n", &format!("{LAB}-{ns}"), "-o", "link"])
+            .output()
+            .unwrap();
         for l in String::from_utf8_lossy(&links.stdout).lines() {
-            let name = l.split(':').nth(1).unwrap().trim().split('@').next().unwrap();
+            let name = l
+                .split(':')
+                .nth(1)
+                .unwrap()
+                .trim()
+                .split('@')
+                .next()
+                .unwrap();
             let k = format!("net.ipv6.conf.{name}.router_solicitations=0");
             linerate_host::cmd::in_netns(&format!("{LAB}-{ns}"), "sysctl", &["-qw", &k]).unwrap();
         }
@@ -478,16 +653,28 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
         .args(["netns", "exec", &format!("{LAB}-recv"), "nft", "add table netdev sink; add chain netdev sink in { type filter hook ingress device recv0 priority 0; policy drop; }"])
         .output()
         .unwrap();
-    assert!(sink.status.success(), "{}", String::from_utf8_lossy(&sink.stderr));
-    let rulesets: u64 = std::env::var("FIREWALL_ORACLE_RULESETS").ok().and_then(|s| s.parse().ok()).unwrap_or(24);
-    let (mut frames_total, mut accepted_total, mut counted_total, mut ties, mut disturbed) = (0, 0, 0, 0, 0);
+    assert!(
+        sink.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sink.stderr)
+    );
+    let rulesets: u64 = std::env::var("FIREWALL_ORACLE_RULESETS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24);
+    let (mut frames_total, mut accepted_total, mut counted_total, mut ties, mut disturbed) =
+        (0, 0, 0, 0, 0);
     for seed in 0..rulesets {
         let text = a_ruleset(seed);
         let _ = nft(&["flush", "ruleset"]);
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), &text).unwrap();
         let load = nft(&["-f", &file.path().display().to_string()]);
-        assert!(load.status.success(), "seed {seed}: nft -f:\n{}\n{text}", String::from_utf8_lossy(&load.stderr));
+        assert!(
+            load.status.success(),
+            "seed {seed}: nft -f:\n{}\n{text}",
+            String::from_utf8_lossy(&load.stderr)
+        );
         // What the DUT itself sends passes its postrouting chains and
         // counts, even when they drop it before it leaves: a table of the
         // test's own counts it at the output hook (which the firewall
@@ -495,19 +682,21 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
         let w = nft_stdin("table inet lrt_watch {\n chain out {\n  type filter hook output priority -1000;\n  counter\n }\n}\n");
         assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
         let json = nft(&["-j", "list", "ruleset"]);
-        let ruleset = linerate_firewall::parse(&String::from_utf8_lossy(&json.stdout), &|n| match n {
-            "dut0" => Some(ifs.0),
-            "dut1" => Some(ifs.1),
-            _ => None,
-        })
-        .unwrap();
+        let ruleset =
+            linerate_firewall::parse(&String::from_utf8_lossy(&json.stdout), &|n| match n {
+                "dut0" => Some(ifs.0),
+                "dut1" => Some(ifs.1),
+                _ => None,
+            })
+            .unwrap();
         // The one thing the grammar draws that is not compiled: two
         // tables' base chains at one hook and priority.
         let mut refused = false;
         for ipv6 in [false, true] {
             if let Err(why) = ruleset.family(ipv6) {
                 assert!(
-                    why.iter().all(|w| w.why.contains("the same hook and priority")),
+                    why.iter()
+                        .all(|w| w.why.contains("the same hook and priority")),
                     "seed {seed}: not compiled: {why:?}\n{text}"
                 );
                 refused = true;
@@ -532,7 +721,12 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
             }
             for (c, rule) in &j.counted {
                 let chain = &f.chains[*c];
-                let key = (chain.table.family.clone(), chain.table.name.clone(), chain.name.clone(), chain.rules[*rule].handle);
+                let key = (
+                    chain.table.family.clone(),
+                    chain.table.name.clone(),
+                    chain.name.clone(),
+                    chain.rules[*rule].handle,
+                );
                 *counted.entry(key).or_default() += 1;
             }
             sent.push((tag, frame, p, j.verdict));
@@ -540,7 +734,12 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
         if std::env::var("FWO_DEBUG").is_ok() {
             for (tag, frame, p, v) in &sent {
                 let before: u64 = kernel_counters().values().sum();
-                send(LAB, vec![frame.clone()], Duration::from_millis(1), Duration::from_millis(50));
+                send(
+                    LAB,
+                    vec![frame.clone()],
+                    Duration::from_millis(1),
+                    Duration::from_millis(50),
+                );
                 let after: u64 = kernel_counters().values().sum();
                 eprintln!("DBG {tag:#x} {v:?} counted {} {p:?}", after - before);
             }
@@ -553,7 +752,12 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
             capture_on(dut.clone(), "dut0", watch.clone(), true),
             capture_on(dut.clone(), "dut1", watch.clone(), true),
         ];
-        let seen = send(LAB, sent.iter().map(|s| s.1.clone()).collect(), Duration::from_millis(2), Duration::from_millis(300));
+        let seen = send(
+            LAB,
+            sent.iter().map(|s| s.1.clone()).collect(),
+            Duration::from_millis(2),
+            Duration::from_millis(300),
+        );
         let mut arrived: Vec<u32> = seen
             .keys()
             .filter(|(dev, _)| dev == "recv0")
@@ -570,7 +774,12 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
             for (tag, _, p, v) in &sent {
                 let a = arrived.contains(tag);
                 if a != expect_arrive.contains(tag) {
-                    writeln!(msg, "frame {tag:#x}: evaluator {v:?}, kernel {}: {p:?}", if a { "delivered" } else { "did not deliver" }).unwrap();
+                    writeln!(
+                        msg,
+                        "frame {tag:#x}: evaluator {v:?}, kernel {}: {p:?}",
+                        if a { "delivered" } else { "did not deliver" }
+                    )
+                    .unwrap();
                 }
             }
             panic!("seed {seed}:\n{msg}\nruleset:\n{text}");
@@ -583,13 +792,20 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
             .into_iter()
             .flat_map(|w| w.join().unwrap())
             .filter(|f| {
-                let tag = f.len().checked_sub(4).map(|at| u32::from_be_bytes(f[at..].try_into().unwrap()));
+                let tag = f
+                    .len()
+                    .checked_sub(4)
+                    .map(|at| u32::from_be_bytes(f[at..].try_into().unwrap()));
                 let ip = f.len() > 14 && matches!([f[12], f[13]], [0x08, 0x00] | [0x86, 0xdd]);
                 ip && !tag.is_some_and(|t| ours.contains(&(f.len(), t)))
             })
             .collect();
         let mut kernel = kernel_counters();
-        let own: u64 = kernel.iter().filter(|(k, _)| k.1 == "lrt_watch").map(|(_, n)| n).sum();
+        let own: u64 = kernel
+            .iter()
+            .filter(|(k, _)| k.1 == "lrt_watch")
+            .map(|(_, n)| n)
+            .sum();
         kernel.retain(|k, _| k.1 != "lrt_watch");
         if own > 0 {
             eprintln!("seed {seed}: the DUT sent {own} packets of its own; counters not compared");
@@ -607,16 +823,28 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
             *v = 0;
         }
         ours.extend(counted.clone());
-        assert_eq!(kernel, ours, "seed {seed}: counters (kernel, evaluator)\n{text}");
+        assert_eq!(
+            kernel, ours,
+            "seed {seed}: counters (kernel, evaluator)\n{text}"
+        );
         frames_total += sent.len();
         accepted_total += expect_arrive.len();
         counted_total += counted.values().sum::<u64>();
     }
     let _ = nft(&["flush", "ruleset"]);
     eprintln!("{rulesets} rulesets ({ties} refused: equal priorities; counters of {disturbed} not compared: the lab's own frames crossed), {frames_total} frames, {accepted_total} delivered, {counted_total} counter hits");
-    assert!(disturbed * 5 < rulesets, "counters compared for most rulesets: {disturbed} of {rulesets} disturbed");
-    assert!(ties * 3 < rulesets, "most rulesets compiled: {ties} of {rulesets} refused");
+    assert!(
+        disturbed * 5 < rulesets,
+        "counters compared for most rulesets: {disturbed} of {rulesets} disturbed"
+    );
+    assert!(
+        ties * 3 < rulesets,
+        "most rulesets compiled: {ties} of {rulesets} refused"
+    );
     // The draw exercised both outcomes and the counters.
-    assert!(accepted_total > frames_total / 10 && accepted_total < frames_total * 9 / 10, "{accepted_total} of {frames_total}");
+    assert!(
+        accepted_total > frames_total / 10 && accepted_total < frames_total * 9 / 10,
+        "{accepted_total} of {frames_total}"
+    );
     assert!(counted_total > 0);
 }

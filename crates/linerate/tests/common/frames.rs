@@ -144,4 +144,3 @@ pub fn send(lab: &str, frames: Vec<Vec<u8>>, gap: Duration, settle: Duration) ->
     }
     seen
 }
-

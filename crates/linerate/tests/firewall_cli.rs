@@ -1,0 +1,113 @@
+//! `linerate firewall` on a namespace's ruleset: the rule that keeps both
+//! families of an inet table in the kernel is named by its handle; once
+//! it is deleted, the chains are listed in the kernel's order. Needs root.
+use serde_json::Value;
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+const NS: &str = "lrt-fwcli";
+
+struct Gone;
+impl Drop for Gone {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", NS]).output();
+    }
+}
+
+fn firewall() -> Value {
+    let o = Command::new(BIN)
+        .args(["firewall", "--netns", NS, "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn the_rule_that_keeps_a_family_in_the_kernel_is_named() {
+    let _gone = Gone;
+    assert!(Command::new("ip")
+        .args(["netns", "add", NS])
+        .status()
+        .unwrap()
+        .success());
+    let rules = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../firewall/tests/data/sample-with-ct.nft"
+    );
+    let nft = |args: &[&str]| {
+        let o = Command::new("ip")
+            .args(["netns", "exec", NS, "nft"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "nft {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    nft(&["-f", rules]);
+    let v = firewall();
+    for family in ["ipv4", "ipv6"] {
+        assert_eq!(v[family]["read"], false, "{v}");
+        let r = &v[family]["reasons"][0];
+        assert_eq!(
+            (
+                r["table"].as_str(),
+                r["chain"].as_str(),
+                r["handle"].as_u64()
+            ),
+            (Some("inet filter"), Some("forward_filter"), Some(20)),
+            "{v}"
+        );
+        assert!(r["why"].as_str().unwrap().starts_with("ct "), "{v}");
+    }
+    nft(&[
+        "delete",
+        "rule",
+        "inet",
+        "filter",
+        "forward_filter",
+        "handle",
+        "20",
+    ]);
+    let v = firewall();
+    let order: Vec<(&str, &str, i64)> = v["ipv4"]["base_chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["hook"].as_str().unwrap(),
+                b["chain"].as_str().unwrap(),
+                b["priority"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("prerouting", "pre", -150),
+            ("forward", "forward_filter", 0)
+        ],
+        "{v}"
+    );
+    assert_eq!(v["ipv6"]["base_chains"].as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v["ipv4"]["rules"], 14, "{v}");
+
+    let bad = Command::new(BIN)
+        .args(["firewall", "--netns", "lrt-no-such-ns"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--netns lrt-no-such-ns"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
