@@ -420,21 +420,8 @@ impl<'a> TableReader<'a> {
                     Value::Null | Value::Object(_) => Step::Counter,
                     _ => bail!("a named counter"),
                 },
-                "accept" => Step::Verdict(Action::Accept),
-                "drop" => Step::Verdict(Action::Drop),
-                "continue" => Step::Verdict(Action::Continue),
-                "return" => Step::Verdict(Action::Return),
-                "jump" | "goto" => {
-                    let target = body
-                        .get("target")
-                        .and_then(Value::as_str)
-                        .context("a jump without its target")?;
-                    let i = self.chain(target);
-                    Step::Verdict(if kind == "jump" {
-                        Action::Jump(i)
-                    } else {
-                        Action::Goto(i)
-                    })
+                "accept" | "drop" | "continue" | "return" | "jump" | "goto" => {
+                    Step::Verdict(self.verdict(e)?)
                 }
                 "reject" => Step::Verdict(Action::Kernel),
                 "vmap" => {

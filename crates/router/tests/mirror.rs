@@ -736,6 +736,20 @@ fn next_hop_and_group_ids_are_recycled() {
 /// it no longer has: a route, a neighbour and a nexthop object (with its
 /// route) the kernel deleted meanwhile stop being used; what is still
 /// there stays.
+/// A main-table /24 through gateway `gw` on `oif`.
+fn via24(net: &str, gw: &str, oif: u32) -> M {
+    M::NewRoute(route(
+        net,
+        24,
+        254,
+        RouteType::Unicast,
+        Some(gw),
+        oif,
+        0,
+        None,
+    ))
+}
+
 #[test]
 fn a_resync_drops_what_the_kernel_no_longer_has() {
     use linerate_router::netlink::Change;
@@ -743,18 +757,7 @@ fn a_resync_drops_what_the_kernel_no_longer_has() {
     let env = scratch_mirror("resync");
     let (mut m, m0, m1) = (env.m, env.m0, env.m1);
     let to = |dst: &str| frame_between("198.18.0.1".parse().unwrap(), dst.parse().unwrap());
-    let via = |net: &str, gw: &str| {
-        M::NewRoute(route(
-            net,
-            24,
-            254,
-            RouteType::Unicast,
-            Some(gw),
-            m1,
-            0,
-            None,
-        ))
-    };
+    let via = |net: &str, gw: &str| via24(net, gw, m1);
     let object = NhMessage {
         id: 5,
         gone: false,
@@ -830,19 +833,7 @@ fn a_resync_writes_only_what_changed() {
     let (mut resynced, m0, m1) = (env.m, env.m0, env.m1);
     // The twin that saw every notification: the model alone.
     let mut notified = Mirror::new(common::TestPlane::model(m0, m1)).unwrap();
-    let via = |net: u32, gw: &str| {
-        let net = Ipv4Addr::from(net).to_string();
-        M::NewRoute(route(
-            &net,
-            24,
-            254,
-            RouteType::Unicast,
-            Some(gw),
-            m1,
-            0,
-            None,
-        ))
-    };
+    let via = |net: u32, gw: &str| via24(&Ipv4Addr::from(net).to_string(), gw, m1);
     let net = |i: u32| 0x0a00_0000 + (i << 8);
     let mut dump: Vec<Change> = vec![
         Change::Rt(link(m0, MAC_IN, 1500, true)),
