@@ -9,6 +9,7 @@
 //! family from being judged anywhere but in the kernel. [`eval`] judges a
 //! forwarded packet by it exactly as nf_tables does: the reference the
 //! compiled fast path is held to (docs/firewall.md).
+pub mod cache;
 pub mod eval;
 pub mod read;
 pub mod ruleset;
