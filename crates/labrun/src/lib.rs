@@ -3,6 +3,7 @@
 //! raw values, logs, results.json, report.md and plots, prints the
 //! ministat comparison, and removes the lab, also on error or Ctrl-C.
 pub mod dut_setup;
+pub mod firewall_duts;
 pub mod measure;
 pub mod plot;
 pub mod report;

@@ -208,7 +208,15 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         "linux-1m" => Some(plain(Forwarder::Linux, Some(FULL_TABLE))),
         "xdp-fib-lookup-1m" => Some(plain(Forwarder::XdpFibLookup, Some(FULL_TABLE))),
         "linerate-1m" => Some(plain(Forwarder::Linerate, Some(FULL_TABLE))),
-        _ => None,
+        // The seeds' stateless firewall slides: N rules, a set of M
+        // addresses (crate::firewall_duts).
+        _ => crate::firewall_duts::by_name(name).map(|(linerate, nft)| DutDef {
+            forwarder: if linerate { Forwarder::Linerate } else { Forwarder::Linux },
+            nft: Some(nft),
+            sysctl: BTreeMap::new(),
+            routes: None,
+            routes6: None,
+        }),
     }
 }
 
@@ -224,6 +232,8 @@ pub const BUILTIN_DUTS: &[&str] = &[
     "linux-1m",
     "xdp-fib-lookup-1m",
     "linerate-1m",
+    "linux-nft-rules-N and linerate-nft-rules-N (N: 1, 100, 1000, 10000)",
+    "linux-nft-set-M and linerate-nft-set-M (M: 1, 1000, 100000, 1000000)",
 ];
 
 /// A checked scenario.
