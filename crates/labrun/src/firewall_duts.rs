@@ -21,7 +21,12 @@ pub fn rules(n: u32) -> String {
     for i in 1..n {
         // Ports 1..=65535, then again: the rules stay distinct by their
         // place, and none matches UDP.
-        writeln!(s, "    meta l4proto tcp th dport {} drop", (i - 1) % 65535 + 1).unwrap();
+        writeln!(
+            s,
+            "    meta l4proto tcp th dport {} drop",
+            (i - 1) % 65535 + 1
+        )
+        .unwrap();
     }
     s.push_str("    meta l4proto udp accept\n  }\n}\n");
     s

@@ -228,9 +228,16 @@ impl Results {
                 });
             }
             if sets.iter().all(|(_, d)| d.n() >= 3) {
-                let only: Vec<Dataset> = sets.into_iter().map(|s| s.1).collect();
-                self.ministat
-                    .push((pname.clone(), text(&only, &Options::default())));
+                // ministat compares at most 7 data sets (FreeBSD's MAX_DS
+                // - 1): the baseline and up to 6 others a table.
+                let mut only: Vec<Dataset> = sets.into_iter().map(|s| s.1).collect();
+                let base = only.remove(0);
+                for group in only.chunks(linerate_ministat::MAX_SETS - 1) {
+                    let mut table = vec![base.clone()];
+                    table.extend(group.iter().cloned());
+                    self.ministat
+                        .push((pname.clone(), text(&table, &Options::default())));
+                }
             }
         }
     }
@@ -431,4 +438,51 @@ pub fn utc_now() -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// More configurations than ministat compares at once: one table of
+    /// the baseline and up to six others each, and every comparison made.
+    #[test]
+    fn many_configurations_get_several_ministat_tables() {
+        let names: Vec<String> = ["linux", "linerate"]
+            .into_iter()
+            .map(String::from)
+            .chain(crate::firewall_duts::names().into_iter().take(7))
+            .collect();
+        let text = format!(
+            "duts = [{}]\nprofiles = [\"ipv4-60\"]\n",
+            names
+                .iter()
+                .map(|n| format!("{n:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let sc = Scenario::parse("test", &text).unwrap();
+        let mut r = Results::new(&sc, 1);
+        for (i, dut) in names.iter().enumerate() {
+            for repeat in 0..3 {
+                r.runs.push(RunRecord {
+                    dut: dut.clone(),
+                    profile: "ipv4-60".into(),
+                    repeat,
+                    value_pps: 1e6 * (i + 1) as f64 + repeat as f64 * 1e3,
+                    ..Default::default()
+                });
+            }
+        }
+        r.finish();
+        assert_eq!(r.results.len(), 9);
+        assert_eq!(r.comparisons.len(), 8);
+        // 8 against the baseline: 6 in the first table, 2 in the second.
+        assert_eq!(r.ministat.len(), 2);
+        for (_, t) in &r.ministat {
+            assert!(t.starts_with("x linux.ipv4-60.pps\n"), "{t}");
+        }
+        assert!(r.ministat[0].1.contains("O "), "{}", r.ministat[0].1);
+        assert_eq!(r.ministat[1].1.matches(".pps\n").count(), 3);
+    }
 }

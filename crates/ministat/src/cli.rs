@@ -7,7 +7,7 @@ use crate::stats::{confidence_index, Dataset};
 use crate::student::CONFIDENCE;
 use std::io::{BufRead, BufReader, Write};
 
-const MAX_SETS: usize = 7;
+use crate::MAX_SETS;
 
 /// Where the output goes and what the terminal is.
 pub struct Io<'a> {

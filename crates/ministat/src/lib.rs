@@ -16,4 +16,8 @@ pub mod stats;
 pub mod student;
 
 pub use report::{report, text, Options, Report};
+
+/// Data sets ministat compares at once (FreeBSD's MAX_DS - 1: one plot
+/// symbol each); [`text`] takes no more.
+pub const MAX_SETS: usize = 7;
 pub use stats::{compare, Comparison, Dataset, Vitals};

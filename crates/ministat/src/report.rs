@@ -68,8 +68,15 @@ pub fn comparison_text(c: &Comparison) -> String {
     }
 }
 
-/// ministat's output for `sets` (the first is the baseline).
+/// ministat's output for `sets` (the first is the baseline; at most
+/// [`crate::MAX_SETS`], as FreeBSD's, which has a plot symbol for no more).
 pub fn text(sets: &[Dataset], o: &Options) -> String {
+    assert!(
+        sets.len() <= crate::MAX_SETS,
+        "ministat compares at most {} data sets, got {}",
+        crate::MAX_SETS,
+        sets.len()
+    );
     let mut out = String::new();
     if !o.quiet {
         for (i, ds) in sets.iter().enumerate() {
