@@ -10,4 +10,5 @@ pub mod bgp;
 pub mod fastpath;
 pub mod fib;
 pub mod follow;
+pub mod fw_cache;
 pub mod route_churn;

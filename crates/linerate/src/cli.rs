@@ -175,6 +175,10 @@ pub enum BenchCmd {
     /// changes (a BGP table arriving, then withdrawn): the lag from each
     /// kernel change to the fast path, and the notification overflows.
     RouteChurn(BenchRouteChurnArgs),
+    /// What a verdict cache lookup costs the fast path, by the cache's
+    /// shape (BPF LRU hash, direct-mapped table), with BPF_PROG_TEST_RUN
+    /// (issue 23's design choice, docs/firewall.md).
+    FirewallCache(BenchFirewallCacheArgs),
     /// linerate fed by real BGP daemons: a BIRD peer announces, withdraws
     /// and re-announces a table to the DUT's BIRD or FRR, under traffic;
     /// the lag from each kernel change to the fast path, per family.
@@ -239,6 +243,23 @@ pub struct BenchRouteChurnArgs {
     /// (default: unpinned, all three sharing the machine).
     #[arg(long)]
     pub router_cpu: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchFirewallCacheArgs {
+    /// Flows in the caches.
+    #[arg(long, default_value_t = 100_000)]
+    pub flows: u32,
+    /// Flows whose frames are run, spread over all.
+    #[arg(long, default_value_t = 2000)]
+    pub samples: u32,
+    /// BPF_PROG_TEST_RUN repetitions per frame and program.
+    #[arg(long, default_value_t = 100)]
+    pub repeat: u32,
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
     #[arg(long)]
     pub json: bool,
 }

@@ -13,6 +13,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Search(a) => search(a),
         BenchCmd::RouteChange(a) => route_change(a),
         BenchCmd::RouteChurn(a) => route_churn(a),
+        BenchCmd::FirewallCache(a) => firewall_cache(a),
         BenchCmd::Bgp(a) => bgp(a),
     }
 }
@@ -456,6 +457,39 @@ fn gen(a: BenchGenArgs) -> Result<()> {
             rc.of_drop_sink.min,
             rc.of_drop_sink.max,
             rc.counted_ratio_min
+        );
+    }
+    Ok(())
+}
+
+fn firewall_cache(a: crate::cli::BenchFirewallCacheArgs) -> Result<()> {
+    use linerate_bench::fw_cache::{run, Options};
+    linerate_host::privilege::require_root("linerate bench firewall-cache")?;
+    let r = run(&Options {
+        flows: a.flows,
+        samples: a.samples,
+        repeat: a.repeat,
+        rounds: a.rounds,
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!(
+        "{} flows cached ({} lost to a slot's collision in the direct-mapped table), {} sampled:",
+        r.flows, r.direct_collisions, r.samples
+    );
+    let base = r.shapes[0].ns_per_packet;
+    for s in &r.shapes {
+        println!(
+            "  {:<12} {:7.1} ns/packet ({:+.1} ns over the key alone; rounds {:?})",
+            s.program,
+            s.ns_per_packet,
+            s.ns_per_packet - base,
+            s.rounds_ns_per_packet
+                .iter()
+                .map(|v| (v * 10.0).round() / 10.0)
+                .collect::<Vec<_>>()
         );
     }
     Ok(())

@@ -111,3 +111,60 @@ fn the_rule_that_keeps_a_family_in_the_kernel_is_named() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+/// `bench firewall-cache` runs every shape on flows that all hit (it
+/// refuses to measure otherwise) and reports each; bad arguments are
+/// named. How fast is the bench's to measure, not this test's.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn the_cache_bench_measures_every_shape_on_hits() {
+    let o = Command::new(BIN)
+        .args([
+            "bench",
+            "firewall-cache",
+            "--flows",
+            "300",
+            "--samples",
+            "50",
+            "--repeat",
+            "2",
+            "--rounds",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let shapes: Vec<&str> = v["shapes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["program"].as_str().unwrap())
+        .collect();
+    assert_eq!(shapes, ["fw_key_only", "fw_lru", "fw_direct"], "{v}");
+    assert!(v["samples"].as_u64().unwrap() > 0, "{v}");
+    for s in v["shapes"].as_array().unwrap() {
+        assert!(s["ns_per_packet"].as_f64().unwrap() > 0.0, "{v}");
+    }
+    let bad = Command::new(BIN)
+        .args([
+            "bench",
+            "firewall-cache",
+            "--flows",
+            "10",
+            "--samples",
+            "20",
+        ])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--samples"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
