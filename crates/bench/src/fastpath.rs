@@ -7,6 +7,7 @@
 //! (two fast paths, two kernel routing tables), and each destination runs
 //! through every program before the next: the machine's speed drifts by
 //! up to 2x between minutes, so only costs taken side by side compare.
+use crate::median;
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
@@ -204,11 +205,6 @@ fn shape_of<K: Key>(layout: Ipv6Layout) -> Shape {
 fn layout_name<K: Key>(layout: Ipv6Layout) -> String {
     let shape = shape_of::<K>(layout);
     format!("{}+{}", shape.first, shape.stride)
-}
-
-/// The median of the rounds' means (ministat's).
-fn median(v: &[f64]) -> f64 {
-    linerate_ministat::Dataset::new("rounds", v).median()
 }
 
 /// The keys whose longest match among `routes` has a length in `lengths`.

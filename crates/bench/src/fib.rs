@@ -58,16 +58,6 @@ pub struct FibBenchReport {
     pub runs: Vec<Run>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Lookups per second of `f` over `keys`, best of a few passes (the first
 /// one warms the caches and the branch predictors as much as a router's
 /// steady state would).
@@ -237,7 +227,7 @@ fn run_family<K: Family2>(
             peers,
         });
     }
-    let col = |f: &dyn Fn(&Run) -> f64| median(runs.iter().map(f).collect());
+    let col = |f: &dyn Fn(&Run) -> f64| crate::median(&runs.iter().map(f).collect::<Vec<_>>());
     let stats = last_stats.expect("at least one run");
     let peer_names: Vec<String> = runs[0].peers.iter().map(|p| p.name.clone()).collect();
     Ok(FibBenchReport {

@@ -159,7 +159,7 @@ pub fn run(o: &Options) -> Result<Report> {
         .zip(rounds)
         .map(|(p, r)| Shape {
             program: p,
-            ns_per_packet: median(&r),
+            ns_per_packet: crate::median(&r),
             rounds_ns_per_packet: r,
         })
         .collect();
@@ -169,15 +169,4 @@ pub fn run(o: &Options) -> Result<Report> {
         direct_collisions: collisions,
         shapes,
     })
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
 }

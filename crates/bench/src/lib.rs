@@ -4,7 +4,9 @@
 //! crates on the same table and keys) and `fastpath` (`linerate bench
 //! fastpath`: the router program against bpf_fib_lookup, with
 //! BPF_PROG_RUN) and `route_churn` (`linerate bench route-churn`: how far
-//! the fast path lags the kernel during a burst of route changes).
+//! the fast path lags the kernel during a burst of route changes), `bgp`
+//! (the same with BIRD and FRR) and `fw_cache` (a verdict cache's lookup
+//! by its shape).
 //! `linerate bench gen` is the generator's own, in linerate-traffic.
 pub mod bgp;
 pub mod fastpath;
@@ -12,3 +14,8 @@ pub mod fib;
 pub mod follow;
 pub mod fw_cache;
 pub mod route_churn;
+
+/// The median of a bench's rounds (ministat's).
+pub fn median(v: &[f64]) -> f64 {
+    linerate_ministat::Dataset::new("rounds", v).median()
+}
