@@ -186,15 +186,16 @@ impl FlowKey {
 pub const ENTRY_COUNTERS: usize = 4;
 
 /// What the fast path does with a key's packets: the verdict, and the
-/// rules whose counters they reach (by [`rule_ids`]).
+/// rules whose counters they reach, by id: the rule's chain's offset
+/// ([`chain_offsets`]) plus its place in the chain.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
     pub verdict: Verdict,
     pub counters: Vec<u16>,
 }
 
-/// Each rule's id: its chain's offset plus its place in the chain.
-pub fn rule_ids(f: &Filter) -> Vec<usize> {
+/// Each chain's first rule id: the rules of the chains before it.
+pub fn chain_offsets(f: &Filter) -> Vec<usize> {
     let mut offsets = Vec::with_capacity(f.chains.len());
     let mut n = 0;
     for c in &f.chains {
@@ -209,7 +210,7 @@ pub fn rule_ids(f: &Filter) -> Vec<usize> {
 /// kernel's.
 pub fn entry(f: &Filter, key: &FlowKey, name: &dyn Fn(u32) -> String) -> Entry {
     let j: Judgement = judge(f, &key.packet(name));
-    let offsets = rule_ids(f);
+    let offsets = chain_offsets(f);
     let ids: Option<Vec<u16>> = j
         .counted
         .iter()

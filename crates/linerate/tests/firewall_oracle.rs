@@ -539,36 +539,16 @@ fn a_frame(r: &mut StdRng, tag: u32, ifs: (u32, u32)) -> (Vec<u8>, Packet) {
     (f, p)
 }
 
-fn nft_stdin(script: &str) -> std::process::Output {
-    use std::io::Write;
-    let mut c = Command::new("ip")
-        .args(["netns", "exec", &format!("{LAB}-dut"), "nft", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    c.wait_with_output().unwrap()
+fn ifindex(name: &str) -> u32 {
+    let _in = linerate_host::netns::NetnsGuard::enter(&format!("{LAB}-dut")).unwrap();
+    linerate_bpf::loader::ifindex(name).unwrap()
 }
 
-fn ifindex(name: &str) -> u32 {
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &format!("{LAB}-dut"),
-            "cat",
-            &format!("/sys/class/net/{name}/ifindex"),
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
-}
+/// What the DUT itself sends passes its postrouting chains and counts,
+/// even when they drop it before it leaves: a table of the test's own,
+/// loaded with each ruleset, counts it at the output hook (which the
+/// firewall ignores: local traffic).
+const WATCH_OWN: &str = "table inet lrt_watch {\n chain out {\n  type filter hook output priority -1000;\n  counter\n }\n}\n";
 
 /// Each rule's counter as the kernel has it: (family, table, chain,
 /// handle) -> packets.
@@ -668,19 +648,13 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
         let text = a_ruleset(seed);
         let _ = nft(&["flush", "ruleset"]);
         let file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(file.path(), &text).unwrap();
+        std::fs::write(file.path(), format!("{text}{WATCH_OWN}")).unwrap();
         let load = nft(&["-f", &file.path().display().to_string()]);
         assert!(
             load.status.success(),
             "seed {seed}: nft -f:\n{}\n{text}",
             String::from_utf8_lossy(&load.stderr)
         );
-        // What the DUT itself sends passes its postrouting chains and
-        // counts, even when they drop it before it leaves: a table of the
-        // test's own counts it at the output hook (which the firewall
-        // ignores: local traffic).
-        let w = nft_stdin("table inet lrt_watch {\n chain out {\n  type filter hook output priority -1000;\n  counter\n }\n}\n");
-        assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
         let json = nft(&["-j", "list", "ruleset"]);
         let ruleset =
             linerate_firewall::parse(&String::from_utf8_lossy(&json.stdout), &|n| match n {
