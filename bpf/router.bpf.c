@@ -20,6 +20,7 @@
 #include "fib.h"
 #include "router_maps.h"
 #include "parse.h"
+#include "firewall.h"
 
 #define IP_MF_OFFSET 0x3fff
 #define NEXTHDR_HOP 0
@@ -230,6 +231,17 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 	if ((ifflags & (IFACE_RPF_STRICT | IFACE_RPF_LOOSE)) &&
 	    !rpf_ok(saddr, ctx->ingress_ifindex, ifflags))
 		return PASS(R_PASS_RP_FILTER);
+	struct fw_hit hit = { .n = 0 };
+	if (ifflags & IFACE_FIREWALL4) {
+		r = fw_judge(ctx, ip, 0, (const __u8 *)(ip + 1), l3_len - sizeof(*ip), ip->protocol,
+			     ip->protocol, n->ifindex, &hit);
+		if (r == R_DROP_FIREWALL) {
+			fw_count(&hit, l3_len);
+			return verdict(c, R_DROP_FIREWALL, len, XDP_DROP);
+		}
+		if (r != R_FORWARDED)
+			return PASS(r);
+	}
 	/* The common frame is one buffer holding exactly the packet. */
 	__u32 frame = ETH_HLEN + l3_len;
 	if (frame != linear || len != linear) {
@@ -241,6 +253,9 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 		if ((void *)(ip + 1) > (void *)(long)ctx->data_end)
 			return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
 	}
+	/* Counted once the frame is sure to leave: one that passes after all
+	 * is judged and counted by the kernel. */
+	fw_count(&hit, l3_len);
 	ipv4_decrease_ttl(ip);
 	verdict(c, R_FORWARDED, len, 0);
 	return send(eth, n, multibuf);
@@ -248,7 +263,7 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 
 static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 					struct router_counters *c, __u64 len, __u64 linear,
-					const int multibuf)
+					__u16 ifflags, const int multibuf)
 {
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ipv6hdr *ip6 = (void *)(eth + 1);
@@ -276,6 +291,19 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 				  &n, multibuf);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
+	struct fw_hit hit = { .n = 0 };
+	if (ifflags & IFACE_FIREWALL6) {
+		if (fw_ipv6_ext(ip6->nexthdr))
+			return PASS(R_PASS_EXT_HDR);
+		r = fw_judge(ctx, ip6, 1, (const __u8 *)(ip6 + 1), l3_len - sizeof(*ip6),
+			     ip6->nexthdr, ip6->nexthdr, n->ifindex, &hit);
+		if (r == R_DROP_FIREWALL) {
+			fw_count(&hit, l3_len);
+			return verdict(c, R_DROP_FIREWALL, len, XDP_DROP);
+		}
+		if (r != R_FORWARDED)
+			return PASS(r);
+	}
 	__u32 frame = ETH_HLEN + l3_len;
 	if (frame != linear || len != linear) {
 		r = fit_frame(ctx, n, frame, len, linear);
@@ -286,6 +314,7 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 		if ((void *)(ip6 + 1) > (void *)(long)ctx->data_end)
 			return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
 	}
+	fw_count(&hit, l3_len);
 	ip6->hop_limit--;
 	verdict(c, R_FORWARDED, len, 0);
 	return send(eth, n, multibuf);
@@ -328,7 +357,7 @@ static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		if (!(ifc->flags & IFACE_FORWARD6))
 			return PASS(not_forwarded(ifc->flags, IFACE_POLICY6, IFACE_NETFILTER6));
-		return forward_ipv6(ctx, eth, c, len, linear, multibuf);
+		return forward_ipv6(ctx, eth, c, len, linear, ifc->flags, multibuf);
 	}
 	return PASS(R_PASS_NOT_IP);
 }

@@ -36,7 +36,10 @@ enum reason {
 	R_PASS_TC,           /* tc acts on the ingress or the egress (filters, a configured qdisc) */
 	R_PASS_MULTIBUF,     /* a multi-buffer frame the fast path does not send: its headers run past
 			      * the first buffer, or the egress cannot send multi-buffer XDP frames */
+	R_PASS_FW_MISS,      /* the firewall's verdict on the flow is not cached: the kernel judges it */
+	R_PASS_FW_KERNEL,    /* the firewall leaves it to the kernel (reject, too many counters) */
 	R_DROP_MALFORMED,    /* shorter than the headers it claims */
+	R_DROP_FIREWALL,     /* dropped by the nftables ruleset, as the kernel would */
 	R_MAX
 };
 
@@ -111,6 +114,12 @@ struct iface {
  * a jumbo frame that arrived in several buffers may be redirected here.
  * Without it the kernel would drop such a redirect, so the frame passes. */
 #define IFACE_XMIT_SG 512
+/* Netfilter sees what the kernel forwards of IPv4 (IPv6), and all it
+ * sees is nftables filter chains linerate judges (docs/firewall.md): set
+ * with IFACE_FORWARD4 (6), forwarded frames of the family are judged by
+ * the firewall's verdict cache before they are sent. */
+#define IFACE_FIREWALL4 1024
+#define IFACE_FIREWALL6 2048
 
 /* Mappable: the control plane sweeps the `used` marks of every gateway
  * once a second from its mapping, without a syscall per entry. */
@@ -186,5 +195,120 @@ struct {
 	__type(key, __u32);
 	__type(value, struct router_counters);
 } router_stats SEC(".maps");
+
+/* The firewall (issue 23, docs/firewall.md): a verdict cache. A forwarded
+ * frame's key holds the fields the family's ruleset reads (the others
+ * zero, so that flows the ruleset cannot tell apart share an entry); a
+ * direct-mapped table of two ways a set gives the verdict the control
+ * plane judged for the key under the ruleset's current generation. A miss
+ * passes the frame to the kernel, which judges it by its own nftables, and
+ * reports the key (fw_misses) for the control plane to judge. The layout
+ * of fw_key is crates/firewall's FlowKey. */
+#define FW_CACHE_SETS (1 << 17)
+#define FW_CACHE_WAYS 2
+#define FW_TRANSPORT_BYTES 16
+#define FW_ENTRY_COUNTERS 4
+#define FW_RULE_COUNTERS 65536
+
+/* What a family's ruleset reads (fw_reads.fields). */
+#define FW_READ_IIF 1
+#define FW_READ_OIF 2
+#define FW_READ_SADDR 4
+#define FW_READ_DADDR 8
+#define FW_READ_L4PROTO 16
+#define FW_READ_NEXTHDR 32
+
+struct fw_reads {
+	/* 0xff for each transport byte some rule reads (little-endian words:
+	 * byte i of the header is byte i of the pair). */
+	__u64 transport_mask[2];
+	__u8 fields;          /* FW_READ_* */
+	__u8 transport_end;   /* one past the last transport byte read */
+	__u8 pad[6];
+};
+
+/* The ruleset's generation, and what each family reads in it. The reads
+ * are double-buffered by the generation's parity: the control plane fills
+ * those of the next generation, then publishes it, so that a frame never
+ * builds its key by one generation's reads and matches another's entries. */
+struct fw_state {
+	__u32 generation;
+	__u32 pad;
+	struct fw_reads reads[2][2];  /* [generation & 1][ipv6] */
+};
+
+struct fw_key {
+	__u8 saddr[16];   /* network order; IPv4 in the first four bytes */
+	__u8 daddr[16];
+	__u32 iif;
+	__u32 oif;
+	__u8 transport[FW_TRANSPORT_BYTES];
+	__u8 transport_len; /* the packet's transport bytes up to transport_end */
+	__u8 l4proto;
+	__u8 nexthdr;
+	__u8 ipv6;
+	__u32 pad;
+};
+
+#define FW_ACCEPT 1
+#define FW_DROP 2
+#define FW_KERNEL 3
+
+/* A cached verdict. The control plane makes `seq` odd while it writes the
+ * slot and even after: a frame that sees it odd, or changed by the time it
+ * has read the slot, takes it for a miss. */
+struct fw_slot {
+	__u32 seq;
+	__u32 generation;
+	struct fw_key key;
+	__u8 verdict;     /* FW_*; 0: empty */
+	__u8 counters_n;
+	/* The rules whose counters the key's packets reach (fw_counters). */
+	__u16 counters[FW_ENTRY_COUNTERS];
+	__u8 reserved[14];
+};
+
+/* A miss, as reported: the key built by the generation's reads. */
+struct fw_miss {
+	struct fw_key key;
+	__u32 generation;
+	__u32 pad;
+};
+
+struct fw_rule_counter {
+	__u64 packets;
+	__u64 bytes;    /* IP packet bytes, as nftables' counter counts */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fw_state);
+} fw_state SEC(".maps");
+
+/* Set i's ways are slots 2i and 2i+1 (192 adjacent bytes). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FW_CACHE_SETS * FW_CACHE_WAYS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fw_slot);
+} fw_cache SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 18);
+} fw_misses SEC(".maps");
+
+/* Per rule (an id the control plane gives: IPv4's below 32768, IPv6's
+ * from it), what the fast path counted for its `counter`. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_RULE_COUNTERS);
+	__type(key, __u32);
+	__type(value, struct fw_rule_counter);
+} fw_counters SEC(".maps");
 
 #endif

@@ -52,7 +52,7 @@ pub fn run(a: RouteArgs) -> Result<()> {
 /// `linerate stats`: the per-second view of a running router, per
 /// interface, in the spirit of `netstat -ihw1`, then the totals by reason.
 pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
-    use linerate_router::layout::{RouterCounters, REASONS};
+    use linerate_router::layout::{RouterCounters, REASONS, R_DROPS, R_FORWARDED, R_PASSES};
     use linerate_router::stats;
     use std::sync::atomic::Ordering;
     use std::time::{Duration, Instant};
@@ -106,9 +106,9 @@ pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
                     };
                     format!(
                         "{:>13.0} {:>10.0} {:>10.0}",
-                        d(0..1),
-                        d(1..REASONS.len() - 1),
-                        d(REASONS.len() - 1..REASONS.len())
+                        d(R_FORWARDED..R_FORWARDED + 1),
+                        d(R_PASSES),
+                        d(R_DROPS)
                     )
                 })
                 .collect();

@@ -25,7 +25,7 @@ pub const NH_GROUP_BUCKETS: usize = 64;
 pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
-pub const REASONS: [&str; 22] = [
+pub const REASONS: [&str; 25] = [
     "forwarded",
     "pass_not_ip",
     "pass_not_ours",
@@ -47,15 +47,23 @@ pub const REASONS: [&str; 22] = [
     "pass_netfilter",
     "pass_tc",
     "pass_multibuf",
+    "pass_fw_miss",
+    "pass_fw_kernel",
     "drop_malformed",
+    "drop_firewall",
 ];
 pub const R_MAX: usize = REASONS.len();
 /// The first reason: forwarded in XDP.
 pub const R_FORWARDED: usize = 0;
-/// The last: dropped as malformed; those between are the passes.
-pub const R_DROP_MALFORMED: usize = R_MAX - 1;
+/// The first drop: malformed; those between it and forwarded are the
+/// passes, those after it the other drops.
+pub const R_DROP_MALFORMED: usize = R_MAX - 2;
+/// Dropped by the firewall (the nftables ruleset's verdict).
+pub const R_DROP_FIREWALL: usize = R_MAX - 1;
 /// The reasons a frame is passed to the kernel, by index.
 pub const R_PASSES: std::ops::Range<usize> = R_FORWARDED + 1..R_DROP_MALFORMED;
+/// The reasons a frame is dropped, by index.
+pub const R_DROPS: std::ops::Range<usize> = R_DROP_MALFORMED..R_MAX;
 
 /// The index of the reason called `name` in [`REASONS`].
 pub fn reason_index(name: &str) -> Option<usize> {
@@ -122,6 +130,83 @@ pub const IFACE_TC: u16 = 256;
 /// The driver sends multi-buffer XDP frames (NETDEV_XDP_ACT_NDO_XMIT_SG):
 /// a frame that arrived in several buffers may be redirected here.
 pub const IFACE_XMIT_SG: u16 = 512;
+/// All netfilter sees of forwarded IPv4 (IPv6) is nftables filter chains
+/// the firewall judges: set with IFACE_FORWARD4 (6), the family's
+/// forwarded frames go through the verdict cache.
+pub const IFACE_FIREWALL4: u16 = 1024;
+pub const IFACE_FIREWALL6: u16 = 2048;
+
+/// The firewall's verdict cache (bpf/include/router_maps.h, `fw_*`).
+pub const FW_CACHE_SETS: u32 = 1 << 17;
+pub const FW_CACHE_WAYS: u32 = 2;
+pub const FW_RULE_COUNTERS: u32 = 65536;
+pub const FW_ENTRY_COUNTERS: usize = 4;
+pub const FW_READ_IIF: u8 = 1;
+pub const FW_READ_OIF: u8 = 2;
+pub const FW_READ_SADDR: u8 = 4;
+pub const FW_READ_DADDR: u8 = 8;
+pub const FW_READ_L4PROTO: u8 = 16;
+pub const FW_READ_NEXTHDR: u8 = 32;
+pub const FW_ACCEPT: u8 = 1;
+pub const FW_DROP: u8 = 2;
+pub const FW_KERNEL: u8 = 3;
+
+/// What a family's ruleset reads: the key fields kept, and the transport
+/// bytes (a 0xff mask byte each, `transport_end` one past the last).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FwReads {
+    pub transport_mask: [u64; 2],
+    pub fields: u8,
+    pub transport_end: u8,
+    pub pad: [u8; 6],
+}
+
+/// The generation, and each family's reads for either parity.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FwState {
+    pub generation: u32,
+    pub pad: u32,
+    /// `[generation & 1][ipv6]`.
+    pub reads: [[FwReads; 2]; 2],
+}
+
+/// A flow key as the program builds it: crates/firewall's FlowKey and
+/// four bytes of padding.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FwKey {
+    pub flow: linerate_firewall::cache::FlowKey,
+    pub pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FwSlot {
+    pub seq: u32,
+    pub generation: u32,
+    pub key: FwKey,
+    pub verdict: u8,
+    pub counters_n: u8,
+    pub counters: [u16; FW_ENTRY_COUNTERS],
+    pub reserved: [u8; 14],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FwMiss {
+    pub key: FwKey,
+    pub generation: u32,
+    pub pad: u32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FwRuleCounter {
+    pub packets: u64,
+    pub bytes: u64,
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -176,6 +261,10 @@ unsafe impl Pod for Nexthop {}
 unsafe impl Pod for Iface {}
 unsafe impl Pod for NhGroup {}
 unsafe impl Pod for RouterCounters {}
+unsafe impl Pod for FwState {}
+unsafe impl Pod for FwSlot {}
+unsafe impl Pod for FwMiss {}
+unsafe impl Pod for FwRuleCounter {}
 
 #[cfg(test)]
 mod tests {
@@ -186,9 +275,11 @@ mod tests {
     fn named_reasons_are_where_the_program_counts() {
         assert_eq!(REASONS[R_FORWARDED], "forwarded");
         assert_eq!(REASONS[R_DROP_MALFORMED], "drop_malformed");
+        assert_eq!(REASONS[R_DROP_FIREWALL], "drop_firewall");
         assert!(R_PASSES.clone().all(|i| REASONS[i].starts_with("pass_")));
-        assert_eq!(R_PASSES.len(), R_MAX - 2);
-        assert_eq!(reason_index("pass_multibuf"), Some(R_DROP_MALFORMED - 1));
+        assert!(R_DROPS.clone().all(|i| REASONS[i].starts_with("drop_")));
+        assert_eq!(R_PASSES.len() + R_DROPS.len(), R_MAX - 1);
+        assert_eq!(reason_index("pass_fw_kernel"), Some(R_DROP_MALFORMED - 1));
         assert_eq!(reason_index("pass_nothing"), None);
         let mut c = RouterCounters::default();
         c.packets[R_FORWARDED] = 7;
@@ -203,7 +294,7 @@ mod tests {
     use std::mem::{offset_of, size_of};
 
     fn check(name: &str, size: usize, members: Vec<(&str, usize)>) {
-        let l = struct_layout(objects::ROUTER, name).expect("BTF");
+        let l = struct_layout(objects::ROUTER, name).unwrap_or_else(|| panic!("struct {name} in BTF"));
         assert_eq!(l.size, size, "size of struct {name}");
         let want: Vec<(String, usize)> = members
             .into_iter()
@@ -238,6 +329,74 @@ mod tests {
                 ("ifindex", offset_of!(Iface, ifindex)),
                 ("mac", offset_of!(Iface, mac)),
                 ("flags", offset_of!(Iface, flags)),
+            ],
+        );
+        check(
+            "fw_reads",
+            size_of::<FwReads>(),
+            vec![
+                ("transport_mask", offset_of!(FwReads, transport_mask)),
+                ("fields", offset_of!(FwReads, fields)),
+                ("transport_end", offset_of!(FwReads, transport_end)),
+                ("pad", offset_of!(FwReads, pad)),
+            ],
+        );
+        check(
+            "fw_state",
+            size_of::<FwState>(),
+            vec![
+                ("generation", offset_of!(FwState, generation)),
+                ("pad", offset_of!(FwState, pad)),
+                ("reads", offset_of!(FwState, reads)),
+            ],
+        );
+        use linerate_firewall::cache::FlowKey;
+        let key = |field: usize| offset_of!(FwKey, flow) + field;
+        check(
+            "fw_key",
+            size_of::<FwKey>(),
+            vec![
+                ("saddr", key(offset_of!(FlowKey, saddr))),
+                ("daddr", key(offset_of!(FlowKey, daddr))),
+                ("iif", key(offset_of!(FlowKey, iif))),
+                ("oif", key(offset_of!(FlowKey, oif))),
+                ("transport", key(offset_of!(FlowKey, transport))),
+                ("transport_len", key(offset_of!(FlowKey, transport_len))),
+                ("l4proto", key(offset_of!(FlowKey, l4proto))),
+                ("nexthdr", key(offset_of!(FlowKey, nexthdr))),
+                ("ipv6", key(offset_of!(FlowKey, ipv6))),
+                ("pad", offset_of!(FwKey, pad)),
+            ],
+        );
+        check(
+            "fw_slot",
+            size_of::<FwSlot>(),
+            vec![
+                ("seq", offset_of!(FwSlot, seq)),
+                ("generation", offset_of!(FwSlot, generation)),
+                ("key", offset_of!(FwSlot, key)),
+                ("verdict", offset_of!(FwSlot, verdict)),
+                ("counters_n", offset_of!(FwSlot, counters_n)),
+                ("counters", offset_of!(FwSlot, counters)),
+                ("reserved", offset_of!(FwSlot, reserved)),
+            ],
+        );
+        // No map holds a fw_miss (a ring buffer has no value type), so
+        // clang emits no BTF for it: firewall.h asserts the same offsets.
+        assert_eq!(
+            (
+                size_of::<FwMiss>(),
+                offset_of!(FwMiss, generation),
+                offset_of!(FwMiss, pad)
+            ),
+            (72, 64, 68)
+        );
+        check(
+            "fw_rule_counter",
+            size_of::<FwRuleCounter>(),
+            vec![
+                ("packets", offset_of!(FwRuleCounter, packets)),
+                ("bytes", offset_of!(FwRuleCounter, bytes)),
             ],
         );
         check(

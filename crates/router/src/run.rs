@@ -5,7 +5,9 @@
 //! forwards alone.
 use crate::dataplane::Dataplane;
 use crate::fastpath::FastPath;
-use crate::layout::{RouterCounters, REASONS, R_DROP_MALFORMED, R_FORWARDED, R_PASSES};
+use crate::layout::{
+    RouterCounters, REASONS, R_DROPS, R_DROP_FIREWALL, R_FORWARDED, R_PASSES,
+};
 use crate::mirror::Mirror;
 use crate::netfilter::Hooks;
 use crate::netlink::{self, Monitor};
@@ -68,7 +70,7 @@ pub struct Second {
 }
 
 impl Second {
-    /// `forwarded 1.234 Mpps, passed 12 pps (ttl 10, no_neigh 2), dropped 0 pps`.
+    /// `forwarded 1.234 Mpps, passed 12 pps (ttl 10, no_neigh 2), dropped 5 pps (firewall 5)`.
     pub fn line(&self) -> String {
         let per_sec = |n: u64| n as f64 * 1e6 / self.usec.max(1) as f64;
         let fwd = per_sec(self.delta.packets[R_FORWARDED]);
@@ -96,11 +98,18 @@ impl Second {
                     .join(", ")
             )
         };
+        let dropped: u64 = R_DROPS.map(|i| self.delta.packets[i]).sum();
+        let by_firewall = self.delta.packets[R_DROP_FIREWALL];
         format!(
-            "forwarded {:.3} Mpps, passed {:.0} pps{detail}, dropped {:.0} pps",
+            "forwarded {:.3} Mpps, passed {:.0} pps{detail}, dropped {:.0} pps{}",
             fwd / 1e6,
             per_sec(passed),
-            per_sec(self.delta.packets[R_DROP_MALFORMED])
+            per_sec(dropped),
+            if by_firewall > 0 {
+                format!(" (firewall {:.0})", per_sec(by_firewall))
+            } else {
+                String::new()
+            }
         )
     }
 }

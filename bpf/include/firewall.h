@@ -1,0 +1,209 @@
+/* The fast path's firewall stage (issue 23, docs/firewall.md): a forwarded
+ * frame's verdict under the kernel's nftables ruleset, from the verdict
+ * cache the control plane fills (router_maps.h, fw_*). Runs after the FIB
+ * lookup, so that the output interface is known, and before anything is
+ * written to the frame. crates/router/src/model.rs decides the same. */
+#ifndef LINERATE_FIREWALL_H
+#define LINERATE_FIREWALL_H
+
+#include <linux/bpf.h>
+#include <linux/ipv6.h>
+#include <bpf/bpf_helpers.h>
+
+#include "router_maps.h"
+
+/* What a hit brings: the rules whose counters the frame reaches. */
+struct fw_hit {
+	__u32 n;
+	__u16 id[FW_ENTRY_COUNTERS];
+};
+
+/* The set of a key: a multiply-xorshift over its eight words, top bits.
+ * crates/router/src/firewall.rs computes the same. */
+static __always_inline __u32 fw_set_of(const struct fw_key *k)
+{
+	const __u64 *w = (const __u64 *)k;
+	__u64 h = 0;
+
+#pragma unroll
+	for (int i = 0; i < 8; i++)
+		h = (h ^ w[i]) * 0x9e3779b97f4a7c15ull;
+	return (h ^ (h >> 29)) >> (64 - 17);
+}
+
+_Static_assert(FW_CACHE_SETS == 1 << 17, "fw_set_of takes 17 bits");
+_Static_assert(sizeof(struct fw_key) == 64, "fw_key is eight words");
+_Static_assert(sizeof(struct fw_slot) == 96, "fw_slot: two slots in three lines");
+/* crates/router/src/layout.rs asserts the same (no BTF for it). */
+_Static_assert(sizeof(struct fw_miss) == 72 && __builtin_offsetof(struct fw_miss, generation) == 64,
+	       "fw_miss: the key, then the generation");
+
+/* The verdict slot `i` holds for `k` under `generation`: FW_* with its
+ * counters copied to `hit`, or 0 (another key, another generation, being
+ * written). */
+static __always_inline __u32 fw_probe(__u32 i, const struct fw_key *k, __u32 generation,
+				      struct fw_hit *hit)
+{
+	struct fw_slot *s = bpf_map_lookup_elem(&fw_cache, &i);
+
+	if (!s)
+		return 0;
+	__u32 seq = *(volatile __u32 *)&s->seq;
+	if (seq & 1)
+		return 0;
+	const __u64 *a = (const __u64 *)k, *b = (const __u64 *)&s->key;
+	__u64 diff = 0;
+
+#pragma unroll
+	for (int w = 0; w < 8; w++)
+		diff |= a[w] ^ b[w];
+	__u32 g = s->generation, verdict = s->verdict, n = s->counters_n;
+	__builtin_memcpy(hit->id, s->counters, sizeof(hit->id));
+	/* (x86 keeps loads in order: the slot was not rewritten between the
+	 * two reads of its sequence word if they agree.) */
+	if (*(volatile __u32 *)&s->seq != seq || diff || g != generation)
+		return 0;
+	hit->n = n;
+	return verdict;
+}
+
+/* Bytes 0..n-1 of a little-endian word (n up to 8). */
+static __always_inline __u64 fw_low_bytes(__u32 n)
+{
+	return n >= 8 ? ~0ull : (1ull << (n * 8)) - 1;
+}
+
+/* Judges a forwarded frame: R_FORWARDED (accept), R_DROP_FIREWALL,
+ * R_PASS_FW_MISS (reported to the control plane), R_PASS_FW_KERNEL, or
+ * R_PASS_MULTIBUF (the transport bytes the ruleset reads are past the
+ * first buffer). `l3` is the IP header (checked to the frame's end), `l4`
+ * the transport header's start and `avail` its bytes within the IP
+ * packet; `l4proto` and `nexthdr` as nftables sees them. Nothing is
+ * counted here: fw_count, once the frame is sure to leave. */
+static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, const int v6,
+					    const __u8 *l4, __u32 avail, __u8 l4proto,
+					    __u8 nexthdr, __u32 oif, struct fw_hit *hit)
+{
+	const __u8 *data_end = (const __u8 *)(long)ctx->data_end;
+	__u32 zero = 0;
+	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
+	struct fw_key k;
+
+	if (!st)
+		return R_PASS_FW_MISS;
+	__u32 generation = *(volatile __u32 *)&st->generation;
+	const struct fw_reads *rd = &st->reads[generation & 1][v6];
+	__u8 fields = rd->fields;
+	__u32 end = rd->transport_end;
+
+	__builtin_memset(&k, 0, sizeof(k));
+	if (fields & FW_READ_IIF)
+		k.iif = ctx->ingress_ifindex;
+	if (fields & FW_READ_OIF)
+		k.oif = oif;
+	if (v6) {
+		const struct ipv6hdr *ip6 = l3;
+
+		if (fields & FW_READ_SADDR)
+			__builtin_memcpy(k.saddr, &ip6->saddr, 16);
+		if (fields & FW_READ_DADDR)
+			__builtin_memcpy(k.daddr, &ip6->daddr, 16);
+	} else {
+		const struct iphdr *ip = l3;
+
+		if (fields & FW_READ_SADDR)
+			__builtin_memcpy(k.saddr, &ip->saddr, 4);
+		if (fields & FW_READ_DADDR)
+			__builtin_memcpy(k.daddr, &ip->daddr, 4);
+	}
+	if (fields & FW_READ_L4PROTO)
+		k.l4proto = l4proto;
+	if (fields & FW_READ_NEXTHDR)
+		k.nexthdr = nexthdr;
+	k.ipv6 = v6;
+	if (end) {
+		__u32 have = avail < end ? avail : end;
+		__u64 t[2] = { 0, 0 };
+
+		if (have > FW_TRANSPORT_BYTES)
+			have = FW_TRANSPORT_BYTES;
+		if (l4 + FW_TRANSPORT_BYTES <= data_end) {
+			__builtin_memcpy(t, l4, FW_TRANSPORT_BYTES);
+		} else {
+			__u8 *b = (__u8 *)t;
+
+			if (l4 + have > data_end)
+				return R_PASS_MULTIBUF;
+#pragma unroll
+			for (int i = 0; i < FW_TRANSPORT_BYTES; i++)
+				if (l4 + i + 1 <= data_end)
+					b[i] = l4[i];
+		}
+		t[0] &= rd->transport_mask[0] & fw_low_bytes(have);
+		t[1] &= rd->transport_mask[1] & (have > 8 ? fw_low_bytes(have - 8) : 0);
+		__builtin_memcpy(k.transport, t, FW_TRANSPORT_BYTES);
+		k.transport_len = have;
+	}
+
+	__u32 set = fw_set_of(&k);
+	__u32 verdict = fw_probe(set * FW_CACHE_WAYS, &k, generation, hit);
+	if (!verdict)
+		verdict = fw_probe(set * FW_CACHE_WAYS + 1, &k, generation, hit);
+	switch (verdict) {
+	case FW_ACCEPT:
+		return R_FORWARDED;
+	case FW_DROP:
+		return R_DROP_FIREWALL;
+	case FW_KERNEL:
+		return R_PASS_FW_KERNEL;
+	}
+	struct fw_miss m = { .generation = generation };
+
+	__builtin_memcpy(&m.key, &k, sizeof(k));
+	/* Default wake-up: only when the reader has caught up, so a burst of
+	 * misses wakes it once. A full ring loses the report, not the frame. */
+	bpf_ringbuf_output(&fw_misses, &m, sizeof(m), 0);
+	return R_PASS_FW_MISS;
+}
+
+/* Counts a judged frame (`bytes`: its IP packet) at the rules it reached. */
+static __always_inline void fw_count(const struct fw_hit *hit, __u32 bytes)
+{
+#pragma unroll
+	for (int i = 0; i < FW_ENTRY_COUNTERS; i++) {
+		if (i >= hit->n)
+			break;
+		__u32 id = hit->id[i];
+		struct fw_rule_counter *c = bpf_map_lookup_elem(&fw_counters, &id);
+
+		if (c) {
+			c->packets++;
+			c->bytes += bytes;
+		}
+	}
+}
+
+/* Whether IPv6 next header `h` is one nftables walks past to find the
+ * transport protocol (ipv6_find_hdr), or one the fast path does not
+ * classify: with a firewall, such packets go to the kernel. */
+static __always_inline int fw_ipv6_ext(__u8 h)
+{
+	switch (h) {
+	case 0:   /* hop-by-hop */
+	case 43:  /* routing */
+	case 44:  /* fragment */
+	case 50:  /* ESP */
+	case 51:  /* AH */
+	case 59:  /* no next header */
+	case 60:  /* destination options */
+	case 135: /* mobility */
+	case 139: /* HIP */
+	case 140: /* shim6 */
+	case 253:
+	case 254: /* experiments */
+		return 1;
+	}
+	return 0;
+}
+
+#endif
