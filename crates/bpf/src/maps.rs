@@ -120,6 +120,41 @@ impl MappedArray {
     }
 }
 
+impl MappedArray {
+    /// Entry `index` as it is now (programs may write it meanwhile: read
+    /// it under a sequence word, as the firewall's cache does).
+    pub fn read_entry<T: Pod>(&self, index: u32) -> T {
+        assert!(std::mem::size_of::<T>() <= self.stride);
+        // SAFETY: a whole entry within the mapping (at() checks the
+        // index); Pod: any bytes are a value; unaligned read.
+        unsafe { (self.at(index, 0) as *const T).read_volatile() }
+    }
+
+    /// Writes `bytes` at byte `offset` of entry `index`.
+    pub fn write_bytes(&self, index: u32, offset: usize, bytes: &[u8]) {
+        assert!(offset + bytes.len() <= self.stride);
+        let at = self.at(index, offset);
+        for (i, b) in bytes.iter().enumerate() {
+            // SAFETY: within the entry, by the assertion.
+            unsafe { at.add(i).write_volatile(*b) }
+        }
+    }
+
+    /// The 32-bit word at byte `offset` of entry `index`, for ordered
+    /// reads and writes (a sequence word, a generation).
+    pub fn word(&self, index: u32, offset: usize) -> &std::sync::atomic::AtomicU32 {
+        assert!(offset % 4 == 0 && offset + 4 <= self.stride);
+        // SAFETY: aligned (entries are 8-byte aligned in a page-aligned
+        // mapping, the offset a multiple of 4) and within the mapping,
+        // which lives as long as `self`.
+        unsafe { &*(self.at(index, offset) as *const std::sync::atomic::AtomicU32) }
+    }
+}
+
+// SAFETY: the mapping is shared memory, owned by this value alone; every
+// access through it is volatile or atomic.
+unsafe impl Send for MappedArray {}
+
 impl Drop for MappedArray {
     fn drop(&mut self) {
         // SAFETY: the mapping made in open, unmapped once.

@@ -86,7 +86,7 @@ impl Reads {
     }
 
     /// One past the last transport byte read (0: none).
-    fn transport_end(&self) -> usize {
+    pub fn transport_end(&self) -> usize {
         self.transport.iter().rposition(|b| *b).map_or(0, |i| i + 1)
     }
 }

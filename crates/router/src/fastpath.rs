@@ -208,6 +208,12 @@ impl FastPath {
         Ok(())
     }
 
+    /// The firewall's maps (verdict cache, generation, misses, rule
+    /// counters), to hand to the thread that fills them.
+    pub fn fw_maps(&self) -> Result<crate::fw_maps::FwMaps> {
+        crate::fw_maps::FwMaps::open(&self.obj)
+    }
+
     /// The kernel's id of the counters map (for `linerate stats`).
     pub fn stats_map_id(&self) -> Result<u32> {
         Ok(loader::map(&self.obj, "router_stats")?.info()?.info.id)

@@ -262,8 +262,10 @@ unsafe impl Pod for Iface {}
 unsafe impl Pod for NhGroup {}
 unsafe impl Pod for RouterCounters {}
 unsafe impl Pod for FwState {}
+unsafe impl Pod for FwReads {}
 unsafe impl Pod for FwSlot {}
 unsafe impl Pod for FwMiss {}
+unsafe impl Pod for FwKey {}
 unsafe impl Pod for FwRuleCounter {}
 
 #[cfg(test)]

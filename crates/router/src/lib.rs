@@ -4,6 +4,9 @@
 pub mod dataplane;
 pub mod ecmp;
 pub mod fastpath;
+pub mod firewall;
+pub mod fw_maps;
+pub mod fw_model;
 pub mod ids;
 pub mod layout;
 pub mod local;

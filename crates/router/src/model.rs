@@ -7,11 +7,12 @@
 //! one.
 use crate::dataplane::Dataplane;
 use crate::layout::{
-    Iface, Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6,
+    Iface, Nexthop, NhGroup, IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6,
     IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TC, NH_GROUP,
     NH_GROUP_BUCKETS, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID, ROUTER_IFACES, ROUTER_NEXTHOPS,
     ROUTER_NH_GROUPS,
 };
+use crate::fw_model::{ipv6_ext, FwFrame, FwModel, FwOutcome};
 use crate::local;
 use anyhow::{bail, Result};
 use linerate_bpf::test_run::XdpAction;
@@ -41,7 +42,11 @@ pub mod reason {
     pub const POLICY: &str = "pass_policy";
     pub const NETFILTER: &str = "pass_netfilter";
     pub const TC: &str = "pass_tc";
+    pub const MULTIBUF: &str = "pass_multibuf";
+    pub const FW_MISS: &str = "pass_fw_miss";
+    pub const FW_KERNEL: &str = "pass_fw_kernel";
     pub const DROP_MALFORMED: &str = "drop_malformed";
+    pub const DROP_FIREWALL: &str = "drop_firewall";
 }
 
 /// What the program did with a frame: its action, the reason it counted,
@@ -108,6 +113,7 @@ pub struct Model {
     local_src4: HashMap<u32, u64>,
     fib4: TableCopy,
     fib6: TableCopy,
+    fw: FwModel,
 }
 
 impl Model {
@@ -122,7 +128,17 @@ impl Model {
             local_src4: HashMap::new(),
             fib4: TableCopy::default(),
             fib6: TableCopy::default(),
+            fw: FwModel::default(),
         }
+    }
+
+    /// The firewall's verdict cache, generation and counters.
+    pub fn fw(&self) -> &FwModel {
+        &self.fw
+    }
+
+    pub fn fw_mut(&mut self) -> &mut FwModel {
+        &mut self.fw
     }
 
     /// Next hop `id` as written.
@@ -180,7 +196,7 @@ impl Model {
             0x86dd if ifc.flags & IFACE_FORWARD6 == 0 => {
                 not_forwarded(IFACE_POLICY6, IFACE_NETFILTER6)
             }
-            0x86dd => self.forward_ipv6(f, ingress),
+            0x86dd => self.forward_ipv6(f, ingress, ifc.flags),
             _ => pass(NOT_IP),
         }
     }
@@ -236,6 +252,28 @@ impl Model {
         {
             return pass(RP_FILTER);
         }
+        let mut counted = Vec::new();
+        if ifflags & IFACE_FIREWALL4 != 0 {
+            let frame = FwFrame {
+                ipv6: false,
+                l3: &f[14..34],
+                l4: &f[34..],
+                avail: l3_len - 20,
+                l4proto: f[14 + 9],
+                nexthdr: f[14 + 9],
+                iif: ingress,
+                oif: n.1.ifindex,
+            };
+            match self.fw.judge(&frame) {
+                FwOutcome::Accept(ids) => counted = ids,
+                FwOutcome::Drop(ids) => {
+                    self.fw.count(&ids, l3_len);
+                    return (XdpAction::Drop, DROP_FIREWALL);
+                }
+                FwOutcome::Pass(r) => return pass(r),
+            }
+        }
+        self.fw.count(&counted, l3_len);
         f.truncate(14 + l3_len);
         // TTL - 1, the checksum patched as ipv4_decrease_ttl does on a
         // little-endian machine (RFC 1624).
@@ -246,7 +284,12 @@ impl Model {
         self.send(f, &n)
     }
 
-    fn forward_ipv6(&self, f: &mut Vec<u8>, ingress: u32) -> (XdpAction, &'static str) {
+    fn forward_ipv6(
+        &self,
+        f: &mut Vec<u8>,
+        ingress: u32,
+        ifflags: u16,
+    ) -> (XdpAction, &'static str) {
         use reason::*;
         let pass = |r| (XdpAction::Pass, r);
         let drop = (XdpAction::Drop, DROP_MALFORMED);
@@ -284,6 +327,31 @@ impl Model {
             Ok(n) => n,
             Err(r) => return pass(r),
         };
+        let mut counted = Vec::new();
+        if ifflags & IFACE_FIREWALL6 != 0 {
+            if ipv6_ext(f[14 + 6]) {
+                return pass(EXT_HDR);
+            }
+            let frame = FwFrame {
+                ipv6: true,
+                l3: &f[14..54],
+                l4: &f[54..],
+                avail: l3_len - 40,
+                l4proto: f[14 + 6],
+                nexthdr: f[14 + 6],
+                iif: ingress,
+                oif: n.1.ifindex,
+            };
+            match self.fw.judge(&frame) {
+                FwOutcome::Accept(ids) => counted = ids,
+                FwOutcome::Drop(ids) => {
+                    self.fw.count(&ids, l3_len);
+                    return (XdpAction::Drop, DROP_FIREWALL);
+                }
+                FwOutcome::Pass(r) => return pass(r),
+            }
+        }
+        self.fw.count(&counted, l3_len);
         f.truncate(14 + l3_len);
         f[14 + 7] -= 1;
         self.send(f, &n)

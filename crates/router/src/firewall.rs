@@ -1,0 +1,435 @@
+//! The firewall's control side (issue 23, docs/firewall.md): the kernel's
+//! nftables ruleset as the fast path's verdict cache judges it.
+//!
+//! A [`Compiled`] is one generation of the ruleset: per IP family the
+//! filter the fast path may judge (crates/firewall), what its rules read
+//! (the key fields the program keeps), and the interface names `iifname`
+//! and `oifname` compare. A miss the program reports is judged here by the
+//! evaluator the oracle holds to the kernel (`linerate_firewall::judge`),
+//! so a cached verdict is the kernel's by construction; [`Compiled::slot`]
+//! says what to write and [`way_for`] where, and the firewall thread
+//! (crate::fw_thread) writes it.
+use crate::layout::{
+    FwKey, FwReads, FwSlot, FW_ACCEPT, FW_CACHE_SETS, FW_CACHE_WAYS, FW_DROP, FW_ENTRY_COUNTERS,
+    FW_KERNEL, FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR, FW_READ_OIF,
+    FW_READ_SADDR,
+};
+use linerate_firewall::cache::{self, FlowKey, Reads};
+use linerate_firewall::ruleset::{Filter, Judged, Ruleset};
+use linerate_firewall::Verdict;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Rule counter ids a family has: IPv4's are 0..32768, IPv6's follow.
+pub const FAMILY_COUNTERS: usize = 32768;
+
+/// One family's filter as the fast path judges it.
+#[derive(Clone, Debug)]
+pub struct Family {
+    pub filter: Filter,
+    pub reads: Reads,
+}
+
+/// A rule, as `nft list` names it: what a counter id stands for.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RuleRef {
+    pub ipv6: bool,
+    pub table: String,
+    pub chain: String,
+    pub handle: u64,
+}
+
+/// The ruleset in one generation.
+#[derive(Clone, Debug, Default)]
+pub struct Compiled {
+    pub generation: u32,
+    /// `[ipv6]`: the family's filter, or None: the fast path judges none
+    /// of it (it learns nothing; every lookup misses).
+    pub families: [Option<Family>; 2],
+    /// Interface names by index, for `iifname` and `oifname`.
+    pub names: BTreeMap<u32, String>,
+}
+
+impl Compiled {
+    /// Generation `generation` of `ruleset`; a family the reader refused,
+    /// or whose rules read what a key does not hold, is left out, and why
+    /// is said in the second value (`[ipv6]`, None: compiled or empty).
+    pub fn new(
+        generation: u32,
+        ruleset: &Ruleset,
+        names: BTreeMap<u32, String>,
+    ) -> (Compiled, [Option<String>; 2]) {
+        let mut why = [None, None];
+        let mut families = [None, None];
+        for ipv6 in [false, true] {
+            let i = ipv6 as usize;
+            match family_of(ruleset.family(ipv6)) {
+                Ok(f) => families[i] = f,
+                Err(e) => why[i] = Some(e),
+            }
+        }
+        (
+            Compiled {
+                generation,
+                families,
+                names,
+            },
+            why,
+        )
+    }
+
+    /// An empty generation: nothing judged, every lookup misses.
+    pub fn nothing(generation: u32) -> Compiled {
+        Compiled {
+            generation,
+            ..Default::default()
+        }
+    }
+
+    /// What the program keeps of a packet of the family (all zero: the
+    /// family is not judged here).
+    pub fn reads(&self, ipv6: bool) -> FwReads {
+        self.families[ipv6 as usize]
+            .as_ref()
+            .map_or_else(FwReads::default, |f| fw_reads(&f.reads))
+    }
+
+    /// The base chains the fast path judges, per family, named as
+    /// crate::netfilter names hooks ("nft chain inet filter forward"):
+    /// where every hook on a family's path is one of these, the fast path
+    /// may forward the family through the firewall.
+    pub fn covered(&self) -> [BTreeSet<String>; 2] {
+        let mut out = [BTreeSet::new(), BTreeSet::new()];
+        for (i, f) in self.families.iter().enumerate() {
+            if let Some(f) = f {
+                for b in &f.filter.base {
+                    let c = &f.filter.chains[b.chain];
+                    out[i].insert(format!(
+                        "nft chain {} {} {}",
+                        c.table.family, c.table.name, c.name
+                    ));
+                }
+            }
+        }
+        out
+    }
+
+    /// The slot to cache for a reported key: the evaluator's verdict and
+    /// the rules it counted. None: the key's family is not judged here, or
+    /// names an interface not known (the names are read again first).
+    pub fn slot(&self, key: &FlowKey) -> Option<FwSlot> {
+        let ipv6 = key.ipv6 != 0;
+        let family = self.families[ipv6 as usize].as_ref()?;
+        // Only a key the program could have built: no field the ruleset
+        // does not read (a report from before the reads changed).
+        if FlowKey::of(&key.packet(&|_| String::new()), &family.reads) != *key {
+            return None;
+        }
+        for (read, index) in [(family.reads.iif, key.iif), (family.reads.oif, key.oif)] {
+            if read && index != 0 && !self.names.contains_key(&index) {
+                return None;
+            }
+        }
+        let name = |i: u32| self.names.get(&i).cloned().unwrap_or_default();
+        let e = cache::entry(&family.filter, key, &name);
+        let base = if ipv6 { FAMILY_COUNTERS } else { 0 };
+        let ids: Option<Vec<u16>> = e
+            .counters
+            .iter()
+            .map(|&id| {
+                let id = id as usize;
+                (id < FAMILY_COUNTERS).then(|| (base + id) as u16)
+            })
+            .collect();
+        let (verdict, ids) = match (e.verdict, ids) {
+            (Verdict::Accept, Some(ids)) => (FW_ACCEPT, ids),
+            (Verdict::Drop, Some(ids)) => (FW_DROP, ids),
+            // More rules than the counters have ids for: the kernel's.
+            _ => (FW_KERNEL, Vec::new()),
+        };
+        debug_assert!(ids.len() <= FW_ENTRY_COUNTERS);
+        let mut counters = [0u16; FW_ENTRY_COUNTERS];
+        counters[..ids.len()].copy_from_slice(&ids);
+        Some(FwSlot {
+            seq: 0,
+            generation: self.generation,
+            key: FwKey {
+                flow: *key,
+                pad: 0,
+            },
+            verdict,
+            counters_n: ids.len() as u8,
+            counters,
+            reserved: [0; 14],
+        })
+    }
+
+    /// The rule counter `id` stands for in this generation.
+    pub fn rule_of(&self, id: u16) -> Option<RuleRef> {
+        let (ipv6, mut n) = (
+            id as usize >= FAMILY_COUNTERS,
+            id as usize % FAMILY_COUNTERS,
+        );
+        let f = self.families[ipv6 as usize].as_ref()?;
+        for c in &f.filter.chains {
+            if n < c.rules.len() {
+                return Some(RuleRef {
+                    ipv6,
+                    table: c.table.to_string(),
+                    chain: c.name.clone(),
+                    handle: c.rules[n].handle,
+                });
+            }
+            n -= c.rules.len();
+        }
+        None
+    }
+}
+
+/// Where the verdict cache lives: the fast path's maps
+/// (crate::fw_maps::FwMaps) or the model's copy (crate::model::Model).
+pub trait FwTable {
+    /// Slot `index` as it is now.
+    fn slot(&self, index: u32) -> FwSlot;
+    /// Writes slot `index` (all but its sequence word) so that no frame
+    /// takes it half-written for a hit.
+    fn write_slot(&mut self, index: u32, slot: &FwSlot);
+    /// Makes `generation` the one frames are judged by, with what each
+    /// family reads in it (`[ipv6]`); its reads are in place before it is.
+    fn publish(&mut self, generation: u32, reads: [FwReads; 2]);
+}
+
+/// Makes `c` the generation frames are judged by: every entry cached
+/// before is stale at once.
+pub fn publish(table: &mut impl FwTable, c: &Compiled) {
+    table.publish(c.generation, [c.reads(false), c.reads(true)]);
+}
+
+/// Caches the verdict for a reported key under `c`: the slot written, or
+/// None (its family is not judged here, or it is cached already). `evict`
+/// picks the way a full set gives up (the caller alternates it).
+pub fn learn(table: &mut impl FwTable, c: &Compiled, key: &FlowKey, evict: bool) -> Option<u32> {
+    let new = c.slot(key)?;
+    let set = set_of(&new.key);
+    let ways = [
+        table.slot(slot_index(set, 0)),
+        table.slot(slot_index(set, 1)),
+    ];
+    let index = slot_index(set, way_for(&ways, &new, evict)?);
+    table.write_slot(index, &new);
+    Some(index)
+}
+
+/// A family's filter, None if nothing filters it, or why the fast path
+/// cannot judge it.
+fn family_of(j: &Judged) -> Result<Option<Family>, String> {
+    match j {
+        Err(refused) => Err(refused
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")),
+        Ok(f) if f.is_empty() => Ok(None),
+        Ok(f) => {
+            let reads = Reads::of(f).ok_or_else(|| {
+                format!(
+                    "a rule reads past the transport header's first {} bytes",
+                    cache::TRANSPORT_BYTES
+                )
+            })?;
+            Ok(Some(Family {
+                filter: f.clone(),
+                reads,
+            }))
+        }
+    }
+}
+
+/// The program's `fw_reads` for `r`.
+pub fn fw_reads(r: &Reads) -> FwReads {
+    let mut fields = 0;
+    for (on, bit) in [
+        (r.iif, FW_READ_IIF),
+        (r.oif, FW_READ_OIF),
+        (r.saddr, FW_READ_SADDR),
+        (r.daddr, FW_READ_DADDR),
+        (r.l4proto, FW_READ_L4PROTO),
+        (r.nexthdr, FW_READ_NEXTHDR),
+    ] {
+        if on {
+            fields |= bit;
+        }
+    }
+    let mut mask = [0u8; 16];
+    for (m, read) in mask.iter_mut().zip(r.transport) {
+        *m = if read { 0xff } else { 0 };
+    }
+    FwReads {
+        transport_mask: [
+            u64::from_le_bytes(mask[..8].try_into().unwrap()),
+            u64::from_le_bytes(mask[8..].try_into().unwrap()),
+        ],
+        fields,
+        transport_end: r.transport_end() as u8,
+        pad: [0; 6],
+    }
+}
+
+/// The key's eight words as the program loads them.
+fn words(k: &FwKey) -> [u64; 8] {
+    let bytes = linerate_bpf::layout::Pod::as_bytes(k);
+    std::array::from_fn(|i| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap()))
+}
+
+/// The set the program looks a key up in (bpf/include/firewall.h,
+/// fw_set_of).
+pub fn set_of(k: &FwKey) -> u32 {
+    let mut h: u64 = 0;
+    for w in words(k) {
+        h = (h ^ w).wrapping_mul(0x9e3779b97f4a7c15);
+    }
+    ((h ^ (h >> 29)) >> (64 - FW_CACHE_SETS.trailing_zeros())) as u32
+}
+
+/// The slot index of way `way` of set `set`.
+pub fn slot_index(set: u32, way: usize) -> u32 {
+    set * FW_CACHE_WAYS + way as u32
+}
+
+/// Which of a set's two ways to write `new` into: None if one holds its
+/// key under its generation already (learned from an earlier report);
+/// else an empty way or one of another generation, else the way `evict`
+/// picks (the caller alternates it).
+pub fn way_for(ways: &[FwSlot; 2], new: &FwSlot, evict: bool) -> Option<usize> {
+    let current = |s: &FwSlot| s.verdict != 0 && s.generation == new.generation;
+    if ways.iter().any(|s| current(s) && s.key == new.key) {
+        return None;
+    }
+    Some(ways.iter().position(|s| !current(s)).unwrap_or(evict as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_firewall::read::parse;
+
+    const RULESET: &str = r#"{"nftables": [
+      {"table": {"family": "inet", "name": "f", "handle": 1}},
+      {"chain": {"family": "inet", "table": "f", "name": "fwd", "handle": 1,
+                 "type": "filter", "hook": "forward", "prio": 0, "policy": "accept"}},
+      {"rule": {"family": "inet", "table": "f", "chain": "fwd", "handle": 2,
+                "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "udp", "field": "dport"}}, "right": 53}},
+                         {"counter": {"packets": 0, "bytes": 0}}, {"drop": null}]}},
+      {"rule": {"family": "inet", "table": "f", "chain": "fwd", "handle": 3,
+                "expr": [{"match": {"op": "==", "left": {"meta": {"key": "oifname"}}, "right": "out0"}},
+                         {"counter": {"packets": 0, "bytes": 0}}, {"accept": null}]}}
+    ]}"#;
+
+    fn compiled(generation: u32) -> Compiled {
+        let rs = parse(RULESET, &|_| None).unwrap();
+        let names = BTreeMap::from([(3, "out0".to_string()), (2, "in0".to_string())]);
+        let (c, why) = Compiled::new(generation, &rs, names);
+        assert_eq!(why, [None, None]);
+        c
+    }
+
+    fn udp_key(c: &Compiled, ipv6: bool, dport: u16, oif: u32) -> FlowKey {
+        let p = linerate_firewall::Packet {
+            ipv6,
+            iif: 2,
+            iifname: "in0".into(),
+            oif,
+            oifname: String::new(),
+            saddr: 1,
+            daddr: 2,
+            l4proto: 17,
+            nexthdr: 17,
+            later_fragment: false,
+            transport: [&1000u16.to_be_bytes()[..], &dport.to_be_bytes(), &[0, 8, 0, 0]].concat(),
+        };
+        FlowKey::of(&p, &c.families[ipv6 as usize].as_ref().unwrap().reads)
+    }
+
+    #[test]
+    fn a_reported_key_is_judged_with_its_family_counters() {
+        let c = compiled(7);
+        // The ruleset reads the l4proto (udp dport), the ports' bytes 2-3
+        // and the output interface; not the addresses.
+        let r = c.reads(false);
+        assert_eq!(r.fields, FW_READ_OIF | FW_READ_L4PROTO);
+        assert_eq!((r.transport_end, r.transport_mask), (4, [0xffff_0000, 0]));
+        assert_eq!(c.reads(true), r, "an inet table: the same for IPv6");
+
+        let dns = c.slot(&udp_key(&c, false, 53, 3)).unwrap();
+        assert_eq!((dns.verdict, dns.generation), (FW_DROP, 7));
+        assert_eq!(&dns.counters[..dns.counters_n as usize], &[0]);
+        let out = c.slot(&udp_key(&c, true, 80, 3)).unwrap();
+        assert_eq!(out.verdict, FW_ACCEPT);
+        assert_eq!(
+            &out.counters[..out.counters_n as usize],
+            &[FAMILY_COUNTERS as u16 + 1],
+            "IPv6's second rule"
+        );
+        assert_eq!(
+            c.rule_of(FAMILY_COUNTERS as u16 + 1),
+            Some(RuleRef {
+                ipv6: true,
+                table: "inet f".into(),
+                chain: "fwd".into(),
+                handle: 3
+            })
+        );
+        assert_eq!(c.rule_of(2), None);
+        // Policy accept, no counter reached.
+        let other = c.slot(&udp_key(&c, false, 80, 2)).unwrap();
+        assert_eq!((other.verdict, other.counters_n), (FW_ACCEPT, 0));
+        // An interface whose name is not known: not learned.
+        assert_eq!(c.slot(&udp_key(&c, false, 80, 9)), None);
+        // A key with a field the ruleset does not read: not one the
+        // program built under these reads.
+        let mut stale = udp_key(&c, false, 80, 3);
+        stale.saddr[0] = 10;
+        assert_eq!(c.slot(&stale), None);
+        assert_eq!(
+            c.covered()[0],
+            BTreeSet::from(["nft chain inet f fwd".to_string()])
+        );
+        assert_eq!(Compiled::nothing(8).slot(&udp_key(&c, false, 80, 3)), None);
+    }
+
+    #[test]
+    fn a_refused_family_is_left_to_the_kernel_with_its_reason() {
+        let ct = RULESET.replace(
+            r#"{"match": {"op": "==", "left": {"meta": {"key": "oifname"}}, "right": "out0"}}"#,
+            r#"{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": "established"}}"#,
+        );
+        let rs = parse(&ct, &|_| None).unwrap();
+        let (c, why) = Compiled::new(1, &rs, BTreeMap::new());
+        assert!(c.families.iter().all(Option::is_none));
+        for w in why {
+            let w = w.expect("a reason");
+            assert!(w.contains("table inet f chain fwd rule handle 3"), "{w}");
+        }
+        assert_eq!(c.reads(false), FwReads::default());
+    }
+
+    #[test]
+    fn a_learned_key_goes_to_a_free_or_stale_way_once() {
+        let c = compiled(5);
+        let slot = |dport| c.slot(&udp_key(&c, false, dport, 3)).unwrap();
+        let empty = [FwSlot::default(); 2];
+        assert_eq!(way_for(&empty, &slot(53), false), Some(0));
+        let one = [slot(53), FwSlot::default()];
+        assert_eq!(way_for(&one, &slot(53), false), None, "learned already");
+        assert_eq!(way_for(&one, &slot(80), false), Some(1));
+        let full = [slot(53), slot(80)];
+        assert_eq!(way_for(&full, &slot(81), false), Some(0));
+        assert_eq!(way_for(&full, &slot(81), true), Some(1));
+        let mut old = slot(80);
+        old.generation = 4;
+        assert_eq!(way_for(&[slot(53), old], &slot(81), false), Some(1));
+        // The same key of an older generation is rewritten.
+        assert_eq!(way_for(&[old, slot(53)], &slot(80), true), Some(0));
+        assert!(set_of(&slot(53).key) < FW_CACHE_SETS);
+        assert_ne!(set_of(&slot(53).key), set_of(&slot(80).key));
+    }
+}

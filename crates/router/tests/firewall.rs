@@ -1,0 +1,322 @@
+//! The fast path's firewall stage against the model and the evaluator:
+//! an nftables ruleset loaded with `nft -f` in a scratch namespace, read
+//! back (`nft -j`), compiled; random forwarded frames run through the
+//! program and the model side by side. Every frame misses first, and the
+//! key the program reports is the one the evaluator's FlowKey::of gives
+//! for the packet etherparse reads from the frame; once the misses are
+//! learned, every frame gets the evaluator's verdict, in the program and
+//! the model alike, and the rule counters agree with the rules the
+//! evaluator counted. A new generation makes every entry stale at once.
+mod common;
+
+use common::{program_verdict, XdpAction, MAC_IN, MAC_OUT};
+use linerate_fib::{Fib, Shape};
+use linerate_firewall::cache::FlowKey;
+use linerate_firewall::{judge, Packet, Verdict};
+use linerate_router::dataplane::Dataplane;
+use linerate_router::firewall::{self, Compiled, FwTable, FAMILY_COUNTERS};
+use linerate_router::fw_maps::FwMaps;
+use linerate_router::layout::{
+    FwMiss, Nexthop, IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6,
+    NH_RESOLVED, NH_VALID,
+};
+use linerate_router::model::Model;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+
+const RULESET: &str = r#"
+table inet t {
+    set allowed {
+        type ipv4_addr . inet_service
+        elements = { 198.18.0.1 . 80, 198.18.0.2 . 443 }
+    }
+    chain transit {
+        type filter hook forward priority 0; policy accept;
+        iifname "fwt0" tcp flags & (syn | ack) == syn counter jump syns
+        ip saddr . tcp dport @allowed counter accept
+        udp dport vmap { 53 : drop, 123 : accept, 5000-5100 : jump udps }
+        icmp type echo-request counter drop
+        icmpv6 type echo-request counter reject
+        meta l4proto 47 counter drop
+        ip6 daddr 2001:db8::/48 oifname "fwt1" counter drop
+    }
+    chain syns {
+        tcp dport { 22, 8080 } counter drop
+        counter return
+    }
+    chain udps {
+        ip saddr 198.18.0.0/31 counter drop
+    }
+}
+table ip u {
+    chain post {
+        type filter hook postrouting priority 10; policy drop;
+        ip daddr 198.19.1.0/24 counter accept
+        ip protocol tcp accept
+        ip protocol udp udp dport 53 accept
+        meta l4proto { icmp, 47 } accept
+    }
+}
+"#;
+
+fn ipv4_frame(src: [u8; 4], dst: [u8; 4], proto: u8, transport: &[u8]) -> Vec<u8> {
+    let mut f = [MAC_IN, [2, 0, 0, 0, 0, 1]].concat();
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = (20 + transport.len()) as u16;
+    let mut ip = vec![0x45, 0];
+    ip.extend_from_slice(&total.to_be_bytes());
+    ip.extend_from_slice(&[0, 1, 0, 0, 64, proto, 0, 0]);
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
+    let mut sum: u32 = ip
+        .chunks(2)
+        .map(|w| u16::from_be_bytes([w[0], w[1]]) as u32)
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(transport);
+    pad(f)
+}
+
+/// Ethernet's minimum and a trailer the IP length does not cover, not
+/// zero (as a sender may leave them): the key holds none of it.
+fn pad(mut f: Vec<u8>) -> Vec<u8> {
+    f.resize(f.len().max(60) + 4, 0xa5);
+    f
+}
+
+fn ipv6_frame(src: u128, dst: u128, proto: u8, transport: &[u8]) -> Vec<u8> {
+    let mut f = [MAC_IN, [2, 0, 0, 0, 0, 1]].concat();
+    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+    f.extend_from_slice(&(transport.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[proto, 64]);
+    f.extend_from_slice(&src.to_be_bytes());
+    f.extend_from_slice(&dst.to_be_bytes());
+    f.extend_from_slice(transport);
+    pad(f)
+}
+
+/// A random forwarded frame of the kinds the ruleset tells apart.
+fn random_frame(rng: &mut impl Rng) -> Vec<u8> {
+    let ipv6 = rng.gen_bool(0.4);
+    let proto = match rng.gen_range(0..4) {
+        0 => 6,
+        1 => 17,
+        2 if ipv6 => 58,
+        2 => 1,
+        _ => 47,
+    };
+    let ports = [22u16, 53, 80, 123, 443, 5050, 8080, 9999];
+    let mut t: Vec<u8> = (0..24).map(|_| rng.gen()).collect();
+    t[0..2].copy_from_slice(&ports[rng.gen_range(0..ports.len())].to_be_bytes());
+    t[2..4].copy_from_slice(&ports[rng.gen_range(0..ports.len())].to_be_bytes());
+    if proto == 1 || proto == 58 {
+        t[0] = [0, 8, 128, 129][rng.gen_range(0..4)];
+    }
+    if rng.gen_bool(0.5) {
+        t[13] = [0x02, 0x12, 0x10, 0x03][rng.gen_range(0..4)];
+    }
+    let len = [0usize, 1, 3, 4, 8, 13, 14, 20][rng.gen_range(0..8)];
+    t.truncate(len);
+    if ipv6 {
+        let src = [0x2001_0002_0000_0000_0000_0000_0000_0001u128, 0x2001_0002 << 96 | 2];
+        let dst = [0x2001_0db8u128 << 96 | 5, 0x2001_0db8_0001u128 << 80 | 5];
+        ipv6_frame(src[rng.gen_range(0..2)], dst[rng.gen_range(0..2)], proto, &t)
+    } else {
+        let src = [[198, 18, 0, 1], [198, 18, 0, 2], [198, 18, 0, 3]];
+        let dst = [[198, 19, 1, 5], [198, 19, 2, 5]];
+        ipv4_frame(src[rng.gen_range(0..3)], dst[rng.gen_range(0..2)], proto, &t)
+    }
+}
+
+/// The packet the evaluator sees, read from the frame by etherparse (an
+/// independent reading of the headers).
+fn packet_of(f: &[u8], iif: u32, oif: u32, names: &BTreeMap<u32, String>) -> Packet {
+    let name = |i: u32| names.get(&i).cloned().unwrap_or_default();
+    let (ipv6, saddr, daddr, proto, payload) = if f[12] == 0x08 {
+        let ip = etherparse::Ipv4Slice::from_slice(&f[14..]).unwrap();
+        let h = ip.header();
+        (
+            false,
+            u32::from(h.source_addr()) as u128,
+            u32::from(h.destination_addr()) as u128,
+            h.protocol().0,
+            ip.payload().payload.to_vec(),
+        )
+    } else {
+        let ip = etherparse::Ipv6Slice::from_slice(&f[14..]).unwrap();
+        let h = ip.header();
+        // etherparse takes a payload length of 0 for a jumbogram's (the
+        // rest of the frame); without a hop-by-hop header the kernel takes
+        // it for 0.
+        let payload = ip.payload().payload;
+        (
+            true,
+            u128::from(h.source_addr()),
+            u128::from(h.destination_addr()),
+            h.next_header().0,
+            payload[..payload.len().min(h.payload_length() as usize)].to_vec(),
+        )
+    };
+    Packet {
+        ipv6,
+        iif,
+        iifname: name(iif),
+        oif,
+        oifname: name(oif),
+        saddr,
+        daddr,
+        l4proto: proto,
+        nexthdr: proto,
+        later_fragment: false,
+        transport: payload,
+    }
+}
+
+fn program_misses(maps: &FwMaps) -> Vec<FwMiss> {
+    let mut got = Vec::new();
+    {
+        let mut b = libbpf_rs::RingBufferBuilder::new();
+        b.add(maps.misses(), |d: &[u8]| {
+            got.push(<FwMiss as linerate_bpf::layout::Pod>::from_bytes(d).expect("a fw_miss"));
+            0
+        })
+        .unwrap();
+        b.build().unwrap().consume().unwrap();
+    }
+    got
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
+    let (pair, fp) = common::scratch_pair("fw", "fwt");
+    let (if0, if1) = (pair.if0, pair.if1);
+    let names = BTreeMap::from([(if0, "fwt0".to_string()), (if1, "fwt1".to_string())]);
+    let path = std::env::temp_dir().join(format!("lrt-fw-{}.nft", std::process::id()));
+    std::fs::write(&path, RULESET).unwrap();
+    let loaded = linerate_host::cmd::in_netns(&pair.ns, "nft", &["-f", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    loaded.unwrap();
+    let ruleset = linerate_firewall::read_current().unwrap();
+    let (c, why) = Compiled::new(1, &ruleset, names.clone());
+    assert_eq!(why, [None, None]);
+
+    // The program and the model: one route a family, out through fwt1.
+    let mut model = Model::new(Default::default());
+    let flags = IFACE_FORWARD4 | IFACE_FORWARD6 | IFACE_FIREWALL4 | IFACE_FIREWALL6;
+    let nh = Nexthop {
+        ifindex: if1,
+        mtu: 1500,
+        flags: NH_VALID | NH_RESOLVED,
+        used: 0,
+        dmac: [2, 0, 0, 0, 0, 4],
+        smac: MAC_OUT,
+    };
+    let mut f4: Fib<u32> = Fib::new(Shape::IPV4);
+    let w4 = f4.insert(0xc613_0000, 16, 1).unwrap();
+    let mut f6: Fib<u128> = Fib::new(Shape::IPV6);
+    let w6 = f6.insert(0x2001_0db8u128 << 96, 32, 1).unwrap();
+    fp.add_interface(if0, MAC_IN, flags).unwrap();
+    fp.add_interface(if1, MAC_OUT, flags).unwrap();
+    fp.set_nexthop(1, &nh).unwrap();
+    fp.load_fib(&f4).unwrap();
+    fp.load_fib(&f6).unwrap();
+    model.set_interface(if0, MAC_IN, flags, true).unwrap();
+    model.set_interface(if1, MAC_OUT, flags, true).unwrap();
+    model.set_nexthop(1, &nh).unwrap();
+    model.apply_fib(&f4, &w4).unwrap();
+    model.apply_fib(&f6, &w6).unwrap();
+    let mut maps = fp.fw_maps().unwrap();
+    firewall::publish(&mut maps, &c);
+    firewall::publish(model.fw_mut(), &c);
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(23);
+    let frames: Vec<Vec<u8>> = (0..400).map(|_| random_frame(&mut rng)).collect();
+    let run = |f: &[u8], model: &Model| {
+        let (action, reason, out) = program_verdict(&fp, if0, f);
+        let m = model.run(f, if0);
+        assert_eq!((action, reason), (m.action, m.reason), "program and model on {f:02x?}");
+        if action == XdpAction::Redirect {
+            assert_eq!(out, m.frame);
+        }
+        reason
+    };
+
+    // Nothing learned: every frame misses, and is reported with the key
+    // the evaluator's FlowKey::of gives.
+    for f in &frames {
+        assert_eq!(run(f, &model), "pass_fw_miss");
+    }
+    let misses = program_misses(&maps);
+    assert_eq!(misses, model.fw().take_misses());
+    assert_eq!(misses.len(), frames.len());
+    for (m, f) in misses.iter().zip(&frames) {
+        let p = packet_of(f, if0, if1, &names);
+        let reads = &c.families[p.ipv6 as usize].as_ref().unwrap().reads;
+        assert_eq!(m.key.flow, FlowKey::of(&p, reads), "the key of {p:?}");
+        assert_eq!(m.generation, 1);
+    }
+
+    // Learned: the evaluator's verdicts, and its counters.
+    let mut learned = 0;
+    for (i, m) in misses.iter().enumerate() {
+        let a = firewall::learn(&mut maps, &c, &m.key.flow, i % 2 == 1);
+        let b = firewall::learn(model.fw_mut(), &c, &m.key.flow, i % 2 == 1);
+        assert_eq!(a, b);
+        learned += a.is_some() as usize;
+    }
+    assert!(learned > 40 && learned < frames.len(), "{learned} distinct keys");
+    let mut want_counts: BTreeMap<u16, (u64, u64)> = BTreeMap::new();
+    let mut seen = BTreeMap::new();
+    for f in &frames {
+        let reason = run(f, &model);
+        let p = packet_of(f, if0, if1, &names);
+        let filter = &c.families[p.ipv6 as usize].as_ref().unwrap().filter;
+        let j = judge(filter, &p);
+        let want = match j.verdict {
+            Verdict::Accept => "forwarded",
+            Verdict::Drop => "drop_firewall",
+            Verdict::Kernel => "pass_fw_kernel",
+        };
+        assert_eq!(reason, want, "{p:?}: {j:?}");
+        *seen.entry(reason).or_insert(0) += 1;
+        if j.verdict != Verdict::Kernel {
+            let offsets = linerate_firewall::cache::chain_offsets(filter);
+            for (chain, rule) in &j.counted {
+                let id = offsets[*chain] + rule + if p.ipv6 { FAMILY_COUNTERS } else { 0 };
+                let e = want_counts.entry(id as u16).or_default();
+                e.0 += 1;
+                // nftables counts the IP packet.
+                e.1 += (p.transport.len() + if p.ipv6 { 40 } else { 20 }) as u64;
+            }
+        }
+    }
+    assert!(seen.len() == 3, "every verdict seen: {seen:?}");
+    for (id, (packets, bytes)) in &want_counts {
+        let got = maps.counter(*id).unwrap();
+        assert_eq!((got.packets, got.bytes), (*packets, *bytes), "rule counter {id}");
+        assert_eq!(model.fw().counter(*id), got);
+    }
+    assert!(model.fw().take_misses().is_empty());
+    assert!(program_misses(&maps).is_empty());
+
+    // A new generation: every entry stale at once.
+    let (c2, _) = Compiled::new(2, &ruleset, names.clone());
+    firewall::publish(&mut maps, &c2);
+    firewall::publish(model.fw_mut(), &c2);
+    for f in &frames {
+        assert_eq!(run(f, &model), "pass_fw_miss");
+    }
+    assert_eq!(program_misses(&maps).len(), frames.len());
+    assert_eq!(maps.slot(0).seq % 2, 0);
+    drop(fp);
+    drop(pair);
+}
+
