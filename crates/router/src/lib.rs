@@ -7,6 +7,7 @@ pub mod fastpath;
 pub mod firewall;
 pub mod fw_maps;
 pub mod fw_model;
+pub mod fw_thread;
 pub mod ids;
 pub mod layout;
 pub mod local;

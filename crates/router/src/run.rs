@@ -5,6 +5,7 @@
 //! forwards alone.
 use crate::dataplane::Dataplane;
 use crate::fastpath::FastPath;
+use crate::fw_thread::{FwNews, FwThread};
 use crate::layout::{
     RouterCounters, REASONS, R_DROPS, R_DROP_FIREWALL, R_FORWARDED, R_PASSES,
 };
@@ -151,6 +152,7 @@ pub fn run(
         );
     }
     let mut monitor = Monitor::open()?;
+    let fw = FwThread::start(fp.fw_maps()?, Some(opts.record.clone()))?;
     let mut mirror = Mirror::new(fp)?;
     // The first load is a resync of an empty mirror.
     mirror.resync_with(|apply| netlink::dump_all_each(|c| apply(&c)))?;
@@ -166,6 +168,19 @@ pub fn run(
     }
     follow_tc(&mut mirror);
     follow_xdp_features(&mut mirror);
+    // The firewall's first reading, before traffic is said welcome: until
+    // it is in, a family netfilter sees goes to the kernel.
+    let mut fw_names = names_of(&mirror);
+    fw.reread(fw_names.clone());
+    let mut fw_state = FwState::default();
+    let first = Instant::now();
+    while first.elapsed() < Duration::from_secs(10) {
+        if let Some(news) = fw.news() {
+            fw_state.apply(&mut mirror, news);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let _record = crate::stats::write_record(
         &opts.record,
         &crate::stats::RouterRecord {
@@ -216,6 +231,10 @@ pub fn run(
     while !stop.load(Ordering::Relaxed) {
         let changed = match monitor.wait(Duration::from_millis(50)) {
             Ok(msgs) => {
+                // Stale at once, before anything else is read.
+                if netlink::rereads(&msgs).netfilter {
+                    fw.reread(names_of(&mirror));
+                }
                 if apply_notifications(&mut mirror, &msgs) {
                     generation += 1;
                 }
@@ -233,10 +252,20 @@ pub fn run(
                 trim_heap();
                 follow_netfilter(&mut mirror);
                 follow_tc(&mut mirror);
+                fw.reread(names_of(&mirror));
                 generation += 1;
                 true
             }
         };
+        // iifname and oifname compare the names cached verdicts were
+        // judged with.
+        if changed && names_of(&mirror) != fw_names {
+            fw_names = names_of(&mirror);
+            fw.reread(fw_names.clone());
+        }
+        if let Some(news) = fw.news() {
+            fw_state.apply(&mut mirror, news);
+        }
         if changed || tick.elapsed() >= Duration::from_secs(1) {
             follow_ipv6_switches(&mut mirror);
         }
@@ -280,6 +309,56 @@ pub fn run(
     }
     drop(links);
     Ok(())
+}
+
+/// The names of the router's interfaces, by index.
+fn names_of<D: Dataplane>(mirror: &Mirror<D>) -> BTreeMap<u32, String> {
+    mirror.ingress_names().into_iter().collect()
+}
+
+/// What the firewall thread last said, to say only what changes.
+#[derive(Default)]
+struct FwState {
+    last: Option<Result<FwNews, String>>,
+}
+
+impl FwState {
+    /// Hands the chains the firewall judges to the mirror (the
+    /// interfaces' flags follow), and says what changed.
+    fn apply<D: Dataplane>(&mut self, mirror: &mut Mirror<D>, news: Result<FwNews, String>) {
+        let covered = match &news {
+            Ok(n) => n.covered.clone(),
+            Err(_) => Default::default(),
+        };
+        let said = |n: &Result<FwNews, String>| match n {
+            Ok(n) => Ok((n.covered.clone(), n.refused.clone())),
+            Err(e) => Err(e.clone()),
+        };
+        if self.last.as_ref().map(said) != Some(said(&news)) {
+            match &news {
+                Ok(n) => {
+                    for (i, family) in ["IPv4", "IPv6"].iter().enumerate() {
+                        if let Some(why) = &n.refused[i] {
+                            eprintln!("linerate route: the firewall cannot judge forwarded {family}: {why}; the kernel judges it");
+                        } else if !n.covered[i].is_empty() {
+                            let chains: Vec<&str> = n.covered[i].iter().map(String::as_str).collect();
+                            eprintln!(
+                                "linerate route: the firewall judges forwarded {family} by {} (generation {}, read in {} ms)",
+                                chains.join(", "),
+                                n.generation,
+                                n.took.as_millis()
+                            );
+                        }
+                    }
+                }
+                Err(e) => eprintln!("linerate route: the nftables ruleset: {e}; the kernel judges what netfilter sees"),
+            }
+        }
+        self.last = Some(news);
+        if let Err(e) = mirror.set_firewall(covered) {
+            eprintln!("linerate route: {e:#}");
+        }
+    }
 }
 
 /// Gives the allocator's free pages back to the system after a resync,

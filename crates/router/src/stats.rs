@@ -41,6 +41,59 @@ pub fn write_record(name: &str, rec: &RouterRecord) -> Result<RecordGuard> {
     Ok(RecordGuard(p))
 }
 
+/// What a running router's firewall judges, and the fast path's counts by
+/// rule (crate::fw_thread writes it beside the router's record, on each
+/// new generation and every 200 ms while the counts move).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirewallRecord {
+    /// The generation in force (0: none published yet).
+    pub generation: u32,
+    /// Per family (IPv4, IPv6), the base chains the fast path judges.
+    pub judged: [Vec<String>; 2],
+    /// Per family, why it judges none of it.
+    pub refused: [Option<String>; 2],
+    /// What the fast path counted, by rule, over every generation.
+    pub rules: Vec<RuleCount>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleCount {
+    pub ipv6: bool,
+    /// "inet filter".
+    pub table: String,
+    pub chain: String,
+    pub handle: u64,
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+pub fn firewall_path(name: &str) -> PathBuf {
+    PathBuf::from(DIR).join(format!("{name}.firewall.json"))
+}
+
+/// Writes router `name`'s firewall record (whole, by a rename: a reader
+/// never sees half of it).
+pub fn write_firewall(name: &str, rec: &FirewallRecord) -> Result<()> {
+    std::fs::create_dir_all(DIR).with_context(|| format!("cannot create {DIR}"))?;
+    let p = firewall_path(name);
+    let tmp = p.with_extension("json.new");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(rec)?)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &p).with_context(|| format!("cannot write {}", p.display()))
+}
+
+/// Router `name`'s firewall record, if it runs and wrote one.
+pub fn read_firewall(name: &str) -> Result<Option<FirewallRecord>> {
+    let p = firewall_path(name);
+    match std::fs::read_to_string(&p) {
+        Ok(text) => Ok(Some(serde_json::from_str(&text).with_context(|| {
+            format!("{}: not a firewall record", p.display())
+        })?)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
+    }
+}
+
 /// The router named `name` and its counters map.
 pub fn open(name: &str) -> Result<(RouterRecord, MapHandle)> {
     let p = path(name);

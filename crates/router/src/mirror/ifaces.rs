@@ -3,7 +3,7 @@
 //! flags of an interface's entry made of those, the routing policy,
 //! netfilter, tc and what the driver sends (one pure function).
 use crate::layout::{
-    IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4,
+    IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4,
     IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TC, IFACE_XMIT_SG,
 };
 use crate::netconf::{Netconf, IFINDEX_ALL};
@@ -101,19 +101,25 @@ pub struct Context {
     pub tc_ingress: bool,
     /// Netfilter sees forwarded IPv4, IPv6.
     pub netfilter: [bool; 2],
+    /// All netfilter sees of forwarded IPv4, IPv6 is chains the fast
+    /// path's firewall judges.
+    pub firewall: [bool; 2],
     /// The driver sends multi-buffer frames.
     pub xmit_multibuf: bool,
 }
 
 /// The flags of interface `ifindex`'s entry. Where the kernel forwards a
 /// family, the first of policy, tc, netfilter that holds names why the
-/// fast path leaves it to the kernel; else it is forwarded.
+/// fast path leaves it to the kernel; else it is forwarded, through the
+/// firewall if netfilter sees it and the firewall judges all it sees.
 pub fn flags(s: &Settings, ifindex: u32, c: &Context) -> u16 {
-    let family = |v6: usize, policy, netfilter, forward| {
+    let family = |v6: usize, policy, netfilter, forward, firewall| {
         if !c.by_main[v6] {
             policy
         } else if c.tc_ingress {
             IFACE_TC
+        } else if c.netfilter[v6] && c.firewall[v6] {
+            forward | firewall
         } else if c.netfilter[v6] {
             netfilter
         } else {
@@ -122,10 +128,10 @@ pub fn flags(s: &Settings, ifindex: u32, c: &Context) -> u16 {
     };
     let mut flags = 0;
     if s.forwards4(ifindex) {
-        flags |= family(0, IFACE_POLICY4, IFACE_NETFILTER4, IFACE_FORWARD4);
+        flags |= family(0, IFACE_POLICY4, IFACE_NETFILTER4, IFACE_FORWARD4, IFACE_FIREWALL4);
     }
     if s.forwards6(ifindex) {
-        flags |= family(1, IFACE_POLICY6, IFACE_NETFILTER6, IFACE_FORWARD6);
+        flags |= family(1, IFACE_POLICY6, IFACE_NETFILTER6, IFACE_FORWARD6, IFACE_FIREWALL6);
     }
     flags |= match s.rp_filter(ifindex) {
         0 => 0,
@@ -180,6 +186,7 @@ mod tests {
             by_main: [false, true],
             tc_ingress: false,
             netfilter: [true, true],
+            firewall: [false, false],
             xmit_multibuf: true,
         };
         assert_eq!(
@@ -191,6 +198,25 @@ mod tests {
             ..all
         };
         assert_eq!(flags(&s, 3, &tc), IFACE_POLICY4 | IFACE_TC | IFACE_XMIT_SG);
+        // Netfilter's chains all judged by the firewall: forwarded through
+        // it; only where netfilter sees the family at all.
+        let judged = Context {
+            by_main: [true, true],
+            firewall: [true, false],
+            ..all
+        };
+        assert_eq!(
+            flags(&s, 3, &judged),
+            IFACE_FORWARD4 | IFACE_FIREWALL4 | IFACE_NETFILTER6 | IFACE_XMIT_SG
+        );
+        let unseen = Context {
+            netfilter: [false, false],
+            ..judged
+        };
+        assert_eq!(
+            flags(&s, 3, &unseen),
+            IFACE_FORWARD4 | IFACE_FORWARD6 | IFACE_XMIT_SG
+        );
         // rp_filter: the larger of the interface's and conf.all's.
         s.netconf(&conf(false, 3, None, Some(2)));
         assert_eq!(

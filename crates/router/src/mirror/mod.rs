@@ -141,6 +141,8 @@ pub struct Mirror<D: Dataplane = FastPath> {
     /// Netfilter sees forwarded IPv4, IPv6 (crate::netfilter): the kernel
     /// forwards that family, so that its hooks are not bypassed.
     netfilter: Hooks,
+    /// The base chains the firewall judges, per family (`[ipv6]`).
+    firewall: [std::collections::BTreeSet<String>; 2],
     /// What tc does on the router's interfaces (crate::tc): what comes in
     /// where it acts on ingress, and what would leave where it acts on
     /// egress, the kernel forwards.
@@ -258,6 +260,7 @@ impl<D: Dataplane> Mirror<D> {
             ingress: BTreeMap::new(),
             settings: Settings::default(),
             netfilter: Hooks::default(),
+            firewall: Default::default(),
             tc: BTreeMap::new(),
             xmit: BTreeMap::new(),
             links_up_or_down: false,
@@ -411,6 +414,10 @@ impl<D: Dataplane> Mirror<D> {
             netfilter: [
                 !self.netfilter.ipv4.is_empty(),
                 !self.netfilter.ipv6.is_empty(),
+            ],
+            firewall: [
+                self.judged_by_firewall(false),
+                self.judged_by_firewall(true),
             ],
             xmit_multibuf: xmit.multibuf,
         };
@@ -610,6 +617,28 @@ impl<D: Dataplane> Mirror<D> {
     /// What tc does on the router's interfaces, as last set.
     pub fn tc(&self) -> &BTreeMap<u32, TcHooks> {
         &self.tc
+    }
+
+    /// The base chains the fast path's firewall judges now, per family
+    /// (crate::fw_thread): a family all of whose netfilter hooks are among
+    /// them is forwarded through the firewall.
+    pub fn set_firewall(&mut self, covered: [std::collections::BTreeSet<String>; 2]) -> Result<()> {
+        if self.firewall == covered {
+            return Ok(());
+        }
+        self.firewall = covered;
+        self.push_all_ingress()
+    }
+
+    /// Whether every netfilter hook on the family's forwarding path is a
+    /// chain the firewall judges (none: false).
+    pub fn judged_by_firewall(&self, ipv6: bool) -> bool {
+        let hooks = if ipv6 {
+            &self.netfilter.ipv6
+        } else {
+            &self.netfilter.ipv4
+        };
+        !hooks.is_empty() && hooks.iter().all(|h| self.firewall[ipv6 as usize].contains(h))
     }
 
     /// The netfilter hooks that see forwarded packets, as last set.

@@ -1,0 +1,333 @@
+//! The firewall's thread in `linerate route`: it reads the kernel's
+//! nftables ruleset when told it changed, publishes each generation
+//! (crate::firewall), learns the misses the fast path reports, and keeps
+//! the fast path's rule counts by rule across generations. It is the only
+//! writer of the firewall's maps. The loop that follows the routes tells it
+//! what changed (`reread`) and hears back which chains the fast path now
+//! judges (`news`), which decide the interfaces' IFACE_FIREWALL flags.
+//!
+//! A change is applied invalidate-first: on the word that nf_tables
+//! changed, every cached verdict is made stale at once (a generation that
+//! judges nothing: every frame of a judged family goes to the kernel,
+//! which has the new ruleset already); then the ruleset is read, compiled
+//! and published as the next generation. No frame is judged by a mix, and
+//! none by the old ruleset once the notification is in.
+use crate::firewall::{self, Compiled, RuleRef};
+use crate::fw_maps::FwMaps;
+use crate::layout::{FwMiss, FwRuleCounter};
+use crate::stats::{FirewallRecord, RuleCount};
+use anyhow::{Context, Result};
+use linerate_bpf::layout::Pod;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::time::{Duration, Instant};
+
+/// What the loop hears back after a ruleset was read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FwNews {
+    /// Per family (`[ipv6]`), the base chains the fast path judges, named
+    /// as crate::netfilter names hooks.
+    pub covered: [BTreeSet<String>; 2],
+    /// Per family, why the fast path judges none of it (None: it does, or
+    /// nothing filters it).
+    pub refused: [Option<String>; 2],
+    /// The generation published, and how long from the word of a change
+    /// to its publication.
+    pub generation: u32,
+    pub took: Duration,
+}
+
+/// Rule counts of the fast path, by rule, over every generation so far.
+pub type RuleCounts = BTreeMap<RuleRef, FwRuleCounter>;
+
+enum Job {
+    /// The ruleset (or the interface names) changed: read it again.
+    Reread(BTreeMap<u32, String>),
+}
+
+pub struct FwThread {
+    jobs: Option<Sender<Job>>,
+    wake: OwnedFd,
+    news: Receiver<Result<FwNews, String>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// The record the thread keeps (crate::stats::write_firewall).
+    record: Option<String>,
+}
+
+impl FwThread {
+    /// Starts the thread on the fast path's firewall maps; it inherits the
+    /// caller's network namespace, keeps router `record`'s firewall record
+    /// (crate::stats), and ends when this is dropped.
+    pub fn start(maps: FwMaps, record: Option<String>) -> Result<FwThread> {
+        // SAFETY: eventfd has no preconditions; checked below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()).context("eventfd");
+        }
+        // SAFETY: a new fd, owned here.
+        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let their_wake = wake.try_clone()?;
+        let (jobs, their_jobs) = channel();
+        let (their_news, news) = channel();
+        let their_record = record.clone();
+        let thread = std::thread::Builder::new()
+            .name("linerate-fw".into())
+            .spawn(move || {
+                if let Err(e) = run(maps, their_wake, their_jobs, their_news, their_record) {
+                    eprintln!("linerate route: the firewall thread: {e:#}");
+                }
+            })?;
+        Ok(FwThread {
+            jobs: Some(jobs),
+            wake,
+            news,
+            thread: Some(thread),
+            record,
+        })
+    }
+
+    fn wake(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: 8 bytes to an eventfd.
+        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+    }
+
+    /// Tells the thread the ruleset or the names of the router's
+    /// interfaces changed: everything cached is stale at once, and the
+    /// ruleset is read again.
+    pub fn reread(&self, names: BTreeMap<u32, String>) {
+        if let Some(jobs) = &self.jobs {
+            if jobs.send(Job::Reread(names)).is_ok() {
+                self.wake();
+            }
+        }
+    }
+
+    /// What the thread made of the last ruleset read, if it finished one
+    /// since the last call (an error: it could not read it; nothing is
+    /// judged in the fast path until a read succeeds).
+    pub fn news(&self) -> Option<Result<FwNews, String>> {
+        let mut last = None;
+        while let Ok(n) = self.news.try_recv() {
+            last = Some(n);
+        }
+        last
+    }
+
+}
+
+impl Drop for FwThread {
+    fn drop(&mut self) {
+        // The thread sees the channel closed when it wakes, and ends.
+        self.jobs = None;
+        self.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if let Some(r) = &self.record {
+            let _ = std::fs::remove_file(crate::stats::firewall_path(r));
+        }
+    }
+}
+
+/// The thread's state: the generation in force and what it learned.
+struct Learner {
+    maps: FwMaps,
+    compiled: Compiled,
+    /// Rule counter ids written into this generation's slots.
+    used: BTreeSet<u16>,
+    /// Counts of earlier generations, by rule.
+    before: RuleCounts,
+    evict: bool,
+}
+
+impl Learner {
+    fn next_generation(&self) -> u32 {
+        self.compiled.generation.wrapping_add(1).max(1)
+    }
+
+    /// Makes every cached verdict stale: the kernel judges until the next
+    /// publication.
+    fn invalidate(&mut self) {
+        let nothing = Compiled::nothing(self.next_generation());
+        self.publish(nothing);
+    }
+
+    /// Publishes `c`, after moving the counts of the generation it
+    /// replaces to `before` (its slots are stale from here on: nothing
+    /// counts into them any more, past frames in flight).
+    fn publish(&mut self, c: Compiled) {
+        firewall::publish(&mut self.maps, &c);
+        let old = std::mem::replace(&mut self.compiled, c);
+        for id in std::mem::take(&mut self.used) {
+            if let (Some(rule), Ok(n)) = (old.rule_of(id), self.maps.counter(id)) {
+                let e = self.before.entry(rule).or_default();
+                e.packets += n.packets;
+                e.bytes += n.bytes;
+            }
+            if let Err(e) = self.maps.clear_counter(id) {
+                eprintln!("linerate route: the firewall's counter {id}: {e:#}");
+            }
+        }
+    }
+
+    fn learn(&mut self, m: &FwMiss) {
+        if m.generation != self.compiled.generation {
+            return;
+        }
+        self.evict = !self.evict;
+        if let Some(i) = firewall::learn(&mut self.maps, &self.compiled, &m.key.flow, self.evict)
+        {
+            let s = firewall::FwTable::slot(&self.maps, i);
+            self.used
+                .extend(s.counters[..s.counters_n as usize].iter().copied());
+        }
+    }
+
+    /// Counts so far: earlier generations' and this one's.
+    fn counts(&self) -> RuleCounts {
+        let mut all = self.before.clone();
+        for &id in &self.used {
+            if let (Some(rule), Ok(n)) = (self.compiled.rule_of(id), self.maps.counter(id)) {
+                let e = all.entry(rule).or_default();
+                e.packets += n.packets;
+                e.bytes += n.bytes;
+            }
+        }
+        all
+    }
+}
+
+/// How often the record's counts are brought up to date while they move.
+const RECORD_EVERY: Duration = Duration::from_millis(200);
+
+fn run(
+    maps: FwMaps,
+    wake: OwnedFd,
+    jobs: Receiver<Job>,
+    news: Sender<Result<FwNews, String>>,
+    record: Option<String>,
+) -> Result<()> {
+    let ring_map = libbpf_rs::MapHandle::try_from(maps.misses())?;
+    let generation = maps.generation();
+    let mut l = Learner {
+        maps,
+        compiled: Compiled::nothing(generation),
+        used: BTreeSet::new(),
+        before: RuleCounts::new(),
+        evict: false,
+    };
+    let misses: RefCell<Vec<FwMiss>> = RefCell::new(Vec::new());
+    let mut b = libbpf_rs::RingBufferBuilder::new();
+    b.add(&ring_map, |d: &[u8]| {
+        if let Some(m) = FwMiss::from_bytes(d) {
+            misses.borrow_mut().push(m);
+        }
+        0
+    })?;
+    let ring = b.build()?;
+    let mut tick = Instant::now();
+    let mut written = FirewallRecord::default();
+    let mut last_news = FwNews::default();
+    let keep_record = |l: &Learner, n: &FwNews, written: &mut FirewallRecord| {
+        let Some(name) = &record else { return };
+        let rec = record_of(l, n);
+        if rec != *written {
+            if let Err(e) = crate::stats::write_firewall(name, &rec) {
+                eprintln!("linerate route: {e:#}");
+            }
+            *written = rec;
+        }
+    };
+    loop {
+        let mut pfd = [
+            libc::pollfd {
+                fd: ring.epoll_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: wake.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two valid pollfds.
+        unsafe { libc::poll(pfd.as_mut_ptr(), 2, 1000) };
+        if pfd[1].revents != 0 {
+            let mut buf = [0u8; 8];
+            // SAFETY: reads the eventfd's counter into 8 bytes.
+            unsafe { libc::read(wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+            // Every reread queued collapses into one, with the last names.
+            let mut names = None;
+            loop {
+                match jobs.try_recv() {
+                    Ok(Job::Reread(n)) => names = Some(n),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => return Ok(()),
+                }
+            }
+            if let Some(names) = names {
+                let started = Instant::now();
+                l.invalidate();
+                let answer = match linerate_firewall::read_current() {
+                    Ok(rs) => {
+                        let (c, refused) = Compiled::new(l.next_generation(), &rs, names);
+                        let covered = c.covered();
+                        let generation = c.generation;
+                        l.publish(c);
+                        last_news = FwNews {
+                            covered,
+                            refused,
+                            generation,
+                            took: started.elapsed(),
+                        };
+                        Ok(last_news.clone())
+                    }
+                    Err(e) => {
+                        last_news = FwNews {
+                            generation: l.compiled.generation,
+                            ..Default::default()
+                        };
+                        Err(format!("{e:#}"))
+                    }
+                };
+                keep_record(&l, &last_news, &mut written);
+                if news.send(answer).is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        ring.consume()?;
+        for m in misses.borrow_mut().drain(..) {
+            l.learn(&m);
+        }
+        if tick.elapsed() >= RECORD_EVERY {
+            keep_record(&l, &last_news, &mut written);
+            tick = Instant::now();
+        }
+    }
+}
+
+/// The record of what the thread judges and counted.
+fn record_of(l: &Learner, n: &FwNews) -> FirewallRecord {
+    FirewallRecord {
+        generation: l.compiled.generation,
+        judged: n.covered.clone().map(|c| c.into_iter().collect()),
+        refused: n.refused.clone(),
+        rules: l
+            .counts()
+            .into_iter()
+            .map(|(r, c)| RuleCount {
+                ipv6: r.ipv6,
+                table: r.table,
+                chain: r.chain,
+                handle: r.handle,
+                packets: c.packets,
+                bytes: c.bytes,
+            })
+            .collect(),
+    }
+}
