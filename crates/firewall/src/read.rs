@@ -49,7 +49,8 @@ pub fn parse(json: &str, ifindex: &dyn Fn(&str) -> Option<u32>) -> Result<Rulese
         .get("nftables")
         .and_then(Value::as_array)
         .context("nft's JSON: no \"nftables\" array")?;
-    let mut tables: Vec<TableId> = Vec::new();
+    // With their handles: a table made again gets a new one.
+    let mut tables: Vec<(TableId, u64)> = Vec::new();
     let mut raw = Raw::default();
     for o in objects {
         let Some((kind, body)) = o.as_object().and_then(|m| m.iter().next()) else {
@@ -65,7 +66,9 @@ pub fn parse(json: &str, ifindex: &dyn Fn(&str) -> Option<u32>) -> Result<Rulese
             })
         };
         match kind.as_str() {
-            "table" => tables.extend(id()),
+            "table" => tables.extend(
+                id().map(|t| (t, body.get("handle").and_then(Value::as_u64).unwrap_or(0))),
+            ),
             "chain" => raw
                 .chains
                 .push((id().context("a chain without its table")?, body)),
@@ -81,7 +84,7 @@ pub fn parse(json: &str, ifindex: &dyn Fn(&str) -> Option<u32>) -> Result<Rulese
     }
     let mut v4 = Family::default();
     let mut v6 = Family::default();
-    for (order, t) in tables.iter().enumerate() {
+    for (order, (t, table_handle)) in tables.iter().enumerate() {
         let (four, six) = match t.family.as_str() {
             "ip" => (true, false),
             "ip6" => (false, true),
@@ -107,7 +110,7 @@ pub fn parse(json: &str, ifindex: &dyn Fn(&str) -> Option<u32>) -> Result<Rulese
             // arp and bridge tables do not see routed IP packets.
             _ => continue,
         };
-        let parsed = TableReader::new(t, &raw, ifindex).read();
+        let parsed = TableReader::new(t, *table_handle, &raw, ifindex).read();
         for (on, fam) in [(four, &mut v4), (six, &mut v6)] {
             if on {
                 fam.add(order, &parsed);
@@ -251,6 +254,7 @@ fn shift_verdicts(e: &mut Elements, c0: usize) {
 
 struct TableReader<'a> {
     table: &'a TableId,
+    table_handle: u64,
     raw: &'a Raw<'a>,
     ifindex: &'a dyn Fn(&str) -> Option<u32>,
     /// Chains read or being read, by name: their index.
@@ -264,9 +268,15 @@ struct TableReader<'a> {
 }
 
 impl<'a> TableReader<'a> {
-    fn new(table: &'a TableId, raw: &'a Raw<'a>, ifindex: &'a dyn Fn(&str) -> Option<u32>) -> Self {
+    fn new(
+        table: &'a TableId,
+        table_handle: u64,
+        raw: &'a Raw<'a>,
+        ifindex: &'a dyn Fn(&str) -> Option<u32>,
+    ) -> Self {
         TableReader {
             table,
+            table_handle,
             raw,
             ifindex,
             chain_index: HashMap::new(),
@@ -369,6 +379,7 @@ impl<'a> TableReader<'a> {
         let i = self.chains.len();
         self.chains.push(Chain {
             table: self.table.clone(),
+            table_handle: self.table_handle,
             name: name.to_string(),
             rules: Vec::new(),
         });

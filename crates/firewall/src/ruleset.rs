@@ -175,6 +175,9 @@ impl fmt::Display for TableId {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chain {
     pub table: TableId,
+    /// The table's handle: a table deleted and made again (`nft -f` after
+    /// a flush) gets a new one, and its rules new counters.
+    pub table_handle: u64,
     pub name: String,
     pub rules: Vec<Rule>,
 }

@@ -184,6 +184,7 @@ fn filter(r: &mut StdRng, ipv6: bool) -> Filter {
         }
         f.chains.push(Chain {
             table: table.clone(),
+            table_handle: 1,
             name: format!("c{c}"),
             rules,
         });
@@ -293,6 +294,7 @@ fn keys_hold_only_what_the_ruleset_reads() {
                 family: "ip".into(),
                 name: "t".into(),
             },
+            table_handle: 1,
             name: "c".into(),
             rules: vec![Rule {
                 handle: 1,

@@ -8,7 +8,12 @@
 //! `nft -f`, read back with `nft -j list ruleset` by `linerate_firewall`,
 //! and random frames are sent through the kernel. Every frame the
 //! evaluator accepts must arrive at the receiver and no other, and every
-//! rule's counter must hold what the evaluator counted. Needs root.
+//! rule's counter must hold what the evaluator counted. The second test
+//! does the same with linerate's router attached to the DUT, following
+//! each ruleset as it is loaded: the frames are sent twice (the kernel
+//! judges the first, the fast path's verdict cache what it learned), and
+//! the kernel's counters plus the fast path's must hold twice what the
+//! evaluator counted. Needs root.
 use etherparse::PacketBuilder;
 use linerate_firewall::eval::{judge, Packet, Verdict};
 use linerate_firewall::ruleset::Filter;
@@ -27,21 +32,33 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+/// The labs: the kernel alone, and linerate's router attached.
 const LAB: &str = "lrt-fwo";
+const LAB_ROUTED: &str = "lrt-fwr";
 const GEN: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const DUT_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
-struct Down;
+struct Down(&'static str);
 impl Drop for Down {
     fn drop(&mut self) {
         let _ = Command::new(BIN)
-            .args(["lab", "down", "--name", LAB])
+            .args(["lab", "down", "--name", self.0])
             .output();
     }
 }
 
-fn nft(args: &[&str]) -> std::process::Output {
-    let dut = format!("{LAB}-dut");
+/// `linerate route` in a lab's DUT, stopped (SIGTERM) when dropped.
+struct Router(std::process::Child);
+impl Drop for Router {
+    fn drop(&mut self) {
+        // SAFETY: signals the router's pid.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}
+
+fn nft(lab: &str, args: &[&str]) -> std::process::Output {
+    let dut = format!("{lab}-dut");
     let mut all = vec!["netns", "exec", &dut, "nft"];
     all.extend_from_slice(args);
     Command::new("ip").args(&all).output().unwrap()
@@ -539,8 +556,8 @@ fn a_frame(r: &mut StdRng, tag: u32, ifs: (u32, u32)) -> (Vec<u8>, Packet) {
     (f, p)
 }
 
-fn ifindex(name: &str) -> u32 {
-    let _in = linerate_host::netns::NetnsGuard::enter(&format!("{LAB}-dut")).unwrap();
+fn ifindex(lab: &str, name: &str) -> u32 {
+    let _in = linerate_host::netns::NetnsGuard::enter(&format!("{lab}-dut")).unwrap();
     linerate_bpf::loader::ifindex(name).unwrap()
 }
 
@@ -552,8 +569,8 @@ const WATCH_OWN: &str = "table inet lrt_watch {\n chain out {\n  type filter hoo
 
 /// Each rule's counter as the kernel has it: (family, table, chain,
 /// handle) -> packets.
-fn kernel_counters() -> BTreeMap<(String, String, String, u64), u64> {
-    let out = nft(&["-j", "list", "ruleset"]);
+fn kernel_counters(lab: &str) -> BTreeMap<(String, String, String, u64), u64> {
+    let out = nft(lab, &["-j", "list", "ruleset"]);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let mut m = BTreeMap::new();
     for o in v["nftables"].as_array().unwrap() {
@@ -582,15 +599,98 @@ fn kernel_counters() -> BTreeMap<(String, String, String, u64), u64> {
     m
 }
 
+/// Starts `linerate route` in the lab's DUT and waits for its record.
+fn start_router(lab: &str) -> Router {
+    let child = Command::new(BIN)
+        .args(["route", "--netns", &format!("{lab}-dut"), "-i", "dut0,dut1", "-q"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let router = Router(child);
+    let record = format!("{lab}-dut");
+    let t = std::time::Instant::now();
+    while linerate_router::stats::open(&record).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(20), "linerate route did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    router
+}
+
+/// Waits until the router's firewall judges `ruleset`'s chains (as the
+/// firewall would name them), and a generation later than the last.
+fn wait_for_firewall(record: &str, ruleset: &linerate_firewall::Ruleset, seed: u64) {
+    let (c, _) = linerate_router::firewall::Compiled::new(0, ruleset, Default::default());
+    let want = c.covered().map(|s| s.into_iter().collect::<Vec<_>>());
+    let t = std::time::Instant::now();
+    loop {
+        let rec = linerate_router::stats::read_firewall(record).unwrap();
+        if rec.as_ref().is_some_and(|r| r.judged == want) {
+            // Settled: no generation in the making.
+            std::thread::sleep(Duration::from_millis(100));
+            let again = linerate_router::stats::read_firewall(record).unwrap();
+            if again.map(|r| r.generation) == rec.map(|r| r.generation) {
+                return;
+            }
+            continue;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "seed {seed}: the router's firewall judges {:?}, not {want:?}",
+            rec.map(|r| (r.judged, r.refused))
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Frames of `ifindex` the fast path judged itself (forwarded or dropped by
+/// the firewall) so far.
+fn fast_path_judged(record: &str, ifindex: u32) -> u64 {
+    let (_, map) = linerate_router::stats::open(record).unwrap();
+    let c = linerate_router::stats::read(&map, ifindex).unwrap();
+    c.packets_of("forwarded") + c.packets_of("drop_firewall")
+}
+
+/// What the fast path counted, by rule (family, table, chain, handle),
+/// both IP families summed.
+fn fast_path_counters(record: &str) -> BTreeMap<(String, String, String, u64), u64> {
+    let rec = linerate_router::stats::read_firewall(record).unwrap().unwrap_or_default();
+    let mut m = BTreeMap::new();
+    for r in rec.rules {
+        let (family, table) = r.table.split_once(' ').unwrap();
+        *m.entry((family.to_string(), table.to_string(), r.chain, r.handle))
+            .or_default() += r.packets;
+    }
+    m
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "privileged"),
     ignore = "needs root: --features privileged"
 )]
 fn random_rulesets_judge_frames_as_the_kernel_does() {
-    let _down = Down;
+    oracle(LAB, false);
+}
+
+/// The same rulesets and frames with linerate's router in the DUT: each
+/// frame is sent twice, the first time most miss the fast path's cache
+/// and the kernel judges them, the second time the fast path judges what
+/// it learned. Every accepted frame arrives twice and no other once, and
+/// each rule's kernel counter plus what the fast path counted for it is
+/// twice what the evaluator counted.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn random_rulesets_judge_frames_as_the_kernel_does_with_linerate_attached() {
+    oracle(LAB_ROUTED, true);
+}
+
+fn oracle(lab: &'static str, routed: bool) {
+    let _down = Down(lab);
     let up = Command::new(BIN)
-        .args(["lab", "up", "--name", LAB])
+        .args(["lab", "up", "--name", lab])
         .output()
         .unwrap();
     assert!(
@@ -606,10 +706,10 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
             "net.ipv6.conf.all.router_solicitations=0",
             "net.ipv6.conf.default.router_solicitations=0",
         ] {
-            linerate_host::cmd::in_netns(&format!("{LAB}-{ns}"), "sysctl", &["-qw", k]).unwrap();
+            linerate_host::cmd::in_netns(&format!("{lab}-{ns}"), "sysctl", &["-qw", k]).unwrap();
         }
         let links = Command::new("ip")
-            .args(["-n", &format!("{LAB}-{ns}"), "-o", "link"])
+            .args(["-n", &format!("{lab}-{ns}"), "-o", "link"])
             .output()
             .unwrap();
         for l in String::from_utf8_lossy(&links.stdout).lines() {
@@ -622,15 +722,15 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
                 .next()
                 .unwrap();
             let k = format!("net.ipv6.conf.{name}.router_solicitations=0");
-            linerate_host::cmd::in_netns(&format!("{LAB}-{ns}"), "sysctl", &["-qw", &k]).unwrap();
+            linerate_host::cmd::in_netns(&format!("{lab}-{ns}"), "sysctl", &["-qw", &k]).unwrap();
         }
     }
     std::thread::sleep(Duration::from_secs(3));
-    let ifs = (ifindex("dut0"), ifindex("dut1"));
+    let ifs = (ifindex(lab, "dut0"), ifindex(lab, "dut1"));
     // The receiver answers nothing (its errors back would pass the DUT's
     // chains and count); what arrives is captured before this drops it.
     let sink = Command::new("ip")
-        .args(["netns", "exec", &format!("{LAB}-recv"), "nft", "add table netdev sink; add chain netdev sink in { type filter hook ingress device recv0 priority 0; policy drop; }"])
+        .args(["netns", "exec", &format!("{lab}-recv"), "nft", "add table netdev sink; add chain netdev sink in { type filter hook ingress device recv0 priority 0; policy drop; }"])
         .output()
         .unwrap();
     assert!(
@@ -638,6 +738,9 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
         "{}",
         String::from_utf8_lossy(&sink.stderr)
     );
+    let record = format!("{lab}-dut");
+    let _router = routed.then(|| start_router(lab));
+    let (mut fast_judged, mut second_pass) = (0u64, 0u64);
     let rulesets: u64 = std::env::var("FIREWALL_ORACLE_RULESETS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -646,16 +749,16 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
         (0, 0, 0, 0, 0);
     for seed in 0..rulesets {
         let text = a_ruleset(seed);
-        let _ = nft(&["flush", "ruleset"]);
+        let _ = nft(lab, &["flush", "ruleset"]);
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), format!("{text}{WATCH_OWN}")).unwrap();
-        let load = nft(&["-f", &file.path().display().to_string()]);
+        let load = nft(lab, &["-f", &file.path().display().to_string()]);
         assert!(
             load.status.success(),
             "seed {seed}: nft -f:\n{}\n{text}",
             String::from_utf8_lossy(&load.stderr)
         );
-        let json = nft(&["-j", "list", "ruleset"]);
+        let json = nft(lab, &["-j", "list", "ruleset"]);
         let ruleset =
             linerate_firewall::parse(&String::from_utf8_lossy(&json.stdout), &|n| match n {
                 "dut0" => Some(ifs.0),
@@ -679,6 +782,9 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
         if refused {
             ties += 1;
             continue;
+        }
+        if routed {
+            wait_for_firewall(&record, &ruleset, seed);
         }
         let filter = |ipv6: bool| -> &Filter { ruleset.family(ipv6).as_ref().unwrap() };
         let mut r = StdRng::seed_from_u64(seed ^ 0x5eed);
@@ -707,51 +813,63 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
         }
         if std::env::var("FWO_DEBUG").is_ok() {
             for (tag, frame, p, v) in &sent {
-                let before: u64 = kernel_counters().values().sum();
+                let before: u64 = kernel_counters(lab).values().sum();
                 send(
-                    LAB,
+                    lab,
                     vec![frame.clone()],
                     Duration::from_millis(1),
                     Duration::from_millis(50),
                 );
-                let after: u64 = kernel_counters().values().sum();
+                let after: u64 = kernel_counters(lab).values().sum();
                 eprintln!("DBG {tag:#x} {v:?} counted {} {p:?}", after - before);
             }
         }
         // Whatever else crosses the DUT meanwhile (its own or a
         // neighbour's chatter) passes its chains and counts.
         let watch = Arc::new(AtomicBool::new(false));
-        let dut = format!("{LAB}-dut");
+        let dut = format!("{lab}-dut");
         let watchers = [
             capture_on(dut.clone(), "dut0", watch.clone(), true),
             capture_on(dut.clone(), "dut1", watch.clone(), true),
         ];
-        let seen = send(
-            LAB,
-            sent.iter().map(|s| s.1.clone()).collect(),
-            Duration::from_millis(2),
-            Duration::from_millis(300),
-        );
-        let mut arrived: Vec<u32> = seen
-            .keys()
-            .filter(|(dev, _)| dev == "recv0")
-            .filter_map(|(_, f)| {
-                let tail = f.get(f.len().checked_sub(4)?..)?;
-                let tag = u32::from_be_bytes(tail.try_into().ok()?);
-                sent.iter().any(|s| s.0 == tag).then_some(tag)
-            })
-            .collect();
+        let frames: Vec<Vec<u8>> = sent.iter().map(|s| s.1.clone()).collect();
+        let send_all = || send(lab, frames.clone(), Duration::from_millis(2), Duration::from_millis(300));
+        // Each arrival of one of the frames sent, by tag.
+        let arrivals = |seen: &common::frames::Seen| -> Vec<u32> {
+            seen.iter()
+                .filter(|((dev, _), _)| dev == "recv0")
+                .filter_map(|((_, f), n)| {
+                    let tail = f.get(f.len().checked_sub(4)?..)?;
+                    let tag = u32::from_be_bytes(tail.try_into().ok()?);
+                    sent.iter().any(|s| s.0 == tag).then_some(vec![tag; *n])
+                })
+                .flatten()
+                .collect()
+        };
+        let mut arrived = arrivals(&send_all());
+        let passes = if routed {
+            // Learned meanwhile: the fast path judges what it can.
+            std::thread::sleep(Duration::from_millis(200));
+            let before = fast_path_judged(&record, ifs.0);
+            arrived.extend(arrivals(&send_all()));
+            fast_judged += fast_path_judged(&record, ifs.0) - before;
+            second_pass += sent.iter().filter(|s| s.3 != Verdict::Kernel).count() as u64;
+            expect_arrive = expect_arrive.repeat(2);
+            2
+        } else {
+            1
+        };
         arrived.sort();
         expect_arrive.sort();
         if arrived != expect_arrive {
             let mut msg = String::new();
             for (tag, _, p, v) in &sent {
-                let a = arrived.contains(tag);
-                if a != expect_arrive.contains(tag) {
+                let times = |tags: &[u32]| tags.iter().filter(|t| *t == tag).count();
+                if times(&arrived) != times(&expect_arrive) {
                     writeln!(
                         msg,
-                        "frame {tag:#x}: evaluator {v:?}, kernel {}: {p:?}",
-                        if a { "delivered" } else { "did not deliver" }
+                        "frame {tag:#x}: evaluator {v:?}, delivered {} of {passes} times: {p:?}",
+                        times(&arrived)
                     )
                     .unwrap();
                 }
@@ -774,7 +892,7 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
                 ip && !tag.is_some_and(|t| ours.contains(&(f.len(), t)))
             })
             .collect();
-        let mut kernel = kernel_counters();
+        let mut kernel = kernel_counters(lab);
         let own: u64 = kernel
             .iter()
             .filter(|(k, _)| k.1 == "lrt_watch")
@@ -791,21 +909,37 @@ fn random_rulesets_judge_frames_as_the_kernel_does() {
             disturbed += 1;
             continue;
         }
-        // Counters: rules with none the evaluator reached hold 0.
+        // Counters: rules with none the evaluator reached hold 0. With the
+        // router, what the fast path counted is added to the kernel's.
+        if routed {
+            // The router's record is brought up to date every 200 ms.
+            std::thread::sleep(Duration::from_millis(600));
+            for (rule, n) in fast_path_counters(&record) {
+                *kernel.entry(rule).or_default() += n;
+            }
+        }
         let mut ours = kernel.clone();
         for v in ours.values_mut() {
             *v = 0;
         }
-        ours.extend(counted.clone());
+        ours.extend(counted.iter().map(|(k, n)| (k.clone(), n * passes as u64)));
         assert_eq!(
             kernel, ours,
-            "seed {seed}: counters (kernel, evaluator)\n{text}"
+            "seed {seed}: counters (kernel{}, evaluator)\n{text}",
+            if routed { " + fast path" } else { "" }
         );
-        frames_total += sent.len();
+        frames_total += sent.len() * passes;
         accepted_total += expect_arrive.len();
-        counted_total += counted.values().sum::<u64>();
+        counted_total += counted.values().sum::<u64>() * passes as u64;
     }
-    let _ = nft(&["flush", "ruleset"]);
+    let _ = nft(lab, &["flush", "ruleset"]);
+    if routed {
+        eprintln!("the fast path judged {fast_judged} of the {second_pass} frames of second passes it could judge");
+        assert!(
+            fast_judged * 10 >= second_pass * 8,
+            "the fast path judged most second passes: {fast_judged} of {second_pass}"
+        );
+    }
     eprintln!("{rulesets} rulesets ({ties} refused: equal priorities; counters of {disturbed} not compared: the lab's own frames crossed), {frames_total} frames, {accepted_total} delivered, {counted_total} counter hits");
     assert!(
         disturbed * 5 < rulesets,

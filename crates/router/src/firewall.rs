@@ -34,6 +34,9 @@ pub struct Family {
 pub struct RuleRef {
     pub ipv6: bool,
     pub table: String,
+    /// The table's handle: the same names in a table made again are
+    /// other rules, counted from 0 (as the kernel's counters).
+    pub table_handle: u64,
     pub chain: String,
     pub handle: u64,
 }
@@ -163,6 +166,26 @@ impl Compiled {
         })
     }
 
+    /// Every rule of the generation.
+    pub fn rules(&self) -> BTreeSet<RuleRef> {
+        let mut all = BTreeSet::new();
+        for (i, f) in self.families.iter().enumerate() {
+            let Some(f) = f else { continue };
+            for c in &f.filter.chains {
+                for r in &c.rules {
+                    all.insert(RuleRef {
+                        ipv6: i == 1,
+                        table: c.table.to_string(),
+                        table_handle: c.table_handle,
+                        chain: c.name.clone(),
+                        handle: r.handle,
+                    });
+                }
+            }
+        }
+        all
+    }
+
     /// The rule counter `id` stands for in this generation.
     pub fn rule_of(&self, id: u16) -> Option<RuleRef> {
         let (ipv6, mut n) = (
@@ -175,6 +198,7 @@ impl Compiled {
                 return Some(RuleRef {
                     ipv6,
                     table: c.table.to_string(),
+                    table_handle: c.table_handle,
                     chain: c.name.clone(),
                     handle: c.rules[n].handle,
                 });
@@ -374,11 +398,13 @@ mod tests {
             Some(RuleRef {
                 ipv6: true,
                 table: "inet f".into(),
+                table_handle: 1,
                 chain: "fwd".into(),
                 handle: 3
             })
         );
         assert_eq!(c.rule_of(2), None);
+        assert_eq!(c.rules().len(), 4, "two rules, each family");
         // Policy accept, no counter reached.
         let other = c.slot(&udp_key(&c, false, 80, 2)).unwrap();
         assert_eq!((other.verdict, other.counters_n), (FW_ACCEPT, 0));

@@ -149,10 +149,19 @@ impl Learner {
     }
 
     /// Makes every cached verdict stale: the kernel judges until the next
-    /// publication.
+    /// publication. The counts so far are kept for it.
     fn invalidate(&mut self) {
         let nothing = Compiled::nothing(self.next_generation());
         self.publish(nothing);
+    }
+
+    /// Publishes ruleset generation `c`: counts are kept for the rules it
+    /// still has, and forgotten for the others (as the kernel forgets a
+    /// deleted rule's counter).
+    fn publish_ruleset(&mut self, c: Compiled) {
+        let rules = c.rules();
+        self.publish(c);
+        self.before.retain(|r, _| rules.contains(r));
     }
 
     /// Publishes `c`, after moving the counts of the generation it
@@ -277,7 +286,7 @@ fn run(
                         let (c, refused) = Compiled::new(l.next_generation(), &rs, names);
                         let covered = c.covered();
                         let generation = c.generation;
-                        l.publish(c);
+                        l.publish_ruleset(c);
                         last_news = FwNews {
                             covered,
                             refused,
@@ -323,6 +332,7 @@ fn record_of(l: &Learner, n: &FwNews) -> FirewallRecord {
             .map(|(r, c)| RuleCount {
                 ipv6: r.ipv6,
                 table: r.table,
+                table_handle: r.table_handle,
                 chain: r.chain,
                 handle: r.handle,
                 packets: c.packets,

@@ -61,6 +61,7 @@ pub struct RuleCount {
     pub ipv6: bool,
     /// "inet filter".
     pub table: String,
+    pub table_handle: u64,
     pub chain: String,
     pub handle: u64,
     pub packets: u64,
