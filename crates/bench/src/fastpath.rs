@@ -81,7 +81,7 @@ pub struct FastpathResult {
     pub destinations: usize,
 }
 
-fn mac_of(ns: &str, dev: &str) -> Result<[u8; 6]> {
+pub(crate) fn mac_of(ns: &str, dev: &str) -> Result<[u8; 6]> {
     let out = ip(Some(ns), &["-j", "link", "show", "dev", dev])?;
     let v: serde_json::Value = serde_json::from_str(&out)?;
     let s = v[0]["address"].as_str().context("no MAC")?;

@@ -13,6 +13,7 @@ pub mod cache;
 pub mod eval;
 pub mod read;
 pub mod ruleset;
+pub mod seeds;
 pub mod symbols;
 
 pub use eval::{judge, Judgement, Packet, Verdict};

@@ -179,6 +179,11 @@ pub enum BenchCmd {
     /// shape (BPF LRU hash, direct-mapped table), with BPF_PROG_TEST_RUN
     /// (issue 23's design choice, docs/firewall.md).
     FirewallCache(BenchFirewallCacheArgs),
+    /// What the firewall costs the fast path per packet with N rules
+    /// (traffic matching the last) and sets of M addresses, against the
+    /// fast path without it, side by side (BPF_PROG_TEST_RUN); and how
+    /// long each ruleset takes to load, read and compile.
+    Firewall(BenchFirewallArgs),
     /// linerate fed by real BGP daemons: a BIRD peer announces, withdraws
     /// and re-announces a table to the DUT's BIRD or FRR, under traffic;
     /// the lag from each kernel change to the fast path, per family.
@@ -243,6 +248,26 @@ pub struct BenchRouteChurnArgs {
     /// (default: unpinned, all three sharing the machine).
     #[arg(long)]
     pub router_cpu: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchFirewallArgs {
+    /// Rule counts, comma-separated (0: none).
+    #[arg(long, value_delimiter = ',', default_value = "1,100,1000,10000")]
+    pub rules: Vec<u32>,
+    /// Set sizes, comma-separated (0: none).
+    #[arg(long = "set-size", value_delimiter = ',', default_value = "1,1000,100000,1000000")]
+    pub set_size: Vec<u32>,
+    /// Flows (distinct UDP source and destination), each a cache entry.
+    #[arg(long, default_value_t = 1000)]
+    pub flows: u32,
+    /// BPF_PROG_TEST_RUN repetitions per frame (at most 254).
+    #[arg(long, default_value_t = 200)]
+    pub repeat: u32,
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
     #[arg(long)]
     pub json: bool,
 }

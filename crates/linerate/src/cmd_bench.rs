@@ -14,6 +14,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::RouteChange(a) => route_change(a),
         BenchCmd::RouteChurn(a) => route_churn(a),
         BenchCmd::FirewallCache(a) => firewall_cache(a),
+        BenchCmd::Firewall(a) => firewall(a),
         BenchCmd::Bgp(a) => bgp(a),
     }
 }
@@ -457,6 +458,73 @@ fn gen(a: BenchGenArgs) -> Result<()> {
             rc.of_drop_sink.min,
             rc.of_drop_sink.max,
             rc.counted_ratio_min
+        );
+    }
+    Ok(())
+}
+
+fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
+    use linerate_bench::firewall::{run, FirewallBench, MAX_REPEAT};
+    linerate_host::privilege::require_root("linerate bench firewall")?;
+    if a.repeat == 0 || a.repeat > MAX_REPEAT {
+        bail!("--repeat: 1 to {MAX_REPEAT} (each repetition takes one TTL), got {}", a.repeat);
+    }
+    if a.flows == 0 || a.flows > 65536 {
+        bail!("--flows: 1 to 65536, got {}", a.flows);
+    }
+    if a.rounds == 0 {
+        bail!("--rounds: at least 1");
+    }
+    let rules: Vec<u32> = a.rules.iter().copied().filter(|&n| n > 0).collect();
+    let sets: Vec<u32> = a.set_size.iter().copied().filter(|&m| m > 0).collect();
+    if rules.is_empty() && sets.is_empty() {
+        bail!("--rules and --set-size: give at least one rule count or set size");
+    }
+    if let Some(n) = rules.iter().find(|&&n| n > 30000) {
+        bail!("--rules: at most 30000 (the firewall counts 32768 rules a family), got {n}");
+    }
+    if let Some(m) = sets.iter().find(|&&m| m > 4_000_000) {
+        bail!("--set-size: at most 4000000, got {m}");
+    }
+    let pair = ScratchPair::new(0)?;
+    let b = FirewallBench {
+        netns: pair.netns.clone(),
+        ingress: pair.tx.clone(),
+        egress: pair.rx.clone(),
+        rules,
+        set_sizes: sets,
+        flows: a.flows,
+        repeat: a.repeat,
+        rounds: a.rounds,
+    };
+    let json = a.json;
+    let cases = std::thread::spawn(move || -> Result<_> {
+        linerate_host::netns::enter_for_good(&b.netns)?;
+        run(&b, &mut |line| {
+            if !json {
+                eprintln!("{line}");
+            }
+        })
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the bench thread panicked"))??;
+    drop(pair);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&cases)?);
+        return Ok(());
+    }
+    println!("ruleset        entries  ns/packet  without  ratio (min-max)        load: nft -f   read  compile+publish");
+    for c in &cases {
+        println!(
+            "{:<14} {:>7} {:>10.1} {:>8.1}  {:<22} {:>11.0} ms {:>4.0} ms {:>7.1} ms",
+            c.name,
+            c.entries,
+            c.ns_per_packet,
+            c.baseline_ns_per_packet,
+            show_ratios(&c.round_ratios),
+            c.load.nft_load_ms,
+            c.load.read_ms,
+            c.load.compile_publish_ms
         );
     }
     Ok(())

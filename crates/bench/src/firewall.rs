@@ -1,0 +1,315 @@
+//! `linerate bench firewall`: what the firewall costs the fast path per
+//! packet, by the ruleset's size (issue 23's goals: N rules with traffic
+//! matching the last, the seeds' worst case; sets of M addresses), against
+//! the same fast path without a firewall, side by side.
+//!
+//! Each ruleset is the kernel's: loaded with `nft -f` in a scratch
+//! namespace, read back as `linerate route` reads it, compiled and
+//! published; the flows' first frames miss the verdict cache and are
+//! learned from the program's reports, as in the router. Every frame must
+//! then be judged in the fast path (forwarded: the traffic is accepted by
+//! the last rule) before anything is measured. Then, round after round,
+//! each ruleset is published again (a new generation, learned again) and
+//! its frames are run (BPF_PROG_TEST_RUN, `repeat` times each, the
+//! kernel's mean) right after the same frames through the fast path with
+//! the firewall off: a ratio taken within seconds.
+use crate::median;
+use crate::fastpath::mac_of;
+use anyhow::{bail, Result};
+use linerate_bpf::layout::Pod;
+use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
+use linerate_bpf::test_run::{self, XdpAction};
+use linerate_fib::{Fib, Shape};
+use linerate_router::fastpath::FastPath;
+use linerate_router::firewall::{self, Compiled};
+use linerate_router::fw_maps::FwMaps;
+use linerate_router::layout::{
+    FwMiss, Nexthop, IFACE_FIREWALL4, IFACE_FORWARD4, NH_RESOLVED, NH_VALID,
+};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::os::fd::AsFd;
+use std::time::Instant;
+
+/// Repetitions at most: each forwards the frame as the previous left it,
+/// one TTL each from 255.
+pub const MAX_REPEAT: u32 = 254;
+
+#[derive(Clone, Debug)]
+pub struct FirewallBench {
+    /// Scratch namespace and its veth pair: frames arrive on `ingress`
+    /// and are routed out of `egress`.
+    pub netns: String,
+    pub ingress: String,
+    pub egress: String,
+    pub rules: Vec<u32>,
+    pub set_sizes: Vec<u32>,
+    pub flows: u32,
+    pub repeat: u32,
+    pub rounds: usize,
+}
+
+/// How long a ruleset took to reach the fast path.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadTimes {
+    /// `nft -f`: the kernel's own load.
+    pub nft_load_ms: f64,
+    /// `nft -j list ruleset` and its parse, as `linerate route` reads it.
+    pub read_ms: f64,
+    /// Compiling (what the rules read, the counters' ids) and publishing
+    /// the generation.
+    pub compile_publish_ms: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Case {
+    /// "rules-N" or "set-M".
+    pub name: String,
+    pub rules: usize,
+    /// Elements of each named set.
+    pub set_size: u32,
+    pub load: LoadTimes,
+    /// Distinct cache entries the flows needed.
+    pub entries: usize,
+    /// Median of the rounds' means.
+    pub ns_per_packet: f64,
+    pub rounds_ns_per_packet: Vec<f64>,
+    /// The fast path without a firewall, measured beside each round.
+    pub baseline_ns_per_packet: f64,
+    pub baseline_rounds_ns_per_packet: Vec<f64>,
+    /// Each round's cost over its baseline's, and their median.
+    pub ratio: f64,
+    pub round_ratios: Vec<f64>,
+}
+
+/// A UDP frame of flow `i` from 198.18.0.0/16 to 198.19.0.0/16, TTL 255,
+/// to the ingress's MAC.
+fn frame(i: u32, in_mac: [u8; 6]) -> Vec<u8> {
+    let src = [198, 18, (i >> 8) as u8, i as u8];
+    let dst = [198, 19, (i >> 16) as u8 ^ (i >> 4) as u8, (i * 7) as u8];
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], in_mac)
+        .ipv4(src, dst, 255)
+        .udp(1024 + (i % 50000) as u16, 2000 + (i % 100) as u16);
+    let mut f = Vec::new();
+    b.write(&mut f, &[0u8; 18]).expect("a frame");
+    f
+}
+
+struct Setup {
+    fp: FastPath,
+    maps: FwMaps,
+    in_idx: u32,
+    out_idx: u32,
+    in_mac: [u8; 6],
+    out_mac: [u8; 6],
+    generation: u32,
+    _links: Vec<XdpAttachment>,
+}
+
+impl Setup {
+    fn firewall(&self, on: bool) -> Result<()> {
+        let flags = IFACE_FORWARD4 | if on { IFACE_FIREWALL4 } else { 0 };
+        self.fp.add_interface(self.in_idx, self.in_mac, flags)?;
+        self.fp.add_interface(self.out_idx, self.out_mac, flags)
+    }
+
+    /// Publishes `c` as a new generation and learns the frames' keys from
+    /// the program's misses; every frame must then be forwarded by the
+    /// fast path. The entries written.
+    fn publish_and_learn(&mut self, c: &Compiled, frames: &[Vec<u8>]) -> Result<usize> {
+        self.generation += 1;
+        let c = Compiled {
+            generation: self.generation,
+            ..c.clone()
+        };
+        firewall::publish(&mut self.maps, &c);
+        let mut out = vec![0u8; 256];
+        for f in frames {
+            test_run::run_xdp_on(self.fp.program()?.as_fd(), f, &mut out, 1, Some(self.in_idx))?;
+        }
+        let ring = libbpf_rs::MapHandle::try_from(self.maps.misses())?;
+        let mut misses = Vec::new();
+        {
+            let mut b = libbpf_rs::RingBufferBuilder::new();
+            b.add(&ring, |d: &[u8]| {
+                misses.extend(FwMiss::from_bytes(d));
+                0
+            })?;
+            b.build()?.consume()?;
+        }
+        let mut learned = 0;
+        for (i, m) in misses.iter().enumerate() {
+            learned +=
+                firewall::learn(&mut self.maps, &c, &m.key.flow, i % 2 == 1).is_some() as usize;
+        }
+        for f in frames {
+            let r =
+                test_run::run_xdp_on(self.fp.program()?.as_fd(), f, &mut out, 1, Some(self.in_idx))?;
+            if r.verdict != XdpAction::Redirect {
+                bail!(
+                    "a learned flow was not forwarded by the fast path ({:?}): {} misses, {learned} learned",
+                    r.verdict,
+                    misses.len()
+                );
+            }
+        }
+        Ok(learned)
+    }
+
+    /// The frames' mean cost, `repeat` runs each.
+    fn mean_ns(&self, frames: &[Vec<u8>], repeat: u32) -> Result<f64> {
+        let prog = self.fp.program()?;
+        let mut out = vec![0u8; 256];
+        let mut sum = 0.0;
+        for f in frames {
+            let r = test_run::run_xdp_on(prog.as_fd(), f, &mut out, repeat, Some(self.in_idx))?;
+            if r.verdict != XdpAction::Redirect {
+                bail!("a frame was not forwarded while measured ({:?})", r.verdict);
+            }
+            sum += r.duration_ns as f64;
+        }
+        Ok(sum / frames.len() as f64)
+    }
+}
+
+fn nft(ns: &str, args: &[&str]) -> Result<()> {
+    linerate_host::cmd::in_netns(ns, "nft", args).map(|_| ())
+}
+
+/// Runs the bench; the calling thread must be in `b.netns`.
+pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case>> {
+    if b.repeat == 0 || b.repeat > MAX_REPEAT {
+        bail!("repeat: 1 to {MAX_REPEAT} (each repetition takes one TTL)");
+    }
+    if b.flows == 0 || b.rounds == 0 {
+        bail!("flows and rounds: at least 1");
+    }
+    let ns = &b.netns;
+    linerate_host::cmd::in_netns(ns, "sysctl", &["-qw", "net.ipv4.conf.all.forwarding=1"])?;
+    let (in_idx, out_idx) = (loader::ifindex(&b.ingress)?, loader::ifindex(&b.egress)?);
+    let (in_mac, out_mac) = (mac_of(ns, &b.ingress)?, mac_of(ns, &b.egress)?);
+    let fp = FastPath::load()?;
+    // BPF_PROG_RUN takes an ingress device whose queue is registered for
+    // XDP: a veth with a program attached.
+    let links = [&b.ingress, &b.egress]
+        .iter()
+        .map(|d| XdpAttachment::attach(&fp.program()?, d, XdpMode::Native))
+        .collect::<Result<Vec<_>>>()?;
+    // The gateway's MAC is the ingress's own: each repetition arrives to
+    // the router again.
+    fp.set_nexthop(
+        1,
+        &Nexthop {
+            ifindex: out_idx,
+            mtu: 1500,
+            flags: NH_VALID | NH_RESOLVED,
+            used: 0,
+            dmac: in_mac,
+            smac: out_mac,
+        },
+    )?;
+    let mut fib: Fib<u32> = Fib::new(Shape::IPV4);
+    fib.insert(0xc613_0000, 16, 1)?;
+    fp.load_fib(&fib)?;
+    let mut s = Setup {
+        maps: fp.fw_maps()?,
+        fp,
+        in_idx,
+        out_idx,
+        in_mac,
+        out_mac,
+        generation: 0,
+        _links: links,
+    };
+    s.firewall(false)?;
+    let frames: Vec<Vec<u8>> = (0..b.flows).map(|i| frame(i, in_mac)).collect();
+    let names = BTreeMap::from([(in_idx, b.ingress.clone()), (out_idx, b.egress.clone())]);
+
+    // Load, read and compile each ruleset, the kernel's way.
+    let mut cases = Vec::new();
+    let wanted = b
+        .rules
+        .iter()
+        .map(|&n| (format!("rules-{n}"), linerate_firewall::seeds::rules(n), n as usize, 0))
+        .chain(
+            b.set_sizes
+                .iter()
+                .map(|&m| (format!("set-{m}"), linerate_firewall::seeds::set(m), 3, m)),
+        );
+    for (name, text, rules, set_size) in wanted {
+        progress(&format!("{name}: loading"));
+        nft(ns, &["flush", "ruleset"])?;
+        let file = tempfile::NamedTempFile::new()?;
+        std::fs::write(file.path(), &text)?;
+        let t = Instant::now();
+        nft(ns, &["-f", &file.path().display().to_string()])?;
+        let nft_load_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        let ruleset = linerate_firewall::read_current()?;
+        let read_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        let (c, refused) = Compiled::new(0, &ruleset, names.clone());
+        if let Some(why) = refused[0].as_ref() {
+            bail!("{name}: the firewall cannot judge it: {why}");
+        }
+        s.generation += 1;
+        firewall::publish(
+            &mut s.maps,
+            &Compiled {
+                generation: s.generation,
+                ..c.clone()
+            },
+        );
+        let compile_publish_ms = t.elapsed().as_secs_f64() * 1e3;
+        s.firewall(true)?;
+        let entries = s.publish_and_learn(&c, &frames)?;
+        progress(&format!(
+            "{name}: nft -f {nft_load_ms:.0} ms, read {read_ms:.0} ms, compiled and published {compile_publish_ms:.1} ms; {entries} entries"
+        ));
+        cases.push((
+            c,
+            Case {
+                name,
+                rules,
+                set_size,
+                load: LoadTimes {
+                    nft_load_ms,
+                    read_ms,
+                    compile_publish_ms,
+                },
+                entries,
+                ns_per_packet: 0.0,
+                rounds_ns_per_packet: Vec::new(),
+                baseline_ns_per_packet: 0.0,
+                baseline_rounds_ns_per_packet: Vec::new(),
+                ratio: 0.0,
+                round_ratios: Vec::new(),
+            },
+        ));
+    }
+    nft(ns, &["flush", "ruleset"])?;
+
+    for round in 0..b.rounds {
+        for (c, case) in cases.iter_mut() {
+            s.publish_and_learn(c, &frames)?;
+            s.firewall(false)?;
+            let base = s.mean_ns(&frames, b.repeat)?;
+            s.firewall(true)?;
+            let with = s.mean_ns(&frames, b.repeat)?;
+            case.baseline_rounds_ns_per_packet.push(base);
+            case.rounds_ns_per_packet.push(with);
+            case.round_ratios.push(with / base);
+        }
+        progress(&format!("round {} of {} done", round + 1, b.rounds));
+    }
+    let out = cases
+        .into_iter()
+        .map(|(_, mut c)| {
+            c.ns_per_packet = median(&c.rounds_ns_per_packet);
+            c.baseline_ns_per_packet = median(&c.baseline_rounds_ns_per_packet);
+            c.ratio = median(&c.round_ratios);
+            c
+        })
+        .collect();
+    Ok(out)
+}

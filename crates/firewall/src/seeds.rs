@@ -1,0 +1,79 @@
+//! The rulesets of the seeds' stateless firewall slides (AsiaBSDCon 2018,
+//! slides 52-53: "rules impact", "table size impact"), as nft text: the
+//! lab's DUT configurations (crates/labrun) and `linerate bench firewall`
+//! load the same ones.
+use std::fmt::Write;
+
+/// The rule counts and set sizes named by built-in configurations.
+pub const RULES: &[u32] = &[1, 100, 1000, 10000];
+pub const SET_SIZES: &[u32] = &[1, 1000, 100_000, 1_000_000];
+
+/// N rules in the forward chain, each read by both families, the last
+/// the one the lab's traffic (UDP) matches: `meta l4proto tcp th dport P
+/// drop` for N-1 distinct ports, then `meta l4proto udp accept`.
+pub fn rules(n: u32) -> String {
+    let mut s = String::from(
+        "table inet linerate {\n  chain forward {\n    type filter hook forward priority 0; policy drop;\n",
+    );
+    for i in 1..n {
+        // Ports 1..=65535, then again: the rules stay distinct by their
+        // place, and none matches UDP.
+        writeln!(
+            s,
+            "    meta l4proto tcp th dport {} drop",
+            (i - 1) % 65535 + 1
+        )
+        .unwrap();
+    }
+    s.push_str("    meta l4proto udp accept\n  }\n}\n");
+    s
+}
+
+/// Sets of M IPv4 and M IPv6 source addresses the lab's traffic is not
+/// from (100.64.0.0/10 and 2001:db8::/32), looked up for every packet,
+/// then the rule it matches.
+pub fn set(m: u32) -> String {
+    let mut s = String::from("table inet linerate {\n  set blocked4 {\n    type ipv4_addr\n");
+    elements(&mut s, m, |i| {
+        let a = (100u32 << 24 | 64 << 16) + i;
+        std::net::Ipv4Addr::from(a).to_string()
+    });
+    s.push_str("  }\n  set blocked6 {\n    type ipv6_addr\n");
+    elements(&mut s, m, |i| {
+        let a = (0x2001_0db8u128 << 96) | i as u128;
+        std::net::Ipv6Addr::from(a).to_string()
+    });
+    s.push_str(
+        "  }\n  chain forward {\n    type filter hook forward priority 0; policy drop;\n    ip saddr @blocked4 drop\n    ip6 saddr @blocked6 drop\n    meta l4proto udp accept\n  }\n}\n",
+    );
+    s
+}
+
+fn elements(s: &mut String, m: u32, addr: impl Fn(u32) -> String) {
+    s.push_str("    elements = {");
+    for i in 0..m {
+        if i % 8 == 0 {
+            s.push_str("\n     ");
+        }
+        write!(s, " {},", addr(i)).unwrap();
+    }
+    s.push_str("\n    }\n");
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rulesets_hold_what_their_names_say() {
+        let r = rules(100);
+        assert_eq!(r.matches("drop\n").count(), 99);
+        assert!(r.contains("th dport 99 drop") && r.ends_with("udp accept\n  }\n}\n"));
+        assert_eq!(rules(1).matches(" drop\n").count(), 0);
+        let s = set(1000);
+        assert_eq!(s.matches("100.64.").count(), 1000);
+        assert!(s.contains(" 100.64.3.231,") && !s.contains(" 100.64.3.232,"));
+        assert_eq!(s.matches("2001:db8::").count(), 1000);
+    }
+}
