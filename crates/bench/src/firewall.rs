@@ -13,8 +13,8 @@
 //! its frames are run (BPF_PROG_TEST_RUN, `repeat` times each, the
 //! kernel's mean) right after the same frames through the fast path with
 //! the firewall off: a ratio taken within seconds.
-use crate::median;
 use crate::fastpath::mac_of;
+use crate::median;
 use anyhow::{bail, Result};
 use linerate_bpf::layout::Pod;
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
@@ -125,7 +125,13 @@ impl Setup {
         firewall::publish(&mut self.maps, &c);
         let mut out = vec![0u8; 256];
         for f in frames {
-            test_run::run_xdp_on(self.fp.program()?.as_fd(), f, &mut out, 1, Some(self.in_idx))?;
+            test_run::run_xdp_on(
+                self.fp.program()?.as_fd(),
+                f,
+                &mut out,
+                1,
+                Some(self.in_idx),
+            )?;
         }
         let ring = libbpf_rs::MapHandle::try_from(self.maps.misses())?;
         let mut misses = Vec::new();
@@ -143,8 +149,13 @@ impl Setup {
                 firewall::learn(&mut self.maps, &c, &m.key.flow, i % 2 == 1).is_some() as usize;
         }
         for f in frames {
-            let r =
-                test_run::run_xdp_on(self.fp.program()?.as_fd(), f, &mut out, 1, Some(self.in_idx))?;
+            let r = test_run::run_xdp_on(
+                self.fp.program()?.as_fd(),
+                f,
+                &mut out,
+                1,
+                Some(self.in_idx),
+            )?;
             if r.verdict != XdpAction::Redirect {
                 bail!(
                     "a learned flow was not forwarded by the fast path ({:?}): {} misses, {learned} learned",
@@ -230,7 +241,14 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
     let wanted = b
         .rules
         .iter()
-        .map(|&n| (format!("rules-{n}"), linerate_firewall::seeds::rules(n), n as usize, 0))
+        .map(|&n| {
+            (
+                format!("rules-{n}"),
+                linerate_firewall::seeds::rules(n),
+                n as usize,
+                0,
+            )
+        })
         .chain(
             b.set_sizes
                 .iter()

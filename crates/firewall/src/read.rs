@@ -66,9 +66,8 @@ pub fn parse(json: &str, ifindex: &dyn Fn(&str) -> Option<u32>) -> Result<Rulese
             })
         };
         match kind.as_str() {
-            "table" => tables.extend(
-                id().map(|t| (t, body.get("handle").and_then(Value::as_u64).unwrap_or(0))),
-            ),
+            "table" => tables
+                .extend(id().map(|t| (t, body.get("handle").and_then(Value::as_u64).unwrap_or(0)))),
             "chain" => raw
                 .chains
                 .push((id().context("a chain without its table")?, body)),

@@ -60,7 +60,6 @@ fn elements(s: &mut String, m: u32, addr: impl Fn(u32) -> String) {
     s.push_str("\n    }\n");
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

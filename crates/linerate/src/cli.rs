@@ -258,7 +258,11 @@ pub struct BenchFirewallArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,100,1000,10000")]
     pub rules: Vec<u32>,
     /// Set sizes, comma-separated (0: none).
-    #[arg(long = "set-size", value_delimiter = ',', default_value = "1,1000,100000,1000000")]
+    #[arg(
+        long = "set-size",
+        value_delimiter = ',',
+        default_value = "1,1000,100000,1000000"
+    )]
     pub set_size: Vec<u32>,
     /// Flows (distinct UDP source and destination), each a cache entry.
     #[arg(long, default_value_t = 1000)]

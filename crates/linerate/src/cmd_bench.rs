@@ -467,7 +467,10 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
     use linerate_bench::firewall::{run, FirewallBench, MAX_REPEAT};
     linerate_host::privilege::require_root("linerate bench firewall")?;
     if a.repeat == 0 || a.repeat > MAX_REPEAT {
-        bail!("--repeat: 1 to {MAX_REPEAT} (each repetition takes one TTL), got {}", a.repeat);
+        bail!(
+            "--repeat: 1 to {MAX_REPEAT} (each repetition takes one TTL), got {}",
+            a.repeat
+        );
     }
     if a.flows == 0 || a.flows > 65536 {
         bail!("--flows: 1 to 65536, got {}", a.flows);

@@ -1,14 +1,16 @@
 //! `linerate firewall`: the kernel's nftables ruleset as linerate reads it
 //! (linerate_firewall), per IP family: the filter base chains a forwarded
 //! packet crosses in the kernel's order, or what keeps the family in the
-//! kernel, named by table, chain and rule handle.
+//! kernel, named by table, chain and rule handle; and where `linerate
+//! route` runs, what its fast path judges and counted by rule, beside the
+//! kernel's own counters (crate::firewall_rules).
 use anyhow::{Context, Result};
 use linerate_firewall::ruleset::{Action, Filter, Hook, Judged};
 use serde_json::{json, Value};
 
 pub fn run(a: crate::cli::FirewallArgs) -> Result<()> {
     linerate_host::privilege::require_root("linerate firewall")?;
-    let ruleset = {
+    let (ruleset, listing) = {
         let _in = match &a.netns {
             Some(ns) => Some(
                 linerate_host::netns::NetnsGuard::enter(ns)
@@ -16,14 +18,34 @@ pub fn run(a: crate::cli::FirewallArgs) -> Result<()> {
             ),
             None => None,
         };
-        linerate_firewall::read_current()?
+        let listing = std::process::Command::new("nft")
+            .args(["-a", "list", "ruleset"])
+            .output()
+            .context("running nft -a list ruleset")?;
+        (
+            linerate_firewall::read_current()?,
+            String::from_utf8_lossy(&listing.stdout).into_owned(),
+        )
     };
+    let record = a.netns.as_deref().unwrap_or("default");
+    let router = linerate_router::stats::open(record)
+        .ok()
+        .and_then(|_| linerate_router::stats::read_firewall(record).ok().flatten());
+    let rules =
+        crate::firewall_rules::rules(&listing, router.as_ref().map_or(&[][..], |r| &r.rules[..]));
     let families = [("IPv4", &ruleset.ipv4), ("IPv6", &ruleset.ipv6)];
     if a.json {
         let mut out = serde_json::Map::new();
-        for (name, judged) in families {
-            out.insert(name.to_lowercase(), family_json(judged));
+        for (i, (name, judged)) in families.iter().enumerate() {
+            let mut f = family_json(judged);
+            if let Some(r) = &router {
+                f["fast_path_judges"] = json!(r.judged[i]);
+                f["fast_path_refused"] = json!(r.refused[i]);
+            }
+            out.insert(name.to_lowercase(), f);
         }
+        out.insert("router_running".into(), json!(router.is_some()));
+        out.insert("rules".into(), rules_json(&rules));
         println!("{}", serde_json::to_string_pretty(&Value::Object(out))?);
         return Ok(());
     }
@@ -60,7 +82,52 @@ pub fn run(a: crate::cli::FirewallArgs) -> Result<()> {
             }
         }
     }
+    match &router {
+        None => println!(
+            "\nNo linerate route runs for {record}: the kernel judges everything, and its counters are all there is."
+        ),
+        Some(r) => {
+            println!("\nlinerate route (ruleset generation {}):", r.generation);
+            for (i, family) in ["IPv4", "IPv6"].iter().enumerate() {
+                if !r.judged[i].is_empty() {
+                    println!("  the fast path judges forwarded {family} by {}", r.judged[i].join(", "));
+                } else if let Some(why) = &r.refused[i] {
+                    println!("  the kernel judges forwarded {family}: {why}");
+                }
+            }
+            println!("Rules with counters: the kernel's count what the kernel judged (a flow's first packets, what the fast path leaves to it), the fast path's the rest; together, what the kernel alone would have counted.");
+            for rule in rules.iter().filter(|r| r.kernel.is_some() || r.fast_path.0 > 0) {
+                let (kp, kb) = rule.kernel.unwrap_or((0, 0));
+                let (fp, fb) = rule.fast_path;
+                println!(
+                    "  table {} chain {} handle {}: {}\n      kernel {kp} packets {kb} bytes + fast path {fp} packets {fb} bytes = {} packets {} bytes",
+                    rule.table,
+                    rule.chain,
+                    rule.handle,
+                    rule.text,
+                    kp + fp,
+                    kb + fb
+                );
+            }
+        }
+    }
     Ok(())
+}
+
+fn rules_json(rules: &[crate::firewall_rules::Rule]) -> Value {
+    rules
+        .iter()
+        .map(|r| {
+            json!({
+                "table": r.table,
+                "chain": r.chain,
+                "handle": r.handle,
+                "text": r.text,
+                "kernel": r.kernel.map(|(p, b)| json!({"packets": p, "bytes": b})),
+                "fast_path": {"packets": r.fast_path.0, "bytes": r.fast_path.1},
+            })
+        })
+        .collect()
 }
 
 fn count(n: usize, what: &str) -> String {

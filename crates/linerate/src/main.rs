@@ -12,6 +12,7 @@ mod cmd_route;
 mod cmd_search;
 mod cmd_traffic;
 mod cmd_trial;
+mod firewall_rules;
 mod route_change;
 mod stop;
 

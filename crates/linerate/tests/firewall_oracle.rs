@@ -602,7 +602,14 @@ fn kernel_counters(lab: &str) -> BTreeMap<(String, String, String, u64), u64> {
 /// Starts `linerate route` in the lab's DUT and waits for its record.
 fn start_router(lab: &str) -> Router {
     let child = Command::new(BIN)
-        .args(["route", "--netns", &format!("{lab}-dut"), "-i", "dut0,dut1", "-q"])
+        .args([
+            "route",
+            "--netns",
+            &format!("{lab}-dut"),
+            "-i",
+            "dut0,dut1",
+            "-q",
+        ])
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
@@ -610,7 +617,10 @@ fn start_router(lab: &str) -> Router {
     let record = format!("{lab}-dut");
     let t = std::time::Instant::now();
     while linerate_router::stats::open(&record).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(20), "linerate route did not start");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "linerate route did not start"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     router
@@ -653,7 +663,9 @@ fn fast_path_judged(record: &str, ifindex: u32) -> u64 {
 /// What the fast path counted, by rule (family, table, chain, handle),
 /// both IP families summed.
 fn fast_path_counters(record: &str) -> BTreeMap<(String, String, String, u64), u64> {
-    let rec = linerate_router::stats::read_firewall(record).unwrap().unwrap_or_default();
+    let rec = linerate_router::stats::read_firewall(record)
+        .unwrap()
+        .unwrap_or_default();
     let mut m = BTreeMap::new();
     for r in rec.rules {
         let (family, table) = r.table.split_once(' ').unwrap();
@@ -833,7 +845,14 @@ fn oracle(lab: &'static str, routed: bool) {
             capture_on(dut.clone(), "dut1", watch.clone(), true),
         ];
         let frames: Vec<Vec<u8>> = sent.iter().map(|s| s.1.clone()).collect();
-        let send_all = || send(lab, frames.clone(), Duration::from_millis(2), Duration::from_millis(300));
+        let send_all = || {
+            send(
+                lab,
+                frames.clone(),
+                Duration::from_millis(2),
+                Duration::from_millis(300),
+            )
+        };
         // Each arrival of one of the frames sent, by tag.
         let arrivals = |seen: &common::frames::Seen| -> Vec<u32> {
             seen.iter()
@@ -924,7 +943,8 @@ fn oracle(lab: &'static str, routed: bool) {
         }
         ours.extend(counted.iter().map(|(k, n)| (k.clone(), n * passes as u64)));
         assert_eq!(
-            kernel, ours,
+            kernel,
+            ours,
             "seed {seed}: counters (kernel{}, evaluator)\n{text}",
             if routed { " + fast path" } else { "" }
         );

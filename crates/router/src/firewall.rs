@@ -155,10 +155,7 @@ impl Compiled {
         Some(FwSlot {
             seq: 0,
             generation: self.generation,
-            key: FwKey {
-                flow: *key,
-                pad: 0,
-            },
+            key: FwKey { flow: *key, pad: 0 },
             verdict,
             counters_n: ids.len() as u8,
             counters,
@@ -328,7 +325,11 @@ pub fn way_for(ways: &[FwSlot; 2], new: &FwSlot, evict: bool) -> Option<usize> {
     if ways.iter().any(|s| current(s) && s.key == new.key) {
         return None;
     }
-    Some(ways.iter().position(|s| !current(s)).unwrap_or(evict as usize))
+    Some(
+        ways.iter()
+            .position(|s| !current(s))
+            .unwrap_or(evict as usize),
+    )
 }
 
 #[cfg(test)]
@@ -368,7 +369,12 @@ mod tests {
             l4proto: 17,
             nexthdr: 17,
             later_fragment: false,
-            transport: [&1000u16.to_be_bytes()[..], &dport.to_be_bytes(), &[0, 8, 0, 0]].concat(),
+            transport: [
+                &1000u16.to_be_bytes()[..],
+                &dport.to_be_bytes(),
+                &[0, 8, 0, 0],
+            ]
+            .concat(),
         };
         FlowKey::of(&p, &c.families[ipv6 as usize].as_ref().unwrap().reads)
     }

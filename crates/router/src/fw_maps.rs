@@ -58,12 +58,12 @@ impl FwMaps {
     /// What the fast path counted for rule counter `id`, over CPUs.
     pub fn counter(&self, id: u16) -> Result<FwRuleCounter> {
         let per_cpu: Vec<FwRuleCounter> = maps::read_percpu(&self.counters, id as u32)?;
-        Ok(per_cpu.iter().fold(FwRuleCounter::default(), |a, c| {
-            FwRuleCounter {
+        Ok(per_cpu
+            .iter()
+            .fold(FwRuleCounter::default(), |a, c| FwRuleCounter {
                 packets: a.packets + c.packets,
                 bytes: a.bytes + c.bytes,
-            }
-        }))
+            }))
     }
 
     /// Zeroes rule counter `id` on every CPU.
@@ -85,7 +85,8 @@ impl FwTable for FwMaps {
         fence(Ordering::SeqCst);
         let bytes = slot.as_bytes();
         let after_seq = offset_of!(FwSlot, generation);
-        self.cache.write_bytes(index, after_seq, &bytes[after_seq..]);
+        self.cache
+            .write_bytes(index, after_seq, &bytes[after_seq..]);
         // ...and the even one after all of them.
         seq.store(s + 2, Ordering::Release);
     }

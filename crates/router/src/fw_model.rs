@@ -3,11 +3,11 @@
 //! and the rule counters. The root tests hold the program to it (the keys
 //! it reports, the verdicts, the counts), as the rest of the model.
 use crate::firewall::{set_of, slot_index, FwTable};
-use crate::model::reason;
 use crate::layout::{
     FwKey, FwMiss, FwReads, FwRuleCounter, FwSlot, FwState, FW_ACCEPT, FW_DROP, FW_KERNEL,
     FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR, FW_READ_OIF, FW_READ_SADDR,
 };
+use crate::model::reason;
 use linerate_firewall::cache::TRANSPORT_BYTES;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -88,9 +88,13 @@ impl FwModel {
             k.flow.transport_len = have as u8;
         }
         let set = set_of(&k);
-        let hit = (0..2).map(|w| self.slots.get(&slot_index(set, w))).find_map(|s| {
-            s.filter(|s| s.seq & 1 == 0 && s.key == k && s.generation == generation && s.verdict != 0)
-        });
+        let hit = (0..2)
+            .map(|w| self.slots.get(&slot_index(set, w)))
+            .find_map(|s| {
+                s.filter(|s| {
+                    s.seq & 1 == 0 && s.key == k && s.generation == generation && s.verdict != 0
+                })
+            });
         let Some(s) = hit else {
             self.misses.borrow_mut().push(FwMiss {
                 key: k,
@@ -158,5 +162,8 @@ impl FwTable for FwModel {
 /// Whether IPv6 next header `h` keeps a frame from the firewall stage
 /// (fw_ipv6_ext): an extension header, or one not classified here.
 pub fn ipv6_ext(h: u8) -> bool {
-    matches!(h, 0 | 43 | 44 | 50 | 51 | 59 | 60 | 135 | 139 | 140 | 253 | 254)
+    matches!(
+        h,
+        0 | 43 | 44 | 50 | 51 | 59 | 60 | 135 | 139 | 140 | 253 | 254
+    )
 }

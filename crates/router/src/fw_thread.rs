@@ -115,7 +115,6 @@ impl FwThread {
         }
         last
     }
-
 }
 
 impl Drop for FwThread {
@@ -187,8 +186,7 @@ impl Learner {
             return;
         }
         self.evict = !self.evict;
-        if let Some(i) = firewall::learn(&mut self.maps, &self.compiled, &m.key.flow, self.evict)
-        {
+        if let Some(i) = firewall::learn(&mut self.maps, &self.compiled, &m.key.flow, self.evict) {
             let s = firewall::FwTable::slot(&self.maps, i);
             self.used
                 .extend(s.counters[..s.counters_n as usize].iter().copied());

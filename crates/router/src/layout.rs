@@ -296,7 +296,8 @@ mod tests {
     use std::mem::{offset_of, size_of};
 
     fn check(name: &str, size: usize, members: Vec<(&str, usize)>) {
-        let l = struct_layout(objects::ROUTER, name).unwrap_or_else(|| panic!("struct {name} in BTF"));
+        let l =
+            struct_layout(objects::ROUTER, name).unwrap_or_else(|| panic!("struct {name} in BTF"));
         assert_eq!(l.size, size, "size of struct {name}");
         let want: Vec<(String, usize)> = members
             .into_iter()

@@ -6,13 +6,13 @@
 //! same verdict, reason and bytes (tests/mirror.rs), which keeps the two
 //! one.
 use crate::dataplane::Dataplane;
-use crate::layout::{
-    Iface, Nexthop, NhGroup, IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6,
-    IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TC, NH_GROUP,
-    NH_GROUP_BUCKETS, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID, ROUTER_IFACES, ROUTER_NEXTHOPS,
-    ROUTER_NH_GROUPS,
-};
 use crate::fw_model::{ipv6_ext, FwFrame, FwModel, FwOutcome};
+use crate::layout::{
+    Iface, Nexthop, NhGroup, IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6,
+    IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE,
+    IFACE_RPF_STRICT, IFACE_TC, NH_GROUP, NH_GROUP_BUCKETS, NH_KERNEL, NH_RESOLVED, NH_TC,
+    NH_VALID, ROUTER_IFACES, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+};
 use crate::local;
 use anyhow::{bail, Result};
 use linerate_bpf::test_run::XdpAction;

@@ -6,9 +6,7 @@
 use crate::dataplane::Dataplane;
 use crate::fastpath::FastPath;
 use crate::fw_thread::{FwNews, FwThread};
-use crate::layout::{
-    RouterCounters, REASONS, R_DROPS, R_DROP_FIREWALL, R_FORWARDED, R_PASSES,
-};
+use crate::layout::{RouterCounters, REASONS, R_DROPS, R_DROP_FIREWALL, R_FORWARDED, R_PASSES};
 use crate::mirror::Mirror;
 use crate::netfilter::Hooks;
 use crate::netlink::{self, Monitor};
@@ -526,7 +524,7 @@ fn apply_netfilter<D: Dataplane>(mirror: &mut Mirror<D>, hooks: Hooks) {
                 )
             },
             |hooks| {
-                format!("netfilter sees forwarded {family} ({hooks}): the kernel forwards it, through them")
+                format!("netfilter sees forwarded {family} ({hooks}): the kernel forwards it, through them, unless the firewall judges them all")
             },
         );
     }

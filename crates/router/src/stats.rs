@@ -87,9 +87,11 @@ pub fn write_firewall(name: &str, rec: &FirewallRecord) -> Result<()> {
 pub fn read_firewall(name: &str) -> Result<Option<FirewallRecord>> {
     let p = firewall_path(name);
     match std::fs::read_to_string(&p) {
-        Ok(text) => Ok(Some(serde_json::from_str(&text).with_context(|| {
-            format!("{}: not a firewall record", p.display())
-        })?)),
+        Ok(text) => {
+            Ok(Some(serde_json::from_str(&text).with_context(|| {
+                format!("{}: not a firewall record", p.display())
+            })?))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
     }

@@ -17,8 +17,8 @@ use linerate_router::dataplane::Dataplane;
 use linerate_router::firewall::{self, Compiled, FwTable, FAMILY_COUNTERS};
 use linerate_router::fw_maps::FwMaps;
 use linerate_router::layout::{
-    FwMiss, Nexthop, IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6,
-    NH_RESOLVED, NH_VALID,
+    FwMiss, Nexthop, IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, NH_RESOLVED,
+    NH_VALID,
 };
 use linerate_router::model::Model;
 use rand::{Rng, SeedableRng};
@@ -122,13 +122,26 @@ fn random_frame(rng: &mut impl Rng) -> Vec<u8> {
     let len = [0usize, 1, 3, 4, 8, 13, 14, 20][rng.gen_range(0..8)];
     t.truncate(len);
     if ipv6 {
-        let src = [0x2001_0002_0000_0000_0000_0000_0000_0001u128, 0x2001_0002 << 96 | 2];
+        let src = [
+            0x2001_0002_0000_0000_0000_0000_0000_0001u128,
+            0x2001_0002 << 96 | 2,
+        ];
         let dst = [0x2001_0db8u128 << 96 | 5, 0x2001_0db8_0001u128 << 80 | 5];
-        ipv6_frame(src[rng.gen_range(0..2)], dst[rng.gen_range(0..2)], proto, &t)
+        ipv6_frame(
+            src[rng.gen_range(0..2)],
+            dst[rng.gen_range(0..2)],
+            proto,
+            &t,
+        )
     } else {
         let src = [[198, 18, 0, 1], [198, 18, 0, 2], [198, 18, 0, 3]];
         let dst = [[198, 19, 1, 5], [198, 19, 2, 5]];
-        ipv4_frame(src[rng.gen_range(0..3)], dst[rng.gen_range(0..2)], proto, &t)
+        ipv4_frame(
+            src[rng.gen_range(0..3)],
+            dst[rng.gen_range(0..2)],
+            proto,
+            &t,
+        )
     }
 }
 
@@ -242,7 +255,11 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     let run = |f: &[u8], model: &Model| {
         let (action, reason, out) = program_verdict(&fp, if0, f);
         let m = model.run(f, if0);
-        assert_eq!((action, reason), (m.action, m.reason), "program and model on {f:02x?}");
+        assert_eq!(
+            (action, reason),
+            (m.action, m.reason),
+            "program and model on {f:02x?}"
+        );
         if action == XdpAction::Redirect {
             assert_eq!(out, m.frame);
         }
@@ -272,7 +289,10 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
         assert_eq!(a, b);
         learned += a.is_some() as usize;
     }
-    assert!(learned > 40 && learned < frames.len(), "{learned} distinct keys");
+    assert!(
+        learned > 40 && learned < frames.len(),
+        "{learned} distinct keys"
+    );
     let mut want_counts: BTreeMap<u16, (u64, u64)> = BTreeMap::new();
     let mut seen = BTreeMap::new();
     for f in &frames {
@@ -301,7 +321,11 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     assert!(seen.len() == 3, "every verdict seen: {seen:?}");
     for (id, (packets, bytes)) in &want_counts {
         let got = maps.counter(*id).unwrap();
-        assert_eq!((got.packets, got.bytes), (*packets, *bytes), "rule counter {id}");
+        assert_eq!(
+            (got.packets, got.bytes),
+            (*packets, *bytes),
+            "rule counter {id}"
+        );
         assert_eq!(model.fw().counter(*id), got);
     }
     assert!(model.fw().take_misses().is_empty());
@@ -319,4 +343,3 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     drop(fp);
     drop(pair);
 }
-

@@ -3,8 +3,9 @@
 //! flags of an interface's entry made of those, the routing policy,
 //! netfilter, tc and what the driver sends (one pure function).
 use crate::layout::{
-    IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4,
-    IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TC, IFACE_XMIT_SG,
+    IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4,
+    IFACE_NETFILTER6, IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TC,
+    IFACE_XMIT_SG,
 };
 use crate::netconf::{Netconf, IFINDEX_ALL};
 use std::collections::{HashMap, HashSet};
@@ -128,10 +129,22 @@ pub fn flags(s: &Settings, ifindex: u32, c: &Context) -> u16 {
     };
     let mut flags = 0;
     if s.forwards4(ifindex) {
-        flags |= family(0, IFACE_POLICY4, IFACE_NETFILTER4, IFACE_FORWARD4, IFACE_FIREWALL4);
+        flags |= family(
+            0,
+            IFACE_POLICY4,
+            IFACE_NETFILTER4,
+            IFACE_FORWARD4,
+            IFACE_FIREWALL4,
+        );
     }
     if s.forwards6(ifindex) {
-        flags |= family(1, IFACE_POLICY6, IFACE_NETFILTER6, IFACE_FORWARD6, IFACE_FIREWALL6);
+        flags |= family(
+            1,
+            IFACE_POLICY6,
+            IFACE_NETFILTER6,
+            IFACE_FORWARD6,
+            IFACE_FIREWALL6,
+        );
     }
     flags |= match s.rp_filter(ifindex) {
         0 => 0,

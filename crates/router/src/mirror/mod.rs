@@ -638,7 +638,10 @@ impl<D: Dataplane> Mirror<D> {
         } else {
             &self.netfilter.ipv4
         };
-        !hooks.is_empty() && hooks.iter().all(|h| self.firewall[ipv6 as usize].contains(h))
+        !hooks.is_empty()
+            && hooks
+                .iter()
+                .all(|h| self.firewall[ipv6 as usize].contains(h))
     }
 
     /// The netfilter hooks that see forwarded packets, as last set.

@@ -232,7 +232,11 @@ pub fn test_plane(tag: &str, dev: &str) -> (Option<ScratchPair>, TestPlane, u32,
 /// The program's verdict on frame `f` arriving on `ingress`, the reason
 /// counter it moved, and the frame as it left.
 #[allow(dead_code)] // not every test binary asks
-pub fn program_verdict(fp: &FastPath, ingress: u32, f: &[u8]) -> (XdpAction, &'static str, Vec<u8>) {
+pub fn program_verdict(
+    fp: &FastPath,
+    ingress: u32,
+    f: &[u8],
+) -> (XdpAction, &'static str, Vec<u8>) {
     let before = fp.counters(ingress).unwrap();
     let (v, out) = fp.run(f, ingress).unwrap();
     let after = fp.counters(ingress).unwrap();
