@@ -191,14 +191,27 @@ fn lookup(
         }
         values.push(v);
     }
-    Some(e.keys.iter().position(|atoms| {
-        atoms.iter().zip(&values).all(|(a, v)| match (a, v) {
-            (Atom::Range(lo, hi), Value::Num(n)) => lo <= n && n <= hi,
-            (Atom::Name(s), Value::Name(n)) => s == n,
-            (Atom::NamePrefix(s), Value::Name(n)) => n.starts_with(s.as_str()),
-            _ => false,
+    let walk = || {
+        e.keys.iter().position(|atoms| {
+            atoms.iter().zip(&values).all(|(a, v)| match (a, v) {
+                (Atom::Range(lo, hi), Value::Num(n)) => lo <= n && n <= hi,
+                (Atom::Name(s), Value::Name(n)) => s == n,
+                (Atom::NamePrefix(s), Value::Name(n)) => n.starts_with(s.as_str()),
+                _ => false,
+            })
         })
-    }))
+    };
+    let nums: Option<Vec<u128>> = values
+        .iter()
+        .map(|v| match v {
+            Value::Num(n) => Some(*n),
+            Value::Name(_) => None,
+        })
+        .collect();
+    Some(match nums.and_then(|n| e.find_numbers(&n)) {
+        Some(found) => found,
+        None => walk(),
+    })
 }
 
 fn value(f: Field, hook: Hook, p: &Packet) -> Option<Value<'_>> {

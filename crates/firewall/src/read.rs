@@ -747,7 +747,7 @@ fn is_set(v: &Value) -> bool {
 fn one(a: Atom) -> Elements {
     Elements {
         keys: vec![vec![a]],
-        verdicts: vec![],
+        ..Default::default()
     }
 }
 

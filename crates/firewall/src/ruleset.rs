@@ -92,6 +92,178 @@ pub struct Elements {
     pub keys: Vec<Vec<Atom>>,
     /// Verdict maps only: the verdict of `keys[i]`.
     pub verdicts: Vec<Action>,
+    /// How `keys` are looked up, built when first needed (a set of a
+    /// million addresses is not walked per packet). Change `keys` through
+    /// [`Elements::insert`] and [`Elements::remove`], or call
+    /// [`Elements::reindex`] after.
+    pub index: ElementIndex,
+}
+
+/// Below this many elements a walk is as fast as anything.
+const INDEX_FROM: usize = 8;
+
+/// A lookup structure over a set's keys.
+#[derive(Debug)]
+pub enum Index {
+    /// Walk the keys in order.
+    Walk,
+    /// Every key a tuple of single numbers: the first key of each tuple.
+    Exact(HashMap<Vec<u128>, usize>),
+    /// One field of ranges that do not overlap, by their first value.
+    Intervals(Vec<(u128, u128, usize)>),
+}
+
+impl Index {
+    fn of(keys: &[Vec<Atom>]) -> Index {
+        if keys.len() < INDEX_FROM {
+            return Index::Walk;
+        }
+        let values = |k: &[Atom]| -> Option<Vec<u128>> {
+            k.iter()
+                .map(|a| match a {
+                    Atom::Range(lo, hi) if lo == hi => Some(*lo),
+                    _ => None,
+                })
+                .collect()
+        };
+        if keys.iter().all(|k| values(k).is_some()) {
+            let mut m = HashMap::with_capacity(keys.len());
+            for (i, k) in keys.iter().enumerate() {
+                m.entry(values(k).unwrap()).or_insert(i);
+            }
+            return Index::Exact(m);
+        }
+        let mut v = Vec::with_capacity(keys.len());
+        for (i, k) in keys.iter().enumerate() {
+            match k.as_slice() {
+                [Atom::Range(lo, hi)] => v.push((*lo, *hi, i)),
+                _ => return Index::Walk,
+            }
+        }
+        v.sort_unstable();
+        if v.windows(2).any(|w| w[1].0 <= w[0].1) {
+            // Overlaps: the first in order wins, which a walk keeps.
+            return Index::Walk;
+        }
+        Index::Intervals(v)
+    }
+}
+
+/// The lazily built [`Index`]; not part of what the elements are (equal
+/// and cloned as if absent).
+#[derive(Default)]
+pub struct ElementIndex(std::sync::OnceLock<Index>);
+
+impl Clone for ElementIndex {
+    fn clone(&self) -> Self {
+        ElementIndex::default()
+    }
+}
+
+impl PartialEq for ElementIndex {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for ElementIndex {}
+
+impl fmt::Debug for ElementIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ElementIndex")
+    }
+}
+
+impl Elements {
+    /// The index over the keys as they are.
+    pub fn index(&self) -> &Index {
+        self.index.0.get_or_init(|| Index::of(&self.keys))
+    }
+
+    /// After `keys` changed other than by insert and remove.
+    pub fn reindex(&mut self) {
+        self.index = ElementIndex::default();
+    }
+
+    /// Adds an element (a verdict map's with its verdict) unless it is
+    /// there: whether it was added.
+    pub fn insert(&mut self, key: Vec<Atom>, verdict: Option<Action>) -> bool {
+        if self.position(&key).is_some() {
+            return false;
+        }
+        let i = self.keys.len();
+        if let (Some(Index::Exact(m)), Some(values)) = (self.index.0.get_mut(), exact(&key)) {
+            m.insert(values, i);
+        } else {
+            self.reindex();
+        }
+        self.keys.push(key);
+        if let Some(v) = verdict {
+            self.verdicts.push(v);
+        }
+        true
+    }
+
+    /// Removes an element: whether it was there.
+    pub fn remove(&mut self, key: &[Atom]) -> bool {
+        let Some(i) = self.position(key) else {
+            return false;
+        };
+        let last = self.keys.len() - 1;
+        if let Some(Index::Exact(m)) = self.index.0.get_mut() {
+            m.remove(&exact(key).unwrap_or_default());
+            if i != last {
+                if let Some(values) = exact(&self.keys[last]) {
+                    m.insert(values, i);
+                }
+            }
+        } else {
+            self.reindex();
+        }
+        self.keys.swap_remove(i);
+        if i < self.verdicts.len() {
+            self.verdicts.swap_remove(i);
+        }
+        true
+    }
+
+    /// The element a key of numbers (one per field) is in, as a walk in
+    /// order would find it, if the index can tell: an exact key's first
+    /// element, or the one range (they do not overlap) that holds the
+    /// value. None: walk.
+    pub fn find_numbers(&self, nums: &[u128]) -> Option<Option<usize>> {
+        match self.index() {
+            Index::Exact(m) => Some(m.get(nums).copied()),
+            Index::Intervals(v) if nums.len() == 1 => {
+                let n = nums[0];
+                let at = v.partition_point(|r| r.0 <= n);
+                Some(
+                    at.checked_sub(1)
+                        .map(|i| v[i])
+                        .filter(|r| n <= r.1)
+                        .map(|r| r.2),
+                )
+            }
+            _ => None,
+        }
+    }
+
+    fn position(&self, key: &[Atom]) -> Option<usize> {
+        match (self.index(), exact(key)) {
+            (Index::Exact(m), Some(values)) => m.get(&values).copied(),
+            _ => self.keys.iter().position(|k| k == key),
+        }
+    }
+}
+
+/// A key of single numbers as those numbers.
+fn exact(key: &[Atom]) -> Option<Vec<u128>> {
+    key.iter()
+        .map(|a| match a {
+            Atom::Range(lo, hi) if lo == hi => Some(*lo),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A named set or map of a table.
@@ -267,3 +439,81 @@ impl Ruleset {
 /// Interface names to indexes, as the namespace has them (iif and oif
 /// are indexes in the kernel; nft prints their names).
 pub type Interfaces = HashMap<String, u32>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// What a walk in order finds for a key of numbers.
+    fn walk(e: &Elements, nums: &[u128]) -> Option<usize> {
+        e.keys.iter().position(|k| {
+            k.iter().zip(nums).all(|(a, n)| match a {
+                Atom::Range(lo, hi) => lo <= n && n <= hi,
+                _ => false,
+            })
+        })
+    }
+
+    #[test]
+    fn the_index_finds_what_a_walk_finds() {
+        let mut r = rand::rngs::StdRng::seed_from_u64(5);
+        let (mut exact, mut intervals) = (0, 0);
+        for _ in 0..3000 {
+            let fields = r.gen_range(1..3);
+            let ranges = r.gen_bool(0.5);
+            let mut e = Elements::default();
+            for _ in 0..r.gen_range(0..40) {
+                let k = (0..fields)
+                    .map(|_| {
+                        // Ranges spread wider: most sets of them do not overlap.
+                        let lo = r.gen_range(0..if ranges { 2000u128 } else { 200 });
+                        let hi = if ranges { lo + r.gen_range(0..6) } else { lo };
+                        Atom::Range(lo, hi)
+                    })
+                    .collect();
+                // A set holds an element once.
+                if !e.keys.contains(&k) {
+                    e.keys.push(k);
+                }
+            }
+            match e.index() {
+                Index::Exact(_) => exact += 1,
+                Index::Intervals(_) => intervals += 1,
+                Index::Walk => {}
+            }
+            let top = if ranges { 2010 } else { 210 };
+            for _ in 0..50 {
+                let nums: Vec<u128> = (0..fields).map(|_| r.gen_range(0..top)).collect();
+                if let Some(found) = e.find_numbers(&nums) {
+                    assert_eq!(found, walk(&e, &nums), "{nums:?} in {:?}", e.keys);
+                }
+            }
+            // Changes keep it: remove half, add some, compare again.
+            let keys = e.keys.clone();
+            for k in keys.iter().step_by(2) {
+                assert!(e.remove(k));
+                assert!(!e.remove(k));
+            }
+            for _ in 0..5 {
+                let k: Vec<Atom> = (0..fields).map(|_| Atom::value(r.gen_range(0..200))).collect();
+                let had = e.keys.contains(&k);
+                assert_eq!(e.insert(k, None), !had);
+            }
+            for _ in 0..50 {
+                let nums: Vec<u128> = (0..fields).map(|_| r.gen_range(0..210)).collect();
+                let fresh = Elements {
+                    keys: e.keys.clone(),
+                    ..Default::default()
+                };
+                if let Some(found) = e.find_numbers(&nums) {
+                    assert_eq!(found.is_some(), walk(&fresh, &nums).is_some());
+                    if let Some(i) = found {
+                        assert_eq!(walk(&Elements { keys: vec![e.keys[i].clone()], ..Default::default() }, &nums), Some(0));
+                    }
+                }
+            }
+        }
+        assert!(exact > 300 && intervals > 100, "{exact} exact, {intervals} interval indexes");
+    }
+}

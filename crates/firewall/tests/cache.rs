@@ -305,7 +305,7 @@ fn keys_hold_only_what_the_ruleset_reads() {
                         negate: false,
                         against: Against::Inline(Arc::new(Elements {
                             keys: vec![vec![Atom::value(5)]],
-                            verdicts: vec![],
+                            ..Default::default()
                         })),
                     }),
                     Step::Verdict(Action::Drop),
