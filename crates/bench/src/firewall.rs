@@ -54,7 +54,8 @@ pub struct FirewallBench {
 pub struct LoadTimes {
     /// `nft -f`: the kernel's own load.
     pub nft_load_ms: f64,
-    /// `nft -j list ruleset` and its parse, as `linerate route` reads it.
+    /// `nft -j -t list ruleset`, the sets' elements over netlink, and
+    /// their parse: as `linerate route` reads it.
     pub read_ms: f64,
     /// Compiling (what the rules read, the counters' ids) and publishing
     /// the generation.
@@ -263,7 +264,9 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
         nft(ns, &["-f", &file.path().display().to_string()])?;
         let nft_load_ms = t.elapsed().as_secs_f64() * 1e3;
         let t = Instant::now();
-        let ruleset = linerate_firewall::read_current()?;
+        let ruleset = linerate_firewall::read::read_current_with(&|t, s| {
+            linerate_router::nft_elements::dump(t, s)
+        })?;
         let read_ms = t.elapsed().as_secs_f64() * 1e3;
         let t = Instant::now();
         let (c, refused) = Compiled::new(0, &ruleset, names.clone());

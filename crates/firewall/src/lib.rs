@@ -11,6 +11,7 @@
 //! compiled fast path is held to (docs/firewall.md).
 pub mod cache;
 pub mod eval;
+pub mod raw_elements;
 pub mod read;
 pub mod ruleset;
 pub mod seeds;

@@ -8,6 +8,7 @@
 //! other family still. What is not understood here is never guessed: the
 //! family (both, for an inet table) is the kernel's, with the table, chain
 //! and handle said.
+use crate::raw_elements::RawElement;
 use crate::ruleset::*;
 use crate::symbols::{self, Kind};
 use anyhow::{bail, Context, Result};
@@ -19,18 +20,37 @@ use std::sync::Arc;
 /// The ruleset of the calling thread's network namespace, with its
 /// interface indexes.
 pub fn read_current() -> Result<Ruleset> {
+    parse(&nft_json(&["-j", "list", "ruleset"])?, &if_index)
+}
+
+/// Where a named set's elements come from: (table, set name) -> the
+/// kernel's elements (crates/router's netlink dump).
+pub type ElementSource<'a> = &'a dyn Fn(&TableId, &str) -> Result<Vec<RawElement>>;
+
+/// The ruleset as [`read_current`] reads it, but the named sets'
+/// elements from `elements` rather than from nft's JSON (`nft -j -t`:
+/// printing a million elements takes nft seconds).
+pub fn read_current_with(elements: ElementSource) -> Result<Ruleset> {
+    parse_with(
+        &nft_json(&["-j", "-t", "list", "ruleset"])?,
+        &if_index,
+        Some(elements),
+    )
+}
+
+fn nft_json(args: &[&str]) -> Result<String> {
     let out = std::process::Command::new("nft")
-        .args(["-j", "list", "ruleset"])
+        .args(args)
         .output()
-        .context("running nft -j list ruleset")?;
+        .with_context(|| format!("running nft {}", args.join(" ")))?;
     if !out.status.success() {
         bail!(
-            "nft -j list ruleset: {}",
+            "nft {}: {}",
+            args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let text = String::from_utf8(out.stdout).context("nft's JSON is not UTF-8")?;
-    parse(&text, &if_index)
+    String::from_utf8(out.stdout).context("nft's JSON is not UTF-8")
 }
 
 /// An interface's index in the calling thread's namespace.
@@ -44,6 +64,16 @@ fn if_index(name: &str) -> Option<u32> {
 /// Reads nft's JSON; `ifindex` resolves interface names (iif and oif
 /// match indexes; nft prints names).
 pub fn parse(json: &str, ifindex: &dyn Fn(&str) -> Option<u32>) -> Result<Ruleset> {
+    parse_with(json, ifindex, None)
+}
+
+/// [`parse`], the elements of named sets nft's JSON leaves out (`-t`)
+/// taken from `elements`.
+pub fn parse_with(
+    json: &str,
+    ifindex: &dyn Fn(&str) -> Option<u32>,
+    elements: Option<ElementSource>,
+) -> Result<Ruleset> {
     let v: Value = serde_json::from_str(json).context("nft's JSON")?;
     let objects = v
         .get("nftables")
@@ -109,7 +139,7 @@ pub fn parse(json: &str, ifindex: &dyn Fn(&str) -> Option<u32>) -> Result<Rulese
             // arp and bridge tables do not see routed IP packets.
             _ => continue,
         };
-        let parsed = TableReader::new(t, *table_handle, &raw, ifindex).read();
+        let parsed = TableReader::new(t, *table_handle, &raw, ifindex, elements).read();
         for (on, fam) in [(four, &mut v4), (six, &mut v6)] {
             if on {
                 fam.add(order, &parsed);
@@ -256,6 +286,7 @@ struct TableReader<'a> {
     table_handle: u64,
     raw: &'a Raw<'a>,
     ifindex: &'a dyn Fn(&str) -> Option<u32>,
+    elements: Option<ElementSource<'a>>,
     /// Chains read or being read, by name: their index.
     chain_index: HashMap<String, usize>,
     chains: Vec<Chain>,
@@ -272,12 +303,14 @@ impl<'a> TableReader<'a> {
         table_handle: u64,
         raw: &'a Raw<'a>,
         ifindex: &'a dyn Fn(&str) -> Option<u32>,
+        elements: Option<ElementSource<'a>>,
     ) -> Self {
         TableReader {
             table,
             table_handle,
             raw,
             ifindex,
+            elements,
             chain_index: HashMap::new(),
             chains: Vec::new(),
             set_index: HashMap::new(),
@@ -566,9 +599,18 @@ impl<'a> TableReader<'a> {
             Some(v) => vec![v.clone()],
             None => vec![],
         };
-        let elements = self
-            .elements(key, &items, map)
-            .with_context(|| format!("set @{name}"))?;
+        let elements = match self.elements {
+            // Left out of nft's JSON (-t): the kernel's, over netlink.
+            Some(source) if set.get("elem").is_none() => {
+                let raw = source(self.table, name)
+                    .with_context(|| format!("the elements of set @{name}"))?;
+                self.raw_elements(key, flags.contains(&"interval"), &raw)
+                    .with_context(|| format!("set @{name}"))?
+            }
+            _ => self
+                .elements(key, &items, map)
+                .with_context(|| format!("set @{name}"))?,
+        };
         let i = self.sets.len();
         self.sets.push(NamedSet {
             table: self.table.clone(),
@@ -618,6 +660,42 @@ impl<'a> TableReader<'a> {
             if let Some(v) = verdict {
                 e.verdicts.push(self.verdict(v)?);
             }
+        }
+        Ok(e)
+    }
+
+    /// Elements the kernel gave (crate::raw_elements).
+    fn raw_elements(
+        &mut self,
+        key: &[Field],
+        interval: bool,
+        raw: &[RawElement],
+    ) -> Result<Elements> {
+        let mut e = Elements::default();
+        for (atoms, verdict) in crate::raw_elements::decode(key, interval, raw)? {
+            e.keys.push(atoms);
+            if let Some(v) = verdict {
+                use crate::raw_elements::*;
+                e.verdicts.push(match v.code {
+                    NF_ACCEPT => Action::Accept,
+                    NF_DROP => Action::Drop,
+                    NFT_CONTINUE => Action::Continue,
+                    NFT_RETURN => Action::Return,
+                    NFT_JUMP | NFT_GOTO => {
+                        let target = v.chain.as_deref().context("a jump without its target")?;
+                        let i = self.chain(target);
+                        if v.code == NFT_JUMP {
+                            Action::Jump(i)
+                        } else {
+                            Action::Goto(i)
+                        }
+                    }
+                    other => bail!("the verdict code {other}"),
+                });
+            }
+        }
+        if !e.verdicts.is_empty() && e.verdicts.len() != e.keys.len() {
+            bail!("a verdict map with elements without verdicts");
         }
         Ok(e)
     }

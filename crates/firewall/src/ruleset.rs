@@ -496,7 +496,9 @@ mod tests {
                 assert!(!e.remove(k));
             }
             for _ in 0..5 {
-                let k: Vec<Atom> = (0..fields).map(|_| Atom::value(r.gen_range(0..200))).collect();
+                let k: Vec<Atom> = (0..fields)
+                    .map(|_| Atom::value(r.gen_range(0..200)))
+                    .collect();
                 let had = e.keys.contains(&k);
                 assert_eq!(e.insert(k, None), !had);
             }
@@ -509,11 +511,23 @@ mod tests {
                 if let Some(found) = e.find_numbers(&nums) {
                     assert_eq!(found.is_some(), walk(&fresh, &nums).is_some());
                     if let Some(i) = found {
-                        assert_eq!(walk(&Elements { keys: vec![e.keys[i].clone()], ..Default::default() }, &nums), Some(0));
+                        assert_eq!(
+                            walk(
+                                &Elements {
+                                    keys: vec![e.keys[i].clone()],
+                                    ..Default::default()
+                                },
+                                &nums
+                            ),
+                            Some(0)
+                        );
                     }
                 }
             }
         }
-        assert!(exact > 300 && intervals > 100, "{exact} exact, {intervals} interval indexes");
+        assert!(
+            exact > 300 && intervals > 100,
+            "{exact} exact, {intervals} interval indexes"
+        );
     }
 }

@@ -19,11 +19,14 @@ pub fn run(a: crate::cli::FirewallArgs) -> Result<()> {
             None => None,
         };
         let listing = std::process::Command::new("nft")
-            .args(["-a", "list", "ruleset"])
+            .args(["-a", "-t", "list", "ruleset"])
             .output()
-            .context("running nft -a list ruleset")?;
+            .context("running nft -a -t list ruleset")?;
         (
-            linerate_firewall::read_current()?,
+            // As linerate route reads it: sets' elements over netlink.
+            linerate_firewall::read::read_current_with(&|t, s| {
+                linerate_router::nft_elements::dump(t, s)
+            })?,
             String::from_utf8_lossy(&listing.stdout).into_owned(),
         )
     };

@@ -279,7 +279,9 @@ fn run(
             if let Some(names) = names {
                 let started = Instant::now();
                 l.invalidate();
-                let answer = match linerate_firewall::read_current() {
+                let answer = match linerate_firewall::read::read_current_with(&|t, s| {
+                    crate::nft_elements::dump(t, s)
+                }) {
                     Ok(rs) => {
                         let (c, refused) = Compiled::new(l.next_generation(), &rs, names);
                         let covered = c.covered();

@@ -16,6 +16,7 @@ pub mod model;
 pub mod netconf;
 pub mod netfilter;
 pub mod netlink;
+pub mod nft_elements;
 pub mod nhobj;
 pub mod policy;
 pub mod run;

@@ -343,3 +343,83 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     drop(fp);
     drop(pair);
 }
+
+/// The sets' elements read over netlink (what `linerate route` reads) are
+/// those nft prints in its JSON: plain, interval, concatenated and
+/// concatenated-range sets, a verdict map with jumps, interface indexes.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn set_elements_read_over_netlink_are_the_ones_nft_prints() {
+    let (pair, fp) = common::scratch_pair("fwsets", "fws");
+    let ruleset = r#"
+table inet t {
+    set s4 { type ipv4_addr; elements = { 10.0.0.1, 10.0.0.2, 192.0.2.77 } }
+    set s6 { type ipv6_addr; elements = { 2001:db8::1, 2001:db8::2:1 } }
+    set iv { type ipv4_addr; flags interval; elements = { 0.0.0.0/8, 10.0.0.0/24, 10.1.0.5, 240.0.0.0-255.255.255.255 } }
+    set ports { type inet_service; flags interval; elements = { 22, 1000-2000, 65000-65535 } }
+    set cc { type ipv4_addr . inet_service; elements = { 10.0.0.1 . 80, 10.0.0.2 . 443 } }
+    set ccr { type ipv4_addr . inet_service; flags interval; elements = { 10.0.0.0/24 . 80-90, 10.9.0.1 . 22 } }
+    set ifs { type iface_index; elements = { "fws0", "fws1" } }
+    map m { type inet_service : verdict; elements = { 80 : accept, 81 : jump c, 82 : drop, 83 : goto c } }
+    chain c { counter; }
+    chain f {
+        type filter hook forward priority 0;
+        ip saddr @s4 accept
+        ip6 saddr @s6 accept
+        ip daddr @iv drop
+        tcp dport @ports drop
+        ip saddr . tcp dport @cc drop
+        ip saddr . tcp dport @ccr drop
+        meta iif @ifs accept
+        tcp dport vmap @m
+    }
+}
+"#;
+    let path = std::env::temp_dir().join(format!("lrt-fwsets-{}.nft", std::process::id()));
+    std::fs::write(&path, ruleset).unwrap();
+    let loaded = linerate_host::cmd::in_netns(&pair.ns, "nft", &["-f", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    loaded.unwrap();
+    let from_json = linerate_firewall::read_current().unwrap();
+    let from_netlink = linerate_firewall::read::read_current_with(&|t, s| {
+        linerate_router::nft_elements::dump(t, s)
+    })
+    .unwrap();
+    for ipv6 in [false, true] {
+        let (a, b) = (
+            from_json.family(ipv6).as_ref().unwrap(),
+            from_netlink.family(ipv6).as_ref().unwrap(),
+        );
+        assert_eq!(a.sets.len(), 8, "every set read");
+        // The same elements, in whichever order.
+        let sorted = |f: &linerate_firewall::ruleset::Filter| {
+            let mut f = f.clone();
+            for s in &mut f.sets {
+                let e = &mut s.elements;
+                let mut both: Vec<_> = e
+                    .keys
+                    .iter()
+                    .cloned()
+                    .zip(
+                        e.verdicts
+                            .iter()
+                            .cloned()
+                            .map(Some)
+                            .chain(std::iter::repeat(None)),
+                    )
+                    .collect();
+                both.sort_by(|x, y| format!("{x:?}").cmp(&format!("{y:?}")));
+                e.keys = both.iter().map(|b| b.0.clone()).collect();
+                e.verdicts = both.iter().filter_map(|b| b.1.clone()).collect();
+                e.reindex();
+            }
+            f
+        };
+        assert_eq!(sorted(a), sorted(b));
+    }
+    drop(fp);
+    drop(pair);
+}
