@@ -56,7 +56,7 @@ fn width(f: Field) -> Option<(usize, bool)> {
 /// The key's fields' values.
 fn values(key: &[Field], bytes: &[u8]) -> Result<Vec<u128>> {
     let mut out = Vec::with_capacity(key.len());
-    let mut at = 0;
+    let (mut at, mut last_end) = (0, 0);
     for &f in key {
         let Some((w, host)) = width(f) else {
             bail!("a key of interface names");
@@ -75,9 +75,11 @@ fn values(key: &[Field], bytes: &[u8]) -> Result<Vec<u128>> {
             }
         }
         out.push(v);
+        last_end = at + w;
         at += w.div_ceil(4) * 4;
     }
-    if at != bytes.len().div_ceil(4) * 4 {
+    // The last field padded or not (a set of one field keeps its width).
+    if bytes.len() != at && bytes.len() != last_end {
         bail!("a key of {} bytes for fields taking {at}", bytes.len());
     }
     Ok(out)

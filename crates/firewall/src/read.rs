@@ -616,6 +616,9 @@ impl<'a> TableReader<'a> {
             table: self.table.clone(),
             name: name.to_string(),
             elements,
+            key: key.to_vec(),
+            interval: flags.contains(&"interval"),
+            map,
         });
         self.set_index.insert(name.to_string(), i);
         Ok(i)

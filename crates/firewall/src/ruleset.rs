@@ -272,6 +272,13 @@ pub struct NamedSet {
     pub table: TableId,
     pub name: String,
     pub elements: Elements,
+    /// The key's fields, as the rule naming it reads them: how the
+    /// kernel's elements are decoded (crate::raw_elements).
+    pub key: Vec<Field>,
+    /// Flagged interval: the kernel keeps interval boundaries.
+    pub interval: bool,
+    /// A verdict map.
+    pub map: bool,
 }
 
 /// What a test compares with the packet's key.

@@ -128,6 +128,15 @@ fn fast_path_judged() -> u64 {
         .sum()
 }
 
+/// The router's firewall record as it is now (brought up to date every
+/// 200 ms).
+fn record() -> linerate_router::stats::FirewallRecord {
+    std::thread::sleep(Duration::from_millis(300));
+    linerate_router::stats::read_firewall(&format!("{LAB}-dut"))
+        .unwrap()
+        .expect("the router's firewall record")
+}
+
 fn wait_for_firewall(chains: usize) {
     let record = format!("{LAB}-dut");
     let t = Instant::now();
@@ -252,7 +261,9 @@ fn changes_under_traffic_are_atomic_and_reach_the_fast_path_at_once() {
             nft(&[
                 "add", "rule", "inet", "c", "transit", "udp", "dport", "@blocked", "drop",
             ]);
+            wait_for_firewall(1);
         }
+        let before = record();
         for _ in 0..5 {
             let stop = Arc::new(AtomicBool::new(false));
             let capture = common::frames::capture(format!("{LAB}-recv"), "recv0", stop.clone());
@@ -300,6 +311,23 @@ fn changes_under_traffic_are_atomic_and_reach_the_fast_path_at_once() {
                 ]);
             }
             std::thread::sleep(Duration::from_millis(200));
+        }
+        let after = record();
+        if what == "a set element" {
+            // Applied from the notifications, in place: no read.
+            assert_eq!(
+                (
+                    after.reads,
+                    after.elements_changed - before.elements_changed
+                ),
+                (before.reads, 10),
+                "{what}"
+            );
+        } else {
+            assert!(
+                after.reads >= before.reads + 10,
+                "{what}: each change read the ruleset"
+            );
         }
     }
     delays.sort_by(f64::total_cmp);

@@ -163,6 +163,83 @@ impl Compiled {
         })
     }
 
+    /// Applies changes of named sets' elements (as notified) to the sets
+    /// the filters name, and makes it generation `generation`. Err: not
+    /// one the firewall applies in place (an interval set's boundaries, a
+    /// verdict to a chain not read, an element that does not decode): the
+    /// ruleset must be read again (this generation is then half changed:
+    /// not to be published).
+    pub fn apply_elements(
+        &mut self,
+        generation: u32,
+        changes: &[crate::nft_elements::ElementChange],
+    ) -> Result<(), String> {
+        use linerate_firewall::raw_elements::{self, *};
+        use linerate_firewall::ruleset::Action;
+        for family in self.families.iter_mut().flatten() {
+            let filter = &mut family.filter;
+            for c in changes {
+                let Some(i) = filter
+                    .sets
+                    .iter()
+                    .position(|s| s.table == c.table && s.name == c.set)
+                else {
+                    // A set no rule of this family names.
+                    continue;
+                };
+                let set = &filter.sets[i];
+                if set.interval {
+                    return Err(format!("set @{} keeps interval boundaries", c.set));
+                }
+                let decoded = raw_elements::decode(&set.key, false, &c.elements)
+                    .map_err(|e| format!("set @{}: {e:#}", c.set))?;
+                let (table, map) = (set.table.clone(), set.map);
+                for (atoms, verdict) in decoded {
+                    let action = match (map, verdict) {
+                        (false, _) => None,
+                        (true, None) if !c.add => None,
+                        (true, None) => {
+                            return Err(format!("map @{}: an element without its verdict", c.set))
+                        }
+                        (true, Some(v)) => Some(match v.code {
+                            NF_ACCEPT => Action::Accept,
+                            NF_DROP => Action::Drop,
+                            NFT_CONTINUE => Action::Continue,
+                            NFT_RETURN => Action::Return,
+                            NFT_JUMP | NFT_GOTO => {
+                                let name = v.chain.unwrap_or_default();
+                                let Some(chain) = filter
+                                    .chains
+                                    .iter()
+                                    .position(|ch| ch.table == table && ch.name == name)
+                                else {
+                                    return Err(format!(
+                                        "map @{}: a jump to chain {name}, not read",
+                                        c.set
+                                    ));
+                                };
+                                if v.code == NFT_JUMP {
+                                    Action::Jump(chain)
+                                } else {
+                                    Action::Goto(chain)
+                                }
+                            }
+                            other => return Err(format!("map @{}: verdict code {other}", c.set)),
+                        }),
+                    };
+                    let e = &mut filter.sets[i].elements;
+                    if c.add {
+                        e.insert(atoms, action);
+                    } else {
+                        e.remove(&atoms);
+                    }
+                }
+            }
+        }
+        self.generation = generation;
+        Ok(())
+    }
+
     /// Every rule of the generation.
     pub fn rules(&self) -> BTreeSet<RuleRef> {
         let mut all = BTreeSet::new();
@@ -442,6 +519,86 @@ mod tests {
             assert!(w.contains("table inet f chain fwd rule handle 3"), "{w}");
         }
         assert_eq!(c.reads(false), FwReads::default());
+    }
+
+    #[test]
+    fn element_changes_apply_in_place_to_the_sets_rules_name() {
+        let json = r#"{"nftables": [
+          {"table": {"family": "inet", "name": "f", "handle": 1}},
+          {"set": {"family": "inet", "table": "f", "name": "blocked", "handle": 2, "type": "inet_service", "elem": [53]}},
+          {"set": {"family": "inet", "table": "f", "name": "nets", "handle": 3, "type": "ipv4_addr", "flags": ["interval"], "elem": [{"prefix": {"addr": "10.0.0.0", "len": 8}}]}},
+          {"chain": {"family": "inet", "table": "f", "name": "fwd", "handle": 4,
+                     "type": "filter", "hook": "forward", "prio": 0, "policy": "accept"}},
+          {"rule": {"family": "inet", "table": "f", "chain": "fwd", "handle": 5,
+                    "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "udp", "field": "dport"}}, "right": "@blocked"}}, {"drop": null}]}},
+          {"rule": {"family": "inet", "table": "f", "chain": "fwd", "handle": 6,
+                    "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "saddr"}}, "right": "@nets"}}, {"accept": null}]}}
+        ]}"#;
+        let rs = parse(json, &|_| None).unwrap();
+        let (mut c, why) = Compiled::new(1, &rs, BTreeMap::new());
+        assert_eq!(why, [None, None]);
+        let verdict = |c: &Compiled, port: u16| {
+            let p = linerate_firewall::Packet {
+                l4proto: 17,
+                nexthdr: 17,
+                transport: [
+                    &1000u16.to_be_bytes()[..],
+                    &port.to_be_bytes(),
+                    &[0, 8, 0, 0],
+                ]
+                .concat(),
+                ..Default::default()
+            };
+            let reads = &c.families[0].as_ref().unwrap().reads;
+            c.slot(&FlowKey::of(&p, reads)).unwrap().verdict
+        };
+        assert_eq!((verdict(&c, 53), verdict(&c, 80)), (FW_DROP, FW_ACCEPT));
+        let change = |add, set: &str, key: &[u8]| crate::nft_elements::ElementChange {
+            add,
+            table: linerate_firewall::ruleset::TableId {
+                family: "inet".into(),
+                name: "f".into(),
+            },
+            set: set.into(),
+            elements: vec![linerate_firewall::raw_elements::RawElement {
+                key: key.to_vec(),
+                ..Default::default()
+            }],
+        };
+        // inet_service: two bytes in network order, padded to four.
+        c.apply_elements(
+            2,
+            &[
+                change(true, "blocked", &[0, 80, 0, 0]),
+                change(false, "blocked", &[0, 53, 0, 0]),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.generation, 2);
+        assert_eq!((verdict(&c, 53), verdict(&c, 80)), (FW_ACCEPT, FW_DROP));
+        // Both families' copies of the inet table changed.
+        assert_eq!(
+            c.families[1].as_ref().unwrap().filter.sets[0]
+                .elements
+                .keys
+                .len(),
+            1
+        );
+        // A set no rule names: nothing to do.
+        c.apply_elements(3, &[change(true, "unused", &[0, 1, 0, 0])])
+            .unwrap();
+        // Interval boundaries: read again.
+        let e = c
+            .apply_elements(4, &[change(true, "nets", &[11, 0, 0, 0])])
+            .unwrap_err();
+        assert!(e.contains("interval"), "{e}");
+        c.apply_elements(4, &[change(true, "blocked", &[0, 81])])
+            .unwrap();
+        assert_eq!(verdict(&c, 81), FW_DROP, "a key of the field's own width");
+        let e = c
+            .apply_elements(5, &[change(true, "blocked", &[0, 80, 0])])
+            .unwrap_err();
+        assert!(e.contains("@blocked"), "{e}");
     }
 
     #[test]

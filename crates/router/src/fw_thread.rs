@@ -2,9 +2,14 @@
 //! nftables ruleset when told it changed, publishes each generation
 //! (crate::firewall), learns the misses the fast path reports, and keeps
 //! the fast path's rule counts by rule across generations. It is the only
-//! writer of the firewall's maps. The loop that follows the routes tells it
-//! what changed (`reread`) and hears back which chains the fast path now
-//! judges (`news`), which decide the interfaces' IFACE_FIREWALL flags.
+//! writer of the firewall's maps. It follows nf_tables' notifications
+//! itself: a transaction that only adds or removes elements of sets the
+//! ruleset names is applied in place (no re-read: elements change often,
+//! and sets may hold millions), anything else has the ruleset read again.
+//! The loop that follows the routes tells it when the router's interfaces
+//! are renamed or notifications were lost (`reread`), and hears back
+//! which chains the fast path now judges (`news`), which decide the
+//! interfaces' IFACE_FIREWALL flags.
 //!
 //! A change is applied invalidate-first: on the word that nf_tables
 //! changed, every cached verdict is made stale at once (a generation that
@@ -15,6 +20,7 @@
 use crate::firewall::{self, Compiled, RuleRef};
 use crate::fw_maps::FwMaps;
 use crate::layout::{FwMiss, FwRuleCounter};
+use crate::nft_elements::{ElementChange, NftEvent};
 use crate::stats::{FirewallRecord, RuleCount};
 use anyhow::{Context, Result};
 use linerate_bpf::layout::Pod;
@@ -54,6 +60,7 @@ pub struct FwThread {
     thread: Option<std::thread::JoinHandle<()>>,
     /// The record the thread keeps (crate::stats::write_firewall).
     record: Option<String>,
+    follows: bool,
 }
 
 impl FwThread {
@@ -72,10 +79,26 @@ impl FwThread {
         let (jobs, their_jobs) = channel();
         let (their_news, news) = channel();
         let their_record = record.clone();
+        // nf_tables' notifications: set elements are applied as they come,
+        // anything else has the ruleset read again.
+        let notices = crate::socket::socket_on(netlink_sys::protocols::NETLINK_NETFILTER, 0)
+            .ok()
+            .filter(|s| s.add_membership(crate::netfilter::NFNLGRP_NFTABLES).is_ok());
+        if let Some(s) = &notices {
+            crate::socket::force_rcvbuf(s, crate::socket::NOTIFY_RCVBUF);
+        }
+        let follows = notices.is_some();
         let thread = std::thread::Builder::new()
             .name("linerate-fw".into())
             .spawn(move || {
-                if let Err(e) = run(maps, their_wake, their_jobs, their_news, their_record) {
+                if let Err(e) = run(
+                    maps,
+                    notices,
+                    their_wake,
+                    their_jobs,
+                    their_news,
+                    their_record,
+                ) {
                     eprintln!("linerate route: the firewall thread: {e:#}");
                 }
             })?;
@@ -85,6 +108,7 @@ impl FwThread {
             news,
             thread: Some(thread),
             record,
+            follows,
         })
     }
 
@@ -92,6 +116,12 @@ impl FwThread {
         let one = 1u64.to_ne_bytes();
         // SAFETY: 8 bytes to an eventfd.
         unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+    }
+
+    /// Whether the thread follows nf_tables' notifications itself (else
+    /// the caller must say when the ruleset changed: `reread`).
+    pub fn follows_nftables(&self) -> bool {
+        self.follows
     }
 
     /// Tells the thread the ruleset or the names of the router's
@@ -140,6 +170,9 @@ struct Learner {
     /// Counts of earlier generations, by rule.
     before: RuleCounts,
     evict: bool,
+    /// Whole reads of the ruleset, and elements changed in place.
+    reads: u64,
+    elements_changed: u64,
 }
 
 impl Learner {
@@ -212,6 +245,7 @@ const RECORD_EVERY: Duration = Duration::from_millis(200);
 
 fn run(
     maps: FwMaps,
+    notices: Option<netlink_sys::Socket>,
     wake: OwnedFd,
     jobs: Receiver<Job>,
     news: Sender<Result<FwNews, String>>,
@@ -225,6 +259,8 @@ fn run(
         used: BTreeSet::new(),
         before: RuleCounts::new(),
         evict: false,
+        reads: 0,
+        elements_changed: 0,
     };
     let misses: RefCell<Vec<FwMiss>> = RefCell::new(Vec::new());
     let mut b = libbpf_rs::RingBufferBuilder::new();
@@ -248,65 +284,136 @@ fn run(
             *written = rec;
         }
     };
+    let mut buf = vec![0u8; 1 << 20];
+    let mut names = BTreeMap::new();
+    // This transaction's element changes so far, and whether it changed
+    // anything else.
+    let mut pending: Vec<ElementChange> = Vec::new();
+    let mut other = false;
     loop {
+        let fd = |fd: i32| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         let mut pfd = [
-            libc::pollfd {
-                fd: ring.epoll_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: wake.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
+            fd(ring.epoll_fd()),
+            fd(wake.as_raw_fd()),
+            fd(notices.as_ref().map_or(-1, |s| s.as_raw_fd())),
         ];
-        // SAFETY: two valid pollfds.
-        unsafe { libc::poll(pfd.as_mut_ptr(), 2, 1000) };
+        // SAFETY: three pollfds (a negative fd is ignored).
+        unsafe { libc::poll(pfd.as_mut_ptr(), 3, 1000) };
+        let mut reread = false;
         if pfd[1].revents != 0 {
-            let mut buf = [0u8; 8];
+            let mut b = [0u8; 8];
             // SAFETY: reads the eventfd's counter into 8 bytes.
-            unsafe { libc::read(wake.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
+            unsafe { libc::read(wake.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
             // Every reread queued collapses into one, with the last names.
-            let mut names = None;
             loop {
                 match jobs.try_recv() {
-                    Ok(Job::Reread(n)) => names = Some(n),
+                    Ok(Job::Reread(n)) => {
+                        names = n;
+                        reread = true;
+                    }
                     Err(TryRecvError::Empty) => break,
                     Err(TryRecvError::Disconnected) => return Ok(()),
                 }
             }
-            if let Some(names) = names {
-                let started = Instant::now();
-                l.invalidate();
-                let answer = match linerate_firewall::read::read_current_with(&|t, s| {
-                    crate::nft_elements::dump(t, s)
-                }) {
-                    Ok(rs) => {
-                        let (c, refused) = Compiled::new(l.next_generation(), &rs, names);
-                        let covered = c.covered();
-                        let generation = c.generation;
-                        l.publish_ruleset(c);
-                        last_news = FwNews {
-                            covered,
-                            refused,
-                            generation,
-                            took: started.elapsed(),
-                        };
-                        Ok(last_news.clone())
-                    }
-                    Err(e) => {
-                        last_news = FwNews {
-                            generation: l.compiled.generation,
-                            ..Default::default()
-                        };
-                        Err(format!("{e:#}"))
+        }
+        if let (Some(sock), true) = (&notices, pfd[2].revents != 0) {
+            let mut applied = None;
+            loop {
+                let n = match sock.recv(&mut &mut buf[..], libc::MSG_DONTWAIT) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    // Lost notifications (ENOBUFS): read it all again.
+                    Err(_) => {
+                        l.invalidate();
+                        (other, reread) = (false, true);
+                        pending.clear();
+                        break;
                     }
                 };
-                keep_record(&l, &last_news, &mut written);
-                if news.send(answer).is_err() {
-                    return Ok(());
+                for m in crate::wire::messages(&buf[..n]) {
+                    let event = m
+                        .map_err(anyhow::Error::from)
+                        .and_then(|m| crate::nft_elements::event(m.bytes()));
+                    match event {
+                        Ok(NftEvent::Elements(c)) => pending.push(c),
+                        Ok(NftEvent::Committed) => {
+                            let started = Instant::now();
+                            if other {
+                                reread = true;
+                            } else if !pending.is_empty() {
+                                // In place: a set of a million is not
+                                // copied per change. A failure half way
+                                // is read again, before anything is
+                                // learned from it.
+                                let next = l.next_generation();
+                                match l.compiled.apply_elements(next, &pending) {
+                                    Ok(()) => {
+                                        firewall::publish(&mut l.maps, &l.compiled);
+                                        l.elements_changed += pending
+                                            .iter()
+                                            .map(|p| p.elements.len() as u64)
+                                            .sum::<u64>();
+                                        applied = Some(started.elapsed());
+                                    }
+                                    Err(why) => {
+                                        eprintln!("linerate route: the firewall reads the ruleset again: {why}");
+                                        reread = true;
+                                    }
+                                }
+                            }
+                            (other, pending) = (false, Vec::new());
+                        }
+                        // Stale at once, before the rest is read.
+                        Ok(NftEvent::Other) | Err(_) => {
+                            if !other {
+                                l.invalidate();
+                            }
+                            other = true;
+                        }
+                    }
                 }
+            }
+            if let Some(took) = applied {
+                last_news.generation = l.compiled.generation;
+                last_news.took = took;
+                keep_record(&l, &last_news, &mut written);
+            }
+        }
+        if reread {
+            let started = Instant::now();
+            l.invalidate();
+            l.reads += 1;
+            let answer = match linerate_firewall::read::read_current_with(&|t, s| {
+                crate::nft_elements::dump(t, s)
+            }) {
+                Ok(rs) => {
+                    let (c, refused) = Compiled::new(l.next_generation(), &rs, names.clone());
+                    let covered = c.covered();
+                    let generation = c.generation;
+                    l.publish_ruleset(c);
+                    last_news = FwNews {
+                        covered,
+                        refused,
+                        generation,
+                        took: started.elapsed(),
+                    };
+                    Ok(last_news.clone())
+                }
+                Err(e) => {
+                    last_news = FwNews {
+                        generation: l.compiled.generation,
+                        ..Default::default()
+                    };
+                    Err(format!("{e:#}"))
+                }
+            };
+            keep_record(&l, &last_news, &mut written);
+            if news.send(answer).is_err() {
+                return Ok(());
             }
         }
         ring.consume()?;
@@ -339,5 +446,7 @@ fn record_of(l: &Learner, n: &FwNews) -> FirewallRecord {
                 bytes: c.bytes,
             })
             .collect(),
+        reads: l.reads,
+        elements_changed: l.elements_changed,
     }
 }

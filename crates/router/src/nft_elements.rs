@@ -12,6 +12,8 @@ use netlink_sys::protocols::NETLINK_NETFILTER;
 const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFT_MSG_NEWSETELEM: u16 = 12;
 const NFT_MSG_GETSETELEM: u16 = 13;
+const NFT_MSG_DELSETELEM: u16 = 14;
+const NFT_MSG_NEWGEN: u16 = 15;
 
 const NFTA_SET_ELEM_LIST_TABLE: u16 = 1;
 const NFTA_SET_ELEM_LIST_SET: u16 = 2;
@@ -63,6 +65,79 @@ pub fn dump(table: &TableId, set: &str) -> Result<Vec<RawElement>> {
     Ok(out)
 }
 
+/// What an nf_tables notification says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NftEvent {
+    /// Elements added to (or removed from) a set.
+    Elements(ElementChange),
+    /// A transaction ended (NFT_MSG_NEWGEN): the changes before it are
+    /// the kernel's now, all together.
+    Committed,
+    /// Anything else (tables, chains, rules, sets, objects): the ruleset
+    /// must be read again.
+    Other,
+}
+
+/// A change of a named set's elements.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ElementChange {
+    pub add: bool,
+    pub table: TableId,
+    pub set: String,
+    pub elements: Vec<RawElement>,
+}
+
+fn family_name(nfproto: u8) -> Option<&'static str> {
+    Some(match nfproto {
+        1 => "inet",
+        2 => "ip",
+        3 => "arp",
+        5 => "netdev",
+        7 => "bridge",
+        10 => "ip6",
+        _ => return None,
+    })
+}
+
+/// One notification (netlink header included).
+pub fn event(m: &[u8]) -> Result<NftEvent> {
+    let msg = Message::new_checked(m)?;
+    let kind = msg.kind();
+    if kind >> 8 != NFNL_SUBSYS_NFTABLES {
+        return Ok(NftEvent::Other);
+    }
+    let add = match kind & 0xff {
+        NFT_MSG_NEWGEN => return Ok(NftEvent::Committed),
+        NFT_MSG_NEWSETELEM => true,
+        NFT_MSG_DELSETELEM => false,
+        _ => return Ok(NftEvent::Other),
+    };
+    let body = msg.body("nftables set elements", 4)?;
+    let Some(family) = family_name(body.byte(0)) else {
+        return Ok(NftEvent::Other);
+    };
+    let (mut table, mut set) = (String::new(), String::new());
+    for a in body.attributes() {
+        let a = a?;
+        match a.kind {
+            NFTA_SET_ELEM_LIST_TABLE => table = a.text(),
+            NFTA_SET_ELEM_LIST_SET => set = a.text(),
+            _ => {}
+        }
+    }
+    let mut elements = Vec::new();
+    elements_in(&body, &mut elements)?;
+    Ok(NftEvent::Elements(ElementChange {
+        add,
+        table: TableId {
+            family: family.to_string(),
+            name: table,
+        },
+        set,
+        elements,
+    }))
+}
+
 fn nul(s: &str) -> Vec<u8> {
     let mut v = s.as_bytes().to_vec();
     v.push(0);
@@ -75,7 +150,10 @@ fn elements_of(m: &[u8], out: &mut Vec<RawElement>) -> Result<()> {
     if m.kind() != (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWSETELEM {
         return Ok(());
     }
-    let body = m.body("nftables set elements", 4)?;
+    elements_in(&m.body("nftables set elements", 4)?, out)
+}
+
+fn elements_in(body: &crate::wire::Body, out: &mut Vec<RawElement>) -> Result<()> {
     for a in body.attributes() {
         let a = a?;
         if a.kind != NFTA_SET_ELEM_LIST_ELEMENTS {

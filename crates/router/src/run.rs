@@ -230,7 +230,7 @@ pub fn run(
         let changed = match monitor.wait(Duration::from_millis(50)) {
             Ok(msgs) => {
                 // Stale at once, before anything else is read.
-                if netlink::rereads(&msgs).netfilter {
+                if netlink::rereads(&msgs).netfilter && !fw.follows_nftables() {
                     fw.reread(names_of(&mirror));
                 }
                 if apply_notifications(&mut mirror, &msgs) {

@@ -54,6 +54,10 @@ pub struct FirewallRecord {
     pub refused: [Option<String>; 2],
     /// What the fast path counted, by rule, over every generation.
     pub rules: Vec<RuleCount>,
+    /// Times the ruleset was read whole, and set elements changed in place
+    /// (from nf_tables' notifications, without a read).
+    pub reads: u64,
+    pub elements_changed: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
