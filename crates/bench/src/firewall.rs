@@ -334,3 +334,104 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
         .collect();
     Ok(out)
 }
+
+/// How fast the firewall follows set element changes.
+#[derive(Clone, Debug, Serialize)]
+pub struct ElementRate {
+    pub elements: u32,
+    pub per_transaction: u32,
+    /// `nft -f` adding them: the kernel's own time.
+    pub nft_ms: f64,
+    /// From nft's start until the firewall applied the last of them.
+    pub applied_ms: f64,
+    /// How long after nft returned the firewall had applied them.
+    pub lag_ms: f64,
+    /// Elements applied per second (over `applied_ms`).
+    pub per_second: f64,
+    /// Whole reads of the ruleset meanwhile (0: all applied in place).
+    pub reads: u64,
+}
+
+/// Adds `elements` addresses to a set a rule names, `per_transaction` a
+/// transaction (one `nft -f` file of `add element` commands each, run as
+/// one batch), with the firewall thread of `linerate route` following
+/// them on the fast path's maps; then removes them likewise. The calling
+/// thread must be in `ns`.
+pub fn element_rate(ns: &str, elements: u32, per_transaction: u32) -> Result<Vec<ElementRate>> {
+    if elements == 0 || per_transaction == 0 {
+        bail!("elements and per_transaction: at least 1");
+    }
+    let fp = FastPath::load()?;
+    let record = format!("{ns}-bench");
+    let fw = linerate_router::fw_thread::FwThread::start(fp.fw_maps()?, Some(record.clone()))?;
+    if !fw.follows_nftables() {
+        bail!("cannot follow nf_tables' notifications here");
+    }
+    nft(ns, &["flush", "ruleset"])?;
+    let file = tempfile::NamedTempFile::new()?;
+    std::fs::write(
+        file.path(),
+        "table inet linerate {\n  set blocked4 { type ipv4_addr; }\n  chain forward {\n    type filter hook forward priority 0; policy accept;\n    ip saddr @blocked4 drop\n  }\n}\n",
+    )?;
+    nft(ns, &["-f", &file.path().display().to_string()])?;
+    fw.reread(BTreeMap::new());
+    let read = || linerate_router::stats::read_firewall(&record);
+    let t = Instant::now();
+    while read()?.is_none_or(|r| r.judged[0].is_empty()) {
+        if t.elapsed().as_secs() > 30 {
+            bail!("the firewall did not take the ruleset");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let mut out = Vec::new();
+    for add in [true, false] {
+        // The batches, written before the clock starts.
+        let mut text = String::new();
+        let mut i = 0;
+        while i < elements {
+            let n = per_transaction.min(elements - i);
+            let list: Vec<String> = (i..i + n)
+                .map(|k| std::net::Ipv4Addr::from((100u32 << 24 | 64 << 16) + k).to_string())
+                .collect();
+            text.push_str(&format!(
+                "{} element inet linerate blocked4 {{ {} }}\n",
+                if add { "add" } else { "delete" },
+                list.join(", ")
+            ));
+            i += n;
+        }
+        let batches: Vec<String> = text.lines().map(|l| format!("{l}\n")).collect();
+        let before = read()?.unwrap_or_default();
+        let want = before.elements_changed + elements as u64;
+        let start = Instant::now();
+        for b in &batches {
+            let f = tempfile::NamedTempFile::new()?;
+            std::fs::write(f.path(), b)?;
+            nft(ns, &["-f", &f.path().display().to_string()])?;
+        }
+        let nft_done = start.elapsed();
+        let applied = loop {
+            let r = read()?.unwrap_or_default();
+            if r.elements_changed >= want || r.reads > before.reads {
+                break (start.elapsed(), r);
+            }
+            if start.elapsed().as_secs() > 120 {
+                bail!("the firewall applied {} of {elements} changes", r.elements_changed - before.elements_changed);
+            }
+            std::thread::sleep(std::time::Duration::from_micros(500));
+        };
+        let applied_ms = applied.0.as_secs_f64() * 1e3;
+        out.push(ElementRate {
+            elements,
+            per_transaction,
+            nft_ms: nft_done.as_secs_f64() * 1e3,
+            applied_ms,
+            lag_ms: (applied.0 - nft_done).as_secs_f64() * 1e3,
+            per_second: elements as f64 / applied.0.as_secs_f64(),
+            reads: applied.1.reads - before.reads,
+        });
+    }
+    nft(ns, &["flush", "ruleset"])?;
+    drop(fw);
+    Ok(out)
+}

@@ -272,6 +272,13 @@ pub struct BenchFirewallArgs {
     pub repeat: u32,
     #[arg(long, default_value_t = 5)]
     pub rounds: usize,
+    /// Then how fast the firewall follows set element changes: this many
+    /// addresses added to a set and removed again (0: not measured).
+    #[arg(long, default_value_t = 100_000)]
+    pub elements: u32,
+    /// Elements per transaction (`nft -f` batch) for --elements.
+    #[arg(long = "per-transaction", default_value_t = 1000)]
+    pub per_transaction: u32,
     #[arg(long)]
     pub json: bool,
 }

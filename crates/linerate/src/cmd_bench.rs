@@ -500,20 +500,33 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
         repeat: a.repeat,
         rounds: a.rounds,
     };
+    if a.per_transaction == 0 {
+        bail!("--per-transaction: at least 1");
+    }
     let json = a.json;
-    let cases = std::thread::spawn(move || -> Result<_> {
+    let (elements, per_transaction) = (a.elements, a.per_transaction);
+    let (cases, rates) = std::thread::spawn(move || -> Result<_> {
         linerate_host::netns::enter_for_good(&b.netns)?;
-        run(&b, &mut |line| {
+        let cases = run(&b, &mut |line| {
             if !json {
                 eprintln!("{line}");
             }
-        })
+        })?;
+        let rates = if elements > 0 {
+            linerate_bench::firewall::element_rate(&b.netns, elements, per_transaction)?
+        } else {
+            Vec::new()
+        };
+        Ok((cases, rates))
     })
     .join()
     .map_err(|_| anyhow::anyhow!("the bench thread panicked"))??;
     drop(pair);
     if json {
-        println!("{}", serde_json::to_string_pretty(&cases)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"cases": cases, "element_changes": rates}))?
+        );
         return Ok(());
     }
     println!("ruleset        entries  ns/packet  without  ratio (min-max)        load: nft -f   read  compile+publish");
@@ -528,6 +541,12 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
             c.load.nft_load_ms,
             c.load.read_ms,
             c.load.compile_publish_ms
+        );
+    }
+    for (r, what) in rates.iter().zip(["added", "removed"]) {
+        println!(
+            "{} set elements {what}, {} a transaction: nft -f {:.0} ms; applied by the firewall {:.0} ms after the first began ({:.1} ms after nft returned): {:.0} changes/s, {} reads of the ruleset",
+            r.elements, r.per_transaction, r.nft_ms, r.applied_ms, r.lag_ms, r.per_second, r.reads
         );
     }
     Ok(())

@@ -166,13 +166,15 @@ pub fn run(
     }
     follow_tc(&mut mirror);
     follow_xdp_features(&mut mirror);
-    // The firewall's first reading, before traffic is said welcome: until
-    // it is in, a family netfilter sees goes to the kernel.
+    // The firewall's first reading, before the router says it is ready:
+    // until it is in, a family netfilter sees goes to the kernel. The
+    // kernel takes 15 s to dump a set of a million elements (its dump
+    // walks the set from the start for each message): a minute at most.
     let mut fw_names = names_of(&mirror);
     fw.reread(fw_names.clone());
     let mut fw_state = FwState::default();
     let first = Instant::now();
-    while first.elapsed() < Duration::from_secs(10) {
+    while first.elapsed() < FIRST_FIREWALL_READ {
         if let Some(news) = fw.news() {
             fw_state.apply(&mut mirror, news);
             break;
@@ -308,6 +310,10 @@ pub fn run(
     drop(links);
     Ok(())
 }
+
+/// How long the router waits for the firewall's first reading of the
+/// ruleset before it says it is ready (it goes on reading after).
+const FIRST_FIREWALL_READ: Duration = Duration::from_secs(60);
 
 /// The names of the router's interfaces, by index.
 fn names_of<D: Dataplane>(mirror: &Mirror<D>) -> BTreeMap<u32, String> {
