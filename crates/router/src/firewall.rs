@@ -381,11 +381,14 @@ fn words(k: &FwKey) -> [u64; 8] {
 /// The set the program looks a key up in (bpf/include/firewall.h,
 /// fw_set_of).
 pub fn set_of(k: &FwKey) -> u32 {
-    let mut h: u64 = 0;
-    for w in words(k) {
-        h = (h ^ w).wrapping_mul(0x9e3779b97f4a7c15);
-    }
-    ((h ^ (h >> 29)) >> (64 - FW_CACHE_SETS.trailing_zeros())) as u32
+    let w = words(k);
+    let mut h = (w[0] ^ w[4]).wrapping_mul(0x9e3779b97f4a7c15)
+        ^ (w[1] ^ w[5]).wrapping_mul(0xc2b2ae3d27d4eb4f)
+        ^ (w[2] ^ w[6]).wrapping_mul(0x165667b19e3779f9)
+        ^ (w[3] ^ w[7]).wrapping_mul(0xd6e8feb86659fd93);
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xff51afd7ed558ccd);
+    (h >> (64 - FW_CACHE_SETS.trailing_zeros())) as u32
 }
 
 /// The slot index of way `way` of set `set`.
