@@ -416,7 +416,10 @@ pub fn element_rate(ns: &str, elements: u32, per_transaction: u32) -> Result<Vec
                 break (start.elapsed(), r);
             }
             if start.elapsed().as_secs() > 120 {
-                bail!("the firewall applied {} of {elements} changes", r.elements_changed - before.elements_changed);
+                bail!(
+                    "the firewall applied {} of {elements} changes",
+                    r.elements_changed - before.elements_changed
+                );
             }
             std::thread::sleep(std::time::Duration::from_micros(500));
         };

@@ -525,7 +525,9 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"cases": cases, "element_changes": rates}))?
+            serde_json::to_string_pretty(
+                &serde_json::json!({"cases": cases, "element_changes": rates})
+            )?
         );
         return Ok(());
     }

@@ -219,3 +219,68 @@ fn element(attrs: &[u8]) -> Result<RawElement> {
     }
     Ok(el)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::request;
+
+    fn nested(kind: u16, inner: &[u8]) -> Vec<u8> {
+        attribute(kind | 0x8000, inner)
+    }
+
+    /// NFT_MSG_NEWSETELEM (or DEL) of inet table `t`, set `s`, one element
+    /// of key `key` with `flags`.
+    fn setelem(del: bool, key: &[u8], flags: u32) -> Vec<u8> {
+        let mut el = nested(NFTA_SET_ELEM_KEY, &attribute(NFTA_DATA_VALUE, key));
+        el.extend(attribute(NFTA_SET_ELEM_FLAGS, &flags.to_be_bytes()));
+        let list = nested(NFTA_SET_ELEM_LIST_ELEMENTS, &nested(NFTA_LIST_ELEM, &el));
+        let mut body = vec![1, 0, 0, 0];
+        body.extend(attribute(NFTA_SET_ELEM_LIST_TABLE, b"t\0"));
+        body.extend(attribute(NFTA_SET_ELEM_LIST_SET, b"s\0"));
+        body.extend(list);
+        let kind = if del {
+            NFT_MSG_DELSETELEM
+        } else {
+            NFT_MSG_NEWSETELEM
+        };
+        request((NFNL_SUBSYS_NFTABLES << 8) | kind, 0, 0, &body)
+    }
+
+    #[test]
+    fn notifications_say_what_changed() {
+        let got = event(&setelem(false, &[0, 80], 0)).unwrap();
+        assert_eq!(
+            got,
+            NftEvent::Elements(ElementChange {
+                add: true,
+                table: TableId {
+                    family: "inet".into(),
+                    name: "t".into()
+                },
+                set: "s".into(),
+                elements: vec![RawElement {
+                    key: vec![0, 80],
+                    ..Default::default()
+                }],
+            })
+        );
+        let NftEvent::Elements(del) = event(&setelem(true, &[10, 0, 0, 0], 1)).unwrap() else {
+            panic!("not elements");
+        };
+        assert!(!del.add && del.elements[0].interval_end);
+        let gen = request((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWGEN, 0, 0, &[0; 4]);
+        assert_eq!(event(&gen).unwrap(), NftEvent::Committed);
+        // NFT_MSG_NEWRULE: the ruleset is read again.
+        let rule = request((NFNL_SUBSYS_NFTABLES << 8) | 6, 0, 0, &[1, 0, 0, 0]);
+        assert_eq!(event(&rule).unwrap(), NftEvent::Other);
+        // Cut short or malformed: an error, which the firewall thread
+        // takes for "read it all again".
+        let whole = setelem(false, &[0, 80], 0);
+        let mut cut = whole[..whole.len() - 6].to_vec();
+        let len = cut.len() as u32;
+        cut[0..4].copy_from_slice(&len.to_ne_bytes());
+        assert!(event(&cut).is_err());
+        assert!(event(&[1, 2, 3]).is_err());
+    }
+}
