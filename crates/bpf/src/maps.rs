@@ -143,7 +143,7 @@ impl MappedArray {
     /// The 32-bit word at byte `offset` of entry `index`, for ordered
     /// reads and writes (a sequence word, a generation).
     pub fn word(&self, index: u32, offset: usize) -> &std::sync::atomic::AtomicU32 {
-        assert!(offset % 4 == 0 && offset + 4 <= self.stride);
+        assert!(offset.is_multiple_of(4) && offset + 4 <= self.stride);
         // SAFETY: aligned (entries are 8-byte aligned in a page-aligned
         // mapping, the offset a multiple of 4) and within the mapping,
         // which lives as long as `self`.

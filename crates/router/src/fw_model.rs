@@ -82,8 +82,8 @@ impl FwModel {
             let mut mask = [0u8; TRANSPORT_BYTES];
             mask[..8].copy_from_slice(&rd.transport_mask[0].to_le_bytes());
             mask[8..].copy_from_slice(&rd.transport_mask[1].to_le_bytes());
-            for i in 0..have {
-                k.flow.transport[i] = f.l4[i] & mask[i];
+            for (i, (t, m)) in k.flow.transport.iter_mut().zip(mask).take(have).enumerate() {
+                *t = f.l4[i] & m;
             }
             k.flow.transport_len = have as u8;
         }
