@@ -202,13 +202,15 @@ mod tests {
             el(&[10, 0, 1, 0], true),
             el(&[10, 0, 0, 0], false),
         ];
-        let got: Vec<Vec<Atom>> = decode(&[Field::Daddr4], true, &raw)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.0)
-            .collect();
+        let ranges = |raw: &[RawElement]| -> Vec<Vec<Atom>> {
+            decode(&[Field::Daddr4], true, raw)
+                .unwrap()
+                .into_iter()
+                .map(|e| e.0)
+                .collect()
+        };
         assert_eq!(
-            got,
+            ranges(&raw),
             vec![
                 vec![Atom::Range(0x0a00_0000, 0x0a00_00ff)],
                 vec![Atom::value(0x0a01_0005)],
@@ -221,9 +223,7 @@ mod tests {
             el(&[10, 0, 0, 1], false),
             el(&[10, 0, 0, 2], true),
         ];
-        let got = decode(&[Field::Daddr4], true, &gap).unwrap();
-        assert_eq!(got.len(), 1);
-        assert_eq!(got[0].0, vec![Atom::value(0x0a00_0001)]);
+        assert_eq!(ranges(&gap), vec![vec![Atom::value(0x0a00_0001)]]);
         // Adjacent intervals: an end and a start at one value.
         let adjacent = [
             el(&[10, 0, 0, 1], false),
@@ -231,13 +231,8 @@ mod tests {
             el(&[10, 0, 0, 3], false),
             el(&[10, 0, 0, 5], true),
         ];
-        let got: Vec<Vec<Atom>> = decode(&[Field::Daddr4], true, &adjacent)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.0)
-            .collect();
         assert_eq!(
-            got,
+            ranges(&adjacent),
             vec![
                 vec![Atom::Range(0x0a00_0001, 0x0a00_0002)],
                 vec![Atom::Range(0x0a00_0003, 0x0a00_0004)]

@@ -17,42 +17,18 @@ mod common;
 use linerate_host::netns::NetnsGuard;
 use linerate_traffic::afpacket::PacketSocket;
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 const LAB: &str = "lrt-fwc";
 const GEN: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const DUT_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
 /// Between frames: ~25k frames a second.
 const GAP: Duration = Duration::from_micros(40);
 
-struct Down;
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = Command::new(BIN)
-            .args(["lab", "down", "--name", LAB])
-            .output();
-    }
-}
-
-struct Router(std::process::Child);
-impl Drop for Router {
-    fn drop(&mut self) {
-        // SAFETY: signals the router's pid.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
-
 fn nft(args: &[&str]) {
-    let out = Command::new("ip")
-        .args(["netns", "exec", &format!("{LAB}-dut"), "nft"])
-        .args(args)
-        .output()
-        .unwrap();
+    let out = common::lab::dut_nft(LAB, args);
     assert!(
         out.status.success(),
         "nft {args:?}: {}",
@@ -165,38 +141,9 @@ const CROSSED: [&str; 2] = [
     ignore = "needs root: --features privileged"
 )]
 fn changes_under_traffic_are_atomic_and_reach_the_fast_path_at_once() {
-    let _down = Down;
-    let up = Command::new(BIN)
-        .args(["lab", "up", "--name", LAB])
-        .output()
-        .unwrap();
-    assert!(
-        up.status.success(),
-        "{}",
-        String::from_utf8_lossy(&up.stderr)
-    );
+    let _down = common::lab::up(LAB);
     nft_file(CROSSED[0]);
-    let child = Command::new(BIN)
-        .args([
-            "route",
-            "--netns",
-            &format!("{LAB}-dut"),
-            "-i",
-            "dut0,dut1",
-            "-q",
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let _router = Router(child);
-    let t = Instant::now();
-    while linerate_router::stats::open(&format!("{LAB}-dut")).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "linerate route did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let _router = common::lab::start_router(LAB);
     wait_for_firewall(2);
 
     // Atomic: the crossed rulesets replace each other under traffic.

@@ -31,37 +31,14 @@ use common::frames::{capture_on, send};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 /// The labs: the kernel alone, and linerate's router attached.
 const LAB: &str = "lrt-fwo";
 const LAB_ROUTED: &str = "lrt-fwr";
 const GEN: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const DUT_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
 
-struct Down(&'static str);
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = Command::new(BIN)
-            .args(["lab", "down", "--name", self.0])
-            .output();
-    }
-}
-
-/// `linerate route` in a lab's DUT, stopped (SIGTERM) when dropped.
-struct Router(std::process::Child);
-impl Drop for Router {
-    fn drop(&mut self) {
-        // SAFETY: signals the router's pid.
-        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
-
 fn nft(lab: &str, args: &[&str]) -> std::process::Output {
-    let dut = format!("{lab}-dut");
-    let mut all = vec!["netns", "exec", &dut, "nft"];
-    all.extend_from_slice(args);
-    Command::new("ip").args(&all).output().unwrap()
+    common::lab::dut_nft(lab, args)
 }
 
 // The pools values are drawn from: small, so rules and frames meet.
@@ -599,33 +576,6 @@ fn kernel_counters(lab: &str) -> BTreeMap<(String, String, String, u64), u64> {
     m
 }
 
-/// Starts `linerate route` in the lab's DUT and waits for its record.
-fn start_router(lab: &str) -> Router {
-    let child = Command::new(BIN)
-        .args([
-            "route",
-            "--netns",
-            &format!("{lab}-dut"),
-            "-i",
-            "dut0,dut1",
-            "-q",
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let router = Router(child);
-    let record = format!("{lab}-dut");
-    let t = std::time::Instant::now();
-    while linerate_router::stats::open(&record).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "linerate route did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    router
-}
-
 /// Waits until the router's firewall judges `ruleset`'s chains (as the
 /// firewall would name them), and a generation later than the last.
 fn wait_for_firewall(record: &str, ruleset: &linerate_firewall::Ruleset, seed: u64) {
@@ -700,16 +650,7 @@ fn random_rulesets_judge_frames_as_the_kernel_does_with_linerate_attached() {
 }
 
 fn oracle(lab: &'static str, routed: bool) {
-    let _down = Down(lab);
-    let up = Command::new(BIN)
-        .args(["lab", "up", "--name", lab])
-        .output()
-        .unwrap();
-    assert!(
-        up.status.success(),
-        "{}",
-        String::from_utf8_lossy(&up.stderr)
-    );
+    let _down = common::lab::up(lab);
     // The lab's own chatter would pass the DUT's chains and count: router
     // solicitations go on with a backoff, so they are turned off; MLD's
     // reports after the links came up are done before the first ruleset.
@@ -751,7 +692,7 @@ fn oracle(lab: &'static str, routed: bool) {
         String::from_utf8_lossy(&sink.stderr)
     );
     let record = format!("{lab}-dut");
-    let _router = routed.then(|| start_router(lab));
+    let _router = routed.then(|| common::lab::start_router(lab));
     let (mut fast_judged, mut second_pass) = (0u64, 0u64);
     let rulesets: u64 = std::env::var("FIREWALL_ORACLE_RULESETS")
         .ok()

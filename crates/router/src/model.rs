@@ -252,27 +252,14 @@ impl Model {
         {
             return pass(RP_FILTER);
         }
-        let mut counted = Vec::new();
-        if ifflags & IFACE_FIREWALL4 != 0 {
-            let frame = FwFrame {
-                ipv6: false,
-                l3: &f[14..34],
-                l4: &f[34..],
-                avail: l3_len - 20,
-                l4proto: f[14 + 9],
-                nexthdr: f[14 + 9],
-                iif: ingress,
-                oif: n.1.ifindex,
-            };
-            match self.fw.judge(&frame) {
-                FwOutcome::Accept(ids) => counted = ids,
-                FwOutcome::Drop(ids) => {
-                    self.fw.count(&ids, l3_len);
-                    return (XdpAction::Drop, DROP_FIREWALL);
-                }
-                FwOutcome::Pass(r) => return pass(r),
+        let counted = if ifflags & IFACE_FIREWALL4 != 0 {
+            match self.fw_stage(f, false, l3_len, ingress, n.1.ifindex) {
+                Ok(ids) => ids,
+                Err(verdict) => return verdict,
             }
-        }
+        } else {
+            Vec::new()
+        };
         self.fw.count(&counted, l3_len);
         f.truncate(14 + l3_len);
         // TTL - 1, the checksum patched as ipv4_decrease_ttl does on a
@@ -327,34 +314,54 @@ impl Model {
             Ok(n) => n,
             Err(r) => return pass(r),
         };
-        let mut counted = Vec::new();
-        if ifflags & IFACE_FIREWALL6 != 0 {
+        let counted = if ifflags & IFACE_FIREWALL6 != 0 {
             if ipv6_ext(f[14 + 6]) {
                 return pass(EXT_HDR);
             }
-            let frame = FwFrame {
-                ipv6: true,
-                l3: &f[14..54],
-                l4: &f[54..],
-                avail: l3_len - 40,
-                l4proto: f[14 + 6],
-                nexthdr: f[14 + 6],
-                iif: ingress,
-                oif: n.1.ifindex,
-            };
-            match self.fw.judge(&frame) {
-                FwOutcome::Accept(ids) => counted = ids,
-                FwOutcome::Drop(ids) => {
-                    self.fw.count(&ids, l3_len);
-                    return (XdpAction::Drop, DROP_FIREWALL);
-                }
-                FwOutcome::Pass(r) => return pass(r),
+            match self.fw_stage(f, true, l3_len, ingress, n.1.ifindex) {
+                Ok(ids) => ids,
+                Err(verdict) => return verdict,
             }
-        }
+        } else {
+            Vec::new()
+        };
         self.fw.count(&counted, l3_len);
         f.truncate(14 + l3_len);
         f[14 + 7] -= 1;
         self.send(f, &n)
+    }
+
+    /// The firewall stage on a forwarded frame (IPv4 without options,
+    /// IPv6 without extension headers) leaving on `oif`: the rules to
+    /// count once it leaves, or what the program returns (a drop, counted;
+    /// a pass).
+    fn fw_stage(
+        &self,
+        f: &[u8],
+        ipv6: bool,
+        l3_len: usize,
+        ingress: u32,
+        oif: u32,
+    ) -> Result<Vec<u16>, (XdpAction, &'static str)> {
+        let (header, proto_at) = if ipv6 { (40, 6) } else { (20, 9) };
+        let frame = FwFrame {
+            ipv6,
+            l3: &f[14..14 + header],
+            l4: &f[14 + header..],
+            avail: l3_len - header,
+            l4proto: f[14 + proto_at],
+            nexthdr: f[14 + proto_at],
+            iif: ingress,
+            oif,
+        };
+        match self.fw.judge(&frame) {
+            FwOutcome::Accept(ids) => Ok(ids),
+            FwOutcome::Drop(ids) => {
+                self.fw.count(&ids, l3_len);
+                Err((XdpAction::Drop, reason::DROP_FIREWALL))
+            }
+            FwOutcome::Pass(r) => Err((XdpAction::Pass, r)),
+        }
     }
 
     /// The next hop for FIB entry `nh` (an ECMP route's member in the

@@ -1,6 +1,7 @@
 //! What the CLI tests share.
 #![allow(dead_code)] // not every test binary uses all of it
 pub mod frames;
+pub mod lab;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 

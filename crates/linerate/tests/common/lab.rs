@@ -1,0 +1,80 @@
+//! A lab the test built and linerate's router in its DUT, both removed
+//! when dropped.
+#![allow(dead_code)] // not every test binary uses all
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+
+/// `linerate lab down` of lab `name` when dropped.
+pub struct Down(pub &'static str);
+
+impl Drop for Down {
+    fn drop(&mut self) {
+        let _ = Command::new(BIN)
+            .args(["lab", "down", "--name", self.0])
+            .output();
+    }
+}
+
+/// Builds lab `name` (taken down when the value drops).
+pub fn up(name: &'static str) -> Down {
+    let down = Down(name);
+    let up = Command::new(BIN)
+        .args(["lab", "up", "--name", name])
+        .output()
+        .unwrap();
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    down
+}
+
+/// `linerate route` in lab `lab`'s DUT, stopped (SIGTERM) when dropped.
+pub struct Router(Child);
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        // SAFETY: signals the router's pid.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `linerate route` on dut0 and dut1 of lab `lab` and waits for
+/// its record (the name `linerate stats` finds it by: `LAB-dut`).
+pub fn start_router(lab: &str) -> Router {
+    let child = Command::new(BIN)
+        .args([
+            "route",
+            "--netns",
+            &format!("{lab}-dut"),
+            "-i",
+            "dut0,dut1",
+            "-q",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let router = Router(child);
+    let t = Instant::now();
+    while linerate_router::stats::open(&format!("{lab}-dut")).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "linerate route did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    router
+}
+
+/// `nft ARGS` in lab `lab`'s DUT.
+pub fn dut_nft(lab: &str, args: &[&str]) -> Output {
+    Command::new("ip")
+        .args(["netns", "exec", &format!("{lab}-dut"), "nft"])
+        .args(args)
+        .output()
+        .unwrap()
+}
