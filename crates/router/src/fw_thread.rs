@@ -91,6 +91,9 @@ impl FwThread {
         let thread = std::thread::Builder::new()
             .name("linerate-fw".into())
             .spawn(move || {
+                // It fails only before it publishes anything: the fast
+                // path judges nothing, the kernel everything.
+                let told = their_news.clone();
                 if let Err(e) = run(
                     maps,
                     notices,
@@ -99,7 +102,7 @@ impl FwThread {
                     their_news,
                     their_record,
                 ) {
-                    eprintln!("linerate route: the firewall thread: {e:#}");
+                    let _ = told.send(Err(format!("the firewall thread could not start: {e:#}")));
                 }
             })?;
         Ok(FwThread {
@@ -416,7 +419,11 @@ fn run(
                 return Ok(());
             }
         }
-        ring.consume()?;
+        // A failed read of the ring loses reports, not verdicts: those
+        // flows go on through the kernel until they miss again.
+        if let Err(e) = ring.consume() {
+            eprintln!("linerate route: the firewall's misses: {e:#}");
+        }
         for m in misses.borrow_mut().drain(..) {
             l.learn(&m);
         }
