@@ -486,6 +486,14 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         0,
         "forwarded past an nftables drop rule"
     );
+    // A rule the firewall cannot judge (connection tracking): the kernel
+    // judges the family, and still drops.
+    nft(&["add rule inet lrt fw ct state invalid drop"]);
+    assert_eq!(
+        received_of(3000, &[]),
+        0,
+        "forwarded past an nftables drop rule the kernel judges"
+    );
     nft(&["delete table inet lrt"]);
     assert!(
         received_of(3000, &[]) > 2500,
@@ -572,6 +580,7 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
             && out.contains("rp_filter")
             && out.contains("policy")
             && out.contains("netfilter")
+            && out.contains("(firewall ")
             && (out.contains("(tc ") || out.contains(", tc ")),
         "{out}"
     );
@@ -581,6 +590,8 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         "dut1 is gone",
         "every interface it routed between is gone",
         "netfilter sees forwarded IPv4 (nft chain inet lrt fw)",
+        "the firewall judges forwarded IPv4 by nft chain inet lrt fw",
+        "the firewall cannot judge forwarded IPv4: table inet lrt chain fw rule handle",
         "no netfilter hook sees forwarded IPv4 any more",
         "tc acts on dut1's egress (tc qdisc tbf 8",
         "tc no longer acts on dut1's egress",
