@@ -17,7 +17,8 @@ use netlink_sys::protocols::NETLINK_NETFILTER;
 
 /// NFNLGRP_NFTABLES: nf_tables' change notifications.
 pub const NFNLGRP_NFTABLES: u32 = 7;
-const NFNL_SUBSYS_NFTABLES: u16 = 10;
+/// nfnetlink's subsystem of nf_tables (the high byte of a message type).
+pub const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFT_MSG_GETCHAIN: u16 = 4;
 const NFT_MSG_NEWCHAIN: u16 = 3;
 
@@ -35,6 +36,26 @@ const NF_INET_PRE_ROUTING: u32 = 0;
 const NF_INET_FORWARD: u32 = 2;
 const NF_INET_POST_ROUTING: u32 = 4;
 const NF_INET_INGRESS: u32 = 5;
+
+/// nf_tables' families by nfgenmsg number and by the name nft gives them.
+const FAMILIES: [(u8, &str); 6] = [
+    (NFPROTO_INET, "inet"),
+    (NFPROTO_IPV4, "ip"),
+    (3, "arp"),
+    (NFPROTO_NETDEV, "netdev"),
+    (7, "bridge"),
+    (NFPROTO_IPV6, "ip6"),
+];
+
+/// The name of nf_tables family `nfproto` ("inet").
+pub fn family_name(nfproto: u8) -> Option<&'static str> {
+    FAMILIES.iter().find(|f| f.0 == nfproto).map(|f| f.1)
+}
+
+/// The number of the nf_tables family nft calls `name`.
+pub fn nfproto(name: &str) -> Option<u8> {
+    FAMILIES.iter().find(|f| f.1 == name).map(|f| f.0)
+}
 
 /// struct nfgenmsg: family, version, resource id.
 const NFGENMSG: usize = 4;
@@ -97,13 +118,7 @@ impl Hooks {
             NFPROTO_NETDEV => (true, true),
             _ => (false, false),
         };
-        let family = match c.family {
-            NFPROTO_INET => "inet",
-            NFPROTO_IPV4 => "ip",
-            NFPROTO_IPV6 => "ip6",
-            NFPROTO_NETDEV => "netdev",
-            _ => "other",
-        };
+        let family = family_name(c.family).unwrap_or("other");
         let what = format!("nft chain {family} {} {}", c.table, c.name);
         if v4 {
             self.ipv4.push(what.clone());

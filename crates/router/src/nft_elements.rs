@@ -2,6 +2,7 @@
 //! (NFT_MSG_GETSETELEM): what the firewall reads instead of nft's JSON for
 //! sets (linerate_firewall::raw_elements), which nft takes seconds to
 //! print when they hold a million elements.
+use crate::netfilter::{family_name, nfproto, NFNL_SUBSYS_NFTABLES};
 use crate::socket::raw_dump_on;
 use crate::wire::{attribute, Message};
 use anyhow::{bail, Result};
@@ -9,7 +10,6 @@ use linerate_firewall::raw_elements::{RawElement, RawVerdict};
 use linerate_firewall::ruleset::TableId;
 use netlink_sys::protocols::NETLINK_NETFILTER;
 
-const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFT_MSG_NEWSETELEM: u16 = 12;
 const NFT_MSG_GETSETELEM: u16 = 13;
 const NFT_MSG_DELSETELEM: u16 = 14;
@@ -31,23 +31,13 @@ const NFTA_VERDICT_CHAIN: u16 = 2;
 const NFT_SET_ELEM_INTERVAL_END: u32 = 1;
 const NFT_SET_ELEM_CATCHALL: u32 = 2;
 
-/// nfgenmsg's family for a table's ("inet" -> NFPROTO_INET).
-fn nfproto(family: &str) -> Result<u8> {
-    Ok(match family {
-        "inet" => 1,
-        "ip" => 2,
-        "arp" => 3,
-        "netdev" => 5,
-        "bridge" => 7,
-        "ip6" => 10,
-        other => bail!("no nftables family {other:?}"),
-    })
-}
-
 /// The elements of set `set` of `table`, in the calling thread's network
 /// namespace.
 pub fn dump(table: &TableId, set: &str) -> Result<Vec<RawElement>> {
-    let mut body = vec![nfproto(&table.family)?, 0, 0, 0];
+    let Some(family) = nfproto(&table.family) else {
+        bail!("no nftables family {:?}", table.family);
+    };
+    let mut body = vec![family, 0, 0, 0];
     body.extend(attribute(NFTA_SET_ELEM_LIST_TABLE, &nul(&table.name)));
     body.extend(attribute(NFTA_SET_ELEM_LIST_SET, &nul(set)));
     let kind = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETSETELEM;
@@ -85,18 +75,6 @@ pub struct ElementChange {
     pub table: TableId,
     pub set: String,
     pub elements: Vec<RawElement>,
-}
-
-fn family_name(nfproto: u8) -> Option<&'static str> {
-    Some(match nfproto {
-        1 => "inet",
-        2 => "ip",
-        3 => "arp",
-        5 => "netdev",
-        7 => "bridge",
-        10 => "ip6",
-        _ => return None,
-    })
 }
 
 /// One notification (netlink header included).
