@@ -4,7 +4,7 @@
 //! over netlink in a fraction of that (crates/router's nft_elements), so
 //! the reader takes the ruleset from `nft -j -t` (sets without their
 //! elements) and the elements from netlink.
-use crate::ruleset::{Atom, Field};
+use crate::ruleset::{Action, Atom, Field};
 use anyhow::{bail, Result};
 
 /// One element: its key's bytes (each field of a concatenation takes a
@@ -34,6 +34,31 @@ pub const NFT_CONTINUE: i32 = -1;
 pub const NFT_JUMP: i32 = -3;
 pub const NFT_GOTO: i32 = -4;
 pub const NFT_RETURN: i32 = -5;
+
+/// The action a verdict map's element gives; `chain` finds a jump's or
+/// goto's target chain by name (None: not one the reader has).
+pub fn action(v: &RawVerdict, chain: &mut dyn FnMut(&str) -> Option<usize>) -> Result<Action> {
+    Ok(match v.code {
+        NF_ACCEPT => Action::Accept,
+        NF_DROP => Action::Drop,
+        NFT_CONTINUE => Action::Continue,
+        NFT_RETURN => Action::Return,
+        NFT_JUMP | NFT_GOTO => {
+            let Some(name) = v.chain.as_deref() else {
+                bail!("a jump without its target");
+            };
+            let Some(i) = chain(name) else {
+                bail!("a jump to chain {name:?}, not read");
+            };
+            if v.code == NFT_JUMP {
+                Action::Jump(i)
+            } else {
+                Action::Goto(i)
+            }
+        }
+        other => bail!("the verdict code {other}"),
+    })
+}
 
 /// Bytes a field's value takes in a key, and whether in host order (the
 /// interface indexes; the others are in network order).

@@ -678,23 +678,8 @@ impl<'a> TableReader<'a> {
         for (atoms, verdict) in crate::raw_elements::decode(key, interval, raw)? {
             e.keys.push(atoms);
             if let Some(v) = verdict {
-                use crate::raw_elements::*;
-                e.verdicts.push(match v.code {
-                    NF_ACCEPT => Action::Accept,
-                    NF_DROP => Action::Drop,
-                    NFT_CONTINUE => Action::Continue,
-                    NFT_RETURN => Action::Return,
-                    NFT_JUMP | NFT_GOTO => {
-                        let target = v.chain.as_deref().context("a jump without its target")?;
-                        let i = self.chain(target);
-                        if v.code == NFT_JUMP {
-                            Action::Jump(i)
-                        } else {
-                            Action::Goto(i)
-                        }
-                    }
-                    other => bail!("the verdict code {other}"),
-                });
+                let action = crate::raw_elements::action(&v, &mut |name| Some(self.chain(name)))?;
+                e.verdicts.push(action);
             }
         }
         if !e.verdicts.is_empty() && e.verdicts.len() != e.keys.len() {

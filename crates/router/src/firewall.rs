@@ -174,8 +174,7 @@ impl Compiled {
         generation: u32,
         changes: &[crate::nft_elements::ElementChange],
     ) -> Result<(), String> {
-        use linerate_firewall::raw_elements::{self, *};
-        use linerate_firewall::ruleset::Action;
+        use linerate_firewall::raw_elements;
         for family in self.families.iter_mut().flatten() {
             let filter = &mut family.filter;
             for c in changes {
@@ -201,31 +200,15 @@ impl Compiled {
                         (true, None) => {
                             return Err(format!("map @{}: an element without its verdict", c.set))
                         }
-                        (true, Some(v)) => Some(match v.code {
-                            NF_ACCEPT => Action::Accept,
-                            NF_DROP => Action::Drop,
-                            NFT_CONTINUE => Action::Continue,
-                            NFT_RETURN => Action::Return,
-                            NFT_JUMP | NFT_GOTO => {
-                                let name = v.chain.unwrap_or_default();
-                                let Some(chain) = filter
+                        (true, Some(v)) => Some(
+                            raw_elements::action(&v, &mut |name| {
+                                filter
                                     .chains
                                     .iter()
                                     .position(|ch| ch.table == table && ch.name == name)
-                                else {
-                                    return Err(format!(
-                                        "map @{}: a jump to chain {name}, not read",
-                                        c.set
-                                    ));
-                                };
-                                if v.code == NFT_JUMP {
-                                    Action::Jump(chain)
-                                } else {
-                                    Action::Goto(chain)
-                                }
-                            }
-                            other => return Err(format!("map @{}: verdict code {other}", c.set)),
-                        }),
+                            })
+                            .map_err(|e| format!("map @{}: {e:#}", c.set))?,
+                        ),
                     };
                     let e = &mut filter.sets[i].elements;
                     if c.add {
