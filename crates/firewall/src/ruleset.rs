@@ -118,18 +118,11 @@ impl Index {
         if keys.len() < INDEX_FROM {
             return Index::Walk;
         }
-        let values = |k: &[Atom]| -> Option<Vec<u128>> {
-            k.iter()
-                .map(|a| match a {
-                    Atom::Range(lo, hi) if lo == hi => Some(*lo),
-                    _ => None,
-                })
-                .collect()
-        };
-        if keys.iter().all(|k| values(k).is_some()) {
+        let exact_keys: Option<Vec<Vec<u128>>> = keys.iter().map(|k| exact(k)).collect();
+        if let Some(exact_keys) = exact_keys {
             let mut m = HashMap::with_capacity(keys.len());
-            for (i, k) in keys.iter().enumerate() {
-                m.entry(values(k).unwrap()).or_insert(i);
+            for (i, k) in exact_keys.into_iter().enumerate() {
+                m.entry(k).or_insert(i);
             }
             return Index::Exact(m);
         }

@@ -172,11 +172,11 @@ pub fn run(
     // walks the set from the start for each message): a minute at most.
     let mut fw_names = names_of(&mirror);
     fw.reread(fw_names.clone());
-    let mut fw_state = FwState::default();
+    let mut fw_said = FirewallSaid::default();
     let first = Instant::now();
     while first.elapsed() < FIRST_FIREWALL_READ {
         if let Some(news) = fw.news() {
-            fw_state.apply(&mut mirror, news);
+            fw_said.apply(&mut mirror, news);
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -264,7 +264,7 @@ pub fn run(
             fw.reread(fw_names.clone());
         }
         if let Some(news) = fw.news() {
-            fw_state.apply(&mut mirror, news);
+            fw_said.apply(&mut mirror, news);
         }
         if changed || tick.elapsed() >= Duration::from_secs(1) {
             follow_ipv6_switches(&mut mirror);
@@ -322,11 +322,11 @@ fn names_of<D: Dataplane>(mirror: &Mirror<D>) -> BTreeMap<u32, String> {
 
 /// What the firewall thread last said, to say only what changes.
 #[derive(Default)]
-struct FwState {
+struct FirewallSaid {
     last: Option<Result<FwNews, String>>,
 }
 
-impl FwState {
+impl FirewallSaid {
     /// Hands the chains the firewall judges to the mirror (the
     /// interfaces' flags follow), and says what changed.
     fn apply<D: Dataplane>(&mut self, mirror: &mut Mirror<D>, news: Result<FwNews, String>) {
