@@ -329,8 +329,17 @@ fn a_burst_of_route_changes_reaches_the_fast_path_announced_and_withdrawn() {
         );
     }
     assert_eq!(r["overflows"], 0, "{r}");
+    // The bench's own listener heard the sampled changes (its stamps time
+    // them), and its socket's filter kept it from the others: 500 of
+    // 5000 a phase.
+    assert_eq!(r["notifications_lost"], false, "{r}");
+    let read = r["notifications_read"].as_u64().unwrap();
+    assert!((1000..1100).contains(&read), "{read} notifications read: {r}");
     for phase in ["announce", "withdraw"] {
         assert_eq!(r[phase]["samples"], 500, "{phase}: {r}");
+        // A notification may reach it after the injector read its ack.
+        let heard = r[phase]["heard"].as_u64().unwrap();
+        assert!(heard >= 490, "{phase}: {heard} of 500 heard: {r}");
         assert_eq!(r[phase]["never"], 0, "{phase}: {r}");
     }
     for k in ["median", "p99", "max"] {

@@ -400,7 +400,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
             if let Some(c) = other_cpu {
                 linerate_host::cpu::pin(0, c)?;
             }
-            let r = monitor::listen(&heard, &index, &adds, &ready, &stop);
+            let r = monitor::listen(&heard, &index, &adds, None, &ready, &stop);
             ready.store(true, Ordering::SeqCst);
             r
         })

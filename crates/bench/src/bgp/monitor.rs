@@ -37,6 +37,8 @@ pub struct Heard {
     pub lost: AtomicBool,
     /// When the kernel last changed a route of the table (monotonic ns).
     pub last_change: AtomicU64,
+    /// Route changes read (all kinds, all prefixes).
+    pub read: AtomicU64,
 }
 
 impl Heard {
@@ -50,6 +52,7 @@ impl Heard {
             routes6: AtomicI64::new(0),
             lost: AtomicBool::new(false),
             last_change: AtomicU64::new(0),
+            read: AtomicU64::new(0),
         }
     }
 }
@@ -109,15 +112,21 @@ pub fn changes(buf: &[u8]) -> Vec<Change> {
 
 /// Listens in the calling thread's namespace until `stop`: each change
 /// to a prefix in `samples` (prefix -> sample index) is stamped in the
-/// current phase if it is the phase's kind (`adds[phase]`).
+/// current phase if it is the phase's kind (`adds[phase]`). `filter`: a
+/// classic BPF program the socket runs on each notification, to be woken
+/// only by those it keeps.
 pub fn listen(
     heard: &Heard,
     samples: &HashMap<(IpAddr, u8), usize>,
     adds: &[bool],
+    filter: Option<&[libc::sock_filter]>,
     ready: &AtomicBool,
     stop: &AtomicBool,
 ) -> Result<()> {
     let mut sock = Socket::new(NETLINK_ROUTE)?;
+    if let Some(f) = filter {
+        attach_filter(&sock, f)?;
+    }
     sock.bind(&SocketAddr::new(0, RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE))?;
     force_rcvbuf(&sock)?;
     set_timeout(&sock, Duration::from_millis(100))?;
@@ -138,13 +147,16 @@ pub fn listen(
         let now = monotonic_ns();
         let phase = heard.phase.load(Ordering::SeqCst);
         for c in changes(&buf[..n]) {
+            heard.read.fetch_add(1, Ordering::Relaxed);
             let counter = match (c.dst, c.len) {
-                (IpAddr::V4(a), 24) if addrs::in_table4(a) => &heard.routes4,
-                (IpAddr::V6(a), 48) if addrs::in_table6(a) => &heard.routes6,
-                _ => continue,
+                (IpAddr::V4(a), 24) if addrs::in_table4(a) => Some(&heard.routes4),
+                (IpAddr::V6(a), 48) if addrs::in_table6(a) => Some(&heard.routes6),
+                _ => None,
             };
-            counter.fetch_add(if c.added { 1 } else { -1 }, Ordering::SeqCst);
-            heard.last_change.store(now, Ordering::SeqCst);
+            if let Some(counter) = counter {
+                counter.fetch_add(if c.added { 1 } else { -1 }, Ordering::SeqCst);
+                heard.last_change.store(now, Ordering::SeqCst);
+            }
             if let Some(&i) = samples.get(&(c.dst, c.len)) {
                 if adds.get(phase) == Some(&c.added) {
                     let _ = heard.at[phase][i].compare_exchange(
@@ -156,6 +168,28 @@ pub fn listen(
                 }
             }
         }
+    }
+    Ok(())
+}
+
+fn attach_filter(sock: &Socket, f: &[libc::sock_filter]) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let prog = libc::sock_fprog {
+        len: f.len() as u16,
+        filter: f.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: setsockopt on our socket; the kernel copies the program.
+    let r = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            &prog as *const libc::sock_fprog as *const libc::c_void,
+            std::mem::size_of::<libc::sock_fprog>() as u32,
+        )
+    };
+    if r != 0 {
+        bail!("SO_ATTACH_FILTER: {}", std::io::Error::last_os_error());
     }
     Ok(())
 }
