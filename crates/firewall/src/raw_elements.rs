@@ -151,30 +151,96 @@ pub fn decode(
     if key.len() != 1 {
         bail!("interval boundaries for a concatenation");
     }
-    let max = crate::read::width_max(key[0]);
-    let mut points: Vec<(u128, bool, Option<RawVerdict>)> = raw
-        .iter()
-        .map(|e| Ok((values(key, &e.key)?[0], e.interval_end, e.verdict.clone())))
-        .collect::<Result<_>>()?;
-    points.sort_by_key(|p| (p.0, !p.1));
-    // As the rbtree looks a value up: the greatest boundary at or below
-    // it decides, a start matches and an end does not. An end with no
-    // interval open marks a gap (nft puts one at 0 before a first interval
-    // that starts later); a start while one is open ends that one.
-    let mut open: Option<(u128, Option<RawVerdict>)> = None;
-    for (v, end, verdict) in points {
-        if let Some((start, was)) = open.take() {
-            if v == start {
-                bail!("two interval boundaries at {v}");
-            }
-            out.push((vec![Atom::Range(start, v - 1)], was));
+    let mut points = Boundaries::new();
+    for e in raw {
+        let (v, end) = boundary(key, e)?;
+        points.insert(
+            Boundary {
+                value: v,
+                start: !end,
+            },
+            e.verdict.clone(),
+        );
+    }
+    Ok(ranges_from(&points, crate::read::width_max(key[0]))?
+        .into_iter()
+        .map(|(lo, hi, verdict)| (vec![Atom::Range(lo, hi)], verdict))
+        .collect())
+}
+
+/// One boundary of an interval set as the kernel's rbtree keeps it: a
+/// value, and whether an interval starts there or ends there (one past
+/// its last value). At one value an end sorts first: adjacent intervals
+/// are an end and a start at the same value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Boundary {
+    pub value: u128,
+    pub start: bool,
+}
+
+/// An interval set's boundaries, each start with its verdict (maps).
+pub type Boundaries<V> = std::collections::BTreeMap<Boundary, Option<V>>;
+
+/// A notified element of a one-field interval set as the boundary it is.
+pub fn boundary(key: &[Field], e: &RawElement) -> Result<(u128, bool)> {
+    if e.catchall || e.key_end.is_some() || key.len() != 1 {
+        bail!("not an interval boundary");
+    }
+    Ok((values(key, &e.key)?[0], e.interval_end))
+}
+
+/// The boundaries that make `ranges` (first, last, verdict) of a field
+/// whose greatest value is `max`: the inverse of [`ranges_from`].
+pub fn boundaries_of<V>(
+    ranges: impl IntoIterator<Item = (u128, u128, Option<V>)>,
+    max: u128,
+) -> Boundaries<V> {
+    let mut b = Boundaries::new();
+    for (lo, hi, verdict) in ranges {
+        b.insert(
+            Boundary {
+                value: lo,
+                start: true,
+            },
+            verdict,
+        );
+        if hi < max {
+            b.insert(
+                Boundary {
+                    value: hi + 1,
+                    start: false,
+                },
+                None,
+            );
         }
-        if !end {
-            open = Some((v, verdict));
+    }
+    b
+}
+
+/// The intervals boundaries make, as the rbtree looks a value up: the
+/// greatest boundary at or below it decides, a start matches and an end
+/// does not. An end with no interval open marks a gap (nft puts one at 0
+/// before a first interval that starts later); a start while one is open
+/// ends that one.
+pub fn ranges_from<V: Clone>(
+    points: &Boundaries<V>,
+    max: u128,
+) -> Result<Vec<(u128, u128, Option<V>)>> {
+    let mut out = Vec::new();
+    let mut open: Option<(u128, Option<V>)> = None;
+    for (b, verdict) in points {
+        if let Some((start, was)) = open.take() {
+            if b.value == start {
+                bail!("two interval boundaries at {}", b.value);
+            }
+            out.push((start, b.value - 1, was));
+        }
+        if b.start {
+            open = Some((b.value, verdict.clone()));
         }
     }
     if let Some((start, verdict)) = open {
-        out.push((vec![Atom::Range(start, max)], verdict));
+        out.push((start, max, verdict));
     }
     Ok(out)
 }

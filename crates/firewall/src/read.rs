@@ -8,7 +8,7 @@
 //! other family still. What is not understood here is never guessed: the
 //! family (both, for an inet table) is the kernel's, with the table, chain
 //! and handle said.
-use crate::raw_elements::RawElement;
+use crate::raw_elements::{Boundaries, Boundary, RawElement};
 use crate::ruleset::*;
 use crate::symbols::{self, Kind};
 use anyhow::{bail, Context, Result};
@@ -599,17 +599,33 @@ impl<'a> TableReader<'a> {
             Some(v) => vec![v.clone()],
             None => vec![],
         };
-        let elements = match self.elements {
+        let interval = flags.contains(&"interval");
+        let (elements, boundaries) = match self.elements {
             // Left out of nft's JSON (-t): the kernel's, over netlink.
             Some(source) if set.get("elem").is_none() => {
                 let raw = source(self.table, name)
                     .with_context(|| format!("the elements of set @{name}"))?;
-                self.raw_elements(key, flags.contains(&"interval"), &raw)
-                    .with_context(|| format!("set @{name}"))?
+                if interval && key.len() == 1 && raw.iter().all(|e| e.key_end.is_none()) {
+                    let b = self
+                        .boundaries(key[0], &raw)
+                        .with_context(|| format!("set @{name}"))?;
+                    let ranges = crate::raw_elements::ranges_from(&b, width_max(key[0]))?;
+                    if map && ranges.iter().any(|r| r.2.is_none()) {
+                        bail!("set @{name}: a verdict map's interval without its verdict");
+                    }
+                    (Elements::of_ranges(ranges), Some(b))
+                } else {
+                    let e = self
+                        .raw_elements(key, interval, &raw)
+                        .with_context(|| format!("set @{name}"))?;
+                    (e, None)
+                }
             }
-            _ => self
-                .elements(key, &items, map)
-                .with_context(|| format!("set @{name}"))?,
+            _ => (
+                self.elements(key, &items, map)
+                    .with_context(|| format!("set @{name}"))?,
+                None,
+            ),
         };
         let i = self.sets.len();
         self.sets.push(NamedSet {
@@ -617,8 +633,9 @@ impl<'a> TableReader<'a> {
             name: name.to_string(),
             elements,
             key: key.to_vec(),
-            interval: flags.contains(&"interval"),
+            interval,
             map,
+            boundaries: KernelBoundaries(boundaries),
         });
         self.set_index.insert(name.to_string(), i);
         Ok(i)
@@ -665,6 +682,23 @@ impl<'a> TableReader<'a> {
             }
         }
         Ok(e)
+    }
+
+    /// A one-field interval set's boundaries as the kernel gave them, each
+    /// start with its verdict (maps).
+    fn boundaries(&mut self, field: Field, raw: &[RawElement]) -> Result<Boundaries<Action>> {
+        let mut b = Boundaries::new();
+        for e in raw {
+            let (value, end) = crate::raw_elements::boundary(&[field], e)?;
+            let verdict = match &e.verdict {
+                Some(v) => Some(crate::raw_elements::action(v, &mut |name| {
+                    Some(self.chain(name))
+                })?),
+                None => None,
+            };
+            b.insert(Boundary { value, start: !end }, verdict);
+        }
+        Ok(b)
     }
 
     /// Elements the kernel gave (crate::raw_elements).

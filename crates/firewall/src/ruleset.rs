@@ -272,6 +272,47 @@ pub struct NamedSet {
     pub interval: bool,
     /// A verdict map.
     pub map: bool,
+    /// A one-field interval set's boundaries as the kernel holds them
+    /// (read over netlink), for its element changes to be applied as the
+    /// kernel applies them: the intervals alone do not say which
+    /// boundaries a deletion leaves.
+    pub boundaries: KernelBoundaries,
+}
+
+/// [`NamedSet::boundaries`]: how the kernel holds a set, not what it
+/// matches, so not compared (a set read from nft's JSON has none).
+#[derive(Clone, Default)]
+pub struct KernelBoundaries(pub Option<crate::raw_elements::Boundaries<Action>>);
+
+impl PartialEq for KernelBoundaries {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for KernelBoundaries {}
+
+impl fmt::Debug for KernelBoundaries {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(b) => write!(f, "KernelBoundaries({})", b.len()),
+            None => f.write_str("KernelBoundaries(None)"),
+        }
+    }
+}
+
+impl Elements {
+    /// The elements of intervals (first, last, a map's verdict).
+    pub fn of_ranges(ranges: Vec<(u128, u128, Option<Action>)>) -> Elements {
+        let mut e = Elements::default();
+        for (lo, hi, verdict) in ranges {
+            e.keys.push(vec![Atom::Range(lo, hi)]);
+            if let Some(v) = verdict {
+                e.verdicts.push(v);
+            }
+        }
+        e
+    }
 }
 
 /// What a test compares with the packet's key.

@@ -8,10 +8,12 @@
 //! would pass; none may, while port 11's arrive.
 //!
 //! How long a change takes to reach the fast path: frames to port 12 flow
-//! through a ruleset that accepts them, and a rule (then a set element)
-//! that drops them is added; every frame sent after `nft` returned (the
-//! kernel has the change) and still delivered was forwarded by the old
-//! verdict. Their span is the delay, printed, and bounded.
+//! through a ruleset that accepts them, and a rule (then a set element,
+//! then an interval of an interval set) that drops them is added; every
+//! frame sent after `nft` returned (the kernel has the change) and still
+//! delivered was forwarded by the old verdict. Their span is the delay,
+//! printed, and bounded. Set elements and intervals are applied from the
+//! notifications, without reading the ruleset again.
 mod common;
 
 use linerate_host::netns::NetnsGuard;
@@ -189,7 +191,7 @@ fn changes_under_traffic_are_atomic_and_reach_the_fast_path_at_once() {
     );
 
     // The delay: a rule, then a set element, that drops port 12.
-    nft_file("flush table inet c\ndelete table inet c\ntable inet c {\n set blocked { type inet_service; }\n chain transit { type filter hook forward priority 0; policy accept; udp dport 13 accept; }\n}\n");
+    nft_file("flush table inet c\ndelete table inet c\ntable inet c {\n set blocked { type inet_service; }\n set ranges { type inet_service; flags interval; }\n chain transit { type filter hook forward priority 0; policy accept; udp dport 13 accept; }\n}\n");
     wait_for_firewall(1);
     let mut delays = Vec::new();
     for (what, add, undo) in [
@@ -203,10 +205,20 @@ fn changes_under_traffic_are_atomic_and_reach_the_fast_path_at_once() {
             "add element inet c blocked { 12 }",
             "delete element inet c blocked { 12 }",
         ),
+        (
+            "an interval",
+            "add element inet c ranges { 12-14 }",
+            "delete element inet c ranges { 12-14 }",
+        ),
     ] {
-        if what == "a set element" {
+        let set = match what {
+            "a set element" => Some("@blocked"),
+            "an interval" => Some("@ranges"),
+            _ => None,
+        };
+        if let Some(set) = set {
             nft(&[
-                "add", "rule", "inet", "c", "transit", "udp", "dport", "@blocked", "drop",
+                "add", "rule", "inet", "c", "transit", "udp", "dport", set, "drop",
             ]);
             wait_for_firewall(1);
         }
@@ -269,6 +281,15 @@ fn changes_under_traffic_are_atomic_and_reach_the_fast_path_at_once() {
                 ),
                 (before.reads, 10),
                 "{what}"
+            );
+        } else if what == "an interval" {
+            // The kernel's boundaries (a start and an end one past it,
+            // each added and deleted), in place: no read.
+            assert_eq!(after.reads, before.reads, "{what}");
+            assert!(
+                after.elements_changed - before.elements_changed >= 20,
+                "{what}: {} boundaries changed",
+                after.elements_changed - before.elements_changed
             );
         } else {
             assert!(

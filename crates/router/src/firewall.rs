@@ -164,19 +164,23 @@ impl Compiled {
     }
 
     /// Applies changes of named sets' elements (as notified) to the sets
-    /// the filters name, and makes it generation `generation`. Err: not
-    /// one the firewall applies in place (an interval set's boundaries, a
-    /// verdict to a chain not read, an element that does not decode): the
-    /// ruleset must be read again (this generation is then half changed:
-    /// not to be published).
+    /// the filters name, and makes it generation `generation`. A one-field
+    /// interval set's boundaries change as the kernel's rbtree does, and
+    /// its intervals are drawn from them again once the batch is in. Err:
+    /// not one the firewall applies in place (an interval set read without
+    /// its boundaries, a verdict to a chain not read, an element that does
+    /// not decode): the ruleset must be read again (this generation is
+    /// then half changed: not to be published).
     pub fn apply_elements(
         &mut self,
         generation: u32,
         changes: &[crate::nft_elements::ElementChange],
     ) -> Result<(), String> {
-        use linerate_firewall::raw_elements;
+        use linerate_firewall::raw_elements::{self, Boundary};
         for family in self.families.iter_mut().flatten() {
             let filter = &mut family.filter;
+            // Interval sets whose boundaries changed.
+            let mut redraw = BTreeSet::new();
             for c in changes {
                 let Some(i) = filter
                     .sets
@@ -187,12 +191,53 @@ impl Compiled {
                     continue;
                 };
                 let set = &filter.sets[i];
-                if set.interval {
-                    return Err(format!("set @{} keeps interval boundaries", c.set));
+                let (table, map, key) = (set.table.clone(), set.map, set.key.clone());
+                let action_of = |v: &raw_elements::RawVerdict| {
+                    raw_elements::action(v, &mut |name| {
+                        filter
+                            .chains
+                            .iter()
+                            .position(|ch| ch.table == table && ch.name == name)
+                    })
+                    .map_err(|e| format!("map @{}: {e:#}", c.set))
+                };
+                let boundaries = set.interval && c.elements.iter().any(|e| e.key_end.is_none());
+                if boundaries {
+                    if set.boundaries.0.is_none() {
+                        return Err(format!(
+                            "set @{} keeps interval boundaries, not read from the kernel",
+                            c.set
+                        ));
+                    }
+                    let mut points = Vec::with_capacity(c.elements.len());
+                    for e in &c.elements {
+                        let (value, end) = raw_elements::boundary(&key, e)
+                            .map_err(|e| format!("set @{}: {e:#}", c.set))?;
+                        let verdict = match (&e.verdict, map && c.add && !end) {
+                            (Some(v), true) => Some(action_of(v)?),
+                            (None, true) => {
+                                return Err(format!(
+                                    "map @{}: an interval without its verdict",
+                                    c.set
+                                ))
+                            }
+                            (_, false) => None,
+                        };
+                        points.push((Boundary { value, start: !end }, verdict));
+                    }
+                    let b = filter.sets[i].boundaries.0.as_mut().expect("checked");
+                    for (p, verdict) in points {
+                        if c.add {
+                            b.insert(p, verdict);
+                        } else {
+                            b.remove(&p);
+                        }
+                    }
+                    redraw.insert(i);
+                    continue;
                 }
-                let decoded = raw_elements::decode(&set.key, false, &c.elements)
+                let decoded = raw_elements::decode(&key, set.interval, &c.elements)
                     .map_err(|e| format!("set @{}: {e:#}", c.set))?;
-                let (table, map) = (set.table.clone(), set.map);
                 for (atoms, verdict) in decoded {
                     let action = match (map, verdict) {
                         (false, _) => None,
@@ -200,15 +245,7 @@ impl Compiled {
                         (true, None) => {
                             return Err(format!("map @{}: an element without its verdict", c.set))
                         }
-                        (true, Some(v)) => Some(
-                            raw_elements::action(&v, &mut |name| {
-                                filter
-                                    .chains
-                                    .iter()
-                                    .position(|ch| ch.table == table && ch.name == name)
-                            })
-                            .map_err(|e| format!("map @{}: {e:#}", c.set))?,
-                        ),
+                        (true, Some(v)) => Some(action_of(&v)?),
                     };
                     let e = &mut filter.sets[i].elements;
                     if c.add {
@@ -217,6 +254,20 @@ impl Compiled {
                         e.remove(&atoms);
                     }
                 }
+            }
+            for i in redraw {
+                let set = &mut filter.sets[i];
+                let b = set.boundaries.0.as_ref().expect("redrawn sets have them");
+                let max = linerate_firewall::read::width_max(set.key[0]);
+                let ranges = raw_elements::ranges_from(b, max)
+                    .map_err(|e| format!("set @{}: {e:#}", set.name))?;
+                if set.map && ranges.iter().any(|r| r.2.is_none()) {
+                    return Err(format!(
+                        "map @{}: an interval without its verdict",
+                        set.name
+                    ));
+                }
+                set.elements = linerate_firewall::ruleset::Elements::of_ranges(ranges);
             }
         }
         self.generation = generation;
@@ -585,6 +636,118 @@ mod tests {
             .apply_elements(5, &[change(true, "blocked", &[0, 80, 0])])
             .unwrap_err();
         assert!(e.contains("@blocked"), "{e}");
+    }
+
+    /// An interval set's boundaries changed at random, as the kernel
+    /// notifies them, then applied in place: after every batch each
+    /// address is matched as the kernel's rbtree matches it (the greatest
+    /// boundary at or below it decides; a start matches), judged so by the
+    /// compiled ruleset, and the set is what a fresh read of the kernel's
+    /// boundaries makes. Small values, so that boundaries meet, pile up
+    /// at one value and leave gaps.
+    #[test]
+    fn interval_boundaries_change_in_place_as_the_kernels() {
+        use linerate_firewall::raw_elements::RawElement;
+        use linerate_firewall::ruleset::{Atom, TableId};
+        let json = r#"{"nftables": [
+          {"table": {"family": "ip", "name": "f", "handle": 1}},
+          {"set": {"family": "ip", "table": "f", "name": "nets", "handle": 2, "type": "ipv4_addr", "flags": ["interval"]}},
+          {"chain": {"family": "ip", "table": "f", "name": "fwd", "handle": 3,
+                     "type": "filter", "hook": "forward", "prio": 0, "policy": "accept"}},
+          {"rule": {"family": "ip", "table": "f", "chain": "fwd", "handle": 4,
+                    "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "saddr"}}, "right": "@nets"}}, {"drop": null}]}}
+        ]}"#;
+        let raw = |value: u32, end: bool| RawElement {
+            key: value.to_be_bytes().to_vec(),
+            interval_end: end,
+            ..Default::default()
+        };
+        let read = |kernel: &BTreeSet<(u32, bool)>| {
+            let elements: Vec<RawElement> = kernel.iter().map(|&(v, end)| raw(v, end)).collect();
+            let source = move |_: &TableId, _: &str| Ok(elements.clone());
+            let rs = linerate_firewall::read::parse_with(json, &|_| None, Some(&source)).unwrap();
+            let (c, why) = Compiled::new(1, &rs, BTreeMap::new());
+            assert_eq!(why, [None, None]);
+            c
+        };
+        // (value, is an end): nft's own shape to start with, a gap marker
+        // at 0 then [10, 19] and [20, 29] adjacent.
+        let mut kernel =
+            BTreeSet::from([(0, true), (10, false), (20, true), (20, false), (30, true)]);
+        let mut c = read(&kernel);
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for generation in 2..400 {
+            let mut batch = Vec::new();
+            for _ in 0..1 + next(3) {
+                let add = kernel.is_empty() || next(2) == 0;
+                let point = if add {
+                    (next(48) as u32, next(2) == 0)
+                } else {
+                    *kernel
+                        .iter()
+                        .nth(next(kernel.len() as u64) as usize)
+                        .unwrap()
+                };
+                if add {
+                    kernel.insert(point);
+                } else {
+                    kernel.remove(&point);
+                }
+                batch.push(crate::nft_elements::ElementChange {
+                    add,
+                    table: TableId {
+                        family: "ip".into(),
+                        name: "f".into(),
+                    },
+                    set: "nets".into(),
+                    elements: vec![raw(point.0, point.1)],
+                });
+            }
+            c.apply_elements(generation, &batch).unwrap();
+            let set = &c.families[0].as_ref().unwrap().filter.sets[0];
+            for x in 0..52u32 {
+                // The rbtree: at one value a start sorts after an end.
+                let kernel_matches = kernel
+                    .iter()
+                    .filter(|(v, _)| *v <= x)
+                    .max_by_key(|(v, end)| (*v, !*end))
+                    .is_some_and(|(_, end)| !end);
+                let in_set = set.elements.keys.iter().any(
+                    |k| matches!(k[..], [Atom::Range(lo, hi)] if (lo..=hi).contains(&(x as u128))),
+                );
+                assert_eq!(
+                    in_set, kernel_matches,
+                    "{x} after {kernel:?}: {:?}",
+                    set.elements.keys
+                );
+                let p = linerate_firewall::Packet {
+                    saddr: x as u128,
+                    l4proto: 17,
+                    ..Default::default()
+                };
+                let reads = &c.families[0].as_ref().unwrap().reads;
+                let want = if kernel_matches { FW_DROP } else { FW_ACCEPT };
+                assert_eq!(
+                    c.slot(&FlowKey::of(&p, reads)).unwrap().verdict,
+                    want,
+                    "{x}"
+                );
+            }
+            let fresh = read(&kernel);
+            assert_eq!(
+                set.elements.keys,
+                fresh.families[0].as_ref().unwrap().filter.sets[0]
+                    .elements
+                    .keys,
+                "in place against read again, after {kernel:?}"
+            );
+        }
     }
 
     #[test]
