@@ -334,7 +334,10 @@ fn a_burst_of_route_changes_reaches_the_fast_path_announced_and_withdrawn() {
     // 5000 a phase.
     assert_eq!(r["notifications_lost"], false, "{r}");
     let read = r["notifications_read"].as_u64().unwrap();
-    assert!((1000..1100).contains(&read), "{read} notifications read: {r}");
+    assert!(
+        (1000..1100).contains(&read),
+        "{read} notifications read: {r}"
+    );
     for phase in ["announce", "withdraw"] {
         assert_eq!(r[phase]["samples"], 500, "{phase}: {r}");
         // A notification may reach it after the injector read its ack.
