@@ -284,20 +284,7 @@ pub struct Overrides {
 /// Why an override is refused: its field in [`Overrides`] and the reason.
 pub type OverrideError = linerate_host::field::FieldError;
 
-/// "FILE:LINE: FIELD: REASON".
-fn at(
-    source: &str,
-    text: &str,
-    span: Range<usize>,
-    field: &str,
-    why: impl std::fmt::Display,
-) -> anyhow::Error {
-    if span.start == 0 && span.end == 0 {
-        return anyhow!("{source}: {field}: {why}");
-    }
-    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-    anyhow!("{source}:{line}: {field}: {why}")
-}
+use linerate_host::field::at;
 
 impl Scenario {
     pub fn builtin() -> Self {
@@ -315,12 +302,7 @@ impl Scenario {
         let f: File = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()
-                .map(|s| {
-                    format!(
-                        ":{}",
-                        text[..s.start.min(text.len())].matches('\n').count() + 1
-                    )
-                })
+                .map(|s| format!(":{}", linerate_host::field::line_of(text, s.start)))
                 .unwrap_or_default();
             anyhow!("{source}{line}: {}", e.message().trim_end())
         })?;

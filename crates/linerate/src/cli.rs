@@ -38,6 +38,10 @@ pub enum Command {
     /// Route with the XDP fast path between these interfaces, mirroring the
     /// kernel's routes and neighbours (Ctrl-C or SIGTERM detaches).
     Route(RouteArgs),
+    /// Check a configuration file for `linerate route` (every value, and
+    /// that its interfaces exist in its namespace) without changing
+    /// anything.
+    CheckConfig(CheckConfigArgs),
     /// Throughput search against a DUT: BSDRP equilibrium, RFC 2544 binary
     /// search, or MLRsearch NDR/PDR.
     Search(SearchArgs),
@@ -78,14 +82,21 @@ pub struct StatsArgs {
 
 #[derive(Args, Debug)]
 pub struct RouteArgs {
+    /// The configuration file (default: /etc/linerate/linerate.toml when
+    /// -i is not given); the flags below override its values.
+    #[arg(long)]
+    pub config: Option<std::path::PathBuf>,
     /// Interfaces to route between, comma-separated (-i eth0,eth1).
-    #[arg(short = 'i', long, value_delimiter = ',', required = true)]
+    #[arg(short = 'i', long, value_delimiter = ',')]
     pub interfaces: Vec<String>,
-    /// native (driver) or generic (skb) XDP.
-    #[arg(long, default_value = "native", value_parser = ["native", "generic"])]
-    pub mode: String,
-    #[command(flatten)]
-    pub fib6: Fib6Arg,
+    /// native (driver) or generic (skb) XDP [default: native].
+    #[arg(long, value_parser = ["native", "generic"])]
+    pub mode: Option<String>,
+    /// IPv6 table layout: wide (24 + 8 bits, a /48 in 4 reads, ~310 MiB
+    /// for a full table) or compact (16 + 4, 9 reads, ~40 MiB) [default:
+    /// wide].
+    #[arg(long = "fib6", value_parser = choice(linerate_fib::Ipv6Layout::CHOICES))]
+    pub fib6: Option<linerate_fib::Ipv6Layout>,
     /// Run inside this network namespace.
     #[arg(long)]
     pub netns: Option<String>,
@@ -95,9 +106,15 @@ pub struct RouteArgs {
     /// The route-following loop's nice value, -20 to 19: ahead of
     /// ordinary processes by default, so a BGP daemon's burst does not
     /// keep it waiting for the CPU (the fast path would use withdrawn
-    /// routes meanwhile).
-    #[arg(long, default_value_t = linerate_router::run::DEFAULT_NICE, allow_negative_numbers = true)]
-    pub nice: i32,
+    /// routes meanwhile) [default: -10].
+    #[arg(long, allow_negative_numbers = true)]
+    pub nice: Option<i32>,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckConfigArgs {
+    /// The file to check [default: /etc/linerate/linerate.toml].
+    pub file: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]

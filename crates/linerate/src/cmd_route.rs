@@ -1,6 +1,6 @@
 //! `linerate route`.
 use crate::cli::RouteArgs;
-use crate::stop;
+use crate::{config, stop};
 use anyhow::Result;
 use linerate_bpf::loader::XdpMode;
 use linerate_router::run::{run as route, RouteOptions};
@@ -27,25 +27,78 @@ pub fn options(
 }
 
 pub fn run(a: RouteArgs) -> Result<()> {
+    // The file, if any, read and checked whole before anything changes.
+    let path = match (&a.config, a.interfaces.is_empty()) {
+        (Some(p), _) => Some(p.clone()),
+        (None, true) if std::path::Path::new(config::DEFAULT_PATH).exists() => {
+            Some(config::DEFAULT_PATH.into())
+        }
+        (None, _) => None,
+    };
+    let loaded = path.as_deref().map(config::Loaded::read).transpose()?;
+    let c = config::merge(
+        loaded.as_ref().map(|l| l.config.clone()),
+        config::Overrides {
+            interfaces: a.interfaces,
+            mode: a.mode,
+            fib6: a.fib6,
+            netns: a.netns,
+            nice: a.nice,
+            quiet: a.quiet,
+        },
+    )?;
     linerate_host::privilege::require_root("linerate route")?;
-    if let Some(ns) = &a.netns {
+    if let Some(ns) = &c.netns {
         linerate_host::netns::enter_for_good(ns)?;
     }
-    let opts = options(
-        &a.interfaces,
-        &a.mode,
-        a.fib6.layout,
-        a.netns.as_deref(),
-        a.nice,
-    );
+    // The file's interfaces, named at their line, when the flags did not
+    // replace them.
+    if let Some(l) = &loaded {
+        if l.config.interfaces == c.interfaces && l.config.netns == c.netns {
+            l.check_interfaces()?;
+        }
+    }
+    let opts = options(&c.interfaces, &c.mode, c.fib6, c.netns.as_deref(), c.nice);
     let ready = AtomicBool::new(false);
-    let quiet = a.quiet;
+    let quiet = c.quiet;
     route(&opts, stop::flag(), &ready, |s| {
         if !quiet {
             println!("{}", s.line());
         }
     })?;
-    eprintln!("linerate route: detached from {}", a.interfaces.join(", "));
+    eprintln!("linerate route: detached from {}", c.interfaces.join(", "));
+    Ok(())
+}
+
+/// `linerate check-config`: the file read and checked as `linerate route`
+/// would, its interfaces looked up in its namespace; nothing changed.
+pub fn check_config(a: crate::cli::CheckConfigArgs) -> Result<()> {
+    let path = a.file.unwrap_or_else(|| config::DEFAULT_PATH.into());
+    let loaded = config::Loaded::read(&path)?;
+    let c = &loaded.config;
+    match &c.netns {
+        Some(ns) => {
+            let _in = linerate_host::netns::NetnsGuard::enter(ns)
+                .map_err(|e| anyhow::anyhow!("{}: netns: {ns}: {e:#}", path.display()))?;
+            loaded.check_interfaces()?;
+        }
+        None => loaded.check_interfaces()?,
+    }
+    println!(
+        "{}: ok: route between {} ({} XDP, IPv6 FIB {}, nice {}{})",
+        path.display(),
+        c.interfaces.join(", "),
+        c.mode,
+        linerate_fib::Ipv6Layout::CHOICES
+            .iter()
+            .find(|(_, l)| *l == c.fib6)
+            .map_or("?", |(n, _)| n),
+        c.nice,
+        c.netns
+            .as_deref()
+            .map(|n| format!(", namespace {n}"))
+            .unwrap_or_default()
+    );
     Ok(())
 }
 

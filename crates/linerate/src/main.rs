@@ -12,6 +12,7 @@ mod cmd_route;
 mod cmd_search;
 mod cmd_traffic;
 mod cmd_trial;
+mod config;
 mod firewall_rules;
 mod route_change;
 mod stop;
@@ -32,6 +33,7 @@ fn main() {
         cli::Command::Bench(b) => cmd_bench::run(b),
         cli::Command::Fib(f) => cmd_fib::run(f),
         cli::Command::Route(r) => cmd_route::run(r),
+        cli::Command::CheckConfig(c) => cmd_route::check_config(c),
         cli::Command::Stats(s) => cmd_route::stats(s),
         cli::Command::Firewall(f) => cmd_firewall::run(f),
         cli::Command::Search(s) => cmd_search::run(s),

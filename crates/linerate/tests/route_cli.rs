@@ -50,8 +50,13 @@ fn dut_xdp() -> Vec<String> {
 }
 
 fn start_route() -> Child {
+    start_route_with(&["route", "--netns", &format!("{LAB}-dut"), "-i", "dut0,dut1"])
+}
+
+/// `linerate route` with `args`, once both interfaces have its program.
+fn start_route_with(args: &[&str]) -> Child {
     let c = Command::new(BIN)
-        .args(["route", "--netns", &format!("{LAB}-dut"), "-i", "dut0,dut1"])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -251,6 +256,108 @@ fn route_forwards_refuses_doubles_and_leaves_the_kernel_forwarding() {
         String::from_utf8_lossy(&o.stderr)
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("detached"));
+    assert!(dut_xdp().is_empty());
+}
+
+/// The configuration file (issue 26): checked whole before anything is
+/// attached, each refusal naming the file, the line and the field, by
+/// `check-config` as by `route --config`; a good one drives the router,
+/// and flags override it.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_config_file_is_checked_whole_and_drives_the_router() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _down = Down;
+    assert!(linerate(&["lab", "up", "--name", LAB]).status.success());
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let ns = format!("{LAB}-dut");
+    let missing = write(
+        "missing.toml",
+        &format!("netns = \"{ns}\"\ninterfaces = [\"dut0\",\n  \"nope0\"]\n"),
+    );
+    let bad_mode = write(
+        "mode.toml",
+        &format!("netns = \"{ns}\"\ninterfaces = [\"dut0\", \"dut1\"]\nmode = \"fast\"\n"),
+    );
+    let good = write(
+        "good.toml",
+        &format!("# the lab's DUT\nnetns = \"{ns}\"\ninterfaces = [\"dut0\", \"dut1\"]\nmode = \"native\"\nquiet = true\n"),
+    );
+    let refused = |args: &[&str], want: &str| {
+        let o = linerate(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}\nwanted: {want}");
+        assert!(dut_xdp().is_empty(), "{args:?} attached: {:?}", dut_xdp());
+    };
+    for args in [
+        vec!["check-config", missing.as_str()],
+        vec!["route", "--config", &missing],
+    ] {
+        refused(
+            &args,
+            &format!("{missing}:3: interfaces: nope0 does not exist in namespace {ns}"),
+        );
+    }
+    for args in [
+        vec!["check-config", bad_mode.as_str()],
+        vec!["route", "--config", &bad_mode],
+    ] {
+        refused(
+            &args,
+            &format!("{bad_mode}:3: mode: must be \"native\" or \"generic\", got \"fast\""),
+        );
+    }
+    // A flag replaces the file's interfaces, and is checked as a flag.
+    refused(
+        &["route", "--config", &good, "-i", "dut0,nope0"],
+        "-i: interface nope0 does not exist",
+    );
+    let o = linerate(&["check-config", &good]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("ok: route between dut0, dut1 (native XDP"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    // The good file drives the router (quiet: no per-second lines; a flag
+    // would have been needed before).
+    let route = start_route_with(&["route", "--config", &good, "--nice", "-5"]);
+    assert!(ping_through(), "ping through the fast path the file set up");
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", route.id())).unwrap();
+    let nice: i32 = stat
+        .rsplit(')')
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(16)
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(nice, -5, "the flag's nice over the default: {stat}");
+    std::thread::sleep(Duration::from_millis(1200));
+    // SAFETY: sending a signal to our child.
+    unsafe { libc::kill(route.id() as i32, libc::SIGTERM) };
+    let o = route.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        o.stdout.is_empty(),
+        "quiet = true: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     assert!(dut_xdp().is_empty());
 }
 

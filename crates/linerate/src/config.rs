@@ -1,0 +1,355 @@
+//! The router's configuration file (issue 26): `/etc/linerate/linerate.toml`,
+//! or `linerate route --config FILE`; `linerate check-config FILE` checks one
+//! without touching anything. Read and checked whole before anything is
+//! attached: an unknown key, a bad value or an interface the router's
+//! namespace does not have is refused with the file, the line and the
+//! field. Flags given on the command line override the file's values.
+use anyhow::{anyhow, bail, Result};
+use linerate_fib::Ipv6Layout;
+use linerate_host::field::{at, line_of};
+use serde::Deserialize;
+use std::ops::Range;
+use std::path::Path;
+use toml::Spanned;
+
+/// Where `linerate route` looks when given neither `-i` nor `--config`.
+pub const DEFAULT_PATH: &str = "/etc/linerate/linerate.toml";
+
+/// The file as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    interfaces: Option<Spanned<Vec<Spanned<String>>>>,
+    mode: Option<Spanned<String>>,
+    fib6: Option<Spanned<String>>,
+    netns: Option<Spanned<String>>,
+    nice: Option<Spanned<i64>>,
+    quiet: Option<bool>,
+}
+
+/// What `linerate route` runs with, from the file, the flags or both.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteConfig {
+    pub interfaces: Vec<String>,
+    /// "native" or "generic".
+    pub mode: String,
+    pub fib6: Ipv6Layout,
+    pub netns: Option<String>,
+    pub nice: i32,
+    pub quiet: bool,
+}
+
+/// A file read and its values checked; the interfaces' places kept for
+/// [`Loaded::check_interfaces`].
+pub struct Loaded {
+    pub config: RouteConfig,
+    source: String,
+    text: String,
+    interface_spans: Vec<Range<usize>>,
+}
+
+impl Loaded {
+    pub fn read(path: &Path) -> Result<Loaded> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| anyhow!("config {}: {e}", path.display()))?;
+        Loaded::parse(&path.display().to_string(), &text)
+    }
+
+    /// Parses and checks `text`; `source` names it in errors.
+    pub fn parse(source: &str, text: &str) -> Result<Loaded> {
+        let f: File = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| format!(":{}", line_of(text, s.start)))
+                .unwrap_or_default();
+            anyhow!("{source}{line}: {}", e.message().trim_end())
+        })?;
+        let err = |span: Range<usize>, field: &str, why: String| at(source, text, span, field, why);
+        let Some(list) = f.interfaces else {
+            return Err(err(
+                0..0,
+                "interfaces",
+                "missing: the interfaces to route between".into(),
+            ));
+        };
+        let list_span = list.span();
+        let list = list.into_inner();
+        if list.is_empty() {
+            return Err(err(
+                list_span,
+                "interfaces",
+                "empty: give the interfaces to route between".into(),
+            ));
+        }
+        let mut interfaces = Vec::new();
+        let mut interface_spans = Vec::new();
+        for name in list {
+            let span = name.span();
+            let name = name.into_inner();
+            if let Err(why) = interface_name(&name) {
+                return Err(err(span, "interfaces", why));
+            }
+            if interfaces.contains(&name) {
+                return Err(err(span, "interfaces", format!("{name} is listed twice")));
+            }
+            interfaces.push(name);
+            interface_spans.push(span);
+        }
+        let mode = match f.mode {
+            None => "native".to_string(),
+            Some(m) if matches!(m.get_ref().as_str(), "native" | "generic") => m.into_inner(),
+            Some(m) => {
+                return Err(err(
+                    m.span(),
+                    "mode",
+                    format!("must be \"native\" or \"generic\", got {:?}", m.get_ref()),
+                ))
+            }
+        };
+        let fib6 = match f.fib6 {
+            None => Ipv6Layout::default(),
+            Some(l) => Ipv6Layout::CHOICES
+                .iter()
+                .find(|(name, _)| name == l.get_ref())
+                .map(|(_, v)| *v)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = Ipv6Layout::CHOICES.iter().map(|c| c.0).collect();
+                    err(
+                        l.span(),
+                        "fib6",
+                        format!("must be one of {}, got {:?}", names.join(", "), l.get_ref()),
+                    )
+                })?,
+        };
+        let netns = match f.netns {
+            None => None,
+            Some(n) if n.get_ref().is_empty() || n.get_ref().contains('/') => {
+                return Err(err(
+                    n.span(),
+                    "netns",
+                    format!("not a namespace name: {:?}", n.get_ref()),
+                ))
+            }
+            Some(n) => Some(n.into_inner()),
+        };
+        let nice = match f.nice {
+            None => linerate_router::run::DEFAULT_NICE,
+            Some(n) if (-20..=19).contains(n.get_ref()) => *n.get_ref() as i32,
+            Some(n) => {
+                return Err(err(
+                    n.span(),
+                    "nice",
+                    format!("must be -20 to 19, got {}", n.get_ref()),
+                ))
+            }
+        };
+        Ok(Loaded {
+            config: RouteConfig {
+                interfaces,
+                mode,
+                fib6,
+                netns,
+                nice,
+                quiet: f.quiet.unwrap_or(false),
+            },
+            source: source.to_string(),
+            text: text.to_string(),
+            interface_spans,
+        })
+    }
+
+    /// Each interface the file names exists in the calling thread's
+    /// namespace (the router's, once it is in it).
+    pub fn check_interfaces(&self) -> Result<()> {
+        for (name, span) in self.config.interfaces.iter().zip(&self.interface_spans) {
+            if linerate_bpf::loader::ifindex(name).is_err() {
+                let place = match &self.config.netns {
+                    Some(ns) => format!("in namespace {ns}"),
+                    None => "here".to_string(),
+                };
+                return Err(at(
+                    &self.source,
+                    &self.text,
+                    span.clone(),
+                    "interfaces",
+                    format!("{name} does not exist {place}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A name the kernel could give an interface.
+fn interface_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 15 {
+        return Err(format!("{name:?}: an interface name is 1 to 15 bytes"));
+    }
+    if name.contains(['/', ' ', ':']) || name == "." || name == ".." {
+        return Err(format!("{name:?} is not an interface name"));
+    }
+    Ok(())
+}
+
+/// The flags of `linerate route` that override the file (None: not given).
+#[derive(Default)]
+pub struct Overrides {
+    pub interfaces: Vec<String>,
+    pub mode: Option<String>,
+    pub fib6: Option<Ipv6Layout>,
+    pub netns: Option<String>,
+    pub nice: Option<i32>,
+    pub quiet: bool,
+}
+
+/// The file's configuration with the flags given on top; without a file,
+/// the flags and the defaults (then `-i` is needed).
+pub fn merge(file: Option<RouteConfig>, flags: Overrides) -> Result<RouteConfig> {
+    let base = match file {
+        Some(c) => c,
+        None => {
+            if flags.interfaces.is_empty() {
+                bail!(
+                    "-i: give the interfaces to route between (-i eth0,eth1), or a configuration file (--config FILE, or {DEFAULT_PATH})"
+                );
+            }
+            RouteConfig {
+                interfaces: Vec::new(),
+                mode: "native".into(),
+                fib6: Ipv6Layout::default(),
+                netns: None,
+                nice: linerate_router::run::DEFAULT_NICE,
+                quiet: false,
+            }
+        }
+    };
+    Ok(RouteConfig {
+        interfaces: if flags.interfaces.is_empty() {
+            base.interfaces
+        } else {
+            flags.interfaces
+        },
+        mode: flags.mode.unwrap_or(base.mode),
+        fib6: flags.fib6.unwrap_or(base.fib6),
+        netns: flags.netns.or(base.netns),
+        nice: flags.nice.unwrap_or(base.nice),
+        quiet: flags.quiet || base.quiet,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"# a router between two links
+interfaces = ["eth0", "eth1"]
+mode = "generic"
+fib6 = "compact"
+netns = "edge"
+nice = -5
+quiet = true
+"#;
+
+    #[test]
+    fn a_whole_file_is_read() {
+        let c = Loaded::parse("f.toml", GOOD).unwrap().config;
+        assert_eq!(
+            c,
+            RouteConfig {
+                interfaces: vec!["eth0".into(), "eth1".into()],
+                mode: "generic".into(),
+                fib6: Ipv6Layout::Compact,
+                netns: Some("edge".into()),
+                nice: -5,
+                quiet: true,
+            }
+        );
+        // Only the interfaces are needed.
+        let c = Loaded::parse("f.toml", "interfaces = [\"a\"]\n")
+            .unwrap()
+            .config;
+        assert_eq!(
+            (c.mode.as_str(), c.fib6, c.nice),
+            ("native", Ipv6Layout::default(), -10)
+        );
+    }
+
+    #[test]
+    fn refusals_name_the_file_line_and_field() {
+        let refused = |text: &str| {
+            Loaded::parse("/etc/l.toml", text)
+                .err()
+                .unwrap()
+                .to_string()
+        };
+        assert_eq!(
+            refused("interfaces = [\"a\"]\nmode = \"fast\"\n"),
+            "/etc/l.toml:2: mode: must be \"native\" or \"generic\", got \"fast\""
+        );
+        let e = refused("interfaces = [\"a\"]\nspeed = 3\n");
+        assert!(e.starts_with("/etc/l.toml:2: unknown field `speed`"), "{e}");
+        assert_eq!(
+            refused("mode = \"native\"\n"),
+            "/etc/l.toml: interfaces: missing: the interfaces to route between"
+        );
+        assert_eq!(
+            refused("interfaces = []\n"),
+            "/etc/l.toml:1: interfaces: empty: give the interfaces to route between"
+        );
+        assert_eq!(
+            refused("interfaces = [\n \"a\",\n \"a\"]\n"),
+            "/etc/l.toml:3: interfaces: a is listed twice"
+        );
+        let e = refused("interfaces = [\"a\", \"an-interface-name-too-long\"]\n");
+        assert!(
+            e.starts_with("/etc/l.toml:1: interfaces: \"an-interface"),
+            "{e}"
+        );
+        assert_eq!(
+            refused("interfaces = [\"a\"]\n\nnice = 40\n"),
+            "/etc/l.toml:3: nice: must be -20 to 19, got 40"
+        );
+        let e = refused("interfaces = [\"a\"]\nfib6 = \"narrow\"\n");
+        assert!(
+            e.starts_with("/etc/l.toml:2: fib6: must be one of wide, compact"),
+            "{e}"
+        );
+        let e = refused("interfaces = [\"a\"]\nnice = \"low\"\n");
+        assert!(e.starts_with("/etc/l.toml:2: "), "{e}");
+        let e = refused("interfaces = [\"a\"\n");
+        assert!(e.starts_with("/etc/l.toml:"), "{e}");
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let file = Loaded::parse("f", GOOD).unwrap().config;
+        let c = merge(
+            Some(file.clone()),
+            Overrides {
+                interfaces: vec!["x0".into()],
+                nice: Some(0),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (c.interfaces, c.nice, c.mode),
+            (vec!["x0".to_string()], 0, "generic".into())
+        );
+        assert_eq!(
+            merge(Some(file.clone()), Overrides::default()).unwrap(),
+            file
+        );
+        let e = merge(None, Overrides::default()).unwrap_err().to_string();
+        assert!(e.starts_with("-i: give the interfaces"), "{e}");
+        let c = merge(
+            None,
+            Overrides {
+                interfaces: vec!["x0".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!((c.mode.as_str(), c.nice), ("native", -10));
+    }
+}
