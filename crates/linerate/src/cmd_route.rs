@@ -4,7 +4,7 @@ use crate::{config, stop};
 use anyhow::Result;
 use linerate_bpf::loader::XdpMode;
 use linerate_router::run::{run as route, RouteOptions};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 pub fn options(
     interfaces: &[String],
@@ -59,15 +59,41 @@ pub fn run(a: RouteArgs) -> Result<()> {
         }
     }
     let opts = options(&c.interfaces, &c.mode, c.fib6, c.netns.as_deref(), c.nice);
-    let ready = AtomicBool::new(false);
+    let (ready, done) = (AtomicBool::new(false), AtomicBool::new(false));
     let quiet = c.quiet;
-    route(&opts, stop::flag(), &ready, |s| {
-        if !quiet {
-            println!("{}", s.line());
-        }
-    })?;
+    let routed = std::thread::scope(|s| {
+        s.spawn(|| tell_service_manager_when(&ready, &done, &c.interfaces));
+        let r = route(&opts, stop::flag(), &ready, |s| {
+            if !quiet {
+                println!("{}", s.line());
+            }
+        });
+        done.store(true, Ordering::SeqCst);
+        r
+    });
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+    routed?;
     eprintln!("linerate route: detached from {}", c.interfaces.join(", "));
     Ok(())
+}
+
+/// Under systemd (`Type=notify`, NOTIFY_SOCKET set): says READY=1 once the
+/// router is attached and has mirrored the kernel's tables, or nothing if
+/// it ends first. Without NOTIFY_SOCKET, a no-op.
+fn tell_service_manager_when(ready: &AtomicBool, done: &AtomicBool, interfaces: &[String]) {
+    while !done.load(Ordering::SeqCst) {
+        if ready.load(Ordering::SeqCst) {
+            let status = format!("routing between {}", interfaces.join(", "));
+            if let Err(e) = sd_notify::notify(&[
+                sd_notify::NotifyState::Ready,
+                sd_notify::NotifyState::Status(&status),
+            ]) {
+                eprintln!("linerate route: cannot tell the service manager it is ready: {e}");
+            }
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// `linerate check-config`: the file read and checked as `linerate route`

@@ -361,6 +361,118 @@ fn a_config_file_is_checked_whole_and_drives_the_router() {
     assert!(dut_xdp().is_empty());
 }
 
+/// The systemd unit shipped (packaging/linerate.service): systemd-analyze
+/// verifies it, and the router runs as it would run it: with only the
+/// unit's capabilities (setpriv's bounding set from the unit's
+/// CapabilityBoundingSet, inside the DUT's namespace), telling the service
+/// manager READY=1 (Type=notify) once attached and not before.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn the_service_unit_verifies_and_its_router_runs_with_its_capabilities() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _down = Down;
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../packaging/linerate.service"
+    ))
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // Verified as installed, with the binary where the test has it.
+    let installed = dir.path().join("linerate.service");
+    std::fs::write(&installed, unit.replace("/usr/bin/linerate", BIN)).unwrap();
+    let v = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&installed)
+        .output()
+        .expect("systemd-analyze (Debian's systemd)");
+    let said = String::from_utf8_lossy(&v.stderr);
+    assert!(
+        v.status.success() && !said.contains("linerate.service"),
+        "systemd-analyze verify: {said}"
+    );
+    let caps: Vec<String> = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+        .expect("the unit bounds its capabilities")
+        .split_whitespace()
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect();
+    assert!(!caps.iter().any(|c| c == "+sys_admin"), "{caps:?}");
+
+    assert!(linerate(&["lab", "up", "--name", LAB]).status.success());
+    let config = dir.path().join("linerate.toml");
+    std::fs::write(&config, "interfaces = [\"dut0\", \"dut1\"]\n").unwrap();
+    let notify = dir.path().join("notify");
+    let sock = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let ns = format!("{LAB}-dut");
+    let bounding = format!("-all,{}", caps.join(","));
+    let config = config.display().to_string();
+    let mut route = Command::new("ip")
+        .args(["netns", "exec", &ns, "setpriv", "--bounding-set", &bounding])
+        .args([
+            "--inh-caps",
+            "-all",
+            "--",
+            BIN,
+            "route",
+            "--config",
+            &config,
+        ])
+        .env("NOTIFY_SOCKET", &notify)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let mut buf = [0u8; 512];
+    let said = loop {
+        if let Ok(n) = sock.recv(&mut buf) {
+            // Attached by the time it says so.
+            let xdp = dut_xdp();
+            break (String::from_utf8_lossy(&buf[..n]).to_string(), xdp);
+        }
+        if let Ok(Some(status)) = route.try_wait() {
+            let mut err = String::new();
+            route
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("the router ended ({status}) under {bounding}: {err}");
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "no READY=1");
+    };
+    assert!(said.0.contains("READY=1"), "{said:?}");
+    assert!(
+        said.0.contains("STATUS=routing between dut0, dut1"),
+        "{said:?}"
+    );
+    assert_eq!(said.1, ["router", "router"], "READY=1 before attaching");
+    assert!(
+        ping_through(),
+        "ping through the fast path, capabilities bounded"
+    );
+    // Its nice was set (CAP_SYS_NICE), not refused.
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: sending a signal to our child (ip, which passes it on as
+    // the router's process: `ip netns exec` execs).
+    unsafe { libc::kill(route.id() as i32, libc::SIGTERM) };
+    let o = route.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("could not set nice"), "{err}");
+    let mut buf = [0u8; 512];
+    let n = sock.recv(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1"));
+    assert!(dut_xdp().is_empty());
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "privileged"),
