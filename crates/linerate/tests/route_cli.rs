@@ -53,6 +53,22 @@ fn start_route() -> Child {
     start_route_with(&["route", "--netns", &format!("{LAB}-dut"), "-i", "dut0,dut1"])
 }
 
+/// SIGTERM to a running `linerate route`: it exits 0 and its programs
+/// are gone.
+fn detach(route: Child) -> Output {
+    // SAFETY: sending a signal to our child.
+    unsafe { libc::kill(route.id() as i32, libc::SIGTERM) };
+    let o = route.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(dut_xdp().is_empty(), "detached: {:?}", dut_xdp());
+    o
+}
+
 /// `linerate route` with `args`, once both interfaces have its program.
 fn start_route_with(args: &[&str]) -> Child {
     let c = Command::new(BIN)
@@ -246,17 +262,8 @@ fn route_forwards_refuses_doubles_and_leaves_the_kernel_forwarding() {
         ping_through(),
         "ping (ICMP to a neighbour) through the fast path"
     );
-    // SAFETY: sending a signal to our child.
-    unsafe { libc::kill(route.id() as i32, libc::SIGTERM) };
-    let o = route.wait_with_output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = detach(route);
     assert!(String::from_utf8_lossy(&o.stderr).contains("detached"));
-    assert!(dut_xdp().is_empty());
 }
 
 /// The configuration file (issue 26): checked whole before anything is
@@ -344,21 +351,12 @@ fn a_config_file_is_checked_whole_and_drives_the_router() {
         .unwrap();
     assert_eq!(nice, -5, "the flag's nice over the default: {stat}");
     std::thread::sleep(Duration::from_millis(1200));
-    // SAFETY: sending a signal to our child.
-    unsafe { libc::kill(route.id() as i32, libc::SIGTERM) };
-    let o = route.wait_with_output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let o = detach(route);
     assert!(
         o.stdout.is_empty(),
         "quiet = true: {}",
         String::from_utf8_lossy(&o.stdout)
     );
-    assert!(dut_xdp().is_empty());
 }
 
 /// The systemd unit shipped (packaging/linerate.service): systemd-analyze
@@ -460,17 +458,13 @@ fn the_service_unit_verifies_and_its_router_runs_with_its_capabilities() {
     );
     // Its nice was set (CAP_SYS_NICE), not refused.
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: sending a signal to our child (ip, which passes it on as
-    // the router's process: `ip netns exec` execs).
-    unsafe { libc::kill(route.id() as i32, libc::SIGTERM) };
-    let o = route.wait_with_output().unwrap();
+    // (`ip netns exec` execs: the child is the router.)
+    let o = detach(route);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(!err.contains("could not set nice"), "{err}");
     let mut buf = [0u8; 512];
     let n = sock.recv(&mut buf).unwrap();
     assert!(String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1"));
-    assert!(dut_xdp().is_empty());
 }
 
 #[test]
