@@ -38,6 +38,12 @@ if ! command -v cargo >/dev/null 2>&1; then
     }
 fi
 
+# cargo-deb builds the Debian package (crates/linerate/tests/package_cli.rs).
+if ! PATH="$HOME/.cargo/bin:$PATH" command -v cargo-deb >/dev/null 2>&1; then
+    echo "setup: installing cargo-deb"
+    PATH="$HOME/.cargo/bin:$PATH" cargo install --quiet --locked cargo-deb@3.8.0
+fi
+
 # FD.io CSIT's MLRsearch, the oracle of linerate's (scripts/csit-mlrsearch.py,
 # crates/linerate/tests/csit_oracle.rs), in a venv of Debian's Python.
 cd "$(dirname "$0")/.."
