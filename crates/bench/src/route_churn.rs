@@ -19,7 +19,7 @@
 //! the router at nice -10 and the kernel's route work) stamps late, and a
 //! late stamp is a wrong lag. Overflows: the router's resyncs (the kernel's notifications
 //! overflowed its socket).
-use crate::bgp::monitor::{self, Heard};
+use crate::bgp::monitor::{self, Listener, Priority};
 use crate::follow::{
     frame_to, kernel_fib_kb, lab_with_fixed_receiver, resident_kb, slab_kb, Lag, RouterThread,
 };
@@ -39,7 +39,6 @@ use netlink_packet_route::route::{
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use serde::Serialize;
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -401,84 +400,6 @@ struct Probed {
     heard: usize,
 }
 
-/// A listener on the DUT's route notifications, stamping the first
-/// change of each sampled route in each phase (announce 0, withdraw 1).
-/// Dropped, it stops (an error mid-run leaves no thread listening).
-struct Listener {
-    heard: Arc<Heard>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Result<()>>>,
-}
-
-impl Listener {
-    fn start(
-        netns: &str,
-        routes: usize,
-        step: usize,
-        sampled: &[usize],
-        cpu: Option<usize>,
-    ) -> Result<Listener> {
-        let filter = sampled_only(routes, step);
-        let heard = Arc::new(Heard::new(2, sampled.len()));
-        let index: HashMap<(IpAddr, u8), usize> = sampled
-            .iter()
-            .enumerate()
-            .map(|(s, &i)| ((IpAddr::V4(prefix(i)), 24), s))
-            .collect();
-        let (stop, ready) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicBool::new(false)),
-        );
-        let thread = {
-            let (ns, heard, stop, ready) = (
-                netns.to_string(),
-                heard.clone(),
-                stop.clone(),
-                ready.clone(),
-            );
-            std::thread::spawn(move || -> Result<()> {
-                let r = (|| {
-                    linerate_host::netns::enter_for_good(&ns)?;
-                    if let Some(c) = cpu {
-                        linerate_host::cpu::pin(0, c)?;
-                    }
-                    run_first();
-                    monitor::listen(&heard, &index, &[true, false], Some(&filter), &ready, &stop)
-                })();
-                ready.store(true, Ordering::SeqCst);
-                r
-            })
-        };
-        while !ready.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        Ok(Listener {
-            heard,
-            stop,
-            thread: Some(thread),
-        })
-    }
-
-    /// Stops it; whether its socket overflowed, and what it read.
-    fn stop(mut self) -> Result<(bool, u64)> {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(t) = self.thread.take() {
-            t.join()
-                .map_err(|_| anyhow!("the route listener panicked"))??;
-        }
-        Ok((
-            self.heard.lost.load(Ordering::SeqCst),
-            self.heard.read.load(Ordering::SeqCst),
-        ))
-    }
-}
-
-impl Drop for Listener {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
-
 /// A classic BPF filter for the listener's socket that keeps the
 /// notifications of sampled routes (route i < `routes` with i % `step` ==
 /// 0) and drops the other /24s of IPv4: woken at 45k notifications a
@@ -532,20 +453,6 @@ fn sampled_only(routes: usize, step: usize) -> Vec<libc::sock_filter> {
     ]
 }
 
-/// Makes the calling thread SCHED_FIFO (the lowest real-time priority):
-/// it wakes from its sleeps when due, not when the router and the kernel's
-/// route work leave it a turn. Says so and goes on if refused.
-fn run_first() {
-    let p = libc::sched_param { sched_priority: 1 };
-    // SAFETY: sets the calling thread's policy; `p` outlives the call.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
-        eprintln!(
-            "bench route-churn: a measuring thread stays SCHED_OTHER: {}",
-            std::io::Error::last_os_error()
-        );
-    }
-}
-
 /// Runs the bench; `say` gets a line for each phase as it ends.
 pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Result<Report> {
     o.check()?;
@@ -588,7 +495,18 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
         let other_cpu = o.router_cpu.map(|c| (c + 1) % linerate_host::cpu::online());
         // The bench's own buffers and threads first: the baseline includes
         // them.
-        let listener = Listener::start(&ns.dut, o.routes, step, &sampled, other_cpu)?;
+        let listener = Listener::start(
+            &ns.dut,
+            sampled
+                .iter()
+                .enumerate()
+                .map(|(s, &i)| ((IpAddr::V4(prefix(i)), 24), s))
+                .collect(),
+            vec![true, false],
+            Some(sampled_only(o.routes, step)),
+            Priority::First,
+            other_cpu,
+        )?;
         let mut acks: Vec<Arc<Vec<AtomicU64>>> = (0..2)
             .map(|_| Arc::new((0..o.routes).map(|_| AtomicU64::new(0)).collect()))
             .collect();
@@ -616,7 +534,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
                     if let Some(c) = other_cpu {
                         linerate_host::cpu::pin(0, c)?;
                     }
-                    run_first();
+                    monitor::run_first();
                     let ingress = loader::ifindex(&ifname)?;
                     let prog = loader::attached_xdp_program(ingress)?;
                     let want = if announce {
@@ -699,7 +617,11 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
         // The router reports its resyncs once a second.
         std::thread::sleep(Duration::from_millis(1100));
         let all: Vec<u64> = phases.iter().flat_map(|p| p.1.iter().copied()).collect();
-        let (notifications_lost, notifications_read) = listener.stop()?;
+        let heard = listener.stop()?;
+        let (notifications_lost, notifications_read) = (
+            heard.lost.load(Ordering::SeqCst),
+            heard.read.load(Ordering::SeqCst),
+        );
         let mut phases = phases.into_iter().map(|p| p.0);
         Ok(Report {
             notifications_lost,

@@ -25,7 +25,7 @@ use linerate_lab::Lab;
 use linerate_traffic::frame::parse_mac;
 use linerate_traffic::measure::{run_trial, TrialSetup};
 use linerate_traffic::profile::{Family, Profile, Sender};
-use monitor::Heard;
+use monitor::{Listener, Priority};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -384,30 +384,15 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
             .map(|p| frame_to(host_in(p.0)))
             .collect::<Result<_>>()?,
     );
-    let heard = Arc::new(Heard::new(PHASES.len(), prefixes.len()));
-    let listener_stop = Arc::new(AtomicBool::new(false));
-    let listening = Arc::new(AtomicBool::new(false));
-    let listener = {
-        let (ns, heard, stop, ready) = (
-            ns.dut.clone(),
-            heard.clone(),
-            listener_stop.clone(),
-            listening.clone(),
-        );
-        let adds: Vec<bool> = PHASES.iter().map(|p| p.1).collect();
-        std::thread::spawn(move || -> Result<()> {
-            linerate_host::netns::enter_for_good(&ns)?;
-            if let Some(c) = other_cpu {
-                linerate_host::cpu::pin(0, c)?;
-            }
-            let r = monitor::listen(&heard, &index, &adds, None, &ready, &stop);
-            ready.store(true, Ordering::SeqCst);
-            r
-        })
-    };
-    while !listening.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let listener = Listener::start(
+        &ns.dut,
+        index,
+        PHASES.iter().map(|p| p.1).collect(),
+        None,
+        Priority::Ordinary,
+        other_cpu,
+    )?;
+    let heard = listener.heard.clone();
 
     let result = (|| -> Result<Report> {
         let mut speaker = daemons::start_speaker(o.speaker, &ns.dut, dir.path())?;
@@ -573,10 +558,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
             phases,
         })
     })();
-    listener_stop.store(true, Ordering::SeqCst);
-    let listened = listener
-        .join()
-        .map_err(|_| anyhow!("the listener panicked"))?;
+    let listened = listener.stop();
     let stopped = router.stop();
     drop(teardown);
     let report = result.context(format!("bench bgp with {}", o.speaker.name()))?;

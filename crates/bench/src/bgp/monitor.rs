@@ -16,6 +16,7 @@ use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 const RTMGRP_IPV4_ROUTE: u32 = 0x40;
@@ -170,6 +171,104 @@ pub fn listen(
         }
     }
     Ok(())
+}
+
+/// How the listener's thread is scheduled.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// An ordinary thread.
+    Ordinary,
+    /// SCHED_FIFO ([`run_first`]): it stamps a change when the kernel
+    /// queues it, not when the router and the kernel's route work leave it
+    /// a turn (then give it a `filter`, or it takes a core's share).
+    First,
+}
+
+/// [`listen`] on a thread of its own in a namespace, ready once started.
+/// Dropped, it stops (an error mid-run leaves no thread listening).
+pub struct Listener {
+    pub heard: Arc<Heard>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+impl Listener {
+    /// Listens in `netns` (pinned to `cpu` if given) for the samples of
+    /// `index`, phase kinds `adds`.
+    pub fn start(
+        netns: &str,
+        index: HashMap<(IpAddr, u8), usize>,
+        adds: Vec<bool>,
+        filter: Option<Vec<libc::sock_filter>>,
+        priority: Priority,
+        cpu: Option<usize>,
+    ) -> Result<Listener> {
+        let heard = Arc::new(Heard::new(adds.len(), index.len()));
+        let (stop, ready) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let thread = {
+            let (ns, heard, stop, ready) = (
+                netns.to_string(),
+                heard.clone(),
+                stop.clone(),
+                ready.clone(),
+            );
+            std::thread::spawn(move || -> Result<()> {
+                let r = (|| {
+                    linerate_host::netns::enter_for_good(&ns)?;
+                    if let Some(c) = cpu {
+                        linerate_host::cpu::pin(0, c)?;
+                    }
+                    if priority == Priority::First {
+                        run_first();
+                    }
+                    listen(&heard, &index, &adds, filter.as_deref(), &ready, &stop)
+                })();
+                ready.store(true, Ordering::SeqCst);
+                r
+            })
+        };
+        while !ready.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(Listener {
+            heard,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops it: what it heard, or why it failed.
+    pub fn stop(mut self) -> Result<Arc<Heard>> {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join()
+                .map_err(|_| anyhow::anyhow!("the route listener panicked"))??;
+        }
+        Ok(self.heard.clone())
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Makes the calling thread SCHED_FIFO (the lowest real-time priority):
+/// it wakes from its sleeps when due, not when the router and the kernel's
+/// route work leave it a turn. Says so and goes on if refused.
+pub fn run_first() {
+    let p = libc::sched_param { sched_priority: 1 };
+    // SAFETY: sets the calling thread's policy; `p` outlives the call.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+        eprintln!(
+            "a measuring thread stays SCHED_OTHER: {}",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 fn attach_filter(sock: &Socket, f: &[libc::sock_filter]) -> Result<()> {
