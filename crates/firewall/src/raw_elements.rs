@@ -151,17 +151,7 @@ pub fn decode(
     if key.len() != 1 {
         bail!("interval boundaries for a concatenation");
     }
-    let mut points = Boundaries::new();
-    for e in raw {
-        let (v, end) = boundary(key, e)?;
-        points.insert(
-            Boundary {
-                value: v,
-                start: !end,
-            },
-            e.verdict.clone(),
-        );
-    }
+    let points = boundaries(key, raw, |v| Ok(v.clone()))?;
     Ok(ranges_from(&points, crate::read::width_max(key[0]))?
         .into_iter()
         .map(|(lo, hi, verdict)| (vec![Atom::Range(lo, hi)], verdict))
@@ -181,40 +171,28 @@ pub struct Boundary {
 /// An interval set's boundaries, each start with its verdict (maps).
 pub type Boundaries<V> = std::collections::BTreeMap<Boundary, Option<V>>;
 
+/// A one-field interval set's elements as the kernel's boundaries, each
+/// start's verdict (maps) turned by `verdict`.
+pub fn boundaries<V>(
+    key: &[Field],
+    raw: &[RawElement],
+    mut verdict: impl FnMut(&RawVerdict) -> Result<V>,
+) -> Result<Boundaries<V>> {
+    let mut b = Boundaries::new();
+    for e in raw {
+        let (value, end) = boundary(key, e)?;
+        let v = e.verdict.as_ref().map(&mut verdict).transpose()?;
+        b.insert(Boundary { value, start: !end }, v);
+    }
+    Ok(b)
+}
+
 /// A notified element of a one-field interval set as the boundary it is.
 pub fn boundary(key: &[Field], e: &RawElement) -> Result<(u128, bool)> {
     if e.catchall || e.key_end.is_some() || key.len() != 1 {
         bail!("not an interval boundary");
     }
     Ok((values(key, &e.key)?[0], e.interval_end))
-}
-
-/// The boundaries that make `ranges` (first, last, verdict) of a field
-/// whose greatest value is `max`: the inverse of [`ranges_from`].
-pub fn boundaries_of<V>(
-    ranges: impl IntoIterator<Item = (u128, u128, Option<V>)>,
-    max: u128,
-) -> Boundaries<V> {
-    let mut b = Boundaries::new();
-    for (lo, hi, verdict) in ranges {
-        b.insert(
-            Boundary {
-                value: lo,
-                start: true,
-            },
-            verdict,
-        );
-        if hi < max {
-            b.insert(
-                Boundary {
-                    value: hi + 1,
-                    start: false,
-                },
-                None,
-            );
-        }
-    }
-    b
 }
 
 /// The intervals boundaries make, as the rbtree looks a value up: the

@@ -8,7 +8,7 @@
 //! other family still. What is not understood here is never guessed: the
 //! family (both, for an inet table) is the kernel's, with the table, chain
 //! and handle said.
-use crate::raw_elements::{Boundaries, Boundary, RawElement};
+use crate::raw_elements::RawElement;
 use crate::ruleset::*;
 use crate::symbols::{self, Kind};
 use anyhow::{bail, Context, Result};
@@ -606,9 +606,10 @@ impl<'a> TableReader<'a> {
                 let raw = source(self.table, name)
                     .with_context(|| format!("the elements of set @{name}"))?;
                 if interval && key.len() == 1 && raw.iter().all(|e| e.key_end.is_none()) {
-                    let b = self
-                        .boundaries(key[0], &raw)
-                        .with_context(|| format!("set @{name}"))?;
+                    let b = crate::raw_elements::boundaries(key, &raw, |v| {
+                        crate::raw_elements::action(v, &mut |name| Some(self.chain(name)))
+                    })
+                    .with_context(|| format!("set @{name}"))?;
                     let ranges = crate::raw_elements::ranges_from(&b, width_max(key[0]))?;
                     if map && ranges.iter().any(|r| r.2.is_none()) {
                         bail!("set @{name}: a verdict map's interval without its verdict");
@@ -682,23 +683,6 @@ impl<'a> TableReader<'a> {
             }
         }
         Ok(e)
-    }
-
-    /// A one-field interval set's boundaries as the kernel gave them, each
-    /// start with its verdict (maps).
-    fn boundaries(&mut self, field: Field, raw: &[RawElement]) -> Result<Boundaries<Action>> {
-        let mut b = Boundaries::new();
-        for e in raw {
-            let (value, end) = crate::raw_elements::boundary(&[field], e)?;
-            let verdict = match &e.verdict {
-                Some(v) => Some(crate::raw_elements::action(v, &mut |name| {
-                    Some(self.chain(name))
-                })?),
-                None => None,
-            };
-            b.insert(Boundary { value, start: !end }, verdict);
-        }
-        Ok(b)
     }
 
     /// Elements the kernel gave (crate::raw_elements).
