@@ -13,7 +13,8 @@ PACKAGES=(clang clang-19 llvm libbpf-dev libelf-dev zlib1g-dev pkg-config make g
           iproute2 ethtool iputils-ping procps util-linux linux-libc-dev
           nftables iptables fonts-dejavu-core python3-venv
           bird2 frr
-          systemd)  # systemd-analyze verifies the service unit
+          systemd     # systemd-analyze verifies the service unit
+          prometheus) # promtool checks the metrics' exposition
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup: run as root (apt-get, network namespaces and BPF need it)" >&2

@@ -82,6 +82,7 @@ impl RouterThread {
             ipv6: linerate_fib::Ipv6Layout::default(),
             record: record.to_string(),
             nice: linerate_router::run::DEFAULT_NICE,
+            status: Default::default(),
         };
         let handle = {
             let (ns, stop, ready, resyncs) = (

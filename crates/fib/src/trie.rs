@@ -803,6 +803,13 @@ impl<K: Key> Fib<K> {
         }
     }
 
+    /// Bytes of entries the fast path reads (root, shortcut, groups in
+    /// use): [`Stats::fast_path_bytes`] without the walk over the groups.
+    pub fn fast_path_bytes(&self) -> u64 {
+        (self.root.len() + self.shortcut.len()) as u64 * 4
+            + self.groups_in_use() as u64 * (self.group_size() * 4) as u64
+    }
+
     /// Depth, fill and memory, like Linux's fib_triestat.
     pub fn stats(&self) -> Stats {
         let by_len: Vec<(u8, u32)> = self
@@ -855,8 +862,7 @@ impl<K: Key> Fib<K> {
                 })
                 .collect(),
             shortcut_slots: (self.shortcut.len() / shortcut::WORDS) as u64,
-            fast_path_bytes: (self.root.len() + self.shortcut.len()) as u64 * 4
-                + in_use as u64 * gbytes,
+            fast_path_bytes: self.fast_path_bytes(),
             map_bytes: (self.root.len() + self.shortcut.len()) as u64 * 4
                 + self.shape.groups as u64 * gbytes,
             control_bytes: self.root_owner.len() as u64

@@ -134,6 +134,7 @@ fn start_linerate(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding> {
                 interfaces: ifs,
                 mode: linerate_bpf::loader::XdpMode::Native,
                 nice: linerate_router::run::DEFAULT_NICE,
+                status: Default::default(),
             },
             stop,
             ready,

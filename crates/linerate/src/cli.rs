@@ -109,6 +109,10 @@ pub struct RouteArgs {
     /// routes meanwhile) [default: -10].
     #[arg(long, allow_negative_numbers = true)]
     pub nice: Option<i32>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (ADDR: an IP
+    /// address and port, 127.0.0.1:9417).
+    #[arg(long, value_name = "ADDR", value_parser = crate::config::metrics_address)]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(Args, Debug)]

@@ -3,6 +3,7 @@ use crate::cli::RouteArgs;
 use crate::{config, stop};
 use anyhow::Result;
 use linerate_bpf::loader::XdpMode;
+use linerate_router::metrics::MetricsServer;
 use linerate_router::run::{run as route, RouteOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -15,6 +16,7 @@ pub fn options(
 ) -> RouteOptions {
     RouteOptions {
         nice,
+        status: Default::default(),
         ipv6,
         record: netns.unwrap_or("default").to_string(),
         interfaces: interfaces.to_vec(),
@@ -45,6 +47,7 @@ pub fn run(a: RouteArgs) -> Result<()> {
             netns: a.netns,
             nice: a.nice,
             quiet: a.quiet,
+            metrics: a.metrics,
         },
     )?;
     linerate_host::privilege::require_root("linerate route")?;
@@ -59,6 +62,15 @@ pub fn run(a: RouteArgs) -> Result<()> {
         }
     }
     let opts = options(&c.interfaces, &c.mode, c.fib6, c.netns.as_deref(), c.nice);
+    // Bound before anything is attached: a taken address is refused with
+    // nothing changed.
+    let _metrics = c
+        .metrics
+        .map(|addr| MetricsServer::bind(addr, &opts.record, opts.status.clone()))
+        .transpose()?;
+    if let Some(m) = &_metrics {
+        eprintln!("linerate route: metrics at http://{}/metrics", m.addr);
+    }
     let (ready, done) = (AtomicBool::new(false), AtomicBool::new(false));
     let quiet = c.quiet;
     let routed = std::thread::scope(|s| {
@@ -111,7 +123,7 @@ pub fn check_config(a: crate::cli::CheckConfigArgs) -> Result<()> {
         None => loaded.check_interfaces()?,
     }
     println!(
-        "{}: ok: route between {} ({} XDP, IPv6 FIB {}, nice {}{})",
+        "{}: ok: route between {} ({} XDP, IPv6 FIB {}, nice {}{}{})",
         path.display(),
         c.interfaces.join(", "),
         c.mode,
@@ -123,6 +135,9 @@ pub fn check_config(a: crate::cli::CheckConfigArgs) -> Result<()> {
         c.netns
             .as_deref()
             .map(|n| format!(", namespace {n}"))
+            .unwrap_or_default(),
+        c.metrics
+            .map(|m| format!(", metrics at http://{m}/metrics"))
             .unwrap_or_default()
     );
     Ok(())

@@ -8,6 +8,7 @@ use anyhow::{anyhow, bail, Result};
 use linerate_fib::Ipv6Layout;
 use linerate_host::field::{at, line_of};
 use serde::Deserialize;
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::Path;
 use toml::Spanned;
@@ -25,6 +26,7 @@ struct File {
     netns: Option<Spanned<String>>,
     nice: Option<Spanned<i64>>,
     quiet: Option<bool>,
+    metrics: Option<Spanned<String>>,
 }
 
 /// What `linerate route` runs with, from the file, the flags or both.
@@ -37,6 +39,8 @@ pub struct RouteConfig {
     pub netns: Option<String>,
     pub nice: i32,
     pub quiet: bool,
+    /// Where to serve the Prometheus metrics (None: not served).
+    pub metrics: Option<SocketAddr>,
 }
 
 /// A file read and its values checked; the interfaces' places kept for
@@ -143,6 +147,12 @@ impl Loaded {
                 ))
             }
         };
+        let metrics = match f.metrics {
+            None => None,
+            Some(m) => {
+                Some(metrics_address(m.get_ref()).map_err(|why| err(m.span(), "metrics", why))?)
+            }
+        };
         Ok(Loaded {
             config: RouteConfig {
                 interfaces,
@@ -151,6 +161,7 @@ impl Loaded {
                 netns,
                 nice,
                 quiet: f.quiet.unwrap_or(false),
+                metrics,
             },
             source: source.to_string(),
             text: text.to_string(),
@@ -191,6 +202,14 @@ fn interface_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// An address and port to serve the metrics on: "127.0.0.1:9417",
+/// "[::1]:9417", "0.0.0.0:9417".
+pub fn metrics_address(text: &str) -> Result<SocketAddr, String> {
+    text.parse().map_err(|_| {
+        format!("{text:?} is not an IP address and port (\"127.0.0.1:9417\", \"[::1]:9417\")")
+    })
+}
+
 /// The flags of `linerate route` that override the file (None: not given).
 #[derive(Default)]
 pub struct Overrides {
@@ -200,6 +219,7 @@ pub struct Overrides {
     pub netns: Option<String>,
     pub nice: Option<i32>,
     pub quiet: bool,
+    pub metrics: Option<SocketAddr>,
 }
 
 /// The file's configuration with the flags given on top; without a file,
@@ -220,6 +240,7 @@ pub fn merge(file: Option<RouteConfig>, flags: Overrides) -> Result<RouteConfig>
                 netns: None,
                 nice: linerate_router::run::DEFAULT_NICE,
                 quiet: false,
+                metrics: None,
             }
         }
     };
@@ -234,6 +255,7 @@ pub fn merge(file: Option<RouteConfig>, flags: Overrides) -> Result<RouteConfig>
         netns: flags.netns.or(base.netns),
         nice: flags.nice.unwrap_or(base.nice),
         quiet: flags.quiet || base.quiet,
+        metrics: flags.metrics.or(base.metrics),
     })
 }
 
@@ -248,6 +270,7 @@ fib6 = "compact"
 netns = "edge"
 nice = -5
 quiet = true
+metrics = "[::1]:9417"
 "#;
 
     #[test]
@@ -262,6 +285,7 @@ quiet = true
                 netns: Some("edge".into()),
                 nice: -5,
                 quiet: true,
+                metrics: Some("[::1]:9417".parse().unwrap()),
             }
         );
         // Only the interfaces are needed.
@@ -313,6 +337,10 @@ quiet = true
         assert!(
             e.starts_with("/etc/l.toml:2: fib6: must be one of wide, compact"),
             "{e}"
+        );
+        assert_eq!(
+            refused("interfaces = [\"a\"]\nmetrics = \"localhost\"\n"),
+            "/etc/l.toml:2: metrics: \"localhost\" is not an IP address and port (\"127.0.0.1:9417\", \"[::1]:9417\")"
         );
         let e = refused("interfaces = [\"a\"]\nnice = \"low\"\n");
         assert!(e.starts_with("/etc/l.toml:2: "), "{e}");

@@ -11,6 +11,7 @@ pub mod fw_thread;
 pub mod ids;
 pub mod layout;
 pub mod local;
+pub mod metrics;
 pub mod mirror;
 pub mod model;
 pub mod netconf;

@@ -28,6 +28,8 @@ pub struct RouteOptions {
     pub record: String,
     /// The loop's nice value (-20 to 19; [`DEFAULT_NICE`]).
     pub nice: i32,
+    /// Where the loop publishes what the metrics show (crate::metrics).
+    pub status: crate::metrics::Status,
 }
 
 /// The loop runs ahead of ordinary processes (nice -10): while a BGP
@@ -181,19 +183,24 @@ pub fn run(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    let _record = crate::stats::write_record(
-        &opts.record,
-        &crate::stats::RouterRecord {
-            pid: std::process::id(),
-            stats_map_id: mirror.fast_path().stats_map_id()?,
-            interfaces: opts
-                .interfaces
-                .iter()
-                .cloned()
-                .zip(ifindexes.iter().copied())
-                .collect(),
-        },
-    )?;
+    let record = crate::stats::RouterRecord {
+        pid: std::process::id(),
+        stats_map_id: mirror.fast_path().stats_map_id()?,
+        interfaces: opts
+            .interfaces
+            .iter()
+            .cloned()
+            .zip(ifindexes.iter().copied())
+            .collect(),
+    };
+    let _record = crate::stats::write_record(&opts.record, &record)?;
+    let mut publish = Publisher {
+        status: opts.status.clone(),
+        changes: 0,
+        last_change: None,
+        resyncs: 0,
+    };
+    publish.at_start(&record);
     let (v4, v6) = mirror.routes();
     let multibuf: Vec<&str> = links
         .iter()
@@ -213,6 +220,7 @@ pub fn run(
             )
         }
     );
+    publish.now(&mirror, fw_said.last.clone());
     ready.store(true, Ordering::SeqCst);
     let counters = |m: &Mirror| -> Result<RouterCounters> {
         let mut sum = RouterCounters::default();
@@ -231,12 +239,17 @@ pub fn run(
     while !stop.load(Ordering::Relaxed) {
         let changed = match monitor.wait(Duration::from_millis(50)) {
             Ok(msgs) => {
+                let read_at = Instant::now();
                 // Stale at once, before anything else is read.
                 if netlink::rereads(&msgs).netfilter && !fw.follows_nftables() {
                     fw.reread(names_of(&mirror));
                 }
                 if apply_notifications(&mut mirror, &msgs) {
                     generation += 1;
+                }
+                if !msgs.is_empty() {
+                    publish.changes += msgs.len() as u64;
+                    publish.last_change = Some(read_at.elapsed());
                 }
                 !msgs.is_empty()
             }
@@ -265,6 +278,7 @@ pub fn run(
         }
         if let Some(news) = fw.news() {
             fw_said.apply(&mut mirror, news);
+            publish.now(&mirror, fw_said.last.clone());
         }
         if changed || tick.elapsed() >= Duration::from_secs(1) {
             follow_ipv6_switches(&mut mirror);
@@ -304,11 +318,49 @@ pub fn run(
                 delta,
                 resyncs,
             });
+            publish.resyncs = resyncs;
+            publish.now(&mirror, fw_said.last.clone());
             (tick, last) = (Instant::now(), now);
         }
     }
     drop(links);
     Ok(())
+}
+
+/// What the loop knows, handed to the metrics (crate::metrics): routes,
+/// next hops and FIB memory once a second and with each firewall word;
+/// the changes' count and delay as they come.
+struct Publisher {
+    status: crate::metrics::Status,
+    changes: u64,
+    last_change: Option<Duration>,
+    resyncs: u64,
+}
+
+impl Publisher {
+    fn at_start(&self, record: &crate::stats::RouterRecord) {
+        if let Ok(mut p) = self.status.lock() {
+            p.stats_map_id = record.stats_map_id;
+            p.interfaces = record.interfaces.clone();
+        }
+    }
+
+    fn now<D: Dataplane>(&self, mirror: &Mirror<D>, firewall: Option<Result<FwNews, String>>) {
+        let (v4, v6) = mirror.routes();
+        let Ok(mut p) = self.status.lock() else {
+            return;
+        };
+        // Called from the first sync on.
+        p.ready = true;
+        p.routes = [v4 as u64, v6 as u64];
+        p.fib_bytes = mirror.fib_bytes();
+        p.nexthops = mirror.nexthops() as u64;
+        p.overflows = mirror.counts.overflows;
+        p.changes = self.changes;
+        p.last_change = self.last_change;
+        p.resyncs = self.resyncs;
+        p.firewall = firewall;
+    }
 }
 
 /// How long the router waits for the firewall's first reading of the

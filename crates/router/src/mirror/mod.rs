@@ -698,6 +698,19 @@ impl<D: Dataplane> Mirror<D> {
         (self.families.v4.fib.len(), self.families.v6.fib.len())
     }
 
+    /// Bytes of the FIBs the fast path reads: IPv4, IPv6.
+    pub fn fib_bytes(&self) -> [u64; 2] {
+        [
+            self.families.v4.fib.fast_path_bytes(),
+            self.families.v6.fib.fast_path_bytes(),
+        ]
+    }
+
+    /// Next hops the fast path holds (the kernel's own, "pass", included).
+    pub fn nexthops(&self) -> usize {
+        self.nh.count()
+    }
+
     fn link(&mut self, update: Option<decode::LinkUpdate>) -> Result<()> {
         let Some(u) = update else { return Ok(()) };
         let index = u.index;

@@ -77,6 +77,11 @@ impl Default for NhIds {
 }
 
 impl NhIds {
+    /// Next hops with an id.
+    pub fn count(&self) -> usize {
+        self.ids.len()
+    }
+
     /// The group index of ECMP next hop `k`, once it has one.
     pub fn group_index(&self, k: &NhKey) -> Option<u32> {
         self.groups.get(k).copied()

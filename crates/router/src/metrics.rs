@@ -1,0 +1,465 @@
+//! Prometheus metrics of a running router (issue 26): `linerate route
+//! --metrics ADDR` (or `metrics = "ADDR"` in its file) serves them at
+//! http://ADDR/metrics. The fast path's counters are read from its map at
+//! each scrape; what only the route-following loop knows (routes, next
+//! hops, FIB memory, the last change's delay, the firewall's state) it
+//! publishes in a [`Status`] the scrape reads. Encoded by the
+//! prometheus-client crate: the Prometheus text format (0.0.4), or
+//! OpenMetrics when the scraper asks for it.
+use crate::fw_thread::FwNews;
+use crate::layout::{RouterCounters, REASONS, R_DROPS, R_FORWARDED, R_PASSES};
+use anyhow::{anyhow, Result};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the route-following loop publishes; every field is what it last
+/// knew.
+#[derive(Clone, Debug, Default)]
+pub struct Published {
+    /// Attached, mirrored, and the firewall's first reading in.
+    pub ready: bool,
+    /// The fast path's counters map (its id) and the interfaces counted.
+    pub stats_map_id: u32,
+    pub interfaces: Vec<(String, u32)>,
+    /// Per family (IPv4, IPv6): prefixes in the FIB, bytes of it the fast
+    /// path reads.
+    pub routes: [u64; 2],
+    pub fib_bytes: [u64; 2],
+    pub nexthops: u64,
+    /// Routes the FIB could not hold (their block goes to the kernel).
+    pub overflows: u64,
+    /// The kernel's notifications applied, and how long the last batch
+    /// took from its reading to the fast path's maps.
+    pub changes: u64,
+    pub last_change: Option<Duration>,
+    /// Full re-reads after lost notifications.
+    pub resyncs: u64,
+    /// The firewall thread's last word (None: none yet).
+    pub firewall: Option<Result<FwNews, String>>,
+}
+
+/// Shared between the loop, which writes, and the scrapes, which read.
+pub type Status = Arc<Mutex<Published>>;
+
+/// Router `record`'s metrics (the record names its firewall file).
+#[derive(Debug)]
+struct RouterCollector {
+    record: String,
+    status: Status,
+}
+
+/// One metric family, its series given as (labels, value).
+fn family<M: EncodeMetric>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    series: impl IntoIterator<Item = (Vec<(&'static str, String)>, M)>,
+) -> Result<(), std::fmt::Error> {
+    let mut series = series.into_iter().peekable();
+    let Some(kind) = series.peek().map(|(_, m)| m.metric_type()) else {
+        return Ok(());
+    };
+    let mut m = enc.encode_descriptor(name, help, None, kind)?;
+    for (labels, value) in series {
+        value.encode(m.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+fn counter(v: u64) -> ConstCounter<u64> {
+    ConstCounter::new(v)
+}
+
+fn gauge(v: i64) -> ConstGauge<i64> {
+    ConstGauge::new(v)
+}
+
+fn labels<const N: usize>(pairs: [(&'static str, String); N]) -> Vec<(&'static str, String)> {
+    pairs.into()
+}
+
+const FAMILIES: [&str; 2] = ["ipv4", "ipv6"];
+
+impl Collector for RouterCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let p = self.status.lock().map(|p| p.clone()).unwrap_or_default();
+        family(
+            &mut enc,
+            "linerate_build_info",
+            "The running linerate's version.",
+            [(
+                labels([("version", env!("CARGO_PKG_VERSION").to_string())]),
+                gauge(1),
+            )],
+        )?;
+        family(
+            &mut enc,
+            "linerate_ready",
+            "1 once the fast path is attached, the kernel's tables mirrored and the ruleset read.",
+            [(vec![], gauge(p.ready as i64))],
+        )?;
+        // Per interface and CPU, as the fast path counts them: a scrape
+        // that cannot read them says so by leaving them out (and a log).
+        let per_cpu: Vec<(&str, Vec<RouterCounters>)> = match read_counters(&p) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("linerate route: metrics: {e:#}");
+                Vec::new()
+            }
+        };
+        let total = |cpus: &[RouterCounters]| RouterCounters::sum(cpus);
+        for (name, what, bytes) in [
+            (
+                "linerate_packets",
+                "Packets the fast path saw, by interface they came in on and by what it did (forwarded, pass_*: handed to the kernel and why, drop_*).",
+                false,
+            ),
+            ("linerate_bytes", "Bytes of those packets.", true),
+        ] {
+            family(
+                &mut enc,
+                name,
+                what,
+                per_cpu.iter().flat_map(|(ifname, cpus)| {
+                    let t = total(cpus);
+                    REASONS.iter().enumerate().map(move |(k, r)| {
+                        let v = if bytes { t.bytes[k] } else { t.packets[k] };
+                        (
+                            labels([("interface", ifname.to_string()), ("reason", r.to_string())]),
+                            counter(v),
+                        )
+                    })
+                }),
+            )?;
+        }
+        family(
+            &mut enc,
+            "linerate_cpu_packets",
+            "Packets by interface, CPU and verdict (forwarded, passed, dropped): XDP runs on the CPU that polls the receive queue, so with one queue per CPU (RSS, interrupts pinned) this is per queue.",
+            per_cpu.iter().flat_map(|(ifname, cpus)| {
+                cpus.iter().enumerate().flat_map(move |(cpu, c)| {
+                    [
+                        ("forwarded", c.packets[R_FORWARDED]),
+                        ("passed", R_PASSES.map(|i| c.packets[i]).sum()),
+                        ("dropped", R_DROPS.map(|i| c.packets[i]).sum()),
+                    ]
+                    .map(|(verdict, v)| {
+                        (
+                            labels([
+                                ("interface", ifname.to_string()),
+                                ("cpu", cpu.to_string()),
+                                ("verdict", verdict.to_string()),
+                            ]),
+                            counter(v),
+                        )
+                    })
+                })
+            }),
+        )?;
+        let per_family = |v: [u64; 2]| {
+            FAMILIES
+                .iter()
+                .zip(v)
+                .map(|(f, n)| (labels([("family", f.to_string())]), gauge(n as i64)))
+        };
+        family(
+            &mut enc,
+            "linerate_routes",
+            "Prefixes mirrored into the fast path's FIB.",
+            per_family(p.routes),
+        )?;
+        family(
+            &mut enc,
+            "linerate_fib_bytes",
+            "Bytes of the FIB the fast path reads (root, shortcut, groups in use).",
+            per_family(p.fib_bytes),
+        )?;
+        family(
+            &mut enc,
+            "linerate_nexthops",
+            "Next hops the fast path holds.",
+            [(vec![], gauge(p.nexthops as i64))],
+        )?;
+        family(
+            &mut enc,
+            "linerate_route_overflows",
+            "Routes the FIB could not hold (the kernel forwards their block).",
+            [(vec![], counter(p.overflows))],
+        )?;
+        family(
+            &mut enc,
+            "linerate_changes",
+            "The kernel's notifications (routes, neighbours, links, addresses, rules) applied.",
+            [(vec![], counter(p.changes))],
+        )?;
+        family(
+            &mut enc,
+            "linerate_last_change_seconds",
+            "How long the last batch of notifications took from its reading to the fast path's maps.",
+            p.last_change
+                .map(|d| (vec![], ConstGauge::new(d.as_secs_f64()))),
+        )?;
+        family(
+            &mut enc,
+            "linerate_resyncs",
+            "Full re-reads of the kernel's tables after notifications were lost.",
+            [(vec![], counter(p.resyncs))],
+        )?;
+        self.encode_firewall(&mut enc, &p)
+    }
+}
+
+impl RouterCollector {
+    fn encode_firewall(
+        &self,
+        enc: &mut DescriptorEncoder,
+        p: &Published,
+    ) -> Result<(), std::fmt::Error> {
+        let news = p.firewall.as_ref().and_then(|n| n.as_ref().ok());
+        family(
+            enc,
+            "linerate_firewall_judged",
+            "1 when the fast path judges this family's forwarded packets by the compiled nftables ruleset.",
+            FAMILIES.iter().enumerate().map(|(i, f)| {
+                let judged = news.is_some_and(|n| !n.covered[i].is_empty());
+                (labels([("family", f.to_string())]), gauge(judged as i64))
+            }),
+        )?;
+        // Why a family stays with the kernel: the compiler's reason, as a
+        // label of a series that is 1 while it holds.
+        let refused: Vec<_> = FAMILIES
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| {
+                let why = match p.firewall.as_ref()? {
+                    Ok(n) => n.refused[i].clone()?,
+                    Err(e) => format!("the ruleset cannot be read: {e}"),
+                };
+                Some((
+                    labels([("family", f.to_string()), ("reason", why)]),
+                    gauge(1),
+                ))
+            })
+            .collect();
+        family(
+            enc,
+            "linerate_firewall_refused",
+            "1 for a family whose ruleset the compiler refused (the kernel judges it), with the reason.",
+            refused,
+        )?;
+        family(
+            enc,
+            "linerate_firewall_generation",
+            "The compiled ruleset's generation in force (0: none yet).",
+            news.map(|n| (vec![], gauge(n.generation as i64))),
+        )?;
+        family(
+            enc,
+            "linerate_firewall_last_change_seconds",
+            "How long the last ruleset change took from the kernel's word to the fast path.",
+            news.map(|n| (vec![], ConstGauge::new(n.took.as_secs_f64()))),
+        )?;
+        let Ok(Some(rec)) = crate::stats::read_firewall(&self.record) else {
+            return Ok(());
+        };
+        family(
+            enc,
+            "linerate_firewall_reads",
+            "Times the ruleset was read whole.",
+            [(vec![], counter(rec.reads))],
+        )?;
+        family(
+            enc,
+            "linerate_firewall_element_changes",
+            "Set elements changed in place, from nf_tables' notifications.",
+            [(vec![], counter(rec.elements_changed))],
+        )?;
+        let rule = |r: &crate::stats::RuleCount| {
+            labels([
+                ("family", FAMILIES[r.ipv6 as usize].to_string()),
+                ("table", r.table.clone()),
+                ("chain", r.chain.clone()),
+                ("handle", r.handle.to_string()),
+            ])
+        };
+        family(
+            enc,
+            "linerate_firewall_rule_packets",
+            "Packets the fast path matched by rule (the kernel's own counter counts only what the kernel saw).",
+            rec.rules.iter().map(|r| (rule(r), counter(r.packets))),
+        )?;
+        family(
+            enc,
+            "linerate_firewall_rule_bytes",
+            "Bytes of those packets.",
+            rec.rules.iter().map(|r| (rule(r), counter(r.bytes))),
+        )
+    }
+}
+
+/// Each interface's counters, per CPU, from the map the status names.
+fn read_counters(p: &Published) -> Result<Vec<(&str, Vec<RouterCounters>)>> {
+    if p.stats_map_id == 0 {
+        return Ok(Vec::new());
+    }
+    let map = libbpf_rs::MapHandle::from_map_id(p.stats_map_id)
+        .map_err(|e| anyhow!("cannot open the counters map {}: {e}", p.stats_map_id))?;
+    p.interfaces
+        .iter()
+        .map(|(name, i)| Ok((name.as_str(), linerate_bpf::maps::read_percpu(&map, *i)?)))
+        .collect()
+}
+
+/// The exposition of router `record`'s metrics: OpenMetrics if `open`,
+/// else the Prometheus text format.
+pub fn render(record: &str, status: &Status, open: bool) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(RouterCollector {
+        record: record.to_string(),
+        status: status.clone(),
+    }));
+    let mut out = String::new();
+    let done = if open {
+        prometheus_client::encoding::text::encode(&mut out, &registry)
+    } else {
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &registry)
+    };
+    if let Err(e) = done {
+        eprintln!("linerate route: metrics: cannot encode: {e}");
+    }
+    out
+}
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The HTTP server of the metrics: a thread answering GET /metrics until
+/// dropped.
+pub struct MetricsServer {
+    server: Arc<tiny_http::Server>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    pub addr: SocketAddr,
+}
+
+impl MetricsServer {
+    /// Binds `addr` now (in the calling thread's network namespace), so
+    /// that a taken or bad address is refused before anything is
+    /// attached; serves router `record`'s metrics from `status`.
+    pub fn bind(addr: SocketAddr, record: &str, status: Status) -> Result<MetricsServer> {
+        let server = tiny_http::Server::http(addr)
+            .map_err(|e| anyhow!("metrics: cannot listen on {addr}: {e}"))?;
+        let addr = server
+            .server_addr()
+            .to_ip()
+            .ok_or_else(|| anyhow!("metrics: {addr} is not an IP address"))?;
+        let server = Arc::new(server);
+        let (serving, record) = (server.clone(), record.to_string());
+        let thread = std::thread::Builder::new()
+            .name("linerate-metrics".into())
+            .spawn(move || {
+                for req in serving.incoming_requests() {
+                    let _ = answer(req, &record, &status);
+                }
+            })?;
+        Ok(MetricsServer {
+            server,
+            thread: Some(thread),
+            addr,
+        })
+    }
+}
+
+fn answer(req: tiny_http::Request, record: &str, status: &Status) -> std::io::Result<()> {
+    use tiny_http::{Header, Method, Response};
+    let header = |k: &str, v: &str| Header::from_bytes(k, v).expect("a valid header");
+    match (req.method(), req.url().split('?').next().unwrap_or("")) {
+        (Method::Get | Method::Head, "/metrics") => {
+            let open = req.headers().iter().any(|h| {
+                h.field.equiv("Accept") && h.value.as_str().contains("application/openmetrics-text")
+            });
+            let body = render(record, status, open);
+            let kind = if open {
+                OPENMETRICS
+            } else {
+                prometheus_client::encoding::prometheus_text::CONTENT_TYPE
+            };
+            req.respond(Response::from_string(body).with_header(header("Content-Type", kind)))
+        }
+        (Method::Get | Method::Head, "/") => req.respond(
+            Response::from_string("linerate route: metrics at /metrics\n")
+                .with_header(header("Content-Type", "text/plain; charset=utf-8")),
+        ),
+        (Method::Get | Method::Head, _) => req.respond(
+            Response::from_string("not found: metrics are at /metrics\n").with_status_code(404),
+        ),
+        _ => req.respond(
+            Response::from_string("only GET\n")
+                .with_status_code(405)
+                .with_header(header("Allow", "GET, HEAD")),
+        ),
+    }
+}
+
+impl Drop for MetricsServer {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loops_status_is_exposed_in_both_formats() {
+        let status = Status::default();
+        {
+            let mut p = status.lock().unwrap();
+            p.ready = true;
+            p.routes = [12, 3];
+            p.fib_bytes = [4096, 8192];
+            p.nexthops = 5;
+            p.changes = 40;
+            p.last_change = Some(Duration::from_micros(1500));
+            p.firewall = Some(Ok(FwNews {
+                refused: [None, Some("rule 7: ct state".into())],
+                generation: 2,
+                ..Default::default()
+            }));
+        }
+        let text = render("no-such-router", &status, false);
+        for line in [
+            "# TYPE linerate_routes gauge",
+            "linerate_routes{family=\"ipv4\"} 12",
+            "linerate_routes{family=\"ipv6\"} 3",
+            "linerate_fib_bytes{family=\"ipv6\"} 8192",
+            "linerate_nexthops 5",
+            "linerate_ready 1",
+            "# TYPE linerate_changes_total counter",
+            "linerate_changes_total 40",
+            "linerate_last_change_seconds 0.0015",
+            "linerate_firewall_generation 2",
+            "linerate_firewall_refused{family=\"ipv6\",reason=\"rule 7: ct state\"} 1",
+            "linerate_firewall_judged{family=\"ipv4\"} 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} not in\n{text}");
+        }
+        // No counters map yet: no packet series, and no refusal for IPv4.
+        assert!(!text.contains("linerate_packets_total{"), "{text}");
+        assert!(!text.contains("family=\"ipv4\",reason"), "{text}");
+        let open = render("no-such-router", &status, true);
+        assert!(open.ends_with("# EOF\n"), "{open}");
+        assert!(
+            open.contains("# TYPE linerate_changes counter\nlinerate_changes_total 40\n"),
+            "{open}"
+        );
+    }
+}
