@@ -101,6 +101,7 @@ impl RouterThread {
                     linerate_router::run::run(&opts, &stop, &ready, |s| {
                         resyncs.store(s.resyncs, Ordering::Relaxed)
                     })
+                    .map(|_| ())
                 })?
         };
         Ok(RouterThread {

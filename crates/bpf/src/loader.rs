@@ -1,7 +1,7 @@
 //! Loading embedded objects and attaching XDP programs through BPF links.
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{Object, ObjectBuilder};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// Opens and loads a BPF object from memory (one of [`crate::objects`]).
 pub fn load(object: &[u8], what: &str) -> Result<Object> {
@@ -12,6 +12,27 @@ pub fn load(object: &[u8], what: &str) -> Result<Object> {
         format!(
             "cannot load the {what} BPF program into the kernel (are you root? is BPF enabled?)"
         )
+    })
+}
+
+/// As [`load`], with the maps named in `reuse` taken from a running
+/// program (a router handing over: its counters go on counting) instead of
+/// created. libbpf refuses a map whose type, key, value or size differ.
+pub fn load_reusing(object: &[u8], what: &str, reuse: &[(&str, BorrowedFd<'_>)]) -> Result<Object> {
+    let mut open = ObjectBuilder::default()
+        .open_memory(object)
+        .with_context(|| format!("cannot open the {what} BPF object"))?;
+    for (name, fd) in reuse {
+        let mut map = open
+            .maps_mut()
+            .find(|m| m.name() == *name)
+            .ok_or_else(|| anyhow::anyhow!("the {what} BPF object has no map {name}"))?;
+        map.reuse_fd(*fd)
+            .with_context(|| format!("cannot take over map {name}"))?;
+    }
+    open.load().with_context(|| {
+        format!("cannot load the {what} BPF program with the maps it takes over ({})",
+            reuse.iter().map(|r| r.0).collect::<Vec<_>>().join(", "))
     })
 }
 
@@ -106,6 +127,50 @@ impl XdpAttachment {
     /// The link's file descriptor (for pinning or queries).
     pub fn link_fd(&self) -> std::os::fd::BorrowedFd<'_> {
         self.link.as_fd()
+    }
+
+    /// A link another process made (handed over), to interface `ifname`
+    /// of the calling thread's namespace.
+    pub fn from_link(link: OwnedFd, ifname: &str) -> Result<Self> {
+        Ok(XdpAttachment {
+            link,
+            ifindex: ifindex(ifname)?,
+            ifname: ifname.to_string(),
+        })
+    }
+
+    /// Replaces the link's program with `prog`, atomically: each frame
+    /// meets the old program or the new one (bpf_link_update).
+    pub fn update(&self, prog: &libbpf_rs::Program<'_>) -> Result<()> {
+        // SAFETY: valid link and program fds; no options.
+        let r = unsafe {
+            libbpf_sys::bpf_link_update(
+                self.link.as_raw_fd(),
+                prog.as_fd().as_raw_fd(),
+                std::ptr::null(),
+            )
+        };
+        if r < 0 {
+            bail!(
+                "cannot replace the XDP program on {}: {}",
+                self.ifname,
+                std::io::Error::from_raw_os_error(-r)
+            );
+        }
+        Ok(())
+    }
+
+    /// [`Self::update`] with the program `attach_sized` would pick: the
+    /// single-buffer one where the interface takes it (true: multi-buffer).
+    pub fn update_sized(
+        &self,
+        single: &libbpf_rs::Program<'_>,
+        multi: &libbpf_rs::Program<'_>,
+    ) -> Result<bool> {
+        if mtu(&self.ifname)? <= SINGLE_BUFFER_MTU && self.update(single).is_ok() {
+            return Ok(false);
+        }
+        self.update(multi).map(|()| true)
     }
 }
 

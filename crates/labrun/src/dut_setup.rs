@@ -140,6 +140,7 @@ fn start_linerate(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding> {
             ready,
             |_| {},
         )
+        .map(|_| ())
     })
 }
 

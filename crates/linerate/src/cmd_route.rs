@@ -4,7 +4,7 @@ use crate::{config, stop};
 use anyhow::Result;
 use linerate_bpf::loader::XdpMode;
 use linerate_router::metrics::MetricsServer;
-use linerate_router::run::{run as route, RouteOptions};
+use linerate_router::run::{run as route, Ended, RouteOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub fn options(
@@ -84,8 +84,15 @@ pub fn run(a: RouteArgs) -> Result<()> {
         r
     });
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
-    routed?;
-    eprintln!("linerate route: detached from {}", c.interfaces.join(", "));
+    match routed? {
+        Ended::Detached => {
+            eprintln!("linerate route: detached from {}", c.interfaces.join(", "))
+        }
+        Ended::HandedOver(pid) => eprintln!(
+            "linerate route: handed the fast path on {} over to pid {pid}",
+            c.interfaces.join(", ")
+        ),
+    }
     Ok(())
 }
 

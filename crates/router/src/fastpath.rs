@@ -36,13 +36,32 @@ impl FastPath {
             Ipv6Layout::Wide => objects::ROUTER,
             Ipv6Layout::Compact => objects::ROUTER_FIB6_COMPACT,
         };
-        let obj = loader::load(object, "router")?;
+        Self::with_object(loader::load(object, "router")?, ipv6)
+    }
+
+    /// The router program for `ipv6`'s layout, counting into a running
+    /// router's counters map (crate::handover) rather than a new one.
+    pub fn load_taking_over(ipv6: Ipv6Layout, stats: std::os::fd::BorrowedFd<'_>) -> Result<Self> {
+        let object = match ipv6 {
+            Ipv6Layout::Wide => objects::ROUTER,
+            Ipv6Layout::Compact => objects::ROUTER_FIB6_COMPACT,
+        };
+        let obj = loader::load_reusing(object, "router", &[("router_stats", stats)])?;
+        Self::with_object(obj, ipv6)
+    }
+
+    fn with_object(obj: libbpf_rs::Object, ipv6: Ipv6Layout) -> Result<Self> {
         Ok(FastPath {
             arena: FibArena::open(&obj)?,
             nexthops: MappedArray::open(&loader::map(&obj, "nexthops")?)?,
             ipv6,
             obj,
         })
+    }
+
+    /// The counters map (for a successor to take over).
+    pub fn stats_map_fd(&self) -> Result<std::os::fd::OwnedFd> {
+        Ok(loader::map(&self.obj, "router_stats")?.as_fd().try_clone_to_owned()?)
     }
 
     /// The IPv6 layout this fast path reads.

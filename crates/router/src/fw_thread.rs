@@ -121,6 +121,12 @@ impl FwThread {
         unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
     }
 
+    /// Leaves the firewall record in place when dropped (a successor
+    /// keeps it now).
+    pub fn keep_record(&mut self) {
+        self.record = None;
+    }
+
     /// Whether the thread follows nf_tables' notifications itself (else
     /// the caller must say when the ruleset changed: `reread`).
     pub fn follows_nftables(&self) -> bool {

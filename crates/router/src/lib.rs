@@ -8,6 +8,7 @@ pub mod firewall;
 pub mod fw_maps;
 pub mod fw_model;
 pub mod fw_thread;
+pub mod handover;
 pub mod ids;
 pub mod layout;
 pub mod local;

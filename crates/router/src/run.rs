@@ -6,6 +6,7 @@
 use crate::dataplane::Dataplane;
 use crate::fastpath::FastPath;
 use crate::fw_thread::{FwNews, FwThread};
+use crate::handover::{self, Offering, Predecessor, Told};
 use crate::layout::{RouterCounters, REASONS, R_DROPS, R_DROP_FIREWALL, R_FORWARDED, R_PASSES};
 use crate::mirror::Mirror;
 use crate::netfilter::Hooks;
@@ -13,7 +14,8 @@ use crate::netlink::{self, Monitor};
 use crate::tc::TcHooks;
 use crate::xdp_features::XdpXmit;
 use anyhow::{bail, Context, Result};
-use linerate_bpf::loader::{self, XdpMode};
+use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
+use std::os::fd::AsFd;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -118,6 +120,15 @@ impl Second {
 /// Set once the first sync is done and traffic may come.
 pub type Ready<'a> = &'a AtomicBool;
 
+/// How a router ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// Its programs detached: the kernel forwards alone.
+    Detached,
+    /// A successor (this pid) runs the fast path now (crate::handover).
+    HandedOver(u32),
+}
+
 /// Runs until `stop`; calls `on_second` once a second. The calling thread
 /// must be in the router's network namespace.
 pub fn run(
@@ -125,7 +136,7 @@ pub fn run(
     stop: &AtomicBool,
     ready: Ready,
     mut on_second: impl FnMut(&Second),
-) -> Result<()> {
+) -> Result<Ended> {
     if opts.interfaces.is_empty() {
         bail!("-i: give the interfaces to route between (-i eth0,eth1)");
     }
@@ -142,17 +153,26 @@ pub fn run(
         }
         ifindexes.push(idx);
     }
-    let fp = FastPath::load_with(opts.ipv6)?;
+    // A router running here already: take its fast path over.
+    let (fp, mut predecessor) = take_over_or_load(opts)?;
+    let mut inherited = Vec::new();
+    if let Some(p) = &mut predecessor {
+        for (name, link) in std::mem::take(&mut p.links) {
+            inherited.push(XdpAttachment::from_link(link, &name)?);
+        }
+    }
     // Attach everywhere or nowhere: the links made so far drop on error.
     let mut links = Vec::new();
-    for name in &opts.interfaces {
-        links.push(
-            fp.attach(name, opts.mode)
-                .with_context(|| format!("-i {name}"))?,
-        );
+    if predecessor.is_none() {
+        for name in &opts.interfaces {
+            links.push(
+                fp.attach(name, opts.mode)
+                    .with_context(|| format!("-i {name}"))?,
+            );
+        }
     }
     let mut monitor = Monitor::open()?;
-    let fw = FwThread::start(fp.fw_maps()?, Some(opts.record.clone()))?;
+    let mut fw = FwThread::start(fp.fw_maps()?, Some(opts.record.clone()))?;
     let mut mirror = Mirror::new(fp)?;
     // The first load is a resync of an empty mirror.
     mirror.resync_with(|apply| netlink::dump_all_each(|c| apply(&c)))?;
@@ -183,6 +203,33 @@ pub fn run(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    // Tables built: the links run this program from now, and the router
+    // that made them ends.
+    if let Some(p) = predecessor.take() {
+        let (pid, version) = (p.offer.pid, p.offer.version.clone());
+        match replace_programs(mirror.fast_path(), &inherited) {
+            Ok(mb) => {
+                links = inherited.into_iter().zip(mb).collect();
+                p.leave()?;
+                eprintln!(
+                    "linerate route: took over the fast path of linerate {version} (pid {pid}); it has ended"
+                );
+            }
+            Err(e) => {
+                eprintln!("linerate route: {e:#}; linerate route (pid {pid}) is stopped and this one attaches anew: the kernel forwards meanwhile");
+                drop(inherited);
+                p.stop()?;
+                for name in &opts.interfaces {
+                    links.push(
+                        mirror
+                            .fast_path()
+                            .attach(name, opts.mode)
+                            .with_context(|| format!("-i {name}"))?,
+                    );
+                }
+            }
+        }
+    }
     let record = crate::stats::RouterRecord {
         pid: std::process::id(),
         stats_map_id: mirror.fast_path().stats_map_id()?,
@@ -193,7 +240,7 @@ pub fn run(
             .zip(ifindexes.iter().copied())
             .collect(),
     };
-    let _record = crate::stats::write_record(&opts.record, &record)?;
+    let record_guard = crate::stats::write_record(&opts.record, &record)?;
     let mut publish = Publisher {
         status: opts.status.clone(),
         changes: 0,
@@ -221,6 +268,15 @@ pub fn run(
         }
     );
     publish.now(&mirror, fw_said.last.clone());
+    // Its successor's way in.
+    let offering = Offering::start(
+        &opts.record,
+        handover::dup(mirror.fast_path().stats_map_fd()?)?,
+        links
+            .iter()
+            .map(|(l, _)| Ok((l.ifname.clone(), handover::dup(l.link_fd())?)))
+            .collect::<Result<Vec<_>>>()?,
+    )?;
     ready.store(true, Ordering::SeqCst);
     let counters = |m: &Mirror| -> Result<RouterCounters> {
         let mut sum = RouterCounters::default();
@@ -236,7 +292,19 @@ pub fn run(
     let mut poller = Poller::start()?;
     // Counts the loop's own reads of what the poller reads.
     let mut generation: u64 = 0;
+    let mut ended = Ended::Detached;
     while !stop.load(Ordering::Relaxed) {
+        match offering.told() {
+            Told::Nothing => {}
+            Told::HandedOver(pid) => {
+                ended = Ended::HandedOver(pid);
+                break;
+            }
+            Told::Stop(pid) => {
+                eprintln!("linerate route: linerate route (pid {pid}) cannot take over and asked this one to end: detaching");
+                break;
+            }
+        }
         let changed = match monitor.wait(Duration::from_millis(50)) {
             Ok(msgs) => {
                 let read_at = Instant::now();
@@ -323,8 +391,56 @@ pub fn run(
             (tick, last) = (Instant::now(), now);
         }
     }
+    // The offering thread's copies of the links first: they would keep
+    // them attached.
+    drop(offering);
+    if ended != Ended::Detached {
+        // The successor's now: its records, its links.
+        std::mem::forget(record_guard);
+        fw.keep_record();
+    }
     drop(links);
-    Ok(())
+    Ok(ended)
+}
+
+/// The router already running under this record, if one answers, and the
+/// fast path loaded to take its place: with its counters map when this
+/// build counts as it does; otherwise it is stopped (detaching) first and
+/// this one starts cold. Another set of interfaces is refused, with the
+/// running router left as it is.
+fn take_over_or_load(opts: &RouteOptions) -> Result<(FastPath, Option<Predecessor>)> {
+    let Some(p) = handover::find(&opts.record)? else {
+        return Ok((FastPath::load_with(opts.ipv6)?, None));
+    };
+    if p.offer.interfaces != opts.interfaces {
+        bail!(
+            "-i: linerate route (pid {}) routes between {} here; a new one takes it over only for the same interfaces: stop it first",
+            p.offer.pid,
+            p.offer.interfaces.join(", ")
+        );
+    }
+    let why = match p.incompatible() {
+        None => match FastPath::load_taking_over(opts.ipv6, p.stats_map.as_fd()) {
+            Ok(fp) => return Ok((fp, Some(p))),
+            Err(e) => format!("{e:#}"),
+        },
+        Some(why) => why,
+    };
+    let pid = p.offer.pid;
+    eprintln!("linerate route: cannot take over from pid {pid}: {why}; it is stopped and this one starts cold: the kernel forwards meanwhile");
+    p.stop()?;
+    Ok((FastPath::load_with(opts.ipv6)?, None))
+}
+
+/// Puts this fast path's program on the links another router made, one
+/// link at a time (each frame meets one program or the other, each with
+/// complete tables); whether each runs the multi-buffer program.
+fn replace_programs(fp: &FastPath, links: &[XdpAttachment]) -> Result<Vec<bool>> {
+    let (single, multi) = (fp.program()?, fp.multibuf_program()?);
+    links
+        .iter()
+        .map(|l| l.update_sized(&single, &multi))
+        .collect()
 }
 
 /// What the loop knows, handed to the metrics (crate::metrics): routes,
