@@ -31,8 +31,10 @@ pub fn load_reusing(object: &[u8], what: &str, reuse: &[(&str, BorrowedFd<'_>)])
             .with_context(|| format!("cannot take over map {name}"))?;
     }
     open.load().with_context(|| {
-        format!("cannot load the {what} BPF program with the maps it takes over ({})",
-            reuse.iter().map(|r| r.0).collect::<Vec<_>>().join(", "))
+        format!(
+            "cannot load the {what} BPF program with the maps it takes over ({})",
+            reuse.iter().map(|r| r.0).collect::<Vec<_>>().join(", ")
+        )
     })
 }
 

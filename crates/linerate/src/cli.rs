@@ -209,6 +209,38 @@ pub enum BenchCmd {
     /// and re-announces a table to the DUT's BIRD or FRR, under traffic;
     /// the lag from each kernel change to the fast path, per family.
     Bgp(BenchBgpArgs),
+    /// What restarting the router costs the traffic, in a lab of its own
+    /// under stamped traffic: a takeover by a new `linerate route`, an
+    /// upgrade to another binary, kill -9 then a start, a cold stop and
+    /// start: frames lost, frames the kernel forwarded, the fast path's gap.
+    Restart(BenchRestartArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct BenchRestartArgs {
+    /// The ways to restart, one trial each, in this order.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "takeover,upgrade,kill9,cold"
+    )]
+    pub ways: Vec<crate::restart_bench::Way>,
+    /// Frames a second through the DUT (one flow of 60-byte frames).
+    #[arg(short = 'R', long, default_value_t = 100_000)]
+    pub rate: u64,
+    /// Seconds of traffic per trial.
+    #[arg(short = 't', long, default_value_t = 4.0)]
+    pub seconds: f64,
+    /// When the restart begins, in seconds into the traffic.
+    #[arg(long, default_value_t = 1.5)]
+    pub at: f64,
+    /// The binary `upgrade` starts (a rebuilt linerate) [default: a copy
+    /// of this one].
+    #[arg(long)]
+    pub upgrade_binary: Option<std::path::PathBuf>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]

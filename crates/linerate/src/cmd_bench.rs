@@ -16,7 +16,48 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::FirewallCache(a) => firewall_cache(a),
         BenchCmd::Firewall(a) => firewall(a),
         BenchCmd::Bgp(a) => bgp(a),
+        BenchCmd::Restart(a) => restart(a),
     }
+}
+
+fn restart(a: crate::cli::BenchRestartArgs) -> Result<()> {
+    use crate::restart_bench::{run, Options};
+    let o = Options {
+        ways: a.ways,
+        rate: a.rate,
+        seconds: a.seconds,
+        at: a.at,
+        upgrade_binary: a.upgrade_binary,
+    };
+    o.check()?;
+    linerate_host::privilege::require_root("linerate bench restart")?;
+    let json = a.json;
+    if !json {
+        println!(
+            "{:<9} {:>9} {:>9} {:>6} {:>12} {:>10} {:>8} {:>10}  counters",
+            "way", "sent", "received", "lost", "fast path", "kernel", "gap ms", "restart ms"
+        );
+    }
+    let trials = run(&o, crate::stop::flag(), |t| {
+        if !json {
+            println!(
+                "{:<9} {:>9} {:>9} {:>6} {:>12} {:>10} {:>8.0} {:>10.0}  {}",
+                serde_json::to_value(t.way).unwrap().as_str().unwrap_or("?"),
+                t.sent,
+                t.received,
+                t.lost,
+                t.fast_path_forwarded,
+                t.kernel_forwarded,
+                t.gap_ms,
+                t.restart_ms,
+                if t.same_counters { "kept" } else { "new" }
+            );
+        }
+    })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&trials)?);
+    }
+    Ok(())
 }
 
 fn bgp(a: crate::cli::BenchBgpArgs) -> Result<()> {

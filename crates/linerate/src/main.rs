@@ -14,6 +14,7 @@ mod cmd_traffic;
 mod cmd_trial;
 mod config;
 mod firewall_rules;
+mod restart_bench;
 mod route_change;
 mod stop;
 

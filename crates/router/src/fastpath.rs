@@ -61,7 +61,9 @@ impl FastPath {
 
     /// The counters map (for a successor to take over).
     pub fn stats_map_fd(&self) -> Result<std::os::fd::OwnedFd> {
-        Ok(loader::map(&self.obj, "router_stats")?.as_fd().try_clone_to_owned()?)
+        Ok(loader::map(&self.obj, "router_stats")?
+            .as_fd()
+            .try_clone_to_owned()?)
     }
 
     /// The IPv6 layout this fast path reads.

@@ -15,8 +15,8 @@ use crate::tc::TcHooks;
 use crate::xdp_features::XdpXmit;
 use anyhow::{bail, Context, Result};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
-use std::os::fd::AsFd;
 use std::collections::BTreeMap;
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
