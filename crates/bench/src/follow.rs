@@ -83,6 +83,7 @@ impl RouterThread {
             record: record.to_string(),
             nice: linerate_router::run::DEFAULT_NICE,
             status: Default::default(),
+            service_manager: false,
         };
         let handle = {
             let (ns, stop, ready, resyncs) = (

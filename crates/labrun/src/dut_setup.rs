@@ -135,6 +135,7 @@ fn start_linerate(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding> {
                 mode: linerate_bpf::loader::XdpMode::Native,
                 nice: linerate_router::run::DEFAULT_NICE,
                 status: Default::default(),
+                service_manager: false,
             },
             stop,
             ready,

@@ -17,6 +17,8 @@ pub fn options(
     RouteOptions {
         nice,
         status: Default::default(),
+        // systemd's: a stop leaves the fast path in its fd store.
+        service_manager: std::env::var_os("NOTIFY_SOCKET").is_some(),
         ipv6,
         record: netns.unwrap_or("default").to_string(),
         interfaces: interfaces.to_vec(),
@@ -90,6 +92,10 @@ pub fn run(a: RouteArgs) -> Result<()> {
         }
         Ended::HandedOver(pid) => eprintln!(
             "linerate route: handed the fast path on {} over to pid {pid}",
+            c.interfaces.join(", ")
+        ),
+        Ended::Stored => eprintln!(
+            "linerate route: left the fast path on {} with the service manager: the service's next start takes it over, a stop detaches it",
             c.interfaces.join(", ")
         ),
     }

@@ -16,6 +16,7 @@ mod config;
 mod firewall_rules;
 mod restart_bench;
 mod route_change;
+mod service_manager;
 mod stop;
 
 use clap::Parser;

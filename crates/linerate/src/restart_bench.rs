@@ -10,13 +10,18 @@
 //! - `kill9`: the router is killed (-9), its programs detach with it, and
 //!   a new one starts;
 //! - `cold`: the router is stopped (SIGTERM, it detaches) and a new one
-//!   starts.
+//!   starts;
+//! - `service`: `systemctl restart` of the service: stopped under systemd,
+//!   the router leaves its fast path in the service manager's fd store,
+//!   and the new one, given the store, takes it over (the bench plays
+//!   systemd's part: crate::service_manager).
 //!
 //! Measured per trial: the receiver's sequence numbers (frames lost), the
 //! kernel's own forwarding (the DUT's ForwDatagrams: what fell back to the
 //! kernel), the fast path's counters sampled every 10 ms (the longest time
 //! it forwarded nothing while traffic flowed: the gap), and whether its
 //! counters map stayed the same (the counts went on rising).
+use crate::service_manager::ServiceManager;
 use anyhow::{anyhow, bail, Context, Result};
 use linerate_lab::{Lab, LabSpec};
 use serde::Serialize;
@@ -36,6 +41,9 @@ pub enum Way {
     Upgrade,
     Kill9,
     Cold,
+    /// `systemctl restart` of the service (systemd's fd store, played by
+    /// the bench: crate::service_manager).
+    Service,
 }
 
 pub struct Options {
@@ -53,7 +61,7 @@ pub struct Options {
 impl Options {
     pub fn check(&self) -> Result<()> {
         if self.ways.is_empty() {
-            bail!("--ways: name at least one (none, takeover, upgrade, kill9, cold)");
+            bail!("--ways: name at least one (none, takeover, upgrade, kill9, cold, service)");
         }
         if !(self.seconds >= 2.0 && self.seconds <= 600.0) {
             bail!("--seconds: 2 to 600, got {}", self.seconds);
@@ -106,6 +114,9 @@ pub struct Trial {
     /// number of the last it got.
     pub gaps: u64,
     pub last_seq: Option<u64>,
+    /// `service`: what the stopped router left in the service manager's
+    /// store.
+    pub stored: Vec<String>,
 }
 
 const LAB: &str = "lrt-restart";
@@ -148,9 +159,23 @@ struct Router {
 }
 
 impl Router {
-    fn start(bin: &Path, ns: &str, err: PathBuf) -> Result<Router> {
-        let child = Command::new(bin)
-            .args(["route", "--netns", ns, "-i", "dut0,dut1", "-q"])
+    /// `bin route` on the lab's DUT, under `manager` if given.
+    fn start(
+        bin: &Path,
+        ns: &str,
+        err: PathBuf,
+        manager: Option<&ServiceManager>,
+    ) -> Result<Router> {
+        let args = ["route", "--netns", ns, "-i", "dut0,dut1", "-q"];
+        let mut c = match manager {
+            Some(m) => m.command(bin, &args)?,
+            None => {
+                let mut c = Command::new(bin);
+                c.args(args);
+                c
+            }
+        };
+        let child = c
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&err)?)
             .spawn()
@@ -238,7 +263,11 @@ fn trial(
 ) -> Result<Trial> {
     let logs = tempfile::tempdir()?;
     let record = ns.dut.clone();
-    let mut old = Router::start(this, &ns.dut, logs.path().join("old"))?;
+    let manager = match way {
+        Way::Service => Some(ServiceManager::new()?),
+        _ => None,
+    };
+    let mut old = Router::start(this, &ns.dut, logs.path().join("old"), manager.as_ref())?;
     old.wait_ready(&record)?;
     let sampling = Arc::new(AtomicBool::new(true));
     let origin = Instant::now();
@@ -264,6 +293,7 @@ fn trial(
         .spawn()?;
     std::thread::sleep(Duration::from_secs_f64(o.at));
     let restart = Instant::now();
+    let mut stored = Vec::new();
     let mut new = match way {
         Way::None => {
             let r = Router {
@@ -274,19 +304,27 @@ fn trial(
         }
         Way::Takeover | Way::Upgrade => {
             let bin = if way == Way::Upgrade { upgraded } else { this };
-            let r = Router::start(bin, &ns.dut, logs.path().join("new"))?;
+            let r = Router::start(bin, &ns.dut, logs.path().join("new"), None)?;
             old.wait()?;
             r
         }
         Way::Kill9 => {
             old.signal(libc::SIGKILL);
             old.wait()?;
-            Router::start(this, &ns.dut, logs.path().join("new"))?
+            Router::start(this, &ns.dut, logs.path().join("new"), None)?
         }
         Way::Cold => {
             old.signal(libc::SIGTERM);
             old.wait()?;
-            Router::start(this, &ns.dut, logs.path().join("new"))?
+            Router::start(this, &ns.dut, logs.path().join("new"), None)?
+        }
+        // systemctl restart: stop (SIGTERM; the router leaves its fast
+        // path in the store), then start with the store.
+        Way::Service => {
+            old.signal(libc::SIGTERM);
+            old.wait()?;
+            stored = manager.as_ref().map(|m| m.stored()).unwrap_or_default();
+            Router::start(this, &ns.dut, logs.path().join("new"), manager.as_ref())?
         }
     };
     new.wait_ready(&record)?;
@@ -340,8 +378,13 @@ fn trial(
         said: new.said(),
         gaps,
         last_seq,
+        stored,
     };
     drop(new);
+    // systemctl stop: the store closes, the links detach.
+    if let Some(m) = &manager {
+        m.close_store();
+    }
     Ok(trial)
 }
 

@@ -462,13 +462,50 @@ fn the_service_unit_verifies_and_its_router_runs_with_its_capabilities() {
     );
     // Its nice was set (CAP_SYS_NICE), not refused.
     std::thread::sleep(Duration::from_millis(500));
-    // (`ip netns exec` execs: the child is the router.)
-    let o = detach(route);
+    // Stopped under the service manager, it leaves its links and counters
+    // in the manager's fd store (FDSTORE=1, for the next start to take
+    // over: tests/restart_cli.rs) and exits 0; the links stay attached
+    // while the store holds them. (`ip netns exec` execs: the child is the
+    // router.)
+    // SAFETY: signals our child.
+    unsafe { libc::kill(route.id() as i32, libc::SIGTERM) };
+    let o = route.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(!err.contains("could not set nice"), "{err}");
-    let mut buf = [0u8; 512];
-    let n = sock.recv(&mut buf).unwrap();
-    assert!(String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1"));
+    assert!(
+        err.contains("left the fast path on dut0, dut1 with the service manager"),
+        "{err}"
+    );
+    assert_eq!(dut_xdp(), ["router", "router"], "held by the store");
+    // A stop: the manager closes the store (here: reads the notifications
+    // without taking their fds, which the kernel then closes), and the
+    // links detach.
+    let mut said = Vec::new();
+    while let Ok(n) = sock.recv(&mut buf) {
+        said.push(String::from_utf8_lossy(&buf[..n]).to_string());
+    }
+    for name in [
+        "linerate-offer",
+        "linerate-stats",
+        "linerate-link-dut0",
+        "linerate-link-dut1",
+    ] {
+        assert!(
+            said.contains(&format!("FDSTORE=1\nFDNAME={name}\n")),
+            "{said:?}"
+        );
+    }
+    assert!(said.iter().any(|m| m.contains("STOPPING=1")), "{said:?}");
+    let t = Instant::now();
+    while !dut_xdp().is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "attached: {:?}",
+            dut_xdp()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 #[test]

@@ -239,9 +239,18 @@ fn read_line(mut s: &UnixStream) -> Result<String> {
     }
 }
 
+/// Where a predecessor's fast path comes from.
+enum Source {
+    /// A running router, which ends when told.
+    Live(UnixStream),
+    /// The service manager's fd store (a router stopped under systemd left
+    /// it there for the service's next start): these names to remove.
+    Stored(Vec<String>),
+}
+
 /// The successor's side: a running router's offer and its fds.
 pub struct Predecessor {
-    stream: UnixStream,
+    source: Source,
     pub offer: Offer,
     pub stats_map: OwnedFd,
     /// (interface, link), as offered.
@@ -303,7 +312,7 @@ pub fn find(record: &str) -> Result<Option<Predecessor>> {
     let stats_map = fds.next().unwrap();
     let links = offer.interfaces.iter().cloned().zip(fds).collect();
     Ok(Some(Predecessor {
-        stream,
+        source: Source::Live(stream),
         offer,
         stats_map,
         links,
@@ -311,6 +320,12 @@ pub fn find(record: &str) -> Result<Option<Predecessor>> {
 }
 
 impl Predecessor {
+    /// Whether it came from the service manager's store (its router has
+    /// ended) rather than from a running router.
+    pub fn stored(&self) -> bool {
+        matches!(self.source, Source::Stored(_))
+    }
+
     /// Why this build cannot take over the counters map (None: it can).
     pub fn incompatible(&self) -> Option<String> {
         (self.offer.layout != counters_layout()).then(|| {
@@ -337,13 +352,28 @@ impl Predecessor {
 
     fn say(self, word: Word) -> Result<()> {
         let Predecessor {
-            stream,
+            source,
             offer,
             stats_map,
             links,
         } = self;
         // Ours closed first: after `stop`, the links detach when it ends.
         drop((stats_map, links));
+        let stream = match source {
+            Source::Live(s) => s,
+            // The service manager lets its copies go: after `leave` the
+            // links are held by this process alone (it dies, they detach),
+            // after `stop` by nobody.
+            Source::Stored(names) => {
+                for name in names {
+                    sd_notify::notify(&[
+                        sd_notify::NotifyState::FdStoreRemove,
+                        sd_notify::NotifyState::FdName(&name),
+                    ])?;
+                }
+                return Ok(());
+            }
+        };
         let mut line = serde_json::to_vec(&word)?;
         line.push(b'\n');
         (&stream).write_all(&line)?;
@@ -354,6 +384,101 @@ impl Predecessor {
             .map_err(|e| anyhow!("linerate route (pid {}) did not end: {e}", offer.pid))?;
         Ok(())
     }
+}
+
+/// The names a router's fds go by in the service manager's store.
+const STORED_OFFER: &str = "linerate-offer";
+const STORED_STATS: &str = "linerate-stats";
+const STORED_LINK: &str = "linerate-link-";
+
+/// Under systemd (`FileDescriptorStoreMax=` in the unit), leaves the fast
+/// path with the service manager as the router stops: its offer (in a
+/// memfd), counters map and links. A restart of the service hands them to
+/// the next router (LISTEN_FDS: [`from_service_manager`]), which takes
+/// over; a stop has the service manager close them, and the links detach
+/// (the kernel forwards).
+pub fn store_in_service_manager(
+    stats_map: std::os::fd::BorrowedFd<'_>,
+    links: &[(String, std::os::fd::BorrowedFd<'_>)],
+) -> Result<()> {
+    use sd_notify::NotifyState::{FdName, FdStore};
+    let offer = Offer {
+        protocol: PROTOCOL,
+        pid: std::process::id(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        layout: counters_layout(),
+        interfaces: links.iter().map(|(n, _)| n.clone()).collect(),
+    };
+    // SAFETY: a name and flags; checked below.
+    let memfd = unsafe { libc::memfd_create(c"linerate-offer".as_ptr(), libc::MFD_CLOEXEC) };
+    if memfd < 0 {
+        return Err(std::io::Error::last_os_error()).context("memfd_create");
+    }
+    // SAFETY: a new fd, owned here.
+    let memfd = unsafe { OwnedFd::from_raw_fd(memfd) };
+    std::fs::File::from(memfd.try_clone()?).write_all(&serde_json::to_vec(&offer)?)?;
+    sd_notify::notify_with_fds(&[FdStore, FdName(STORED_OFFER)], &[memfd.as_fd()])?;
+    sd_notify::notify_with_fds(&[FdStore, FdName(STORED_STATS)], &[stats_map])?;
+    for (name, link) in links {
+        let fdname = format!("{STORED_LINK}{name}");
+        sd_notify::notify_with_fds(&[FdStore, FdName(&fdname)], &[*link])?;
+    }
+    Ok(())
+}
+
+/// The fast path a router stopped under systemd left in the service
+/// manager's store, passed to this start (LISTEN_FDS), if any.
+pub fn from_service_manager() -> Result<Option<Predecessor>> {
+    let mut offer = None;
+    let mut stats_map = None;
+    let mut links = std::collections::BTreeMap::new();
+    let mut names = Vec::new();
+    for (fd, name) in sd_notify::listen_fds_with_names()? {
+        // SAFETY: passed to this process by the service manager, once.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        if name == STORED_OFFER {
+            let mut text = String::new();
+            let mut f = std::fs::File::from(fd);
+            std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(0))?;
+            f.read_to_string(&mut text)?;
+            offer = Some(serde_json::from_str::<Offer>(&text).context("the stored offer")?);
+        } else if name == STORED_STATS {
+            stats_map = Some(fd);
+        } else if let Some(ifname) = name.strip_prefix(STORED_LINK) {
+            links.insert(ifname.to_string(), fd);
+        } else {
+            continue;
+        }
+        names.push(name);
+    }
+    let (Some(offer), Some(stats_map)) = (offer, stats_map) else {
+        if !names.is_empty() {
+            // Half a store: nothing to take over; let it go.
+            for name in &names {
+                let _ = sd_notify::notify(&[
+                    sd_notify::NotifyState::FdStoreRemove,
+                    sd_notify::NotifyState::FdName(name),
+                ]);
+            }
+        }
+        return Ok(None);
+    };
+    let links = offer
+        .interfaces
+        .iter()
+        .map(|i| {
+            links
+                .remove(i)
+                .map(|l| (i.clone(), l))
+                .ok_or_else(|| anyhow!("the service manager holds no link for {i}"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(Predecessor {
+        source: Source::Stored(names),
+        offer,
+        stats_map,
+        links,
+    }))
 }
 
 /// A duplicate of `fd`, for the offering thread.

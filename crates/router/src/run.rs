@@ -32,6 +32,9 @@ pub struct RouteOptions {
     pub nice: i32,
     /// Where the loop publishes what the metrics show (crate::metrics).
     pub status: crate::metrics::Status,
+    /// Under a service manager (systemd, NOTIFY_SOCKET): a stop leaves the
+    /// fast path in its fd store for the next start to take over.
+    pub service_manager: bool,
 }
 
 /// The loop runs ahead of ordinary processes (nice -10): while a BGP
@@ -127,6 +130,9 @@ pub enum Ended {
     Detached,
     /// A successor (this pid) runs the fast path now (crate::handover).
     HandedOver(u32),
+    /// Left with the service manager for the service's next start
+    /// (crate::handover::store_in_service_manager).
+    Stored,
 }
 
 /// Runs until `stop`; calls `on_second` once a second. The calling thread
@@ -205,14 +211,21 @@ pub fn run(
     }
     // Tables built: the links run this program from now, and the router
     // that made them ends.
+    let mut took_over = false;
     if let Some(p) = predecessor.take() {
-        let (pid, version) = (p.offer.pid, p.offer.version.clone());
+        let (pid, version, stored) = (p.offer.pid, p.offer.version.clone(), p.stored());
         match replace_programs(mirror.fast_path(), &inherited) {
             Ok(mb) => {
                 links = inherited.into_iter().zip(mb).collect();
                 p.leave()?;
+                took_over = true;
                 eprintln!(
-                    "linerate route: took over the fast path of linerate {version} (pid {pid}); it has ended"
+                    "linerate route: took over the fast path of linerate {version} (pid {pid}){}",
+                    if stored {
+                        ", left with the service manager"
+                    } else {
+                        "; it has ended"
+                    }
                 );
             }
             Err(e) => {
@@ -255,7 +268,12 @@ pub fn run(
         .map(|(l, _)| l.ifname.as_str())
         .collect();
     eprintln!(
-        "linerate route: attached to {}{}; {v4} IPv4 and {v6} IPv6 prefixes mirrored",
+        "linerate route: {} {}{}; {v4} IPv4 and {v6} IPv6 prefixes mirrored",
+        if took_over {
+            "routing between"
+        } else {
+            "attached to"
+        },
         opts.interfaces.join(", "),
         if multibuf.is_empty() {
             String::new()
@@ -293,6 +311,7 @@ pub fn run(
     // Counts the loop's own reads of what the poller reads.
     let mut generation: u64 = 0;
     let mut ended = Ended::Detached;
+    let mut told_to_stop = false;
     while !stop.load(Ordering::Relaxed) {
         match offering.told() {
             Told::Nothing => {}
@@ -302,6 +321,7 @@ pub fn run(
             }
             Told::Stop(pid) => {
                 eprintln!("linerate route: linerate route (pid {pid}) cannot take over and asked this one to end: detaching");
+                told_to_stop = true;
                 break;
             }
         }
@@ -394,7 +414,20 @@ pub fn run(
     // The offering thread's copies of the links first: they would keep
     // them attached.
     drop(offering);
-    if ended != Ended::Detached {
+    if ended == Ended::Detached && !told_to_stop && opts.service_manager {
+        let fds: Vec<(String, std::os::fd::BorrowedFd)> = links
+            .iter()
+            .map(|(l, _)| (l.ifname.clone(), l.link_fd()))
+            .collect();
+        let stats = mirror.fast_path().stats_map_fd()?;
+        match handover::store_in_service_manager(stats.as_fd(), &fds) {
+            Ok(()) => ended = Ended::Stored,
+            Err(e) => eprintln!(
+                "linerate route: cannot leave the fast path with the service manager: {e:#}"
+            ),
+        }
+    }
+    if let Ended::HandedOver(_) = ended {
         // The successor's now: its records, its links.
         std::mem::forget(record_guard);
         fw.keep_record();
@@ -409,7 +442,16 @@ pub fn run(
 /// this one starts cold. Another set of interfaces is refused, with the
 /// running router left as it is.
 fn take_over_or_load(opts: &RouteOptions) -> Result<(FastPath, Option<Predecessor>)> {
-    let Some(p) = handover::find(&opts.record)? else {
+    let stored = if opts.service_manager {
+        handover::from_service_manager()?
+    } else {
+        None
+    };
+    let found = match stored {
+        Some(p) => Some(p),
+        None => handover::find(&opts.record)?,
+    };
+    let Some(p) = found else {
         return Ok((FastPath::load_with(opts.ipv6)?, None));
     };
     if p.offer.interfaces != opts.interfaces {
