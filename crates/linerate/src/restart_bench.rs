@@ -295,13 +295,10 @@ fn trial(
     let restart = Instant::now();
     let mut stored = Vec::new();
     let mut new = match way {
-        Way::None => {
-            let r = Router {
-                child: old.child.take(),
-                err: old.err.clone(),
-            };
-            r
-        }
+        Way::None => Router {
+            child: old.child.take(),
+            err: old.err.clone(),
+        },
         Way::Takeover | Way::Upgrade => {
             let bin = if way == Way::Upgrade { upgraded } else { this };
             let r = Router::start(bin, &ns.dut, logs.path().join("new"), None)?;

@@ -10,6 +10,8 @@
 use serde_json::Value;
 use std::process::Command;
 
+mod common;
+
 #[test]
 #[cfg_attr(
     not(feature = "privileged"),
@@ -79,4 +81,87 @@ fn restarts_that_take_over_lose_nothing_and_kill_9_falls_back_to_the_kernel() {
         "{k:#}"
     );
     assert_eq!(k["same_counters"], false, "{k:#}");
+}
+
+/// A running router whose counters this build cannot take over (another
+/// version's layout): the successor says why, tells it to stop (it
+/// detaches, the kernel forwards) and starts cold. The running router is
+/// played by the test on the handover socket, offering another layout.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn another_layout_is_refused_then_the_router_starts_cold() {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixListener;
+    let lab = "lrt-layout";
+    let _down = common::lab::up(lab);
+    let dut = format!("{lab}-dut");
+    let path = format!("/run/linerate/routers/{dut}.handover");
+    std::fs::create_dir_all("/run/linerate/routers").unwrap();
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).unwrap();
+    let old = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut ask = String::new();
+        BufReader::new(&s).read_line(&mut ask).unwrap();
+        let offer = serde_json::json!({
+            "protocol": 1, "pid": 1, "version": "0.0.0",
+            "layout": "router_stats 1024 x 8 bytes: forwarded",
+            "interfaces": ["dut0", "dut1"],
+        });
+        let line = format!("{offer}\n");
+        let fds: Vec<std::fs::File> = (0..3)
+            .map(|_| std::fs::File::open("/dev/null").unwrap())
+            .collect();
+        let raw: Vec<i32> = fds.iter().map(|f| f.as_raw_fd()).collect();
+        sendmsg::<()>(
+            s.as_raw_fd(),
+            &[std::io::IoSlice::new(line.as_bytes())],
+            &[ControlMessage::ScmRights(&raw)],
+            MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
+        let mut word = String::new();
+        BufReader::new(&s).read_line(&mut word).unwrap();
+        s.flush().unwrap();
+        // Ends, as the router it plays would once detached.
+        (ask, word)
+    });
+    let o = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["route", "--netns", &dut, "-i", "dut0,dut1", "-q"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (ask, word) = old.join().unwrap();
+    assert!(ask.contains("\"protocol\":1"), "{ask}");
+    assert_eq!(word.trim(), "\"Stop\"");
+    // It attaches cold once the played router is gone.
+    let t = std::time::Instant::now();
+    while linerate_router::stats::open(&dut).is_err() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(20),
+            "not started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: signals our child.
+    unsafe { libc::kill(o.id() as i32, libc::SIGTERM) };
+    let out = o.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot take over from pid 1: linerate 0.0.0 (pid 1) counts by another layout (router_stats 1024 x 8 bytes: forwarded; this build: router_stats 1024 x"),
+        "{err}"
+    );
+    assert!(
+        err.contains("it is stopped and this one starts cold"),
+        "{err}"
+    );
+    assert!(err.contains("attached to dut0, dut1"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
 }
