@@ -113,6 +113,9 @@ pub struct RouteArgs {
     /// address and port, 127.0.0.1:9417).
     #[arg(long, value_name = "ADDR", value_parser = crate::config::metrics_address)]
     pub metrics: Option<std::net::SocketAddr>,
+    /// What it logs: error, warn, info or debug [default: info].
+    #[arg(long, value_parser = crate::log::LEVELS)]
+    pub log_level: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -50,8 +50,12 @@ pub fn run(a: RouteArgs) -> Result<()> {
             nice: a.nice,
             quiet: a.quiet,
             metrics: a.metrics,
+            log_level: a.log_level,
         },
     )?;
+    if let Some(l) = crate::log::level_of(&c.log_level) {
+        crate::log::set_level(l);
+    }
     linerate_host::privilege::require_root("linerate route")?;
     if let Some(ns) = &c.netns {
         linerate_host::netns::enter_for_good(ns)?;
@@ -71,7 +75,7 @@ pub fn run(a: RouteArgs) -> Result<()> {
         .map(|addr| MetricsServer::bind(addr, &opts.record, opts.status.clone()))
         .transpose()?;
     if let Some(m) = &_metrics {
-        eprintln!("linerate route: metrics at http://{}/metrics", m.addr);
+        tracing::info!("metrics at http://{}/metrics", m.addr);
     }
     let (ready, done) = (AtomicBool::new(false), AtomicBool::new(false));
     let quiet = c.quiet;
@@ -87,15 +91,13 @@ pub fn run(a: RouteArgs) -> Result<()> {
     });
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     match routed? {
-        Ended::Detached => {
-            eprintln!("linerate route: detached from {}", c.interfaces.join(", "))
-        }
-        Ended::HandedOver(pid) => eprintln!(
-            "linerate route: handed the fast path on {} over to pid {pid}",
+        Ended::Detached => tracing::info!("detached from {}", c.interfaces.join(", ")),
+        Ended::HandedOver(pid) => tracing::info!(
+            "handed the fast path on {} over to pid {pid}",
             c.interfaces.join(", ")
         ),
-        Ended::Stored => eprintln!(
-            "linerate route: left the fast path on {} with the service manager: the service's next start takes it over, a stop detaches it",
+        Ended::Stored => tracing::info!(
+            "left the fast path on {} with the service manager: the service's next start takes it over, a stop detaches it",
             c.interfaces.join(", ")
         ),
     }
@@ -113,7 +115,7 @@ fn tell_service_manager_when(ready: &AtomicBool, done: &AtomicBool, interfaces: 
                 sd_notify::NotifyState::Ready,
                 sd_notify::NotifyState::Status(&status),
             ]) {
-                eprintln!("linerate route: cannot tell the service manager it is ready: {e}");
+                tracing::warn!("cannot tell the service manager it is ready: {e}");
             }
             return;
         }

@@ -27,6 +27,7 @@ struct File {
     nice: Option<Spanned<i64>>,
     quiet: Option<bool>,
     metrics: Option<Spanned<String>>,
+    log_level: Option<Spanned<String>>,
 }
 
 /// What `linerate route` runs with, from the file, the flags or both.
@@ -41,6 +42,8 @@ pub struct RouteConfig {
     pub quiet: bool,
     /// Where to serve the Prometheus metrics (None: not served).
     pub metrics: Option<SocketAddr>,
+    /// error, warn, info or debug (crate::log).
+    pub log_level: String,
 }
 
 /// A file read and its values checked; the interfaces' places kept for
@@ -153,6 +156,21 @@ impl Loaded {
                 Some(metrics_address(m.get_ref()).map_err(|why| err(m.span(), "metrics", why))?)
             }
         };
+        let log_level = match f.log_level {
+            None => "info".to_string(),
+            Some(l) if crate::log::level_of(l.get_ref()).is_some() => l.into_inner(),
+            Some(l) => {
+                return Err(err(
+                    l.span(),
+                    "log_level",
+                    format!(
+                        "must be one of {}, got {:?}",
+                        crate::log::LEVELS.join(", "),
+                        l.get_ref()
+                    ),
+                ))
+            }
+        };
         Ok(Loaded {
             config: RouteConfig {
                 interfaces,
@@ -162,6 +180,7 @@ impl Loaded {
                 nice,
                 quiet: f.quiet.unwrap_or(false),
                 metrics,
+                log_level,
             },
             source: source.to_string(),
             text: text.to_string(),
@@ -220,6 +239,7 @@ pub struct Overrides {
     pub nice: Option<i32>,
     pub quiet: bool,
     pub metrics: Option<SocketAddr>,
+    pub log_level: Option<String>,
 }
 
 /// The file's configuration with the flags given on top; without a file,
@@ -241,6 +261,7 @@ pub fn merge(file: Option<RouteConfig>, flags: Overrides) -> Result<RouteConfig>
                 nice: linerate_router::run::DEFAULT_NICE,
                 quiet: false,
                 metrics: None,
+                log_level: "info".into(),
             }
         }
     };
@@ -256,6 +277,7 @@ pub fn merge(file: Option<RouteConfig>, flags: Overrides) -> Result<RouteConfig>
         nice: flags.nice.unwrap_or(base.nice),
         quiet: flags.quiet || base.quiet,
         metrics: flags.metrics.or(base.metrics),
+        log_level: flags.log_level.unwrap_or(base.log_level),
     })
 }
 
@@ -271,6 +293,7 @@ netns = "edge"
 nice = -5
 quiet = true
 metrics = "[::1]:9417"
+log_level = "debug"
 "#;
 
     #[test]
@@ -286,6 +309,7 @@ metrics = "[::1]:9417"
                 nice: -5,
                 quiet: true,
                 metrics: Some("[::1]:9417".parse().unwrap()),
+                log_level: "debug".into(),
             }
         );
         // Only the interfaces are needed.
@@ -341,6 +365,10 @@ metrics = "[::1]:9417"
         assert_eq!(
             refused("interfaces = [\"a\"]\nmetrics = \"localhost\"\n"),
             "/etc/l.toml:2: metrics: \"localhost\" is not an IP address and port (\"127.0.0.1:9417\", \"[::1]:9417\")"
+        );
+        assert_eq!(
+            refused("interfaces = [\"a\"]\nlog_level = \"loud\"\n"),
+            "/etc/l.toml:2: log_level: must be one of error, warn, info, debug, got \"loud\""
         );
         let e = refused("interfaces = [\"a\"]\nnice = \"low\"\n");
         assert!(e.starts_with("/etc/l.toml:2: "), "{e}");

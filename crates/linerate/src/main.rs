@@ -14,6 +14,7 @@ mod cmd_traffic;
 mod cmd_trial;
 mod config;
 mod firewall_rules;
+mod log;
 mod restart_bench;
 mod route_change;
 mod service_manager;
@@ -27,6 +28,12 @@ fn main() {
     // SAFETY: setting a signal disposition before any thread exists.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let args = cli::Cli::parse();
+    log::init(match &args.command {
+        cli::Command::Route(_) => "linerate route",
+        cli::Command::Lab(_) => "linerate lab",
+        cli::Command::Bench(_) => "linerate bench",
+        _ => "linerate",
+    });
     let result = match args.command {
         cli::Command::Lab(lab) => cmd_lab::run(lab),
         cli::Command::Gen(g) => cmd_traffic::gen(g),
@@ -43,7 +50,9 @@ fn main() {
         cli::Command::Ministat(m) => std::process::exit(cmd_ministat::run(m)),
     };
     if let Err(e) = result {
-        eprintln!("linerate: {e:#}");
+        // Under systemd, at the journal's error priority.
+        let priority = if log::to_journal() { "<3>" } else { "" };
+        eprintln!("{priority}linerate: {e:#}");
         std::process::exit(1);
     }
 }

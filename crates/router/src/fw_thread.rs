@@ -218,7 +218,7 @@ impl Learner {
                 e.bytes += n.bytes;
             }
             if let Err(e) = self.maps.clear_counter(id) {
-                eprintln!("linerate route: the firewall's counter {id}: {e:#}");
+                tracing::warn!("the firewall's counter {id}: {e:#}");
             }
         }
     }
@@ -288,7 +288,7 @@ fn run(
         let rec = record_of(l, n);
         if rec != *written {
             if let Err(e) = crate::stats::write_firewall(name, &rec) {
-                eprintln!("linerate route: {e:#}");
+                tracing::warn!("{e:#}");
             }
             *written = rec;
         }
@@ -369,7 +369,9 @@ fn run(
                                         applied = Some(started.elapsed());
                                     }
                                     Err(why) => {
-                                        eprintln!("linerate route: the firewall reads the ruleset again: {why}");
+                                        tracing::info!(
+                                            "the firewall reads the ruleset again: {why}"
+                                        );
                                         reread = true;
                                     }
                                 }
@@ -428,7 +430,7 @@ fn run(
         // A failed read of the ring loses reports, not verdicts: those
         // flows go on through the kernel until they miss again.
         if let Err(e) = ring.consume() {
-            eprintln!("linerate route: the firewall's misses: {e:#}");
+            tracing::warn!("the firewall's misses: {e:#}");
         }
         for m in misses.borrow_mut().drain(..) {
             l.learn(&m);

@@ -136,13 +136,13 @@ impl Offering {
                                 *their_told.lock().unwrap() = t;
                                 return;
                             }
-                            Err(e) => eprintln!("linerate route: handover: {e:#}"),
+                            Err(e) => tracing::warn!("handover: {e:#}"),
                         },
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                             std::thread::sleep(Duration::from_millis(20));
                         }
                         Err(e) => {
-                            eprintln!("linerate route: handover: {e}");
+                            tracing::warn!("handover: {e}");
                             std::thread::sleep(Duration::from_millis(20));
                         }
                     }

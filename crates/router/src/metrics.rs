@@ -109,7 +109,7 @@ impl Collector for RouterCollector {
         let per_cpu: Vec<(&str, Vec<RouterCounters>)> = match read_counters(&p) {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("linerate route: metrics: {e:#}");
+                tracing::warn!("metrics: {e:#}");
                 Vec::new()
             }
         };
@@ -331,7 +331,7 @@ pub fn render(record: &str, status: &Status, open: bool) -> String {
         prometheus_client::encoding::prometheus_text::encode(&mut out, &registry)
     };
     if let Err(e) = done {
-        eprintln!("linerate route: metrics: cannot encode: {e}");
+        tracing::warn!("metrics: cannot encode: {e}");
     }
     out
 }

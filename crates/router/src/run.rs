@@ -56,8 +56,8 @@ fn set_nice(nice: i32) -> Result<()> {
     }
     // SAFETY: setpriority on the calling thread (who = 0).
     if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
-        eprintln!(
-            "linerate route: could not set nice {nice}: {}",
+        tracing::warn!(
+            "could not set nice {nice}: {}",
             std::io::Error::last_os_error()
         );
     }
@@ -219,8 +219,8 @@ pub fn run(
                 links = inherited.into_iter().zip(mb).collect();
                 p.leave()?;
                 took_over = true;
-                eprintln!(
-                    "linerate route: took over the fast path of linerate {version} (pid {pid}){}",
+                tracing::info!(
+                    "took over the fast path of linerate {version} (pid {pid}){}",
                     if stored {
                         ", left with the service manager"
                     } else {
@@ -229,7 +229,7 @@ pub fn run(
                 );
             }
             Err(e) => {
-                eprintln!("linerate route: {e:#}; linerate route (pid {pid}) is stopped and this one attaches anew: the kernel forwards meanwhile");
+                tracing::warn!("{e:#}; linerate route (pid {pid}) is stopped and this one attaches anew: the kernel forwards meanwhile");
                 drop(inherited);
                 p.stop()?;
                 for name in &opts.interfaces {
@@ -267,8 +267,8 @@ pub fn run(
         .filter(|(_, mb)| *mb)
         .map(|(l, _)| l.ifname.as_str())
         .collect();
-    eprintln!(
-        "linerate route: {} {}{}; {v4} IPv4 and {v6} IPv6 prefixes mirrored",
+    tracing::info!(
+        "{} {}{}; {v4} IPv4 and {v6} IPv6 prefixes mirrored",
         if took_over {
             "routing between"
         } else {
@@ -320,7 +320,7 @@ pub fn run(
                 break;
             }
             Told::Stop(pid) => {
-                eprintln!("linerate route: linerate route (pid {pid}) cannot take over and asked this one to end: detaching");
+                tracing::warn!("linerate route (pid {pid}) cannot take over and asked this one to end: detaching");
                 told_to_stop = true;
                 break;
             }
@@ -344,11 +344,11 @@ pub fn run(
             Err(e) => {
                 // Lost notifications: read everything again, and drop
                 // what the kernel no longer has.
-                eprintln!("linerate route: {e:#}; resyncing");
+                tracing::warn!("{e:#}; resyncing");
                 resyncs += 1;
                 monitor = Monitor::open()?;
                 if let Err(e) = mirror.resync_with(|apply| netlink::dump_all_each(|c| apply(&c))) {
-                    eprintln!("linerate route: {e:#}");
+                    tracing::warn!("{e:#}");
                 }
                 trim_heap();
                 follow_netfilter(&mut mirror);
@@ -393,7 +393,7 @@ pub fn run(
         // is done: XDP programs run in RCU read sections of nanoseconds.
         if freed_at.is_some_and(|t| t.elapsed() > Duration::from_millis(100)) {
             if let Err(e) = mirror.release_quarantine() {
-                eprintln!("linerate route: {e:#}");
+                tracing::warn!("{e:#}");
             }
             freed_at = None;
         }
@@ -422,9 +422,7 @@ pub fn run(
         let stats = mirror.fast_path().stats_map_fd()?;
         match handover::store_in_service_manager(stats.as_fd(), &fds) {
             Ok(()) => ended = Ended::Stored,
-            Err(e) => eprintln!(
-                "linerate route: cannot leave the fast path with the service manager: {e:#}"
-            ),
+            Err(e) => tracing::warn!("cannot leave the fast path with the service manager: {e:#}"),
         }
     }
     if let Ended::HandedOver(_) = ended {
@@ -469,7 +467,7 @@ fn take_over_or_load(opts: &RouteOptions) -> Result<(FastPath, Option<Predecesso
         Some(why) => why,
     };
     let pid = p.offer.pid;
-    eprintln!("linerate route: cannot take over from pid {pid}: {why}; it is stopped and this one starts cold: the kernel forwards meanwhile");
+    tracing::warn!("cannot take over from pid {pid}: {why}; it is stopped and this one starts cold: the kernel forwards meanwhile");
     p.stop()?;
     Ok((FastPath::load_with(opts.ipv6)?, None))
 }
@@ -553,11 +551,12 @@ impl FirewallSaid {
                 Ok(n) => {
                     for (i, family) in ["IPv4", "IPv6"].iter().enumerate() {
                         if let Some(why) = &n.refused[i] {
-                            eprintln!("linerate route: the firewall cannot judge forwarded {family}: {why}; the kernel judges it");
+                            tracing::warn!("the firewall cannot judge forwarded {family}: {why}; the kernel judges it");
                         } else if !n.covered[i].is_empty() {
-                            let chains: Vec<&str> = n.covered[i].iter().map(String::as_str).collect();
-                            eprintln!(
-                                "linerate route: the firewall judges forwarded {family} by {} (generation {}, read in {} ms)",
+                            let chains: Vec<&str> =
+                                n.covered[i].iter().map(String::as_str).collect();
+                            tracing::info!(
+                                "the firewall judges forwarded {family} by {} (generation {}, read in {} ms)",
                                 chains.join(", "),
                                 n.generation,
                                 n.took.as_millis()
@@ -565,12 +564,14 @@ impl FirewallSaid {
                         }
                     }
                 }
-                Err(e) => eprintln!("linerate route: the nftables ruleset: {e}; the kernel judges what netfilter sees"),
+                Err(e) => tracing::warn!(
+                    "the nftables ruleset: {e}; the kernel judges what netfilter sees"
+                ),
             }
         }
         self.last = Some(news);
         if let Err(e) = mirror.set_firewall(covered) {
-            eprintln!("linerate route: {e:#}");
+            tracing::warn!("{e:#}");
         }
     }
 }
@@ -641,7 +642,7 @@ impl Poller {
                         }
                         Job::MarkUsed(neighbours) => {
                             if let Err(e) = netlink::mark_neighbours_used(&neighbours) {
-                                eprintln!("linerate route: {e:#}");
+                                tracing::warn!("{e:#}");
                             }
                         }
                     }
@@ -684,7 +685,7 @@ impl Poller {
 pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[netlink::Change]) -> bool {
     for m in msgs {
         if let Err(e) = mirror.apply_change(m) {
-            eprintln!("linerate route: {e:#}");
+            tracing::warn!("{e:#}");
         }
     }
     let again = netlink::rereads(msgs);
@@ -700,7 +701,7 @@ pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[netlink
     }
     if again.rules {
         if let Err(e) = netlink::dump_rules().and_then(|r| mirror.set_rules(&r)) {
-            eprintln!("linerate route: the policy rules: {e:#}");
+            tracing::warn!("the policy rules: {e:#}");
         }
     }
     again.netfilter || tc || again.xdp_features
@@ -716,7 +717,7 @@ pub fn follow_netfilter<D: Dataplane>(mirror: &mut Mirror<D>) {
 
 fn read_netfilter() -> Hooks {
     Hooks::dump().unwrap_or_else(|e| {
-        eprintln!("linerate route: {e:#}; the kernel forwards everything until they can be read");
+        tracing::warn!("{e:#}; the kernel forwards everything until they can be read");
         let unknown = vec!["netfilter hooks that could not be read".to_string()];
         Hooks {
             ipv4: unknown.clone(),
@@ -745,7 +746,7 @@ fn apply_netfilter<D: Dataplane>(mirror: &mut Mirror<D>, hooks: Hooks) {
         );
     }
     if let Err(e) = mirror.set_netfilter(hooks) {
-        eprintln!("linerate route: {e:#}");
+        tracing::warn!("{e:#}");
     }
 }
 
@@ -758,9 +759,9 @@ fn say_hooks_changed(
     came: impl FnOnce(String) -> String,
 ) {
     if now.is_empty() && !was.is_empty() {
-        eprintln!("linerate route: {}", gone());
+        tracing::info!("{}", gone());
     } else if !now.is_empty() && now != was {
-        eprintln!("linerate route: {}", came(now.join(", ")));
+        tracing::info!("{}", came(now.join(", ")));
     }
 }
 
@@ -774,7 +775,7 @@ pub fn follow_tc<D: Dataplane>(mirror: &mut Mirror<D>) {
 
 fn read_tc(ifindexes: &[u32]) -> BTreeMap<u32, TcHooks> {
     crate::tc::dump(ifindexes).unwrap_or_else(|e| {
-        eprintln!("linerate route: {e:#}; the kernel forwards everything until tc can be read");
+        tracing::warn!("{e:#}; the kernel forwards everything until tc can be read");
         let unknown = vec!["tc, which could not be read".to_string()];
         ifindexes
             .iter()
@@ -817,7 +818,7 @@ fn apply_tc<D: Dataplane>(mirror: &mut Mirror<D>, tc: BTreeMap<u32, TcHooks>) {
         }
     }
     if let Err(e) = mirror.set_tc(tc) {
-        eprintln!("linerate route: {e:#}");
+        tracing::warn!("{e:#}");
     }
 }
 
@@ -838,7 +839,7 @@ fn read_xdp_features() -> Option<BTreeMap<u32, XdpXmit>> {
     match crate::xdp_features::dump() {
         Ok(k) => Some(k.unwrap_or_default()),
         Err(e) => {
-            eprintln!("linerate route: {e:#}");
+            tracing::warn!("{e:#}");
             None
         }
     }
@@ -851,10 +852,10 @@ fn apply_xdp_features<D: Dataplane>(mirror: &mut Mirror<D>, known: BTreeMap<u32,
             known.get(&ifindex).copied().unwrap_or(XdpXmit::UNKNOWN),
         );
         if was.redirect != now.redirect {
-            eprintln!(
+            tracing::info!(
                 "{}",
                 if now.redirect {
-                    format!("linerate route: {name} takes XDP frames again: the fast path forwards through it")
+                    format!("{name} takes XDP frames again: the fast path forwards through it")
                 } else {
                     format!("linerate route: {name} does not take frames redirected in XDP (a veth whose peer has neither XDP nor GRO?): the kernel forwards what leaves there")
                 }
@@ -862,7 +863,7 @@ fn apply_xdp_features<D: Dataplane>(mirror: &mut Mirror<D>, known: BTreeMap<u32,
         }
     }
     if let Err(e) = mirror.set_xmit(known) {
-        eprintln!("linerate route: {e:#}");
+        tracing::warn!("{e:#}");
     }
 }
 
@@ -873,7 +874,7 @@ pub fn follow_ipv6_switches<D: Dataplane>(mirror: &mut Mirror<D>) {
     for (ifindex, name) in mirror.ingress_names() {
         let on = crate::netconf::ipv6_enabled(&name);
         if let Err(e) = mirror.set_ipv6_enabled(ifindex, on) {
-            eprintln!("linerate route: {name}: {e:#}");
+            tracing::warn!("{name}: {e:#}");
         }
     }
 }
@@ -895,12 +896,12 @@ fn report_ingress_changes(
     };
     for (&idx, mac) in before.iter() {
         match now.get(&idx) {
-            None => eprintln!(
-                "linerate route: {} is gone (deleted, or moved to another namespace): no longer routed",
+            None => tracing::info!(
+                "{} is gone (deleted, or moved to another namespace): no longer routed",
                 name(idx)
             ),
-            Some(m) if m != mac => eprintln!(
-                "linerate route: {} has a new address, {}: the fast path takes frames to it",
+            Some(m) if m != mac => tracing::info!(
+                "{} has a new address, {}: the fast path takes frames to it",
                 name(idx),
                 linerate_host::cmd::mac_text(m)
             ),

@@ -916,8 +916,8 @@ fn install<K: Key, D: Dataplane>(
         Err(FibError::TableFull { .. }) => {
             counts.overflows += 1;
             let first = fib.shape().first;
-            eprintln!(
-                "linerate route: the FIB is full; {} goes to the kernel with its /{first} block",
+            tracing::info!(
+                "the FIB is full; {} goes to the kernel with its /{first} block",
                 linerate_fib::dump::show(addr, len)
             );
             let w = fib
