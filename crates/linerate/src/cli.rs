@@ -860,3 +860,77 @@ mod tests {
         }
     }
 }
+
+/// The man pages the Debian package ships (packaging/man/, one page per
+/// command, rendered from the definitions above by clap_mangen), kept
+/// equal to what this build's `--help` says. After a change of the
+/// command line: `LINERATE_WRITE_MANPAGES=1 cargo test -p linerate --bin
+/// linerate man_pages`.
+#[cfg(test)]
+mod man_pages {
+    use clap::CommandFactory;
+    use std::collections::BTreeMap;
+    use std::path::Path;
+
+    /// Every page by file name: linerate.1, linerate-route.1,
+    /// linerate-bench-restart.1, ...
+    fn render() -> BTreeMap<String, Vec<u8>> {
+        fn walk(cmd: &clap::Command, name: String, out: &mut BTreeMap<String, Vec<u8>>) {
+            // clap names are 'static; a test's few leaked strings.
+            let cmd = cmd
+                .clone()
+                .name(&*Box::leak(name.clone().into_boxed_str()))
+                .bin_name(name.replace('-', " "));
+            let mut page = Vec::new();
+            clap_mangen::Man::new(cmd.clone())
+                .date("2026-11-25")
+                .render(&mut page)
+                .unwrap();
+            out.insert(format!("{name}.1"), page);
+            for sub in cmd
+                .get_subcommands()
+                .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+            {
+                walk(sub, format!("{name}-{}", sub.get_name()), out);
+            }
+        }
+        let mut out = BTreeMap::new();
+        let mut cmd = super::Cli::command();
+        cmd.build();
+        walk(&cmd, "linerate".into(), &mut out);
+        out
+    }
+
+    #[test]
+    fn man_pages_are_those_the_command_line_renders() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/man");
+        let pages = render();
+        if std::env::var_os("LINERATE_WRITE_MANPAGES").is_some() {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            for (name, page) in &pages {
+                std::fs::write(dir.join(name), page).unwrap();
+            }
+        }
+        let mut shipped: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        shipped.sort();
+        assert_eq!(
+            shipped,
+            pages.keys().cloned().collect::<Vec<_>>(),
+            "packaging/man: LINERATE_WRITE_MANPAGES=1 cargo test -p linerate --bin linerate man_pages"
+        );
+        for (name, page) in &pages {
+            assert!(
+                std::fs::read(dir.join(name)).unwrap() == *page,
+                "packaging/man/{name} differs from the command line: LINERATE_WRITE_MANPAGES=1 cargo test -p linerate --bin linerate man_pages"
+            );
+        }
+        assert!(
+            pages.contains_key("linerate-route.1")
+                && pages.contains_key("linerate-bench-restart.1")
+        );
+    }
+}
