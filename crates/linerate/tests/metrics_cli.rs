@@ -298,18 +298,21 @@ fn a_taken_metrics_address_is_refused_before_anything_is_attached() {
     })
     .join()
     .unwrap();
-    let o = Command::new(BIN)
-        .args([
-            "route",
-            "--netns",
-            &dut,
-            "-i",
-            "dut0,dut1",
-            "--metrics",
-            ADDR,
-        ])
-        .output()
-        .unwrap();
+    let route_with_metrics_at = |addr: &str| {
+        Command::new(BIN)
+            .args([
+                "route",
+                "--netns",
+                &dut,
+                "-i",
+                "dut0,dut1",
+                "--metrics",
+                addr,
+            ])
+            .output()
+            .unwrap()
+    };
+    let o = route_with_metrics_at(ADDR);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -324,18 +327,7 @@ fn a_taken_metrics_address_is_refused_before_anything_is_attached() {
         !String::from_utf8_lossy(&xdp.stdout).contains("xdp"),
         "attached"
     );
-    let o = Command::new(BIN)
-        .args([
-            "route",
-            "--netns",
-            &dut,
-            "-i",
-            "dut0,dut1",
-            "--metrics",
-            "localhost",
-        ])
-        .output()
-        .unwrap();
+    let o = route_with_metrics_at("localhost");
     assert_eq!(o.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("is not an IP address and port"),

@@ -70,6 +70,19 @@ pub struct Offer {
     pub interfaces: Vec<String>,
 }
 
+impl Offer {
+    /// This process's offer of `interfaces`' links.
+    fn ours(interfaces: Vec<String>) -> Offer {
+        Offer {
+            protocol: PROTOCOL,
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            layout: counters_layout(),
+            interfaces,
+        }
+    }
+}
+
 /// The successor's word.
 #[derive(Serialize, Deserialize)]
 enum Word {
@@ -115,13 +128,7 @@ impl Offering {
         listener.set_nonblocking(true)?;
         let told = Arc::new(Mutex::new(Told::Nothing));
         let quit = Arc::new(AtomicBool::new(false));
-        let offer = Offer {
-            protocol: PROTOCOL,
-            pid: std::process::id(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            layout: counters_layout(),
-            interfaces: links.iter().map(|(n, _)| n.clone()).collect(),
-        };
+        let offer = Offer::ours(links.iter().map(|(n, _)| n.clone()).collect());
         let mut fds = vec![stats_map];
         fds.extend(links.into_iter().map(|(_, l)| l));
         let (their_told, their_quit) = (told.clone(), quit.clone());
@@ -364,15 +371,7 @@ impl Predecessor {
             // The service manager lets its copies go: after `leave` the
             // links are held by this process alone (it dies, they detach),
             // after `stop` by nobody.
-            Source::Stored(names) => {
-                for name in names {
-                    sd_notify::notify(&[
-                        sd_notify::NotifyState::FdStoreRemove,
-                        sd_notify::NotifyState::FdName(&name),
-                    ])?;
-                }
-                return Ok(());
-            }
+            Source::Stored(names) => return forget_stored(&names),
         };
         let mut line = serde_json::to_vec(&word)?;
         line.push(b'\n');
@@ -402,13 +401,7 @@ pub fn store_in_service_manager(
     links: &[(String, std::os::fd::BorrowedFd<'_>)],
 ) -> Result<()> {
     use sd_notify::NotifyState::{FdName, FdStore};
-    let offer = Offer {
-        protocol: PROTOCOL,
-        pid: std::process::id(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        layout: counters_layout(),
-        interfaces: links.iter().map(|(n, _)| n.clone()).collect(),
-    };
+    let offer = Offer::ours(links.iter().map(|(n, _)| n.clone()).collect());
     // SAFETY: a name and flags; checked below.
     let memfd = unsafe { libc::memfd_create(c"linerate-offer".as_ptr(), libc::MFD_CLOEXEC) };
     if memfd < 0 {
@@ -452,15 +445,8 @@ pub fn from_service_manager() -> Result<Option<Predecessor>> {
         names.push(name);
     }
     let (Some(offer), Some(stats_map)) = (offer, stats_map) else {
-        if !names.is_empty() {
-            // Half a store: nothing to take over; let it go.
-            for name in &names {
-                let _ = sd_notify::notify(&[
-                    sd_notify::NotifyState::FdStoreRemove,
-                    sd_notify::NotifyState::FdName(name),
-                ]);
-            }
-        }
+        // Half a store: nothing to take over; let it go.
+        forget_stored(&names)?;
         return Ok(None);
     };
     let links = offer
@@ -479,6 +465,17 @@ pub fn from_service_manager() -> Result<Option<Predecessor>> {
         stats_map,
         links,
     }))
+}
+
+/// Has the service manager close its copies of the fds named `names`.
+fn forget_stored(names: &[String]) -> Result<()> {
+    for name in names {
+        sd_notify::notify(&[
+            sd_notify::NotifyState::FdStoreRemove,
+            sd_notify::NotifyState::FdName(name),
+        ])?;
+    }
+    Ok(())
 }
 
 /// A duplicate of `fd`, for the offering thread.
