@@ -12,12 +12,17 @@ use std::process::Command;
 
 mod common;
 
+/// One at a time: a router starting beside the bench's traffic would be in
+/// its measure (two cores).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 #[cfg_attr(
     not(feature = "privileged"),
     ignore = "needs root: --features privileged"
 )]
 fn restarts_that_take_over_lose_nothing_and_kill_9_falls_back_to_the_kernel() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let o = Command::new(env!("CARGO_BIN_EXE_linerate"))
         .args([
             "bench",
@@ -93,6 +98,7 @@ fn restarts_that_take_over_lose_nothing_and_kill_9_falls_back_to_the_kernel() {
     ignore = "needs root: --features privileged"
 )]
 fn another_layout_is_refused_then_the_router_starts_cold() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
     use std::io::{BufRead, BufReader, Write};
     use std::os::fd::AsRawFd;
