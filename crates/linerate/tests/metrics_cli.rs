@@ -136,14 +136,17 @@ fn scrape_until(
 )]
 fn metrics_are_scraped_valid_and_count_what_happened() {
     let _down = common::lab::up(LAB);
-    let _router = Router(
-        Command::new(BIN)
-            .args(["route", "--netns", &ns(), "-i", "dut0,dut1", "-q"])
-            .args(["--metrics", ADDR])
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let route = || {
+        Router(
+            Command::new(BIN)
+                .args(["route", "--netns", &ns(), "-i", "dut0,dut1", "-q"])
+                .args(["--metrics", ADDR])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let mut first = route();
     let s = scrape_until("linerate_ready 1", |s| {
         s.get("linerate_ready") == Some(&1.0)
     });
@@ -276,6 +279,22 @@ fn metrics_are_scraped_valid_and_count_what_happened() {
         ok && said.trim().is_empty(),
         "promtool check metrics: {said}\n{body}"
     );
+
+    // A new router takes this one over: it binds the same address while
+    // the old one still serves it, and the counts go on from the old
+    // one's (the same counters map).
+    let forwarded = "linerate_packets_total{interface=\"dut0\",reason=\"forwarded\"}";
+    let before = value(&scrape().1, forwarded);
+    let _second = route();
+    let t = Instant::now();
+    while first.0.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(20), "not taken over");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = scrape_until("the new router's metrics", |s| {
+        s.get("linerate_ready") == Some(&1.0)
+    });
+    assert!(value(&s, forwarded) >= before, "{s:#?}");
 }
 
 /// The metrics' address taken: the router says so and exits before it

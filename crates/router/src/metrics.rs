@@ -351,7 +351,7 @@ impl MetricsServer {
     /// that a taken or bad address is refused before anything is
     /// attached; serves router `record`'s metrics from `status`.
     pub fn bind(addr: SocketAddr, record: &str, status: Status) -> Result<MetricsServer> {
-        let server = tiny_http::Server::http(addr)
+        let server = tiny_http::Server::from_listener(listener(addr)?, None)
             .map_err(|e| anyhow!("metrics: cannot listen on {addr}: {e}"))?;
         let addr = server
             .server_addr()
@@ -372,6 +372,20 @@ impl MetricsServer {
             addr,
         })
     }
+}
+
+/// A listener on `addr` that a router taking this one over can bind too
+/// (SO_REUSEPORT, both running for a moment; a socket bound without it,
+/// another program's, still refuses).
+fn listener(addr: SocketAddr) -> Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.bind(&addr.into())
+        .and_then(|()| s.listen(128))
+        .map_err(|e| anyhow!("metrics: cannot listen on {addr}: {e}"))?;
+    Ok(s.into())
 }
 
 fn answer(req: tiny_http::Request, record: &str, status: &Status) -> std::io::Result<()> {
