@@ -148,10 +148,7 @@ fn kernel_routes<K: Key>(
 /// The reference program, looking up in kernel table `table`.
 fn reference(table: u32) -> Result<libbpf_rs::Object> {
     let obj = loader::load(objects::REF_FWD, "reference")?;
-    let data = obj
-        .maps()
-        .find(|m| m.name().to_string_lossy().ends_with(".data.ref"))
-        .context("reference BPF object has no .data.ref section (build mismatch)")?;
+    let data = loader::data_section(&obj, ".data.ref")?;
     data.update(&0u32.to_ne_bytes(), &table.to_ne_bytes(), MapFlags::ANY)
         .context("setting the reference's routing table")?;
     Ok(obj)

@@ -287,3 +287,16 @@ pub fn map<'o>(obj: &'o Object, name: &str) -> Result<libbpf_rs::Map<'o>> {
         .find(|m| libbpf_rs::MapCore::name(m) == name)
         .ok_or_else(|| anyhow::anyhow!("BPF object has no map {name} (build mismatch)"))
 }
+
+/// The map of a program's own data section `section` (`.data.ref` for
+/// `SEC(".data.ref")`: libbpf names it after the object, then the
+/// section), which user space writes after loading.
+pub fn data_section<'o>(obj: &'o Object, section: &str) -> Result<libbpf_rs::Map<'o>> {
+    obj.maps()
+        .find(|m| {
+            libbpf_rs::MapCore::name(m)
+                .to_string_lossy()
+                .ends_with(section)
+        })
+        .ok_or_else(|| anyhow::anyhow!("BPF object has no {section} section (build mismatch)"))
+}

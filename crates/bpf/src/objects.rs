@@ -18,6 +18,9 @@ pub const ROUTER_FIB6_COMPACT: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/router_fib6_compact.bpf.o"));
 /// The bench's reference: bpf_fib_lookup + bpf_redirect, program `ref_fwd`.
 pub const REF_FWD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ref_fwd.bpf.o"));
+/// The machine's XDP limit: fixed MACs, devmap redirect, program
+/// `ref_redirect` (lab run's xdp-redirect DUT).
+pub const REF_REDIRECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ref_redirect.bpf.o"));
 /// Verdict cache shapes, programs `fw_key_only`, `fw_lru`, `fw_direct`
 /// (bench firewall-cache).
 pub const FW_CACHE_PROBE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fw_cache_probe.bpf.o"));

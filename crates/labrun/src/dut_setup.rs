@@ -81,6 +81,7 @@ impl RunningDut {
             Forwarder::Linux => {}
             Forwarder::Linerate => dut.router = Some(start_linerate(netns, interfaces)?),
             Forwarder::XdpFibLookup => dut.router = Some(start_xdp_fib_lookup(netns, interfaces)?),
+            Forwarder::XdpRedirect => dut.router = Some(start_xdp_redirect(netns, interfaces)?),
         }
         Ok(dut)
     }
@@ -164,6 +165,45 @@ fn start_xdp_fib_lookup(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding
         Ok(())
     })
 }
+
+/// The machine's XDP limit (bpf/ref_redirect.bpf.c) on the DUT's ingress:
+/// what comes in gets the receiver's MACs and goes out of the egress.
+fn start_xdp_redirect(netns: &str, [ingress, egress]: [&str; 2]) -> Result<Forwarding> {
+    use linerate_bpf::{loader, maps, objects};
+    use linerate_lab::topology::mac;
+    let (ingress, egress) = (ingress.to_string(), egress.to_string());
+    in_dut_namespace(netns, "xdp-redirect", move |stop, ready| {
+        let obj = loader::load(objects::REF_REDIRECT, "the xdp-redirect reference")?;
+        let out = loader::ifindex(&egress)?;
+        let parse = |m: &str| linerate_traffic::frame::parse_mac("a lab MAC", m);
+        let next = RefNextHop {
+            dst: parse(mac::RECV)?,
+            src: parse(mac::DUT_OUT)?,
+            ifindex: out,
+        };
+        maps::write(&loader::data_section(&obj, ".data.next")?, 0, &next)?;
+        maps::write(&loader::map(&obj, "ref_out")?, 0, &out)?;
+        let prog = loader::prog(&obj, "ref_redirect")?;
+        let _link = loader::XdpAttachment::attach(&prog, &ingress, loader::XdpMode::Native)?;
+        ready.store(true, Ordering::SeqCst);
+        while !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    })
+}
+
+/// `struct next_hop` of bpf/ref_redirect.bpf.c.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct RefNextHop {
+    dst: [u8; 6],
+    src: [u8; 6],
+    ifindex: u32,
+}
+
+// SAFETY: plain bytes, no padding (6 + 6 + 4).
+unsafe impl linerate_bpf::layout::Pod for RefNextHop {}
 
 /// Runs `body` on a thread inside the DUT's namespace; returns once it
 /// says it is ready (or fails to start).

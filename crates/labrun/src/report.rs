@@ -109,6 +109,21 @@ pub struct Comparison {
     pub median_ratio: f64,
 }
 
+/// A configuration against the machine's XDP limit (an `xdp-redirect`
+/// DUT in the same scenario), on one profile: its value over the limit's
+/// in the same round, for each round.
+#[derive(Clone, Debug, Serialize)]
+pub struct AgainstLimit {
+    pub dut: String,
+    pub profile: String,
+    /// The DUT configuration that is the limit.
+    pub limit: String,
+    pub ratios: Vec<f64>,
+    pub median_ratio: f64,
+    pub min_ratio: f64,
+    pub max_ratio: f64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Machine {
     pub kernel: String,
@@ -134,6 +149,10 @@ pub struct Results {
     pub runs: Vec<RunRecord>,
     pub results: Vec<Summary>,
     pub comparisons: Vec<Comparison>,
+    /// The DUT configuration that is the machine's XDP limit, if the
+    /// scenario has one, and each other configuration against it.
+    pub limit: Option<String>,
+    pub against_limit: Vec<AgainstLimit>,
     /// ministat's output per profile, as printed.
     pub ministat: Vec<(String, String)>,
 }
@@ -162,6 +181,12 @@ impl Results {
             runs: Vec::new(),
             results: Vec::new(),
             comparisons: Vec::new(),
+            limit: sc
+                .duts
+                .iter()
+                .find(|d| d.1.forwarder == super::scenario::Forwarder::XdpRedirect)
+                .map(|d| d.0.clone()),
+            against_limit: Vec::new(),
             ministat: Vec::new(),
         }
     }
@@ -175,6 +200,7 @@ impl Results {
         self.results.clear();
         self.comparisons.clear();
         self.ministat.clear();
+        self.against_limit = self.against_limit();
         for (pname, profile) in &self.profiles {
             let mut sets = Vec::new();
             for dut in &self.duts {
@@ -298,6 +324,83 @@ pub fn write_all(out: &Path, r: &Results) -> Result<()> {
     plots
 }
 
+impl Results {
+    /// Each configuration's value over the limit's in the same round (the
+    /// runs of a round are interleaved: the nearest in time there is).
+    fn against_limit(&self) -> Vec<AgainstLimit> {
+        let Some(limit) = &self.limit else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (pname, _) in &self.profiles {
+            let value = |dut: &str, round: u32| {
+                self.runs
+                    .iter()
+                    .find(|r| r.dut == dut && &r.profile == pname && r.repeat == round)
+                    .map(|r| r.value_pps)
+            };
+            for dut in self.duts.iter().filter(|d| *d != limit) {
+                let ratios: Vec<f64> = (1..=self.repeat)
+                    .filter_map(|round| {
+                        let (v, l) = (value(dut, round)?, value(limit, round)?);
+                        (l > 0.0).then_some(v / l)
+                    })
+                    .collect();
+                if ratios.is_empty() {
+                    continue;
+                }
+                let ds = Dataset::new(dut, &ratios);
+                let v = ds.vitals();
+                out.push(AgainstLimit {
+                    dut: dut.clone(),
+                    profile: pname.clone(),
+                    limit: limit.clone(),
+                    ratios,
+                    median_ratio: v.median,
+                    min_ratio: v.min,
+                    max_ratio: v.max,
+                });
+            }
+        }
+        out
+    }
+}
+
+/// The section of report.md that says how far each configuration is from
+/// the machine's XDP limit.
+fn against_limit_section(r: &Results) -> String {
+    let Some(limit) = &r.limit else {
+        return String::new();
+    };
+    let mut s = format!(
+        "
+## Against the machine's XDP limit
+
+`{limit}` rewrites the MACs and redirects, with no parsing and no lookup: what this hardware forwards at all. Each configuration's rate over its rate in the same round:
+
+| DUT | profile | median | min | max | per round |
+|---|---|---|---|---|---|
+"
+    );
+    for a in &r.against_limit {
+        s.push_str(&format!(
+            "| {} | {} | {:.2}x | {:.2}x | {:.2}x | {} |
+",
+            a.dut,
+            a.profile,
+            a.median_ratio,
+            a.min_ratio,
+            a.max_ratio,
+            a.ratios
+                .iter()
+                .map(|x| format!("{x:.2}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    s
+}
+
 /// What a run measured, in words.
 pub fn method_words(r: &Results) -> String {
     match r.method {
@@ -389,6 +492,7 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
             ));
         }
     }
+    s.push_str(&against_limit_section(r));
     for (profile, text) in &r.ministat {
         s.push_str(&format!("\n## ministat, {profile}\n\n```\n{text}```\n"));
     }

@@ -11,11 +11,13 @@ pub use linerate_traffic::measure::ReceiverMode;
 pub use linerate_traffic::profile::{builtin_profile, Family, Profile, BUILTIN_PROFILES};
 
 /// The scenario run when none is given: the kernel against linerate,
-/// IPv4 60-byte frames, 2000 flows, 5 repeats of 5 s under overload.
-pub const DEFAULT: &str = r#"# linerate's built-in scenario: the kernel against linerate.
+/// and both against the machine's XDP limit (xdp-redirect), IPv4 60-byte
+/// frames, 2000 flows, 5 repeats of 5 s under overload.
+pub const DEFAULT: &str = r#"# linerate's built-in scenario: the kernel against linerate, and both
+# against what this machine forwards in XDP at all (xdp-redirect).
 name = "linux vs linerate"
 repeat = 5
-duts = ["linux", "linerate"]
+duts = ["linux", "linerate", "xdp-redirect"]
 profiles = ["ipv4-60"]
 
 [measure]
@@ -152,6 +154,11 @@ pub enum Forwarder {
     /// The XDP samples' forwarder (xdp_fwd): bpf_fib_lookup() in the
     /// kernel's FIB, then bpf_redirect(); the reference linerate must beat.
     XdpFibLookup,
+    /// The machine's XDP limit: every IP frame given the receiver's MACs
+    /// and redirected out of dut1, no parsing, no lookup
+    /// (bpf/ref_redirect.bpf.c); a report says how far the others are
+    /// from it, round by round.
+    XdpRedirect,
 }
 
 /// A DUT configuration: who forwards, plus optional nftables ruleset and
@@ -204,6 +211,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         ))),
         "linerate" => Some(plain(Forwarder::Linerate, None)),
         "xdp-fib-lookup" => Some(plain(Forwarder::XdpFibLookup, None)),
+        "xdp-redirect" => Some(plain(Forwarder::XdpRedirect, None)),
         // The same with a full-size IPv4 table (1M routes) in the kernel.
         "linux-1m" => Some(plain(Forwarder::Linux, Some(FULL_TABLE))),
         "xdp-fib-lookup-1m" => Some(plain(Forwarder::XdpFibLookup, Some(FULL_TABLE))),

@@ -555,7 +555,8 @@ pub struct StatusArgs {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Scenario file (TOML, see docs/lab-run.md). Default: the built-in
-    /// scenario, linux vs linerate, IPv4 60-byte frames, 5 runs of 5 s.
+    /// scenario, linux vs linerate and both against the machine's XDP
+    /// limit (xdp-redirect), IPv4 60-byte frames, 5 runs of 5 s.
     pub scenario: Option<std::path::PathBuf>,
     /// Runs per configuration (overrides the scenario's `repeat`).
     #[arg(long)]

@@ -163,6 +163,62 @@ fn lab_run_writes_raw_files_report_plots_and_removes_its_lab() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("holds the results of another run"));
 }
 
+/// The machine's XDP limit as a DUT (xdp-redirect): it forwards the lab's
+/// frames (the receiver gets them, so the MACs and the egress are right),
+/// and the report gives each other configuration's rate over its rate in
+/// the same round, as the runs' own values say.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn the_xdp_limit_forwards_and_each_configuration_is_given_against_it() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-runner-ref";
+    let _down = Down(name);
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_scenario(
+        name,
+        &dir,
+        "repeat = 2\nduts = [\"linux\", \"xdp-redirect\"]\n[measure]\nseconds = 1\n",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["limit"], "xdp-redirect");
+    let value = |dut: &str, round: u64| {
+        r["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["dut"] == dut && x["repeat"] == round)
+            .unwrap()["value_pps"]
+            .as_f64()
+            .unwrap()
+    };
+    for round in 1..=2 {
+        assert!(value("xdp-redirect", round) > 10_000.0, "{r}");
+    }
+    let against = r["against_limit"].as_array().unwrap();
+    assert_eq!(against.len(), 1, "{r}");
+    assert_eq!(against[0]["dut"], "linux");
+    let ratios: Vec<f64> = against[0]["ratios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        ratios,
+        [1, 2].map(|round| value("linux", round) / value("xdp-redirect", round))
+    );
+    let report = std::fs::read_to_string(dir.path().join("r/report.md")).unwrap();
+    assert!(
+        report.contains("## Against the machine's XDP limit"),
+        "{report}"
+    );
+    assert!(report.contains("| linux | ipv4-60 |"), "{report}");
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "privileged"),
