@@ -6,6 +6,7 @@ pub mod dut_setup;
 pub mod firewall_duts;
 pub mod measure;
 pub mod plot;
+pub mod profile;
 pub mod report;
 pub mod scenario;
 pub mod throughput;

@@ -1,0 +1,224 @@
+//! Where the DUT's CPU goes (issue 25): `lab run --profile` records the
+//! DUT's core during every run with `perf record` on the cpu-clock event
+//! (this machine has no PMU: a timer samples instead of a cycle counter),
+//! folds the stacks with inferno (`perf script`'s text, as
+//! stackcollapse-perf.pl folds it), and per DUT configuration writes a
+//! flame graph (inferno's) and the functions that were on the CPU most, as
+//! the seeds' pmcstat tables list them.
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// Samples a second on the DUT's core.
+const FREQUENCY: &str = "999";
+
+/// `perf record` of one CPU, running until [`Recording::finish`].
+pub struct Recording {
+    child: Option<Child>,
+    data: PathBuf,
+}
+
+impl Recording {
+    /// Starts recording CPU `cpu` (all of it: the DUT's NAPI threads, its
+    /// softirqs, its XDP programs) into `data`.
+    pub fn start(cpu: usize, data: &Path) -> Result<Recording> {
+        let mut child = Command::new("perf")
+            .args(["record", "-e", "cpu-clock", "-F", FREQUENCY, "-g", "-C"])
+            .arg(cpu.to_string())
+            .arg("-o")
+            .arg(data)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("--profile needs perf (Debian's linux-perf; scripts/setup.sh)")?;
+        // perf has opened its events once it says nothing and still runs:
+        // give it the moment it takes.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        if let Some(status) = child.try_wait()? {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            bail!("perf record ended ({status}): {}", err.trim());
+        }
+        Ok(Recording {
+            child: Some(child),
+            data: data.to_path_buf(),
+        })
+    }
+
+    /// Stops it (SIGINT, as Ctrl-C would) and returns its stacks, folded:
+    /// one `frame;frame;...;leaf count` line each.
+    pub fn finish(mut self) -> Result<String> {
+        let child = self.child.take().expect("a running perf");
+        // SAFETY: signals our child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let o = child.wait_with_output()?;
+        if !self.data.exists() {
+            bail!(
+                "perf record wrote nothing: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        let script = Command::new("perf")
+            .args(["script", "-F", "comm,pid,tid,cpu,time,event,ip,sym,dso", "-i"])
+            .arg(&self.data)
+            .output()
+            .context("perf script")?;
+        let _ = std::fs::remove_file(&self.data);
+        if !script.status.success() {
+            bail!(
+                "perf script: {}",
+                String::from_utf8_lossy(&script.stderr).trim()
+            );
+        }
+        fold(&script.stdout)
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+            let _ = std::fs::remove_file(&self.data);
+        }
+    }
+}
+
+/// `perf script` output folded by inferno's perf collapser.
+pub fn fold(script: &[u8]) -> Result<String> {
+    use inferno::collapse::Collapse;
+    let mut folded = Vec::new();
+    inferno::collapse::perf::Folder::default()
+        .collapse(script, &mut folded)
+        .map_err(|e| anyhow!("folding perf's stacks: {e}"))?;
+    Ok(String::from_utf8_lossy(&folded).into_owned())
+}
+
+/// A function and its share of the samples (0 to 1).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Hot {
+    pub function: String,
+    /// On the CPU itself (the stack's leaf).
+    pub self_share: f64,
+    /// On the stack at all (itself or what it called).
+    pub total_share: f64,
+}
+
+/// One DUT configuration's profile over all its runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct DutProfile {
+    pub dut: String,
+    /// Milliseconds of the DUT's core sampled (cpu-clock).
+    pub sampled_ms: f64,
+    /// The flame graph, relative to the output directory.
+    pub flame_graph: String,
+    /// The functions most on the CPU itself, most first.
+    pub top: Vec<Hot>,
+}
+
+/// The `n` functions with the largest self share in `folded` stacks, and
+/// the stacks' total weight (perf's period: for cpu-clock, nanoseconds).
+pub fn top(folded: &str, n: usize) -> (u64, Vec<Hot>) {
+    let mut own: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut on_stack: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut total = 0u64;
+    for line in folded.lines() {
+        let Some((stack, count)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(count) = count.parse::<u64>() else {
+            continue;
+        };
+        total += count;
+        let frames: Vec<&str> = stack.split(';').collect();
+        if let Some(leaf) = frames.last() {
+            *own.entry(leaf).or_default() += count;
+        }
+        // A function counted once a stack, however deep it recurses.
+        let mut seen = std::collections::BTreeSet::new();
+        for f in frames {
+            if seen.insert(f) {
+                *on_stack.entry(f).or_default() += count;
+            }
+        }
+    }
+    let mut hot: Vec<Hot> = own
+        .iter()
+        .map(|(f, &c)| Hot {
+            function: f.to_string(),
+            self_share: c as f64 / total.max(1) as f64,
+            total_share: on_stack[f] as f64 / total.max(1) as f64,
+        })
+        .collect();
+    hot.sort_by(|a, b| {
+        b.self_share
+            .total_cmp(&a.self_share)
+            .then(a.function.cmp(&b.function))
+    });
+    hot.truncate(n);
+    (total, hot)
+}
+
+/// Writes the flame graph of `folded` stacks to `svg`.
+pub fn flame_graph(title: &str, folded: &str, svg: &Path) -> Result<()> {
+    let mut opts = inferno::flamegraph::Options::default();
+    opts.title = title.to_string();
+    opts.count_name = "samples".into();
+    let file = std::fs::File::create(svg).with_context(|| format!("cannot write {}", svg.display()))?;
+    inferno::flamegraph::from_lines(&mut opts, folded.lines(), std::io::BufWriter::new(file))
+        .map_err(|e| anyhow!("the flame graph {}: {e}", svg.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two samples as `perf script` prints them (kernel stacks, an XDP
+    /// program's JIT symbol among them).
+    const SCRIPT: &str = "napi/dut0-1 1234 [001] 100.000001: 1001001 cpu-clock:
+\tffffffffa0001234 bpf_prog_6deef7357e7b4530_router+0x120 (bpf_prog_6deef7357e7b4530_router)
+\tffffffff81a00000 veth_xdp_rcv+0x100 ([kernel.kallsyms])
+\tffffffff81a10000 veth_poll+0x60 ([kernel.kallsyms])
+\tffffffff81b00000 __napi_poll+0x30 ([kernel.kallsyms])
+
+napi/dut0-1 1234 [001] 100.001002: 1001001 cpu-clock:
+\tffffffff81a00000 veth_xdp_rcv+0x100 ([kernel.kallsyms])
+\tffffffff81a10000 veth_poll+0x60 ([kernel.kallsyms])
+\tffffffff81b00000 __napi_poll+0x30 ([kernel.kallsyms])
+
+napi/dut0-1 1234 [001] 100.002003: 1001001 cpu-clock:
+\tffffffffa0001234 bpf_prog_6deef7357e7b4530_router+0x140 (bpf_prog_6deef7357e7b4530_router)
+\tffffffff81a00000 veth_xdp_rcv+0x100 ([kernel.kallsyms])
+\tffffffff81a10000 veth_poll+0x60 ([kernel.kallsyms])
+\tffffffff81b00000 __napi_poll+0x30 ([kernel.kallsyms])
+
+";
+
+    #[test]
+    fn stacks_fold_and_their_leaves_rank() {
+        let folded = fold(SCRIPT.as_bytes()).unwrap();
+        assert!(
+            folded.contains("__napi_poll;veth_poll;veth_xdp_rcv;bpf_prog_6deef7357e7b4530_router 2002002"),
+            "{folded}"
+        );
+        let (total, hot) = top(&folded, 10);
+        // Weighed by the event's period: cpu-clock's is the nanoseconds
+        // between samples.
+        assert_eq!(total, 3 * 1001001);
+        assert_eq!(hot[0].function, "bpf_prog_6deef7357e7b4530_router");
+        assert!((hot[0].self_share - 2.0 / 3.0).abs() < 1e-9);
+        assert_eq!(hot[1].function, "veth_xdp_rcv");
+        assert!((hot[1].self_share - 1.0 / 3.0).abs() < 1e-9);
+        assert!((hot[1].total_share - 1.0).abs() < 1e-9);
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("f.svg");
+        flame_graph("router", &folded, &svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.starts_with("<?xml") && text.contains("<svg"), "{text}");
+        assert!(text.contains("veth_xdp_rcv") && text.contains("bpf_prog_6deef7357e7b4530_router"));
+    }
+}
