@@ -14,7 +14,8 @@ PACKAGES=(clang clang-19 llvm libbpf-dev libelf-dev zlib1g-dev pkg-config make g
           nftables iptables fonts-dejavu-core python3-venv
           bird2 frr
           systemd     # systemd-analyze verifies the service unit
-          prometheus) # promtool checks the metrics' exposition
+          prometheus  # promtool checks the metrics' exposition
+          linux-perf) # lab run --profile records the DUT's core
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup: run as root (apt-get, network namespaces and BPF need it)" >&2

@@ -95,6 +95,8 @@ pub fn run(
     ));
     let total = sc.repeat as usize * sc.duts.len() * sc.profiles.len();
     let mut index = 0;
+    // --profile: each configuration's stacks, folded, over its runs.
+    let mut stacks: std::collections::BTreeMap<String, String> = Default::default();
     let mut tables = dut_setup::RouteTables::default();
     // Repeats outermost: every configuration runs once per round, so slow
     // drift of the machine (heat, other load) hits all of them alike.
@@ -114,7 +116,19 @@ pub fn run(
                 // Checked when the scenario was read: this cannot fail.
                 let traffic = profile.check()?;
                 let mut trials = LabTrials::new(path.clone(), traffic, sc.receiver, stop);
+                let recording = if sc.profile {
+                    let data = out.join(format!("{dname}.{pname}.{repeat}.perf.data"));
+                    Some(profile::Recording::start(lab.spec().dut_cpu, &data)?)
+                } else {
+                    None
+                };
                 let measured = measure_one(sc, &mut trials, progress);
+                if let Some(r) = recording {
+                    stacks
+                        .entry(dname.clone())
+                        .or_default()
+                        .push_str(&r.finish()?);
+                }
                 running.stop()?;
                 let log = report::write_log(out, dname, pname, repeat, &trials.log)?;
                 let mut record = match measured {
@@ -137,12 +151,28 @@ pub fn run(
             }
         }
     }
+    let lab_dut_cpu = lab.spec().dut_cpu;
     let removed = lab.down()?;
     progress.note(&format!(
         "lab {} removed ({})",
         sc.lab_name,
         removed.join(", ")
     ));
+    for (dut, folded) in &stacks {
+        let file = format!("flame-{dut}.svg");
+        profile::flame_graph(
+            &format!("{dut}: the DUT's core (CPU {}), cpu-clock", lab_dut_cpu),
+            folded,
+            &out.join(&file),
+        )?;
+        let (samples, top) = profile::top(folded, 15);
+        results.profiles_cpu.push(profile::DutProfile {
+            dut: dut.clone(),
+            samples,
+            flame_graph: file,
+            top,
+        });
+    }
     results.finish();
     report::write_all(out, &results)?;
     Ok(results)

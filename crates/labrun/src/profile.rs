@@ -63,7 +63,12 @@ impl Recording {
             );
         }
         let script = Command::new("perf")
-            .args(["script", "-F", "comm,pid,tid,cpu,time,event,ip,sym,dso", "-i"])
+            .args([
+                "script",
+                "-F",
+                "comm,pid,tid,cpu,time,event,ip,sym,dso",
+                "-i",
+            ])
             .arg(&self.data)
             .output()
             .context("perf script")?;
@@ -112,8 +117,8 @@ pub struct Hot {
 #[derive(Clone, Debug, Serialize)]
 pub struct DutProfile {
     pub dut: String,
-    /// Milliseconds of the DUT's core sampled (cpu-clock).
-    pub sampled_ms: f64,
+    /// Samples of the DUT's core (999 a second).
+    pub samples: u64,
     /// The flame graph, relative to the output directory.
     pub flame_graph: String,
     /// The functions most on the CPU itself, most first.
@@ -121,7 +126,7 @@ pub struct DutProfile {
 }
 
 /// The `n` functions with the largest self share in `folded` stacks, and
-/// the stacks' total weight (perf's period: for cpu-clock, nanoseconds).
+/// the number of samples.
 pub fn top(folded: &str, n: usize) -> (u64, Vec<Hot>) {
     let mut own: BTreeMap<&str, u64> = BTreeMap::new();
     let mut on_stack: BTreeMap<&str, u64> = BTreeMap::new();
@@ -168,7 +173,8 @@ pub fn flame_graph(title: &str, folded: &str, svg: &Path) -> Result<()> {
     let mut opts = inferno::flamegraph::Options::default();
     opts.title = title.to_string();
     opts.count_name = "samples".into();
-    let file = std::fs::File::create(svg).with_context(|| format!("cannot write {}", svg.display()))?;
+    let file =
+        std::fs::File::create(svg).with_context(|| format!("cannot write {}", svg.display()))?;
     inferno::flamegraph::from_lines(&mut opts, folded.lines(), std::io::BufWriter::new(file))
         .map_err(|e| anyhow!("the flame graph {}: {e}", svg.display()))
 }
@@ -177,24 +183,24 @@ pub fn flame_graph(title: &str, folded: &str, svg: &Path) -> Result<()> {
 mod tests {
     use super::*;
 
-    /// Two samples as `perf script` prints them (kernel stacks, an XDP
-    /// program's JIT symbol among them).
-    const SCRIPT: &str = "napi/dut0-1 1234 [001] 100.000001: 1001001 cpu-clock:
-\tffffffffa0001234 bpf_prog_6deef7357e7b4530_router+0x120 (bpf_prog_6deef7357e7b4530_router)
-\tffffffff81a00000 veth_xdp_rcv+0x100 ([kernel.kallsyms])
-\tffffffff81a10000 veth_poll+0x60 ([kernel.kallsyms])
-\tffffffff81b00000 __napi_poll+0x30 ([kernel.kallsyms])
+    /// Three samples as `perf script -F ...` prints them (kernel stacks,
+    /// an XDP program's JIT symbol among them).
+    const SCRIPT: &str = "napi/dut0-1  1234/1234  [001]  100.000001: cpu-clock:
+\tffffffffa0001234 bpf_prog_6deef7357e7b4530_router (bpf_prog_6deef7357e7b4530_router)
+\tffffffff81a00000 veth_xdp_rcv ([kernel.kallsyms])
+\tffffffff81a10000 veth_poll ([kernel.kallsyms])
+\tffffffff81b00000 __napi_poll ([kernel.kallsyms])
 
-napi/dut0-1 1234 [001] 100.001002: 1001001 cpu-clock:
-\tffffffff81a00000 veth_xdp_rcv+0x100 ([kernel.kallsyms])
-\tffffffff81a10000 veth_poll+0x60 ([kernel.kallsyms])
-\tffffffff81b00000 __napi_poll+0x30 ([kernel.kallsyms])
+napi/dut0-1  1234/1234  [001]  100.001002: cpu-clock:
+\tffffffff81a00000 veth_xdp_rcv ([kernel.kallsyms])
+\tffffffff81a10000 veth_poll ([kernel.kallsyms])
+\tffffffff81b00000 __napi_poll ([kernel.kallsyms])
 
-napi/dut0-1 1234 [001] 100.002003: 1001001 cpu-clock:
-\tffffffffa0001234 bpf_prog_6deef7357e7b4530_router+0x140 (bpf_prog_6deef7357e7b4530_router)
-\tffffffff81a00000 veth_xdp_rcv+0x100 ([kernel.kallsyms])
-\tffffffff81a10000 veth_poll+0x60 ([kernel.kallsyms])
-\tffffffff81b00000 __napi_poll+0x30 ([kernel.kallsyms])
+napi/dut0-1  1234/1234  [001]  100.002003: cpu-clock:
+\tffffffffa0001234 bpf_prog_6deef7357e7b4530_router (bpf_prog_6deef7357e7b4530_router)
+\tffffffff81a00000 veth_xdp_rcv ([kernel.kallsyms])
+\tffffffff81a10000 veth_poll ([kernel.kallsyms])
+\tffffffff81b00000 __napi_poll ([kernel.kallsyms])
 
 ";
 
@@ -202,13 +208,12 @@ napi/dut0-1 1234 [001] 100.002003: 1001001 cpu-clock:
     fn stacks_fold_and_their_leaves_rank() {
         let folded = fold(SCRIPT.as_bytes()).unwrap();
         assert!(
-            folded.contains("__napi_poll;veth_poll;veth_xdp_rcv;bpf_prog_6deef7357e7b4530_router 2002002"),
+            folded
+                .contains("__napi_poll;veth_poll;veth_xdp_rcv;bpf_prog_6deef7357e7b4530_router 2"),
             "{folded}"
         );
         let (total, hot) = top(&folded, 10);
-        // Weighed by the event's period: cpu-clock's is the nanoseconds
-        // between samples.
-        assert_eq!(total, 3 * 1001001);
+        assert_eq!(total, 3);
         assert_eq!(hot[0].function, "bpf_prog_6deef7357e7b4530_router");
         assert!((hot[0].self_share - 2.0 / 3.0).abs() < 1e-9);
         assert_eq!(hot[1].function, "veth_xdp_rcv");

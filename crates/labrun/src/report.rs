@@ -153,6 +153,8 @@ pub struct Results {
     /// scenario has one, and each other configuration against it.
     pub limit: Option<String>,
     pub against_limit: Vec<AgainstLimit>,
+    /// `--profile`: where each configuration's DUT core went.
+    pub profiles_cpu: Vec<super::profile::DutProfile>,
     /// ministat's output per profile, as printed.
     pub ministat: Vec<(String, String)>,
 }
@@ -187,6 +189,7 @@ impl Results {
                 .find(|d| d.1.forwarder == super::scenario::Forwarder::XdpRedirect)
                 .map(|d| d.0.clone()),
             against_limit: Vec::new(),
+            profiles_cpu: Vec::new(),
             ministat: Vec::new(),
         }
     }
@@ -401,6 +404,32 @@ fn against_limit_section(r: &Results) -> String {
     s
 }
 
+/// `--profile`'s section of report.md: per configuration, its flame graph
+/// and the functions most on the DUT's core, as the seeds' pmcstat tables.
+fn cpu_section(r: &Results) -> String {
+    if r.profiles_cpu.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\n## Where the DUT's core goes\n\n`perf record -e cpu-clock` of the DUT's core during every run (a timer's samples: this machine has no PMU), stacks folded and drawn by inferno. Values under `--profile` were measured while sampled.\n",
+    );
+    for p in &r.profiles_cpu {
+        s.push_str(&format!(
+            "\n### {}\n\n{} samples (999 a second); flame graph: [{}]({})\n\n| function | self | with callees |\n|---|---|---|\n",
+            p.dut, p.samples, p.flame_graph, p.flame_graph
+        ));
+        for h in &p.top {
+            s.push_str(&format!(
+                "| `{}` | {:.1}% | {:.1}% |\n",
+                h.function,
+                h.self_share * 100.0,
+                h.total_share * 100.0
+            ));
+        }
+    }
+    s
+}
+
 /// What a run measured, in words.
 pub fn method_words(r: &Results) -> String {
     match r.method {
@@ -493,6 +522,7 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
         }
     }
     s.push_str(&against_limit_section(r));
+    s.push_str(&cpu_section(r));
     for (profile, text) in &r.ministat {
         s.push_str(&format!("\n## ministat, {profile}\n\n```\n{text}```\n"));
     }

@@ -268,6 +268,9 @@ pub struct Scenario {
     pub lab_name: String,
     pub gen_cpu: usize,
     pub dut_cpu: Option<usize>,
+    /// Record the DUT's core during every run (`lab run --profile`:
+    /// crate::profile); not a key of the file.
+    pub profile: bool,
     /// The file's own [dut.NAME] and [profile.NAME] definitions, for
     /// command-line overrides of the lists.
     #[serde(skip)]
@@ -494,6 +497,7 @@ impl Scenario {
             lab_name,
             gen_cpu,
             dut_cpu: lab.dut_cpu,
+            profile: false,
             dut_lines: f
                 .dut
                 .iter()

@@ -582,6 +582,11 @@ pub struct RunArgs {
     /// Print the built-in scenario (a starting point for your own) and exit.
     #[arg(long)]
     pub show_default: bool,
+    /// Record the DUT's core during every run (perf, cpu-clock): a flame
+    /// graph per configuration (flame-DUT.svg) and its hottest functions in
+    /// report.md.
+    #[arg(long)]
+    pub profile: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -85,6 +85,11 @@ pub fn run(a: RunArgs) -> Result<()> {
         Some(p) => Scenario::load(p)?,
         None => Scenario::builtin(),
     };
+    sc.profile = a.profile;
+    if a.profile {
+        linerate_host::cmd::require_tool("perf")
+            .map_err(|e| anyhow::anyhow!("--profile: {e:#} (Debian's linux-perf)"))?;
+    }
     sc.apply(Overrides {
         repeat: a.repeat,
         seconds: a.seconds,

@@ -163,6 +163,77 @@ fn lab_run_writes_raw_files_report_plots_and_removes_its_lab() {
     assert!(String::from_utf8_lossy(&again.stderr).contains("holds the results of another run"));
 }
 
+/// `--profile`: the DUT's core recorded during the runs; per
+/// configuration a flame graph (a valid SVG, naming the functions an XDP
+/// forwarder runs through on a veth: the program's JIT symbol, veth's
+/// NAPI receive) and its hottest functions in the report.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_profiled_run_draws_where_the_dut_core_goes() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-runner-prof";
+    let _down = Down(name);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let o = linerate(&[
+        "lab",
+        "run",
+        "--name",
+        name,
+        "--repeat",
+        "1",
+        "-t",
+        "2",
+        "--duts",
+        "linerate",
+        "--profile",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = &r["profiles_cpu"][0];
+    assert_eq!(p["dut"], "linerate");
+    // About 2 s at 999 samples a second, the core busy forwarding.
+    assert!(p["samples"].as_u64().unwrap() > 500, "{p}");
+    let top: Vec<&str> = p["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["function"].as_str().unwrap())
+        .collect();
+    assert!(
+        top.iter()
+            .any(|f| f.starts_with("bpf_prog_") && f.ends_with("_router")),
+        "{top:?}"
+    );
+    assert!(top.iter().any(|f| f.starts_with("veth_")), "{top:?}");
+    let svg = std::fs::read_to_string(out.join("flame-linerate.svg")).unwrap();
+    assert!(
+        svg.starts_with("<?xml") && svg.trim_end().ends_with("</svg>"),
+        "not an SVG"
+    );
+    assert!(
+        svg.contains("veth_xdp_rcv") && svg.contains("_router"),
+        "{}",
+        &svg[..500]
+    );
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        report.contains("## Where the DUT's core goes") && report.contains("flame-linerate.svg")
+    );
+    // No perf left running, no perf.data left behind.
+    assert!(!std::fs::read_dir(&out).unwrap().any(|e| e
+        .unwrap()
+        .file_name()
+        .to_string_lossy()
+        .ends_with(".perf.data")));
+}
+
 /// The machine's XDP limit as a DUT (xdp-redirect): it forwards the lab's
 /// frames (the receiver gets them, so the MACs and the egress are right),
 /// and the report gives each other configuration's rate over its rate in
