@@ -216,6 +216,44 @@ pub fn ifindex(ifname: &str) -> Result<u32> {
     Ok(idx)
 }
 
+/// The kernel's run-time statistics of BPF programs (how often each ran
+/// and for how long), on while this lives: BPF_ENABLE_STATS, which the
+/// kernel turns off again when its fd closes, however this process ends
+/// (unlike `kernel.bpf_stats_enabled`, which a killed process would leave
+/// on). They cost every program run two clock reads.
+pub struct RunStats(#[allow(dead_code)] OwnedFd);
+
+impl RunStats {
+    pub fn enable() -> Result<RunStats> {
+        // SAFETY: no pointers.
+        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+        if fd < 0 {
+            bail!(
+                "cannot turn on BPF run-time statistics: {}",
+                std::io::Error::from_raw_os_error(-fd)
+            );
+        }
+        // SAFETY: a new fd, owned here.
+        Ok(RunStats(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+}
+
+/// How many times program `prog` ran and for how many nanoseconds in all,
+/// while run-time statistics were on ([`RunStats`]).
+pub fn program_runs(prog: BorrowedFd<'_>) -> Result<(u64, u64)> {
+    let mut info = libbpf_sys::bpf_prog_info::default();
+    let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+    // SAFETY: an info struct of the size we declare.
+    let err = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(prog.as_raw_fd(), &mut info, &mut len) };
+    if err < 0 {
+        bail!(
+            "cannot read a BPF program's statistics: {}",
+            std::io::Error::from_raw_os_error(-err)
+        );
+    }
+    Ok((info.run_cnt, info.run_time_ns))
+}
+
 /// The XDP program attached to interface `ifindex` (of the calling
 /// thread's namespace), as a file descriptor of its own: another process's
 /// or thread's program can be test-run through it (BPF_PROG_TEST_RUN), to

@@ -19,7 +19,8 @@ use linerate_traffic::frame::parse_mac;
 use linerate_traffic::profile::Sender;
 use measure::{LabTrials, Path};
 use report::{Results, RunRecord};
-use scenario::{Method, Profile, Scenario};
+use scenario::{Forwarder, Method, Profile, Scenario};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use throughput::{SearchMethod, SearchOutcome, SearchPlan};
 
@@ -95,8 +96,15 @@ pub fn run(
     ));
     let total = sc.repeat as usize * sc.duts.len() * sc.profiles.len();
     let mut index = 0;
-    // --profile: each configuration's stacks, folded, over its runs.
+    // --profile: each configuration's stacks, folded, over its runs, and
+    // an XDP DUT's program's nanoseconds a frame, run by run.
     let mut stacks: std::collections::BTreeMap<String, String> = Default::default();
+    let mut xdp_ns: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    let _run_stats = if sc.profile {
+        Some(linerate_bpf::loader::RunStats::enable()?)
+    } else {
+        None
+    };
     let mut tables = dut_setup::RouteTables::default();
     // Repeats outermost: every configuration runs once per round, so slow
     // drift of the machine (heat, other load) hits all of them alike.
@@ -122,7 +130,24 @@ pub fn run(
                 } else {
                     None
                 };
+                let program = match (sc.profile, def.forwarder) {
+                    (
+                        true,
+                        Forwarder::Linerate | Forwarder::XdpFibLookup | Forwarder::XdpRedirect,
+                    ) => Some(profile::xdp_program(&ns.dut, &ifs.dut_in)?),
+                    _ => None,
+                };
+                let runs_before = program
+                    .as_ref()
+                    .map(|p| linerate_bpf::loader::program_runs(p.as_fd()))
+                    .transpose()?;
                 let measured = measure_one(sc, &mut trials, progress);
+                if let (Some(p), Some(before)) = (&program, runs_before) {
+                    let after = linerate_bpf::loader::program_runs(p.as_fd())?;
+                    if let Some(ns) = profile::ns_per_run(before, after) {
+                        xdp_ns.entry(dname.clone()).or_default().push(ns);
+                    }
+                }
                 if let Some(r) = recording {
                     stacks
                         .entry(dname.clone())
@@ -168,6 +193,9 @@ pub fn run(
         let (samples, top) = profile::top(folded, 15);
         results.profiles_cpu.push(profile::DutProfile {
             dut: dut.clone(),
+            xdp_ns_per_frame: xdp_ns
+                .get(dut)
+                .map(|v| linerate_ministat::Dataset::new(dut, v).median()),
             samples,
             flame_graph: file,
             top,

@@ -24,13 +24,24 @@ impl Recording {
     /// Starts recording CPU `cpu` (all of it: the DUT's NAPI threads, its
     /// softirqs, its XDP programs) into `data`.
     pub fn start(cpu: usize, data: &Path) -> Result<Recording> {
-        let mut child = Command::new("perf")
-            .args(["record", "-e", "cpu-clock", "-F", FREQUENCY, "-g", "-C"])
+        let mut c = Command::new("perf");
+        c.args(["record", "-e", "cpu-clock", "-F", FREQUENCY, "-g", "-C"])
             .arg(cpu.to_string())
             .arg("-o")
             .arg(data)
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: prctl only, between fork and exec: perf dies with the
+        // runner however it ends (kill -9 too), never left recording.
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(&mut c, || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = c
             .spawn()
             .context("--profile needs perf (Debian's linux-perf; scripts/setup.sh)")?;
         // perf has opened its events once it says nothing and still runs:
@@ -103,6 +114,27 @@ pub fn fold(script: &[u8]) -> Result<String> {
     Ok(String::from_utf8_lossy(&folded).into_owned())
 }
 
+/// The XDP program on interface `ifname` of namespace `netns`, to read
+/// its run-time statistics from ([`linerate_bpf::loader::program_runs`]).
+pub fn xdp_program(netns: &str, ifname: &str) -> Result<std::os::fd::OwnedFd> {
+    let (netns, name) = (netns.to_string(), ifname.to_string());
+    std::thread::spawn(move || {
+        let _in = linerate_host::netns::NetnsGuard::enter(&netns)?;
+        let idx = linerate_bpf::loader::ifindex(&name)?;
+        linerate_bpf::loader::attached_xdp_program(idx)
+    })
+    .join()
+    .map_err(|_| anyhow!("the thread reading {ifname}'s XDP program panicked"))?
+}
+
+/// Nanoseconds a run of the program took, on average, between two
+/// readings of [`linerate_bpf::loader::program_runs`] (None: it did not
+/// run).
+pub fn ns_per_run(before: (u64, u64), after: (u64, u64)) -> Option<f64> {
+    let runs = after.0.checked_sub(before.0)?;
+    (runs > 0).then(|| after.1.saturating_sub(before.1) as f64 / runs as f64)
+}
+
 /// A function and its share of the samples (0 to 1).
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Hot {
@@ -117,6 +149,9 @@ pub struct Hot {
 #[derive(Clone, Debug, Serialize)]
 pub struct DutProfile {
     pub dut: String,
+    /// An XDP DUT: its program's own nanoseconds a frame on dut0, from
+    /// the kernel's run-time statistics, median over the runs.
+    pub xdp_ns_per_frame: Option<f64>,
     /// Samples of the DUT's core (999 a second).
     pub samples: u64,
     /// The flame graph, relative to the output directory.

@@ -418,6 +418,14 @@ fn cpu_section(r: &Results) -> String {
             "\n### {}\n\n{} samples (999 a second); flame graph: [{}]({})\n\n| function | self | with callees |\n|---|---|---|\n",
             p.dut, p.samples, p.flame_graph, p.flame_graph
         ));
+        if let Some(ns) = p.xdp_ns_per_frame {
+            s.insert_str(
+                s.rfind("\n| function |").unwrap_or(s.len()),
+                &format!(
+                    "\nIts XDP program on dut0: {ns:.1} ns a frame (the kernel's BPF run-time statistics, median over the runs; they add two clock reads a run).\n"
+                ),
+            );
+        }
         for h in &p.top {
             s.push_str(&format!(
                 "| `{}` | {:.1}% | {:.1}% |\n",

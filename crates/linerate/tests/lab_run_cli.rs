@@ -226,12 +226,65 @@ fn a_profiled_run_draws_where_the_dut_core_goes() {
     assert!(
         report.contains("## Where the DUT's core goes") && report.contains("flame-linerate.svg")
     );
+    // The program's own time a frame, from the kernel's statistics.
+    let ns = p["xdp_ns_per_frame"].as_f64().unwrap();
+    assert!(ns > 1.0 && ns < 10_000.0, "{p}");
+    assert!(report.contains("ns a frame"), "{report}");
     // No perf left running, no perf.data left behind.
     assert!(!std::fs::read_dir(&out).unwrap().any(|e| e
         .unwrap()
         .file_name()
         .to_string_lossy()
         .ends_with(".perf.data")));
+}
+
+/// `--profile` killed mid-run (kill -9): nothing is left on. The BPF
+/// run-time statistics are turned on through BPF_ENABLE_STATS, whose fd the
+/// kernel closes with the process (and the machine-wide sysctl
+/// `kernel.bpf_stats_enabled` is never written: it reads 0 throughout), and
+/// its perf dies with it.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_killed_profiled_run_leaves_no_statistics_on_and_no_perf() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-runner-kill";
+    let _down = Down(name);
+    let dir = tempfile::tempdir().unwrap();
+    let sysctl = || std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").unwrap();
+    assert_eq!(sysctl().trim(), "0", "BPF statistics on before the test");
+    let mut run = Command::new(BIN)
+        .args(["lab", "run", "--name", name, "--repeat", "3", "-t", "5"])
+        .args(["--duts", "linerate", "--profile", "--out"])
+        .arg(dir.path().join("r"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let perf_running = || {
+        Command::new("pgrep")
+            .args(["-f", "perf record -e cpu-clock"])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    let t = std::time::Instant::now();
+    while !perf_running() {
+        assert!(t.elapsed().as_secs() < 30, "never profiling");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(sysctl().trim(), "0", "the sysctl was written");
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let t = std::time::Instant::now();
+    while perf_running() {
+        assert!(t.elapsed().as_secs() < 5, "perf left recording");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(sysctl().trim(), "0");
 }
 
 /// The machine's XDP limit as a DUT (xdp-redirect): it forwards the lab's
