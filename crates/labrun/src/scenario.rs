@@ -694,12 +694,13 @@ mod tests {
     }
 
     #[test]
-    fn the_builtin_scenario_is_linux_against_linerate() {
+    fn the_builtin_scenario_is_linux_against_linerate_and_the_xdp_limit() {
         let s = Scenario::builtin();
         assert_eq!(
             s.duts.iter().map(|d| d.0.as_str()).collect::<Vec<_>>(),
-            ["linux", "linerate"]
+            ["linux", "linerate", "xdp-redirect"]
         );
+        assert_eq!(s.duts[2].1.forwarder, Forwarder::XdpRedirect);
         assert_eq!(s.profiles[0].0, "ipv4-60");
         assert_eq!((s.repeat, s.seconds, s.method), (5, 5.0, Method::Overload));
     }
