@@ -336,6 +336,12 @@ static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
 	struct router_counters *c = bpf_map_lookup_elem(&router_stats, &slot);
 	struct iface *ifc = bpf_map_lookup_elem(&ifaces, &slot);
 	struct ethhdr *eth = data;
+	__u32 rxq = slot * ROUTER_RXQ +
+		    (ctx->rx_queue_index < ROUTER_RXQ ? ctx->rx_queue_index : ROUTER_RXQ - 1);
+	__u64 *on_queue = bpf_map_lookup_elem(&router_rxq, &rxq);
+
+	if (on_queue)
+		(*on_queue)++;
 
 	if ((void *)(eth + 1) > data_end)
 		return HEADERS_CUT();

@@ -196,6 +196,19 @@ struct {
 	__type(value, struct router_counters);
 } router_stats SEC(".maps");
 
+/* Frames by interface and receive queue (issue 25: `linerate queues`, in
+ * the spirit of nic-queue-usage): entry ifindex * ROUTER_RXQ + queue, the
+ * last queue slot taking the queues beyond it. Every frame the program
+ * sees, whatever becomes of it. */
+#define ROUTER_RXQ 64
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ROUTER_IFACES * ROUTER_RXQ);
+	__type(key, __u32);
+	__type(value, __u64);
+} router_rxq SEC(".maps");
+
 /* The firewall (issue 23, docs/firewall.md): a verdict cache. A forwarded
  * frame's key holds the fields the family's ruleset reads (the others
  * zero, so that flows the ruleset cannot tell apart share an entry); a

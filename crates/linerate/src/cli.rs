@@ -52,6 +52,9 @@ pub enum Command {
     /// Counters of a running `linerate route`, per interface, a line a
     /// second, then the totals by reason.
     Stats(StatsArgs),
+    /// Frames per receive queue of a running router's interfaces, a line a
+    /// second (in the spirit of nic-queue-usage), then the totals.
+    Queues(QueuesArgs),
     /// The kernel's nftables ruleset as linerate reads it: per IP family
     /// the filter chains a forwarded packet crosses, in the kernel's order,
     /// or the table, chain and rule that keep the family in the kernel.
@@ -63,6 +66,22 @@ pub struct FirewallArgs {
     /// The network namespace whose ruleset to read (default: this one).
     #[arg(long)]
     pub netns: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct QueuesArgs {
+    /// The interfaces to show (of those the router attached to).
+    #[arg(short = 'i', long, value_delimiter = ',', required = true)]
+    pub interfaces: Vec<String>,
+    /// The router's network namespace (as given to `linerate route --netns`).
+    #[arg(long)]
+    pub netns: Option<String>,
+    /// Seconds to watch (default: until Ctrl-C).
+    #[arg(short = 't', long)]
+    pub seconds: Option<f64>,
+    /// Print the totals as JSON at the end, no per-second lines.
     #[arg(long)]
     pub json: bool,
 }

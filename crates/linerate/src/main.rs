@@ -8,6 +8,7 @@ mod cmd_imix;
 mod cmd_lab;
 mod cmd_lab_run;
 mod cmd_ministat;
+mod cmd_queues;
 mod cmd_route;
 mod cmd_search;
 mod cmd_traffic;
@@ -44,6 +45,7 @@ fn main() {
         cli::Command::Route(r) => cmd_route::run(r),
         cli::Command::CheckConfig(c) => cmd_route::check_config(c),
         cli::Command::Stats(s) => cmd_route::stats(s),
+        cli::Command::Queues(q) => cmd_queues::run(q),
         cli::Command::Firewall(f) => cmd_firewall::run(f),
         cli::Command::Search(s) => cmd_search::run(s),
         cli::Command::Trial(t) => cmd_trial::run(t),

@@ -240,6 +240,11 @@ impl FastPath {
         Ok(loader::map(&self.obj, "router_stats")?.info()?.info.id)
     }
 
+    /// The kernel's id of the per-queue counters map (`linerate queues`).
+    pub fn rxq_map_id(&self) -> Result<u32> {
+        Ok(loader::map(&self.obj, "router_rxq")?.info()?.info.id)
+    }
+
     /// Counters of an interface slot, summed over CPUs.
     pub fn counters(&self, ifindex: u32) -> Result<RouterCounters> {
         let slot = if ifindex < ROUTER_IFACES { ifindex } else { 0 };

@@ -3,6 +3,9 @@
 use linerate_bpf::layout::Pod;
 
 pub const ROUTER_IFACES: u32 = 1024;
+/// Receive queues counted apart per interface (router_rxq; the last slot
+/// takes the queues beyond).
+pub const ROUTER_RXQ: u32 = 64;
 pub const ROUTER_NEXTHOPS: u32 = 65536;
 
 /// Refuses an interface index the `ifaces` map has no slot for.

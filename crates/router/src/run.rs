@@ -246,6 +246,7 @@ pub fn run(
     let record = crate::stats::RouterRecord {
         pid: std::process::id(),
         stats_map_id: mirror.fast_path().stats_map_id()?,
+        rxq_map_id: mirror.fast_path().rxq_map_id()?,
         interfaces: opts
             .interfaces
             .iter()

@@ -15,6 +15,9 @@ const DIR: &str = "/run/linerate/routers";
 pub struct RouterRecord {
     pub pid: u32,
     pub stats_map_id: u32,
+    /// The frames-by-receive-queue map (0: a router from before it).
+    #[serde(default)]
+    pub rxq_map_id: u32,
     /// (name, ifindex) of the interfaces it routes between.
     pub interfaces: Vec<(String, u32)>,
 }
@@ -126,6 +129,19 @@ pub fn open(name: &str) -> Result<(RouterRecord, MapHandle)> {
         )
     })?;
     Ok((rec, map))
+}
+
+/// Frames interface `ifindex` received on each of its first `queues`
+/// receive queues (the last holding any beyond [`crate::layout::ROUTER_RXQ`]),
+/// summed over CPUs.
+pub fn read_queues(map: &MapHandle, ifindex: u32, queues: u32) -> Result<Vec<u64>> {
+    use crate::layout::ROUTER_RXQ;
+    (0..queues.clamp(1, ROUTER_RXQ))
+        .map(|q| {
+            let per_cpu: Vec<u64> = maps::read_percpu(map, ifindex * ROUTER_RXQ + q)?;
+            Ok(per_cpu.iter().sum())
+        })
+        .collect()
 }
 
 /// An interface's counters, summed over CPUs.

@@ -11,8 +11,15 @@ const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 /// returned once its window is open (its "watching" line): frames sent
 /// after this are in its totals, however slowly it started.
 pub fn stats_window(netns: &str, secs: &str) -> Child {
+    window(&["stats", "--netns", netns, "-t", secs, "--json"])
+}
+
+/// `linerate ARGS` (a command that watches counters and says "watching"
+/// on stderr once its window is open: stats, queues), returned once it
+/// has said so.
+pub fn window(args: &[&str]) -> Child {
     let mut c = Command::new(BIN)
-        .args(["stats", "--netns", netns, "-t", secs, "--json"])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -20,6 +27,6 @@ pub fn stats_window(netns: &str, secs: &str) -> Child {
     let mut err = BufReader::new(c.stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
-    assert!(line.contains("watching"), "linerate stats: {line}");
+    assert!(line.contains("watching"), "linerate {args:?}: {line}");
     c
 }

@@ -1,0 +1,83 @@
+//! `linerate queues` (issue 25) on a lab of two-queue veths: a veth takes a
+//! frame on the receive queue of the CPU that sent it, so the generator
+//! pinned to CPU 0, then to CPU 1, puts its frames on dut0's queue 0, then
+//! queue 1; the fast path's per-queue counts say so, and they add up to
+//! what its counters by reason saw on the interface (two maps, counted
+//! apart). Needs root.
+use serde_json::Value;
+use std::process::{Command, Stdio};
+
+mod common;
+
+const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+const LAB: &str = "lrt-queues";
+
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn frames_are_counted_on_the_queue_they_came_in_on() {
+    let _down = common::lab::Down(LAB);
+    let up = Command::new(BIN)
+        .args(["lab", "up", "--name", LAB, "--queues", "2"])
+        .output()
+        .unwrap();
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let _router = common::lab::start_router(LAB);
+    let dut = format!("{LAB}-dut");
+    let queues = common::window(&[
+        "queues",
+        "--netns",
+        &dut,
+        "-i",
+        "dut0,dut1",
+        "-t",
+        "5",
+        "--json",
+    ]);
+    for (cpu, n) in [("0", "20000"), ("1", "30000")] {
+        let g = Command::new(BIN)
+            .args(["gen", "--netns", &format!("{LAB}-gen"), "-i", "gen0"])
+            .args(["-n", n, "-R", "20k", "--cpu", cpu, "--json"])
+            .output()
+            .unwrap();
+        assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
+        let g: Value = serde_json::from_slice(&g.stdout).unwrap();
+        assert_eq!(g["xmit_errors"], 0, "{g}");
+    }
+    let o = queues.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let dut0 = &r["interfaces"][0];
+    assert_eq!(dut0["interface"], "dut0");
+    let q: Vec<u64> = dut0["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(q.len(), 2, "{r}");
+    // The generator's frames, and perhaps a neighbour's few.
+    assert!((20_000..20_010).contains(&q[0]), "{r}");
+    assert!((30_000..30_010).contains(&q[1]), "{r}");
+    assert_eq!(q[0] + q[1], dut0["seen"].as_u64().unwrap(), "{r}");
+    assert!(dut0["forwarded"].as_u64().unwrap() >= 50_000, "{r}");
+    // Not linerate's: said, with what it routes between.
+    let o = Command::new(BIN)
+        .args(["queues", "--netns", &dut, "-i", "lo", "-t", "1"])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("linerate route is not attached to lo (it routes between dut0, dut1)"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
