@@ -201,6 +201,12 @@ fn metrics_are_scraped_valid_and_count_what_happened() {
         .map(|(_, v)| v)
         .sum();
     assert_eq!(per_cpu, fwd, "per CPU");
+    // The lab's veths have one queue: every frame on queue 0.
+    let q0 = value(
+        &s,
+        "linerate_queue_packets_total{interface=\"dut0\",queue=\"0\"}",
+    );
+    assert!(q0 >= fwd, "queue 0 {q0}, forwarded {fwd}");
     let bytes = value(
         &s,
         "linerate_bytes_total{interface=\"dut0\",reason=\"forwarded\"}",

@@ -24,8 +24,10 @@ use std::time::Duration;
 pub struct Published {
     /// Attached, mirrored, and the firewall's first reading in.
     pub ready: bool,
-    /// The fast path's counters map (its id) and the interfaces counted.
+    /// The fast path's counters map (its id) and the interfaces counted,
+    /// and its frames-by-receive-queue map.
     pub stats_map_id: u32,
+    pub rxq_map_id: u32,
     pub interfaces: Vec<(String, u32)>,
     /// Per family (IPv4, IPv6): prefixes in the FIB, bytes of it the fast
     /// path reads.
@@ -160,6 +162,32 @@ impl Collector for RouterCollector {
                         )
                     })
                 })
+            }),
+        )?;
+        // By receive queue: the queues that took a frame (a queue appears
+        // with its first).
+        let queues = match read_queues(&p) {
+            Ok(q) => q,
+            Err(e) => {
+                tracing::warn!("metrics: {e:#}");
+                Vec::new()
+            }
+        };
+        family(
+            &mut enc,
+            "linerate_queue_packets",
+            "Frames the fast path saw, by interface and receive queue (queues beyond 63 counted in 63).",
+            queues.iter().flat_map(|(ifname, counts)| {
+                counts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &n)| n > 0)
+                    .map(move |(q, &n)| {
+                        (
+                            labels([("interface", ifname.to_string()), ("queue", q.to_string())]),
+                            counter(n),
+                        )
+                    })
             }),
         )?;
         let per_family = |v: [u64; 2]| {
@@ -313,6 +341,29 @@ fn read_counters(p: &Published) -> Result<Vec<(&str, Vec<RouterCounters>)>> {
     p.interfaces
         .iter()
         .map(|(name, i)| Ok((name.as_str(), linerate_bpf::maps::read_percpu(&map, *i)?)))
+        .collect()
+}
+
+/// Each interface's frames by receive queue, from the map the status
+/// names.
+fn read_queues(p: &Published) -> Result<Vec<(&str, Vec<u64>)>> {
+    if p.rxq_map_id == 0 {
+        return Ok(Vec::new());
+    }
+    let map = libbpf_rs::MapHandle::from_map_id(p.rxq_map_id).map_err(|e| {
+        anyhow!(
+            "cannot open the per-queue counters map {}: {e}",
+            p.rxq_map_id
+        )
+    })?;
+    p.interfaces
+        .iter()
+        .map(|(name, i)| {
+            Ok((
+                name.as_str(),
+                crate::stats::read_queues(&map, *i, crate::layout::ROUTER_RXQ)?,
+            ))
+        })
         .collect()
 }
 

@@ -498,6 +498,7 @@ impl Publisher {
     fn at_start(&self, record: &crate::stats::RouterRecord) {
         if let Ok(mut p) = self.status.lock() {
             p.stats_map_id = record.stats_map_id;
+            p.rxq_map_id = record.rxq_map_id;
             p.interfaces = record.interfaces.clone();
         }
     }
