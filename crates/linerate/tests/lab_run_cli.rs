@@ -279,6 +279,11 @@ fn a_killed_profiled_run_leaves_no_statistics_on_and_no_perf() {
     assert_eq!(sysctl().trim(), "0", "the sysctl was written");
     run.kill().unwrap();
     run.wait().unwrap();
+    // kill -9 leaves the in-process router's records behind (a reader
+    // finds their pid gone): the test's to remove.
+    for suffix in ["json", "firewall.json", "handover"] {
+        let _ = std::fs::remove_file(format!("/run/linerate/routers/{name}-dut.{suffix}"));
+    }
     let t = std::time::Instant::now();
     while perf_running() {
         assert!(t.elapsed().as_secs() < 5, "perf left recording");
