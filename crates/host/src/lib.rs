@@ -8,3 +8,4 @@ pub mod cpu;
 pub mod field;
 pub mod netns;
 pub mod privilege;
+pub mod queue_stats;

@@ -1,12 +1,16 @@
-//! `linerate queues`: frames per receive queue of a running router's
-//! interfaces (issue 25), a line a second in the spirit of FreeBSD's
-//! nic-queue-usage (`[Q0 346K/s] [Q1 343K/s] [QT 689K/s -> 680K/s]`:
-//! each queue, then the interface's total in and what the fast path
-//! forwarded of it), then the totals over the window. Read from the fast
-//! path's counters (router_rxq, router_stats): only interfaces linerate is
-//! attached to.
+//! `linerate queues`: frames per receive queue of interfaces, a line a
+//! second in the spirit of FreeBSD's nic-queue-usage (`[Q0 346K/s]
+//! [Q1 343K/s] [QT 689K/s -> 680K/s]`: each queue, then the interface's
+//! total in and out), then the totals over the window (issue 25). An
+//! interface a running `linerate route` is attached to is read from the
+//! fast path's counters (router_rxq, router_stats: out is what the fast
+//! path forwarded of what came in); any other from the kernel's per-queue
+//! statistics (`ethtool -S`) and link counters (out is what the interface
+//! sent).
 use crate::cli::QueuesArgs;
 use anyhow::{anyhow, bail, Result};
+use libbpf_rs::MapHandle;
+use linerate_host::queue_stats;
 use linerate_router::layout::{RouterCounters, R_FORWARDED};
 use linerate_router::stats;
 use std::sync::atomic::Ordering;
@@ -16,9 +20,57 @@ use std::time::{Duration, Instant};
 #[derive(Clone)]
 struct Reading {
     queues: Vec<u64>,
-    /// Every frame the fast path saw on it (all reasons), and forwarded.
+    /// Every frame that came in on it (the fast path: all reasons).
     seen: u64,
-    forwarded: u64,
+    /// The fast path: what it forwarded of `seen`; the kernel: what the
+    /// interface sent.
+    out: u64,
+}
+
+/// Where an interface's counts come from.
+enum Source<'a> {
+    FastPath {
+        stats_map: &'a MapHandle,
+        rxq_map: &'a MapHandle,
+        ifindex: u32,
+        queues: u32,
+    },
+    Kernel,
+}
+
+impl Source<'_> {
+    fn name(&self) -> &'static str {
+        match self {
+            Source::FastPath { .. } => "linerate",
+            Source::Kernel => "kernel",
+        }
+    }
+
+    fn read(&self, netns: Option<&str>, ifname: &str) -> Result<Reading> {
+        match self {
+            Source::FastPath {
+                stats_map,
+                rxq_map,
+                ifindex,
+                queues,
+            } => {
+                let c: RouterCounters = stats::read(stats_map, *ifindex)?;
+                Ok(Reading {
+                    queues: stats::read_queues(rxq_map, *ifindex, *queues)?,
+                    seen: c.packets.iter().sum(),
+                    out: c.packets[R_FORWARDED],
+                })
+            }
+            Source::Kernel => {
+                let (seen, out) = queue_stats::link_packets(netns, ifname)?;
+                Ok(Reading {
+                    queues: queue_stats::rx_queues(netns, ifname)?.queues,
+                    seen,
+                    out,
+                })
+            }
+        }
+    }
 }
 
 pub fn run(a: QueuesArgs) -> Result<()> {
@@ -29,34 +81,40 @@ pub fn run(a: QueuesArgs) -> Result<()> {
         }
     }
     let name = a.netns.as_deref().unwrap_or("default");
-    let (rec, stats_map) = stats::open(name)?;
-    if rec.rxq_map_id == 0 {
-        bail!("the running linerate route (pid {}) counts no queues: it is older than linerate queues", rec.pid);
-    }
-    let rxq_map = libbpf_rs::MapHandle::from_map_id(rec.rxq_map_id)
-        .map_err(|e| anyhow!("cannot open the router's per-queue counters: {e}"))?;
-    let mut watched = Vec::new();
+    // No router running here: every interface is the kernel's.
+    let router = stats::open(name).ok();
+    let rxq_map = match &router {
+        Some((rec, _)) if rec.rxq_map_id == 0 => bail!(
+            "the running linerate route (pid {}) counts no queues: it is older than linerate queues",
+            rec.pid
+        ),
+        Some((rec, _)) => Some(
+            MapHandle::from_map_id(rec.rxq_map_id)
+                .map_err(|e| anyhow!("cannot open the router's per-queue counters: {e}"))?,
+        ),
+        None => None,
+    };
+    let netns = a.netns.as_deref();
+    let mut watched: Vec<(String, Source)> = Vec::new();
     for i in &a.interfaces {
-        let Some((_, idx)) = rec.interfaces.iter().find(|(n, _)| n == i) else {
-            let attached: Vec<&str> = rec.interfaces.iter().map(|(n, _)| n.as_str()).collect();
-            bail!(
-                "-i: linerate route is not attached to {i} (it routes between {}); the kernel's own per-queue statistics are not read yet",
-                attached.join(", ")
-            );
+        let attached = router
+            .as_ref()
+            .and_then(|(rec, map)| Some((rec.interfaces.iter().find(|(n, _)| n == i)?, map)));
+        let source = match (attached, &rxq_map) {
+            (Some(((_, idx), stats_map)), Some(rxq_map)) => Source::FastPath {
+                stats_map,
+                rxq_map,
+                ifindex: *idx,
+                queues: queue_stats::rx_queue_count(netns, i)?,
+            },
+            _ => Source::Kernel,
         };
-        watched.push((i.clone(), *idx, rx_queues(a.netns.as_deref(), i)?));
+        watched.push((i.clone(), source));
     }
     let read = || -> Result<Vec<Reading>> {
         watched
             .iter()
-            .map(|(_, idx, n)| {
-                let c: RouterCounters = stats::read(&stats_map, *idx)?;
-                Ok(Reading {
-                    queues: stats::read_queues(&rxq_map, *idx, *n)?,
-                    seen: c.packets.iter().sum(),
-                    forwarded: c.packets[R_FORWARDED],
-                })
-            })
+            .map(|(ifname, source)| source.read(netns, ifname))
             .collect()
     };
     let first = read()?;
@@ -79,19 +137,19 @@ pub fn run(a: QueuesArgs) -> Result<()> {
             let lines: Vec<String> = watched
                 .iter()
                 .zip(now.iter().zip(&last))
-                .map(|((ifname, _, _), (n, l))| {
+                .map(|((ifname, _), (n, l))| {
                     let queues: Vec<String> = n
                         .queues
                         .iter()
                         .zip(&l.queues)
                         .enumerate()
-                        .map(|(q, (a, b))| format!("[Q{q} {}]", rate(a - b)))
+                        .map(|(q, (a, b))| format!("[Q{q} {}]", rate(a.saturating_sub(*b))))
                         .collect();
                     format!(
                         "{ifname} {} [QT {} -> {}]",
                         queues.join(" "),
-                        rate(n.seen - l.seen),
-                        rate(n.forwarded - l.forwarded)
+                        rate(n.seen.saturating_sub(l.seen)),
+                        rate(n.out.saturating_sub(l.out))
                     )
                 })
                 .collect();
@@ -103,45 +161,49 @@ pub fn run(a: QueuesArgs) -> Result<()> {
     let totals: Vec<serde_json::Value> = watched
         .iter()
         .zip(last.iter().zip(&first))
-        .map(|((ifname, idx, _), (n, f))| {
-            let queues: Vec<u64> = n.queues.iter().zip(&f.queues).map(|(a, b)| a - b).collect();
+        .map(|((ifname, source), (n, f))| {
+            let queues: Vec<u64> = n
+                .queues
+                .iter()
+                .zip(&f.queues)
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect();
+            let out = if matches!(source, Source::FastPath { .. }) {
+                "forwarded"
+            } else {
+                "sent"
+            };
             serde_json::json!({
                 "interface": ifname,
-                "ifindex": idx,
+                "source": source.name(),
                 "queues": queues,
-                "seen": n.seen - f.seen,
-                "forwarded": n.forwarded - f.forwarded,
+                "seen": n.seen.saturating_sub(f.seen),
+                out: n.out.saturating_sub(f.out),
             })
         })
         .collect();
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"seconds": secs, "pid": rec.pid, "interfaces": totals})
-            )?
+            serde_json::to_string_pretty(&serde_json::json!({
+                "seconds": secs,
+                "router_pid": router.as_ref().map(|(rec, _)| rec.pid),
+                "interfaces": totals
+            }))?
         );
     } else {
-        for t in &totals {
+        for (t, (_, source)) in totals.iter().zip(&watched) {
+            let out = match source {
+                Source::FastPath { .. } => format!("{} forwarded by linerate", t["forwarded"]),
+                Source::Kernel => format!("{} sent (kernel counters)", t["sent"]),
+            };
             println!(
-                "{} in {secs:.1} s: queues {}, {} in, {} forwarded",
+                "{} in {secs:.1} s: queues {}, {} in, {out}",
                 t["interface"].as_str().unwrap_or("?"),
                 t["queues"],
                 t["seen"],
-                t["forwarded"]
             );
         }
     }
     Ok(())
-}
-
-/// How many receive queues interface `ifname` has (`ip -d -j link`'s
-/// num_rx_queues), in namespace `netns`.
-fn rx_queues(netns: Option<&str>, ifname: &str) -> Result<u32> {
-    let out = linerate_host::cmd::ip(netns, &["-d", "-j", "link", "show", "dev", ifname])?;
-    let v: serde_json::Value = serde_json::from_str(&out)?;
-    v[0]["num_rx_queues"]
-        .as_u64()
-        .map(|n| n as u32)
-        .ok_or_else(|| anyhow!("{ifname}: ip link shows no num_rx_queues"))
 }

@@ -173,10 +173,36 @@ pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
     }
     let name = a.netns.as_deref().unwrap_or("default");
     let (rec, map) = stats::open(name)?;
-    let read_all = || -> Result<Vec<RouterCounters>> {
+    // --queues: each interface's frames by receive queue too.
+    let rxq = if a.queues {
+        if rec.rxq_map_id == 0 {
+            anyhow::bail!(
+                "--queues: the running linerate route (pid {}) counts no queues: it is older than --queues",
+                rec.pid
+            );
+        }
+        let map = libbpf_rs::MapHandle::from_map_id(rec.rxq_map_id)
+            .map_err(|e| anyhow::anyhow!("cannot open the router's per-queue counters: {e}"))?;
+        let counts = rec
+            .interfaces
+            .iter()
+            .map(|(n, _)| linerate_host::queue_stats::rx_queue_count(a.netns.as_deref(), n))
+            .collect::<Result<Vec<u32>>>()?;
+        Some((map, counts))
+    } else {
+        None
+    };
+    let read_all = || -> Result<Vec<(RouterCounters, Vec<u64>)>> {
         rec.interfaces
             .iter()
-            .map(|(_, i)| stats::read(&map, *i))
+            .enumerate()
+            .map(|(k, (_, i))| {
+                let queues = match &rxq {
+                    Some((m, counts)) => stats::read_queues(m, *i, counts[k])?,
+                    None => Vec::new(),
+                };
+                Ok((stats::read(&map, *i)?, queues))
+            })
             .collect()
     };
     let first = read_all()?;
@@ -208,7 +234,7 @@ pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
             let cols: Vec<String> = now
                 .iter()
                 .zip(&last)
-                .map(|(n, l)| {
+                .map(|((n, _), (l, _))| {
                     let delta = n.since(l);
                     let d = |i: std::ops::Range<usize>| {
                         delta.packets[i].iter().sum::<u64>() as f64 / secs
@@ -222,6 +248,25 @@ pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
                 })
                 .collect();
             println!("{}", cols.join(" | "));
+            if rxq.is_some() {
+                let split: Vec<String> = rec
+                    .interfaces
+                    .iter()
+                    .zip(now.iter().zip(&last))
+                    .map(|((name, _), ((_, n), (_, l)))| {
+                        let q: Vec<String> = n
+                            .iter()
+                            .zip(l)
+                            .enumerate()
+                            .map(|(q, (n, l))| {
+                                format!("[Q{q} {:.0}K/s]", n.saturating_sub(*l) as f64 / secs / 1e3)
+                            })
+                            .collect();
+                        format!("{name} {}", q.join(" "))
+                    })
+                    .collect();
+                println!("  {}", split.join("  "));
+            }
         }
         last = now;
     }
@@ -231,7 +276,7 @@ pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
         .interfaces
         .iter()
         .zip(last.iter().zip(&first))
-        .map(|((name, idx), (n, f))| {
+        .map(|((name, idx), ((n, nq), (f, fq)))| {
             let t = n.since(f);
             let reasons: serde_json::Map<String, serde_json::Value> = REASONS
                 .iter()
@@ -243,7 +288,16 @@ pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
                     )
                 })
                 .collect();
-            serde_json::json!({"interface": name, "ifindex": idx, "reasons": reasons})
+            let mut v = serde_json::json!({"interface": name, "ifindex": idx, "reasons": reasons});
+            if rxq.is_some() {
+                let q: Vec<u64> = nq
+                    .iter()
+                    .zip(fq)
+                    .map(|(n, f)| n.saturating_sub(*f))
+                    .collect();
+                v["queues"] = q.into();
+            }
+            v
         })
         .collect();
     if a.json {
@@ -262,8 +316,12 @@ pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
                 .filter(|(_, v)| v["packets"].as_u64().unwrap_or(0) > 0)
                 .map(|(k, v)| format!("{k} {}", v["packets"]))
                 .collect();
+            let queues = match t.get("queues") {
+                Some(q) => format!(" (by receive queue: {q})"),
+                None => String::new(),
+            };
             println!(
-                "{} in {secs:.1} s: {}",
+                "{} in {secs:.1} s: {}{queues}",
                 t["interface"].as_str().unwrap_or("?"),
                 if nonzero.is_empty() {
                     "nothing".into()

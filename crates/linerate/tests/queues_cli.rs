@@ -3,7 +3,8 @@
 //! pinned to CPU 0, then to CPU 1, puts its frames on dut0's queue 0, then
 //! queue 1; the fast path's per-queue counts say so, and they add up to
 //! what its counters by reason saw on the interface (two maps, counted
-//! apart). Needs root.
+//! apart). Then without the router: the kernel's own per-queue counters
+//! (veth's, by NAPI) say the same. Needs root.
 use serde_json::Value;
 use std::process::{Command, Stdio};
 
@@ -28,12 +29,64 @@ fn frames_are_counted_on_the_queue_they_came_in_on() {
         "{}",
         String::from_utf8_lossy(&up.stderr)
     );
-    let _router = common::lab::start_router(LAB);
     let dut = format!("{LAB}-dut");
+    // The fast path's counters.
+    let router = common::lab::start_router(LAB);
+    let (r, stats) = watch_while_sending(&dut, true);
+    let dut0 = &r["interfaces"][0];
+    assert_eq!(
+        (&dut0["interface"], &dut0["source"]),
+        (&"dut0".into(), &"linerate".into()),
+        "{r}"
+    );
+    let q = queues(dut0);
+    // The generator's frames, and perhaps a neighbour's few.
+    assert!((20_000..20_010).contains(&q[0]), "{r}");
+    assert!((30_000..30_010).contains(&q[1]), "{r}");
+    assert_eq!(q[0] + q[1], dut0["seen"].as_u64().unwrap(), "{r}");
+    assert!(dut0["forwarded"].as_u64().unwrap() >= 50_000, "{r}");
+    // `linerate stats --queues` splits the same window's frames alike.
+    let stats = stats.unwrap();
+    let s0 = &stats["interfaces"][0];
+    assert_eq!(s0["interface"], "dut0", "{stats}");
+    let sq = queues(s0);
+    assert!((20_000..20_010).contains(&sq[0]), "{stats}");
+    assert!((30_000..30_010).contains(&sq[1]), "{stats}");
+    drop(router);
+    // No router: the kernel forwards, and its own per-queue statistics
+    // (veth's, counted by NAPI) are read. What dut0 took in, dut1 sent.
+    let (r, _) = watch_while_sending(&dut, false);
+    let (dut0, dut1) = (&r["interfaces"][0], &r["interfaces"][1]);
+    assert_eq!(dut0["source"], "kernel", "{r}");
+    let q = queues(dut0);
+    assert!((20_000..20_010).contains(&q[0]), "{r}");
+    assert!((30_000..30_010).contains(&q[1]), "{r}");
+    assert_eq!(q[0] + q[1], dut0["seen"].as_u64().unwrap(), "{r}");
+    assert!(dut1["sent"].as_u64().unwrap() >= 50_000, "{r}");
+    // An interface without per-queue counters: said, naming it.
+    let o = Command::new(BIN)
+        .args(["queues", "--netns", &dut, "-i", "lo", "-t", "1"])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("ethtool -S lo` failed: no stats available"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// `linerate queues` on dut0 and dut1 for 5 s (and `linerate stats
+/// --queues` with `with_stats`), while the generator sends 20,000 frames
+/// from CPU 0 and then 30,000 from CPU 1.
+fn watch_while_sending(dut: &str, with_stats: bool) -> (Value, Option<Value>) {
+    let stats = with_stats
+        .then(|| common::window(&["stats", "--netns", dut, "--queues", "-t", "5", "--json"]));
     let queues = common::window(&[
         "queues",
         "--netns",
-        &dut,
+        dut,
         "-i",
         "dut0,dut1",
         "-t",
@@ -50,34 +103,21 @@ fn frames_are_counted_on_the_queue_they_came_in_on() {
         let g: Value = serde_json::from_slice(&g.stdout).unwrap();
         assert_eq!(g["xmit_errors"], 0, "{g}");
     }
-    let o = queues.wait_with_output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let dut0 = &r["interfaces"][0];
-    assert_eq!(dut0["interface"], "dut0");
-    let q: Vec<u64> = dut0["queues"]
+    let json = |c: std::process::Child| -> Value {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    (json(queues), stats.map(json))
+}
+
+fn queues(v: &Value) -> Vec<u64> {
+    let q: Vec<u64> = v["queues"]
         .as_array()
         .unwrap()
         .iter()
         .map(|v| v.as_u64().unwrap())
         .collect();
-    assert_eq!(q.len(), 2, "{r}");
-    // The generator's frames, and perhaps a neighbour's few.
-    assert!((20_000..20_010).contains(&q[0]), "{r}");
-    assert!((30_000..30_010).contains(&q[1]), "{r}");
-    assert_eq!(q[0] + q[1], dut0["seen"].as_u64().unwrap(), "{r}");
-    assert!(dut0["forwarded"].as_u64().unwrap() >= 50_000, "{r}");
-    // Not linerate's: said, with what it routes between.
-    let o = Command::new(BIN)
-        .args(["queues", "--netns", &dut, "-i", "lo", "-t", "1"])
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&o.stderr)
-            .contains("linerate route is not attached to lo (it routes between dut0, dut1)"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_eq!(q.len(), 2, "{v}");
+    q
 }
