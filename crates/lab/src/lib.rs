@@ -71,6 +71,7 @@ impl Lab {
         let record = state::LabRecord {
             spec: spec.clone(),
             napi_threads,
+            queues_in_use: None,
         };
         if let Err(e) = state::save(&record) {
             let _ = setup::remove(spec);
@@ -99,6 +100,31 @@ impl Lab {
 
     pub fn status(&self) -> Result<LabStatus> {
         status::read(&self.record)
+    }
+
+    /// How many of its veth queues carry the generator's frames now.
+    pub fn queues_in_use(&self) -> u32 {
+        self.record.queues_in_use.unwrap_or(self.record.spec.queues)
+    }
+
+    /// Puts `k` (1 to the lab's queues) of the veth queues in use between
+    /// runs (`setup::use_queues`): the DUT then takes frames on `k`
+    /// receive queues, one NAPI thread each, pinned from the DUT's CPU on.
+    /// No XDP program may be attached to dut0 meanwhile.
+    pub fn use_queues(&mut self, k: u32) -> Result<()> {
+        if !(1..=self.record.spec.queues).contains(&k) {
+            bail!(
+                "queues: {k} is not between 1 and the lab's {} queues",
+                self.record.spec.queues
+            );
+        }
+        if k == self.queues_in_use() {
+            return Ok(());
+        }
+        self.record.napi_threads =
+            setup::use_queues(&self.record.spec, k, &self.record.napi_threads)?;
+        self.record.queues_in_use = Some(k);
+        state::save(&self.record)
     }
 
     /// Keeps the lab after this value is dropped.

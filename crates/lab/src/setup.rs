@@ -220,26 +220,60 @@ fn tune(spec: &LabSpec) -> Result<Vec<NapiThread>> {
 /// Turns on threaded NAPI for `dev` (in namespace `ns`) and pins its new
 /// `napi/<dev>-*` threads to CPUs from `first_cpu` on, one queue each.
 pub fn threaded_napi(ns: &str, dev: &str, first_cpu: usize) -> Result<Vec<NapiThread>> {
-    // Threads are told apart by name, and every lab's DUT port has the same
-    // name: two labs turning NAPI threads on at once would take each
-    // other's. One at a time, across processes.
-    std::fs::create_dir_all("/run/linerate")?;
-    let lock = std::fs::File::create("/run/linerate/napi.lock")?;
-    lock.lock()?;
+    let _lock = napi_lock()?;
     let before = napi_threads(dev);
     in_netns(
         ns,
         "sh",
         &["-c", &format!("echo 1 > /sys/class/net/{dev}/threaded")],
     )?;
-    let mut mine: Vec<i32> = napi_threads(dev)
+    let mine: Vec<(i32, u32)> = napi_threads(dev)
         .into_iter()
         .filter(|p| !before.contains(p))
         .collect();
-    mine.sort();
+    pin_by_queue(mine, first_cpu)
+}
+
+/// Puts `k` of the lab's veth queues in use (`ethtool -L`): `k` receive
+/// queues at the DUT's port, so that frames land on `k` NAPI threads, and
+/// `k` at the generator's end (XDP on a veth wants at least as many
+/// receive queues as its peer transmits on). The DUT's NAPI threads,
+/// `known` before the change, are pinned again: queue q on CPU
+/// `spec.dut_cpu + q`. No XDP program may be attached to dut0 meanwhile.
+pub fn use_queues(spec: &LabSpec, k: u32, known: &[NapiThread]) -> Result<Vec<NapiThread>> {
+    let ns = spec.namespaces();
+    let i = Interfaces::default();
+    let _lock = napi_lock()?;
+    let before = napi_threads(&i.dut_in);
+    let n = k.to_string();
+    for (netns, dev) in [(&ns.dut, &i.dut_in), (&ns.gen, &i.gen)] {
+        in_netns(netns, "ethtool", &["-L", dev, "rx", &n, "tx", &n])?;
+    }
+    let mine: Vec<(i32, u32)> = napi_threads(&i.dut_in)
+        .into_iter()
+        .filter(|t| !before.contains(t) || known.iter().any(|m| m.pid == t.0))
+        .collect();
+    pin_by_queue(mine, spec.dut_cpu)
+}
+
+/// Threads are told apart by name, and every lab's DUT port has the same
+/// name: two labs turning NAPI threads on at once would take each other's.
+/// One at a time, across processes.
+fn napi_lock() -> Result<std::fs::File> {
+    std::fs::create_dir_all("/run/linerate")?;
+    let lock = std::fs::File::create("/run/linerate/napi.lock")?;
+    lock.lock()?;
+    Ok(lock)
+}
+
+/// Pins NAPI threads (pid, NAPI id) to CPUs from `first_cpu` on, in the
+/// order of their NAPI ids: a veth enables its queues' NAPI in queue
+/// order, so the ids count the queues.
+fn pin_by_queue(mut threads: Vec<(i32, u32)>, first_cpu: usize) -> Result<Vec<NapiThread>> {
+    threads.sort_by_key(|t| t.1);
     let cpus = linerate_host::cpu::online();
     let mut pinned = Vec::new();
-    for (q, pid) in mine.iter().enumerate() {
+    for (q, (pid, _)) in threads.iter().enumerate() {
         let cpu = (first_cpu + q) % cpus;
         linerate_host::cpu::pin(*pid, cpu)?;
         pinned.push(NapiThread { pid: *pid, cpu });
@@ -247,8 +281,8 @@ pub fn threaded_napi(ns: &str, dev: &str, first_cpu: usize) -> Result<Vec<NapiTh
     Ok(pinned)
 }
 
-/// Kernel threads named `napi/<dev>-<id>` (threaded NAPI), by pid.
-pub fn napi_threads(dev: &str) -> Vec<i32> {
+/// Kernel threads named `napi/<dev>-<id>` (threaded NAPI): pid and NAPI id.
+pub fn napi_threads(dev: &str) -> Vec<(i32, u32)> {
     let prefix = format!("napi/{dev}-");
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -257,7 +291,8 @@ pub fn napi_threads(dev: &str) -> Vec<i32> {
         let e = e.ok()?;
         let pid: i32 = e.file_name().to_str()?.parse().ok()?;
         let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
-        comm.trim_end().starts_with(&prefix).then_some(pid)
+        let id = comm.trim_end().strip_prefix(&prefix)?.parse().ok()?;
+        Some((pid, id))
     })
     .collect()
 }

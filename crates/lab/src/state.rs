@@ -12,6 +12,10 @@ const STATE_DIR: &str = "/run/linerate/labs";
 pub struct LabRecord {
     pub spec: LabSpec,
     pub napi_threads: Vec<NapiThread>,
+    /// Queues put in use since it was built (`Lab::use_queues`); none:
+    /// all of `spec.queues`.
+    #[serde(default)]
+    pub queues_in_use: Option<u32>,
 }
 
 fn path(name: &str) -> PathBuf {

@@ -13,6 +13,7 @@ pub mod throughput;
 
 use anyhow::{bail, Result};
 use dut_setup::RunningDut;
+use linerate_host::queue_stats;
 use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
 use linerate_search::{Trial, Trials};
 use linerate_traffic::frame::parse_mac;
@@ -64,7 +65,8 @@ pub fn run(
     if let Some(c) = sc.dut_cpu {
         spec.dut_cpu = c;
     }
-    let (lab, outcome) = Lab::up(&spec, false)?;
+    spec.queues = sc.queues;
+    let (mut lab, outcome) = Lab::up(&spec, false)?;
     if outcome == UpOutcome::AlreadyUp {
         bail!(
             "lab {0} is already up; remove it with `linerate lab down --name {0}` or set [lab] name",
@@ -81,6 +83,7 @@ pub fn run(
             dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_IN)?,
             cpu: sc.gen_cpu,
         },
+        gen_cpus: Vec::new(),
         recv_netns: ns.recv.clone(),
         recv_iface: ifs.recv.clone(),
     };
@@ -120,10 +123,21 @@ pub fn run(
                 if let Some(note) = tables.ensure(&ns.dut, def)? {
                     progress.note(&note);
                 }
+                // The DUT's receive queues, and a generator CPU for each.
+                let queues = def.queues.unwrap_or(sc.queues);
+                lab.use_queues(queues)?;
+                let mut run_path = path.clone();
+                run_path.gen_cpus = sc.gen_cpus(queues);
                 let running = RunningDut::start(def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
                 // Checked when the scenario was read: this cannot fail.
                 let traffic = profile.check()?;
-                let mut trials = LabTrials::new(path.clone(), traffic, sc.receiver, stop);
+                let mut trials = LabTrials::new(run_path.clone(), traffic, sc.receiver, stop);
+                let queue_count = || -> Result<Vec<u64>> {
+                    let mut q = queue_stats::rx_queues(Some(&ns.dut), &ifs.dut_in)?.queues;
+                    q.truncate(queues as usize);
+                    Ok(q)
+                };
+                let queues_before = queue_count()?;
                 let recording = if sc.profile {
                     let data = out.join(format!("{dname}.{pname}.{repeat}.perf.data"));
                     Some(profile::Recording::start(lab.spec().dut_cpu, &data)?)
@@ -142,6 +156,11 @@ pub fn run(
                     .map(|p| linerate_bpf::loader::program_runs(p.as_fd()))
                     .transpose()?;
                 let measured = measure_one(sc, &mut trials, progress);
+                let queue_frames: Vec<u64> = queue_count()?
+                    .iter()
+                    .zip(queues_before.iter().chain(std::iter::repeat(&0)))
+                    .map(|(a, b)| a.saturating_sub(*b))
+                    .collect();
                 if let (Some(p), Some(before)) = (&program, runs_before) {
                     let after = linerate_bpf::loader::program_runs(p.as_fd())?;
                     if let Some(ns) = profile::ns_per_run(before, after) {
@@ -171,6 +190,7 @@ pub fn run(
                 record.profile = pname.clone();
                 record.repeat = repeat;
                 record.log = log;
+                record.set_queues(&run_path.gen_cpus, queue_frames);
                 progress.run_done(&record);
                 results.add(record);
             }

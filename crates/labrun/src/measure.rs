@@ -19,6 +19,9 @@ pub struct Path {
     pub gen_netns: String,
     /// The generator's interface, MACs and CPU.
     pub sender: Sender,
+    /// Send from these CPUs instead of the sender's one (a multi-queue
+    /// DUT: a veth puts an XDP-sent frame on the queue of the sending CPU).
+    pub gen_cpus: Vec<usize>,
     pub recv_netns: String,
     pub recv_iface: String,
 }
@@ -50,7 +53,10 @@ impl<'a> LabTrials<'a> {
     pub fn run(&mut self, rate_pps: Option<f64>, seconds: f64) -> Result<TrialResult> {
         let p = &self.path;
         let rate = rate_pps.map(|r| r.round().max(1.0) as u64);
-        let gen = self.traffic.gen_options(&p.sender, rate, seconds)?;
+        let mut gen = self.traffic.gen_options(&p.sender, rate, seconds)?;
+        if !p.gen_cpus.is_empty() {
+            gen.cpus = p.gen_cpus.clone();
+        }
         let trial = TrialSetup {
             gen_netns: p.gen_netns.clone(),
             recv_netns: p.recv_netns.clone(),

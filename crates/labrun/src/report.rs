@@ -28,6 +28,8 @@ pub struct RunRecord {
     pub loss_ratio: Option<f64>,
     /// Overload: the DUT was the bottleneck (it lost at least 1%).
     pub overloaded: Option<bool>,
+    /// Overload: how long the generator sent.
+    pub overload_seconds: Option<f64>,
     /// Overload with `receiver = "full"`: loss, duplicates and reordering
     /// from the sequence numbers, and one-way latency.
     pub sequence: Option<linerate_traffic::recv::SequenceTotals>,
@@ -39,9 +41,28 @@ pub struct RunRecord {
     pub invalid_trials: usize,
     /// The per-second receiver log, relative to the output directory.
     pub log: String,
+    /// The generator's CPUs, and the frames the DUT's port took in on
+    /// each of its receive queues in use during the run (the kernel's
+    /// per-queue counters); overload: as rates over the run.
+    pub gen_cpus: Vec<usize>,
+    pub queue_frames: Vec<u64>,
+    pub queue_pps: Option<Vec<f64>>,
 }
 
 impl RunRecord {
+    /// Adds the run's generator CPUs and per-queue frames; under overload
+    /// also their rates over the run's seconds.
+    pub fn set_queues(&mut self, gen_cpus: &[usize], frames: Vec<u64>) {
+        self.gen_cpus = gen_cpus.to_vec();
+        self.queue_pps = self.overload_seconds.map(|secs| {
+            frames
+                .iter()
+                .map(|f| (*f as f64 / secs.max(1e-9)).round())
+                .collect()
+        });
+        self.queue_frames = frames;
+    }
+
     pub fn overload(r: &TrialResult) -> Self {
         let offered = super::measure::offered(r);
         let secs = r.offered.seconds.max(1e-9);
@@ -53,6 +74,7 @@ impl RunRecord {
         RunRecord {
             value_pps: r.received_pps,
             offered_pps: Some(offered as f64 / secs),
+            overload_seconds: Some(secs),
             received_pps: Some(r.received_pps),
             loss_ratio: Some(loss),
             overloaded: Some(loss >= OVERLOAD_MIN_LOSS),
@@ -140,6 +162,8 @@ pub struct Results {
     pub final_seconds: f64,
     pub gen_cpu: usize,
     pub dut_cpu: usize,
+    /// The lab's veth queues (the most a DUT configuration may use).
+    pub queues: u32,
     pub machine: Machine,
     pub started_utc: String,
     /// Stopped by Ctrl-C: the results hold the runs finished before.
@@ -170,6 +194,7 @@ impl Results {
             final_seconds: sc.final_seconds,
             gen_cpu: sc.gen_cpu,
             dut_cpu,
+            queues: sc.queues,
             machine: Machine {
                 kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                     .map(|s| s.trim().to_string())
@@ -455,6 +480,51 @@ pub fn method_words(r: &Results) -> String {
     }
 }
 
+/// Each run's frames by the DUT port's receive queue (the kernel's
+/// per-queue counters of dut0), when a run used more than one: how evenly
+/// the generator's CPUs spread them, and what each queue carried.
+fn queues_section(r: &Results) -> String {
+    if r.runs.iter().all(|x| x.queue_frames.len() <= 1) {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\n## Receive queues\n\nFrames the DUT's port (dut0) took in on each receive queue, from the kernel's per-queue counters (`ethtool -S`); a veth puts a frame on the queue of the generator CPU that sent it (CPU c on queue c mod k). Under overload as Mpps over the run; `share` is the smallest queue's over the largest's.\n\n| DUT | profile | run | generator CPUs | per queue | share |\n|---|---|---|---|---|---|\n",
+    );
+    for x in &r.runs {
+        let per_queue: Vec<String> = match &x.queue_pps {
+            Some(pps) => pps
+                .iter()
+                .enumerate()
+                .map(|(q, v)| format!("Q{q} {:.3}", v / 1e6))
+                .collect(),
+            None => x
+                .queue_frames
+                .iter()
+                .enumerate()
+                .map(|(q, v)| format!("Q{q} {v}"))
+                .collect(),
+        };
+        let (lo, hi) = (
+            x.queue_frames.iter().min().copied().unwrap_or(0),
+            x.queue_frames.iter().max().copied().unwrap_or(0),
+        );
+        let share = if hi == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.2}", lo as f64 / hi as f64)
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {:?} | {} | {share} |\n",
+            x.dut,
+            x.profile,
+            x.repeat,
+            x.gen_cpus,
+            per_queue.join(", ")
+        ));
+    }
+    s
+}
+
 pub fn medians_table(r: &Results) -> String {
     let mut s = String::from(
         "| DUT | profile | runs | median Mpps | min | max | Gbit/s (these frames) | IMIX-equivalent Gbit/s | vs baseline |\n|---|---|---|---|---|---|---|---|---|\n",
@@ -510,6 +580,12 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
         r.dut_cpu,
         r.started_utc
     ));
+    if r.queues > 1 {
+        s.push_str(&format!(
+            "- lab: {} veth queues; a configuration using k of them has its NAPI threads on CPUs {} + q and the generator on k CPUs from {} on\n",
+            r.queues, r.dut_cpu, r.gen_cpu
+        ));
+    }
     if r.interrupted {
         s.push_str("- **interrupted** (Ctrl-C): only the runs finished before are here\n");
     }
@@ -530,6 +606,7 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
         }
     }
     s.push_str(&against_limit_section(r));
+    s.push_str(&queues_section(r));
     s.push_str(&cpu_section(r));
     for (profile, text) in &r.ministat {
         s.push_str(&format!("\n## ministat, {profile}\n\n```\n{text}```\n"));

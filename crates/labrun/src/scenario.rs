@@ -142,6 +142,10 @@ pub struct LabSection {
     pub name: Option<String>,
     pub gen_cpu: Option<usize>,
     pub dut_cpu: Option<usize>,
+    /// Receive queues of the DUT's port (veth queues); the DUT's NAPI
+    /// threads are pinned from dut_cpu on, one a queue, and the generator
+    /// sends from as many CPUs from gen_cpu on.
+    pub queues: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -178,6 +182,9 @@ pub struct DutDef {
     /// lab's traffic still reaches the receiver through the lab's routes.
     pub routes: Option<u32>,
     pub routes6: Option<u32>,
+    /// Receive queues the DUT takes frames on for its runs (1 to the
+    /// lab's `queues`; default: all of them).
+    pub queues: Option<u32>,
 }
 
 /// Built-in DUT configurations: the kernel alone, with an nftables
@@ -190,6 +197,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         sysctl: BTreeMap::new(),
         routes: None,
         routes6: None,
+        queues: None,
     };
     let plain = |forwarder, routes| DutDef {
         forwarder,
@@ -197,6 +205,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         sysctl: BTreeMap::new(),
         routes,
         routes6: None,
+        queues: None,
     };
     match name {
         "linux" => Some(linux(None)),
@@ -224,6 +233,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
             sysctl: BTreeMap::new(),
             routes: None,
             routes6: None,
+            queues: None,
         }),
     }
 }
@@ -268,6 +278,8 @@ pub struct Scenario {
     pub lab_name: String,
     pub gen_cpu: usize,
     pub dut_cpu: Option<usize>,
+    /// The lab's queues (its DUT port's receive queues, at most).
+    pub queues: u32,
     /// Record the DUT's core during every run (`lab run --profile`:
     /// crate::profile); not a key of the file.
     pub profile: bool,
@@ -459,11 +471,19 @@ impl Scenario {
             ));
         }
 
+        let dut_lines: BTreeMap<String, usize> = f
+            .dut
+            .iter()
+            .map(|(k, v)| (k.clone(), text[..v.span().start].matches('\n').count() + 1))
+            .collect();
         let lab = &f.lab;
         let lab_name = lab.name.clone().unwrap_or_else(|| "linerate-run".into());
         let mut spec = linerate_lab::LabSpec::new(&lab_name);
         if let Some(c) = lab.dut_cpu {
             spec.dut_cpu = c;
+        }
+        if let Some(q) = lab.queues {
+            spec.queues = q;
         }
         spec.validate()
             .map_err(|e| anyhow!("{source}: lab.{}: {}", e.field, e.reason))?;
@@ -471,6 +491,22 @@ impl Scenario {
         let cpus = linerate_host::cpu::online();
         if gen_cpu >= cpus {
             bail!("{source}: lab.gen_cpu: CPU {gen_cpu} does not exist (this machine has {cpus} online)");
+        }
+        // A veth puts a frame an XDP program sends on the receive queue of
+        // the sending CPU: k queues need k generator CPUs.
+        if spec.queues as usize > cpus {
+            bail!("{source}: lab.queues: {} queues need as many generator CPUs (a veth puts an XDP-sent frame on the queue of the CPU that sent it); this machine has {cpus} online", spec.queues);
+        }
+        for (name, def) in &duts {
+            if let Some(q) = def.queues {
+                if !(1..=spec.queues).contains(&q) {
+                    bail!(
+                        "{}: queues: must be 1 to lab.queues ({}), got {q}",
+                        origin(&dut_lines, source, name),
+                        spec.queues
+                    );
+                }
+            }
         }
 
         Ok(Scenario {
@@ -497,12 +533,9 @@ impl Scenario {
             lab_name,
             gen_cpu,
             dut_cpu: lab.dut_cpu,
+            queues: spec.queues,
             profile: false,
-            dut_lines: f
-                .dut
-                .iter()
-                .map(|(k, v)| (k.clone(), text[..v.span().start].matches('\n').count() + 1))
-                .collect(),
+            dut_lines,
             defined_duts,
             defined_profiles,
         })
@@ -511,10 +544,15 @@ impl Scenario {
     /// Where DUT configuration `name` is defined, for error messages:
     /// "FILE:LINE: dut.NAME" or "FILE: DUT NAME" for a built-in one.
     pub fn dut_origin(&self, name: &str) -> String {
-        match self.dut_lines.get(name) {
-            Some(line) => format!("{}:{line}: dut.{name}", self.source),
-            None => format!("{}: DUT {name}", self.source),
-        }
+        origin(&self.dut_lines, &self.source, name)
+    }
+
+    /// The CPUs the generator sends from when the DUT takes frames on `k`
+    /// queues: k of them from gen_cpu on, so that every queue gets frames
+    /// (CPU c's land on queue c mod k).
+    pub fn gen_cpus(&self, k: u32) -> Vec<usize> {
+        let cpus = linerate_host::cpu::online();
+        (0..k as usize).map(|j| (self.gen_cpu + j) % cpus).collect()
     }
 
     pub fn method_words(&self) -> String {
@@ -661,6 +699,15 @@ fn resolve<'n, T: Clone>(
     Ok(out)
 }
 
+/// "FILE:LINE: dut.NAME" for a DUT the file defines, "FILE: DUT NAME" for
+/// a built-in one.
+fn origin(dut_lines: &BTreeMap<String, usize>, source: &str, name: &str) -> String {
+    match dut_lines.get(name) {
+        Some(line) => format!("{source}:{line}: dut.{name}"),
+        None => format!("{source}: DUT {name}"),
+    }
+}
+
 fn check_dut(name: &str, d: &DutDef) -> std::result::Result<(), String> {
     if name.is_empty()
         || !name
@@ -732,6 +779,27 @@ dst = "198.19.10.1:2000-198.19.10.10"
         assert!(s.duts[2].1.nft.as_deref().unwrap().contains("ct state"));
         assert_eq!(s.profiles[1].1.len, "64,128");
         assert_eq!((s.final_seconds, s.max_rate_pps), (4.0, Some(2e6)));
+    }
+
+    #[test]
+    fn a_dut_uses_at_most_the_labs_queues() {
+        let s = Scenario::parse(
+            "s.toml",
+            "duts = [\"linux\", \"one\"]\n[dut.one]\nforwarder = \"linux\"\nqueues = 1\n",
+        )
+        .unwrap();
+        assert_eq!((s.queues, s.duts[1].1.queues), (1, Some(1)));
+        assert_eq!(s.gen_cpus(1), vec![0]);
+        let e = err("duts = [\"two\"]\n[dut.two]\nforwarder = \"linerate\"\nqueues = 2\n");
+        assert_eq!(
+            e,
+            "s.toml:2: dut.two: queues: must be 1 to lab.queues (1), got 2"
+        );
+        let e = err("duts = [\"linux\"]\n[lab]\nqueues = 0\n");
+        assert!(
+            e.contains("lab.queues: must be between 1 and 64, got 0"),
+            "{e}"
+        );
     }
 
     #[test]

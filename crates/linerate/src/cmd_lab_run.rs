@@ -62,8 +62,19 @@ impl Progress for Terminal {
             ),
             _ => format!(" ({} trials)", r.trials.len()),
         };
+        let queues = match &r.queue_pps {
+            Some(q) if q.len() > 1 => {
+                let q: Vec<String> = q
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| format!("Q{i} {:.3}", v / 1e6))
+                    .collect();
+                format!(" [{} Mpps]", q.join(" "))
+            }
+            _ => String::new(),
+        };
         self.say(&format!(
-            "{} {} run {}: {:.3} Mpps{detail}",
+            "{} {} run {}: {:.3} Mpps{detail}{queues}",
             r.dut,
             r.profile,
             r.repeat,

@@ -48,6 +48,7 @@ pub fn path(a: &PathArgs) -> Result<Path> {
                 dst_mac: parse_mac("-D", &dst_mac)?,
                 cpu: a.gen_cpu,
             },
+            gen_cpus: Vec::new(),
             recv_netns: ns(&a.recv_netns)?,
             recv_iface: recv,
         });
@@ -70,6 +71,7 @@ pub fn path(a: &PathArgs) -> Result<Path> {
             dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_IN)?,
             cpu: a.gen_cpu,
         },
+        gen_cpus: Vec::new(),
         recv_netns: ns.recv,
         recv_iface: ifs.recv,
     })

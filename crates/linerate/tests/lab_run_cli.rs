@@ -383,6 +383,71 @@ fn linerate_and_conntrack_duts_forward_and_a_single_run_has_no_comparison() {
     assert!(!netns_list().contains(name));
 }
 
+/// A two-queue lab: a configuration on two queues gets frames on both
+/// (the generator sends from two CPUs), one on a single queue only on its
+/// first, and the kernel's per-queue counts lie between what came out and
+/// what was offered. The configurations alternate, so the lab goes from
+/// two queues to one and back with linerate attached in between.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_multi_queue_lab_spreads_the_flows_and_reports_each_queue() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-runner-mq";
+    let _down = Down(name);
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_scenario(
+        name,
+        &dir,
+        "repeat = 2\nduts = [\"linerate-2q\", \"linux-1q\"]\n[measure]\nseconds = 1\n[lab]\nqueues = 2\n\
+         [dut.linerate-2q]\nforwarder = \"linerate\"\n[dut.linux-1q]\nforwarder = \"linux\"\nqueues = 1\n",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{r}");
+    for run in runs {
+        let frames: Vec<u64> = run["queue_frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        let two = run["dut"] == "linerate-2q";
+        assert_eq!(frames.len(), if two { 2 } else { 1 }, "{run}");
+        assert_eq!(
+            run["gen_cpus"].as_array().unwrap().len(),
+            frames.len(),
+            "{run}"
+        );
+        let total: u64 = frames.iter().sum();
+        let secs = run["overload_seconds"].as_f64().unwrap();
+        let offered = run["offered_pps"].as_f64().unwrap() * secs;
+        let received = run["received_pps"].as_f64().unwrap() * secs;
+        // In: at least what came out, at most what was offered (a few
+        // neighbour frames aside).
+        assert!(total as f64 >= received * 0.999, "{run}");
+        assert!(total as f64 <= offered + 100.0, "{run}");
+        if two {
+            // Both generator CPUs send as fast as they can: neither queue
+            // starves.
+            assert!(
+                frames.iter().all(|f| *f as f64 > total as f64 * 0.2),
+                "{run}"
+            );
+        }
+    }
+    let report = std::fs::read_to_string(dir.path().join("r/report.md")).unwrap();
+    assert!(report.contains("## Receive queues"), "{report}");
+    assert!(
+        report.contains("| linerate-2q | ipv4-60 | 1 | [0, 1] | Q0 "),
+        "{report}"
+    );
+    assert!(!netns_list().contains(name));
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "privileged"),
