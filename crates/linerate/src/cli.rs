@@ -52,8 +52,9 @@ pub enum Command {
     /// Counters of a running `linerate route`, per interface, a line a
     /// second, then the totals by reason.
     Stats(StatsArgs),
-    /// Frames per receive queue of a running router's interfaces, a line a
-    /// second (in the spirit of nic-queue-usage), then the totals.
+    /// Frames per receive queue of interfaces, a line a second (in the
+    /// spirit of nic-queue-usage), then the totals: from linerate's fast
+    /// path where it is attached, from the kernel's statistics elsewhere.
     Queues(QueuesArgs),
     /// The kernel's nftables ruleset as linerate reads it: per IP family
     /// the filter chains a forwarded packet crosses, in the kernel's order,
@@ -72,10 +73,14 @@ pub struct FirewallArgs {
 
 #[derive(Args, Debug)]
 pub struct QueuesArgs {
-    /// The interfaces to show (of those the router attached to).
+    /// The interfaces to show. Those a running `linerate route` is attached
+    /// to are read from its fast path (out: what it forwarded); any other
+    /// from the kernel's per-queue counters, `ethtool -S` (out: what the
+    /// interface sent).
     #[arg(short = 'i', long, value_delimiter = ',', required = true)]
     pub interfaces: Vec<String>,
-    /// The router's network namespace (as given to `linerate route --netns`).
+    /// The interfaces' network namespace (a router's, as given to
+    /// `linerate route --netns`).
     #[arg(long)]
     pub netns: Option<String>,
     /// Seconds to watch (default: until Ctrl-C).
@@ -91,6 +96,9 @@ pub struct StatsArgs {
     /// The router's network namespace (as given to `linerate route --netns`).
     #[arg(long)]
     pub netns: Option<String>,
+    /// Also each interface's frames by receive queue (as `linerate queues`).
+    #[arg(long)]
+    pub queues: bool,
     /// Seconds to watch (default: until Ctrl-C).
     #[arg(short = 't', long)]
     pub seconds: Option<f64>,
