@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod cmd;
 pub mod cpu;
+pub mod ethtool;
 pub mod field;
 pub mod netns;
 pub mod privilege;

@@ -1,9 +1,10 @@
 //! The kernel's per-receive-queue frame counts of an interface, for
 //! interfaces linerate is not attached to (a kernel DUT, a generator, a
 //! NIC seen from the host). Drivers name their per-queue counters in
-//! `ethtool -S` each in their own way; the names below are the common
-//! ones. The interface's totals come from its link statistics.
-use crate::cmd::{in_netns, ip, run};
+//! `ethtool -S` (read by its ioctl: crate::ethtool) each in their own way;
+//! the names below are the common ones. The interface's totals come from
+//! its link statistics.
+use crate::cmd::ip;
 use anyhow::{anyhow, Result};
 
 /// How one driver family names a receive queue's frame counter: the text
@@ -53,19 +54,12 @@ pub struct RxQueues {
     pub drivers: &'static str,
 }
 
-/// The per-queue receive counters in `ethtool -S` output `text`; None
-/// when no known naming matches a line.
-pub fn parse_ethtool_stats(text: &str) -> Option<RxQueues> {
-    let pairs: Vec<(&str, u64)> = text
-        .lines()
-        .filter_map(|l| {
-            let (name, value) = l.trim().rsplit_once(':')?;
-            Some((name.trim(), value.trim().parse().ok()?))
-        })
-        .collect();
+/// The per-queue receive counters among a driver's statistics; None when
+/// no known naming matches one.
+pub fn per_queue(pairs: &[(String, u64)]) -> Option<RxQueues> {
     NAMINGS.iter().find_map(|n| {
         let mut queues: Vec<u64> = Vec::new();
-        for (name, value) in &pairs {
+        for (name, value) in pairs {
             let Some(q) = name
                 .strip_prefix(n.before)
                 .and_then(|r| r.strip_suffix(n.after))
@@ -91,14 +85,8 @@ pub fn parse_ethtool_stats(text: &str) -> Option<RxQueues> {
 
 /// The receive queues' counters of `ifname` in namespace `netns`.
 pub fn rx_queues(netns: Option<&str>, ifname: &str) -> Result<RxQueues> {
-    let text = match netns {
-        Some(ns) => in_netns(ns, "ethtool", &["-S", ifname])?,
-        None => {
-            crate::cmd::require_tool("ethtool")?;
-            run("ethtool", &["-S", ifname])?
-        }
-    };
-    parse_ethtool_stats(&text).ok_or_else(|| {
+    let stats = crate::ethtool::stats_in(netns, ifname)?;
+    per_queue(&stats).ok_or_else(|| {
         anyhow!(
             "{ifname}: `ethtool -S` shows no per-queue receive counter linerate knows (it reads {})",
             NAMINGS
@@ -167,27 +155,71 @@ mod tests {
      rx_queue_2_packets: 20
 ";
 
+    fn parse(text: &str) -> Option<RxQueues> {
+        let pairs: Vec<(String, u64)> = text
+            .lines()
+            .filter_map(|l| {
+                let (name, value) = l.trim().rsplit_once(':')?;
+                Some((name.trim().to_string(), value.trim().parse().ok()?))
+            })
+            .collect();
+        per_queue(&pairs)
+    }
+
     #[test]
     fn reads_each_drivers_naming() {
-        let v = parse_ethtool_stats(VETH).unwrap();
+        let v = parse(VETH).unwrap();
         assert_eq!((v.queues, v.drivers), (vec![1500, 700], "veth"));
-        let m = parse_ethtool_stats(MLX5).unwrap();
+        let m = parse(MLX5).unwrap();
         assert_eq!(m.queues, vec![4, 6]);
         assert!(m.drivers.contains("mlx5"));
         // A queue without a counter line reads as 0, not as missing.
-        let i = parse_ethtool_stats(IXGBE).unwrap();
+        let i = parse(IXGBE).unwrap();
         assert_eq!(i.queues, vec![10, 0, 20]);
     }
 
     #[test]
     fn totals_and_transmit_counters_are_not_queues() {
         assert_eq!(
-            parse_ethtool_stats(
-                "NIC statistics:\n     rx_packets: 5\n     tx_queue_0_packets: 3\n"
-            ),
+            parse("NIC statistics:\n     rx_packets: 5\n     tx_queue_0_packets: 3\n"),
             None
         );
-        assert_eq!(parse_ethtool_stats("no stats available\n"), None);
+        assert_eq!(parse("no stats available\n"), None);
+    }
+
+    /// The ioctl reads what ethtool prints: a veth pair's per-queue
+    /// counters (the test's own, removed after).
+    #[test]
+    fn a_veths_queues_by_ioctl() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let name = format!("lrtq{}", std::process::id() % 100000);
+        let peer = format!("{name}p");
+        crate::cmd::ip(
+            None,
+            &[
+                "link",
+                "add",
+                &name,
+                "numrxqueues",
+                "3",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &peer,
+            ],
+        )
+        .unwrap();
+        let q = rx_queues(None, &name);
+        let text = crate::cmd::run("ethtool", &["-S", &name]);
+        crate::cmd::ip(None, &["link", "del", &name]).unwrap();
+        let q = q.unwrap();
+        assert_eq!((q.queues, q.drivers), (vec![0, 0, 0], "veth"));
+        if let Ok(text) = text {
+            assert_eq!(parse(&text).unwrap().queues.len(), 3);
+        }
     }
 
     #[test]

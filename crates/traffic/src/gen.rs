@@ -365,6 +365,11 @@ impl Generator {
         // was full, or whose peer has no XDP) are xmit errors. The kernel's
         // own few frames (ND, MLD) are capped out by `built`.
         let tx_base = tx_counters(&opts.ifname)?;
+        // A veth counts the XDP frames its peer took apart from the rest
+        // (tx_queue_N_xdp_xmit): the exact count, without the kernel's own
+        // frames, which the interface's totals mix in (a few ND or MLD
+        // frames are counted as sent, and as many refused ones not).
+        let xmit_base = if xdp { xdp_xmit(&opts.ifname) } else { None };
         let totals = || -> Result<Totals> {
             let (built, built_bytes, held) = if xdp {
                 self.xdp_state()?
@@ -380,6 +385,10 @@ impl Generator {
                 })
             };
             let (bytes, packets) = tx_counters(&opts.ifname)?;
+            let packets = match (xmit_base, xmit_base.and(xdp_xmit(&opts.ifname))) {
+                (Some(base), Some(now)) => now - base + tx_base.1,
+                _ => packets,
+            };
             let sent = (packets - tx_base.1).min(built);
             let bytes = (bytes - tx_base.0).min(built_bytes);
             Ok(Totals {
@@ -710,6 +719,23 @@ struct Job<'a> {
     quit: &'a AtomicBool,
     counters: &'a SenderCounters,
     ifindex: u32,
+}
+
+/// The XDP frames `ifname`'s peer took from it (a veth's
+/// `tx_queue_N_xdp_xmit`, summed), in the calling thread's namespace; None
+/// for a driver that does not count them so.
+fn xdp_xmit(ifname: &str) -> Option<u64> {
+    let stats = linerate_host::ethtool::stats(ifname).ok()?;
+    let counts: Vec<u64> = stats
+        .iter()
+        .filter(|(name, _)| {
+            name.strip_prefix("tx_queue_")
+                .and_then(|r| r.strip_suffix("_xdp_xmit"))
+                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(|(_, v)| *v)
+        .collect();
+    (!counts.is_empty()).then(|| counts.iter().sum())
 }
 
 /// The interface's transmit counters (bytes, packets), from the calling
