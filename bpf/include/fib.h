@@ -27,24 +27,27 @@
 #define FIB4_GROUPS 65536
 /* IPv6: FIB6_FIRST bits, then FIB6_STRIDE at a time. Wide (the default,
  * DPDK rte_lpm6's): a /48 is 4 reads, about 310 MiB for a full table.
- * Compact (-DFIB6_COMPACT): 9 reads, about 40 MiB. */
+ * Compact (-DFIB6_COMPACT): 9 reads, about 55 MiB. */
 #ifdef FIB6_COMPACT
 #define FIB6_FIRST 16
 #define FIB6_STRIDE 4
 #define FIB6_SC_LEVELS 2
+#define FIB6_SC_PAIRS_LOG2 20
 #else
 #define FIB6_FIRST 24
 #define FIB6_STRIDE 8
 #define FIB6_SC_LEVELS 1
+#define FIB6_SC_PAIRS_LOG2 21
 #endif
 #define FIB6_ROOT_OFF (128ull << 20)        /* up to 2^24 entries, 64 MiB */
 #define FIB6_GROUPS_OFF (192ull << 20)      /* up to 2^20 groups */
-/* The shortcut (crates/fib/src/shortcut.rs): 2^21 pairs of 64-bit slots,
- * each the entry the walk reads after 48 bits (and in the compact layout
- * after 40 bits) in the low half, under a tag naming the prefix in the
- * high half. 32 MiB. FIB6_SC_LEVELS is the shape's shortcut_levels. */
+/* The shortcut (crates/fib/src/shortcut.rs): 2^FIB6_SC_PAIRS_LOG2 pairs of
+ * 64-bit slots, each the entry the walk reads after 48 bits (and in the
+ * compact layout after 40 bits) in the low half, under a tag naming the
+ * prefix in the high half. Wide 2^21 pairs, 32 MiB; compact 2^20, 16 MiB
+ * (a full table's 330k held prefixes fill 16% of its slots).
+ * FIB6_SC_LEVELS is the shape's shortcut_levels. */
 #define FIB6_SC_OFF (2048ull << 20)
-#define FIB6_SC_PAIRS_LOG2 21
 
 /* BPF_MAP_TYPE_ARENA (Linux 6.9), which Debian 12's headers predate. */
 #define FIB_MAP_TYPE_ARENA 33

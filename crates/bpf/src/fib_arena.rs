@@ -47,6 +47,13 @@ const FIB6_SHORTCUT: Region = Region {
     entries: 4 << 21,
 };
 
+/// The compact layout's /48 and /40 shortcut: 2^20 pairs, at the same
+/// offset.
+const FIB6_COMPACT_SHORTCUT: Region = Region {
+    offset: 2048 * MIB,
+    entries: 4 << 20,
+};
+
 /// IPv4: 2^24 root entries (`FIB4_ROOT_OFF`), up to 65536 groups of 256
 /// (`FIB4_GROUPS_OFF`).
 pub const FIB4: FibLayout = FibLayout {
@@ -89,7 +96,7 @@ pub const FIB6_COMPACT: FibLayout = FibLayout {
         entries: (1 << 20) * 16,
     },
     stride: 4,
-    shortcut: FIB6_SHORTCUT,
+    shortcut: FIB6_COMPACT_SHORTCUT,
 };
 
 /// The FIB's link flag (`linerate_fib::CHILD`): the rest is a group index.

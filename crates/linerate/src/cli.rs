@@ -120,7 +120,7 @@ pub struct RouteArgs {
     #[arg(long, value_parser = ["native", "generic"])]
     pub mode: Option<String>,
     /// IPv6 table layout: wide (24 + 8 bits, a /48 in 4 reads, ~310 MiB
-    /// for a full table) or compact (16 + 4, 9 reads, ~40 MiB) [default:
+    /// for a full table) or compact (16 + 4, 9 reads, ~55 MiB) [default:
     /// wide].
     #[arg(long = "fib6", value_parser = choice(linerate_fib::Ipv6Layout::CHOICES))]
     pub fib6: Option<linerate_fib::Ipv6Layout>,
@@ -851,7 +851,7 @@ pub struct RecvArgs {
 #[derive(clap::Args, Debug, Clone, Copy)]
 pub struct Fib6Arg {
     /// IPv6 table layout: wide (24 + 8 bits, a /48 in 4 reads, ~310 MiB
-    /// for a full table) or compact (16 + 4, 9 reads, ~40 MiB)
+    /// for a full table) or compact (16 + 4, 9 reads, ~55 MiB)
     #[arg(long = "fib6", value_parser = choice(linerate_fib::Ipv6Layout::CHOICES), default_value = "wide")]
     pub layout: linerate_fib::Ipv6Layout,
 }
