@@ -254,6 +254,103 @@ pub fn program_runs(prog: BorrowedFd<'_>) -> Result<(u64, u64)> {
     Ok((info.run_cnt, info.run_time_ns))
 }
 
+/// Where a source line of a program begins in its JIT image: the byte
+/// offset from the image's start (its kernel symbol, `bpf_prog_TAG_NAME`),
+/// the file, the line and its text, from the program's BTF line info.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JitLine {
+    pub offset: u64,
+    pub file: String,
+    pub line: u32,
+    pub source: String,
+}
+
+/// The name of program `prog` and its source lines in JIT order (the kernel's
+/// jited_line_info beside its line_info), for telling where in the program
+/// a profiler's samples fell. Empty for a program loaded without BTF.
+pub fn program_lines(prog: BorrowedFd<'_>) -> Result<(String, Vec<JitLine>)> {
+    let fd = prog.as_raw_fd();
+    let get = |info: &mut libbpf_sys::bpf_prog_info| -> Result<()> {
+        let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+        // SAFETY: an info struct of the size we declare; any arrays it
+        // points at are sized by its counts.
+        let err = unsafe { libbpf_sys::bpf_prog_get_info_by_fd(fd, info, &mut len) };
+        if err < 0 {
+            bail!(
+                "cannot read a BPF program's line info: {}",
+                std::io::Error::from_raw_os_error(-err)
+            );
+        }
+        Ok(())
+    };
+    let mut counts = libbpf_sys::bpf_prog_info::default();
+    get(&mut counts)?;
+    // SAFETY: the kernel NUL-terminates the name within its 16 bytes.
+    let prog_name = unsafe { std::ffi::CStr::from_ptr(counts.name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    let n = counts.nr_line_info.min(counts.nr_jited_line_info) as usize;
+    if n == 0 || counts.btf_id == 0 {
+        return Ok((prog_name, Vec::new()));
+    }
+    let mut lines = vec![libbpf_sys::bpf_line_info::default(); counts.nr_line_info as usize];
+    let mut addrs = vec![0u64; counts.nr_jited_line_info as usize];
+    let mut func_lens = vec![0u32; counts.nr_jited_func_lens as usize];
+    let mut info = libbpf_sys::bpf_prog_info {
+        nr_jited_func_lens: counts.nr_jited_func_lens,
+        jited_func_lens: func_lens.as_mut_ptr() as u64,
+        nr_line_info: counts.nr_line_info,
+        line_info_rec_size: std::mem::size_of::<libbpf_sys::bpf_line_info>() as u32,
+        line_info: lines.as_mut_ptr() as u64,
+        nr_jited_line_info: counts.nr_jited_line_info,
+        jited_line_info_rec_size: 8,
+        jited_line_info: addrs.as_mut_ptr() as u64,
+        ..Default::default()
+    };
+    get(&mut info)?;
+    // SAFETY: loads the program's BTF from the kernel; freed below.
+    let btf = unsafe { libbpf_sys::btf__load_from_kernel_by_id(counts.btf_id) };
+    if btf.is_null() {
+        bail!(
+            "cannot load the BTF (id {}) of a BPF program",
+            counts.btf_id
+        );
+    }
+    let name = |off: u32| -> String {
+        // SAFETY: btf is valid; the name is a NUL-terminated string in it.
+        let p = unsafe { libbpf_sys::btf__name_by_offset(btf, off) };
+        if p.is_null() {
+            return String::new();
+        }
+        // SAFETY: as above.
+        unsafe { std::ffi::CStr::from_ptr(p) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    // The first line begins at the image's start (the kernel sets it so);
+    // the lines of subprograms (images of their own) are left out.
+    let base = addrs[0];
+    let main_len = func_lens.first().copied().unwrap_or(counts.jited_prog_len) as u64;
+    let out = lines[..n]
+        .iter()
+        .zip(&addrs[..n])
+        .filter(|(_, a)| a.wrapping_sub(base) < main_len)
+        .map(|(l, a)| JitLine {
+            offset: a.wrapping_sub(base),
+            file: name(l.file_name_off)
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+            line: l.line_col >> 10,
+            source: name(l.line_off).trim().to_string(),
+        })
+        .collect();
+    // SAFETY: loaded above, not used after.
+    unsafe { libbpf_sys::btf__free(btf) };
+    Ok((prog_name, out))
+}
+
 /// The XDP program attached to interface `ifindex` (of the calling
 /// thread's namespace), as a file descriptor of its own: another process's
 /// or thread's program can be test-run through it (BPF_PROG_TEST_RUN), to

@@ -103,6 +103,7 @@ pub fn run(
     // an XDP DUT's program's nanoseconds a frame, run by run.
     let mut stacks: std::collections::BTreeMap<String, String> = Default::default();
     let mut xdp_ns: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+    let mut by_line: std::collections::BTreeMap<String, profile::LineCounts> = Default::default();
     let _run_stats = if sc.profile {
         Some(linerate_bpf::loader::RunStats::enable()?)
     } else {
@@ -151,6 +152,11 @@ pub fn run(
                     ) => Some(profile::xdp_program(&ns.dut, &ifs.dut_in)?),
                     _ => None,
                 };
+                // Its source lines, for the samples that fall in it.
+                let jit_lines = match (&recording, &program) {
+                    (Some(_), Some(p)) => Some(linerate_bpf::loader::program_lines(p.as_fd())?),
+                    _ => None,
+                };
                 let runs_before = program
                     .as_ref()
                     .map(|p| linerate_bpf::loader::program_runs(p.as_fd()))
@@ -168,10 +174,12 @@ pub fn run(
                     }
                 }
                 if let Some(r) = recording {
-                    stacks
-                        .entry(dname.clone())
-                        .or_default()
-                        .push_str(&r.finish()?);
+                    let (folded, lines) = r.finish(jit_lines.as_ref())?;
+                    stacks.entry(dname.clone()).or_default().push_str(&folded);
+                    let all = by_line.entry(dname.clone()).or_default();
+                    for (loc, (src, n)) in lines {
+                        all.entry(loc).or_insert((src, 0)).1 += n;
+                    }
                 }
                 running.stop()?;
                 let log = report::write_log(out, dname, pname, repeat, &trials.log)?;
@@ -211,6 +219,10 @@ pub fn run(
             &out.join(&file),
         )?;
         let (samples, top) = profile::top(folded, 15);
+        let (program_samples, program_lines) = by_line
+            .get(dut)
+            .map(|c| profile::top_lines(c, 15))
+            .unwrap_or_default();
         results.profiles_cpu.push(profile::DutProfile {
             dut: dut.clone(),
             xdp_ns_per_frame: xdp_ns
@@ -219,6 +231,8 @@ pub fn run(
             samples,
             flame_graph: file,
             top,
+            program_samples,
+            program_lines,
         });
     }
     results.finish();

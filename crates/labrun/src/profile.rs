@@ -61,8 +61,13 @@ impl Recording {
     }
 
     /// Stops it (SIGINT, as Ctrl-C would) and returns its stacks, folded:
-    /// one `frame;frame;...;leaf count` line each.
-    pub fn finish(mut self) -> Result<String> {
+    /// one `frame;frame;...;leaf count` line each, and with `program` (an
+    /// XDP program's name and source lines, [`linerate_bpf::loader::program_lines`])
+    /// the samples that fell in it, by source line.
+    pub fn finish(
+        mut self,
+        program: Option<&(String, Vec<linerate_bpf::loader::JitLine>)>,
+    ) -> Result<(String, LineCounts)> {
         let child = self.child.take().expect("a running perf");
         // SAFETY: signals our child.
         unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -83,6 +88,16 @@ impl Recording {
             .arg(&self.data)
             .output()
             .context("perf script")?;
+        let mut lines = LineCounts::new();
+        if let (Some((name, jit)), true) = (program, script.status.success()) {
+            // Leaves only, with their offset in the symbol.
+            let leaves = Command::new("perf")
+                .args(["script", "-G", "-F", "ip,sym,symoff", "-i"])
+                .arg(&self.data)
+                .output()
+                .context("perf script")?;
+            lines = by_line(&String::from_utf8_lossy(&leaves.stdout), name, jit);
+        }
         let _ = std::fs::remove_file(&self.data);
         if !script.status.success() {
             bail!(
@@ -90,7 +105,7 @@ impl Recording {
                 String::from_utf8_lossy(&script.stderr).trim()
             );
         }
-        fold(&script.stdout)
+        Ok((fold(&script.stdout)?, lines))
     }
 }
 
@@ -102,6 +117,71 @@ impl Drop for Recording {
             let _ = std::fs::remove_file(&self.data);
         }
     }
+}
+
+/// Samples by source line of a program: "file:line" -> (the line's text,
+/// samples).
+pub type LineCounts = BTreeMap<String, (String, u64)>;
+
+/// Counts the samples of `perf script -F ip,sym,symoff` output `leaves` that
+/// fell in program `name` (perf's symbol `bpf_prog_TAG_NAME`) by the source
+/// line whose JIT code holds their offset.
+pub fn by_line(leaves: &str, name: &str, jit: &[linerate_bpf::loader::JitLine]) -> LineCounts {
+    let mut sorted: Vec<&linerate_bpf::loader::JitLine> = jit.iter().collect();
+    sorted.sort_by_key(|l| l.offset);
+    let suffix = format!("_{name}");
+    let mut counts = LineCounts::new();
+    for leaf in leaves.lines() {
+        let Some((sym, off)) = leaf
+            .split_whitespace()
+            .last()
+            .and_then(|w| w.split_once("+0x"))
+        else {
+            continue;
+        };
+        if !(sym.starts_with("bpf_prog_") && sym.ends_with(&suffix)) {
+            continue;
+        }
+        let Ok(off) = u64::from_str_radix(off.trim(), 16) else {
+            continue;
+        };
+        let i = sorted.partition_point(|l| l.offset <= off);
+        let Some(l) = i.checked_sub(1).map(|i| sorted[i]) else {
+            continue;
+        };
+        let e = counts
+            .entry(format!("{}:{}", l.file, l.line))
+            .or_insert_with(|| (l.source.clone(), 0));
+        e.1 += 1;
+    }
+    counts
+}
+
+/// A source line of an XDP program and its share of the program's samples.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct HotLine {
+    pub location: String,
+    pub source: String,
+    pub samples: u64,
+    pub share: f64,
+}
+
+/// The `n` lines with the most samples, most first, and the program's
+/// samples in all.
+pub fn top_lines(counts: &LineCounts, n: usize) -> (u64, Vec<HotLine>) {
+    let total: u64 = counts.values().map(|v| v.1).sum();
+    let mut hot: Vec<HotLine> = counts
+        .iter()
+        .map(|(loc, (src, c))| HotLine {
+            location: loc.clone(),
+            source: src.clone(),
+            samples: *c,
+            share: *c as f64 / total.max(1) as f64,
+        })
+        .collect();
+    hot.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.location.cmp(&b.location)));
+    hot.truncate(n);
+    (total, hot)
 }
 
 /// `perf script` output folded by inferno's perf collapser.
@@ -158,6 +238,10 @@ pub struct DutProfile {
     pub flame_graph: String,
     /// The functions most on the CPU itself, most first.
     pub top: Vec<Hot>,
+    /// An XDP DUT: the samples in its program, and its source lines most
+    /// sampled (the JIT's line info), most first.
+    pub program_samples: u64,
+    pub program_lines: Vec<HotLine>,
 }
 
 /// The `n` functions with the largest self share in `folded` stacks, and
@@ -260,5 +344,40 @@ napi/dut0-1  1234/1234  [001]  100.002003: cpu-clock:
         let text = std::fs::read_to_string(&svg).unwrap();
         assert!(text.starts_with("<?xml") && text.contains("<svg"), "{text}");
         assert!(text.contains("veth_xdp_rcv") && text.contains("bpf_prog_6deef7357e7b4530_router"));
+    }
+
+    #[test]
+    fn samples_go_to_the_line_whose_code_holds_them() {
+        use linerate_bpf::loader::JitLine;
+        let l = |offset, line, source: &str| JitLine {
+            offset,
+            file: "router.bpf.c".into(),
+            line,
+            source: source.into(),
+        };
+        // JIT order need not be source order.
+        let jit = vec![
+            l(0, 375, "int router(...)"),
+            l(0x40, 350, "if (eth->h_dest[0] & 1)"),
+            l(0x80, 107, "if (!n)"),
+        ];
+        let leaves = "  ffffffffc0025bc9 bpf_prog_5361be8ff73d843a_router+0x3f\n bpf_prog_5361be8ff73d843a_router+0x40\n\
+                      bpf_prog_5361be8ff73d843a_router+0x7f\n bpf_prog_5361be8ff73d843a_router+0x1000\n\
+                      bpf_prog_aaaa_other+0x40\n veth_xdp_rcv+0x12\n [unknown]\n";
+        let c = by_line(leaves, "router", &jit);
+        assert_eq!(c["router.bpf.c:375"].1, 1);
+        assert_eq!(c["router.bpf.c:350"].1, 2);
+        assert_eq!(
+            c["router.bpf.c:107"].1, 1,
+            "past the last line: the last line's"
+        );
+        assert_eq!(c.values().map(|v| v.1).sum::<u64>(), 4);
+        let (total, top) = top_lines(&c, 2);
+        assert_eq!(total, 4);
+        assert_eq!(
+            top.iter().map(|h| h.location.as_str()).collect::<Vec<_>>(),
+            ["router.bpf.c:350", "router.bpf.c:107"]
+        );
+        assert_eq!(top[0].share, 0.5);
     }
 }

@@ -459,6 +459,20 @@ fn cpu_section(r: &Results) -> String {
                 h.total_share * 100.0
             ));
         }
+        if !p.program_lines.is_empty() {
+            s.push_str(&format!(
+                "\nIts XDP program by source line ({} samples in it; a sample lands on the instruction after the one it waited for, so a stalled load shows on the next line):\n\n| line | share of the program | source |\n|---|---|---|\n",
+                p.program_samples
+            ));
+            for l in &p.program_lines {
+                s.push_str(&format!(
+                    "| {} | {:.1}% | `{}` |\n",
+                    l.location,
+                    l.share * 100.0,
+                    l.source.replace('|', "\\|").replace('`', "'")
+                ));
+            }
+        }
     }
     s
 }

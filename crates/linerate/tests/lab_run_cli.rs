@@ -230,6 +230,37 @@ fn a_profiled_run_draws_where_the_dut_core_goes() {
     let ns = p["xdp_ns_per_frame"].as_f64().unwrap();
     assert!(ns > 1.0 && ns < 10_000.0, "{p}");
     assert!(report.contains("ns a frame"), "{report}");
+    // Where in the program: its samples by source line, from the JIT's
+    // line info, every one in the router's own files, and the line that
+    // reads the frame's first byte among them (every frame runs it).
+    // Its samples are the flame graph's samples of the router's symbol
+    // (two readings of the same recording).
+    let lines = p["program_lines"].as_array().unwrap();
+    let in_program = p["program_samples"].as_u64().unwrap();
+    let router_self = p["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["function"].as_str().unwrap().ends_with("_router"))
+        .unwrap()["self_share"]
+        .as_f64()
+        .unwrap()
+        * p["samples"].as_f64().unwrap();
+    assert!((in_program as f64 - router_self).abs() <= 1.0, "{p}");
+    assert!(!lines.is_empty(), "{p}");
+    let counts: Vec<u64> = lines
+        .iter()
+        .map(|l| l["samples"].as_u64().unwrap())
+        .collect();
+    assert!(counts.windows(2).all(|w| w[0] >= w[1]), "{counts:?}");
+    for l in lines {
+        let loc = l["location"].as_str().unwrap();
+        assert!(loc.contains(".bpf.c:") || loc.contains(".h:"), "{l}");
+    }
+    assert!(
+        report.contains("Its XDP program by source line"),
+        "{report}"
+    );
     // No perf left running, no perf.data left behind.
     assert!(!std::fs::read_dir(&out).unwrap().any(|e| e
         .unwrap()
