@@ -15,7 +15,8 @@ PACKAGES=(clang clang-19 llvm libbpf-dev libelf-dev zlib1g-dev pkg-config make g
           bird2 frr
           systemd     # systemd-analyze verifies the service unit
           prometheus  # promtool checks the metrics' exposition
-          linux-perf) # lab run --profile records the DUT's core
+          linux-perf  # lab run --profile records the DUT's core
+          openssh-client openssh-server) # the lab's remote hosts (crates/labrun/src/remote.rs) and their test's sshd
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup: run as root (apt-get, network namespaces and BPF need it)" >&2

@@ -7,6 +7,7 @@ pub mod firewall_duts;
 pub mod measure;
 pub mod plot;
 pub mod profile;
+pub mod remote;
 pub mod report;
 pub mod scenario;
 pub mod throughput;

@@ -1,0 +1,294 @@
+//! The lab's hosts (issue 27): this machine, or a machine reached with the
+//! system's OpenSSH client. One master connection a host (ControlMaster),
+//! key authentication only, batch mode (never a prompt), a connect timeout,
+//! and a timeout on every command; errors name the host and what failed.
+//! No SSH of our own: `ssh` does the protocol, the keys and the host keys.
+use anyhow::{anyhow, bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Where a host's commands run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// This machine (`ssh = "local"`).
+    Local,
+    /// `[user@]host` for ssh.
+    Ssh(String),
+}
+
+impl Target {
+    pub fn parse(s: &str) -> Result<Target> {
+        let s = s.trim();
+        if s == "local" {
+            return Ok(Target::Local);
+        }
+        if s.is_empty() || s.starts_with('-') || s.contains(char::is_whitespace) {
+            bail!("{s:?} is not an SSH target ([user@]host, or \"local\")");
+        }
+        Ok(Target::Ssh(s.to_string()))
+    }
+}
+
+/// ssh's options beside the target (a scenario's, or a test's own keys).
+#[derive(Clone, Debug, Default)]
+pub struct SshOptions {
+    /// `-i`: the private key (default: ssh's own choice).
+    pub identity: Option<PathBuf>,
+    /// `UserKnownHostsFile` (default: ssh's).
+    pub known_hosts: Option<PathBuf>,
+    /// `ConnectTimeout`, seconds (default 10).
+    pub connect_timeout: Option<u32>,
+}
+
+/// A host of the lab, connected.
+pub struct Host {
+    /// The scenario's name for it (`gen`, `recv`, `dut`), for errors.
+    pub name: String,
+    pub target: Target,
+    options: SshOptions,
+    /// The master connection's socket and process (Ssh only).
+    control: Option<(tempfile::TempDir, Child)>,
+}
+
+impl Host {
+    /// Connects: for an SSH target, opens the master connection and waits
+    /// until it answers, or fails naming the host and ssh's reason.
+    pub fn connect(name: &str, target: Target, options: SshOptions) -> Result<Host> {
+        let Target::Ssh(dest) = &target else {
+            return Ok(Host {
+                name: name.into(),
+                target,
+                options,
+                control: None,
+            });
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("linerate-ssh-")
+            .tempdir()
+            .context("a directory for ssh's control socket")?;
+        let socket = dir.path().join("master");
+        let mut c = Command::new("ssh");
+        c.args(common_args(&options, &socket))
+            .args(["-M", "-N", "-o", "ControlPersist=no"])
+            .arg(dest)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut master = c.spawn().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                anyhow!("host {name}: no ssh client (Debian's openssh-client)")
+            }
+            _ => anyhow!("host {name}: cannot run ssh: {e}"),
+        })?;
+        let limit = Duration::from_secs(options.connect_timeout.unwrap_or(10) as u64 + 5);
+        let started = Instant::now();
+        loop {
+            if let Some(status) = master.try_wait()? {
+                let mut err = String::new();
+                if let Some(mut e) = master.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                bail!(
+                    "host {name} ({dest}): cannot connect ({status}): {}",
+                    first_line(&err)
+                );
+            }
+            if socket.exists() && check(&options, &socket, dest) {
+                break;
+            }
+            if started.elapsed() > limit {
+                let _ = master.kill();
+                let _ = master.wait();
+                bail!(
+                    "host {name} ({dest}): no connection in {} s",
+                    limit.as_secs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Host {
+            name: name.into(),
+            target,
+            options,
+            control: Some((dir, master)),
+        })
+    }
+
+    /// The command that runs shell command `script` on the host.
+    pub fn command(&self, script: &str) -> Command {
+        match (&self.target, &self.control) {
+            (Target::Ssh(dest), Some((dir, _))) => {
+                let mut c = Command::new("ssh");
+                c.args(common_args(&self.options, &dir.path().join("master")))
+                    .arg(dest)
+                    .arg("--")
+                    .arg(script);
+                c
+            }
+            _ => {
+                let mut c = Command::new("sh");
+                c.arg("-c").arg(script);
+                c
+            }
+        }
+    }
+
+    /// Runs `script` on the host and returns its output; a failure or a
+    /// run past `timeout` is an error naming the host, the command and its
+    /// first line of error. On timeout the local ssh is killed, which
+    /// closes the session; a remote process that ignores its closed pipes
+    /// runs on (there is no terminal to hang up): what must stop, the
+    /// caller stops with a command of its own.
+    pub fn run(&self, script: &str, timeout: Duration) -> Result<Output> {
+        let mut child = self
+            .command(script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("host {}: cannot run `{script}`", self.name))?;
+        // Read while it runs: a full pipe would stall it.
+        let out = child.stdout.take().map(reader);
+        let err = child.stderr.take().map(reader);
+        let started = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait()? {
+                break s;
+            }
+            if started.elapsed() > timeout {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "host {}: `{script}` did not end in {:.1} s (stopped)",
+                    self.name,
+                    timeout.as_secs_f64()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let take = |h: Option<std::thread::JoinHandle<Vec<u8>>>| {
+            h.map(|h| h.join().unwrap_or_default()).unwrap_or_default()
+        };
+        let output = Output {
+            status,
+            stdout: take(out),
+            stderr: take(err),
+        };
+        if !output.status.success() {
+            bail!(
+                "host {}: `{script}` failed ({}): {}",
+                self.name,
+                output.status,
+                first_line(&String::from_utf8_lossy(&output.stderr))
+            );
+        }
+        Ok(output)
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        if let Some((_, mut master)) = self.control.take() {
+            let _ = master.kill();
+            let _ = master.wait();
+        }
+    }
+}
+
+fn reader(mut r: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = r.read_to_end(&mut v);
+        v
+    })
+}
+
+/// Options every ssh call of a host shares: its master's socket, batch
+/// mode, keys only, the timeouts.
+fn common_args(o: &SshOptions, socket: &Path) -> Vec<String> {
+    let mut a = vec![
+        "-o".into(),
+        format!("ControlPath={}", socket.display()),
+        "-o".into(),
+        "BatchMode=yes".into(),
+        "-o".into(),
+        "PasswordAuthentication=no".into(),
+        "-o".into(),
+        "KbdInteractiveAuthentication=no".into(),
+        "-o".into(),
+        format!("ConnectTimeout={}", o.connect_timeout.unwrap_or(10)),
+        "-o".into(),
+        "ServerAliveInterval=5".into(),
+        "-o".into(),
+        "ServerAliveCountMax=3".into(),
+    ];
+    if let Some(k) = &o.identity {
+        a.extend(["-i".into(), k.display().to_string()]);
+        a.extend(["-o".into(), "IdentitiesOnly=yes".into()]);
+    }
+    if let Some(k) = &o.known_hosts {
+        a.extend(["-o".into(), format!("UserKnownHostsFile={}", k.display())]);
+        a.extend(["-o".into(), "StrictHostKeyChecking=yes".into()]);
+    }
+    a
+}
+
+/// Whether the master on `socket` answers (`ssh -O check`).
+fn check(o: &SshOptions, socket: &Path, dest: &str) -> bool {
+    Command::new("ssh")
+        .args(common_args(o, socket))
+        .args(["-O", "check", dest])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn first_line(s: &str) -> &str {
+    s.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("no message")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_local_or_ssh_destinations() {
+        assert_eq!(Target::parse("local").unwrap(), Target::Local);
+        assert_eq!(
+            Target::parse("root@gen.lab").unwrap(),
+            Target::Ssh("root@gen.lab".into())
+        );
+        for bad in ["", "-oProxyCommand=x", "root@a b"] {
+            assert!(Target::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_local_host_runs_commands_with_timeouts_and_named_errors() {
+        let h = Host::connect("gen", Target::Local, SshOptions::default()).unwrap();
+        let o = h.run("echo hi", Duration::from_secs(5)).unwrap();
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "hi\n");
+        let e = h
+            .run("echo nope >&2; exit 3", Duration::from_secs(5))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("host gen: `echo nope >&2; exit 3` failed"),
+            "{e}"
+        );
+        assert!(e.ends_with(": nope"), "{e}");
+        let t = Instant::now();
+        let e = h
+            .run("sleep 30", Duration::from_millis(300))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did not end in 0.3 s"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+}
