@@ -32,7 +32,7 @@ fn frames_are_counted_on_the_queue_they_came_in_on() {
     let dut = format!("{LAB}-dut");
     // The fast path's counters.
     let router = common::lab::start_router(LAB);
-    let (r, stats) = watch_while_sending(&dut, true);
+    let (r, stats, sent) = watch_while_sending(&dut, true);
     let dut0 = &r["interfaces"][0];
     assert_eq!(
         (&dut0["interface"], &dut0["source"]),
@@ -40,29 +40,31 @@ fn frames_are_counted_on_the_queue_they_came_in_on() {
         "{r}"
     );
     let q = queues(dut0);
-    // The generator's frames, and perhaps a neighbour's few.
-    assert!((20_000..20_010).contains(&q[0]), "{r}");
-    assert!((30_000..30_010).contains(&q[1]), "{r}");
+    // The generator's frames dut0 took, and perhaps a neighbour's few.
+    let on = |q: u64, sent: u64| (sent..sent + 10).contains(&q);
+    assert!(on(q[0], sent[0]) && on(q[1], sent[1]), "{r} {sent:?}");
     assert_eq!(q[0] + q[1], dut0["seen"].as_u64().unwrap(), "{r}");
-    assert!(dut0["forwarded"].as_u64().unwrap() >= 50_000, "{r}");
+    assert!(
+        dut0["forwarded"].as_u64().unwrap() >= sent[0] + sent[1],
+        "{r}"
+    );
     // `linerate stats --queues` splits the same window's frames alike.
     let stats = stats.unwrap();
     let s0 = &stats["interfaces"][0];
     assert_eq!(s0["interface"], "dut0", "{stats}");
     let sq = queues(s0);
-    assert!((20_000..20_010).contains(&sq[0]), "{stats}");
-    assert!((30_000..30_010).contains(&sq[1]), "{stats}");
+    assert!(on(sq[0], sent[0]) && on(sq[1], sent[1]), "{stats} {sent:?}");
     drop(router);
     // No router: the kernel forwards, and its own per-queue statistics
     // (veth's, counted by NAPI) are read. What dut0 took in, dut1 sent.
-    let (r, _) = watch_while_sending(&dut, false);
+    let (r, _, sent) = watch_while_sending(&dut, false);
     let (dut0, dut1) = (&r["interfaces"][0], &r["interfaces"][1]);
     assert_eq!(dut0["source"], "kernel", "{r}");
     let q = queues(dut0);
-    assert!((20_000..20_010).contains(&q[0]), "{r}");
-    assert!((30_000..30_010).contains(&q[1]), "{r}");
+    let on = |q: u64, sent: u64| (sent..sent + 10).contains(&q);
+    assert!(on(q[0], sent[0]) && on(q[1], sent[1]), "{r} {sent:?}");
     assert_eq!(q[0] + q[1], dut0["seen"].as_u64().unwrap(), "{r}");
-    assert!(dut1["sent"].as_u64().unwrap() >= 50_000, "{r}");
+    assert!(dut1["sent"].as_u64().unwrap() >= sent[0] + sent[1], "{r}");
     // An interface without per-queue counters: said, naming it.
     let o = Command::new(BIN)
         .args(["queues", "--netns", &dut, "-i", "lo", "-t", "1"])
@@ -79,8 +81,9 @@ fn frames_are_counted_on_the_queue_they_came_in_on() {
 
 /// `linerate queues` on dut0 and dut1 for 5 s (and `linerate stats
 /// --queues` with `with_stats`), while the generator sends 20,000 frames
-/// from CPU 0 and then 30,000 from CPU 1.
-fn watch_while_sending(dut: &str, with_stats: bool) -> (Value, Option<Value>) {
+/// from CPU 0 and then 30,000 from CPU 1; also what dut0's ring took of
+/// each (the generator's sent: a DUT stalled long enough refuses a few).
+fn watch_while_sending(dut: &str, with_stats: bool) -> (Value, Option<Value>, [u64; 2]) {
     let stats = with_stats
         .then(|| common::window(&["stats", "--netns", dut, "--queues", "-t", "5", "--json"]));
     let queues = common::window(&[
@@ -93,22 +96,25 @@ fn watch_while_sending(dut: &str, with_stats: bool) -> (Value, Option<Value>) {
         "5",
         "--json",
     ]);
-    for (cpu, n) in [("0", "20000"), ("1", "30000")] {
+    let mut sent = [0; 2];
+    for (k, (cpu, n)) in [("0", 20_000u64), ("1", 30_000)].into_iter().enumerate() {
         let g = Command::new(BIN)
             .args(["gen", "--netns", &format!("{LAB}-gen"), "-i", "gen0"])
-            .args(["-n", n, "-R", "20k", "--cpu", cpu, "--json"])
+            .args(["-n", &n.to_string(), "-R", "20k", "--cpu", cpu, "--json"])
             .output()
             .unwrap();
         assert!(g.status.success(), "{}", String::from_utf8_lossy(&g.stderr));
         let g: Value = serde_json::from_slice(&g.stdout).unwrap();
-        assert_eq!(g["xmit_errors"], 0, "{g}");
+        sent[k] = g["sent_packets"].as_u64().unwrap();
+        assert_eq!(sent[k] + g["xmit_errors"].as_u64().unwrap(), n, "{g}");
+        assert!(sent[k] > n * 99 / 100, "{g}");
     }
     let json = |c: std::process::Child| -> Value {
         let o = c.wait_with_output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         serde_json::from_slice(&o.stdout).unwrap()
     };
-    (json(queues), stats.map(json))
+    (json(queues), stats.map(json), sent)
 }
 
 fn queues(v: &Value) -> Vec<u64> {
