@@ -54,28 +54,33 @@ pub struct RxQueues {
     pub drivers: &'static str,
 }
 
+/// A driver's per-queue counter named `before`N`after`, by queue N (a
+/// queue without a line reads 0); empty when no name matches.
+pub fn by_queue(pairs: &[(String, u64)], before: &str, after: &str) -> Vec<u64> {
+    let mut queues: Vec<u64> = Vec::new();
+    for (name, value) in pairs {
+        let Some(q) = name
+            .strip_prefix(before)
+            .and_then(|r| r.strip_suffix(after))
+            .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|d| d.parse::<usize>().ok())
+            .filter(|q| *q < 4096)
+        else {
+            continue;
+        };
+        if queues.len() <= q {
+            queues.resize(q + 1, 0);
+        }
+        queues[q] = *value;
+    }
+    queues
+}
+
 /// The per-queue receive counters among a driver's statistics; None when
 /// no known naming matches one.
 pub fn per_queue(pairs: &[(String, u64)]) -> Option<RxQueues> {
     NAMINGS.iter().find_map(|n| {
-        let mut queues: Vec<u64> = Vec::new();
-        for (name, value) in pairs {
-            let Some(q) = name
-                .strip_prefix(n.before)
-                .and_then(|r| r.strip_suffix(n.after))
-                .filter(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|d| d.parse::<usize>().ok())
-            else {
-                continue;
-            };
-            if q >= 4096 {
-                continue;
-            }
-            if queues.len() <= q {
-                queues.resize(q + 1, 0);
-            }
-            queues[q] = *value;
-        }
+        let queues = by_queue(pairs, n.before, n.after);
         (!queues.is_empty()).then_some(RxQueues {
             queues,
             drivers: n.drivers,

@@ -726,15 +726,7 @@ struct Job<'a> {
 /// for a driver that does not count them so.
 fn xdp_xmit(ifname: &str) -> Option<u64> {
     let stats = linerate_host::ethtool::stats(ifname).ok()?;
-    let counts: Vec<u64> = stats
-        .iter()
-        .filter(|(name, _)| {
-            name.strip_prefix("tx_queue_")
-                .and_then(|r| r.strip_suffix("_xdp_xmit"))
-                .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
-        })
-        .map(|(_, v)| *v)
-        .collect();
+    let counts = linerate_host::queue_stats::by_queue(&stats, "tx_queue_", "_xdp_xmit");
     (!counts.is_empty()).then(|| counts.iter().sum())
 }
 
