@@ -187,6 +187,187 @@ impl Host {
     }
 }
 
+/// A command started on a host that runs until it ends or is told to stop
+/// (a receiver, a generator): its stdin is the stop line. The host's shell
+/// runs it in the background and sends it SIGTERM when a line arrives on
+/// stdin or stdin closes, so a lost SSH connection stops it too; its exit
+/// status is the shell's. `command` must be a simple command (the shell
+/// then runs it as its own child, the one it signals).
+pub struct Started {
+    host: String,
+    command: String,
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    stdout: Option<std::thread::JoinHandle<Vec<u8>>>,
+    /// Stderr, line by line as it comes, and all of it.
+    lines: std::sync::mpsc::Receiver<String>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+/// The host-side wrapper of [`Started`] (POSIX sh: dash or bash).
+fn stoppable(command: &str) -> String {
+    format!(
+        "exec 3<&0\n{command} </dev/null &\np=$!\n\
+         {{ read x <&3; kill -TERM $p; }} >/dev/null 2>&1 &\nw=$!\n\
+         wait $p; s=$?\nkill $w 2>/dev/null\nexit $s\n"
+    )
+}
+
+impl Host {
+    /// Starts `command` (a simple command) on the host; see [`Started`].
+    pub fn start(&self, command: &str) -> Result<Started> {
+        let mut child = self
+            .command(&stoppable(command))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("host {}: cannot run `{command}`", self.name))?;
+        let stdout = child.stdout.take().map(reader);
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        if let Some(e) = child.stderr.take() {
+            let all = stderr.clone();
+            std::thread::spawn(move || {
+                for line in std::io::BufRead::lines(std::io::BufReader::new(e)) {
+                    let Ok(line) = line else { break };
+                    all.lock().unwrap().push_str(&format!("{line}\n"));
+                    let _ = tx.send(line);
+                }
+            });
+        }
+        Ok(Started {
+            host: self.name.clone(),
+            command: command.to_string(),
+            stdin: child.stdin.take(),
+            child,
+            stdout,
+            lines,
+            stderr,
+        })
+    }
+}
+
+impl Started {
+    /// Waits until a line of its stderr contains `needle`: an error if it
+    /// ends first or `timeout` passes (then it is stopped).
+    pub fn wait_for(&mut self, needle: &str, timeout: Duration) -> Result<()> {
+        let end = Instant::now() + timeout;
+        loop {
+            match self.lines.recv_timeout(Duration::from_millis(50)) {
+                Ok(l) if l.contains(needle) => return Ok(()),
+                Ok(_) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    let status = self.child.wait()?;
+                    bail!(
+                        "host {}: `{}` ended ({status}) before it was ready: {}",
+                        self.host,
+                        self.command,
+                        first_line(&self.stderr.lock().unwrap())
+                    );
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if Instant::now() > end {
+                self.stop();
+                bail!(
+                    "host {}: `{}` was not ready in {:.1} s (stopped)",
+                    self.host,
+                    self.command,
+                    timeout.as_secs_f64()
+                );
+            }
+        }
+    }
+
+    /// Tells it to stop (SIGTERM on the host); `finish` collects it.
+    pub fn stop(&mut self) {
+        if let Some(mut i) = self.stdin.take() {
+            let _ = std::io::Write::write_all(&mut i, b"stop\n");
+        }
+    }
+
+    /// Waits for it to end, at most `timeout` (then it is stopped, and
+    /// killed if the stop does not end it in 5 s more), and returns its
+    /// stdout; a failure is an error naming the host, the command and its
+    /// first line of error.
+    pub fn finish(mut self, timeout: Duration) -> Result<Vec<u8>> {
+        let started = Instant::now();
+        let mut stopped = false;
+        let status = loop {
+            if let Some(s) = self.child.try_wait()? {
+                break s;
+            }
+            if !stopped && started.elapsed() > timeout {
+                self.stop();
+                stopped = true;
+            }
+            if started.elapsed() > timeout + Duration::from_secs(5) {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                bail!(
+                    "host {}: `{}` did not end in {:.1} s (killed)",
+                    self.host,
+                    self.command,
+                    timeout.as_secs_f64()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let out = self
+            .stdout
+            .take()
+            .map(|h| h.join().unwrap_or_default())
+            .unwrap_or_default();
+        if !status.success() {
+            bail!(
+                "host {}: `{}` failed ({status}): {}",
+                self.host,
+                self.command,
+                first_line(&self.stderr.lock().unwrap())
+            );
+        }
+        if stopped {
+            bail!(
+                "host {}: `{}` did not end in {:.1} s (stopped)",
+                self.host,
+                self.command,
+                timeout.as_secs_f64()
+            );
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            self.stop();
+            let t = Instant::now();
+            while self.child.try_wait().ok().flatten().is_none() {
+                if t.elapsed() > Duration::from_secs(5) {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// `s` as one word for a POSIX shell.
+pub fn quote(s: &str) -> String {
+    if !s.is_empty()
+        && s
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c))
+    {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 impl Drop for Host {
     fn drop(&mut self) {
         if let Some((_, mut master)) = self.control.take() {
@@ -267,6 +448,45 @@ mod tests {
         for bad in ["", "-oProxyCommand=x", "root@a b"] {
             assert!(Target::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn quoting_keeps_every_word_whole() {
+        for w in ["plain", "", "a b", "it's", "$(reboot)", "a\"b", "x;y"] {
+            let o = Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", quote(w)))
+                .output()
+                .unwrap();
+            assert_eq!(String::from_utf8_lossy(&o.stdout), w, "{}", quote(w));
+        }
+    }
+
+    #[test]
+    fn a_started_command_runs_until_stopped_and_says_when_ready() {
+        let h = Host::connect("recv", Target::Local, SshOptions::default()).unwrap();
+        // Ready on stderr, then counts until SIGTERM, then says so.
+        let mut s = h
+            .start("sh -c 'trap \"echo stopped; exit 0\" TERM; echo ready >&2; while :; do sleep 0.05; done'")
+            .unwrap();
+        s.wait_for("ready", Duration::from_secs(5)).unwrap();
+        s.stop();
+        let out = s.finish(Duration::from_secs(5)).unwrap();
+        assert_eq!(String::from_utf8_lossy(&out), "stopped\n");
+        // One that ends on its own, failing, is an error with its words.
+        let s = h.start("sh -c 'echo broken >&2; exit 4'").unwrap();
+        let e = s.finish(Duration::from_secs(5)).unwrap_err().to_string();
+        assert!(e.contains("failed") && e.ends_with(": broken"), "{e}");
+        // One that is never ready is stopped and said so.
+        let mut s = h.start("sleep 30").unwrap();
+        let t = Instant::now();
+        let e = s
+            .wait_for("ready", Duration::from_millis(300))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("was not ready in 0.3 s"), "{e}");
+        drop(s);
+        assert!(t.elapsed() < Duration::from_secs(5));
     }
 
     #[test]

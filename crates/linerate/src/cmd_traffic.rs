@@ -192,6 +192,9 @@ pub fn recv(a: RecvArgs) -> Result<()> {
         XdpMode::Native
     };
     let r = Receiver::attach_as(a.receiver, &a.iface, a.netns.as_deref(), mode)?;
+    // On stderr, once attached: a lab that starts a receiver on another
+    // host over SSH starts its generator when it reads this line.
+    eprintln!("linerate recv: counting on {}", a.iface);
     let stop = stop::flag();
     let start = Instant::now();
     let mut ticker = Ticker::new(&r)?;

@@ -11,12 +11,12 @@ use crate::synth;
 use anyhow::{anyhow, bail, Result};
 use linerate_bpf::layout::{GenConfig, GenState};
 use linerate_bpf::{loader, maps, objects, test_run};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// XDP live frames (BPF_PROG_RUN): the fast one.
@@ -117,7 +117,7 @@ pub struct Interval {
     pub usec: u64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct GenReport {
     pub mode: Mode,
     /// Frames handed to the interface.

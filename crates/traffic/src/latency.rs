@@ -2,7 +2,7 @@
 //! per power of two (HdrHistogram with 4 bits of precision), the layout
 //! `latency_bucket()` in bpf/recv.bpf.c fills.
 use linerate_bpf::layout::{RecvLatency, RECV_LAT_BUCKETS};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The bucket of a latency in nanoseconds (the C function, in Rust).
 pub fn bucket_of(v: u32) -> usize {
@@ -25,7 +25,7 @@ pub fn bucket_bounds(i: usize) -> (u64, u64) {
     (low, low + width)
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Log2Bucket {
     /// Latencies in `[ge_ns, lt_ns)`.
     pub ge_ns: u64,
@@ -33,7 +33,7 @@ pub struct Log2Bucket {
     pub count: u64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
     pub count: u64,
     pub min: u64,

@@ -8,7 +8,7 @@ use linerate_bpf::layout::{
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::{maps, objects};
 use linerate_host::netns::NetnsGuard;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The receiver's programs, from the most work per frame to the least.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -279,7 +279,7 @@ impl StreamStats {
 }
 
 /// Totals over streams.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SequenceTotals {
     pub lost: u64,
     pub duplicated: u64,
