@@ -4,6 +4,7 @@
 //! ministat comparison, and removes the lab, also on error or Ctrl-C.
 pub mod dut_setup;
 pub mod firewall_duts;
+pub mod hosts;
 pub mod measure;
 pub mod plot;
 pub mod profile;

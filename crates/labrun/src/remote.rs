@@ -359,8 +359,7 @@ impl Drop for Started {
 /// `s` as one word for a POSIX shell.
 pub fn quote(s: &str) -> String {
     if !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./:=@,+%".contains(c))
     {
         return s.to_string();
