@@ -273,7 +273,10 @@ impl LabHosts {
         if let Some(m) = &d.mac {
             linerate_traffic::frame::parse_mac("hosts.dut.mac", m).map_err(|e| HostsError {
                 field: "hosts.dut.mac",
-                reason: e.to_string(),
+                reason: e
+                    .to_string()
+                    .trim_start_matches("hosts.dut.mac: ")
+                    .to_string(),
             })?;
         }
         if d.mac.is_none() && (target.is_none() || d.interfaces.is_empty()) {
