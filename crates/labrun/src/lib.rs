@@ -2,6 +2,7 @@
 //! configuration against every traffic profile `repeat` times, writes the
 //! raw values, logs, results.json, report.md and plots, prints the
 //! ministat comparison, and removes the lab, also on error or Ctrl-C.
+pub mod command_trial;
 pub mod dut_setup;
 pub mod firewall_duts;
 pub mod hosts;

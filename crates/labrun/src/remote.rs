@@ -280,6 +280,11 @@ impl Started {
         }
     }
 
+    /// Whether it has ended.
+    pub fn ended(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Tells it to stop (SIGTERM on the host); `finish` collects it.
     pub fn stop(&mut self) {
         if let Some(mut i) = self.stdin.take() {

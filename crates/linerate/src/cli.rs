@@ -817,6 +817,10 @@ pub struct GenArgs {
     /// Frames per kernel batch in xdp mode (1..256).
     #[arg(long, default_value_t = 64)]
     pub batch: u32,
+    /// Stream id of the frames' stamps: a sending thread's is this plus its
+    /// CPU. Generators that feed one receiver need bases of their own.
+    #[arg(long, default_value_t = 0)]
+    pub stream_base: u16,
     /// Print a final JSON object instead of the summary.
     #[arg(long)]
     pub json: bool,

@@ -43,6 +43,13 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
     if a.count == Some(0) {
         bail!("-n: the count must be at least 1");
     }
+    if a.stream_base >= linerate_bpf::layout::RECV_STREAMS as u16 {
+        bail!(
+            "--stream-base: must be below {} (the receiver's streams), got {}",
+            linerate_bpf::layout::RECV_STREAMS,
+            a.stream_base
+        );
+    }
     if !(1..=256).contains(&a.batch) {
         bail!("--batch: must be 1..256, got {}", a.batch);
     }
@@ -89,7 +96,7 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
         duration: a.seconds.map(Duration::from_secs_f64),
         count: a.count,
         batch_size: a.batch,
-        stream_base: 0,
+        stream_base: a.stream_base,
         rate_pps,
         cpus,
         mode: a.mode,

@@ -652,7 +652,7 @@ impl Generator {
 
     fn send_afpacket(&self, job: &Job) -> Result<()> {
         let sock = PacketSocket::open(job.ifindex)?;
-        let stream = self.cfg.stream_base as u16 + job.cpu as u16;
+        let stream = (self.cfg.stream_base as u16).wrapping_add(job.cpu as u16);
         let mut bufs = vec![vec![0u8; self.frame.len()]; BATCH];
         let mut lens = [0usize; BATCH];
         let rate = self.cfg.rate_pps;

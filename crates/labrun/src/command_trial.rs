@@ -1,0 +1,313 @@
+//! A trial through commands on the lab's hosts (issue 27): `linerate
+//! recv` started on the receiver's host and waited for, `linerate gen` on
+//! the generator's host, once an interface, then the receiver stopped after
+//! the frames in flight have arrived. The same binary and the same JSON the
+//! command line prints: a remote host runs exactly what a user would.
+use crate::hosts::End;
+use crate::remote::Host;
+use anyhow::{anyhow, Context, Result};
+use linerate_traffic::gen::GenReport;
+use linerate_traffic::latency::Latency;
+use linerate_traffic::measure::{ReceiverMode, TrialResult};
+use linerate_traffic::profile::{Family, Profile};
+use linerate_traffic::recv::SequenceTotals;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the traffic goes: the hosts and what the frames are addressed to.
+#[derive(Clone)]
+pub struct CommandPath {
+    pub gen: End,
+    pub gen_host: Arc<Host>,
+    pub recv: End,
+    pub recv_host: Arc<Host>,
+    /// The DUT's MAC (the generator's destination MAC).
+    pub dut_mac: String,
+}
+
+/// Grace period after the generators stop for frames still in flight (as
+/// the in-process trial's).
+const DRAIN: Duration = Duration::from_millis(200);
+/// How long a receiver may take to attach.
+const RECV_READY: Duration = Duration::from_secs(30);
+
+impl CommandPath {
+    /// The generator's arguments for interface number `k`.
+    pub fn gen_args(
+        &self,
+        k: usize,
+        profile: &Profile,
+        rate: Option<u64>,
+        seconds: f64,
+    ) -> Vec<String> {
+        let n = self.gen.interfaces.len();
+        let mut a: Vec<String> = vec!["gen".into(), "-i".into(), self.gen.interfaces[k].clone()];
+        a.extend(["-l".into(), profile.len.clone()]);
+        if profile.family == Family::Ipv6 {
+            a.push("-6".into());
+        }
+        if let Some(s) = &profile.src {
+            a.extend(["-s".into(), s.clone()]);
+        }
+        if let Some(d) = &profile.dst {
+            a.extend(["-d".into(), d.clone()]);
+        }
+        if profile.random_dst {
+            a.push("-Z".into());
+        }
+        a.extend(["-D".into(), self.dut_mac.clone()]);
+        if let Some(r) = rate {
+            // The rate is shared: the first interfaces take the remainder.
+            let share = r / n as u64 + u64::from((k as u64) < r % n as u64);
+            a.extend(["-R".into(), share.max(1).to_string()]);
+        }
+        a.extend(["-t".into(), format!("{seconds}")]);
+        if let Some((first, count)) = self.gen.cpu_shares()[k] {
+            a.extend([
+                "--cpu".into(),
+                first.to_string(),
+                "-p".into(),
+                count.to_string(),
+            ]);
+        }
+        // Every generator's streams apart at the one receiver.
+        let base = k * linerate_bpf::layout::RECV_STREAMS as usize / n;
+        a.extend(["--stream-base".into(), base.to_string(), "--json".into()]);
+        a
+    }
+
+    /// One trial at `rate` pps in all (None: as fast as they go) for
+    /// `seconds`. `stop` ends the generators early. `log` gets a line per
+    /// generator.
+    pub fn run(
+        &self,
+        profile: &Profile,
+        receiver: ReceiverMode,
+        rate: Option<u64>,
+        seconds: f64,
+        stop: &AtomicBool,
+        log: &mut String,
+    ) -> Result<TrialResult> {
+        let recv_args: Vec<String> = [
+            "recv",
+            "-i",
+            &self.recv.interfaces[0],
+            "--receiver",
+            receiver.label(),
+            "--json",
+        ]
+        .map(String::from)
+        .to_vec();
+        let mut recv = self
+            .recv_host
+            .start(&self.recv.linerate_command(&recv_args))?;
+        recv.wait_for("linerate recv: counting on", RECV_READY)?;
+        let mut gens = (0..self.gen.interfaces.len())
+            .map(|k| {
+                let cmd = self
+                    .gen
+                    .linerate_command(&self.gen_args(k, profile, rate, seconds));
+                self.gen_host.start(&cmd)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // The generators end on their own after `seconds`; a stop ends
+        // them early, and a hung host is stopped at the deadline.
+        let deadline = Duration::from_secs_f64(seconds) + Duration::from_secs(30);
+        let started = std::time::Instant::now();
+        while !gens.iter_mut().all(|g| g.ended()) {
+            if stop.load(Ordering::Relaxed) {
+                gens.iter_mut().for_each(|g| g.stop());
+            }
+            if started.elapsed() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut reports = Vec::new();
+        for (k, g) in gens.into_iter().enumerate() {
+            let out = g.finish(Duration::from_secs(1))?;
+            let r: GenReport = serde_json::from_slice(&out).with_context(|| {
+                format!(
+                    "host gen: linerate gen on {}: no report",
+                    self.gen.interfaces[k]
+                )
+            })?;
+            log.push_str(&format!(
+                "# generator {} on {}: sent {} ({} refused at the DUT's ring) in {:.3} s\n",
+                k + 1,
+                self.gen.interfaces[k],
+                r.sent_packets,
+                r.xmit_errors,
+                r.seconds
+            ));
+            reports.push(r);
+        }
+        std::thread::sleep(DRAIN);
+        recv.stop();
+        let out = recv.finish(Duration::from_secs(30))?;
+        let r: serde_json::Value = serde_json::from_slice(&out)
+            .map_err(|e| anyhow!("host recv: linerate recv: no report ({e})"))?;
+        let offered = merge(reports);
+        // Latency compares the generator's clock with the receiver's: only
+        // on one host.
+        let one_clock = self.gen.target == self.recv.target;
+        trial_result(offered, &r, receiver, one_clock)
+    }
+}
+
+/// Several generators' reports as one: frames and rates add up, the
+/// longest run is the run's time.
+pub fn merge(reports: Vec<GenReport>) -> GenReport {
+    let mut it = reports.into_iter();
+    let mut m = it.next().expect("at least one generator");
+    for r in it {
+        m.sent_packets += r.sent_packets;
+        m.sent_bytes += r.sent_bytes;
+        m.seconds = m.seconds.max(r.seconds);
+        m.pps += r.pps;
+        m.bps += r.bps;
+        m.threads += r.threads;
+        m.rate_pps = match (m.rate_pps, r.rate_pps) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        m.xmit_errors += r.xmit_errors;
+        m.queue_full += r.queue_full;
+        m.warnings.extend(r.warnings);
+    }
+    m
+}
+
+/// A trial's result from the generators' report and `linerate recv
+/// --json`'s, as the in-process trial makes it.
+pub fn trial_result(
+    offered: GenReport,
+    r: &serde_json::Value,
+    receiver: ReceiverMode,
+    one_clock: bool,
+) -> Result<TrialResult> {
+    let num = |k: &str| {
+        r[k].as_u64()
+            .ok_or_else(|| anyhow!("linerate recv's report has no {k}: {r}"))
+    };
+    let all = num("received_packets")?;
+    let received_packets = if receiver == ReceiverMode::Frames {
+        all
+    } else {
+        num("stamped_packets")?
+    };
+    let full = receiver == ReceiverMode::Full;
+    let sequence = full
+        .then(|| -> Result<SequenceTotals> {
+            Ok(SequenceTotals {
+                lost: num("lost")?,
+                duplicated: num("duplicated")?,
+                reordered: num("reordered")?,
+                late: num("late")?,
+            })
+        })
+        .transpose()?;
+    let latency_ns = if full && one_clock {
+        Some(serde_json::from_value::<Latency>(r["latency_ns"].clone())?)
+    } else {
+        None
+    };
+    Ok(TrialResult {
+        received_bytes: num("received_bytes")?,
+        received_pps: received_packets as f64 / offered.seconds.max(1e-9),
+        loss_ratio: if offered.sent_packets == 0 {
+            0.0
+        } else {
+            1.0 - received_packets as f64 / offered.sent_packets as f64
+        },
+        received_pps_per_second: Vec::new(),
+        other_packets: all - received_packets,
+        received_packets,
+        sequence,
+        latency_ns,
+        offered,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::{SshOptions, Target};
+
+    fn path(interfaces: &[&str], cpus: &[usize]) -> CommandPath {
+        let end = |ifs: &[&str], cpus: &[usize]| End {
+            target: Target::Local,
+            netns: None,
+            linerate: "linerate".into(),
+            interfaces: ifs.iter().map(|s| s.to_string()).collect(),
+            cpus: cpus.to_vec(),
+        };
+        let host = Arc::new(Host::connect("gen", Target::Local, SshOptions::default()).unwrap());
+        CommandPath {
+            gen: end(interfaces, cpus),
+            gen_host: host.clone(),
+            recv: end(&["recv0"], &[]),
+            recv_host: host,
+            dut_mac: "02:00:00:00:00:02".into(),
+        }
+    }
+
+    /// The arguments are the command line's: the profile's fields as its
+    /// flags, the rate shared, each interface's CPUs and stream base.
+    #[test]
+    fn generators_get_the_profile_their_share_and_streams_apart() {
+        let p = path(&["a0", "b0"], &[2, 3, 6, 7]);
+        let prof = Profile {
+            family: Family::Ipv6,
+            len: "imix".into(),
+            src: Some("2001:2::1-2001:2::9".into()),
+            dst: None,
+            random_dst: true,
+        };
+        let a = p.gen_args(1, &prof, Some(1_000_001), 2.5).join(" ");
+        assert_eq!(
+            a,
+            "gen -i b0 -l imix -6 -s 2001:2::1-2001:2::9 -Z -D 02:00:00:00:00:02 -R 500000 -t 2.5 --cpu 6 -p 2 --stream-base 128 --json"
+        );
+        let a = p.gen_args(0, &prof, Some(1_000_001), 2.5).join(" ");
+        assert!(
+            a.contains("-R 500001 ") && a.contains("--stream-base 0 "),
+            "{a}"
+        );
+        let one = path(&["gen0"], &[]);
+        let a = one.gen_args(0, &prof, None, 1.0).join(" ");
+        assert!(!a.contains("-R") && !a.contains("--cpu"), "{a}");
+    }
+
+    fn report(sent: u64, secs: f64) -> GenReport {
+        serde_json::from_value(serde_json::json!({
+            "mode": "xdp", "sent_packets": sent, "sent_bytes": sent * 60, "seconds": secs,
+            "pps": sent as f64 / secs, "bps": 0.0, "frame_sizes": "60", "mean_frame_len": 60.0,
+            "threads": 1, "rate_pps": null, "xmit_errors": 3, "queue_full": 0, "warnings": []
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn reports_add_up_and_make_the_trial_result() {
+        let g = merge(vec![report(1000, 1.0), report(3000, 1.5)]);
+        assert_eq!((g.sent_packets, g.xmit_errors, g.threads), (4000, 6, 2));
+        assert_eq!(g.seconds, 1.5);
+        let r = serde_json::json!({
+            "received_packets": 3900, "stamped_packets": 3800, "received_bytes": 234000,
+            "lost": 200, "duplicated": 0, "reordered": 1, "late": 0,
+            "latency_ns": {"count": 1, "min": 5, "mean": 5.0, "p50": 5.0, "p99": 5.0, "max": 5, "log2_histogram": []}
+        });
+        let t = trial_result(g.clone(), &r, ReceiverMode::Full, false).unwrap();
+        assert_eq!((t.received_packets, t.other_packets), (3800, 100));
+        assert_eq!(t.sequence.unwrap().lost, 200);
+        assert!(t.latency_ns.is_none(), "two clocks: no latency");
+        assert!((t.loss_ratio - 0.05).abs() < 1e-12);
+        let t = trial_result(g.clone(), &r, ReceiverMode::Full, true).unwrap();
+        assert_eq!(t.latency_ns.unwrap().max, 5);
+        let t = trial_result(g, &r, ReceiverMode::Frames, true).unwrap();
+        assert_eq!((t.received_packets, t.other_packets), (3900, 0));
+        assert!(t.sequence.is_none());
+    }
+}
