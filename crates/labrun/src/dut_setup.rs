@@ -78,7 +78,7 @@ impl RunningDut {
                 .context("loading the DUT's nftables ruleset")?;
         }
         match def.forwarder {
-            Forwarder::Linux => {}
+            Forwarder::Linux | Forwarder::Commands => {}
             Forwarder::Linerate => dut.router = Some(start_linerate(netns, interfaces)?),
             Forwarder::XdpFibLookup => dut.router = Some(start_xdp_fib_lookup(netns, interfaces)?),
             Forwarder::XdpRedirect => dut.router = Some(start_xdp_redirect(netns, interfaces)?),

@@ -3,6 +3,7 @@
 //! raw values, logs, results.json, report.md and plots, prints the
 //! ministat comparison, and removes the lab, also on error or Ctrl-C.
 pub mod command_trial;
+pub mod dut_commands;
 pub mod dut_setup;
 pub mod firewall_duts;
 pub mod hosts;
@@ -21,7 +22,7 @@ use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
 use linerate_search::{Trial, Trials};
 use linerate_traffic::frame::parse_mac;
 use linerate_traffic::profile::Sender;
-use measure::{LabTrials, Path};
+use measure::{LabTrials, Path, Runner};
 use report::{Results, RunRecord};
 use scenario::{Forwarder, Method, Profile, Scenario};
 use std::os::fd::AsFd;
@@ -47,6 +48,12 @@ fn preflight(sc: &Scenario, out: &std::path::Path) -> Result<()> {
     report::check_dir(out)
 }
 
+/// Where the runs happen: the local namespace lab, or the scenario's hosts.
+enum Site {
+    Local { lab: Lab, path: Path },
+    Hosts { path: command_trial::CommandPath },
+}
+
 pub fn run(
     sc: &Scenario,
     out: &std::path::Path,
@@ -63,43 +70,101 @@ pub fn run(
         sc.repeat,
         sc.method_words()
     ));
-    report::prepare_dir(out)?;
-    let mut spec = LabSpec::new(&sc.lab_name);
-    if let Some(c) = sc.dut_cpu {
-        spec.dut_cpu = c;
-    }
-    spec.queues = sc.queues;
-    let (mut lab, outcome) = Lab::up(&spec, false)?;
-    if outcome == UpOutcome::AlreadyUp {
-        bail!(
-            "lab {0} is already up; remove it with `linerate lab down --name {0}` or set [lab] name",
-            sc.lab_name
-        );
-    }
-    let ns = lab.namespaces();
-    let ifs = lab.interfaces();
-    let path = Path {
-        gen_netns: ns.gen.clone(),
-        sender: Sender {
-            ifname: ifs.gen.clone(),
-            src_mac: parse_mac("the lab's generator MAC", topology::mac::GEN)?,
-            dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_IN)?,
-            cpu: sc.gen_cpu,
-        },
-        gen_cpus: Vec::new(),
-        recv_netns: ns.recv.clone(),
-        recv_iface: ifs.recv.clone(),
+    // The hosts, connected and checked, before anything changes anywhere.
+    let remote = match &sc.hosts {
+        None => None,
+        Some(h) => {
+            let c = hosts::Connected::connect(h)?;
+            let commands: Vec<&str> = sc
+                .duts
+                .iter()
+                .flat_map(|(_, d)| d.setup.iter().chain(&d.teardown).chain(&d.record))
+                .map(String::as_str)
+                .collect();
+            let mac = hosts::preflight(h, &c, &commands)?;
+            progress.note(&format!(
+                "hosts: generator {} ({}), receiver {} ({}), DUT {} (MAC {mac}): linerate {} on each",
+                h.gen.target,
+                h.gen.interfaces.join(", "),
+                h.recv.target,
+                h.recv.interfaces[0],
+                h.dut
+                    .target
+                    .as_ref()
+                    .map_or("without ssh".to_string(), |t| t.to_string()),
+                env!("CARGO_PKG_VERSION")
+            ));
+            Some((h, c, mac))
+        }
     };
-    let mut results = Results::new(sc, lab.spec().dut_cpu);
-    progress.note(&format!(
-        "lab {}: {} -> {} -> {} (generator CPU {}, DUT CPU {})",
-        sc.lab_name,
-        ns.gen,
-        ns.dut,
-        ns.recv,
-        sc.gen_cpu,
-        lab.spec().dut_cpu
-    ));
+    report::prepare_dir(out)?;
+    let (mut site, dut_shell, dut_cpu) = match remote {
+        None => {
+            let mut spec = LabSpec::new(&sc.lab_name);
+            if let Some(c) = sc.dut_cpu {
+                spec.dut_cpu = c;
+            }
+            spec.queues = sc.queues;
+            let (lab, outcome) = Lab::up(&spec, false)?;
+            if outcome == UpOutcome::AlreadyUp {
+                bail!(
+                    "lab {0} is already up; remove it with `linerate lab down --name {0}` or set [lab] name",
+                    sc.lab_name
+                );
+            }
+            let ns = lab.namespaces();
+            let ifs = lab.interfaces();
+            progress.note(&format!(
+                "lab {}: {} -> {} -> {} (generator CPU {}, DUT CPU {})",
+                sc.lab_name,
+                ns.gen,
+                ns.dut,
+                ns.recv,
+                sc.gen_cpu,
+                lab.spec().dut_cpu
+            ));
+            let path = Path {
+                gen_netns: ns.gen.clone(),
+                sender: Sender {
+                    ifname: ifs.gen.clone(),
+                    src_mac: parse_mac("the lab's generator MAC", topology::mac::GEN)?,
+                    dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_IN)?,
+                    cpu: sc.gen_cpu,
+                },
+                gen_cpus: Vec::new(),
+                recv_netns: ns.recv.clone(),
+                recv_iface: ifs.recv.clone(),
+            };
+            // The DUT's commands run in its namespace on this machine.
+            let shell = dut_commands::DutShell {
+                host: std::sync::Arc::new(remote::Host::connect(
+                    "dut",
+                    remote::Target::Local,
+                    Default::default(),
+                )?),
+                netns: Some(ns.dut.clone()),
+                timeout: std::time::Duration::from_secs(60),
+            };
+            let cpu = lab.spec().dut_cpu;
+            (Site::Local { lab, path }, Some(shell), cpu)
+        }
+        Some((h, c, dut_mac)) => {
+            let shell = c.dut.clone().map(|host| dut_commands::DutShell {
+                host,
+                netns: h.dut.netns.clone(),
+                timeout: std::time::Duration::from_secs_f64(h.command_timeout),
+            });
+            let path = command_trial::CommandPath {
+                gen: h.gen.clone(),
+                gen_host: c.gen.clone(),
+                recv: h.recv.clone(),
+                recv_host: c.recv.clone(),
+                dut_mac,
+            };
+            (Site::Hosts { path }, shell, 0)
+        }
+    };
+    let mut results = Results::new(sc, dut_cpu);
     let total = sc.repeat as usize * sc.duts.len() * sc.profiles.len();
     let mut index = 0;
     // --profile: each configuration's stacks, folded, over its runs, and
@@ -113,6 +178,7 @@ pub fn run(
         None
     };
     let mut tables = dut_setup::RouteTables::default();
+    let mut recorded = std::collections::BTreeSet::new();
     // Repeats outermost: every configuration runs once per round, so slow
     // drift of the machine (heat, other load) hits all of them alike.
     'rounds: for repeat in 1..=sc.repeat {
@@ -124,100 +190,96 @@ pub fn run(
                 }
                 index += 1;
                 progress.run_start(index, total, dname, pname, repeat);
-                if let Some(note) = tables.ensure(&ns.dut, def)? {
-                    progress.note(&note);
-                }
-                // The DUT's receive queues, and a generator CPU for each.
-                let queues = def.queues.unwrap_or(sc.queues);
-                lab.use_queues(queues)?;
-                let mut run_path = path.clone();
-                run_path.gen_cpus = sc.gen_cpus(queues);
-                let running = RunningDut::start(def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
-                // Checked when the scenario was read: this cannot fail.
-                let traffic = profile.check()?;
-                let mut trials = LabTrials::new(run_path.clone(), traffic, sc.receiver, stop);
-                let queue_count = || -> Result<Vec<u64>> {
-                    let mut q = queue_stats::rx_queues(Some(&ns.dut), &ifs.dut_in)?.queues;
-                    q.truncate(queues as usize);
-                    Ok(q)
-                };
-                let queues_before = queue_count()?;
-                let recording = if sc.profile {
-                    let data = out.join(format!("{dname}.{pname}.{repeat}.perf.data"));
-                    Some(profile::Recording::start(lab.spec().dut_cpu, &data)?)
-                } else {
-                    None
-                };
-                let program = match (sc.profile, def.forwarder) {
-                    (
-                        true,
-                        Forwarder::Linerate | Forwarder::XdpFibLookup | Forwarder::XdpRedirect,
-                    ) => Some(profile::xdp_program(&ns.dut, &ifs.dut_in)?),
-                    _ => None,
-                };
-                // Its source lines, for the samples that fall in it.
-                let jit_lines = match (&recording, &program) {
-                    (Some(_), Some(p)) => Some(linerate_bpf::loader::program_lines(p.as_fd())?),
-                    _ => None,
-                };
-                let runs_before = program
-                    .as_ref()
-                    .map(|p| linerate_bpf::loader::program_runs(p.as_fd()))
-                    .transpose()?;
-                let measured = measure_one(sc, &mut trials, progress);
-                let queue_frames: Vec<u64> = queue_count()?
-                    .iter()
-                    .zip(queues_before.iter().chain(std::iter::repeat(&0)))
-                    .map(|(a, b)| a.saturating_sub(*b))
-                    .collect();
-                if let (Some(p), Some(before)) = (&program, runs_before) {
-                    let after = linerate_bpf::loader::program_runs(p.as_fd())?;
-                    if let Some(ns) = profile::ns_per_run(before, after) {
-                        xdp_ns.entry(dname.clone()).or_default().push(ns);
+                let mut one_run = || -> Result<Option<RunRecord>> {
+                    // The DUT's own commands first, torn down whatever
+                    // happens after.
+                    let set_up = match &dut_shell {
+                        Some(sh) => {
+                            let (guard, r) = sh.set_up(dname, def);
+                            r?;
+                            if recorded.insert(dname.clone()) {
+                                results.records.extend(sh.record(dname, def));
+                            }
+                            Some(guard)
+                        }
+                        None => None,
+                    };
+                    let measured = match &mut site {
+                        Site::Local { lab, path } => local_run(
+                            sc,
+                            lab,
+                            path,
+                            &mut tables,
+                            (dname, def),
+                            (pname, profile, repeat),
+                            out,
+                            stop,
+                            progress,
+                            (&mut stacks, &mut xdp_ns, &mut by_line),
+                        )?,
+                        Site::Hosts { path } => {
+                            let runner = Runner::Commands {
+                                path: path.clone(),
+                                profile: profile.clone(),
+                            };
+                            let mut trials = LabTrials::new(runner, sc.receiver, stop);
+                            let m = measure_one(sc, &mut trials, progress);
+                            let log = report::write_log(out, dname, pname, repeat, &trials.log)?;
+                            m.map(|mut r| {
+                                r.log = log;
+                                r.set_queues(&[], Vec::new());
+                                r
+                            })
+                        }
+                    };
+                    if let Some(g) = set_up {
+                        g.tear_down()
+                            .map_err(|e| e.context(format!("DUT {dname}")))?;
                     }
-                }
-                if let Some(r) = recording {
-                    let (folded, lines) = r.finish(jit_lines.as_ref())?;
-                    stacks.entry(dname.clone()).or_default().push_str(&folded);
-                    let all = by_line.entry(dname.clone()).or_default();
-                    for (loc, (src, n)) in lines {
-                        all.entry(loc).or_insert((src, 0)).1 += n;
+                    match measured {
+                        Ok(r) => Ok(Some(r)),
+                        Err(_) if stop.load(Ordering::Relaxed) => Ok(None),
+                        Err(e) => Err(e),
                     }
-                }
-                running.stop()?;
-                let log = report::write_log(out, dname, pname, repeat, &trials.log)?;
-                let mut record = match measured {
-                    Ok(r) => r,
-                    Err(_) if stop.load(Ordering::Relaxed) => {
+                };
+                match one_run() {
+                    Ok(Some(mut record)) => {
+                        // Whole pps, as in the raw files: the terminal's
+                        // ministat and one run on the files later print the
+                        // same.
+                        record.value_pps = record.value_pps.round();
+                        record.dut = dname.clone();
+                        record.profile = pname.clone();
+                        record.repeat = repeat;
+                        progress.run_done(&record);
+                        results.add(record);
+                    }
+                    Ok(None) => {
                         results.interrupted = true;
                         break 'rounds;
                     }
-                    Err(e) => return Err(e.context(format!("{dname}, {pname}, run {repeat}"))),
-                };
-                // Whole pps, as in the raw files: the terminal's ministat
-                // and one run on the files later print the same.
-                record.value_pps = record.value_pps.round();
-                record.dut = dname.clone();
-                record.profile = pname.clone();
-                record.repeat = repeat;
-                record.log = log;
-                record.set_queues(&run_path.gen_cpus, queue_frames);
-                progress.run_done(&record);
-                results.add(record);
+                    Err(e) => {
+                        let why = format!("{dname}, {pname}, run {repeat}: {e:#}");
+                        progress.note(&format!("stopped: {why}"));
+                        results.failed = Some(why);
+                        break 'rounds;
+                    }
+                }
             }
         }
     }
-    let lab_dut_cpu = lab.spec().dut_cpu;
-    let removed = lab.down()?;
-    progress.note(&format!(
-        "lab {} removed ({})",
-        sc.lab_name,
-        removed.join(", ")
-    ));
+    if let Site::Local { lab, .. } = site {
+        let removed = lab.down()?;
+        progress.note(&format!(
+            "lab {} removed ({})",
+            sc.lab_name,
+            removed.join(", ")
+        ));
+    }
     for (dut, folded) in &stacks {
         let file = format!("flame-{dut}.svg");
         profile::flame_graph(
-            &format!("{dut}: the DUT's core (CPU {}), cpu-clock", lab_dut_cpu),
+            &format!("{dut}: the DUT's core (CPU {dut_cpu}), cpu-clock"),
             folded,
             &out.join(&file),
         )?;
@@ -241,6 +303,102 @@ pub fn run(
     results.finish();
     report::write_all(out, &results)?;
     Ok(results)
+}
+
+type ProfileTables<'a> = (
+    &'a mut std::collections::BTreeMap<String, String>,
+    &'a mut std::collections::BTreeMap<String, Vec<f64>>,
+    &'a mut std::collections::BTreeMap<String, profile::LineCounts>,
+);
+
+/// One run in the local lab: the DUT's table, queues and forwarder set up,
+/// the queues counted, the DUT's core profiled if asked. The outer error
+/// is the lab's; the inner one the measurement's.
+#[allow(clippy::too_many_arguments)]
+fn local_run(
+    sc: &Scenario,
+    lab: &mut Lab,
+    path: &Path,
+    tables: &mut dut_setup::RouteTables,
+    (dname, def): (&String, &scenario::DutDef),
+    (pname, profile, repeat): (&String, &Profile, u32),
+    out: &std::path::Path,
+    stop: &AtomicBool,
+    progress: &mut dyn Progress,
+    (stacks, xdp_ns, by_line): ProfileTables,
+) -> Result<Result<RunRecord>> {
+    let ns = lab.namespaces();
+    let ifs = lab.interfaces();
+    if let Some(note) = tables.ensure(&ns.dut, def)? {
+        progress.note(&note);
+    }
+    // The DUT's receive queues, and a generator CPU for each.
+    let queues = def.queues.unwrap_or(sc.queues);
+    lab.use_queues(queues)?;
+    let mut run_path = path.clone();
+    run_path.gen_cpus = sc.gen_cpus(queues);
+    let running = RunningDut::start(def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
+    // Checked when the scenario was read: this cannot fail.
+    let traffic = profile.check()?;
+    let runner = Runner::InProcess {
+        path: run_path.clone(),
+        traffic,
+    };
+    let mut trials = LabTrials::new(runner, sc.receiver, stop);
+    let queue_count = || -> Result<Vec<u64>> {
+        let mut q = queue_stats::rx_queues(Some(&ns.dut), &ifs.dut_in)?.queues;
+        q.truncate(queues as usize);
+        Ok(q)
+    };
+    let queues_before = queue_count()?;
+    let recording = if sc.profile {
+        let data = out.join(format!("{dname}.{pname}.{repeat}.perf.data"));
+        Some(profile::Recording::start(lab.spec().dut_cpu, &data)?)
+    } else {
+        None
+    };
+    let program = match (sc.profile, def.forwarder) {
+        (true, Forwarder::Linerate | Forwarder::XdpFibLookup | Forwarder::XdpRedirect) => {
+            Some(profile::xdp_program(&ns.dut, &ifs.dut_in)?)
+        }
+        _ => None,
+    };
+    // Its source lines, for the samples that fall in it.
+    let jit_lines = match (&recording, &program) {
+        (Some(_), Some(p)) => Some(linerate_bpf::loader::program_lines(p.as_fd())?),
+        _ => None,
+    };
+    let runs_before = program
+        .as_ref()
+        .map(|p| linerate_bpf::loader::program_runs(p.as_fd()))
+        .transpose()?;
+    let measured = measure_one(sc, &mut trials, progress);
+    let queue_frames: Vec<u64> = queue_count()?
+        .iter()
+        .zip(queues_before.iter().chain(std::iter::repeat(&0)))
+        .map(|(a, b)| a.saturating_sub(*b))
+        .collect();
+    if let (Some(p), Some(before)) = (&program, runs_before) {
+        let after = linerate_bpf::loader::program_runs(p.as_fd())?;
+        if let Some(ns) = profile::ns_per_run(before, after) {
+            xdp_ns.entry(dname.clone()).or_default().push(ns);
+        }
+    }
+    if let Some(r) = recording {
+        let (folded, lines) = r.finish(jit_lines.as_ref())?;
+        stacks.entry(dname.clone()).or_default().push_str(&folded);
+        let all = by_line.entry(dname.clone()).or_default();
+        for (loc, (src, n)) in lines {
+            all.entry(loc).or_insert((src, 0)).1 += n;
+        }
+    }
+    running.stop()?;
+    let log = report::write_log(out, dname, pname, repeat, &trials.log)?;
+    Ok(measured.map(|mut r| {
+        r.log = log;
+        r.set_queues(&run_path.gen_cpus, queue_frames);
+        r
+    }))
 }
 
 /// One run's value: the forwarding rate under overload, or a search's result.

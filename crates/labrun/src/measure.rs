@@ -26,9 +26,19 @@ pub struct Path {
     pub recv_iface: String,
 }
 
+/// Who runs the generator and the receiver.
+pub enum Runner {
+    /// This process, in the local lab's namespaces.
+    InProcess { path: Path, traffic: Traffic },
+    /// `linerate gen` and `linerate recv` on the lab's hosts.
+    Commands {
+        path: crate::command_trial::CommandPath,
+        profile: linerate_traffic::profile::Profile,
+    },
+}
+
 pub struct LabTrials<'a> {
-    pub path: Path,
-    pub traffic: Traffic,
+    pub runner: Runner,
     pub stop: &'a AtomicBool,
     /// Per-second lines of every trial, in pkt-gen's format.
     pub log: String,
@@ -38,10 +48,9 @@ pub struct LabTrials<'a> {
 }
 
 impl<'a> LabTrials<'a> {
-    pub fn new(path: Path, traffic: Traffic, receiver: ReceiverMode, stop: &'a AtomicBool) -> Self {
+    pub fn new(runner: Runner, receiver: ReceiverMode, stop: &'a AtomicBool) -> Self {
         LabTrials {
-            path,
-            traffic,
+            runner,
             stop,
             log: String::new(),
             results: Vec::new(),
@@ -51,19 +60,7 @@ impl<'a> LabTrials<'a> {
 
     /// One trial at `rate_pps` (None: as fast as the generator goes).
     pub fn run(&mut self, rate_pps: Option<f64>, seconds: f64) -> Result<TrialResult> {
-        let p = &self.path;
         let rate = rate_pps.map(|r| r.round().max(1.0) as u64);
-        let mut gen = self.traffic.gen_options(&p.sender, rate, seconds)?;
-        if !p.gen_cpus.is_empty() {
-            gen.cpus = p.gen_cpus.clone();
-        }
-        let trial = TrialSetup {
-            gen_netns: p.gen_netns.clone(),
-            recv_netns: p.recv_netns.clone(),
-            recv_ifname: p.recv_iface.clone(),
-            gen,
-            receiver: self.receiver,
-        };
         self.log.push_str(&match rate_pps {
             Some(r) => format!(
                 "# trial {}: -R {:.0} pps for {seconds:.2} s\n",
@@ -76,10 +73,28 @@ impl<'a> LabTrials<'a> {
             ),
         });
         let log = &mut self.log;
-        let r = run_trial(&trial, self.stop, |pk, b, us| {
-            log.push_str(&rate_line(pk, b, us));
-            log.push('\n');
-        })?;
+        let r = match &self.runner {
+            Runner::InProcess { path: p, traffic } => {
+                let mut gen = traffic.gen_options(&p.sender, rate, seconds)?;
+                if !p.gen_cpus.is_empty() {
+                    gen.cpus = p.gen_cpus.clone();
+                }
+                let trial = TrialSetup {
+                    gen_netns: p.gen_netns.clone(),
+                    recv_netns: p.recv_netns.clone(),
+                    recv_ifname: p.recv_iface.clone(),
+                    gen,
+                    receiver: self.receiver,
+                };
+                run_trial(&trial, self.stop, |pk, b, us| {
+                    log.push_str(&rate_line(pk, b, us));
+                    log.push('\n');
+                })?
+            }
+            Runner::Commands { path, profile } => {
+                path.run(profile, self.receiver, rate, seconds, self.stop, log)?
+            }
+        };
         self.log.push_str(&format!(
             "# offered {} frames ({} refused at the DUT's ring), received {}, over {:.3} s\n",
             offered(&r),

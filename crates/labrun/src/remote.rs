@@ -30,6 +30,15 @@ impl Target {
     }
 }
 
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Local => f.write_str("local"),
+            Target::Ssh(d) => f.write_str(d),
+        }
+    }
+}
+
 /// ssh's options beside the target (a scenario's, or a test's own keys).
 #[derive(Clone, Debug, Default)]
 pub struct SshOptions {

@@ -168,6 +168,13 @@ pub struct Results {
     pub started_utc: String,
     /// Stopped by Ctrl-C: the results hold the runs finished before.
     pub interrupted: bool,
+    /// Stopped by a failure (a host gone, a command that failed or hung):
+    /// which run and why; the results hold the runs finished before.
+    pub failed: Option<String>,
+    /// The lab's hosts (None: the local namespace lab).
+    pub hosts: Option<crate::hosts::LabHosts>,
+    /// The DUT configurations' `record` commands and their output.
+    pub records: Vec<crate::dut_commands::Recorded>,
     pub duts: Vec<String>,
     pub profiles: Vec<(String, Profile)>,
     pub runs: Vec<RunRecord>,
@@ -203,6 +210,9 @@ impl Results {
             },
             started_utc: utc_now(),
             interrupted: false,
+            failed: None,
+            hosts: sc.hosts.clone(),
+            records: Vec::new(),
             duts: sc.duts.iter().map(|d| d.0.clone()).collect(),
             profiles: sc.profiles.clone(),
             runs: Vec::new(),
@@ -583,15 +593,22 @@ pub fn medians_table(r: &Results) -> String {
 
 fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
     let mut s = format!("# {}\n\n", r.scenario);
+    let machine = if r.hosts.is_some() {
+        format!(
+            "- controller: Linux {}, {} CPUs (the runs are on the hosts below)",
+            r.machine.kernel, r.machine.cpus
+        )
+    } else {
+        format!(
+            "- machine: Linux {}, {} CPUs; generator on CPU {}, DUT on CPU {}",
+            r.machine.kernel, r.machine.cpus, r.gen_cpu, r.dut_cpu
+        )
+    };
     s.push_str(&format!(
-        "- scenario: {}\n- measurement: {}\n- repeats: {} per configuration, configurations interleaved in each round\n- machine: Linux {}, {} CPUs; generator on CPU {}, DUT on CPU {}\n- started: {}\n",
+        "- scenario: {}\n- measurement: {}\n- repeats: {} per configuration, configurations interleaved in each round\n{machine}\n- started: {}\n",
         r.source,
         method_words(r),
         r.repeat,
-        r.machine.kernel,
-        r.machine.cpus,
-        r.gen_cpu,
-        r.dut_cpu,
         r.started_utc
     ));
     if r.queues > 1 {
@@ -600,8 +617,35 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
             r.queues, r.dut_cpu, r.gen_cpu
         ));
     }
+    if let Some(h) = &r.hosts {
+        s.push_str(&format!(
+            "- hosts: generator {} ({}{}), receiver {} ({}), DUT {}{}\n",
+            h.gen.target,
+            h.gen.interfaces.join(", "),
+            if h.gen.cpus.is_empty() {
+                String::new()
+            } else {
+                format!("; CPUs {:?}", h.gen.cpus)
+            },
+            h.recv.target,
+            h.recv.interfaces.join(", "),
+            h.dut
+                .target
+                .as_ref()
+                .map_or("without ssh".into(), |t| t.to_string()),
+            h.dut
+                .mac
+                .as_ref()
+                .map_or(String::new(), |m| format!(" ({m})")),
+        ));
+    }
     if r.interrupted {
         s.push_str("- **interrupted** (Ctrl-C): only the runs finished before are here\n");
+    }
+    if let Some(why) = &r.failed {
+        s.push_str(&format!(
+            "- **stopped by a failure**: {why}. Only the runs finished before are here; the DUT's teardown ran\n"
+        ));
     }
     s.push_str("\n## Medians\n\n");
     s.push_str(&medians_table(r));
@@ -645,6 +689,17 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
             .join(", "),
     );
     s.push_str(". Per-second receiver lines: `logs/`. Everything: `results.json`.\n");
+    if !r.records.is_empty() {
+        s.push_str("\n## Recorded from the DUT\n");
+        for x in &r.records {
+            s.push_str(&format!(
+                "\n{}: `{}`\n\n```\n{}\n```\n",
+                x.dut,
+                x.command,
+                x.output.trim_end()
+            ));
+        }
+    }
     s
 }
 

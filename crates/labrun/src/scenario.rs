@@ -42,6 +42,10 @@ struct File {
     /// User-defined traffic profiles, by name.
     #[serde(default)]
     profile: BTreeMap<String, Spanned<Profile>>,
+    /// The lab's hosts (none: the local namespace lab).
+    hosts: Option<crate::hosts::HostsSection>,
+    #[serde(default)]
+    ssh: crate::hosts::SshSection,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -148,9 +152,14 @@ pub struct LabSection {
     pub queues: Option<u32>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Forwarder {
+    /// Nothing the lab starts: the DUT forwards as its `setup` commands
+    /// leave it (in the local lab, the kernel forwards). The only one for
+    /// a DUT on its own host.
+    #[default]
+    Commands,
     /// The kernel forwards.
     Linux,
     /// linerate's XDP fast path on dut0 and dut1, the kernel as slow path.
@@ -170,7 +179,20 @@ pub enum Forwarder {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DutDef {
+    #[serde(default)]
     pub forwarder: Forwarder,
+    /// Shell commands run on the DUT (in its namespace) before each run,
+    /// in order; one that fails stops the scenario (teardown still runs).
+    #[serde(default)]
+    pub setup: Vec<String>,
+    /// Run after each run, also after a failure or Ctrl-C; all of them,
+    /// even when one fails.
+    #[serde(default)]
+    pub teardown: Vec<String>,
+    /// Commands whose output goes into the results (`uname -a`, the
+    /// configuration applied), run after the first run's setup.
+    #[serde(default)]
+    pub record: Vec<String>,
     /// An nftables ruleset (`nft -f` syntax), loaded before and removed
     /// after each run.
     pub nft: Option<String>,
@@ -198,6 +220,9 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         routes: None,
         routes6: None,
         queues: None,
+        setup: Vec::new(),
+        teardown: Vec::new(),
+        record: Vec::new(),
     };
     let plain = |forwarder, routes| DutDef {
         forwarder,
@@ -206,6 +231,9 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         routes,
         routes6: None,
         queues: None,
+        setup: Vec::new(),
+        teardown: Vec::new(),
+        record: Vec::new(),
     };
     match name {
         "linux" => Some(linux(None)),
@@ -234,6 +262,9 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
             routes: None,
             routes6: None,
             queues: None,
+            setup: Vec::new(),
+            teardown: Vec::new(),
+            record: Vec::new(),
         }),
     }
 }
@@ -280,6 +311,8 @@ pub struct Scenario {
     pub dut_cpu: Option<usize>,
     /// The lab's queues (its DUT port's receive queues, at most).
     pub queues: u32,
+    /// The lab's hosts; None: the local namespace lab.
+    pub hosts: Option<crate::hosts::LabHosts>,
     /// Record the DUT's core during every run (`lab run --profile`:
     /// crate::profile); not a key of the file.
     pub profile: bool,
@@ -509,6 +542,17 @@ impl Scenario {
             }
         }
 
+        // Fields named in full (hosts.gen.cpus): toml's spans do not reach
+        // into these tables.
+        let hosts = crate::hosts::LabHosts::check(&f.hosts, &f.ssh)
+            .map_err(|e| err(0..0, e.field, e.reason))?;
+        if let Some(h) = &hosts {
+            check_remote_lab(source, lab, h, &duts, &|name| {
+                origin(&dut_lines, source, name)
+            })
+            .map_err(|e| anyhow!("{e}"))?;
+        }
+
         Ok(Scenario {
             source: source.to_string(),
             name: f.name.unwrap_or_else(|| {
@@ -534,6 +578,7 @@ impl Scenario {
             gen_cpu,
             dut_cpu: lab.dut_cpu,
             queues: spec.queues,
+            hosts,
             profile: false,
             dut_lines,
             defined_duts,
@@ -728,6 +773,54 @@ fn check_dut(name: &str, d: &DutDef) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// With `[hosts]`, the lab starts nothing on the DUT and has no namespaces
+/// of its own: what belongs to the local lab is refused, naming the key.
+fn check_remote_lab(
+    source: &str,
+    lab: &LabSection,
+    h: &crate::hosts::LabHosts,
+    duts: &[(String, DutDef)],
+    origin: &dyn Fn(&str) -> String,
+) -> std::result::Result<(), String> {
+    let local_only = [
+        ("name", lab.name.is_some()),
+        ("gen_cpu", lab.gen_cpu.is_some()),
+        ("dut_cpu", lab.dut_cpu.is_some()),
+        ("queues", lab.queues.is_some()),
+    ];
+    if let Some((k, _)) = local_only.iter().find(|(_, set)| *set) {
+        return Err(format!(
+            "{source}: lab.{k}: is for the local namespace lab; with [hosts], the hosts' keys say where and on which CPUs"));
+    }
+    for (name, d) in duts {
+        let o = origin(name);
+        if d.forwarder != Forwarder::Commands {
+            return Err(format!(
+                "{o}: forwarder: the lab starts it in its local namespace; a DUT on its own host is what its setup commands make it (for linerate: setup = [\"systemctl start linerate\"])"
+            ));
+        }
+        let local_keys = [
+            ("nft", d.nft.is_some()),
+            ("sysctl", !d.sysctl.is_empty()),
+            ("routes", d.routes.is_some()),
+            ("routes6", d.routes6.is_some()),
+            ("queues", d.queues.is_some()),
+        ];
+        if let Some((k, _)) = local_keys.iter().find(|(_, set)| *set) {
+            return Err(format!(
+                "{o}: {k}: applied in the local lab only; on a DUT host, do it with setup and teardown commands"
+            ));
+        }
+        let commands = d.setup.len() + d.teardown.len() + d.record.len();
+        if h.dut.target.is_none() && commands > 0 {
+            return Err(format!(
+                "{o}: setup, teardown and record run on the DUT, and hosts.dut has no ssh"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_profile(p: &Profile) -> std::result::Result<(), String> {
     p.check().map(|_| ()).map_err(|e| e.to_string())
 }
@@ -887,5 +980,66 @@ dst = "198.19.10.1:2000-198.19.10.10"
             (s.seconds, s.final_seconds, s.profiles.len()),
             (1.5, 1.5, 2)
         );
+    }
+
+    const HOSTS: &str = r#"
+duts = ["fbsd-tryforward"]
+[hosts.gen]
+ssh = "root@gen.lab"
+interfaces = ["enp1s0f0"]
+cpus = [2, 3]
+[hosts.recv]
+ssh = "root@gen.lab"
+interfaces = ["enp1s0f1"]
+[hosts.dut]
+ssh = "root@router.lab"
+mac = "90:e2:ba:84:20:38"
+[dut.fbsd-tryforward]
+setup = ["sysctl net.inet.ip.redirect=0"]
+teardown = ["sysctl net.inet.ip.redirect=1"]
+record = ["uname -a", "sysctl net.inet.ip.redirect"]
+"#;
+
+    #[test]
+    fn a_lab_of_hosts_takes_dut_commands_and_refuses_the_local_labs_keys() {
+        let s = Scenario::parse("h.toml", HOSTS).unwrap();
+        let h = s.hosts.as_ref().unwrap();
+        assert_eq!(h.dut.mac.as_deref(), Some("90:e2:ba:84:20:38"));
+        assert_eq!(s.duts[0].1.forwarder, Forwarder::Commands);
+        assert_eq!(s.duts[0].1.record.len(), 2);
+        let cases = [
+            (
+                HOSTS.replace("[dut.fbsd-tryforward]\n", "[dut.fbsd-tryforward]\nforwarder = \"linux\"\n"),
+                "s.toml:13: dut.fbsd-tryforward: forwarder: the lab starts it",
+            ),
+            (
+                HOSTS.replace("[dut.fbsd-tryforward]\n", "[dut.fbsd-tryforward]\nnft = \"x\"\n"),
+                "s.toml:13: dut.fbsd-tryforward: nft: applied in the local lab only",
+            ),
+            (
+                format!("{HOSTS}[lab]\nqueues = 2\n"),
+                "s.toml: lab.queues: is for the local namespace lab",
+            ),
+            (
+                HOSTS.replace("ssh = \"root@router.lab\"\n", ""),
+                "s.toml:12: dut.fbsd-tryforward: setup, teardown and record run on the DUT, and hosts.dut has no ssh",
+            ),
+            (
+                HOSTS.replace("cpus = [2, 3]", "cpus = [3, 2]"),
+                "s.toml: hosts.gen.cpus: [3, 2]: an interface's CPUs must be consecutive",
+            ),
+            (
+                HOSTS.replace("ssh = \"root@router.lab\"", "ssh = \"root@router.lab\"\nport = 22"),
+                "s.toml:12: unknown field `port`",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = err(&text);
+            assert!(e.starts_with(want), "{e}\nwanted: {want}");
+        }
+        // Without [hosts], the same DUT commands run in the local lab.
+        let local = HOSTS.split("[hosts.gen]").next().unwrap().to_string()
+            + "[dut.fbsd-tryforward]\nsetup = [\"true\"]\n";
+        assert!(Scenario::parse("l.toml", &local).unwrap().hosts.is_none());
     }
 }

@@ -97,6 +97,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         None => Scenario::builtin(),
     };
     sc.profile = a.profile;
+    if a.profile && sc.hosts.is_some() {
+        anyhow::bail!("--profile: records the local lab's DUT core; with [hosts], record on the DUT's host (perf record -e cpu-clock -C CPU) in its setup and record commands");
+    }
     if a.profile {
         linerate_host::cmd::require_tool("perf")
             .map_err(|e| anyhow::anyhow!("--profile: {e:#} (Debian's linux-perf)"))?;
@@ -142,6 +145,9 @@ pub fn run(a: RunArgs) -> Result<()> {
     term.bar.finish_and_clear();
     let r = r?;
     print_summary(&r, &out, a.json)?;
+    if let Some(why) = &r.failed {
+        anyhow::bail!("stopped: {why}; partial results in {}", out.display());
+    }
     if r.interrupted {
         anyhow::bail!("interrupted: partial results in {}", out.display());
     }

@@ -4,7 +4,7 @@ use crate::cli::{PathArgs, SearchArgs, SearchMethod, TrafficArgs};
 use crate::stop;
 use anyhow::{anyhow, bail, Result};
 use linerate_lab::topology;
-use linerate_labrun::measure::{LabTrials, Path};
+use linerate_labrun::measure::{LabTrials, Path, Runner};
 use linerate_labrun::scenario::{Family, Profile};
 use linerate_labrun::throughput::{self, SearchOutcome, SearchPlan};
 use linerate_search::{binary, equilibrium, Dut, Trial, Trials};
@@ -133,8 +133,10 @@ pub fn run(a: SearchArgs) -> Result<()> {
     if sim.is_none() {
         linerate_host::privilege::require_root("linerate search")?;
         lab = Some(LabTrials::new(
-            path(&a.path)?,
-            traffic,
+            Runner::InProcess {
+                path: path(&a.path)?,
+                traffic,
+            },
             a.receiver,
             stop::flag(),
         ));

@@ -6,7 +6,7 @@ use crate::cli::{SimArgs, TrialArgs};
 use crate::cmd_search::{path, traffic};
 use crate::stop;
 use anyhow::{bail, Result};
-use linerate_labrun::measure::LabTrials;
+use linerate_labrun::measure::{LabTrials, Runner};
 use linerate_search::{equilibrium::kpps, sim::SimDut, Dut};
 use serde_json::json;
 
@@ -27,7 +27,12 @@ pub fn run(a: TrialArgs) -> Result<()> {
         None => {
             linerate_host::privilege::require_root("linerate trial")?;
             let path = path(&a.path)?;
-            LabTrials::new(path, traffic, a.receiver, stop::flag()).trial(rate, a.seconds)?
+            LabTrials::new(
+                Runner::InProcess { path, traffic },
+                a.receiver,
+                stop::flag(),
+            )
+            .trial(rate, a.seconds)?
         }
     };
     if a.json {
