@@ -1,0 +1,374 @@
+//! `linerate lab run` on hosts over real SSH (issue 27). The test builds a
+//! lab's three namespaces (generator, DUT, receiver, joined by the lab's
+//! veths), gives each a management veth to this namespace and Debian's
+//! sshd with a host key and a client key it generates, and runs scenarios
+//! whose hosts are those SSH targets. The DUT is configured only through
+//! its `setup` and `teardown` commands. Results agree with the same
+//! scenario run in a local lab; an unreachable host, a wrong linerate, a
+//! failing setup and a generator host killed mid-run each give an error
+//! that names what failed, and the DUT's teardown runs. Needs root and
+//! openssh-server (scripts/setup.sh).
+use std::path::Path;
+use std::process::{Child, Command, Output};
+use std::time::{Duration, Instant};
+
+mod common;
+
+const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+const LAB: &str = "lrt-remote";
+const ROLES: [&str; 3] = ["gen", "dut", "recv"];
+
+fn sh(cmd: &str) {
+    let o = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
+    assert!(o.status.success(), "{cmd}: {o:?}");
+}
+
+/// The management address of host `k` (gen 0, dut 1, recv 2) and of this
+/// namespace's end of its veth.
+fn addr(k: usize) -> (String, String) {
+    (
+        format!("10.250.8.{}", 4 * k + 2),
+        format!("10.250.8.{}", 4 * k + 1),
+    )
+}
+
+/// Three sshd, one in each of the lab's namespaces, removed when dropped.
+struct Hosts {
+    dir: tempfile::TempDir,
+    daemons: Vec<Child>,
+}
+
+impl Hosts {
+    fn start() -> Hosts {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display().to_string();
+        sh(&format!(
+            "ssh-keygen -q -t ed25519 -N '' -f {d}/host && ssh-keygen -q -t ed25519 -N '' -f {d}/id && \
+             cp {d}/id.pub {d}/authorized_keys && chmod 600 {d}/authorized_keys && mkdir -p /run/sshd"
+        ));
+        let mut h = Hosts {
+            dir,
+            daemons: Vec::new(),
+        };
+        let mut known = String::new();
+        for (k, role) in ROLES.iter().enumerate() {
+            let ns = format!("{LAB}-{role}");
+            let (there, here) = addr(k);
+            let _ = Command::new("ip")
+                .args(["link", "del", &format!("lrtrm{k}")])
+                .output();
+            sh(&format!(
+                "ip link add lrtrm{k} type veth peer name mgmt0 netns {ns} && \
+                 ip addr add {here}/30 dev lrtrm{k} && ip link set lrtrm{k} up && \
+                 ip -n {ns} addr add {there}/30 dev mgmt0 && ip -n {ns} link set mgmt0 up && \
+                 ip -n {ns} link set lo up"
+            ));
+            std::fs::write(
+                h.dir.path().join(format!("sshd_config.{role}")),
+                format!(
+                    "ListenAddress {there}\nHostKey {d}/host\nAuthorizedKeysFile {d}/authorized_keys\n\
+                     PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+                     PermitRootLogin prohibit-password\nStrictModes no\nUsePAM no\nPidFile {d}/sshd.{role}.pid\n"
+                ),
+            )
+            .unwrap();
+            h.daemons.push(
+                Command::new("ip")
+                    .args(["netns", "exec", &ns, "/usr/sbin/sshd", "-D", "-f"])
+                    .arg(format!("{d}/sshd_config.{role}"))
+                    .args(["-E", &format!("{d}/sshd.{role}.log")])
+                    .spawn()
+                    .unwrap(),
+            );
+            known.push_str(&format!(
+                "{there} {}",
+                std::fs::read_to_string(h.dir.path().join("host.pub")).unwrap()
+            ));
+            let t = Instant::now();
+            while std::net::TcpStream::connect((there.as_str(), 22)).is_err() {
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "sshd {role} did not listen"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        std::fs::write(h.dir.path().join("known_hosts"), known).unwrap();
+        h
+    }
+
+    /// The scenario's [ssh] table and hosts: the lab's three namespaces as
+    /// SSH targets, this test's own linerate on each.
+    fn section(&self, gen_linerate: &str) -> String {
+        let d = self.dir.path().display();
+        format!(
+            "[ssh]\nidentity = \"{d}/id\"\nknown_hosts = \"{d}/known_hosts\"\nconnect_timeout = 3\n\n\
+             [hosts.gen]\nssh = \"root@{}\"\ninterfaces = [\"gen0\"]\ncpus = [0]\nlinerate = \"{gen_linerate}\"\n\n\
+             [hosts.recv]\nssh = \"root@{}\"\ninterfaces = [\"recv0\"]\nlinerate = \"{BIN}\"\n\n\
+             [hosts.dut]\nssh = \"root@{}\"\ninterfaces = [\"dut0\", \"dut1\"]\n",
+            addr(0).0,
+            addr(2).0,
+            addr(1).0
+        )
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for mut d in self.daemons.drain(..) {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+        for k in 0..ROLES.len() {
+            let _ = Command::new("ip")
+                .args(["link", "del", &format!("lrtrm{k}")])
+                .output();
+        }
+    }
+}
+
+/// Two DUT configurations made only of commands: the kernel told to
+/// forward, and told not to. `marks` gets a line a teardown.
+fn duts(marks: &Path) -> String {
+    let m = marks.display();
+    format!(
+        "[dut.kernel-on]\nsetup = [\"sysctl -qw net.ipv4.ip_forward=1\"]\n\
+         teardown = [\"sysctl -qw net.ipv4.ip_forward=0\", \"echo on >> {m}\"]\n\
+         record = [\"sysctl net.ipv4.ip_forward\", \"ip -br link show dut0\"]\n\n\
+         [dut.kernel-off]\nsetup = [\"sysctl -qw net.ipv4.ip_forward=0\"]\n\
+         teardown = [\"echo off >> {m}\"]\n"
+    )
+}
+
+/// RFC 2544 at most 20 kpps: far below what the kernel forwards here, so a
+/// forwarding DUT's throughput is exactly the maximum, wherever it runs.
+const MEASURE: &str = "repeat = 2\nduts = [\"kernel-on\", \"kernel-off\"]\n\n\
+     [measure]\nmethod = \"rfc2544\"\nseconds = 0.5\nmax_rate = \"20000\"\nwidth = 0.4\n\n";
+
+fn lab_run(scenario: &Path, out: &Path) -> Output {
+    Command::new(BIN)
+        .args(["lab", "run", "--json", "--out"])
+        .arg(out)
+        .arg(scenario)
+        .output()
+        .unwrap()
+}
+
+fn throughputs(o: &Output) -> Vec<(String, f64)> {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    r["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["dut"].as_str().unwrap().to_string(),
+                x["value_pps"].as_f64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn forwarding() -> String {
+    let o = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &format!("{LAB}-dut"),
+            "sysctl",
+            "-n",
+            "net.ipv4.ip_forward",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
+    let _down = common::lab::up(LAB);
+    let hosts = Hosts::start();
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    let marks = w.join("teardowns");
+    // The DUT does not forward until a setup command says so.
+    sh(&format!(
+        "ip netns exec {LAB}-dut sysctl -qw net.ipv4.ip_forward=0"
+    ));
+
+    // The same scenario on the hosts and in a local lab of its own.
+    let remote = w.join("remote.toml");
+    std::fs::write(
+        &remote,
+        format!(
+            "name = \"remote\"\n{MEASURE}{}\n{}",
+            hosts.section(BIN),
+            duts(&marks)
+        ),
+    )
+    .unwrap();
+    let local = w.join("local.toml");
+    std::fs::write(
+        &local,
+        format!(
+            "name = \"local\"\n{MEASURE}[lab]\nname = \"lrt-rlocal\"\n\n{}",
+            duts(&marks)
+        ),
+    )
+    .unwrap();
+    let on_hosts = throughputs(&lab_run(&remote, &w.join("out-remote")));
+    let report = std::fs::read_to_string(w.join("out-remote/report.md")).unwrap();
+    let in_lab = throughputs(&lab_run(&local, &w.join("out-local")));
+    assert_eq!(on_hosts, in_lab, "on the hosts, then in the local lab");
+    assert_eq!(
+        on_hosts,
+        [
+            ("kernel-on", 20000.0),
+            ("kernel-off", 0.0),
+            ("kernel-on", 20000.0),
+            ("kernel-off", 0.0)
+        ]
+        .map(|(d, v)| (d.to_string(), v))
+    );
+    // Every run's teardown ran, on the hosts and in the lab.
+    assert_eq!(
+        std::fs::read_to_string(&marks).unwrap(),
+        "on\noff\n".repeat(4)
+    );
+    assert_eq!(forwarding(), "0", "the remote DUT as its teardown left it");
+    // What the DUT was asked to record, from the DUT.
+    assert!(report.contains("net.ipv4.ip_forward = 1"), "{report}");
+    assert!(report.contains("dut0@if"), "{report}");
+    assert!(
+        report.contains(&format!(
+            "- hosts: generator root@{} (gen0; CPUs [0])",
+            addr(0).0
+        )),
+        "{report}"
+    );
+
+    // Failures. A host nobody answers for: refused before anything runs.
+    let bad = w.join("unreachable.toml");
+    std::fs::write(
+        &bad,
+        format!(
+            "{MEASURE}{}\n{}",
+            hosts.section(BIN).replace(&addr(2).0, "10.250.8.30"),
+            duts(&marks)
+        ),
+    )
+    .unwrap();
+    let o = lab_run(&bad, &w.join("out-bad"));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(e.contains("host recv (root@10.250.8.30): "), "{e}");
+    assert!(!w.join("out-bad/results.json").exists());
+    // Another linerate on the generator host: the error says what to install.
+    let fake = w.join("old-linerate");
+    std::fs::write(&fake, "#!/bin/sh\necho linerate 0.0.1\n").unwrap();
+    sh(&format!("chmod +x {}", fake.display()));
+    let old = w.join("old.toml");
+    std::fs::write(
+        &old,
+        format!(
+            "{MEASURE}{}\n{}",
+            hosts.section(&fake.display().to_string()),
+            duts(&marks)
+        ),
+    )
+    .unwrap();
+    let o = lab_run(&old, &w.join("out-old"));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        e.contains("host gen: ")
+            && e.contains("\"linerate 0.0.1\"")
+            && e.contains(&format!("install linerate {}", env!("CARGO_PKG_VERSION"))),
+        "{e}"
+    );
+
+    // A setup that fails: stopped, its teardown run, the report says so.
+    std::fs::write(&marks, "").unwrap();
+    let failing = w.join("failing.toml");
+    let text = format!("{MEASURE}{}\n{}", hosts.section(BIN), duts(&marks)).replace(
+        "setup = [\"sysctl -qw net.ipv4.ip_forward=0\"]",
+        "setup = [\"sysctl -qw net.ipv4.no_such_thing=0\"]",
+    );
+    std::fs::write(&failing, text).unwrap();
+    let o = lab_run(&failing, &w.join("out-failing"));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(e.contains("stopped: kernel-off, ipv4-60, run 1: DUT kernel-off: setup: host dut: `sysctl -qw net.ipv4.no_such_thing=0` failed"), "{e}");
+    assert_eq!(std::fs::read_to_string(&marks).unwrap(), "on\noff\n");
+    let report = std::fs::read_to_string(w.join("out-failing/report.md")).unwrap();
+    assert!(
+        report.contains("**stopped by a failure**: kernel-off"),
+        "{report}"
+    );
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(w.join("out-failing/results.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        r["runs"].as_array().unwrap().len(),
+        1,
+        "the run finished before is kept"
+    );
+
+    // The generator's host killed mid-run: every process in its namespace,
+    // sshd and the running generator with it.
+    std::fs::write(&marks, "").unwrap();
+    let long = w.join("long.toml");
+    let text = format!("{MEASURE}{}\n{}", hosts.section(BIN), duts(&marks)).replace(
+        "method = \"rfc2544\"\nseconds = 0.5\nmax_rate = \"20000\"\nwidth = 0.4",
+        "method = \"overload\"\nseconds = 3",
+    );
+    std::fs::write(&long, text).unwrap();
+    let child = Command::new(BIN)
+        .args(["lab", "run", "--json", "--out"])
+        .arg(w.join("out-long"))
+        .arg(&long)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    // Once the first run is in and the second is under way.
+    while !std::fs::read_to_string(&marks)
+        .unwrap_or_default()
+        .starts_with("on\n")
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the first run never ended"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    sh(&format!("ip netns pids {LAB}-gen | xargs -r kill -9"));
+    let o = child.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        e.contains("stopped: kernel-off, ipv4-60, run 1: host gen"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&marks).unwrap(),
+        "on\noff\n",
+        "the DUT's teardown ran"
+    );
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(w.join("out-long/results.json")).unwrap()).unwrap();
+    assert_eq!(r["runs"].as_array().unwrap().len(), 1);
+    assert!(r["failed"].as_str().unwrap().contains("host gen"), "{r}");
+    drop(hosts);
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ns.stdout).contains("lrt-rlocal"),
+        "the local lab was left behind"
+    );
+}
