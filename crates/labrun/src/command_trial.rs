@@ -11,6 +11,7 @@ use linerate_traffic::latency::Latency;
 use linerate_traffic::measure::{ReceiverMode, TrialResult};
 use linerate_traffic::profile::{Family, Profile};
 use linerate_traffic::recv::SequenceTotals;
+use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,12 +19,25 @@ use std::time::Duration;
 /// Where the traffic goes: the hosts and what the frames are addressed to.
 #[derive(Clone)]
 pub struct CommandPath {
-    pub gen: End,
-    pub gen_host: Arc<Host>,
+    /// The generator hosts, and their connections.
+    pub gens: Vec<(End, Arc<Host>)>,
     pub recv: End,
     pub recv_host: Arc<Host>,
     /// The DUT's MAC (the generator's destination MAC).
     pub dut_mac: String,
+}
+
+/// One generator's part of a trial.
+#[derive(Clone, Debug, Serialize)]
+pub struct GeneratorRun {
+    /// `gen`, `gen2`, ... and its SSH target.
+    pub host: String,
+    pub target: String,
+    pub interface: String,
+    pub sent_packets: u64,
+    /// Refused at the DUT's ring (counted as offered, not sent).
+    pub xmit_errors: u64,
+    pub pps: f64,
 }
 
 /// Grace period after the generators stop for frames still in flight (as
@@ -32,8 +46,30 @@ const DRAIN: Duration = Duration::from_millis(200);
 /// How long a receiver may take to attach.
 const RECV_READY: Duration = Duration::from_secs(30);
 
+/// One generator: a host's interface, with its CPUs.
+pub struct Slot<'a> {
+    pub host: usize,
+    pub end: &'a End,
+    pub interface: usize,
+}
+
 impl CommandPath {
-    /// The generator's arguments for interface number `k`.
+    /// Every generator, host by host, interface by interface.
+    pub fn slots(&self) -> Vec<Slot<'_>> {
+        self.gens
+            .iter()
+            .enumerate()
+            .flat_map(|(host, (end, _))| {
+                (0..end.interfaces.len()).map(move |interface| Slot {
+                    host,
+                    end,
+                    interface,
+                })
+            })
+            .collect()
+    }
+
+    /// The arguments of generator `k` (of the slots).
     pub fn gen_args(
         &self,
         k: usize,
@@ -41,8 +77,14 @@ impl CommandPath {
         rate: Option<u64>,
         seconds: f64,
     ) -> Vec<String> {
-        let n = self.gen.interfaces.len();
-        let mut a: Vec<String> = vec!["gen".into(), "-i".into(), self.gen.interfaces[k].clone()];
+        let slots = self.slots();
+        let n = slots.len();
+        let slot = &slots[k];
+        let mut a: Vec<String> = vec![
+            "gen".into(),
+            "-i".into(),
+            slot.end.interfaces[slot.interface].clone(),
+        ];
         a.extend(["-l".into(), profile.len.clone()]);
         if profile.family == Family::Ipv6 {
             a.push("-6".into());
@@ -63,7 +105,7 @@ impl CommandPath {
             a.extend(["-R".into(), share.max(1).to_string()]);
         }
         a.extend(["-t".into(), format!("{seconds}")]);
-        if let Some((first, count)) = self.gen.cpu_shares()[k] {
+        if let Some((first, count)) = slot.end.cpu_shares()[slot.interface] {
             a.extend([
                 "--cpu".into(),
                 first.to_string(),
@@ -88,7 +130,7 @@ impl CommandPath {
         seconds: f64,
         stop: &AtomicBool,
         log: &mut String,
-    ) -> Result<TrialResult> {
+    ) -> Result<(TrialResult, Vec<GeneratorRun>)> {
         let recv_args: Vec<String> = [
             "recv",
             "-i",
@@ -103,12 +145,15 @@ impl CommandPath {
             .recv_host
             .start(&self.recv.linerate_command(&recv_args))?;
         recv.wait_for("linerate recv: counting on", RECV_READY)?;
-        let mut gens = (0..self.gen.interfaces.len())
-            .map(|k| {
-                let cmd = self
-                    .gen
+        let slots = self.slots();
+        let mut gens = slots
+            .iter()
+            .enumerate()
+            .map(|(k, slot)| {
+                let cmd = slot
+                    .end
                     .linerate_command(&self.gen_args(k, profile, rate, seconds));
-                self.gen_host.start(&cmd)
+                self.gens[slot.host].1.start(&cmd)
             })
             .collect::<Result<Vec<_>>>()?;
         // The generators end on their own after `seconds`; a stop ends
@@ -125,22 +170,27 @@ impl CommandPath {
             std::thread::sleep(Duration::from_millis(20));
         }
         let mut reports = Vec::new();
-        for (k, g) in gens.into_iter().enumerate() {
+        let mut each = Vec::new();
+        for (slot, g) in slots.iter().zip(gens) {
             let out = g.finish(Duration::from_secs(1))?;
-            let r: GenReport = serde_json::from_slice(&out).with_context(|| {
-                format!(
-                    "host gen: linerate gen on {}: no report",
-                    self.gen.interfaces[k]
-                )
-            })?;
+            let (host, iface) = (
+                crate::hosts::gen_name(slot.host),
+                &slot.end.interfaces[slot.interface],
+            );
+            let r: GenReport = serde_json::from_slice(&out)
+                .with_context(|| format!("host {host}: linerate gen on {iface}: no report"))?;
             log.push_str(&format!(
-                "# generator {} on {}: sent {} ({} refused at the DUT's ring) in {:.3} s\n",
-                k + 1,
-                self.gen.interfaces[k],
-                r.sent_packets,
-                r.xmit_errors,
-                r.seconds
+                "# generator {host} ({}) {iface}: sent {} ({} refused at the DUT's ring) in {:.3} s, {:.0} pps\n",
+                slot.end.target, r.sent_packets, r.xmit_errors, r.seconds, r.pps
             ));
+            each.push(GeneratorRun {
+                host,
+                target: slot.end.target.to_string(),
+                interface: iface.clone(),
+                sent_packets: r.sent_packets,
+                xmit_errors: r.xmit_errors,
+                pps: r.pps,
+            });
             reports.push(r);
         }
         std::thread::sleep(DRAIN);
@@ -151,8 +201,8 @@ impl CommandPath {
         let offered = merge(reports);
         // Latency compares the generator's clock with the receiver's: only
         // on one host.
-        let one_clock = self.gen.target == self.recv.target;
-        trial_result(offered, &r, receiver, one_clock)
+        let one_clock = self.gens.iter().all(|(g, _)| g.target == self.recv.target);
+        Ok((trial_result(offered, &r, receiver, one_clock)?, each))
     }
 }
 
@@ -245,8 +295,7 @@ mod tests {
         };
         let host = Arc::new(Host::connect("gen", Target::Local, SshOptions::default()).unwrap());
         CommandPath {
-            gen: end(interfaces, cpus),
-            gen_host: host.clone(),
+            gens: vec![(end(interfaces, cpus), host.clone())],
             recv: end(&["recv0"], &[]),
             recv_host: host,
             dut_mac: "02:00:00:00:00:02".into(),

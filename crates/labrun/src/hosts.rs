@@ -14,7 +14,8 @@ use std::time::Duration;
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct HostsSection {
-    pub gen: Option<EndDef>,
+    /// `[hosts.gen]`, or several generator hosts as `[[hosts.gen]]`.
+    pub gen: Option<toml::Value>,
     pub recv: Option<EndDef>,
     pub dut: Option<DutHostDef>,
 }
@@ -92,7 +93,8 @@ pub struct DutHost {
 /// The lab's hosts, checked.
 #[derive(Clone, Debug, Serialize)]
 pub struct LabHosts {
-    pub gen: End,
+    /// One or more generator hosts: their rates add up.
+    pub gen: Vec<End>,
     pub recv: End,
     pub dut: DutHost,
     #[serde(skip)]
@@ -234,16 +236,30 @@ impl LabHosts {
         let Some(h) = h else {
             return Ok(None);
         };
-        let gen = h
-            .gen
-            .as_ref()
-            .map(|g| End::check(g, "gen"))
-            .unwrap_or_else(|| {
-                fail(
+        let gen_defs: Vec<EndDef> = match &h.gen {
+            None => {
+                return fail(
                     "hosts.gen",
                     "the generator's host is needed with [hosts]".into(),
                 )
-            })?;
+            }
+            Some(toml::Value::Array(many)) if many.is_empty() => {
+                return fail("hosts.gen", "at least one generator host".into())
+            }
+            Some(toml::Value::Array(many)) => many
+                .iter()
+                .map(|g| g.clone().try_into())
+                .collect::<std::result::Result<_, _>>(),
+            Some(one) => one.clone().try_into().map(|g| vec![g]),
+        }
+        .map_err(|e: toml::de::Error| HostsError {
+            field: "hosts.gen",
+            reason: e.message().trim_end().to_string(),
+        })?;
+        let gen = gen_defs
+            .iter()
+            .map(|g| End::check(g, "gen"))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
         let recv = h
             .recv
             .as_ref()
@@ -342,7 +358,7 @@ impl LabHosts {
             cpus: Vec::new(),
         };
         LabHosts {
-            gen: end(&ns.gen, &ifs.gen),
+            gen: vec![end(&ns.gen, &ifs.gen)],
             recv: end(&ns.recv, &ifs.recv),
             dut: DutHost {
                 target: Some(Target::Local),
@@ -358,7 +374,8 @@ impl LabHosts {
 
 /// The hosts, connected: one master connection per distinct SSH target.
 pub struct Connected {
-    pub gen: std::sync::Arc<Host>,
+    /// One a generator host, in order.
+    pub gen: Vec<std::sync::Arc<Host>>,
     pub recv: std::sync::Arc<Host>,
     pub dut: Option<std::sync::Arc<Host>>,
 }
@@ -375,10 +392,23 @@ impl Connected {
             Ok(host)
         };
         Ok(Connected {
-            gen: get("gen", &h.gen.target)?,
+            gen: h
+                .gen
+                .iter()
+                .enumerate()
+                .map(|(k, g)| get(&gen_name(k), &g.target))
+                .collect::<Result<_>>()?,
             recv: get("recv", &h.recv.target)?,
             dut: h.dut.target.as_ref().map(|t| get("dut", t)).transpose()?,
         })
+    }
+}
+
+/// The name of generator host `k` in messages: gen, gen2, gen3, ...
+pub fn gen_name(k: usize) -> String {
+    match k {
+        0 => "gen".into(),
+        _ => format!("gen{}", k + 1),
     }
 }
 
@@ -398,14 +428,23 @@ const QUICK: Duration = Duration::from_secs(30);
 /// Errors name the host and what failed.
 pub fn preflight(h: &LabHosts, c: &Connected, dut_commands: &[&str]) -> Result<String> {
     let want = format!("linerate {}", env!("CARGO_PKG_VERSION"));
-    for (role, end, host) in [("gen", &h.gen, &c.gen), ("recv", &h.recv, &c.recv)] {
+    let gens = h.gen.iter().zip(&c.gen).enumerate();
+    let ends =
+        gens.map(|(k, (e, c))| (gen_name(k), e, c))
+            .chain([("recv".to_string(), &h.recv, &c.recv)]);
+    for (role, end, host) in ends {
+        let key = if role.starts_with("gen") {
+            "gen"
+        } else {
+            "recv"
+        };
         let v = host
             .run(&format!("{} --version", quote(&end.linerate)), QUICK)
-            .map_err(|e| anyhow!("{e}\n(install linerate {} on host {role}, or set hosts.{role}.linerate to its path)", env!("CARGO_PKG_VERSION")))?;
+            .map_err(|e| anyhow!("{e}\n(install linerate {} on host {role}, or set hosts.{key}.linerate to its path)", env!("CARGO_PKG_VERSION")))?;
         let got = String::from_utf8_lossy(&v.stdout).trim().to_string();
         if got != want {
             bail!(
-                "host {role}: {} says {got:?}, this is {want:?}: install linerate {} there (or set hosts.{role}.linerate to its path)",
+                "host {role}: {} says {got:?}, this is {want:?}: install linerate {} there (or set hosts.{key}.linerate to its path)",
                 end.linerate,
                 env!("CARGO_PKG_VERSION")
             );
@@ -485,8 +524,21 @@ mac = "90:e2:ba:84:20:38"
     #[test]
     fn the_issue_shape_is_read_and_cpus_are_dealt_per_interface() {
         let h = parse(GOOD).unwrap().unwrap();
-        assert_eq!(h.gen.target, Target::Ssh("root@gen.lab".into()));
-        assert_eq!(h.gen.cpu_shares(), vec![Some((2, 2)), Some((6, 2))]);
+        assert_eq!(h.gen[0].target, Target::Ssh("root@gen.lab".into()));
+        assert_eq!(h.gen[0].cpu_shares(), vec![Some((2, 2)), Some((6, 2))]);
+        // Several generator hosts.
+        let two = GOOD.replacen("[hosts.gen]", "[[hosts.gen]]", 1).replacen(
+            "[hosts.recv]",
+            "[[hosts.gen]]\nssh = \"root@gen2.lab\"\ninterfaces = [\"eth1\"]\n[hosts.recv]",
+            1,
+        );
+        let h2 = parse(&two).unwrap().unwrap();
+        assert_eq!(h2.gen.len(), 2);
+        assert_eq!(h2.gen[1].target, Target::Ssh("root@gen2.lab".into()));
+        let typo = GOOD.replace("cpus = [2, 3, 6, 7]", "cpu = 2");
+        let e = parse(&typo).unwrap_err();
+        assert_eq!(e.field, "hosts.gen");
+        assert!(e.reason.starts_with("unknown field `cpu`"), "{}", e.reason);
         assert_eq!(h.dut.target, None);
         assert_eq!(h.command_timeout, 60.0);
         assert!(parse("").unwrap().is_none(), "no [hosts]: the local lab");
@@ -506,13 +558,13 @@ mac = "90:e2:ba:84:20:38"
     #[test]
     fn commands_run_in_the_namespace_with_every_word_quoted() {
         let mut h = parse(GOOD).unwrap().unwrap();
-        h.gen.netns = Some("lab-gen".into());
-        h.gen.linerate = "/opt/linerate 2/linerate".into();
+        h.gen[0].netns = Some("lab-gen".into());
+        h.gen[0].linerate = "/opt/linerate 2/linerate".into();
         let args: Vec<String> = ["gen", "-i", "enp1s0f0", "-s", "10.0.0.1:2000-10.0.0.9"]
             .map(String::from)
             .to_vec();
         assert_eq!(
-            h.gen.linerate_command(&args),
+            h.gen[0].linerate_command(&args),
             "'/opt/linerate 2/linerate' gen --netns lab-gen -i enp1s0f0 -s 10.0.0.1:2000-10.0.0.9"
         );
         assert_eq!(

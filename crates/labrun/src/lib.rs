@@ -83,9 +83,12 @@ pub fn run(
                 .collect();
             let mac = hosts::preflight(h, &c, &commands)?;
             progress.note(&format!(
-                "hosts: generator {} ({}), receiver {} ({}), DUT {} (MAC {mac}): linerate {} on each",
-                h.gen.target,
-                h.gen.interfaces.join(", "),
+                "hosts: generator {}, receiver {} ({}), DUT {} (MAC {mac}): linerate {} on each",
+                h.gen
+                    .iter()
+                    .map(|g| format!("{} ({})", g.target, g.interfaces.join(", ")))
+                    .collect::<Vec<_>>()
+                    .join(" + "),
                 h.recv.target,
                 h.recv.interfaces[0],
                 h.dut
@@ -155,8 +158,7 @@ pub fn run(
                 timeout: std::time::Duration::from_secs_f64(h.command_timeout),
             });
             let path = command_trial::CommandPath {
-                gen: h.gen.clone(),
-                gen_host: c.gen.clone(),
+                gens: h.gen.iter().cloned().zip(c.gen.iter().cloned()).collect(),
                 recv: h.recv.clone(),
                 recv_host: c.recv.clone(),
                 dut_mac,
@@ -227,7 +229,7 @@ pub fn run(
                             let log = report::write_log(out, dname, pname, repeat, &trials.log)?;
                             m.map(|mut r| {
                                 r.log = log;
-                                r.set_queues(&[], Vec::new());
+                                r.generators = std::mem::take(&mut trials.generators);
                                 r
                             })
                         }

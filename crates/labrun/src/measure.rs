@@ -45,6 +45,8 @@ pub struct LabTrials<'a> {
     /// Every trial's full result.
     pub results: Vec<TrialResult>,
     pub receiver: ReceiverMode,
+    /// On hosts: each generator's part of the last trial.
+    pub generators: Vec<crate::command_trial::GeneratorRun>,
 }
 
 impl<'a> LabTrials<'a> {
@@ -55,6 +57,7 @@ impl<'a> LabTrials<'a> {
             log: String::new(),
             results: Vec::new(),
             receiver,
+            generators: Vec::new(),
         }
     }
 
@@ -92,7 +95,9 @@ impl<'a> LabTrials<'a> {
                 })?
             }
             Runner::Commands { path, profile } => {
-                path.run(profile, self.receiver, rate, seconds, self.stop, log)?
+                let (r, each) = path.run(profile, self.receiver, rate, seconds, self.stop, log)?;
+                self.generators = each;
+                r
             }
         };
         self.log.push_str(&format!(

@@ -47,6 +47,9 @@ pub struct RunRecord {
     pub gen_cpus: Vec<usize>,
     pub queue_frames: Vec<u64>,
     pub queue_pps: Option<Vec<f64>>,
+    /// On hosts: each generator's part of the run's (overload) or last
+    /// trial's (searches) offered load.
+    pub generators: Vec<crate::command_trial::GeneratorRun>,
 }
 
 impl RunRecord {
@@ -618,15 +621,21 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
         ));
     }
     if let Some(h) = &r.hosts {
+        let gens: Vec<String> = h
+            .gen
+            .iter()
+            .map(|g| {
+                let cpus = if g.cpus.is_empty() {
+                    String::new()
+                } else {
+                    format!("; CPUs {:?}", g.cpus)
+                };
+                format!("{} ({}{cpus})", g.target, g.interfaces.join(", "))
+            })
+            .collect();
         s.push_str(&format!(
-            "- hosts: generator {} ({}{}), receiver {} ({}), DUT {}{}\n",
-            h.gen.target,
-            h.gen.interfaces.join(", "),
-            if h.gen.cpus.is_empty() {
-                String::new()
-            } else {
-                format!("; CPUs {:?}", h.gen.cpus)
-            },
+            "- hosts: generator {}, receiver {} ({}), DUT {}{}\n",
+            gens.join(" + "),
             h.recv.target,
             h.recv.interfaces.join(", "),
             h.dut
@@ -679,6 +688,37 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
             "\n## Plot\n\n![median with min-max per configuration](plot.svg)\n\n(also plot.png)\n",
         ),
         Some(e) => s.push_str(&format!("\nNo plot: {e:#}\n")),
+    }
+    if r.runs.iter().any(|x| x.generators.len() > 1) {
+        s.push_str("\n## Generators\n\nEach generator's offered rate (pps) in each run (searches: in the last trial); they add up.\n\n| configuration | profile | run | ");
+        let first = r
+            .runs
+            .iter()
+            .find(|x| !x.generators.is_empty())
+            .expect("checked");
+        let heads: Vec<String> = first
+            .generators
+            .iter()
+            .map(|g| format!("{} {}", g.host, g.interface))
+            .collect();
+        s.push_str(&heads.join(" | "));
+        s.push_str(" |\n|---|---|---|");
+        s.push_str(&"---:|".repeat(heads.len()));
+        s.push('\n');
+        for x in &r.runs {
+            let cells: Vec<String> = x
+                .generators
+                .iter()
+                .map(|g| format!("{:.0}", g.pps))
+                .collect();
+            s.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                x.dut,
+                x.profile,
+                x.repeat,
+                cells.join(" | ")
+            ));
+        }
     }
     s.push_str("\n## Files\n\nRaw values (pps, one run a line, for `linerate ministat`): ");
     s.push_str(

@@ -98,15 +98,23 @@ impl Hosts {
     }
 
     /// The scenario's [ssh] table and hosts: the lab's three namespaces as
-    /// SSH targets, this test's own linerate on each.
+    /// SSH targets, this test's own linerate on each. Two generators, on
+    /// CPUs 0 and 1, both send from the generator namespace's gen0 (the
+    /// lab has one generator port): their rates add up.
     fn section(&self, gen_linerate: &str) -> String {
         let d = self.dir.path().display();
+        let gen = |cpu: usize| {
+            format!(
+                "[[hosts.gen]]\nssh = \"root@{}\"\ninterfaces = [\"gen0\"]\ncpus = [{cpu}]\nlinerate = \"{gen_linerate}\"\n\n",
+                addr(0).0
+            )
+        };
         format!(
-            "[ssh]\nidentity = \"{d}/id\"\nknown_hosts = \"{d}/known_hosts\"\nconnect_timeout = 3\n\n\
-             [hosts.gen]\nssh = \"root@{}\"\ninterfaces = [\"gen0\"]\ncpus = [0]\nlinerate = \"{gen_linerate}\"\n\n\
+            "[ssh]\nidentity = \"{d}/id\"\nknown_hosts = \"{d}/known_hosts\"\nconnect_timeout = 3\n\n{}{}\
              [hosts.recv]\nssh = \"root@{}\"\ninterfaces = [\"recv0\"]\nlinerate = \"{BIN}\"\n\n\
              [hosts.dut]\nssh = \"root@{}\"\ninterfaces = [\"dut0\", \"dut1\"]\n",
-            addr(0).0,
+            gen(0),
+            gen(1),
             addr(2).0,
             addr(1).0
         )
@@ -244,11 +252,16 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
     // What the DUT was asked to record, from the DUT.
     assert!(report.contains("net.ipv4.ip_forward = 1"), "{report}");
     assert!(report.contains("dut0@if"), "{report}");
+    let g = addr(0).0;
     assert!(
         report.contains(&format!(
-            "- hosts: generator root@{} (gen0; CPUs [0])",
-            addr(0).0
+            "- hosts: generator root@{g} (gen0; CPUs [0]) + root@{g} (gen0; CPUs [1]), receiver"
         )),
+        "{report}"
+    );
+    // Each generator's share, reported.
+    assert!(
+        report.contains("| kernel-on | ipv4-60 | 1 | 10000 | 10000 |"),
         "{report}"
     );
 
