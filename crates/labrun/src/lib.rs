@@ -245,6 +245,11 @@ pub fn run(
                     }
                 };
                 match one_run() {
+                    // Stopped during the run: cut short, not a finished run.
+                    Ok(Some(_)) if stop.load(Ordering::Relaxed) => {
+                        results.interrupted = true;
+                        break 'rounds;
+                    }
                     Ok(Some(mut record)) => {
                         // Whole pps, as in the raw files: the terminal's
                         // ministat and one run on the files later print the

@@ -78,6 +78,7 @@ impl Host {
             .context("a directory for ssh's control socket")?;
         let socket = dir.path().join("master");
         let mut c = Command::new("ssh");
+        std::os::unix::process::CommandExt::process_group(&mut c, 0);
         c.args(common_args(&options, &socket))
             .args(["-M", "-N", "-o", "ControlPersist=no"])
             .arg(dest)
@@ -124,8 +125,17 @@ impl Host {
         })
     }
 
-    /// The command that runs shell command `script` on the host.
+    /// The command that runs shell command `script` on the host. It runs
+    /// in a process group of its own: a terminal's Ctrl-C reaches the lab
+    /// runner only, which then stops what runs on the hosts itself (and
+    /// still has their connections for the DUT's teardown).
     pub fn command(&self, script: &str) -> Command {
+        let mut c = self.bare_command(script);
+        std::os::unix::process::CommandExt::process_group(&mut c, 0);
+        c
+    }
+
+    fn bare_command(&self, script: &str) -> Command {
         match (&self.target, &self.control) {
             (Target::Ssh(dest), Some((dir, _))) => {
                 let mut c = Command::new("ssh");

@@ -331,36 +331,43 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
         "the run finished before is kept"
     );
 
-    // The generator's host killed mid-run: every process in its namespace,
-    // sshd and the running generator with it.
-    std::fs::write(&marks, "").unwrap();
+    // Ctrl-C during the second run: the remote generators and receiver
+    // stop, the DUT's teardown runs, the first run is kept.
     let long = w.join("long.toml");
     let text = format!("{MEASURE}{}\n{}", hosts.section(BIN), duts(&marks)).replace(
         "method = \"rfc2544\"\nseconds = 0.5\nmax_rate = \"20000\"\nwidth = 0.4",
         "method = \"overload\"\nseconds = 3",
     );
     std::fs::write(&long, text).unwrap();
-    let child = Command::new(BIN)
-        .args(["lab", "run", "--json", "--out"])
-        .arg(w.join("out-long"))
-        .arg(&long)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t = Instant::now();
-    // Once the first run is in and the second is under way.
-    while !std::fs::read_to_string(&marks)
-        .unwrap_or_default()
-        .starts_with("on\n")
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "the first run never ended"
+    let child = second_run_under_way(&long, &w.join("out-int"), &marks);
+    // SAFETY: signals our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(e.contains("interrupted: partial results in"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(&marks).unwrap(),
+        "on\noff\n",
+        "the DUT's teardown ran"
+    );
+    let r: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(w.join("out-int/results.json")).unwrap()).unwrap();
+    assert_eq!(
+        (r["runs"].as_array().unwrap().len(), &r["interrupted"]),
+        (1, &serde_json::json!(true))
+    );
+    for role in ROLES {
+        assert_eq!(
+            linerate_processes(role),
+            0,
+            "a linerate left running on host {role}"
         );
-        std::thread::sleep(Duration::from_millis(50));
     }
-    std::thread::sleep(Duration::from_millis(1500));
+
+    // The generator's host killed mid-run: every process in its namespace,
+    // sshd and the running generators with it.
+    let child = second_run_under_way(&long, &w.join("out-long"), &marks);
     sh(&format!("ip netns pids {LAB}-gen | xargs -r kill -9"));
     let o = child.wait_with_output().unwrap();
     let e = String::from_utf8_lossy(&o.stderr);
@@ -378,10 +385,58 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
         serde_json::from_slice(&std::fs::read(w.join("out-long/results.json")).unwrap()).unwrap();
     assert_eq!(r["runs"].as_array().unwrap().len(), 1);
     assert!(r["failed"].as_str().unwrap().contains("host gen"), "{r}");
+    assert_eq!(
+        linerate_processes("recv"),
+        0,
+        "the receiver was left running"
+    );
     drop(hosts);
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(
         !String::from_utf8_lossy(&ns.stdout).contains("lrt-rlocal"),
         "the local lab was left behind"
     );
+}
+
+/// Starts `linerate lab run` of `scenario` (kernel-on, then kernel-off, 3 s
+/// overload runs) and returns once the first run's teardown has run and
+/// the second run is 1.5 s in.
+fn second_run_under_way(scenario: &Path, out: &Path, marks: &Path) -> Child {
+    std::fs::write(marks, "").unwrap();
+    let child = Command::new(BIN)
+        .args(["lab", "run", "--json", "--out"])
+        .arg(out)
+        .arg(scenario)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !std::fs::read_to_string(marks)
+        .unwrap_or_default()
+        .starts_with("on\n")
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the first run never ended"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    child
+}
+
+/// linerate processes in host `role`'s namespace.
+fn linerate_processes(role: &str) -> usize {
+    let o = Command::new("ip")
+        .args(["netns", "pids", &format!("{LAB}-{role}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{}/comm", pid.trim()))
+                .is_ok_and(|c| c.trim() == "linerate")
+        })
+        .count()
 }
