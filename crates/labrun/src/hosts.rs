@@ -167,7 +167,7 @@ impl End {
         }
         let n = def.interfaces.len();
         if !def.cpus.is_empty() {
-            if def.cpus.len() % n != 0 {
+            if !def.cpus.len().is_multiple_of(n) {
                 return fail(
                     cpus_field,
                     format!(
