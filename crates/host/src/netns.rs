@@ -49,3 +49,16 @@ pub fn enter_for_good(name: &str) -> Result<()> {
     setns(&f, CloneFlags::CLONE_NEWNET)
         .with_context(|| format!("cannot enter network namespace {name} (are you root?)"))
 }
+
+/// How many processes named `comm` run in namespace `name` (`ip netns
+/// pids`): for tests that check what they started has gone.
+pub fn processes_named(name: &str, comm: &str) -> Result<usize> {
+    let pids = crate::cmd::run("ip", &["netns", "pids", name])?;
+    Ok(pids
+        .lines()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{}/comm", pid.trim()))
+                .is_ok_and(|c| c.trim() == comm)
+        })
+        .count())
+}

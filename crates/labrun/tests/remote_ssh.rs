@@ -89,17 +89,7 @@ impl Drop for Sshd {
 
 /// sshd processes in the host's namespace.
 fn sshd_processes() -> usize {
-    let o = Command::new("ip")
-        .args(["netns", "pids", NS])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{}/comm", pid.trim()))
-                .is_ok_and(|c| c.trim() == "sshd")
-        })
-        .count()
+    linerate_host::netns::processes_named(NS, "sshd").unwrap()
 }
 
 #[test]

@@ -156,6 +156,22 @@ fn duts(marks: &Path) -> String {
 const MEASURE: &str = "repeat = 2\nduts = [\"kernel-on\", \"kernel-off\"]\n\n\
      [measure]\nmethod = \"rfc2544\"\nseconds = 0.5\nmax_rate = \"5000\"\nwidth = 0.4\n\n";
 
+/// Writes scenario `name` into `dir`: [`MEASURE`], the hosts `section`
+/// (or a local lab's), the DUT configurations.
+fn scenario(dir: &Path, name: &str, section: &str, marks: &Path) -> std::path::PathBuf {
+    let f = dir.join(format!("{name}.toml"));
+    let text = format!("name = \"{name}\"\n{MEASURE}{section}\n{}", duts(marks));
+    std::fs::write(&f, text).unwrap();
+    f
+}
+
+/// Replaces `from` (which must be there) by `to` in file `f`.
+fn edit(f: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(f).unwrap();
+    assert!(text.contains(from), "{from:?} in {text}");
+    std::fs::write(f, text.replace(from, to)).unwrap();
+}
+
 fn lab_run(scenario: &Path, out: &Path) -> Output {
     Command::new(BIN)
         .args(["lab", "run", "--json", "--out"])
@@ -213,42 +229,20 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
     ));
 
     // The same scenario on the hosts and in a local lab of its own.
-    let remote = w.join("remote.toml");
-    std::fs::write(
-        &remote,
-        format!(
-            "name = \"remote\"\n{MEASURE}{}\n{}",
-            hosts.section(BIN),
-            duts(&marks)
-        ),
-    )
-    .unwrap();
-    let local = w.join("local.toml");
-    std::fs::write(
-        &local,
-        format!(
-            "name = \"local\"\n{MEASURE}[lab]\nname = \"lrt-rlocal\"\n\n{}",
-            duts(&marks)
-        ),
-    )
-    .unwrap();
+    let remote = scenario(w, "remote", &hosts.section(BIN), &marks);
+    let local = scenario(w, "local", "[lab]\nname = \"lrt-rlocal\"\n", &marks);
     let on_hosts = throughputs(&lab_run(&remote, &w.join("out-remote")));
     let report = std::fs::read_to_string(w.join("out-remote/report.md")).unwrap();
     let in_lab = throughputs(&lab_run(&local, &w.join("out-local")));
     assert_eq!(on_hosts, in_lab, "on the hosts, then in the local lab");
     // And with hosts that are this machine (`ssh = "local"`), in the same
     // namespaces: the commands path without SSH.
-    let here = w.join("here.toml");
     let section = format!(
         "[hosts.gen]\nssh = \"local\"\nnetns = \"{LAB}-gen\"\ninterfaces = [\"gen0\"]\nlinerate = \"{BIN}\"\n\n\
          [hosts.recv]\nssh = \"local\"\nnetns = \"{LAB}-recv\"\ninterfaces = [\"recv0\"]\nlinerate = \"{BIN}\"\n\n\
          [hosts.dut]\nssh = \"local\"\nnetns = \"{LAB}-dut\"\ninterfaces = [\"dut0\", \"dut1\"]\n"
     );
-    std::fs::write(
-        &here,
-        format!("name = \"here\"\n{MEASURE}{section}\n{}", duts(&marks)),
-    )
-    .unwrap();
+    let here = scenario(w, "here", &section, &marks);
     let on_local_hosts = throughputs(&lab_run(&here, &w.join("out-here")));
     assert_eq!(on_hosts, on_local_hosts, "on the hosts, then on local ones");
     assert_eq!(
@@ -284,16 +278,8 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
     );
 
     // Failures. A host nobody answers for: refused before anything runs.
-    let bad = w.join("unreachable.toml");
-    std::fs::write(
-        &bad,
-        format!(
-            "{MEASURE}{}\n{}",
-            hosts.section(BIN).replace(&addr(2).0, "10.250.8.30"),
-            duts(&marks)
-        ),
-    )
-    .unwrap();
+    let section = hosts.section(BIN).replace(&addr(2).0, "10.250.8.30");
+    let bad = scenario(w, "unreachable", &section, &marks);
     let o = lab_run(&bad, &w.join("out-bad"));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
@@ -303,16 +289,12 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
     let fake = w.join("old-linerate");
     std::fs::write(&fake, "#!/bin/sh\necho linerate 0.0.1\n").unwrap();
     sh(&format!("chmod +x {}", fake.display()));
-    let old = w.join("old.toml");
-    std::fs::write(
-        &old,
-        format!(
-            "{MEASURE}{}\n{}",
-            hosts.section(&fake.display().to_string()),
-            duts(&marks)
-        ),
-    )
-    .unwrap();
+    let old = scenario(
+        w,
+        "old",
+        &hosts.section(&fake.display().to_string()),
+        &marks,
+    );
     let o = lab_run(&old, &w.join("out-old"));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -324,12 +306,12 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
 
     // A setup that fails: stopped, its teardown run, the report says so.
     std::fs::write(&marks, "").unwrap();
-    let failing = w.join("failing.toml");
-    let text = format!("{MEASURE}{}\n{}", hosts.section(BIN), duts(&marks)).replace(
+    let failing = scenario(w, "failing", &hosts.section(BIN), &marks);
+    edit(
+        &failing,
         "setup = [\"sysctl -qw net.ipv4.ip_forward=0\"]",
         "setup = [\"sysctl -qw net.ipv4.no_such_thing=0\"]",
     );
-    std::fs::write(&failing, text).unwrap();
     let o = lab_run(&failing, &w.join("out-failing"));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
@@ -351,12 +333,12 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
 
     // Ctrl-C during the second run: the remote generators and receiver
     // stop, the DUT's teardown runs, the first run is kept.
-    let long = w.join("long.toml");
-    let text = format!("{MEASURE}{}\n{}", hosts.section(BIN), duts(&marks)).replace(
+    let long = scenario(w, "long", &hosts.section(BIN), &marks);
+    edit(
+        &long,
         "method = \"rfc2544\"\nseconds = 0.5\nmax_rate = \"5000\"\nwidth = 0.4",
         "method = \"overload\"\nseconds = 3",
     );
-    std::fs::write(&long, text).unwrap();
     let child = second_run_under_way(&long, &w.join("out-int"), &marks);
     // SAFETY: signals our child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
@@ -446,15 +428,5 @@ fn second_run_under_way(scenario: &Path, out: &Path, marks: &Path) -> Child {
 
 /// linerate processes in host `role`'s namespace.
 fn linerate_processes(role: &str) -> usize {
-    let o = Command::new("ip")
-        .args(["netns", "pids", &format!("{LAB}-{role}")])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{}/comm", pid.trim()))
-                .is_ok_and(|c| c.trim() == "linerate")
-        })
-        .count()
+    linerate_host::netns::processes_named(&format!("{LAB}-{role}"), "linerate").unwrap()
 }
