@@ -5,11 +5,13 @@
 //! fastpath`: the router program against bpf_fib_lookup, with
 //! BPF_PROG_RUN) and `route_churn` (`linerate bench route-churn`: how far
 //! the fast path lags the kernel during a burst of route changes), `bgp`
-//! (the same with BIRD and FRR), `fw_cache` (a verdict cache's lookup
+//! (the same with BIRD and FRR), `conntrack` (finding a connection: the
+//! kernel's table through the XDP kfuncs, or a hash of our own), `fw_cache` (a verdict cache's lookup
 //! by its shape) and `firewall` (the firewall's cost per packet by the
 //! ruleset's size).
 //! `linerate bench gen` is the generator's own, in linerate-traffic.
 pub mod bgp;
+pub mod conntrack;
 pub mod fastpath;
 pub mod fib;
 pub mod firewall;

@@ -230,6 +230,11 @@ pub enum BenchCmd {
     /// shape (BPF LRU hash, direct-mapped table), with BPF_PROG_TEST_RUN
     /// (issue 23's design choice, docs/firewall.md).
     FirewallCache(BenchFirewallCacheArgs),
+    /// What finding a packet's connection costs the fast path, by the
+    /// number of states: the kernel's conntrack table through the XDP
+    /// kfuncs (lookup; lookup and timeout refresh) against a BPF hash of
+    /// our own, side by side (BPF_PROG_TEST_RUN, a namespace per count).
+    Conntrack(BenchConntrackArgs),
     /// What the firewall costs the fast path per packet with N rules
     /// (traffic matching the last) and sets of M addresses, against the
     /// fast path without it, side by side (BPF_PROG_TEST_RUN); and how
@@ -373,6 +378,23 @@ pub struct BenchFirewallCacheArgs {
     pub flows: u32,
     /// Flows whose frames are run, spread over all.
     #[arg(long, default_value_t = 2000)]
+    pub samples: u32,
+    /// BPF_PROG_TEST_RUN repetitions per frame and program.
+    #[arg(long, default_value_t = 100)]
+    pub repeat: u32,
+    #[arg(long, default_value_t = 5)]
+    pub rounds: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchConntrackArgs {
+    /// State counts, comma-separated (the issue's: 2000, 100000, 1000000).
+    #[arg(long, value_delimiter = ',', default_value = "2000,100000,1000000")]
+    pub states: Vec<u32>,
+    /// Flows whose frames are run, spread over all.
+    #[arg(long, default_value_t = 1000)]
     pub samples: u32,
     /// BPF_PROG_TEST_RUN repetitions per frame and program.
     #[arg(long, default_value_t = 100)]

@@ -14,6 +14,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::RouteChange(a) => route_change(a),
         BenchCmd::RouteChurn(a) => route_churn(a),
         BenchCmd::FirewallCache(a) => firewall_cache(a),
+        BenchCmd::Conntrack(a) => conntrack(a),
         BenchCmd::Firewall(a) => firewall(a),
         BenchCmd::Bgp(a) => bgp(a),
         BenchCmd::Restart(a) => restart(a),
@@ -591,6 +592,45 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
             "{} set elements {what}, {} a transaction: nft -f {:.0} ms; applied by the firewall {:.0} ms after the first began ({:.1} ms after nft returned): {:.0} changes/s, {} reads of the ruleset",
             r.elements, r.per_transaction, r.nft_ms, r.applied_ms, r.lag_ms, r.per_second, r.reads
         );
+    }
+    Ok(())
+}
+
+fn conntrack(a: crate::cli::BenchConntrackArgs) -> Result<()> {
+    use linerate_bench::conntrack::{run, Options};
+    linerate_host::privilege::require_root("linerate bench conntrack")?;
+    let r = run(&Options {
+        states: a.states,
+        samples: a.samples,
+        repeat: a.repeat,
+        rounds: a.rounds,
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!(
+        "nf_conntrack_max {}, hash size {} (for the run); ns a packet, median of rounds:",
+        r.nf_conntrack_max, r.hashsize
+    );
+    for at in &r.runs {
+        println!(
+            "{} states ({} sampled; filled at {:.0} ns an entry):",
+            at.states, at.samples, at.fill_ns_per_entry
+        );
+        let base = at.lookups[0].ns_per_packet;
+        for l in &at.lookups {
+            println!(
+                "  {:<11} {:7.1} ns/packet ({:+.1} ns over the tuple alone; rounds {:?})",
+                l.program,
+                l.ns_per_packet,
+                l.ns_per_packet - base,
+                l.rounds_ns_per_packet
+                    .iter()
+                    .map(|v| (v * 10.0).round() / 10.0)
+                    .collect::<Vec<_>>()
+            );
+        }
     }
     Ok(())
 }
