@@ -168,3 +168,81 @@ fn the_cache_bench_measures_every_shape_on_hits() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+/// `bench conntrack` finds every sampled flow established in the kernel's
+/// table and in its own hash (it refuses to measure otherwise), measures
+/// each program at each state count, raises the kernel's conntrack limit
+/// and hash size for a count above them and puts them back, and leaves no
+/// namespace. Bad arguments are named.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn the_conntrack_bench_finds_every_flow_and_puts_the_limits_back() {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap().trim().to_string();
+    let limits = || {
+        (
+            read("/proc/sys/net/netfilter/nf_conntrack_max"),
+            read("/sys/module/nf_conntrack/parameters/hashsize"),
+        )
+    };
+    let before = limits();
+    let above: u64 = before
+        .0
+        .parse::<u64>()
+        .unwrap()
+        .max(before.1.parse().unwrap())
+        + 1000;
+    let states = format!("500,{above}");
+    let o = Command::new(BIN)
+        .args(["bench", "conntrack", "--states", &states])
+        .args([
+            "--samples",
+            "50",
+            "--repeat",
+            "2",
+            "--rounds",
+            "1",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(limits(), before, "the kernel's limits put back");
+    assert!(v["nf_conntrack_max"].as_u64().unwrap() > above, "{v}");
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(
+        runs.iter()
+            .map(|r| r["states"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        [500, above]
+    );
+    for r in runs {
+        let programs: Vec<&str> = r["lookups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["program"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            programs,
+            ["tuple_only", "ct_lookup", "ct_refresh", "own_hash"],
+            "{v}"
+        );
+        assert_eq!(r["samples"], 50, "{v}");
+    }
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&ns.stdout).contains("lrt-ctbench"));
+    let bad = Command::new(BIN)
+        .args(["bench", "conntrack", "--states", "100", "--samples", "200"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--samples"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
