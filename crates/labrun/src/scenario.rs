@@ -1042,4 +1042,19 @@ record = ["uname -a", "sysctl net.inet.ip.redirect"]
             + "[dut.fbsd-tryforward]\nsetup = [\"true\"]\n";
         assert!(Scenario::parse("l.toml", &local).unwrap().hosts.is_none());
     }
+
+    /// Every example in scenarios/ is a scenario this version reads.
+    #[test]
+    fn the_example_scenarios_are_valid() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let mut n = 0;
+        for f in std::fs::read_dir(&dir).unwrap() {
+            let p = f.unwrap().path();
+            if p.extension().is_some_and(|e| e == "toml") {
+                Scenario::load(&p).unwrap_or_else(|e| panic!("{e:#}"));
+                n += 1;
+            }
+        }
+        assert!(n >= 9, "{n} scenarios in {}", dir.display());
+    }
 }
