@@ -385,7 +385,7 @@ impl Connected {
         let mut open: Vec<(Target, std::sync::Arc<Host>)> = Vec::new();
         let mut get = |name: &str, t: &Target| -> Result<std::sync::Arc<Host>> {
             if let Some((_, h)) = open.iter().find(|(o, _)| o == t) {
-                return Ok(h.clone());
+                return Ok(std::sync::Arc::new(h.named(name)));
             }
             let host = std::sync::Arc::new(Host::connect(name, t.clone(), h.ssh.clone())?);
             open.push((t.clone(), host.clone()));

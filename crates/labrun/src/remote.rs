@@ -56,8 +56,23 @@ pub struct Host {
     pub name: String,
     pub target: Target,
     options: SshOptions,
-    /// The master connection's socket and process (Ssh only).
-    control: Option<(tempfile::TempDir, Child)>,
+    /// The master connection (Ssh only), shared by the names one host has
+    /// ([`Host::named`]).
+    control: Option<std::sync::Arc<Master>>,
+}
+
+/// ssh's master connection: its socket's directory and its process,
+/// ended when the last name of its host goes.
+struct Master {
+    dir: tempfile::TempDir,
+    process: Child,
+}
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
 }
 
 impl Host {
@@ -121,8 +136,22 @@ impl Host {
             name: name.into(),
             target,
             options,
-            control: Some((dir, master)),
+            control: Some(std::sync::Arc::new(Master {
+                dir,
+                process: master,
+            })),
         })
+    }
+
+    /// The same host under another name (a host that is both generator and
+    /// receiver): the same master connection, errors naming `name`.
+    pub fn named(&self, name: &str) -> Host {
+        Host {
+            name: name.to_string(),
+            target: self.target.clone(),
+            options: self.options.clone(),
+            control: self.control.clone(),
+        }
     }
 
     /// The command that runs shell command `script` on the host. It runs
@@ -137,9 +166,9 @@ impl Host {
 
     fn bare_command(&self, script: &str) -> Command {
         match (&self.target, &self.control) {
-            (Target::Ssh(dest), Some((dir, _))) => {
+            (Target::Ssh(dest), Some(m)) => {
                 let mut c = Command::new("ssh");
-                c.args(common_args(&self.options, &dir.path().join("master")))
+                c.args(common_args(&self.options, &m.dir.path().join("master")))
                     .arg(dest)
                     .arg("--")
                     .arg(script);
@@ -391,15 +420,6 @@ pub fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
-impl Drop for Host {
-    fn drop(&mut self) {
-        if let Some((_, mut master)) = self.control.take() {
-            let _ = master.kill();
-            let _ = master.wait();
-        }
-    }
-}
-
 fn reader(mut r: impl std::io::Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
         let mut v = Vec::new();
@@ -471,6 +491,19 @@ mod tests {
         for bad in ["", "-oProxyCommand=x", "root@a b"] {
             assert!(Target::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_host_under_another_name_says_that_name() {
+        let gen = Host::connect("gen", Target::Local, SshOptions::default()).unwrap();
+        let recv = gen.named("recv");
+        let e = recv
+            .run("exit 3", Duration::from_secs(5))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("host recv: "), "{e}");
+        drop(gen);
+        assert!(recv.run("true", Duration::from_secs(5)).is_ok());
     }
 
     #[test]

@@ -56,6 +56,9 @@ impl Sshd {
                 .args(["netns", "exec", NS, "/usr/sbin/sshd", "-D", "-f"])
                 .arg(format!("{d}/sshd_config"))
                 .args(["-E", &format!("{d}/sshd.log")])
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
                 .spawn()
                 .unwrap(),
         );
@@ -82,6 +85,11 @@ impl Drop for Sshd {
             let _ = d.kill();
             let _ = d.wait();
         }
+        // Its sessions too: one outlives its daemon.
+        let _ = Command::new("sh")
+            .arg("-c")
+            .arg(format!("ip netns pids {NS} | xargs -r kill -9 2>/dev/null"))
+            .status();
         let _ = Command::new("ip").args(["netns", "del", NS]).status();
         let _ = Command::new("ip").args(["link", "del", "lrtssh0"]).status();
     }

@@ -77,6 +77,9 @@ impl Hosts {
                     .args(["netns", "exec", &ns, "/usr/sbin/sshd", "-D", "-f"])
                     .arg(format!("{d}/sshd_config.{role}"))
                     .args(["-E", &format!("{d}/sshd.{role}.log")])
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
                     .spawn()
                     .unwrap(),
             );
@@ -126,6 +129,11 @@ impl Drop for Hosts {
         for mut d in self.daemons.drain(..) {
             let _ = d.kill();
             let _ = d.wait();
+        }
+        // Their sessions too (a session outlives its daemon, and one whose
+        // client is gone would hold its namespace for good).
+        for role in ROLES {
+            kill_all_in(role);
         }
         for k in 0..ROLES.len() {
             let _ = Command::new("ip")
@@ -368,7 +376,7 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
     // The generator's host killed mid-run: every process in its namespace,
     // sshd and the running generators with it.
     let child = second_run_under_way(&long, &w.join("out-long"), &marks);
-    sh(&format!("ip netns pids {LAB}-gen | xargs -r kill -9"));
+    kill_all_in("gen");
     let o = child.wait_with_output().unwrap();
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
@@ -401,7 +409,7 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
 /// Starts `linerate lab run` of `scenario` (kernel-on, then kernel-off, 3 s
 /// overload runs) and returns once the first run's teardown has run and
 /// the second run is 1.5 s in.
-fn second_run_under_way(scenario: &Path, out: &Path, marks: &Path) -> Child {
+fn second_run_under_way(scenario: &Path, out: &Path, marks: &Path) -> Running {
     std::fs::write(marks, "").unwrap();
     let child = Command::new(BIN)
         .args(["lab", "run", "--json", "--out"])
@@ -423,7 +431,43 @@ fn second_run_under_way(scenario: &Path, out: &Path, marks: &Path) -> Child {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(1500));
-    child
+    Running(Some(child))
+}
+
+/// A `lab run` the test started: stopped (Ctrl-C, then waited for) if the
+/// test ends before it does, so that it tears down what it set up before
+/// the hosts go.
+struct Running(Option<Child>);
+
+impl Running {
+    fn id(&self) -> u32 {
+        self.0.as_ref().unwrap().id()
+    }
+
+    fn wait_with_output(mut self) -> std::io::Result<Output> {
+        self.0.take().unwrap().wait_with_output()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            // SAFETY: signals our child.
+            unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Kills every process in host `role`'s namespace (one may end on its own
+/// meanwhile).
+fn kill_all_in(role: &str) {
+    let _ = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ip netns pids {LAB}-{role} | xargs -r kill -9 2>/dev/null"
+        ))
+        .output();
 }
 
 /// linerate processes in host `role`'s namespace.
