@@ -24,6 +24,9 @@ const CT_HASHSIZE: &str = "/sys/module/nf_conntrack/parameters/hashsize";
 const IPS_SEEN_REPLY: u32 = 1 << 1;
 
 pub struct Options {
+    /// Set by Ctrl-C: the bench stops between runs and rounds, and puts
+    /// the kernel's limits back.
+    pub stop: &'static std::sync::atomic::AtomicBool,
     /// State counts to measure at.
     pub states: Vec<u32>,
     /// Flows whose frames are run (spread over all).
@@ -161,6 +164,7 @@ pub fn run(o: &Options) -> Result<Report> {
     let (_hash, hashsize) = Raised::at_least(CT_HASHSIZE, most as u64)?;
     let mut runs = Vec::new();
     for &n in &o.states {
+        stopped(o)?;
         runs.push(at_states(o, n)?);
     }
     Ok(Report {
@@ -168,6 +172,13 @@ pub fn run(o: &Options) -> Result<Report> {
         hashsize,
         runs,
     })
+}
+
+fn stopped(o: &Options) -> Result<()> {
+    if o.stop.load(std::sync::atomic::Ordering::Relaxed) {
+        bail!("interrupted (the kernel's conntrack limits are put back)");
+    }
+    Ok(())
 }
 
 fn at_states(o: &Options, n: u32) -> Result<AtStates> {
@@ -225,6 +236,7 @@ fn at_states(o: &Options, n: u32) -> Result<AtStates> {
     }
     let mut rounds = vec![Vec::new(); PROGRAMS.len()];
     for _ in 0..o.rounds {
+        stopped(o)?;
         let mut sums = vec![0f64; PROGRAMS.len()];
         for f in &sampled {
             for (i, p) in progs.iter().enumerate() {

@@ -600,6 +600,7 @@ fn conntrack(a: crate::cli::BenchConntrackArgs) -> Result<()> {
     use linerate_bench::conntrack::{run, Options};
     linerate_host::privilege::require_root("linerate bench conntrack")?;
     let r = run(&Options {
+        stop: crate::stop::flag(),
         states: a.states,
         samples: a.samples,
         repeat: a.repeat,
