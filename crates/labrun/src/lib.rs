@@ -41,11 +41,59 @@ pub trait Progress {
 /// Everything that can be refused is refused before the lab exists: the
 /// DUT configurations can be set up, the output directory is free.
 fn preflight(sc: &Scenario, out: &std::path::Path) -> Result<()> {
+    check_duts(sc)?;
+    report::check_dir(out)
+}
+
+fn check_duts(sc: &Scenario) -> Result<()> {
     for (name, def) in &sc.duts {
         dut_setup::preflight(def)
             .map_err(|why| anyhow::anyhow!("{}: {why}", sc.dut_origin(name)))?;
     }
-    report::check_dir(out)
+    Ok(())
+}
+
+/// `lab run --check`: what a run checks before anything changes (the DUT
+/// configurations; with hosts, each connected and checked), and nothing
+/// else: no lab, no traffic, no output.
+pub fn check(sc: &Scenario, progress: &mut dyn Progress) -> Result<()> {
+    check_duts(sc)?;
+    connect_hosts(sc, progress).map(|_| ())
+}
+
+/// With `[hosts]`: every host connected, its linerate, interfaces and
+/// commands checked, the DUT's MAC known (crate::hosts::preflight).
+fn connect_hosts<'s>(
+    sc: &'s Scenario,
+    progress: &mut dyn Progress,
+) -> Result<Option<(&'s hosts::LabHosts, hosts::Connected, String)>> {
+    let Some(h) = &sc.hosts else {
+        return Ok(None);
+    };
+    let c = hosts::Connected::connect(h)?;
+    let commands: Vec<&str> = sc
+        .duts
+        .iter()
+        .flat_map(|(_, d)| d.setup.iter().chain(&d.teardown).chain(&d.record))
+        .map(String::as_str)
+        .collect();
+    let mac = hosts::preflight(h, &c, &commands)?;
+    progress.note(&format!(
+        "hosts: generator {}, receiver {} ({}), DUT {} (MAC {mac}): linerate {} on each",
+        h.gen
+            .iter()
+            .map(|g| format!("{} ({})", g.target, g.interfaces.join(", ")))
+            .collect::<Vec<_>>()
+            .join(" + "),
+        h.recv.target,
+        h.recv.interfaces[0],
+        h.dut
+            .target
+            .as_ref()
+            .map_or("without ssh".to_string(), |t| t.to_string()),
+        env!("CARGO_PKG_VERSION")
+    ));
+    Ok(Some((h, c, mac)))
 }
 
 /// Where the runs happen: the local namespace lab, or the scenario's hosts.
@@ -71,35 +119,7 @@ pub fn run(
         sc.method_words()
     ));
     // The hosts, connected and checked, before anything changes anywhere.
-    let remote = match &sc.hosts {
-        None => None,
-        Some(h) => {
-            let c = hosts::Connected::connect(h)?;
-            let commands: Vec<&str> = sc
-                .duts
-                .iter()
-                .flat_map(|(_, d)| d.setup.iter().chain(&d.teardown).chain(&d.record))
-                .map(String::as_str)
-                .collect();
-            let mac = hosts::preflight(h, &c, &commands)?;
-            progress.note(&format!(
-                "hosts: generator {}, receiver {} ({}), DUT {} (MAC {mac}): linerate {} on each",
-                h.gen
-                    .iter()
-                    .map(|g| format!("{} ({})", g.target, g.interfaces.join(", ")))
-                    .collect::<Vec<_>>()
-                    .join(" + "),
-                h.recv.target,
-                h.recv.interfaces[0],
-                h.dut
-                    .target
-                    .as_ref()
-                    .map_or("without ssh".to_string(), |t| t.to_string()),
-                env!("CARGO_PKG_VERSION")
-            ));
-            Some((h, c, mac))
-        }
-    };
+    let remote = connect_hosts(sc, progress)?;
     report::prepare_dir(out)?;
     let (mut site, dut_shell, dut_cpu) = match remote {
         None => {

@@ -631,6 +631,11 @@ pub struct RunArgs {
     /// Print the built-in scenario (a starting point for your own) and exit.
     #[arg(long)]
     pub show_default: bool,
+    /// Check the scenario and, with [hosts], connect to every host and
+    /// check it (linerate's version, interfaces, the DUT's MAC and
+    /// commands), then exit: no lab, no traffic, no output.
+    #[arg(long)]
+    pub check: bool,
     /// Record the DUT's core during every run (perf, cpu-clock): a flame
     /// graph per configuration (flame-DUT.svg) and its hottest functions in
     /// report.md.

@@ -121,6 +121,25 @@ pub fn run(a: RunArgs) -> Result<()> {
         };
         anyhow::anyhow!("{option}: {}", e.reason)
     })?;
+    if a.check {
+        let mut term = Terminal {
+            bar: ProgressBar::hidden(),
+            json: a.json,
+        };
+        labrun::check(&sc, &mut term)?;
+        println!(
+            "{}: ready ({} DUT configurations, {} profiles{})",
+            sc.source,
+            sc.duts.len(),
+            sc.profiles.len(),
+            if sc.hosts.is_some() {
+                ", every host checked"
+            } else {
+                "; the local lab is built by the run"
+            }
+        );
+        return Ok(());
+    }
     linerate_host::privilege::require_root("linerate lab run")?;
     let out = a.out.clone().unwrap_or_else(|| {
         let stamp: String = report::utc_now()

@@ -239,6 +239,19 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
     // The same scenario on the hosts and in a local lab of its own.
     let remote = scenario(w, "remote", &hosts.section(BIN), &marks);
     let local = scenario(w, "local", "[lab]\nname = \"lrt-rlocal\"\n", &marks);
+    // `--check`: every host connected and checked, nothing run.
+    let o = Command::new(BIN)
+        .args(["lab", "run", "--check"])
+        .arg(&remote)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && said.contains("ready"), "{said}{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("DUT root@10.250.8.6 (MAC 02:00:00:00:00:02)"),
+        "{o:?}"
+    );
+    assert_eq!(forwarding(), "0", "--check runs no setup");
     let on_hosts = throughputs(&lab_run(&remote, &w.join("out-remote")));
     let report = std::fs::read_to_string(w.join("out-remote/report.md")).unwrap();
     let in_lab = throughputs(&lab_run(&local, &w.join("out-local")));
@@ -293,6 +306,16 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
     assert!(!o.status.success());
     assert!(e.contains("host recv (root@10.250.8.30): "), "{e}");
     assert!(!w.join("out-bad/results.json").exists());
+    let o = Command::new(BIN)
+        .args(["lab", "run", "--check"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("host recv (root@10.250.8.30): "),
+        "{o:?}"
+    );
     // Another linerate on the generator host: the error says what to install.
     let fake = w.join("old-linerate");
     std::fs::write(&fake, "#!/bin/sh\necho linerate 0.0.1\n").unwrap();
