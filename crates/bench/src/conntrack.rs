@@ -11,6 +11,7 @@
 //! established by both before anything is measured. The kernel's table
 //! limit (`nf_conntrack_max`) and hash size are raised for the run when
 //! they are too small, and put back after, as a DUT configuration would.
+use crate::probe::udp_frame as frame;
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::{loader, objects, test_run};
@@ -56,19 +57,6 @@ pub struct Report {
     pub nf_conntrack_max: u64,
     pub hashsize: u64,
     pub runs: Vec<AtStates>,
-}
-
-/// Flow `i`'s frame: IPv4 UDP 10.x.y.z:(1000 + i % 50000) -> 198.19.0.1:53
-/// (bpf/ct_probe.bpf.c's ct_fill inserts the same).
-fn frame(i: u32) -> Vec<u8> {
-    let mut f = Vec::new();
-    let src = (10u32 << 24) | (i & 0x00ff_ffff);
-    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-        .ipv4(src.to_be_bytes(), [198, 19, 0, 1], 64)
-        .udp(1000 + (i % 50_000) as u16, 53)
-        .write(&mut f, &[0u8; 18])
-        .unwrap();
-    f
 }
 
 /// The probe's `struct flow_key` for flow `i`.
@@ -234,19 +222,7 @@ fn at_states(o: &Options, n: u32) -> Result<AtStates> {
             }
         }
     }
-    let mut rounds = vec![Vec::new(); PROGRAMS.len()];
-    for _ in 0..o.rounds {
-        stopped(o)?;
-        let mut sums = vec![0f64; PROGRAMS.len()];
-        for f in &sampled {
-            for (i, p) in progs.iter().enumerate() {
-                sums[i] += test_run::run_xdp(p.as_fd(), f, &mut out, o.repeat)?.duration_ns as f64;
-            }
-        }
-        for (i, s) in sums.iter().enumerate() {
-            rounds[i].push(s / sampled.len() as f64);
-        }
-    }
+    let rounds = crate::probe::rounds(&progs, &sampled, o.repeat, o.rounds, || stopped(o))?;
     Ok(AtStates {
         states: n,
         samples: sampled.len() as u32,

@@ -8,6 +8,7 @@
 //! (BPF_PROG_TEST_RUN, `repeat` each), rounds over the sampled flows, the
 //! medians of the rounds' means. Every sampled flow must hit in both before
 //! anything is measured.
+use crate::probe::udp_frame as frame;
 use anyhow::{bail, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::{loader, objects, test_run};
@@ -41,18 +42,6 @@ pub struct Report {
     /// slot (not sampled).
     pub direct_collisions: u32,
     pub shapes: Vec<Shape>,
-}
-
-/// Flow `i`'s frame: IPv4 UDP from 10.x.y.z to 198.19.0.1.
-fn frame(i: u32) -> Vec<u8> {
-    let mut f = Vec::new();
-    let src = (10u32 << 24) | (i & 0x00ff_ffff);
-    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-        .ipv4(src.to_be_bytes(), [198, 19, 0, 1], 64)
-        .udp(1000 + (i % 50_000) as u16, 53)
-        .write(&mut f, &[0u8; 18])
-        .unwrap();
-    f
 }
 
 /// The key bpf/fw_cache_probe.bpf.c builds for `frame` (BPF_PROG_TEST_RUN
@@ -142,18 +131,7 @@ pub fn run(o: &Options) -> Result<Report> {
             }
         }
     }
-    let mut rounds = vec![Vec::new(); PROGRAMS.len()];
-    for _ in 0..o.rounds {
-        let mut sums = vec![0f64; PROGRAMS.len()];
-        for f in &sampled {
-            for (i, p) in progs.iter().enumerate() {
-                sums[i] += test_run::run_xdp(p.as_fd(), f, &mut out, o.repeat)?.duration_ns as f64;
-            }
-        }
-        for (i, s) in sums.iter().enumerate() {
-            rounds[i].push(s / sampled.len() as f64);
-        }
-    }
+    let rounds = crate::probe::rounds(&progs, &sampled, o.repeat, o.rounds, || Ok(()))?;
     let shapes = PROGRAMS
         .iter()
         .zip(rounds)

@@ -17,6 +17,7 @@ pub mod fib;
 pub mod firewall;
 pub mod follow;
 pub mod fw_cache;
+pub mod probe;
 pub mod route_churn;
 
 /// The median of a bench's rounds (ministat's).

@@ -619,21 +619,30 @@ fn conntrack(a: crate::cli::BenchConntrackArgs) -> Result<()> {
             "{} states ({} sampled; filled at {:.0} ns an entry):",
             at.states, at.samples, at.fill_ns_per_entry
         );
-        let base = at.lookups[0].ns_per_packet;
-        for l in &at.lookups {
-            println!(
-                "  {:<11} {:7.1} ns/packet ({:+.1} ns over the tuple alone; rounds {:?})",
-                l.program,
-                l.ns_per_packet,
-                l.ns_per_packet - base,
-                l.rounds_ns_per_packet
-                    .iter()
-                    .map(|v| (v * 10.0).round() / 10.0)
-                    .collect::<Vec<_>>()
-            );
-        }
+        let lines: Vec<_> = at
+            .lookups
+            .iter()
+            .map(|l| (l.program, l.ns_per_packet, &l.rounds_ns_per_packet[..]))
+            .collect();
+        print_probe_lines(&lines, "the tuple alone");
     }
     Ok(())
+}
+
+/// A probe bench's programs, a line each: ns a packet, over the first
+/// program (`base`), and the rounds.
+fn print_probe_lines(lines: &[(&str, f64, &[f64])], base: &str) {
+    let first = lines.first().map_or(0.0, |l| l.1);
+    for (program, ns, rounds) in lines {
+        println!(
+            "  {program:<12} {ns:7.1} ns/packet ({:+.1} ns over {base}; rounds {:?})",
+            ns - first,
+            rounds
+                .iter()
+                .map(|v| (v * 10.0).round() / 10.0)
+                .collect::<Vec<_>>()
+        );
+    }
 }
 
 fn firewall_cache(a: crate::cli::BenchFirewallCacheArgs) -> Result<()> {
@@ -653,18 +662,11 @@ fn firewall_cache(a: crate::cli::BenchFirewallCacheArgs) -> Result<()> {
         "{} flows cached ({} lost to a slot's collision in the direct-mapped table), {} sampled:",
         r.flows, r.direct_collisions, r.samples
     );
-    let base = r.shapes[0].ns_per_packet;
-    for s in &r.shapes {
-        println!(
-            "  {:<12} {:7.1} ns/packet ({:+.1} ns over the key alone; rounds {:?})",
-            s.program,
-            s.ns_per_packet,
-            s.ns_per_packet - base,
-            s.rounds_ns_per_packet
-                .iter()
-                .map(|v| (v * 10.0).round() / 10.0)
-                .collect::<Vec<_>>()
-        );
-    }
+    let lines: Vec<_> = r
+        .shapes
+        .iter()
+        .map(|s| (s.program, s.ns_per_packet, &s.rounds_ns_per_packet[..]))
+        .collect();
+    print_probe_lines(&lines, "the key alone");
     Ok(())
 }

@@ -1,0 +1,46 @@
+//! What the BPF probe benches share (`fw_cache`, `conntrack`): flow `i`'s
+//! frame, and rounds of the sampled frames through several programs side by
+//! side (BPF_PROG_TEST_RUN), each round's mean per program.
+use anyhow::Result;
+use linerate_bpf::test_run;
+use std::os::fd::AsFd;
+
+/// Flow `i`'s frame: IPv4 UDP 10.x.y.z:(1000 + i % 50000) ->
+/// 198.19.0.1:53, 18 bytes of payload (a 60-byte frame).
+pub fn udp_frame(i: u32) -> Vec<u8> {
+    let mut f = Vec::new();
+    let src = (10u32 << 24) | (i & 0x00ff_ffff);
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+        .ipv4(src.to_be_bytes(), [198, 19, 0, 1], 64)
+        .udp(1000 + (i % 50_000) as u16, 53)
+        .write(&mut f, &[0u8; 18])
+        .unwrap();
+    f
+}
+
+/// `rounds` rounds: every frame through every program, `repeat` times
+/// each; per program, each round's mean nanoseconds a frame.
+/// `before_round` may stop it (Ctrl-C).
+pub fn rounds(
+    progs: &[libbpf_rs::Program<'_>],
+    frames: &[Vec<u8>],
+    repeat: u32,
+    rounds: usize,
+    mut before_round: impl FnMut() -> Result<()>,
+) -> Result<Vec<Vec<f64>>> {
+    let mut out = vec![0u8; 256];
+    let mut means = vec![Vec::new(); progs.len()];
+    for _ in 0..rounds {
+        before_round()?;
+        let mut sums = vec![0f64; progs.len()];
+        for f in frames {
+            for (i, p) in progs.iter().enumerate() {
+                sums[i] += test_run::run_xdp(p.as_fd(), f, &mut out, repeat)?.duration_ns as f64;
+            }
+        }
+        for (i, s) in sums.iter().enumerate() {
+            means[i].push(s / frames.len() as f64);
+        }
+    }
+    Ok(means)
+}
