@@ -37,19 +37,12 @@ pub struct Options {
 }
 
 #[derive(Debug, Serialize)]
-pub struct Lookup {
-    pub program: &'static str,
-    pub ns_per_packet: f64,
-    pub rounds_ns_per_packet: Vec<f64>,
-}
-
-#[derive(Debug, Serialize)]
 pub struct AtStates {
     pub states: u32,
     pub samples: u32,
     /// Nanoseconds the probe took to insert each entry.
     pub fill_ns_per_entry: f64,
-    pub lookups: Vec<Lookup>,
+    pub lookups: Vec<crate::probe::ProgramCost>,
 }
 
 #[derive(Debug, Serialize)]
@@ -222,19 +215,13 @@ fn at_states(o: &Options, n: u32) -> Result<AtStates> {
             }
         }
     }
-    let rounds = crate::probe::rounds(&progs, &sampled, o.repeat, o.rounds, || stopped(o))?;
+    let lookups = crate::probe::rounds(&PROGRAMS, &progs, &sampled, o.repeat, o.rounds, || {
+        stopped(o)
+    })?;
     Ok(AtStates {
         states: n,
         samples: sampled.len() as u32,
         fill_ns_per_entry,
-        lookups: PROGRAMS
-            .iter()
-            .zip(rounds)
-            .map(|(p, r)| Lookup {
-                program: p,
-                ns_per_packet: crate::median(&r),
-                rounds_ns_per_packet: r,
-            })
-            .collect(),
+        lookups,
     })
 }

@@ -28,20 +28,13 @@ pub struct Options {
 }
 
 #[derive(Debug, Serialize)]
-pub struct Shape {
-    pub program: &'static str,
-    pub ns_per_packet: f64,
-    pub rounds_ns_per_packet: Vec<f64>,
-}
-
-#[derive(Debug, Serialize)]
 pub struct Report {
     pub flows: u32,
     pub samples: u32,
     /// Flows the direct-mapped table lost to another flow of the same
     /// slot (not sampled).
     pub direct_collisions: u32,
-    pub shapes: Vec<Shape>,
+    pub shapes: Vec<crate::probe::ProgramCost>,
 }
 
 /// The key bpf/fw_cache_probe.bpf.c builds for `frame` (BPF_PROG_TEST_RUN
@@ -131,16 +124,7 @@ pub fn run(o: &Options) -> Result<Report> {
             }
         }
     }
-    let rounds = crate::probe::rounds(&progs, &sampled, o.repeat, o.rounds, || Ok(()))?;
-    let shapes = PROGRAMS
-        .iter()
-        .zip(rounds)
-        .map(|(p, r)| Shape {
-            program: p,
-            ns_per_packet: crate::median(&r),
-            rounds_ns_per_packet: r,
-        })
-        .collect();
+    let shapes = crate::probe::rounds(&PROGRAMS, &progs, &sampled, o.repeat, o.rounds, || Ok(()))?;
     Ok(Report {
         flows: o.flows,
         samples: sampled.len() as u32,

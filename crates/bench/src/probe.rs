@@ -3,6 +3,7 @@
 //! side (BPF_PROG_TEST_RUN), each round's mean per program.
 use anyhow::Result;
 use linerate_bpf::test_run;
+use serde::Serialize;
 use std::os::fd::AsFd;
 
 /// Flow `i`'s frame: IPv4 UDP 10.x.y.z:(1000 + i % 50000) ->
@@ -18,16 +19,27 @@ pub fn udp_frame(i: u32) -> Vec<u8> {
     f
 }
 
-/// `rounds` rounds: every frame through every program, `repeat` times
-/// each; per program, each round's mean nanoseconds a frame.
-/// `before_round` may stop it (Ctrl-C).
+/// What a program costs a frame: the median of the rounds, and each
+/// round's mean.
+#[derive(Debug, Serialize)]
+pub struct ProgramCost {
+    pub program: &'static str,
+    pub ns_per_packet: f64,
+    pub rounds_ns_per_packet: Vec<f64>,
+}
+
+/// `rounds` rounds: every frame through every program (`names[i]` is
+/// `progs[i]`'s), `repeat` times each; per program, each round's mean
+/// nanoseconds a frame and their median. `before_round` may stop it
+/// (Ctrl-C).
 pub fn rounds(
+    names: &[&'static str],
     progs: &[libbpf_rs::Program<'_>],
     frames: &[Vec<u8>],
     repeat: u32,
     rounds: usize,
     mut before_round: impl FnMut() -> Result<()>,
-) -> Result<Vec<Vec<f64>>> {
+) -> Result<Vec<ProgramCost>> {
     let mut out = vec![0u8; 256];
     let mut means = vec![Vec::new(); progs.len()];
     for _ in 0..rounds {
@@ -42,5 +54,13 @@ pub fn rounds(
             means[i].push(s / frames.len() as f64);
         }
     }
-    Ok(means)
+    Ok(names
+        .iter()
+        .zip(means)
+        .map(|(program, r)| ProgramCost {
+            program,
+            ns_per_packet: crate::median(&r),
+            rounds_ns_per_packet: r,
+        })
+        .collect())
 }

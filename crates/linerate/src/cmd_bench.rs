@@ -619,25 +619,22 @@ fn conntrack(a: crate::cli::BenchConntrackArgs) -> Result<()> {
             "{} states ({} sampled; filled at {:.0} ns an entry):",
             at.states, at.samples, at.fill_ns_per_entry
         );
-        let lines: Vec<_> = at
-            .lookups
-            .iter()
-            .map(|l| (l.program, l.ns_per_packet, &l.rounds_ns_per_packet[..]))
-            .collect();
-        print_probe_lines(&lines, "the tuple alone");
+        print_probe_lines(&at.lookups, "the tuple alone");
     }
     Ok(())
 }
 
 /// A probe bench's programs, a line each: ns a packet, over the first
 /// program (`base`), and the rounds.
-fn print_probe_lines(lines: &[(&str, f64, &[f64])], base: &str) {
-    let first = lines.first().map_or(0.0, |l| l.1);
-    for (program, ns, rounds) in lines {
+fn print_probe_lines(lines: &[linerate_bench::probe::ProgramCost], base: &str) {
+    let first = lines.first().map_or(0.0, |l| l.ns_per_packet);
+    for l in lines {
         println!(
-            "  {program:<12} {ns:7.1} ns/packet ({:+.1} ns over {base}; rounds {:?})",
-            ns - first,
-            rounds
+            "  {:<12} {:7.1} ns/packet ({:+.1} ns over {base}; rounds {:?})",
+            l.program,
+            l.ns_per_packet,
+            l.ns_per_packet - first,
+            l.rounds_ns_per_packet
                 .iter()
                 .map(|v| (v * 10.0).round() / 10.0)
                 .collect::<Vec<_>>()
@@ -662,11 +659,6 @@ fn firewall_cache(a: crate::cli::BenchFirewallCacheArgs) -> Result<()> {
         "{} flows cached ({} lost to a slot's collision in the direct-mapped table), {} sampled:",
         r.flows, r.direct_collisions, r.samples
     );
-    let lines: Vec<_> = r
-        .shapes
-        .iter()
-        .map(|s| (s.program, s.ns_per_packet, &s.rounds_ns_per_packet[..]))
-        .collect();
-    print_probe_lines(&lines, "the key alone");
+    print_probe_lines(&r.shapes, "the key alone");
     Ok(())
 }
