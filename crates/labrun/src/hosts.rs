@@ -1,9 +1,9 @@
 //! The lab's hosts as a scenario names them (issue 27): the generator and
 //! the receiver, each this machine or an SSH target with its interfaces
 //! and CPUs, and the DUT, an SSH target or a box known only by its MAC.
-//! Without a `[hosts]` table the lab is the local namespace lab, whose
-//! hosts are this machine in the lab's three namespaces ([`LabHosts::local_lab`]):
-//! one code path serves both.
+//! Without a `[hosts]` table the lab is the local namespace lab (this
+//! machine, the lab's three namespaces): one run loop serves both
+//! (crate::run).
 use crate::remote::{quote, Host, SshOptions, Target};
 use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
@@ -340,35 +340,6 @@ impl LabHosts {
             },
             command_timeout,
         }))
-    }
-
-    /// The local namespace lab as hosts: this machine, in the lab's
-    /// namespaces, with this very binary.
-    pub fn local_lab(
-        ns: &linerate_lab::topology::Namespaces,
-        ifs: &linerate_lab::topology::Interfaces,
-        dut_mac: &str,
-        linerate: &str,
-    ) -> LabHosts {
-        let end = |netns: &str, iface: &str| End {
-            target: Target::Local,
-            netns: Some(netns.to_string()),
-            linerate: linerate.to_string(),
-            interfaces: vec![iface.to_string()],
-            cpus: Vec::new(),
-        };
-        LabHosts {
-            gen: vec![end(&ns.gen, &ifs.gen)],
-            recv: end(&ns.recv, &ifs.recv),
-            dut: DutHost {
-                target: Some(Target::Local),
-                netns: Some(ns.dut.clone()),
-                mac: Some(dut_mac.to_string()),
-                interfaces: vec![ifs.dut_in.clone(), ifs.dut_out.clone()],
-            },
-            ssh: SshOptions::default(),
-            command_timeout: 60.0,
-        }
     }
 }
 
