@@ -230,6 +230,7 @@ struct {
 #define FW_READ_DADDR 8
 #define FW_READ_L4PROTO 16
 #define FW_READ_NEXTHDR 32
+#define FW_READ_CT 64
 
 struct fw_reads {
 	/* 0xff for each transport byte some rule reads (little-endian words:
@@ -260,7 +261,10 @@ struct fw_key {
 	__u8 l4proto;
 	__u8 nexthdr;
 	__u8 ipv6;
-	__u32 pad;
+	/* The connection as the fast path found it (FW_READ_CT): its ct state
+	 * bit, FW_CT_REPLY for the reply direction. */
+	__u8 ct;
+	__u8 pad[3];
 };
 
 #define FW_ACCEPT 1

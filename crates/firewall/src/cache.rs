@@ -25,6 +25,8 @@ pub struct Reads {
     pub nexthdr: bool,
     /// The transport header's bytes read, one flag each.
     pub transport: [bool; TRANSPORT_BYTES],
+    /// The packet's connection: `ct state`, `ct direction`.
+    pub ct: bool,
 }
 
 impl Reads {
@@ -69,6 +71,7 @@ impl Reads {
             Field::IpProtocol | Field::Ip6Nexthdr => self.nexthdr = true,
             // The family is in every key.
             Field::Nfproto => {}
+            Field::CtState | Field::CtDirection => self.ct = true,
             Field::Transport8 { proto, offset } => {
                 self.l4proto |= proto.is_some();
                 bytes(offset, 1)?
@@ -109,7 +112,15 @@ pub struct FlowKey {
     pub l4proto: u8,
     pub nexthdr: u8,
     pub ipv6: u8,
+    /// The connection as the fast path found it: its `ct state` bit, and
+    /// [`CT_REPLY`] for the reply direction (0 if not read).
+    pub ct: u8,
+    pub pad: [u8; 3],
 }
+
+/// The reply direction's bit in [`FlowKey::ct`] (no `ct state` bit is
+/// this high).
+pub const CT_REPLY: u8 = 0x80;
 
 fn addr_bytes(a: u128, ipv6: bool) -> [u8; 16] {
     let mut b = [0u8; 16];
@@ -158,6 +169,12 @@ impl FlowKey {
             l4proto: if r.l4proto { p.l4proto } else { 0 },
             nexthdr: if r.nexthdr { p.nexthdr } else { 0 },
             ipv6: p.ipv6 as u8,
+            ct: if r.ct {
+                p.ct_state as u8 | if p.ct_reply { CT_REPLY } else { 0 }
+            } else {
+                0
+            },
+            pad: [0; 3],
         }
     }
 
@@ -177,6 +194,8 @@ impl FlowKey {
             nexthdr: self.nexthdr,
             later_fragment: false,
             transport: self.transport[..self.transport_len as usize].to_vec(),
+            ct_state: (self.ct & !CT_REPLY) as u32,
+            ct_reply: self.ct & CT_REPLY != 0,
         }
     }
 }

@@ -27,6 +27,11 @@ pub struct Packet {
     pub later_fragment: bool,
     /// The transport header's bytes, as far as the packet has them.
     pub transport: Vec<u8>,
+    /// Its connection's state as conntrack gave it: one bit of
+    /// [`ct_state`] (0 for a ruleset that does not read it).
+    pub ct_state: u32,
+    /// Whether it goes in its connection's reply direction.
+    pub ct_reply: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -254,5 +259,12 @@ fn value(f: Field, hook: Hook, p: &Packet) -> Option<Value<'_>> {
         Field::Transport16 { proto, offset } => transport(proto, offset, 2).map(Value::Num),
         Field::Transport8 { proto, offset } => transport(proto, offset, 1).map(Value::Num),
         Field::Transport32 { proto, offset } => transport(proto, offset, 4).map(Value::Num),
+        // nft_ct_get_eval: the state of any packet; the direction only of
+        // one with a connection (an invalid or untracked packet has none).
+        Field::CtState => num(p.ct_state as u128),
+        Field::CtDirection => match p.ct_state {
+            ct_state::ESTABLISHED | ct_state::RELATED | ct_state::NEW => num(p.ct_reply as u128),
+            _ => None,
+        },
     }
 }

@@ -64,7 +64,7 @@ pub fn action(v: &RawVerdict, chain: &mut dyn FnMut(&str) -> Option<usize>) -> R
 /// interface indexes; the others are in network order).
 fn width(f: Field) -> Option<(usize, bool)> {
     Some(match f {
-        Field::Iif | Field::Oif => (4, true),
+        Field::Iif | Field::Oif | Field::CtState => (4, true),
         Field::Saddr4 | Field::Daddr4 | Field::Transport32 { .. } => (4, false),
         Field::Saddr6 | Field::Daddr6 => (16, false),
         Field::Transport16 { .. } => (2, false),
@@ -72,7 +72,8 @@ fn width(f: Field) -> Option<(usize, bool)> {
         | Field::L4proto
         | Field::IpProtocol
         | Field::Ip6Nexthdr
-        | Field::Transport8 { .. } => (1, false),
+        | Field::Transport8 { .. }
+        | Field::CtDirection => (1, false),
         // Names (and their wildcards) are read from nft's text.
         Field::Iifname | Field::Oifname => return None,
     })

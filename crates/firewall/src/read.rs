@@ -238,6 +238,26 @@ impl Family {
                 });
             }
         }
+        // Before conntrack's hook a packet has no connection yet: its
+        // `ct state` reads invalid there, which the fast path (judging
+        // with the connection's state) would not see.
+        for (b, _) in &keyed {
+            if b.hook != Hook::Prerouting || b.priority > CONNTRACK_PRIORITY {
+                continue;
+            }
+            if let Some(c) = f.reachable(b.chain).into_iter().find(|&c| f.chain_reads_ct(c)) {
+                let (base, at) = (&f.chains[b.chain], &f.chains[c]);
+                refused.push(NotCompiled {
+                    table: at.table.clone(),
+                    chain: Some(at.name.clone()),
+                    handle: None,
+                    why: format!(
+                        "reads ct from prerouting chain {} at priority {}, before conntrack's ({CONNTRACK_PRIORITY})",
+                        base.name, b.priority
+                    ),
+                });
+            }
+        }
         if !refused.is_empty() {
             return Err(refused);
         }
@@ -496,13 +516,13 @@ impl<'a> TableReader<'a> {
             "!=" => (true, self.against(&key, right, false)?),
             // A bit mask's implicit match (`tcp flags syn`, `tcp flags {
             // syn, ack }`): any of the bits set.
-            "in" if key == [tcp_flags()] && mask.is_none() && !is_set(right) => {
+            "in" if is_bitmask(&key) && mask.is_none() && !is_set(right) => {
                 mask = Some(self.number(key[0], right)?);
                 (true, Against::Inline(Arc::new(one(Atom::value(0)))))
             }
             // And none of them (`tcp flags ! syn,ack`, printed for
             // `tcp flags & (syn | ack) == 0`).
-            "!" if key == [tcp_flags()] && mask.is_none() && !is_set(right) => {
+            "!" if is_bitmask(&key) && mask.is_none() && !is_set(right) => {
                 mask = Some(self.number(key[0], right)?);
                 (false, Against::Inline(Arc::new(one(Atom::value(0)))))
             }
@@ -824,6 +844,12 @@ fn tcp_flags() -> Field {
     }
 }
 
+/// A key nft matches as a bit mask when given bare flags (`tcp flags
+/// syn,ack`, `ct state established,related`): any of them set.
+fn is_bitmask(key: &[Field]) -> bool {
+    key == [tcp_flags()] || key == [Field::CtState]
+}
+
 fn is_set(v: &Value) -> bool {
     v.get("set").is_some() || v.as_str().is_some_and(|s| s.starts_with('@'))
 }
@@ -852,6 +878,8 @@ fn kind(f: Field) -> Kind {
             proto: Some(58),
             offset: 0,
         } => Kind::Icmpv6Type,
+        Field::CtState => Kind::CtState,
+        Field::CtDirection => Kind::CtDirection,
         _ => Kind::Number,
     }
 }
@@ -859,16 +887,20 @@ fn kind(f: Field) -> Kind {
 /// The largest value of a field.
 pub fn width_max(f: Field) -> u128 {
     match f {
-        Field::Iif | Field::Oif | Field::Saddr4 | Field::Daddr4 | Field::Transport32 { .. } => {
-            u32::MAX as u128
-        }
+        Field::Iif
+        | Field::Oif
+        | Field::Saddr4
+        | Field::Daddr4
+        | Field::Transport32 { .. }
+        | Field::CtState => u32::MAX as u128,
         Field::Saddr6 | Field::Daddr6 => u128::MAX,
         Field::Transport16 { .. } => u16::MAX as u128,
         Field::Nfproto
         | Field::L4proto
         | Field::IpProtocol
         | Field::Ip6Nexthdr
-        | Field::Transport8 { .. } => u8::MAX as u128,
+        | Field::Transport8 { .. }
+        | Field::CtDirection => u8::MAX as u128,
         Field::Iifname | Field::Oifname => 0,
     }
 }
@@ -916,8 +948,16 @@ fn field(v: &Value) -> Result<Field> {
             (p, f) => bail!("{p} {f} is not compiled"),
         });
     }
-    if v.get("ct").is_some() {
-        bail!("ct (connection tracking): the stateful firewall is not linerate's yet");
+    if let Some(ct) = v.get("ct") {
+        let key = ct.get("key").and_then(Value::as_str).unwrap_or("?");
+        if let Some(dir) = ct.get("dir").and_then(Value::as_str) {
+            bail!("ct {dir} {key} is not compiled");
+        }
+        return Ok(match key {
+            "state" => Field::CtState,
+            "direction" => Field::CtDirection,
+            other => bail!("ct {other} is not compiled (only ct state and ct direction)"),
+        });
     }
     let what = v
         .as_object()

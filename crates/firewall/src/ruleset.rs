@@ -59,12 +59,39 @@ pub enum Field {
         proto: Option<u8>,
         offset: u8,
     },
+    /// The packet's connection state as conntrack gave it (`ct state`):
+    /// one bit of [`ct_state`]. Never lacking.
+    CtState,
+    /// The packet's direction in its connection (`ct direction`): 0
+    /// original, 1 reply; lacking without a connection (invalid,
+    /// untracked).
+    CtDirection,
 }
+
+/// `ct state`'s bits (nf_conntrack_common.h: NF_CT_STATE_BIT of the
+/// packet's ctinfo, NF_CT_STATE_INVALID_BIT, NF_CT_STATE_UNTRACKED_BIT):
+/// a packet has exactly one.
+pub mod ct_state {
+    pub const INVALID: u32 = 1;
+    pub const ESTABLISHED: u32 = 2;
+    pub const RELATED: u32 = 4;
+    pub const NEW: u32 = 8;
+    pub const UNTRACKED: u32 = 64;
+}
+
+/// Conntrack's hook at prerouting (NF_IP_PRI_CONNTRACK): a chain at this
+/// priority or before it sees packets without their connection.
+pub const CONNTRACK_PRIORITY: i32 = -200;
 
 impl Field {
     /// Whether the field holds an interface name (the others numbers).
     pub fn is_name(self) -> bool {
         matches!(self, Field::Iifname | Field::Oifname)
+    }
+
+    /// Whether the field is the packet's connection's, from conntrack.
+    pub fn is_ct(self) -> bool {
+        matches!(self, Field::CtState | Field::CtDirection)
     }
 }
 
@@ -427,6 +454,50 @@ impl Filter {
     /// Whether nothing filters the family (no base chain on its path).
     pub fn is_empty(&self) -> bool {
         self.base.is_empty()
+    }
+
+    /// The chains a packet entering `chain` can reach (it included):
+    /// through jumps, gotos and verdict maps' elements.
+    pub fn reachable(&self, chain: usize) -> Vec<usize> {
+        let mut seen = vec![false; self.chains.len()];
+        let mut todo = vec![chain];
+        while let Some(c) = todo.pop() {
+            if std::mem::replace(&mut seen[c], true) {
+                continue;
+            }
+            for rule in &self.chains[c].rules {
+                for s in &rule.steps {
+                    let targets: Vec<&Action> = match s {
+                        Step::Verdict(a) => vec![a],
+                        Step::Vmap { map, .. } => self.set(map).verdicts.iter().collect(),
+                        Step::Test(_) | Step::Counter => vec![],
+                    };
+                    for a in targets {
+                        if let Action::Jump(t) | Action::Goto(t) = a {
+                            todo.push(*t);
+                        }
+                    }
+                }
+            }
+        }
+        (0..seen.len()).filter(|&c| seen[c]).collect()
+    }
+
+    /// Whether some rule of `chain` reads the packet's connection.
+    pub fn chain_reads_ct(&self, chain: usize) -> bool {
+        self.chains[chain].rules.iter().any(|r| {
+            r.steps.iter().any(|s| match s {
+                Step::Test(t) => t.key.iter().any(|f| f.is_ct()),
+                Step::Vmap { key, .. } => key.iter().any(|f| f.is_ct()),
+                Step::Counter | Step::Verdict(_) => false,
+            })
+        })
+    }
+
+    /// Whether some rule reads the packet's connection (`ct state`): the
+    /// fast path then needs it.
+    pub fn reads_ct(&self) -> bool {
+        (0..self.chains.len()).any(|c| self.chain_reads_ct(c))
     }
 
     /// Rules, all chains.

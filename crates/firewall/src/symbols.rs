@@ -56,6 +56,15 @@ const TCP_FLAGS: &[(&str, u8)] = &[
     ("cwr", 0x80),
 ];
 
+/// nft's ct_state table (src/ct.c), the kernel's bits.
+const CT_STATES: &[(&str, u8)] = &[
+    ("invalid", 1),
+    ("established", 2),
+    ("related", 4),
+    ("new", 8),
+    ("untracked", 64),
+];
+
 /// What kind of symbol a field's values are named by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -64,6 +73,8 @@ pub enum Kind {
     Icmpv6Type,
     TcpFlag,
     Nfproto,
+    CtState,
+    CtDirection,
     /// Numbers only.
     Number,
 }
@@ -80,6 +91,12 @@ pub fn lookup(kind: Kind, name: &str) -> Option<u128> {
             _ => None,
         },
         Kind::Protocol => protocol(name).map(u128::from),
+        Kind::CtState => table(CT_STATES),
+        Kind::CtDirection => match name {
+            "original" => Some(0),
+            "reply" => Some(1),
+            _ => None,
+        },
         Kind::Number => None,
     }
 }
@@ -128,6 +145,9 @@ mod tests {
         assert_eq!(lookup(Kind::Icmpv6Type, "nd-neighbor-solicit"), Some(135));
         assert_eq!(lookup(Kind::TcpFlag, "ack"), Some(0x10));
         assert_eq!(lookup(Kind::Nfproto, "ipv6"), Some(10));
+        assert_eq!(lookup(Kind::CtState, "established"), Some(2));
+        assert_eq!(lookup(Kind::CtState, "untracked"), Some(64));
+        assert_eq!(lookup(Kind::CtDirection, "reply"), Some(1));
         assert_eq!(lookup(Kind::Protocol, "no-such-protocol"), None);
         assert_eq!(lookup(Kind::IcmpType, "nd-neighbor-solicit"), None);
     }

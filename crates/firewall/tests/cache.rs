@@ -56,6 +56,8 @@ fn fields(ipv6: bool) -> Vec<Field> {
             proto: None,
             offset: 0,
         },
+        Field::CtState,
+        Field::CtDirection,
     ];
     f.extend(if ipv6 {
         [Field::Saddr6, Field::Daddr6, Field::Ip6Nexthdr]
@@ -96,6 +98,8 @@ fn atom(r: &mut StdRng, f: Field) -> Atom {
         Field::Transport32 { .. } => {
             Atom::value(PORTS.choose(r).unwrap() << 16 | PORTS.choose(r).unwrap())
         }
+        Field::CtState => Atom::value(*CT_STATES.choose(r).unwrap() as u128),
+        Field::CtDirection => Atom::value(r.gen_range(0..2)),
     }
 }
 
@@ -211,6 +215,14 @@ fn filter(r: &mut StdRng, ipv6: bool) -> Filter {
     f
 }
 
+const CT_STATES: [u32; 5] = [
+    ct_state::INVALID,
+    ct_state::ESTABLISHED,
+    ct_state::RELATED,
+    ct_state::NEW,
+    ct_state::UNTRACKED,
+];
+
 fn packet(r: &mut StdRng, ipv6: bool) -> Packet {
     let l4proto = *[1u8, 6, 17, 58, 47].choose(r).unwrap();
     let mut transport: Vec<u8> = (0..r.gen_range(0..24))
@@ -237,6 +249,8 @@ fn packet(r: &mut StdRng, ipv6: bool) -> Packet {
         nexthdr: l4proto,
         later_fragment: false,
         transport,
+        ct_state: *CT_STATES.choose(r).unwrap(),
+        ct_reply: r.gen_bool(0.5),
     }
 }
 

@@ -3,7 +3,7 @@
 //! ruleset`), and the evaluator on them. The kernel's own verdicts on
 //! random rulesets are the linerate crate's firewall_oracle test.
 use linerate_firewall::eval::{judge, Packet, Verdict};
-use linerate_firewall::ruleset::{Filter, Hook};
+use linerate_firewall::ruleset::{ct_state, Filter, Hook};
 use linerate_firewall::{parse, Ruleset};
 
 fn read(file: &str) -> Ruleset {
@@ -18,20 +18,99 @@ fn read(file: &str) -> Ruleset {
     .unwrap()
 }
 
+/// `ct state` and `ct direction` are read; the rules reading them judge
+/// by the packet's connection as nft_ct_get_eval reads it.
 #[test]
-fn a_ct_match_keeps_both_families_of_an_inet_table_in_the_kernel() {
+fn ct_state_and_direction_are_read_and_judged() {
     let r = read("nft-1.0.6-with-ct.json");
-    for (family, judged) in [("IPv4", &r.ipv4), ("IPv6", &r.ipv6)] {
-        let why = judged.as_ref().expect_err(family);
-        assert_eq!(why.len(), 1, "{family}: {why:?}");
-        let s = why[0].to_string();
-        assert!(
-            s.starts_with(
-                "table inet filter chain forward_filter rule handle 20: ct (connection tracking)"
-            ),
-            "{family}: {s}"
-        );
+    let (v4, v6) = (r.ipv4.unwrap(), r.ipv6.unwrap());
+    assert!(v4.reads_ct() && v6.reads_ct());
+    // Rule 20: `ct state established accept`, after rules that let this
+    // UDP packet from 192.0.2.1 through to the policy (drop).
+    let mut p = packet(false, "192.0.2.1", 17, ports(4000, 4000, 0));
+    for (state, reply, want) in [
+        (ct_state::ESTABLISHED, false, (Verdict::Accept, Some(20))),
+        (ct_state::ESTABLISHED, true, (Verdict::Accept, Some(20))),
+        (ct_state::NEW, false, (Verdict::Drop, None)),
+        (ct_state::RELATED, true, (Verdict::Drop, None)),
+        (ct_state::INVALID, false, (Verdict::Drop, None)),
+    ] {
+        p.ct_state = state;
+        p.ct_reply = reply;
+        assert_eq!(decided_by(&v4, &p), want, "state {state} reply {reply}");
     }
+}
+
+/// nft 1.0.6's JSON for one inet table's forward chain of `rules`, and
+/// `pre` for a prerouting chain at `pre_priority` jumping to chain `more`.
+fn ct_ruleset(rules: &[&str], pre_priority: i32, more: &[&str]) -> Ruleset {
+    let mut objects = vec![
+        r#"{"table": {"family": "inet", "name": "t", "handle": 1}}"#.to_string(),
+        r#"{"chain": {"family": "inet", "table": "t", "name": "fw", "handle": 1, "type": "filter", "hook": "forward", "prio": 0, "policy": "drop"}}"#.to_string(),
+        format!(r#"{{"chain": {{"family": "inet", "table": "t", "name": "pre", "handle": 2, "type": "filter", "hook": "prerouting", "prio": {pre_priority}, "policy": "accept"}}}}"#),
+        r#"{"chain": {"family": "inet", "table": "t", "name": "more", "handle": 3}}"#.to_string(),
+        r#"{"rule": {"family": "inet", "table": "t", "chain": "pre", "handle": 10, "expr": [{"jump": {"target": "more"}}]}}"#.to_string(),
+    ];
+    for (chain, exprs) in [("fw", rules), ("more", more)] {
+        for (i, e) in exprs.iter().enumerate() {
+            objects.push(format!(
+                r#"{{"rule": {{"family": "inet", "table": "t", "chain": "{chain}", "handle": {}, "expr": {e}}}}}"#,
+                20 + i
+            ));
+        }
+    }
+    let json = format!(r#"{{"nftables": [{}]}}"#, objects.join(","));
+    parse(&json, &|_| None).unwrap()
+}
+
+/// The shapes nft prints for ct matches (listed from the kernel with nft
+/// 1.0.6): bare flags (any of them), `!=`, a set, a verdict map, a mask.
+#[test]
+fn ct_matches_in_every_shape_nft_prints() {
+    let rules = [
+        r#"[{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": ["established", "related"]}}, {"accept": null}]"#,
+        r#"[{"match": {"op": "==", "left": {"ct": {"key": "direction"}}, "right": "reply"}}, {"drop": null}]"#,
+        r#"[{"match": {"op": "==", "left": {"&": [{"ct": {"key": "state"}}, ["established", "new"]]}, "right": "new"}}, {"match": {"op": "!=", "left": {"ct": {"key": "state"}}, "right": "established"}}, {"vmap": {"key": {"ct": {"key": "direction"}}, "data": {"set": [["original", {"accept": null}]]}}}]"#,
+        r#"[{"match": {"op": "==", "left": {"ct": {"key": "state"}}, "right": {"set": ["invalid", "untracked"]}}}, {"vmap": {"key": {"ct": {"key": "state"}}, "data": {"set": [["invalid", {"drop": null}]]}}}]"#,
+    ];
+    let r = ct_ruleset(&rules, 0, &[]);
+    let f = r.ipv4.unwrap();
+    let mut p = packet(false, "192.0.2.1", 17, ports(1, 2, 0));
+    for (state, reply, want) in [
+        (ct_state::ESTABLISHED, false, (Verdict::Accept, Some(20))),
+        (ct_state::RELATED, true, (Verdict::Accept, Some(20))),
+        (ct_state::NEW, true, (Verdict::Drop, Some(21))),
+        (ct_state::NEW, false, (Verdict::Accept, Some(22))),
+        // Invalid: no direction, so rule 21 fails; rule 23's map drops.
+        (ct_state::INVALID, true, (Verdict::Drop, Some(23))),
+        // Untracked: in rule 23's set, not in its map: the policy.
+        (ct_state::UNTRACKED, false, (Verdict::Drop, None)),
+    ] {
+        p.ct_state = state;
+        p.ct_reply = reply;
+        assert_eq!(decided_by(&f, &p), want, "state {state} reply {reply}");
+    }
+}
+
+/// A chain at conntrack's priority or before it sees no connection yet:
+/// a ct match reached from there keeps the family in the kernel, named.
+#[test]
+fn a_ct_match_before_conntracks_hook_is_refused() {
+    let ct = r#"[{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": "new"}}, {"drop": null}]"#;
+    let r = ct_ruleset(&[], -300, &[ct]);
+    let why = r.ipv4.expect_err("refused");
+    assert_eq!(
+        why[0].to_string(),
+        "table inet t chain more: reads ct from prerouting chain pre at priority -300, before conntrack's (-200)"
+    );
+    assert!(ct_ruleset(&[], -199, &[ct]).ipv6.is_ok());
+    let other = r#"[{"match": {"op": "==", "left": {"ct": {"key": "mark"}}, "right": 1}}, {"drop": null}]"#;
+    let why = ct_ruleset(&[other], 0, &[]).ipv4.expect_err("refused");
+    assert!(
+        why[0].why.contains("ct mark is not compiled"),
+        "{}",
+        why[0]
+    );
 }
 
 fn stateless() -> (Filter, Filter) {
@@ -87,6 +166,8 @@ fn packet(ipv6: bool, saddr: &str, l4proto: u8, transport: Vec<u8>) -> Packet {
         nexthdr: l4proto,
         later_fragment: false,
         transport,
+        ct_state: 0,
+        ct_reply: false,
     }
 }
 

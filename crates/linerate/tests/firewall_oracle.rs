@@ -529,6 +529,7 @@ fn a_frame(r: &mut StdRng, tag: u32, ifs: (u32, u32)) -> (Vec<u8>, Packet) {
         nexthdr: l4proto,
         later_fragment: false,
         transport: f[l4..].to_vec(),
+        ..Default::default()
     };
     (f, p)
 }

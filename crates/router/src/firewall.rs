@@ -155,7 +155,7 @@ impl Compiled {
         Some(FwSlot {
             seq: 0,
             generation: self.generation,
-            key: FwKey { flow: *key, pad: 0 },
+            key: FwKey { flow: *key },
             verdict,
             counters_n: ids.len() as u8,
             counters,
@@ -361,6 +361,9 @@ fn family_of(j: &Judged) -> Result<Option<Family>, String> {
             .collect::<Vec<_>>()
             .join("; ")),
         Ok(f) if f.is_empty() => Ok(None),
+        Ok(f) if f.reads_ct() => {
+            Err("a rule reads ct (the fast path does not carry connections yet)".to_string())
+        }
         Ok(f) => {
             let reads = Reads::of(f).ok_or_else(|| {
                 format!(
@@ -489,6 +492,7 @@ mod tests {
                 &[0, 8, 0, 0],
             ]
             .concat(),
+            ..Default::default()
         };
         FlowKey::of(&p, &c.families[ipv6 as usize].as_ref().unwrap().reads)
     }
@@ -546,7 +550,7 @@ mod tests {
     fn a_refused_family_is_left_to_the_kernel_with_its_reason() {
         let ct = RULESET.replace(
             r#"{"match": {"op": "==", "left": {"meta": {"key": "oifname"}}, "right": "out0"}}"#,
-            r#"{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": "established"}}"#,
+            r#"{"match": {"op": "==", "left": {"ct": {"key": "mark"}}, "right": 1}}"#,
         );
         let rs = parse(&ct, &|_| None).unwrap();
         let (c, why) = Compiled::new(1, &rs, BTreeMap::new());

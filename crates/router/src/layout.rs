@@ -150,6 +150,7 @@ pub const FW_READ_SADDR: u8 = 4;
 pub const FW_READ_DADDR: u8 = 8;
 pub const FW_READ_L4PROTO: u8 = 16;
 pub const FW_READ_NEXTHDR: u8 = 32;
+pub const FW_READ_CT: u8 = 64;
 pub const FW_ACCEPT: u8 = 1;
 pub const FW_DROP: u8 = 2;
 pub const FW_KERNEL: u8 = 3;
@@ -175,13 +176,11 @@ pub struct FwState {
     pub reads: [[FwReads; 2]; 2],
 }
 
-/// A flow key as the program builds it: crates/firewall's FlowKey and
-/// four bytes of padding.
+/// A flow key as the program builds it: crates/firewall's FlowKey.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FwKey {
     pub flow: linerate_firewall::cache::FlowKey,
-    pub pad: u32,
 }
 
 #[repr(C)]
@@ -371,7 +370,8 @@ mod tests {
                 ("l4proto", key(offset_of!(FlowKey, l4proto))),
                 ("nexthdr", key(offset_of!(FlowKey, nexthdr))),
                 ("ipv6", key(offset_of!(FlowKey, ipv6))),
-                ("pad", offset_of!(FwKey, pad)),
+                ("ct", key(offset_of!(FlowKey, ct))),
+                ("pad", key(offset_of!(FlowKey, pad))),
             ],
         );
         check(

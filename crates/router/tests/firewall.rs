@@ -186,6 +186,7 @@ fn packet_of(f: &[u8], iif: u32, oif: u32, names: &BTreeMap<u32, String>) -> Pac
         nexthdr: proto,
         later_fragment: false,
         transport: payload,
+        ..Default::default()
     }
 }
 
