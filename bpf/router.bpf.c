@@ -385,4 +385,61 @@ int router_mb(struct xdp_md *ctx)
 	return route_frame(ctx, 1);
 }
 
+/* The control plane's keeper of the kernel's entries for the connections
+ * the fast path carries (conntrack.h), run with BPF_PROG_TEST_RUN: the
+ * frame is up to CT_KEEP_BATCH records. For each, the kernel's entry is
+ * looked up; if it is there and still one the fast path may carry, its
+ * timeout is set to `timeout_ms` from now (0: left alone) and the result
+ * is CT_KEEP_KEPT, else CT_KEEP_GONE: the control plane then forgets the
+ * connection. XDP_PASS once the records are done, XDP_ABORTED without the
+ * kfuncs. */
+_Static_assert(sizeof(struct ct_keep) == 48 && __builtin_offsetof(struct ct_keep, timeout_ms) == 40 &&
+		       __builtin_offsetof(struct ct_keep, result) == 44,
+	       "ct_keep: crates/router/src/layout.rs asserts the same");
+
+SEC("xdp")
+int ct_keeper(struct xdp_md *ctx)
+{
+	if (!ct_available())
+		return XDP_ABORTED;
+	for (int i = 0; i < CT_KEEP_BATCH; i++) {
+		struct ct_keep *r = (void *)(long)ctx->data + i * sizeof(struct ct_keep);
+
+		if ((void *)(r + 1) > (void *)(long)ctx->data_end)
+			break;
+		struct bpf_ct_opts___local opts = { .netns_id = -1, .l4proto = r->key.l4proto };
+		struct bpf_sock_tuple t;
+		__u32 size;
+
+		if (r->key.ipv6) {
+			__builtin_memcpy(t.ipv6.saddr, r->key.a, 16);
+			__builtin_memcpy(t.ipv6.daddr, r->key.b, 16);
+			t.ipv6.sport = r->key.aport;
+			t.ipv6.dport = r->key.bport;
+			size = sizeof(t.ipv6);
+		} else {
+			__builtin_memcpy(&t.ipv4.saddr, r->key.a, 4);
+			__builtin_memcpy(&t.ipv4.daddr, r->key.b, 4);
+			t.ipv4.sport = r->key.aport;
+			t.ipv4.dport = r->key.bport;
+			size = sizeof(t.ipv4);
+		}
+		struct nf_conn *ct = bpf_xdp_ct_lookup(ctx, &t, size, &opts, sizeof(opts));
+		if (!ct) {
+			r->result = CT_KEEP_GONE;
+			continue;
+		}
+		unsigned long status = ct->status;
+		if ((status & CT_NOT_CARRIED) || (status & CT_UDP_CARRIED) != CT_UDP_CARRIED) {
+			r->result = CT_KEEP_GONE;
+		} else {
+			if (r->timeout_ms)
+				bpf_ct_change_timeout(ct, r->timeout_ms);
+			r->result = CT_KEEP_KEPT;
+		}
+		bpf_ct_release(ct);
+	}
+	return XDP_PASS;
+}
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -11,6 +11,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "router_maps.h"
+#include "conntrack.h"
 
 /* What a hit brings: the rules whose counters the frame reaches. */
 struct fw_hit {
@@ -125,6 +126,13 @@ static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, 
 	if (fields & FW_READ_NEXTHDR)
 		k.nexthdr = nexthdr;
 	k.ipv6 = v6;
+	if (fields & FW_READ_CT) {
+		enum reason why = R_PASS_CT_OFF;
+
+		k.ct = ct_judge(ctx, l3, v6, l4, avail, l4proto, st->ct_flags, &why);
+		if (!k.ct)
+			return why;
+	}
 	if (end) {
 		__u32 have = avail < end ? avail : end;
 		__u64 t[2] = { 0, 0 };

@@ -38,6 +38,14 @@ enum reason {
 			      * the first buffer, or the egress cannot send multi-buffer XDP frames */
 	R_PASS_FW_MISS,      /* the firewall's verdict on the flow is not cached: the kernel judges it */
 	R_PASS_FW_KERNEL,    /* the firewall leaves it to the kernel (reject, too many counters) */
+	/* The ruleset reads the connection (ct state), and the kernel's
+	 * conntrack must see this packet (conntrack.h): */
+	R_PASS_CT_NONE,      /* no entry in the kernel's table: a new connection, or one gone */
+	R_PASS_CT_YOUNG,     /* an entry not yet established and assured */
+	R_PASS_CT_UNCARRIED, /* an entry with NAT, a helper, offloaded, or dying */
+	R_PASS_CT_PROTO,     /* a protocol the fast path does not carry connections of (TCP, ICMP, ...) */
+	R_PASS_CT_INVALID,   /* conntrack would find it invalid (UDP length or checksum) */
+	R_PASS_CT_OFF,       /* the stateful stage is off (no conntrack kfuncs in this kernel) */
 	R_DROP_MALFORMED,    /* shorter than the headers it claims */
 	R_DROP_FIREWALL,     /* dropped by the nftables ruleset, as the kernel would */
 	R_MAX
@@ -245,9 +253,17 @@ struct fw_reads {
  * are double-buffered by the generation's parity: the control plane fills
  * those of the next generation, then publishes it, so that a frame never
  * builds its key by one generation's reads and matches another's entries. */
+/* fw_state.ct_flags */
+#define FW_CT_ON 1        /* the conntrack kfuncs work here (the control plane checked) */
+#define FW_CT_CHECKSUM 2  /* net.netfilter.nf_conntrack_checksum: conntrack checks checksums */
+
+/* fw_key.ct */
+#define FW_CT_ESTABLISHED 2  /* ct state established (NF_CT_STATE_BIT(IP_CT_ESTABLISHED)) */
+#define FW_CT_REPLY 0x80
+
 struct fw_state {
 	__u32 generation;
-	__u32 pad;
+	__u32 ct_flags;   /* FW_CT_* */
 	struct fw_reads reads[2][2];  /* [generation & 1][ipv6] */
 };
 
@@ -291,6 +307,47 @@ struct fw_miss {
 	__u32 generation;
 	__u32 pad;
 };
+
+/* A connection the fast path carries (conntrack.h): its two ends in a
+ * canonical order, a before b. */
+struct ct_flow_key {
+	__u8 a[16];       /* network order; IPv4 in the first four bytes */
+	__u8 b[16];
+	__be16 aport;
+	__be16 bport;
+	__u8 l4proto;
+	__u8 ipv6;
+	__u8 pad[2];
+};
+
+struct ct_flow {
+	__u8 orig_from_a; /* its original direction goes from a to b */
+	__u8 pad[7];
+	/* bpf_ktime_get_coarse_ns of the last packet carried: the control
+	 * plane keeps the kernel's timeout running from it. */
+	__u64 seen;
+};
+
+#define CT_FLOWS (1 << 20)
+
+/* One record of ct_keeper's batch (router.bpf.c). */
+struct ct_keep {
+	struct ct_flow_key key;
+	__u32 timeout_ms;  /* in: the kernel's entry's timeout from now; 0: left alone */
+	__u32 result;      /* out: CT_KEEP_* */
+};
+
+#define CT_KEEP_BATCH 64
+#define CT_KEEP_GONE 1
+#define CT_KEEP_KEPT 2
+
+/* LRU: a connection pushed out is found again in the kernel's table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, CT_FLOWS);
+	__type(key, struct ct_flow_key);
+	__type(value, struct ct_flow);
+} ct_flows SEC(".maps");
 
 struct fw_rule_counter {
 	__u64 packets;

@@ -28,7 +28,7 @@ pub const NH_GROUP_BUCKETS: usize = 64;
 pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
-pub const REASONS: [&str; 25] = [
+pub const REASONS: [&str; 31] = [
     "forwarded",
     "pass_not_ip",
     "pass_not_ours",
@@ -52,6 +52,12 @@ pub const REASONS: [&str; 25] = [
     "pass_multibuf",
     "pass_fw_miss",
     "pass_fw_kernel",
+    "pass_ct_none",
+    "pass_ct_young",
+    "pass_ct_uncarried",
+    "pass_ct_proto",
+    "pass_ct_invalid",
+    "pass_ct_off",
     "drop_malformed",
     "drop_firewall",
 ];
@@ -151,6 +157,13 @@ pub const FW_READ_DADDR: u8 = 8;
 pub const FW_READ_L4PROTO: u8 = 16;
 pub const FW_READ_NEXTHDR: u8 = 32;
 pub const FW_READ_CT: u8 = 64;
+pub const FW_CT_ON: u32 = 1;
+pub const FW_CT_CHECKSUM: u32 = 2;
+pub const FW_CT_ESTABLISHED: u8 = 2;
+pub const FW_CT_REPLY: u8 = linerate_firewall::cache::CT_REPLY;
+pub const CT_KEEP_BATCH: usize = 64;
+pub const CT_KEEP_GONE: u32 = 1;
+pub const CT_KEEP_KEPT: u32 = 2;
 pub const FW_ACCEPT: u8 = 1;
 pub const FW_DROP: u8 = 2;
 pub const FW_KERNEL: u8 = 3;
@@ -171,7 +184,8 @@ pub struct FwReads {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FwState {
     pub generation: u32,
-    pub pad: u32,
+    /// FW_CT_*.
+    pub ct_flags: u32,
     /// `[generation & 1][ipv6]`.
     pub reads: [[FwReads; 2]; 2],
 }
@@ -181,6 +195,40 @@ pub struct FwState {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FwKey {
     pub flow: linerate_firewall::cache::FlowKey,
+}
+
+/// A connection the fast path carries: its two ends in canonical order
+/// (bpf/include/conntrack.h, ct_key_of).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CtFlowKey {
+    /// Network order; IPv4 in the first four bytes.
+    pub a: [u8; 16],
+    pub b: [u8; 16],
+    /// Network order.
+    pub aport: u16,
+    pub bport: u16,
+    pub l4proto: u8,
+    pub ipv6: u8,
+    pub pad: [u8; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtFlow {
+    pub orig_from_a: u8,
+    pub pad: [u8; 7],
+    /// CLOCK_MONOTONIC_COARSE ns of the last packet carried.
+    pub seen: u64,
+}
+
+/// One record of ct_keeper's batch.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtKeep {
+    pub key: CtFlowKey,
+    pub timeout_ms: u32,
+    pub result: u32,
 }
 
 #[repr(C)]
@@ -264,6 +312,9 @@ unsafe impl Pod for Iface {}
 unsafe impl Pod for NhGroup {}
 unsafe impl Pod for RouterCounters {}
 unsafe impl Pod for FwState {}
+unsafe impl Pod for CtFlowKey {}
+unsafe impl Pod for CtFlow {}
+unsafe impl Pod for CtKeep {}
 unsafe impl Pod for FwReads {}
 unsafe impl Pod for FwSlot {}
 unsafe impl Pod for FwMiss {}
@@ -283,7 +334,7 @@ mod tests {
         assert!(R_PASSES.clone().all(|i| REASONS[i].starts_with("pass_")));
         assert!(R_DROPS.clone().all(|i| REASONS[i].starts_with("drop_")));
         assert_eq!(R_PASSES.len() + R_DROPS.len(), R_MAX - 1);
-        assert_eq!(reason_index("pass_fw_kernel"), Some(R_DROP_MALFORMED - 1));
+        assert_eq!(reason_index("pass_ct_off"), Some(R_DROP_MALFORMED - 1));
         assert_eq!(reason_index("pass_nothing"), None);
         let mut c = RouterCounters::default();
         c.packets[R_FORWARDED] = 7;
@@ -351,7 +402,7 @@ mod tests {
             size_of::<FwState>(),
             vec![
                 ("generation", offset_of!(FwState, generation)),
-                ("pad", offset_of!(FwState, pad)),
+                ("ct_flags", offset_of!(FwState, ct_flags)),
                 ("reads", offset_of!(FwState, reads)),
             ],
         );
@@ -396,6 +447,38 @@ mod tests {
                 offset_of!(FwMiss, pad)
             ),
             (72, 64, 68)
+        );
+        check(
+            "ct_flow_key",
+            size_of::<CtFlowKey>(),
+            vec![
+                ("a", offset_of!(CtFlowKey, a)),
+                ("b", offset_of!(CtFlowKey, b)),
+                ("aport", offset_of!(CtFlowKey, aport)),
+                ("bport", offset_of!(CtFlowKey, bport)),
+                ("l4proto", offset_of!(CtFlowKey, l4proto)),
+                ("ipv6", offset_of!(CtFlowKey, ipv6)),
+                ("pad", offset_of!(CtFlowKey, pad)),
+            ],
+        );
+        check(
+            "ct_flow",
+            size_of::<CtFlow>(),
+            vec![
+                ("orig_from_a", offset_of!(CtFlow, orig_from_a)),
+                ("pad", offset_of!(CtFlow, pad)),
+                ("seen", offset_of!(CtFlow, seen)),
+            ],
+        );
+        // No map holds a ct_keep either (ct_keeper's frame does):
+        // router.bpf.c asserts the same.
+        assert_eq!(
+            (
+                size_of::<CtKeep>(),
+                offset_of!(CtKeep, timeout_ms),
+                offset_of!(CtKeep, result)
+            ),
+            (48, 40, 44)
         );
         check(
             "fw_rule_counter",

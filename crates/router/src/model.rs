@@ -45,6 +45,12 @@ pub mod reason {
     pub const MULTIBUF: &str = "pass_multibuf";
     pub const FW_MISS: &str = "pass_fw_miss";
     pub const FW_KERNEL: &str = "pass_fw_kernel";
+    pub const CT_NONE: &str = "pass_ct_none";
+    pub const CT_YOUNG: &str = "pass_ct_young";
+    pub const CT_UNCARRIED: &str = "pass_ct_uncarried";
+    pub const CT_PROTO: &str = "pass_ct_proto";
+    pub const CT_INVALID: &str = "pass_ct_invalid";
+    pub const CT_OFF: &str = "pass_ct_off";
     pub const DROP_MALFORMED: &str = "drop_malformed";
     pub const DROP_FIREWALL: &str = "drop_firewall";
 }

@@ -1,0 +1,379 @@
+/* The stateful firewall's connection stage (issue 24, docs/firewall.md
+ * "States"): for a ruleset that reads `ct state` or `ct direction`, the
+ * packet's connection as the kernel's conntrack holds it.
+ *
+ * The kernel stays the judge of every connection and of its state machine:
+ * the fast path carries a packet only where the kernel, seeing it, would
+ * find an established connection and change nothing but the entry's
+ * timeout. For UDP that is an entry confirmed, seen both ways and assured
+ * (the kernel sets ASSURED on the first packet two seconds after the
+ * first, nf_conntrack_udp_packet; after it every packet only refreshes
+ * the timeout to nf_conntrack_udp_timeout_stream), without NAT, helper,
+ * offload or template, and a packet conntrack would not find invalid
+ * (udp_error: its length, and its checksum where nf_conntrack_checksum
+ * is on). Everything else goes to the kernel, which creates, advances,
+ * or judges the entry itself: no entry (a new connection, or one gone),
+ * a young one, TCP (its window tracking changes the entry on every
+ * packet, which nothing outside the kernel can write), other protocols.
+ *
+ * Finding a connection in the kernel's table costs about 200 ns (the
+ * kfunc takes a reference, `linerate bench conntrack`): it is done once
+ * per connection, which is then kept in `ct_flows`, keyed by the
+ * connection's two ends in a canonical order, with the direction its
+ * original packets go in. The control plane deletes an entry when the
+ * kernel's goes (conntrack's destroy events) and keeps the kernel's
+ * timeout running for carried flows from the `seen` time the fast path
+ * writes (bpf_ct_change_timeout in ct_keeper, in batches): a flow that
+ * stops expires on the kernel's schedule. */
+#ifndef LINERATE_CONNTRACK_H
+#define LINERATE_CONNTRACK_H
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "router_maps.h"
+
+/* enum ip_conntrack_status (nf_conntrack_common.h). */
+#define IPS_SEEN_REPLY (1 << 1)
+#define IPS_ASSURED (1 << 2)
+#define IPS_CONFIRMED (1 << 3)
+#define IPS_NAT_MASK (3 << 4)
+#define IPS_NAT_DONE_MASK (3 << 7)
+#define IPS_DYING (1 << 9)
+#define IPS_TEMPLATE (1 << 11)
+#define IPS_UNTRACKED (1 << 12)
+#define IPS_HELPER (1 << 13)
+#define IPS_OFFLOAD (1 << 14)
+#define IPS_HW_OFFLOAD (1 << 15)
+
+/* An entry whose packets change more than its timeout, or do not go
+ * where their tuple says. */
+#define CT_NOT_CARRIED                                                                    \
+	(IPS_NAT_MASK | IPS_NAT_DONE_MASK | IPS_DYING | IPS_TEMPLATE | IPS_UNTRACKED |    \
+	 IPS_HELPER | IPS_OFFLOAD | IPS_HW_OFFLOAD)
+#define CT_UDP_CARRIED (IPS_CONFIRMED | IPS_SEEN_REPLY | IPS_ASSURED)
+
+/* The kernel's structs, as far as they are read here, relocated against
+ * its BTF (CO-RE). Structs, not forward declarations: libbpf holds a
+ * kfunc's argument types to the kernel's by kind. */
+union nf_inet_addr {
+	__u32 all[4];
+} __attribute__((preserve_access_index));
+
+union nf_conntrack_man_proto {
+	__be16 all;
+} __attribute__((preserve_access_index));
+
+struct nf_conntrack_man {
+	union nf_inet_addr u3;
+	union nf_conntrack_man_proto u;
+} __attribute__((preserve_access_index));
+
+struct nf_conntrack_tuple {
+	struct nf_conntrack_man src;
+} __attribute__((preserve_access_index));
+
+struct nf_conntrack_tuple_hash {
+	struct nf_conntrack_tuple tuple;
+} __attribute__((preserve_access_index));
+
+struct nf_conn {
+	unsigned long status;
+	__u32 timeout;
+	struct nf_conntrack_tuple_hash tuplehash[2];
+} __attribute__((preserve_access_index));
+
+/* The kfuncs' options in their first, 12-byte shape, which the kernel
+ * still takes (later kernels add zone fields up to 16 bytes). Not
+ * relocated: relocated against a 16-byte kernel struct, the last field
+ * would be written past the 12 bytes on the stack. */
+struct bpf_ct_opts___local {
+	__s32 netns_id;
+	__s32 error;
+	__u8 l4proto;
+	__u8 reserved[3];
+};
+
+/* Weak: on a kernel without them the program still loads, and the
+ * stateful part is off (ct_available). */
+extern struct nf_conn *bpf_xdp_ct_lookup(struct xdp_md *, struct bpf_sock_tuple *, __u32,
+					 struct bpf_ct_opts___local *, __u32) __ksym __weak;
+extern void bpf_ct_release(struct nf_conn *) __ksym __weak;
+extern int bpf_ct_change_timeout(struct nf_conn *, __u32) __ksym __weak;
+
+/* (libbpf's bpf_helpers.h has it from 1.2; Debian 12's is 1.1.) */
+#ifndef bpf_ksym_exists
+#define bpf_ksym_exists(sym) (!!(sym))
+#endif
+
+static __always_inline int ct_available(void)
+{
+	return bpf_ksym_exists(bpf_xdp_ct_lookup) && bpf_ksym_exists(bpf_ct_release) &&
+	       bpf_ksym_exists(bpf_ct_change_timeout);
+}
+
+/* Whether side (a, ap) sorts before (b, bp): the canonical order of a
+ * connection's two ends in its key. Any total order will do. */
+static __always_inline int ct_side_first(const __u32 *a, __be16 ap, const __u32 *b, __be16 bp,
+					 const int v6)
+{
+	if (v6) {
+#pragma unroll
+		for (int i = 0; i < 4; i++)
+			if (a[i] != b[i])
+				return a[i] < b[i];
+	} else if (a[0] != b[0]) {
+		return a[0] < b[0];
+	}
+	return ap < bp;
+}
+
+/* A packet's transport, as the stage reads it: addresses and ports in
+ * network order. */
+struct ct_packet {
+	const __u32 *saddr;
+	const __u32 *daddr;
+	__be16 sport;
+	__be16 dport;
+	__u8 l4proto;
+};
+
+/* Whether `len` bytes of the frame from `off`, summed in ones'-complement
+ * arithmetic with `sum` (the pseudo-header), make a checksum that holds.
+ * A function of its own, verified once (global): its loops, inlined, would
+ * multiply the verifier's paths through the rest of the program. The
+ * bytes in 512-byte blocks through bpf_csum_diff (the kernel's
+ * csum_partial), then 64-byte blocks, then 32-bit words, then the last
+ * bytes; summed as loaded (little-endian), which only swaps the bytes of
+ * the folded sum. */
+__attribute__((noinline)) int ct_sum_holds(struct xdp_md *ctx, __u32 off, __u32 len, __u64 sum)
+{
+	const __u8 *p = (const __u8 *)(long)ctx->data;
+	const __u8 *end = (const __u8 *)(long)ctx->data_end;
+
+	if (off > 256 || len > 9216)
+		return 0;
+	p += off;
+	off = 0;
+	for (int i = 0; i < 18; i++) {
+		if (len - off < 512)
+			break;
+		if (p + off + 512 > end)
+			return 0;
+		sum += (__u32)bpf_csum_diff(0, 0, (__be32 *)(p + off), 512, 0);
+		off += 512;
+	}
+	for (int i = 0; i < 7; i++) {
+		if (len - off < 64)
+			break;
+		if (p + off + 64 > end)
+			return 0;
+		sum += (__u32)bpf_csum_diff(0, 0, (__be32 *)(p + off), 64, 0);
+		off += 64;
+	}
+	for (int i = 0; i < 15; i++) {
+		if (len - off < 4)
+			break;
+		if (p + off + 4 > end)
+			return 0;
+		sum += *(const __u32 *)(p + off);
+		off += 4;
+	}
+	__u32 left = len - off, tail = 0;
+	if (left > 0) {
+		if (p + off + 1 > end)
+			return 0;
+		tail = p[off];
+	}
+	if (left > 1) {
+		if (p + off + 2 > end)
+			return 0;
+		tail |= (__u32)p[off + 1] << 8;
+	}
+	if (left > 2) {
+		if (p + off + 3 > end)
+			return 0;
+		tail |= (__u32)p[off + 2] << 16;
+	}
+	sum += tail;
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
+/* Whether conntrack would find this UDP datagram invalid (udp_error):
+ * shorter than its header, a length field past the IP payload or below
+ * the header, or, with `check_sum` (nf_conntrack_checksum), a non-zero
+ * checksum that does not hold over the whole IP payload (nf_checksum's
+ * pseudo-header carries the payload's length, not the UDP length). */
+static __always_inline int ct_udp_invalid(struct xdp_md *ctx, const void *l3, const int v6,
+					  const __u8 *l4, __u32 avail, int check_sum)
+{
+	const __u8 *end = (const __u8 *)(long)ctx->data_end;
+	const struct udphdr *u = (const void *)l4;
+
+	if (avail < sizeof(*u) || (const __u8 *)(u + 1) > end)
+		return 1;
+	__u32 ulen = bpf_ntohs(u->len);
+	if (ulen > avail || ulen < sizeof(*u))
+		return 1;
+	if (!u->check || !check_sum)
+		return 0;
+	__u64 s = 0;
+	if (v6) {
+		const struct ipv6hdr *ip6 = l3;
+		const __u32 *a = (const __u32 *)&ip6->saddr;
+#pragma unroll
+		for (int i = 0; i < 8; i++)
+			s += a[i];
+	} else {
+		const struct iphdr *ip = l3;
+
+		s += ip->saddr;
+		s += ip->daddr;
+	}
+	s += bpf_htons((__u16)avail);
+	s += bpf_htons(IPPROTO_UDP);
+	return !ct_sum_holds(ctx, l4 - (const __u8 *)(long)ctx->data, avail, s);
+}
+
+/* The key of a packet's connection, and whether the packet goes from the
+ * key's side a. */
+static __always_inline int ct_key_of(const struct ct_packet *p, const int v6,
+				     struct ct_flow_key *k)
+{
+	int from_a = ct_side_first(p->saddr, p->sport, p->daddr, p->dport, v6);
+	const __u32 *a = from_a ? p->saddr : p->daddr, *b = from_a ? p->daddr : p->saddr;
+
+	__builtin_memset(k, 0, sizeof(*k));
+	__builtin_memcpy(k->a, a, v6 ? 16 : 4);
+	__builtin_memcpy(k->b, b, v6 ? 16 : 4);
+	k->aport = from_a ? p->sport : p->dport;
+	k->bport = from_a ? p->dport : p->sport;
+	k->l4proto = p->l4proto;
+	k->ipv6 = v6;
+	return from_a;
+}
+
+/* Finds the packet's connection in the kernel's table and, if the fast
+ * path may carry it, keeps it in ct_flows: R_FORWARDED with the entry, or
+ * why the packet goes to the kernel. */
+static __always_inline enum reason ct_fill(struct xdp_md *ctx, const struct ct_packet *p,
+					   const int v6, const struct ct_flow_key *k, int from_a,
+					   struct ct_flow **out)
+{
+	struct bpf_ct_opts___local opts = { .netns_id = -1, .l4proto = p->l4proto };
+	struct bpf_sock_tuple t;
+	__u32 size;
+
+	if (v6) {
+		__builtin_memcpy(t.ipv6.saddr, p->saddr, 16);
+		__builtin_memcpy(t.ipv6.daddr, p->daddr, 16);
+		t.ipv6.sport = p->sport;
+		t.ipv6.dport = p->dport;
+		size = sizeof(t.ipv6);
+	} else {
+		t.ipv4.saddr = p->saddr[0];
+		t.ipv4.daddr = p->daddr[0];
+		t.ipv4.sport = p->sport;
+		t.ipv4.dport = p->dport;
+		size = sizeof(t.ipv4);
+	}
+	struct nf_conn *ct = bpf_xdp_ct_lookup(ctx, &t, size, &opts, sizeof(opts));
+	if (!ct)
+		return R_PASS_CT_NONE;
+	unsigned long status = ct->status;
+	/* The original direction's source: this packet's, or the other end's. */
+	__u32 o0 = ct->tuplehash[0].tuple.src.u3.all[0], o1 = 0, o2 = 0, o3 = 0;
+	__be16 oport = ct->tuplehash[0].tuple.src.u.all;
+	if (v6) {
+		o1 = ct->tuplehash[0].tuple.src.u3.all[1];
+		o2 = ct->tuplehash[0].tuple.src.u3.all[2];
+		o3 = ct->tuplehash[0].tuple.src.u3.all[3];
+	}
+	bpf_ct_release(ct);
+	if (status & CT_NOT_CARRIED)
+		return R_PASS_CT_UNCARRIED;
+	if ((status & CT_UDP_CARRIED) != CT_UDP_CARRIED)
+		return R_PASS_CT_YOUNG;
+	int orig_from_src = o0 == p->saddr[0] && oport == p->sport &&
+			    (!v6 || (o1 == p->saddr[1] && o2 == p->saddr[2] && o3 == p->saddr[3]));
+	struct ct_flow f = {
+		/* The original direction leaves from a if this packet does and is
+		 * original, or neither. */
+		.orig_from_a = from_a == orig_from_src,
+		.seen = bpf_ktime_get_coarse_ns(),
+	};
+	bpf_map_update_elem(&ct_flows, k, &f, BPF_ANY);
+	*out = bpf_map_lookup_elem(&ct_flows, k);
+	return *out ? R_FORWARDED : R_PASS_CT_NONE;
+}
+
+/* The packet's `ct` byte for the firewall's key (its state bit, FW_CT_REPLY
+ * in the reply direction), or 0 and why it goes to the kernel in `why`.
+ * `l4`: the transport header, `avail` its bytes within the IP packet. */
+static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const int v6,
+				     const __u8 *l4, __u32 avail, __u8 l4proto, __u32 ct_flags,
+				     enum reason *why)
+{
+	const __u8 *end = (const __u8 *)(long)ctx->data_end;
+
+	if (!ct_available() || !(ct_flags & FW_CT_ON)) {
+		*why = R_PASS_CT_OFF;
+		return 0;
+	}
+	if (l4proto != IPPROTO_UDP) {
+		*why = R_PASS_CT_PROTO;
+		return 0;
+	}
+	if (ct_udp_invalid(ctx, l3, v6, l4, avail, ct_flags & FW_CT_CHECKSUM)) {
+		*why = R_PASS_CT_INVALID;
+		return 0;
+	}
+	if (l4 + 4 > end) {
+		*why = R_PASS_CT_INVALID;
+		return 0;
+	}
+	struct ct_packet p = {
+		.sport = *(const __be16 *)l4,
+		.dport = *(const __be16 *)(l4 + 2),
+		.l4proto = l4proto,
+	};
+	if (v6) {
+		const struct ipv6hdr *ip6 = l3;
+
+		p.saddr = (const __u32 *)&ip6->saddr;
+		p.daddr = (const __u32 *)&ip6->daddr;
+	} else {
+		const struct iphdr *ip = l3;
+
+		p.saddr = &ip->saddr;
+		p.daddr = &ip->daddr;
+	}
+	struct ct_flow_key k;
+	int from_a = ct_key_of(&p, v6, &k);
+	struct ct_flow *f = bpf_map_lookup_elem(&ct_flows, &k);
+	if (!f) {
+		enum reason r = ct_fill(ctx, &p, v6, &k, from_a, &f);
+
+		if (r != R_FORWARDED || !f) {
+			*why = r;
+			return 0;
+		}
+	} else {
+		__u64 now = bpf_ktime_get_coarse_ns();
+
+		if (f->seen != now)
+			f->seen = now;
+	}
+	return FW_CT_ESTABLISHED | (from_a == f->orig_from_a ? 0 : FW_CT_REPLY);
+}
+
+#endif
