@@ -269,7 +269,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
         })?;
         let read_ms = t.elapsed().as_secs_f64() * 1e3;
         let t = Instant::now();
-        let (c, refused) = Compiled::new(0, &ruleset, names.clone());
+        let (c, refused) = Compiled::new(0, &ruleset, names.clone(), false);
         if let Some(why) = refused[0].as_ref() {
             bail!("{name}: the firewall cannot judge it: {why}");
         }
@@ -363,7 +363,8 @@ pub fn element_rate(ns: &str, elements: u32, per_transaction: u32) -> Result<Vec
     }
     let fp = FastPath::load()?;
     let record = format!("{ns}-bench");
-    let fw = linerate_router::fw_thread::FwThread::start(fp.fw_maps()?, Some(record.clone()))?;
+    let fw =
+        linerate_router::fw_thread::FwThread::start(fp.fw_maps()?, Some(record.clone()), false)?;
     if !fw.follows_nftables() {
         bail!("cannot follow nf_tables' notifications here");
     }

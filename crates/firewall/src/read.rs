@@ -245,7 +245,11 @@ impl Family {
             if b.hook != Hook::Prerouting || b.priority > CONNTRACK_PRIORITY {
                 continue;
             }
-            if let Some(c) = f.reachable(b.chain).into_iter().find(|&c| f.chain_reads_ct(c)) {
+            if let Some(c) = f
+                .reachable(b.chain)
+                .into_iter()
+                .find(|&c| f.chain_reads_ct(c))
+            {
                 let (base, at) = (&f.chains[b.chain], &f.chains[c]);
                 refused.push(NotCompiled {
                     table: at.table.clone(),

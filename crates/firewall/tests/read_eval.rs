@@ -104,13 +104,10 @@ fn a_ct_match_before_conntracks_hook_is_refused() {
         "table inet t chain more: reads ct from prerouting chain pre at priority -300, before conntrack's (-200)"
     );
     assert!(ct_ruleset(&[], -199, &[ct]).ipv6.is_ok());
-    let other = r#"[{"match": {"op": "==", "left": {"ct": {"key": "mark"}}, "right": 1}}, {"drop": null}]"#;
+    let other =
+        r#"[{"match": {"op": "==", "left": {"ct": {"key": "mark"}}, "right": 1}}, {"drop": null}]"#;
     let why = ct_ruleset(&[other], 0, &[]).ipv4.expect_err("refused");
-    assert!(
-        why[0].why.contains("ct mark is not compiled"),
-        "{}",
-        why[0]
-    );
+    assert!(why[0].why.contains("ct mark is not compiled"), "{}", why[0]);
 }
 
 fn stateless() -> (Filter, Filter) {

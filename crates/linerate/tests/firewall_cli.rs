@@ -74,7 +74,10 @@ fn the_rule_that_keeps_a_family_in_the_kernel_is_named() {
             "{v}"
         );
         assert!(
-            r["why"].as_str().unwrap().starts_with("ct mark is not compiled"),
+            r["why"]
+                .as_str()
+                .unwrap()
+                .starts_with("ct mark is not compiled"),
             "{v}"
         );
         handles.push(r["handle"].as_u64().unwrap());

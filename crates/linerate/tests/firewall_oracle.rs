@@ -580,7 +580,7 @@ fn kernel_counters(lab: &str) -> BTreeMap<(String, String, String, u64), u64> {
 /// Waits until the router's firewall judges `ruleset`'s chains (as the
 /// firewall would name them), and a generation later than the last.
 fn wait_for_firewall(record: &str, ruleset: &linerate_firewall::Ruleset, seed: u64) {
-    let (c, _) = linerate_router::firewall::Compiled::new(0, ruleset, Default::default());
+    let (c, _) = linerate_router::firewall::Compiled::new(0, ruleset, Default::default(), false);
     let want = c.covered().map(|s| s.into_iter().collect::<Vec<_>>());
     let t = std::time::Instant::now();
     loop {

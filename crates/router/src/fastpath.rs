@@ -235,6 +235,11 @@ impl FastPath {
         crate::fw_maps::FwMaps::open(&self.obj)
     }
 
+    /// The connection table and its keeper (crate::conntrack).
+    pub fn ct_maps(&self) -> Result<crate::conntrack::CtMaps> {
+        crate::conntrack::CtMaps::open(&self.obj)
+    }
+
     /// The kernel's id of the counters map (for `linerate stats`).
     pub fn stats_map_id(&self) -> Result<u32> {
         Ok(loader::map(&self.obj, "router_stats")?.info()?.info.id)

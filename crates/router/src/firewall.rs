@@ -11,8 +11,8 @@
 //! (crate::fw_thread) writes it.
 use crate::layout::{
     FwKey, FwReads, FwSlot, FW_ACCEPT, FW_CACHE_SETS, FW_CACHE_WAYS, FW_DROP, FW_ENTRY_COUNTERS,
-    FW_KERNEL, FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR, FW_READ_OIF,
-    FW_READ_SADDR,
+    FW_KERNEL, FW_READ_CT, FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR,
+    FW_READ_OIF, FW_READ_SADDR,
 };
 use linerate_firewall::cache::{self, FlowKey, Reads};
 use linerate_firewall::ruleset::{Filter, Judged, Ruleset};
@@ -56,16 +56,19 @@ impl Compiled {
     /// Generation `generation` of `ruleset`; a family the reader refused,
     /// or whose rules read what a key does not hold, is left out, and why
     /// is said in the second value (`[ipv6]`, None: compiled or empty).
+    /// `ct`: the fast path can find connections in the kernel's conntrack
+    /// (FW_CT_ON); without it a family whose rules read them is left out.
     pub fn new(
         generation: u32,
         ruleset: &Ruleset,
         names: BTreeMap<u32, String>,
+        ct: bool,
     ) -> (Compiled, [Option<String>; 2]) {
         let mut why = [None, None];
         let mut families = [None, None];
         for ipv6 in [false, true] {
             let i = ipv6 as usize;
-            match family_of(ruleset.family(ipv6)) {
+            match family_of(ruleset.family(ipv6), ct) {
                 Ok(f) => families[i] = f,
                 Err(e) => why[i] = Some(e),
             }
@@ -353,7 +356,7 @@ pub fn learn(table: &mut impl FwTable, c: &Compiled, key: &FlowKey, evict: bool)
 
 /// A family's filter, None if nothing filters it, or why the fast path
 /// cannot judge it.
-fn family_of(j: &Judged) -> Result<Option<Family>, String> {
+fn family_of(j: &Judged, ct: bool) -> Result<Option<Family>, String> {
     match j {
         Err(refused) => Err(refused
             .iter()
@@ -361,9 +364,10 @@ fn family_of(j: &Judged) -> Result<Option<Family>, String> {
             .collect::<Vec<_>>()
             .join("; ")),
         Ok(f) if f.is_empty() => Ok(None),
-        Ok(f) if f.reads_ct() => {
-            Err("a rule reads ct (the fast path does not carry connections yet)".to_string())
-        }
+        Ok(f) if f.reads_ct() && !ct => Err(
+            "a rule reads ct, and the fast path cannot find connections here (no XDP conntrack kfuncs in this kernel)"
+                .to_string(),
+        ),
         Ok(f) => {
             let reads = Reads::of(f).ok_or_else(|| {
                 format!(
@@ -389,6 +393,7 @@ pub fn fw_reads(r: &Reads) -> FwReads {
         (r.daddr, FW_READ_DADDR),
         (r.l4proto, FW_READ_L4PROTO),
         (r.nexthdr, FW_READ_NEXTHDR),
+        (r.ct, FW_READ_CT),
     ] {
         if on {
             fields |= bit;
@@ -469,7 +474,7 @@ mod tests {
     fn compiled(generation: u32) -> Compiled {
         let rs = parse(RULESET, &|_| None).unwrap();
         let names = BTreeMap::from([(3, "out0".to_string()), (2, "in0".to_string())]);
-        let (c, why) = Compiled::new(generation, &rs, names);
+        let (c, why) = Compiled::new(generation, &rs, names, true);
         assert_eq!(why, [None, None]);
         c
     }
@@ -553,7 +558,7 @@ mod tests {
             r#"{"match": {"op": "==", "left": {"ct": {"key": "mark"}}, "right": 1}}"#,
         );
         let rs = parse(&ct, &|_| None).unwrap();
-        let (c, why) = Compiled::new(1, &rs, BTreeMap::new());
+        let (c, why) = Compiled::new(1, &rs, BTreeMap::new(), true);
         assert!(c.families.iter().all(Option::is_none));
         for w in why {
             let w = w.expect("a reason");
@@ -576,7 +581,7 @@ mod tests {
                     "expr": [{"match": {"op": "==", "left": {"payload": {"protocol": "ip", "field": "saddr"}}, "right": "@nets"}}, {"accept": null}]}}
         ]}"#;
         let rs = parse(json, &|_| None).unwrap();
-        let (mut c, why) = Compiled::new(1, &rs, BTreeMap::new());
+        let (mut c, why) = Compiled::new(1, &rs, BTreeMap::new(), true);
         assert_eq!(why, [None, None]);
         let verdict = |c: &Compiled, port: u16| {
             let p = linerate_firewall::Packet {
@@ -670,7 +675,7 @@ mod tests {
             let elements: Vec<RawElement> = kernel.iter().map(|&(v, end)| raw(v, end)).collect();
             let source = move |_: &TableId, _: &str| Ok(elements.clone());
             let rs = linerate_firewall::read::parse_with(json, &|_| None, Some(&source)).unwrap();
-            let (c, why) = Compiled::new(1, &rs, BTreeMap::new());
+            let (c, why) = Compiled::new(1, &rs, BTreeMap::new(), true);
             assert_eq!(why, [None, None]);
             c
         };

@@ -4,8 +4,9 @@
 //! it reports, the verdicts, the counts), as the rest of the model.
 use crate::firewall::{set_of, slot_index, FwTable};
 use crate::layout::{
-    FwKey, FwMiss, FwReads, FwRuleCounter, FwSlot, FwState, FW_ACCEPT, FW_DROP, FW_KERNEL,
-    FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR, FW_READ_OIF, FW_READ_SADDR,
+    FwKey, FwMiss, FwReads, FwRuleCounter, FwSlot, FwState, FW_ACCEPT, FW_CT_ON, FW_DROP,
+    FW_KERNEL, FW_READ_CT, FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR,
+    FW_READ_OIF, FW_READ_SADDR,
 };
 use crate::model::reason;
 use linerate_firewall::cache::TRANSPORT_BYTES;
@@ -73,6 +74,17 @@ impl FwModel {
             k.flow.nexthdr = f.nexthdr;
         }
         k.flow.ipv6 = f.ipv6 as u8;
+        // The connection stage (bpf/include/conntrack.h) reads the kernel's
+        // conntrack table, which the model does not hold: it is held to
+        // the kernel itself (crates/linerate/tests/stateful_cli.rs). Off,
+        // the program passes such frames, and so does the model.
+        if on(FW_READ_CT) {
+            assert!(
+                self.state.ct_flags & FW_CT_ON == 0,
+                "the model has no conntrack to judge a ct-reading ruleset by"
+            );
+            return FwOutcome::Pass(reason::CT_OFF);
+        }
         let end = rd.transport_end as usize;
         if end > 0 {
             let have = f.avail.min(end).min(TRANSPORT_BYTES);

@@ -66,8 +66,10 @@ pub struct FwThread {
 impl FwThread {
     /// Starts the thread on the fast path's firewall maps; it inherits the
     /// caller's network namespace, keeps router `record`'s firewall record
-    /// (crate::stats), and ends when this is dropped.
-    pub fn start(maps: FwMaps, record: Option<String>) -> Result<FwThread> {
+    /// (crate::stats), and ends when this is dropped. `ct`: the fast path
+    /// finds connections (fw_state's FW_CT_ON, crate::conntrack), so that
+    /// rulesets reading them are compiled.
+    pub fn start(maps: FwMaps, record: Option<String>, ct: bool) -> Result<FwThread> {
         // SAFETY: eventfd has no preconditions; checked below.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
@@ -96,6 +98,7 @@ impl FwThread {
                 let told = their_news.clone();
                 if let Err(e) = run(
                     maps,
+                    ct,
                     notices,
                     their_wake,
                     their_jobs,
@@ -254,6 +257,7 @@ const RECORD_EVERY: Duration = Duration::from_millis(200);
 
 fn run(
     maps: FwMaps,
+    ct: bool,
     notices: Option<netlink_sys::Socket>,
     wake: OwnedFd,
     jobs: Receiver<Job>,
@@ -402,7 +406,7 @@ fn run(
                 crate::nft_elements::dump(t, s)
             }) {
                 Ok(rs) => {
-                    let (c, refused) = Compiled::new(l.next_generation(), &rs, names.clone());
+                    let (c, refused) = Compiled::new(l.next_generation(), &rs, names.clone(), ct);
                     let covered = c.covered();
                     let generation = c.generation;
                     l.publish_ruleset(c);

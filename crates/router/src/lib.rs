@@ -1,6 +1,7 @@
 //! linerate's router: the XDP fast path (`bpf/router.bpf.c`), its maps, and
 //! the control plane that mirrors the kernel's tables into them.
 
+pub mod conntrack;
 pub mod dataplane;
 pub mod ecmp;
 pub mod fastpath;

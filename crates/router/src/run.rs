@@ -178,7 +178,24 @@ pub fn run(
         }
     }
     let mut monitor = Monitor::open()?;
-    let mut fw = FwThread::start(fp.fw_maps()?, Some(opts.record.clone()))?;
+    // The stateful firewall's connection stage: on where the kernel has
+    // the conntrack kfuncs (said once if not).
+    let ct_maps = fp.ct_maps()?;
+    let ct_flags = ct_maps.flags();
+    let ct_on = ct_flags & crate::layout::FW_CT_ON != 0;
+    let fw_maps = fp.fw_maps()?;
+    fw_maps.set_ct_flags(ct_flags);
+    if !ct_on {
+        tracing::info!(
+            "the stateful firewall is off: this kernel has no XDP conntrack kfuncs; rulesets reading ct stay the kernel's"
+        );
+    }
+    let _ct_thread = if ct_on {
+        Some(crate::conntrack::CtThread::start(ct_maps)?)
+    } else {
+        None
+    };
+    let mut fw = FwThread::start(fw_maps, Some(opts.record.clone()), ct_on)?;
     let mut mirror = Mirror::new(fp)?;
     // The first load is a resync of an empty mirror.
     mirror.resync_with(|apply| netlink::dump_all_each(|c| apply(&c)))?;

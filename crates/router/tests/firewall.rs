@@ -219,7 +219,7 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     std::fs::remove_file(&path).unwrap();
     loaded.unwrap();
     let ruleset = linerate_firewall::read_current().unwrap();
-    let (c, why) = Compiled::new(1, &ruleset, names.clone());
+    let (c, why) = Compiled::new(1, &ruleset, names.clone(), false);
     assert_eq!(why, [None, None]);
 
     // The program and the model: one route a family, out through fwt1.
@@ -333,7 +333,7 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     assert!(program_misses(&maps).is_empty());
 
     // A new generation: every entry stale at once.
-    let (c2, _) = Compiled::new(2, &ruleset, names.clone());
+    let (c2, _) = Compiled::new(2, &ruleset, names.clone(), false);
     firewall::publish(&mut maps, &c2);
     firewall::publish(model.fw_mut(), &c2);
     for f in &frames {

@@ -1,0 +1,534 @@
+//! The kernel's entries for the connections the fast path carries
+//! (bpf/include/conntrack.h, docs/firewall.md "States"): the stateful
+//! firewall's part of the control plane.
+//!
+//! The fast path keeps a connection in `ct_flows` once the kernel's
+//! conntrack holds it established and assured, and writes there when it
+//! last carried a packet of it. Two things keep the kernel's view true:
+//!
+//! - conntrack's destroy events (NFNLGRP_CONNTRACK_DESTROY): the entry is
+//!   forgotten when the kernel's goes (expired, `conntrack -D`, flushed),
+//!   so the connection's next packet is looked up in the kernel's table
+//!   again, and goes to the kernel if it is not there;
+//! - a sweep every [`sweep_every`]: for each connection carried since the
+//!   last sweep, the kernel's timeout is set to run from its last packet
+//!   (nf_conntrack_udp_timeout_stream after it, as the kernel's own
+//!   refresh would); every entry is checked against the kernel's (ct_keeper
+//!   in batches) and forgotten if the kernel's is gone or changed to one
+//!   the fast path does not carry. The sweep bounds how long an entry can
+//!   outlive the kernel's when events were lost (ENOBUFS sweeps at once).
+//!
+//! The kernel's timeout is thus kept from the fast path's `seen` times: a
+//! flow that stops expires on the kernel's schedule, to the sweep's
+//! coarse clock (a jiffy).
+use crate::layout::{
+    CtFlow, CtFlowKey, CtKeep, CT_KEEP_BATCH, CT_KEEP_GONE, CT_KEEP_KEPT, FW_CT_CHECKSUM, FW_CT_ON,
+};
+use crate::wire::{Message, WireError};
+use anyhow::{Context, Result};
+use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use linerate_bpf::layout::Pod;
+use linerate_bpf::test_run::{self, XdpAction};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+/// NFNLGRP_CONNTRACK_DESTROY.
+pub const NFNLGRP_CONNTRACK_DESTROY: u32 = 3;
+/// nfnetlink's conntrack subsystem, and its delete message.
+const NFNL_SUBSYS_CTNETLINK: u16 = 1;
+const IPCTNL_MSG_CT_DELETE: u16 = 2;
+const NFGENMSG: usize = 4;
+const CTA_TUPLE_ORIG: u16 = 1;
+const CTA_TUPLE_IP: u16 = 1;
+const CTA_TUPLE_PROTO: u16 = 2;
+const CTA_IP_V4_SRC: u16 = 1;
+const CTA_IP_V4_DST: u16 = 2;
+const CTA_IP_V6_SRC: u16 = 3;
+const CTA_IP_V6_DST: u16 = 4;
+const CTA_PROTO_NUM: u16 = 1;
+const CTA_PROTO_SRC_PORT: u16 = 2;
+const CTA_PROTO_DST_PORT: u16 = 3;
+
+/// One end of a connection: address (network order, IPv4 in the first
+/// four bytes) and port (network order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct End {
+    pub addr: [u8; 16],
+    pub port: [u8; 2],
+}
+
+/// Whether end `a` sorts before `b` as the fast path orders a key's ends
+/// (ct_side_first): 32-bit words as x86 loads them, then the ports as
+/// loaded.
+fn first(a: &End, b: &End, ipv6: bool) -> bool {
+    let words = if ipv6 { 4 } else { 1 };
+    for i in 0..words {
+        let w = |e: &End| u32::from_le_bytes(e.addr[i * 4..i * 4 + 4].try_into().unwrap());
+        if w(a) != w(b) {
+            return w(a) < w(b);
+        }
+    }
+    u16::from_le_bytes(a.port) < u16::from_le_bytes(b.port)
+}
+
+/// The fast path's key of the connection from `src` to `dst`
+/// (ct_key_of), and whether `src` is its side a.
+pub fn key_of(src: &End, dst: &End, l4proto: u8, ipv6: bool) -> (CtFlowKey, bool) {
+    let from_a = first(src, dst, ipv6);
+    let (a, b) = if from_a { (src, dst) } else { (dst, src) };
+    (
+        CtFlowKey {
+            a: a.addr,
+            b: b.addr,
+            aport: u16::from_ne_bytes(a.port),
+            bport: u16::from_ne_bytes(b.port),
+            l4proto,
+            ipv6: ipv6 as u8,
+            pad: [0; 2],
+        },
+        from_a,
+    )
+}
+
+/// The key of the connection a conntrack destroy event names (its
+/// original tuple); None for another message or a tuple without ports.
+pub fn destroyed(m: &Message) -> Result<Option<CtFlowKey>, WireError> {
+    if m.kind() != (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE {
+        return Ok(None);
+    }
+    let body = m.body("conntrack event", NFGENMSG)?;
+    let mut ends = [End {
+        addr: [0; 16],
+        port: [0; 2],
+    }; 2];
+    let (mut ipv6, mut proto, mut ports) = (false, None, 0);
+    for a in body.attributes() {
+        let a = a?;
+        if a.kind != CTA_TUPLE_ORIG {
+            continue;
+        }
+        for t in a.nested_attributes() {
+            let t = t?;
+            match t.kind {
+                CTA_TUPLE_IP => {
+                    for ip in t.nested_attributes() {
+                        let ip = ip?;
+                        match ip.kind {
+                            CTA_IP_V4_SRC | CTA_IP_V4_DST => {
+                                let v: [u8; 4] = ip.bytes()?;
+                                ends[(ip.kind == CTA_IP_V4_DST) as usize].addr[..4]
+                                    .copy_from_slice(&v);
+                            }
+                            CTA_IP_V6_SRC | CTA_IP_V6_DST => {
+                                ends[(ip.kind == CTA_IP_V6_DST) as usize].addr = ip.bytes()?;
+                                ipv6 = true;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                CTA_TUPLE_PROTO => {
+                    for p in t.nested_attributes() {
+                        let p = p?;
+                        match p.kind {
+                            CTA_PROTO_NUM => proto = Some(p.u8()?),
+                            CTA_PROTO_SRC_PORT | CTA_PROTO_DST_PORT => {
+                                ends[(p.kind == CTA_PROTO_DST_PORT) as usize].port = p.bytes()?;
+                                ports += 1;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(match proto {
+        Some(proto) if ports == 2 => Some(key_of(&ends[0], &ends[1], proto, ipv6).0),
+        _ => None,
+    })
+}
+
+/// What a sweep asks ct_keeper for one connection: its kernel timeout
+/// set to run `timeout_ms` from now (0: only checked). Carried since
+/// the last sweep (`seen` after `since`): the stream timeout from its last
+/// packet, at least a millisecond (a flow past it is the kernel's to
+/// expire, which it has or is about to).
+pub fn keep_request(flow: &CtFlow, now_ns: u64, since_ns: u64, stream: Duration) -> u32 {
+    if flow.seen <= since_ns {
+        return 0;
+    }
+    let age = Duration::from_nanos(now_ns.saturating_sub(flow.seen));
+    // Rounded up: the kernel's jiffies round up too (msecs_to_jiffies).
+    stream
+        .saturating_sub(age)
+        .as_nanos()
+        .div_ceil(1_000_000)
+        .clamp(1, u32::MAX as u128) as u32
+}
+
+/// How often the sweep runs: a quarter of the stream timeout (the kernel's
+/// entry of a flow carried all along never has less than half of it
+/// left), between a second and ten.
+pub fn sweep_every(stream: Duration) -> Duration {
+    (stream / 4).clamp(Duration::from_secs(1), Duration::from_secs(10))
+}
+
+/// CLOCK_MONOTONIC_COARSE in ns: bpf_ktime_get_coarse_ns's clock.
+pub fn coarse_now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid clock id and timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A conntrack sysctl of the calling thread's network namespace (None:
+/// not there, no conntrack).
+fn sysctl(name: &str) -> Option<u64> {
+    std::fs::read_to_string(format!("/proc/sys/net/netfilter/{name}"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// nf_conntrack_udp_timeout_stream (120 s where it cannot be read).
+pub fn udp_stream_timeout() -> Duration {
+    Duration::from_secs(sysctl("nf_conntrack_udp_timeout_stream").unwrap_or(120))
+}
+
+/// What a sweep did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Entries looked at.
+    pub entries: u64,
+    /// Kernel timeouts set (carried since the last sweep).
+    pub refreshed: u64,
+    /// Entries forgotten: the kernel's was gone or not carried any more.
+    pub forgotten: u64,
+}
+
+/// The fast path's connection table and its keeper program.
+pub struct CtMaps {
+    keeper: OwnedFd,
+    flows: MapHandle,
+}
+
+impl CtMaps {
+    /// Those of a loaded router object.
+    pub fn open(obj: &libbpf_rs::Object) -> Result<CtMaps> {
+        let prog = linerate_bpf::loader::prog(obj, "ct_keeper")?;
+        let keeper = prog
+            .as_fd()
+            .try_clone_to_owned()
+            .context("program ct_keeper")?;
+        let map = linerate_bpf::loader::map(obj, "ct_flows")?;
+        let flows = MapHandle::try_from(&map).context("map ct_flows")?;
+        Ok(CtMaps { keeper, flows })
+    }
+
+    /// Runs ct_keeper on `batch`, writing the results into it; false if
+    /// the kernel lacks the conntrack kfuncs.
+    fn keep(&self, batch: &mut [CtKeep]) -> Result<bool> {
+        let bytes: Vec<u8> = batch.iter().flat_map(|r| r.as_bytes().to_vec()).collect();
+        let mut out = vec![0u8; bytes.len()];
+        let r = test_run::run_xdp(self.keeper.as_fd(), &bytes, &mut out, 1)?;
+        if r.verdict != XdpAction::Pass {
+            return Ok(false);
+        }
+        for (rec, chunk) in batch.iter_mut().zip(out.chunks_exact(size_of::<CtKeep>())) {
+            if let Some(r) = CtKeep::from_bytes(chunk) {
+                *rec = r;
+            }
+        }
+        Ok(true)
+    }
+
+    /// fw_state's ct_flags for this namespace and kernel: FW_CT_ON if the
+    /// conntrack kfuncs run here, FW_CT_CHECKSUM if conntrack checks
+    /// checksums (nf_conntrack_checksum).
+    pub fn flags(&self) -> u32 {
+        // One record for nothing: found or not, the kfuncs ran.
+        let mut probe = [CtKeep {
+            key: CtFlowKey {
+                l4proto: 17,
+                ..Default::default()
+            },
+            ..Default::default()
+        }];
+        let on = matches!(self.keep(&mut probe), Ok(true)) && probe[0].result != 0;
+        if !on {
+            return 0;
+        }
+        let checksum = sysctl("nf_conntrack_checksum").unwrap_or(1) != 0;
+        FW_CT_ON | if checksum { FW_CT_CHECKSUM } else { 0 }
+    }
+
+    /// Forgets connection `key` (its kernel entry is gone).
+    pub fn forget(&self, key: &CtFlowKey) {
+        let _ = self.flows.delete(key.as_bytes());
+    }
+
+    /// One sweep (see the module's comment): timeouts set for the
+    /// connections carried since `since_ns`, every entry checked.
+    pub fn sweep(&self, since_ns: u64, stream: Duration) -> Result<Swept> {
+        let now = coarse_now_ns();
+        let mut s = Swept::default();
+        let mut batch: Vec<CtKeep> = Vec::with_capacity(CT_KEEP_BATCH);
+        let flush = |batch: &mut Vec<CtKeep>, s: &mut Swept| -> Result<()> {
+            if batch.is_empty() {
+                return Ok(());
+            }
+            if !self.keep(batch)? {
+                anyhow::bail!("ct_keeper did not run (no conntrack kfuncs)");
+            }
+            for r in batch.iter() {
+                match r.result {
+                    CT_KEEP_GONE => {
+                        self.forget(&r.key);
+                        s.forgotten += 1;
+                    }
+                    CT_KEEP_KEPT if r.timeout_ms != 0 => s.refreshed += 1,
+                    _ => {}
+                }
+            }
+            batch.clear();
+            Ok(())
+        };
+        let entries = self
+            .flows
+            .lookup_batch(4096, MapFlags::ANY, MapFlags::ANY)
+            .context("map ct_flows")?;
+        for (k, v) in entries {
+            let (Some(key), Some(flow)) = (CtFlowKey::from_bytes(&k), CtFlow::from_bytes(&v))
+            else {
+                continue;
+            };
+            s.entries += 1;
+            batch.push(CtKeep {
+                key,
+                timeout_ms: keep_request(&flow, now, since_ns, stream),
+                result: 0,
+            });
+            if batch.len() == CT_KEEP_BATCH {
+                flush(&mut batch, &mut s)?;
+            }
+        }
+        flush(&mut batch, &mut s)?;
+        Ok(s)
+    }
+}
+
+/// The thread that keeps the kernel's entries (see the module's comment);
+/// it ends when dropped.
+pub struct CtThread {
+    wake: OwnedFd,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl CtThread {
+    /// Starts keeping `maps`' connections, in the caller's network
+    /// namespace.
+    pub fn start(maps: CtMaps) -> Result<CtThread> {
+        // SAFETY: eventfd has no preconditions; checked below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()).context("eventfd");
+        }
+        // SAFETY: a new fd, owned here.
+        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let their_wake = wake.try_clone()?;
+        let events = crate::socket::socket_on(netlink_sys::protocols::NETLINK_NETFILTER, 0)
+            .ok()
+            .filter(|s| s.add_membership(NFNLGRP_CONNTRACK_DESTROY).is_ok());
+        if let Some(s) = &events {
+            crate::socket::force_rcvbuf(s, crate::socket::NOTIFY_RCVBUF);
+        } else {
+            tracing::warn!(
+                "conntrack's destroy events cannot be followed: connections the fast path carries are checked against the kernel's table by the sweep only"
+            );
+        }
+        let thread = std::thread::Builder::new()
+            .name("linerate-ct".into())
+            .spawn(move || keep(maps, events, their_wake))?;
+        Ok(CtThread {
+            wake,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for CtThread {
+    fn drop(&mut self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: 8 bytes to an eventfd.
+        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut since = 0u64;
+    let mut next = std::time::Instant::now() + sweep_every(udp_stream_timeout());
+    loop {
+        let fd = |fd: i32| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let mut pfd = [
+            fd(wake.as_raw_fd()),
+            fd(events.as_ref().map_or(-1, |s| s.as_raw_fd())),
+        ];
+        let wait = next.saturating_duration_since(std::time::Instant::now());
+        // SAFETY: two pollfds (a negative fd is ignored).
+        unsafe { libc::poll(pfd.as_mut_ptr(), 2, wait.as_millis().min(10_000) as i32) };
+        if pfd[0].revents != 0 {
+            return;
+        }
+        if let (Some(sock), true) = (&events, pfd[1].revents != 0) {
+            loop {
+                let n = match sock.recv(&mut &mut buf[..], libc::MSG_DONTWAIT) {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    // Lost events (ENOBUFS): check every entry now.
+                    Err(_) => {
+                        next = std::time::Instant::now();
+                        break;
+                    }
+                };
+                for m in crate::wire::messages(&buf[..n]).map_while(Result::ok) {
+                    if let Ok(Some(key)) = destroyed(&m) {
+                        maps.forget(&key);
+                    }
+                }
+            }
+        }
+        if std::time::Instant::now() >= next {
+            let stream = udp_stream_timeout();
+            let started = coarse_now_ns();
+            match maps.sweep(since, stream) {
+                Ok(s) => tracing::debug!("conntrack sweep: {s:?}"),
+                Err(e) => tracing::warn!("conntrack sweep: {e:#}"),
+            }
+            since = started;
+            next = std::time::Instant::now() + sweep_every(stream);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(a: [u8; 4], port: u16) -> End {
+        let mut addr = [0; 16];
+        addr[..4].copy_from_slice(&a);
+        End {
+            addr,
+            port: port.to_be_bytes(),
+        }
+    }
+
+    /// Both directions of a connection have one key, with its side a
+    /// found from either.
+    #[test]
+    fn a_connections_two_directions_share_a_key() {
+        let (x, y) = (end([10, 0, 0, 2], 4000), end([10, 0, 0, 1], 53));
+        let (k1, a1) = key_of(&x, &y, 17, false);
+        let (k2, a2) = key_of(&y, &x, 17, false);
+        assert_eq!(k1, k2);
+        assert_ne!(a1, a2);
+        // Same addresses: the ports decide, as x86 loads them (port 256
+        // is bytes 1, 0: loaded, 1; port 1 loads as 256).
+        let (k3, _) = key_of(&end([10, 0, 0, 1], 1), &end([10, 0, 0, 1], 256), 17, false);
+        assert_eq!(
+            (k3.aport.to_ne_bytes(), k3.bport.to_ne_bytes()),
+            (256u16.to_be_bytes(), 1u16.to_be_bytes())
+        );
+    }
+
+    fn attr(kind: u16, nested: bool, value: &[u8]) -> Vec<u8> {
+        let len = 4 + value.len();
+        let mut v = (len as u16).to_ne_bytes().to_vec();
+        v.extend((kind | if nested { 0x8000 } else { 0 }).to_ne_bytes());
+        v.extend(value);
+        v.resize(len.div_ceil(4) * 4, 0);
+        v
+    }
+
+    /// A destroy event as ctnetlink sends it (ctnetlink_conntrack_event:
+    /// the original tuple first) names the key the fast path uses.
+    #[test]
+    fn a_destroy_event_names_the_connections_key() {
+        let ip = [
+            attr(CTA_IP_V4_SRC, false, &[10, 0, 0, 2]),
+            attr(CTA_IP_V4_DST, false, &[10, 0, 0, 1]),
+        ]
+        .concat();
+        let proto = [
+            attr(CTA_PROTO_NUM, false, &[17]),
+            attr(CTA_PROTO_SRC_PORT, false, &4000u16.to_be_bytes()),
+            attr(CTA_PROTO_DST_PORT, false, &53u16.to_be_bytes()),
+        ]
+        .concat();
+        let tuple = [
+            attr(CTA_TUPLE_IP, true, &ip),
+            attr(CTA_TUPLE_PROTO, true, &proto),
+        ]
+        .concat();
+        let mut body = vec![2u8, 0, 0, 0];
+        body.extend(attr(CTA_TUPLE_ORIG, true, &tuple));
+        // A reply tuple after it, which must not be taken for the original.
+        body.extend(attr(
+            2,
+            true,
+            &attr(
+                CTA_TUPLE_IP,
+                true,
+                &attr(CTA_IP_V4_SRC, false, &[9, 9, 9, 9]),
+            ),
+        ));
+        let kind = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE;
+        let msg = crate::wire::request(kind, 0, 0, &body);
+        let m = Message::new_checked(&msg).unwrap();
+        let want = key_of(
+            &end([10, 0, 0, 2], 4000),
+            &end([10, 0, 0, 1], 53),
+            17,
+            false,
+        )
+        .0;
+        assert_eq!(destroyed(&m).unwrap(), Some(want));
+        let other = crate::wire::request((NFNL_SUBSYS_CTNETLINK << 8) | 0, 0, 0, &body);
+        assert_eq!(
+            destroyed(&Message::new_checked(&other).unwrap()).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_flow_carried_since_the_last_sweep_gets_the_stream_timeout_from_its_last_packet() {
+        let s = Duration::from_secs(120);
+        let flow = |seen| CtFlow {
+            seen,
+            ..Default::default()
+        };
+        let now = 1_000_000_000_000;
+        assert_eq!(keep_request(&flow(now - 2_000_000_000), now, 0, s), 118_000);
+        assert_eq!(keep_request(&flow(now - 5), now, now - 10, s), 120_000);
+        // Not carried since: only checked.
+        assert_eq!(keep_request(&flow(now - 10), now, now - 10, s), 0);
+        // Past its timeout: the kernel's to expire.
+        assert_eq!(keep_request(&flow(now - 200_000_000_000), now, 0, s), 1);
+        assert_eq!(sweep_every(s), Duration::from_secs(10));
+        assert_eq!(sweep_every(Duration::from_secs(2)), Duration::from_secs(1));
+    }
+}
