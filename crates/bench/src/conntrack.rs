@@ -20,8 +20,8 @@ use std::os::fd::AsFd;
 
 const PROGRAMS: [&str; 4] = ["tuple_only", "ct_lookup", "ct_refresh", "own_hash"];
 const MAX_STATES: u32 = 1 << 21;
-const CT_MAX: &str = "/proc/sys/net/netfilter/nf_conntrack_max";
-const CT_HASHSIZE: &str = "/sys/module/nf_conntrack/parameters/hashsize";
+pub const CT_MAX: &str = "/proc/sys/net/netfilter/nf_conntrack_max";
+pub const CT_HASHSIZE: &str = "/sys/module/nf_conntrack/parameters/hashsize";
 const IPS_SEEN_REPLY: u32 = 1 << 1;
 
 pub struct Options {
@@ -64,13 +64,13 @@ fn flow_key(i: u32) -> [u8; 16] {
 
 /// A sysctl-like file set to at least `want` for the bench, put back when
 /// dropped.
-struct Raised {
+pub struct Raised {
     path: &'static str,
     old: Option<String>,
 }
 
 impl Raised {
-    fn at_least(path: &'static str, want: u64) -> Result<(Raised, u64)> {
+    pub fn at_least(path: &'static str, want: u64) -> Result<(Raised, u64)> {
         let old = std::fs::read_to_string(path)
             .with_context(|| format!("{path}: is the kernel's conntrack there?"))?;
         let now: u64 = old

@@ -44,6 +44,12 @@ pub struct FirewallBench {
     pub egress: String,
     pub rules: Vec<u32>,
     pub set_sizes: Vec<u32>,
+    /// State counts for the stateful ruleset (linerate_firewall::seeds::
+    /// stateful): the kernel's conntrack table holds this many established
+    /// UDP connections, and the fast path carries every one of them; the
+    /// frames measured are `flows` of them, spread over all. The caller
+    /// raises the kernel's limits for the largest (crate::conntrack).
+    pub states: Vec<u32>,
     pub flows: u32,
     pub repeat: u32,
     pub rounds: usize,
@@ -64,11 +70,14 @@ pub struct LoadTimes {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Case {
-    /// "rules-N" or "set-M".
+    /// "rules-N", "set-M" or "states-S".
     pub name: String,
     pub rules: usize,
     /// Elements of each named set.
     pub set_size: u32,
+    /// Established connections in the kernel's table and the fast path's
+    /// (the stateful ruleset; 0 for the others).
+    pub states: u32,
     pub load: LoadTimes,
     /// Distinct cache entries the flows needed.
     pub entries: usize,
@@ -94,6 +103,47 @@ fn frame(i: u32, in_mac: [u8; 6]) -> Vec<u8> {
     let mut f = Vec::new();
     b.write(&mut f, &[0u8; 18]).expect("a frame");
     f
+}
+
+/// Flow `i` of the connections the conntrack probe fills (bpf/ct_probe.
+/// bpf.c, ct_fill): UDP 10.x.y.z:(1000 + i % 50000) -> 198.19.0.1:53,
+/// TTL 255, to the ingress's MAC.
+fn connection_frame(i: u32, in_mac: [u8; 6]) -> Vec<u8> {
+    let src = (10u32 << 24) | (i & 0x00ff_ffff);
+    let mut f = Vec::new();
+    etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], in_mac)
+        .ipv4(src.to_be_bytes(), [198, 19, 0, 1], 255)
+        .udp(1000 + (i % 50_000) as u16, 53)
+        .write(&mut f, &[0u8; 18])
+        .expect("a frame");
+    f
+}
+
+/// Fills the kernel's conntrack table of the calling thread's namespace
+/// with connections `from..to` (the probe's flows), established both ways
+/// and assured, timing out in 10 minutes.
+fn fill_conntrack(from: u32, to: u32) -> Result<()> {
+    use libbpf_rs::{MapCore, MapFlags};
+    let obj = loader::load(linerate_bpf::objects::CT_PROBE, "conntrack probe")?;
+    let state = loader::map(&obj, "state")?;
+    let mut st = [0u8; 24];
+    st[0..4].copy_from_slice(&from.to_ne_bytes());
+    st[16..20].copy_from_slice(&600_000u32.to_ne_bytes());
+    state.update(&0u32.to_ne_bytes(), &st, MapFlags::ANY)?;
+    let fill = loader::prog(&obj, "ct_fill")?;
+    let mut out = vec![0u8; 256];
+    test_run::run_xdp(fill.as_fd(), &connection_frame(0, [0; 6]), &mut out, to - from)?;
+    let st = state
+        .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?
+        .ok_or_else(|| anyhow::anyhow!("the probe's state"))?;
+    let filled = u32::from_ne_bytes(st[4..8].try_into().unwrap());
+    if filled != to - from {
+        bail!(
+            "the kernel's conntrack table took {filled} of {} entries (nf_conntrack_max?)",
+            to - from
+        );
+    }
+    Ok(())
 }
 
 struct Setup {
@@ -289,10 +339,12 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
         ));
         cases.push((
             c,
+            frames.clone(),
             Case {
                 name,
                 rules,
                 set_size,
+                states: 0,
                 load: LoadTimes {
                     nft_load_ms,
                     read_ms,
@@ -310,13 +362,84 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
     }
     nft(ns, &["flush", "ruleset"])?;
 
-    for round in 0..b.rounds {
-        for (c, case) in cases.iter_mut() {
-            s.publish_and_learn(c, &frames)?;
-            s.firewall(false)?;
-            let base = s.mean_ns(&frames, b.repeat)?;
+    // The stateful ruleset at each state count: the kernel's table filled
+    // (each count's connections those of the smaller ones and more), every
+    // connection's first frame through the fast path (found in the
+    // kernel's table, kept in its own), the measured frames spread over
+    // all of them.
+    let mut states: Vec<u32> = b.states.clone();
+    states.sort_unstable();
+    if !states.is_empty() {
+        let ct = s.fp.ct_maps()?;
+        let flags = ct.flags();
+        if flags & linerate_router::layout::FW_CT_ON == 0 {
+            bail!("--states: this kernel has no XDP conntrack kfuncs (the stateful firewall is off)");
+        }
+        s.maps.set_ct_flags(flags);
+        let file = tempfile::NamedTempFile::new()?;
+        std::fs::write(file.path(), linerate_firewall::seeds::stateful())?;
+        nft(ns, &["-f", &file.path().display().to_string()])?;
+        let ruleset = linerate_firewall::read::read_current_with(&|t, s| {
+            linerate_router::nft_elements::dump(t, s)
+        })?;
+        let (c, refused) = Compiled::new(0, &ruleset, names.clone(), true);
+        if let Some(why) = refused[0].as_ref() {
+            bail!("the stateful ruleset: the firewall cannot judge it: {why}");
+        }
+        let mut filled = 0;
+        for &n in &states {
+            let t = Instant::now();
+            fill_conntrack(filled, n)?;
+            let fill_ms = t.elapsed().as_secs_f64() * 1e3;
+            let all: Vec<Vec<u8>> = (filled..n).map(|i| connection_frame(i, in_mac)).collect();
+            filled = n;
             s.firewall(true)?;
-            let with = s.mean_ns(&frames, b.repeat)?;
+            let t = Instant::now();
+            let entries = s.publish_and_learn(&c, &all)?;
+            drop(all);
+            progress(&format!(
+                "states-{n}: the kernel's table filled in {fill_ms:.0} ms, the fast path's in {:.0} ms",
+                t.elapsed().as_secs_f64() * 1e3
+            ));
+            let step = (n / b.flows.min(n)).max(1);
+            let sampled: Vec<Vec<u8>> = (0..n)
+                .step_by(step as usize)
+                .take(b.flows as usize)
+                .map(|i| connection_frame(i, in_mac))
+                .collect();
+            cases.push((
+                c.clone(),
+                sampled,
+                Case {
+                    name: format!("states-{n}"),
+                    rules: c.families[0].as_ref().map_or(0, |f| f.filter.rules()),
+                    set_size: 0,
+                    states: n,
+                    load: LoadTimes {
+                        nft_load_ms: 0.0,
+                        read_ms: 0.0,
+                        compile_publish_ms: 0.0,
+                    },
+                    entries,
+                    ns_per_packet: 0.0,
+                    rounds_ns_per_packet: Vec::new(),
+                    baseline_ns_per_packet: 0.0,
+                    baseline_rounds_ns_per_packet: Vec::new(),
+                    ratio: 0.0,
+                    round_ratios: Vec::new(),
+                },
+            ));
+        }
+        nft(ns, &["flush", "ruleset"])?;
+    }
+
+    for round in 0..b.rounds {
+        for (c, frames, case) in cases.iter_mut() {
+            s.publish_and_learn(c, frames)?;
+            s.firewall(false)?;
+            let base = s.mean_ns(frames, b.repeat)?;
+            s.firewall(true)?;
+            let with = s.mean_ns(frames, b.repeat)?;
             case.baseline_rounds_ns_per_packet.push(base);
             case.rounds_ns_per_packet.push(with);
             case.round_ratios.push(with / base);
@@ -325,7 +448,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
     }
     let out = cases
         .into_iter()
-        .map(|(_, mut c)| {
+        .map(|(_, _, mut c)| {
             c.ns_per_packet = median(&c.rounds_ns_per_packet);
             c.baseline_ns_per_packet = median(&c.baseline_rounds_ns_per_packet);
             c.ratio = median(&c.round_ratios);

@@ -29,6 +29,20 @@ pub fn rules(n: u32) -> String {
     s
 }
 
+/// The seeds' stateful ruleset (ipfw's `check-state` / `keep-state`,
+/// pf's `keep state`): established and related connections through, new
+/// ones allowed; a packet of neither (invalid) dropped.
+pub fn stateful() -> String {
+    "table inet linerate {\n  chain forward {\n    type filter hook forward priority 0; policy drop;\n    ct state established,related accept\n    ct state new accept\n  }\n}\n".to_string()
+}
+
+/// The stricter one: new connections only from the inside interface
+/// (`inside`, the generator's side in the lab), so that the outside
+/// answers but never opens.
+pub fn stateful_strict(inside: &str) -> String {
+    format!("table inet linerate {{\n  chain forward {{\n    type filter hook forward priority 0; policy drop;\n    ct state established,related accept\n    ct state new iifname \"{inside}\" accept\n  }}\n}}\n")
+}
+
 /// Sets of M IPv4 and M IPv6 source addresses the lab's traffic is not
 /// from (100.64.0.0/10 and 2001:db8::/32), looked up for every packet,
 /// then the rule it matches.

@@ -352,6 +352,12 @@ pub struct BenchFirewallArgs {
         default_value = "1,1000,100000,1000000"
     )]
     pub set_size: Vec<u32>,
+    /// State counts for the stateful ruleset (`ct state
+    /// established,related accept; ct state new accept`), comma-separated
+    /// (0: none): established UDP connections in the kernel's conntrack
+    /// and the fast path's table, --flows of them measured.
+    #[arg(long, value_delimiter = ',', default_value = "2000,100000,1000000")]
+    pub states: Vec<u32>,
     /// Flows (distinct UDP source and destination), each a cache entry.
     #[arg(long, default_value_t = 1000)]
     pub flows: u32,

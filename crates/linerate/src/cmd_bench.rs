@@ -522,8 +522,13 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
     }
     let rules: Vec<u32> = a.rules.iter().copied().filter(|&n| n > 0).collect();
     let sets: Vec<u32> = a.set_size.iter().copied().filter(|&m| m > 0).collect();
-    if rules.is_empty() && sets.is_empty() {
-        bail!("--rules and --set-size: give at least one rule count or set size");
+    let states: Vec<u32> = a.states.iter().copied().filter(|&n| n > 0).collect();
+    if rules.is_empty() && sets.is_empty() && states.is_empty() {
+        bail!("--rules, --set-size and --states: give at least one rule count, set size or state count");
+    }
+    let most = linerate_router::layout::CT_FLOWS;
+    if let Some(n) = states.iter().find(|&&n| n as usize > most) {
+        bail!("--states: at most {most} (the fast path's connection table), got {n}");
     }
     if let Some(n) = rules.iter().find(|&&n| n > 30000) {
         bail!("--rules: at most 30000 (the firewall counts 32768 rules a family), got {n}");
@@ -531,6 +536,19 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
     if let Some(m) = sets.iter().find(|&&m| m > 4_000_000) {
         bail!("--set-size: at most 4000000, got {m}");
     }
+    // Room in the kernel's conntrack for the largest state count (other
+    // namespaces' entries count against the same limit), a bucket a
+    // state; put back after.
+    let largest = states.iter().copied().max().unwrap_or(0) as u64;
+    let _raised = if largest > 0 {
+        use linerate_bench::conntrack::{Raised, CT_HASHSIZE, CT_MAX};
+        Some((
+            Raised::at_least(CT_MAX, largest + 65_536)?,
+            Raised::at_least(CT_HASHSIZE, largest)?,
+        ))
+    } else {
+        None
+    };
     let pair = ScratchPair::new(0)?;
     let b = FirewallBench {
         netns: pair.netns.clone(),
@@ -538,6 +556,7 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
         egress: pair.rx.clone(),
         rules,
         set_sizes: sets,
+        states,
         flows: a.flows,
         repeat: a.repeat,
         rounds: a.rounds,

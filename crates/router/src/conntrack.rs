@@ -228,6 +228,12 @@ impl CtMaps {
             .context("program ct_keeper")?;
         let map = linerate_bpf::loader::map(obj, "ct_flows")?;
         let flows = MapHandle::try_from(&map).context("map ct_flows")?;
+        let size = flows.info()?.info.max_entries as usize;
+        anyhow::ensure!(
+            size == crate::layout::CT_FLOWS,
+            "map ct_flows holds {size} connections, layout.rs says {}",
+            crate::layout::CT_FLOWS
+        );
         Ok(CtMaps { keeper, flows })
     }
 

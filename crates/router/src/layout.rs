@@ -162,6 +162,8 @@ pub const FW_CT_CHECKSUM: u32 = 2;
 pub const FW_CT_ESTABLISHED: u8 = 2;
 pub const FW_CT_REPLY: u8 = linerate_firewall::cache::CT_REPLY;
 pub const CT_KEEP_BATCH: usize = 64;
+/// The fast path's connection table's size (ct_flows).
+pub const CT_FLOWS: usize = 1 << 20;
 pub const CT_KEEP_GONE: u32 = 1;
 pub const CT_KEEP_KEPT: u32 = 2;
 pub const FW_ACCEPT: u8 = 1;
