@@ -132,7 +132,12 @@ fn fill_conntrack(from: u32, to: u32) -> Result<()> {
     state.update(&0u32.to_ne_bytes(), &st, MapFlags::ANY)?;
     let fill = loader::prog(&obj, "ct_fill")?;
     let mut out = vec![0u8; 256];
-    test_run::run_xdp(fill.as_fd(), &connection_frame(0, [0; 6]), &mut out, to - from)?;
+    test_run::run_xdp(
+        fill.as_fd(),
+        &connection_frame(0, [0; 6]),
+        &mut out,
+        to - from,
+    )?;
     let st = state
         .lookup(&0u32.to_ne_bytes(), MapFlags::ANY)?
         .ok_or_else(|| anyhow::anyhow!("the probe's state"))?;
@@ -373,7 +378,9 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
         let ct = s.fp.ct_maps()?;
         let flags = ct.flags();
         if flags & linerate_router::layout::FW_CT_ON == 0 {
-            bail!("--states: this kernel has no XDP conntrack kfuncs (the stateful firewall is off)");
+            bail!(
+                "--states: this kernel has no XDP conntrack kfuncs (the stateful firewall is off)"
+            );
         }
         s.maps.set_ct_flags(flags);
         let file = tempfile::NamedTempFile::new()?;
