@@ -18,13 +18,17 @@
  *
  * Finding a connection in the kernel's table costs about 200 ns (the
  * kfunc takes a reference, `linerate bench conntrack`): it is done once
- * per connection, which is then kept in `ct_flows`, keyed by the
+ * per connection, which is then kept in `ct_cache`, keyed by the
  * connection's two ends in a canonical order, with the direction its
- * original packets go in. The control plane deletes an entry when the
- * kernel's goes (conntrack's destroy events) and keeps the kernel's
- * timeout running for carried flows from the `seen` time the fast path
- * writes (bpf_ct_change_timeout in ct_keeper, in batches): a flow that
- * stops expires on the kernel's schedule. */
+ * original packets go in: a 2-way set-associative array like the verdict
+ * cache's, not a BPF hash, whose lookup cost 70 ns a packet more
+ * (`linerate bench firewall --states`, docs/firewall.md). A connection
+ * pushed out of its set by others is found in the kernel's table again.
+ * The control plane empties a slot when the kernel's entry goes
+ * (conntrack's destroy events) and keeps the kernel's timeout running for
+ * carried flows from the `seen` time the fast path writes
+ * (bpf_ct_change_timeout in ct_keeper, in batches): a flow that stops
+ * expires on the kernel's schedule. */
 #ifndef LINERATE_CONNTRACK_H
 #define LINERATE_CONNTRACK_H
 
@@ -148,9 +152,9 @@ struct ct_packet {
  * A function of its own, verified once (global): its loops, inlined, would
  * multiply the verifier's paths through the rest of the program. The
  * bytes in 512-byte blocks through bpf_csum_diff (the kernel's
- * csum_partial), then 64-byte blocks, then 32-bit words, then the last
- * bytes; summed as loaded (little-endian), which only swaps the bytes of
- * the folded sum. */
+ * csum_partial), then 64-bit words, a 32-bit one, the last bytes; summed
+ * as loaded (little-endian), which only swaps the bytes of the folded
+ * sum. */
 __attribute__((noinline)) int ct_sum_holds(struct xdp_md *ctx, __u32 off, __u32 len, __u64 sum)
 {
 	const __u8 *p = (const __u8 *)(long)ctx->data;
@@ -168,17 +172,18 @@ __attribute__((noinline)) int ct_sum_holds(struct xdp_md *ctx, __u32 off, __u32 
 		sum += (__u32)bpf_csum_diff(0, 0, (__be32 *)(p + off), 512, 0);
 		off += 512;
 	}
-	for (int i = 0; i < 7; i++) {
-		if (len - off < 64)
+	/* Then 8 bytes at a time, their halves added (no carry is lost in 64
+	 * bits): for a small datagram, the whole sum. */
+	for (int i = 0; i < 63; i++) {
+		if (len - off < 8)
 			break;
-		if (p + off + 64 > end)
+		if (p + off + 8 > end)
 			return 0;
-		sum += (__u32)bpf_csum_diff(0, 0, (__be32 *)(p + off), 64, 0);
-		off += 64;
+		__u64 w = *(const __u64 *)(p + off);
+		sum += (w & 0xffffffff) + (w >> 32);
+		off += 8;
 	}
-	for (int i = 0; i < 15; i++) {
-		if (len - off < 4)
-			break;
+	if (len - off >= 4) {
 		if (p + off + 4 > end)
 			return 0;
 		sum += *(const __u32 *)(p + off);
@@ -201,6 +206,58 @@ __attribute__((noinline)) int ct_sum_holds(struct xdp_md *ctx, __u32 off, __u32 
 		tail |= (__u32)p[off + 2] << 16;
 	}
 	sum += tail;
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
+/* The ones'-complement sum of a datagram of at most 40 bytes (`len`) at
+ * `p` with `sum`, folded to 16 bits, inline (a lab's 60-byte frame
+ * carries 26): the call to ct_sum_holds costs more than the sum, about
+ * 12 ns a packet. 0 if it runs past the frame. */
+static __always_inline int ct_small_sum_holds(const __u8 *p, __u32 len, const __u8 *end,
+					      __u64 sum)
+{
+	__u32 off = 0;
+
+#pragma unroll
+	for (int i = 0; i < 5; i++) {
+		if (len - off < 8)
+			break;
+		if (p + off + 8 > end)
+			return 0;
+		__u64 w = *(const __u64 *)(p + off);
+		sum += (w & 0xffffffff) + (w >> 32);
+		off += 8;
+	}
+	__u32 left = len - off;
+	if (left >= 4) {
+		if (p + off + 4 > end)
+			return 0;
+		sum += *(const __u32 *)(p + off);
+		off += 4;
+		left -= 4;
+	}
+	if (left) {
+		__u32 tail = 0;
+
+		if (p + off + 1 > end)
+			return 0;
+		tail = p[off];
+		if (left > 1) {
+			if (p + off + 2 > end)
+				return 0;
+			tail |= (__u32)p[off + 1] << 8;
+		}
+		if (left > 2) {
+			if (p + off + 3 > end)
+				return 0;
+			tail |= (__u32)p[off + 2] << 16;
+		}
+		sum += tail;
+	}
 	sum = (sum & 0xffffffff) + (sum >> 32);
 	sum = (sum & 0xffffffff) + (sum >> 32);
 	sum = (sum & 0xffff) + (sum >> 16);
@@ -241,6 +298,8 @@ static __always_inline int ct_udp_invalid(struct xdp_md *ctx, const void *l3, co
 	}
 	s += bpf_htons((__u16)avail);
 	s += bpf_htons(IPPROTO_UDP);
+	if (avail <= 40)
+		return !ct_small_sum_holds(l4, avail, end, s);
 	return !ct_sum_holds(ctx, l4 - (const __u8 *)(long)ctx->data, avail, s);
 }
 
@@ -262,12 +321,73 @@ static __always_inline int ct_key_of(const struct ct_packet *p, const int v6,
 	return from_a;
 }
 
+/* The set of connection `k`: its five words multiplied in pairs and
+ * folded, top bits. crates/router/src/conntrack.rs computes the same. */
+static __always_inline __u32 ct_set_of(const struct ct_flow_key *k)
+{
+	const __u64 *w = (const __u64 *)k;
+	__u64 h = ((w[0] ^ w[4]) * 0x9e3779b97f4a7c15ull) ^ (w[1] * 0xc2b2ae3d27d4eb4full) ^
+		  ((w[2] ^ w[3]) * 0x165667b19e3779f9ull);
+
+	h ^= h >> 29;
+	h *= 0xff51afd7ed558ccdull;
+	return h >> (64 - 20);
+}
+
+_Static_assert(CT_CACHE_SETS == 1 << 20, "ct_set_of takes 20 bits");
+_Static_assert(sizeof(struct ct_flow_key) == 40, "ct_flow_key is five words");
+_Static_assert(sizeof(struct ct_slot) == 64, "ct_slot: one line");
+
+/* Whether slot `s` holds `k` (`orig_from_a` set as read), read between
+ * two equal even sequence words. */
+static __always_inline int ct_holds(struct ct_slot *s, const struct ct_flow_key *k,
+				    __u8 *orig_from_a)
+{
+	__u32 seq = *(volatile __u32 *)&s->seq;
+	if (seq & 1)
+		return 0;
+	const __u64 *a = (const __u64 *)k, *b = (const __u64 *)&s->key;
+	__u64 diff = 0;
+
+#pragma unroll
+	for (int w = 0; w < 5; w++)
+		diff |= a[w] ^ b[w];
+	*orig_from_a = s->orig_from_a;
+	/* (x86 keeps loads in order: see fw_probe.) */
+	return !diff && *(volatile __u32 *)&s->seq == seq;
+}
+
+/* Writes connection `k` into a way of its set: an empty one, else the one
+ * carried least recently. Nothing if another CPU is writing the way. */
+static __always_inline void ct_keep_in_cache(__u32 set, const struct ct_flow_key *k,
+					     __u8 orig_from_a, __u64 now)
+{
+	__u32 i0 = set * CT_CACHE_WAYS, i1 = i0 + 1;
+	struct ct_slot *s0 = bpf_map_lookup_elem(&ct_cache, &i0);
+	struct ct_slot *s1 = bpf_map_lookup_elem(&ct_cache, &i1);
+
+	if (!s0 || !s1)
+		return;
+	struct ct_slot *s = !s0->key.l4proto ? s0 :
+			    !s1->key.l4proto ? s1 :
+			    s1->seen < s0->seen ? s1 : s0;
+	__u32 seq = *(volatile __u32 *)&s->seq;
+	if (seq & 1 || __sync_val_compare_and_swap(&s->seq, seq, seq + 1) != seq)
+		return;
+	__builtin_memcpy(&s->key, k, sizeof(*k));
+	s->orig_from_a = orig_from_a;
+	s->seen = now;
+	asm volatile("" ::: "memory");
+	*(volatile __u32 *)&s->seq = seq + 2;
+}
+
 /* Finds the packet's connection in the kernel's table and, if the fast
- * path may carry it, keeps it in ct_flows: R_FORWARDED with the entry, or
- * why the packet goes to the kernel. */
+ * path may carry it, keeps it in ct_cache: R_FORWARDED with its original
+ * direction's side in `orig_from_a`, or why the packet goes to the
+ * kernel. */
 static __always_inline enum reason ct_fill(struct xdp_md *ctx, const struct ct_packet *p,
 					   const int v6, const struct ct_flow_key *k, int from_a,
-					   struct ct_flow **out)
+					   __u32 set, __u64 now, __u8 *orig_from_a)
 {
 	struct bpf_ct_opts___local opts = { .netns_id = -1, .l4proto = p->l4proto };
 	struct bpf_sock_tuple t;
@@ -305,15 +425,11 @@ static __always_inline enum reason ct_fill(struct xdp_md *ctx, const struct ct_p
 		return R_PASS_CT_YOUNG;
 	int orig_from_src = o0 == p->saddr[0] && oport == p->sport &&
 			    (!v6 || (o1 == p->saddr[1] && o2 == p->saddr[2] && o3 == p->saddr[3]));
-	struct ct_flow f = {
-		/* The original direction leaves from a if this packet does and is
-		 * original, or neither. */
-		.orig_from_a = from_a == orig_from_src,
-		.seen = bpf_ktime_get_coarse_ns(),
-	};
-	bpf_map_update_elem(&ct_flows, k, &f, BPF_ANY);
-	*out = bpf_map_lookup_elem(&ct_flows, k);
-	return *out ? R_FORWARDED : R_PASS_CT_NONE;
+	/* The original direction leaves from a if this packet does and is
+	 * original, or neither. */
+	*orig_from_a = from_a == orig_from_src;
+	ct_keep_in_cache(set, k, *orig_from_a, now);
+	return R_FORWARDED;
 }
 
 /* The packet's `ct` byte for the firewall's key (its state bit, FW_CT_REPLY
@@ -359,21 +475,35 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 	}
 	struct ct_flow_key k;
 	int from_a = ct_key_of(&p, v6, &k);
-	struct ct_flow *f = bpf_map_lookup_elem(&ct_flows, &k);
-	if (!f) {
-		enum reason r = ct_fill(ctx, &p, v6, &k, from_a, &f);
+	__u32 set = ct_set_of(&k);
+	/* (Inlined by the verifier: a load, where bpf_ktime_get_coarse_ns
+	 * cost 25 ns a packet.) */
+	__u64 now = bpf_jiffies64();
+	__u8 orig_from_a = 0;
+	int found = 0;
 
-		if (r != R_FORWARDED || !f) {
+#pragma unroll
+	for (int w = 0; w < CT_CACHE_WAYS; w++) {
+		__u32 i = set * CT_CACHE_WAYS + w;
+		struct ct_slot *s = bpf_map_lookup_elem(&ct_cache, &i);
+
+		if (!found && s && ct_holds(s, &k, &orig_from_a)) {
+			found = 1;
+			/* A word written once a jiffy per flow, not per packet. */
+			if (s->seen != now)
+				s->seen = now;
+		}
+	}
+	if (!found) {
+		enum reason r = ct_fill(ctx, &p, v6, &k, from_a, set, now, &orig_from_a);
+
+		if (r != R_FORWARDED) {
 			*why = r;
 			return 0;
 		}
-	} else {
-		__u64 now = bpf_ktime_get_coarse_ns();
-
-		if (f->seen != now)
-			f->seen = now;
 	}
-	return FW_CT_ESTABLISHED | (from_a == f->orig_from_a ? 0 : FW_CT_REPLY);
+	return FW_CT_ESTABLISHED | (from_a == orig_from_a ? 0 : FW_CT_REPLY);
 }
 
 #endif
+

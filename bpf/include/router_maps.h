@@ -320,15 +320,35 @@ struct ct_flow_key {
 	__u8 pad[2];
 };
 
-struct ct_flow {
+/* A connection the fast path carries, in its cache: a slot of a 2-way
+ * set, the set chosen by the key's hash (conntrack.h). The fast path
+ * fills slots (on several CPUs at once, for connections hashing to one
+ * set) and the control plane empties them, each after making `seq` odd
+ * with a compare-and-swap; `seq` even again after. A reader takes a slot
+ * whose `seq` is odd, or changed while it read, for a miss. */
+struct ct_slot {
+	__u32 seq;
 	__u8 orig_from_a; /* its original direction goes from a to b */
-	__u8 pad[7];
-	/* bpf_ktime_get_coarse_ns of the last packet carried: the control
-	 * plane keeps the kernel's timeout running from it. */
+	__u8 pad[3];
+	/* bpf_jiffies64 of the last packet carried: the control plane keeps
+	 * the kernel's timeout running from it. */
 	__u64 seen;
+	struct ct_flow_key key;  /* l4proto 0: empty */
+	__u8 reserved[8];
 };
 
-#define CT_FLOWS (1 << 20)
+#define CT_CACHE_SETS (1 << 20)
+#define CT_CACHE_WAYS 2
+
+/* 2M slots of 64 bytes (128 MiB): a million connections in half of them,
+ * few sets over-full (docs/firewall.md "States"). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CT_CACHE_SETS * CT_CACHE_WAYS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ct_slot);
+} ct_cache SEC(".maps");
 
 /* One record of ct_keeper's batch (router.bpf.c). */
 struct ct_keep {
@@ -340,14 +360,6 @@ struct ct_keep {
 #define CT_KEEP_BATCH 64
 #define CT_KEEP_GONE 1
 #define CT_KEEP_KEPT 2
-
-/* LRU: a connection pushed out is found again in the kernel's table. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, CT_FLOWS);
-	__type(key, struct ct_flow_key);
-	__type(value, struct ct_flow);
-} ct_flows SEC(".maps");
 
 struct fw_rule_counter {
 	__u64 packets;

@@ -526,9 +526,8 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
     if rules.is_empty() && sets.is_empty() && states.is_empty() {
         bail!("--rules, --set-size and --states: give at least one rule count, set size or state count");
     }
-    let most = linerate_router::layout::CT_FLOWS;
-    if let Some(n) = states.iter().find(|&&n| n as usize > most) {
-        bail!("--states: at most {most} (the fast path's connection table), got {n}");
+    if let Some(n) = states.iter().find(|&&n| n > 2_000_000) {
+        bail!("--states: at most 2000000, got {n}");
     }
     if let Some(n) = rules.iter().find(|&&n| n > 30000) {
         bail!("--rules: at most 30000 (the firewall counts 32768 rules a family), got {n}");

@@ -243,6 +243,13 @@ fn script() -> Vec<Step> {
     let mut bad = udp4(Recv, 53, 5000, 501, 50);
     bad[40] ^= 0x11;
     send(&mut s, Recv, bad);
+    // (Short ones too: the fast path sums up to 40 bytes inline.)
+    let mut bad = udp4(Gen, 5000, 53, 508, 17);
+    bad[42] ^= 0x01;
+    send(&mut s, Gen, bad);
+    let mut bad = udp4(Recv, 53, 5000, 509, 31);
+    bad[41] ^= 0x80;
+    send(&mut s, Recv, bad);
     let mut bad6 = udp6(Gen, 5000, 53, 502, 50);
     bad6[61] ^= 0x33;
     send(&mut s, Gen, bad6);

@@ -22,14 +22,18 @@
 //! flow that stops expires on the kernel's schedule, to the sweep's
 //! coarse clock (a jiffy).
 use crate::layout::{
-    CtFlow, CtFlowKey, CtKeep, CT_KEEP_BATCH, CT_KEEP_GONE, CT_KEEP_KEPT, FW_CT_CHECKSUM, FW_CT_ON,
+    CtFlowKey, CtKeep, CtSlot, CT_CACHE_SETS, CT_CACHE_WAYS, CT_KEEP_BATCH, CT_KEEP_GONE,
+    CT_KEEP_KEPT, FW_CT_CHECKSUM, FW_CT_ON,
 };
 use crate::wire::{Message, WireError};
 use anyhow::{Context, Result};
-use libbpf_rs::{MapCore, MapFlags, MapHandle};
+use libbpf_rs::MapCore;
 use linerate_bpf::layout::Pod;
+use linerate_bpf::maps::MappedArray;
 use linerate_bpf::test_run::{self, XdpAction};
+use std::mem::offset_of;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// NFNLGRP_CONNTRACK_DESTROY.
@@ -150,16 +154,28 @@ pub fn destroyed(m: &Message) -> Result<Option<CtFlowKey>, WireError> {
     })
 }
 
-/// What a sweep asks ct_keeper for one connection: its kernel timeout
-/// set to run `timeout_ms` from now (0: only checked). Carried since
-/// the last sweep (`seen` after `since`): the stream timeout from its last
-/// packet, at least a millisecond (a flow past it is the kernel's to
-/// expire, which it has or is about to).
-pub fn keep_request(flow: &CtFlow, now_ns: u64, since_ns: u64, stream: Duration) -> u32 {
-    if flow.seen <= since_ns {
+/// The set of connection `k` in the fast path's cache (ct_set_of).
+pub fn set_of(k: &CtFlowKey) -> u32 {
+    let b = k.as_bytes();
+    let w = |i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+    let mut h = (w(0) ^ w(4)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        ^ w(1).wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+        ^ (w(2) ^ w(3)).wrapping_mul(0x1656_67b1_9e37_79f9);
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    (h >> (64 - 20)) as u32
+}
+
+/// What a sweep asks ct_keeper for a connection last carried at jiffy
+/// `seen`: its kernel timeout set to run `timeout_ms` from now (0: only
+/// checked). Carried since the last sweep (`seen` after `since`): the
+/// stream timeout from its last packet, at least a millisecond (a flow
+/// past it is the kernel's to expire, which it has or is about to).
+pub fn keep_request(seen: u64, now: u64, since: u64, hz: u64, stream: Duration) -> u32 {
+    if seen <= since {
         return 0;
     }
-    let age = Duration::from_nanos(now_ns.saturating_sub(flow.seen));
+    let age = Duration::from_nanos(now.saturating_sub(seen) * 1_000_000_000 / hz.max(1));
     // Rounded up: the kernel's jiffies round up too (msecs_to_jiffies).
     stream
         .saturating_sub(age)
@@ -168,22 +184,25 @@ pub fn keep_request(flow: &CtFlow, now_ns: u64, since_ns: u64, stream: Duration)
         .clamp(1, u32::MAX as u128) as u32
 }
 
+/// The kernel's tick rate from two readings of the fast path's clock
+/// (jiffies, ns): the common HZ nearest.
+pub fn hz_of(a: (u64, u64), b: (u64, u64)) -> u64 {
+    let (jiffies, ns) = (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1).max(1));
+    let measured = jiffies as f64 * 1e9 / ns as f64;
+    *[100u64, 250, 300, 1000]
+        .iter()
+        .min_by(|x, y| {
+            let d = |h: u64| (h as f64 - measured).abs();
+            d(**x).total_cmp(&d(**y))
+        })
+        .unwrap()
+}
+
 /// How often the sweep runs: a quarter of the stream timeout (the kernel's
 /// entry of a flow carried all along never has less than half of it
 /// left), between a second and ten.
 pub fn sweep_every(stream: Duration) -> Duration {
     (stream / 4).clamp(Duration::from_secs(1), Duration::from_secs(10))
-}
-
-/// CLOCK_MONOTONIC_COARSE in ns: bpf_ktime_get_coarse_ns's clock.
-pub fn coarse_now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid clock id and timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// A conntrack sysctl of the calling thread's network namespace (None:
@@ -204,37 +223,60 @@ pub fn udp_stream_timeout() -> Duration {
 /// What a sweep did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Swept {
-    /// Entries looked at.
+    /// Connections in the cache.
     pub entries: u64,
     /// Kernel timeouts set (carried since the last sweep).
     pub refreshed: u64,
-    /// Entries forgotten: the kernel's was gone or not carried any more.
+    /// Connections forgotten: the kernel's entry was gone or not carried
+    /// any more.
     pub forgotten: u64,
 }
 
-/// The fast path's connection table and its keeper program.
+const SLOTS: u32 = (CT_CACHE_SETS * CT_CACHE_WAYS) as u32;
+
+/// The fast path's connection cache, its keeper program and its clock.
 pub struct CtMaps {
     keeper: OwnedFd,
-    flows: MapHandle,
+    clock: OwnedFd,
+    cache: MappedArray,
+    /// The kernel's HZ: the length of the jiffies `seen` counts.
+    hz: u64,
 }
 
 impl CtMaps {
     /// Those of a loaded router object.
     pub fn open(obj: &libbpf_rs::Object) -> Result<CtMaps> {
-        let prog = linerate_bpf::loader::prog(obj, "ct_keeper")?;
-        let keeper = prog
-            .as_fd()
-            .try_clone_to_owned()
-            .context("program ct_keeper")?;
-        let map = linerate_bpf::loader::map(obj, "ct_flows")?;
-        let flows = MapHandle::try_from(&map).context("map ct_flows")?;
-        let size = flows.info()?.info.max_entries as usize;
+        let fd = |name| -> Result<OwnedFd> {
+            let prog = linerate_bpf::loader::prog(obj, name)?;
+            prog.as_fd()
+                .try_clone_to_owned()
+                .with_context(|| format!("program {name}"))
+        };
+        let map = linerate_bpf::loader::map(obj, "ct_cache")?;
         anyhow::ensure!(
-            size == crate::layout::CT_FLOWS,
-            "map ct_flows holds {size} connections, layout.rs says {}",
-            crate::layout::CT_FLOWS
+            map.max_entries() == SLOTS,
+            "map ct_cache holds {} slots, layout.rs says {SLOTS}",
+            map.max_entries()
         );
-        Ok(CtMaps { keeper, flows })
+        let mut m = CtMaps {
+            keeper: fd("ct_keeper")?,
+            clock: fd("ct_clock")?,
+            cache: MappedArray::open(&map)?,
+            hz: 0,
+        };
+        let a = m.clock()?;
+        std::thread::sleep(Duration::from_millis(40));
+        m.hz = hz_of(a, m.clock()?);
+        Ok(m)
+    }
+
+    /// The fast path's clock now: (bpf_jiffies64, bpf_ktime_get_ns).
+    fn clock(&self) -> Result<(u64, u64)> {
+        let mut out = [0u8; 64];
+        let r = test_run::run_xdp(self.clock.as_fd(), &[0u8; 64], &mut out, 1)?;
+        anyhow::ensure!(r.verdict == XdpAction::Pass, "ct_clock: {:?}", r.verdict);
+        let word = |i: usize| u64::from_ne_bytes(out[i * 8..i * 8 + 8].try_into().unwrap());
+        Ok((word(0), word(1)))
     }
 
     /// Runs ct_keeper on `batch`, writing the results into it; false if
@@ -274,29 +316,56 @@ impl CtMaps {
         FW_CT_ON | if checksum { FW_CT_CHECKSUM } else { 0 }
     }
 
+    /// Empties slot `i` if it still holds `key`, as a writer (its
+    /// sequence word odd meanwhile); false if it holds another or a
+    /// program is writing it.
+    fn clear(&self, i: u32, key: &CtFlowKey) -> bool {
+        let seq = self.cache.word(i, offset_of!(CtSlot, seq));
+        let s = seq.load(Ordering::Acquire);
+        if s & 1 == 1
+            || seq
+                .compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        let slot: CtSlot = self.cache.read_entry(i);
+        let ours = slot.key == *key;
+        if ours {
+            self.cache
+                .write_bytes(i, offset_of!(CtSlot, key), CtFlowKey::default().as_bytes());
+        }
+        seq.store(s + 2, Ordering::Release);
+        ours
+    }
+
     /// Forgets connection `key` (its kernel entry is gone).
     pub fn forget(&self, key: &CtFlowKey) {
-        let _ = self.flows.delete(key.as_bytes());
+        let set = set_of(key);
+        for w in 0..CT_CACHE_WAYS as u32 {
+            self.clear(set * CT_CACHE_WAYS as u32 + w, key);
+        }
     }
 
     /// One sweep (see the module's comment): timeouts set for the
-    /// connections carried since `since_ns`, every entry checked.
-    pub fn sweep(&self, since_ns: u64, stream: Duration) -> Result<Swept> {
-        let now = coarse_now_ns();
+    /// connections carried since jiffy `since`, every one checked. The
+    /// jiffy it began at.
+    pub fn sweep(&self, since: u64, stream: Duration) -> Result<(Swept, u64)> {
+        let now = self.clock()?.0;
         let mut s = Swept::default();
-        let mut batch: Vec<CtKeep> = Vec::with_capacity(CT_KEEP_BATCH);
-        let flush = |batch: &mut Vec<CtKeep>, s: &mut Swept| -> Result<()> {
+        let mut batch: Vec<(u32, CtKeep)> = Vec::with_capacity(CT_KEEP_BATCH);
+        let flush = |batch: &mut Vec<(u32, CtKeep)>, s: &mut Swept| -> Result<()> {
             if batch.is_empty() {
                 return Ok(());
             }
-            if !self.keep(batch)? {
+            let mut records: Vec<CtKeep> = batch.iter().map(|b| b.1).collect();
+            if !self.keep(&mut records)? {
                 anyhow::bail!("ct_keeper did not run (no conntrack kfuncs)");
             }
-            for r in batch.iter() {
+            for ((i, _), r) in batch.iter().zip(&records) {
                 match r.result {
                     CT_KEEP_GONE => {
-                        self.forget(&r.key);
-                        s.forgotten += 1;
+                        s.forgotten += self.clear(*i, &r.key) as u64;
                     }
                     CT_KEEP_KEPT if r.timeout_ms != 0 => s.refreshed += 1,
                     _ => {}
@@ -305,27 +374,26 @@ impl CtMaps {
             batch.clear();
             Ok(())
         };
-        let entries = self
-            .flows
-            .lookup_batch(4096, MapFlags::ANY, MapFlags::ANY)
-            .context("map ct_flows")?;
-        for (k, v) in entries {
-            let (Some(key), Some(flow)) = (CtFlowKey::from_bytes(&k), CtFlow::from_bytes(&v))
-            else {
+        for i in 0..SLOTS {
+            let slot: CtSlot = self.cache.read_entry(i);
+            if slot.key.l4proto == 0 || slot.seq & 1 == 1 {
                 continue;
-            };
+            }
             s.entries += 1;
-            batch.push(CtKeep {
-                key,
-                timeout_ms: keep_request(&flow, now, since_ns, stream),
-                result: 0,
-            });
+            batch.push((
+                i,
+                CtKeep {
+                    key: slot.key,
+                    timeout_ms: keep_request(slot.seen, now, since, self.hz, stream),
+                    result: 0,
+                },
+            ));
             if batch.len() == CT_KEEP_BATCH {
                 flush(&mut batch, &mut s)?;
             }
         }
         flush(&mut batch, &mut s)?;
-        Ok(s)
+        Ok((s, now))
     }
 }
 
@@ -419,12 +487,13 @@ fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
         }
         if std::time::Instant::now() >= next {
             let stream = udp_stream_timeout();
-            let started = coarse_now_ns();
             match maps.sweep(since, stream) {
-                Ok(s) => tracing::debug!("conntrack sweep: {s:?}"),
+                Ok((s, began)) => {
+                    tracing::debug!("conntrack sweep: {s:?}");
+                    since = began;
+                }
                 Err(e) => tracing::warn!("conntrack sweep: {e:#}"),
             }
-            since = started;
             next = std::time::Instant::now() + sweep_every(stream);
         }
     }
@@ -523,17 +592,21 @@ mod tests {
     #[test]
     fn a_flow_carried_since_the_last_sweep_gets_the_stream_timeout_from_its_last_packet() {
         let s = Duration::from_secs(120);
-        let flow = |seen| CtFlow {
-            seen,
-            ..Default::default()
-        };
-        let now = 1_000_000_000_000;
-        assert_eq!(keep_request(&flow(now - 2_000_000_000), now, 0, s), 118_000);
-        assert_eq!(keep_request(&flow(now - 5), now, now - 10, s), 120_000);
+        // Jiffies at HZ 250: 4 ms each.
+        let now = 4_300_000_000;
+        assert_eq!(keep_request(now - 500, now, 0, 250, s), 118_000);
+        assert_eq!(keep_request(now - 1, now, now - 10, 250, s), 119_996);
+        assert_eq!(keep_request(now, now, now - 10, 1000, s), 120_000);
         // Not carried since: only checked.
-        assert_eq!(keep_request(&flow(now - 10), now, now - 10, s), 0);
+        assert_eq!(keep_request(now - 10, now, now - 10, 250, s), 0);
         // Past its timeout: the kernel's to expire.
-        assert_eq!(keep_request(&flow(now - 200_000_000_000), now, 0, s), 1);
+        assert_eq!(keep_request(now - 50_000, now, 0, 250, s), 1);
+        assert_eq!(
+            hz_of((1000, 0), (1000 + 10, 40_100_000)),
+            250,
+            "10 jiffies in 40.1 ms"
+        );
+        assert_eq!(hz_of((0, 0), (41, 40_500_000)), 1000);
         assert_eq!(sweep_every(s), Duration::from_secs(10));
         assert_eq!(sweep_every(Duration::from_secs(2)), Duration::from_secs(1));
     }

@@ -162,8 +162,9 @@ pub const FW_CT_CHECKSUM: u32 = 2;
 pub const FW_CT_ESTABLISHED: u8 = 2;
 pub const FW_CT_REPLY: u8 = linerate_firewall::cache::CT_REPLY;
 pub const CT_KEEP_BATCH: usize = 64;
-/// The fast path's connection table's size (ct_flows).
-pub const CT_FLOWS: usize = 1 << 20;
+/// The fast path's connection cache: sets of two ways (ct_cache).
+pub const CT_CACHE_SETS: usize = 1 << 20;
+pub const CT_CACHE_WAYS: usize = 2;
 pub const CT_KEEP_GONE: u32 = 1;
 pub const CT_KEEP_KEPT: u32 = 2;
 pub const FW_ACCEPT: u8 = 1;
@@ -215,13 +216,19 @@ pub struct CtFlowKey {
     pub pad: [u8; 2],
 }
 
+/// A slot of the fast path's connection cache (ct_cache).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CtFlow {
+pub struct CtSlot {
+    /// Odd while written.
+    pub seq: u32,
     pub orig_from_a: u8,
-    pub pad: [u8; 7],
-    /// CLOCK_MONOTONIC_COARSE ns of the last packet carried.
+    pub pad: [u8; 3],
+    /// bpf_jiffies64 of the last packet carried.
     pub seen: u64,
+    /// l4proto 0: empty.
+    pub key: CtFlowKey,
+    pub reserved: [u8; 8],
 }
 
 /// One record of ct_keeper's batch.
@@ -315,7 +322,7 @@ unsafe impl Pod for NhGroup {}
 unsafe impl Pod for RouterCounters {}
 unsafe impl Pod for FwState {}
 unsafe impl Pod for CtFlowKey {}
-unsafe impl Pod for CtFlow {}
+unsafe impl Pod for CtSlot {}
 unsafe impl Pod for CtKeep {}
 unsafe impl Pod for FwReads {}
 unsafe impl Pod for FwSlot {}
@@ -464,12 +471,15 @@ mod tests {
             ],
         );
         check(
-            "ct_flow",
-            size_of::<CtFlow>(),
+            "ct_slot",
+            size_of::<CtSlot>(),
             vec![
-                ("orig_from_a", offset_of!(CtFlow, orig_from_a)),
-                ("pad", offset_of!(CtFlow, pad)),
-                ("seen", offset_of!(CtFlow, seen)),
+                ("seq", offset_of!(CtSlot, seq)),
+                ("orig_from_a", offset_of!(CtSlot, orig_from_a)),
+                ("pad", offset_of!(CtSlot, pad)),
+                ("seen", offset_of!(CtSlot, seen)),
+                ("key", offset_of!(CtSlot, key)),
+                ("reserved", offset_of!(CtSlot, reserved)),
             ],
         );
         // No map holds a ct_keep either (ct_keeper's frame does):
