@@ -582,7 +582,8 @@ mod tests {
         )
         .0;
         assert_eq!(destroyed(&m).unwrap(), Some(want));
-        let other = crate::wire::request((NFNL_SUBSYS_CTNETLINK << 8) | 0, 0, 0, &body);
+        // IPCTNL_MSG_CT_NEW (0): not a deletion.
+        let other = crate::wire::request(NFNL_SUBSYS_CTNETLINK << 8, 0, 0, &body);
         assert_eq!(
             destroyed(&Message::new_checked(&other).unwrap()).unwrap(),
             None
