@@ -388,8 +388,8 @@ int router_mb(struct xdp_md *ctx)
 /* The control plane's keeper of the kernel's entries for the connections
  * the fast path carries (conntrack.h), run with BPF_PROG_TEST_RUN: the
  * frame is up to CT_KEEP_BATCH records. For each, the kernel's entry is
- * looked up; if it is there and still one the fast path may carry, its
- * timeout is set to `timeout_ms` from now (0: left alone) and the result
+ * looked up; if it is there and still one the fast path may carry
+ * (ct_carried: a TCP connection only while established), its timeout is set to `timeout_ms` from now (0: left alone) and the result
  * is CT_KEEP_KEPT, else CT_KEEP_GONE: the control plane then forgets the
  * connection. XDP_PASS once the records are done, XDP_ABORTED without the
  * kfuncs. */
@@ -400,8 +400,12 @@ _Static_assert(sizeof(struct ct_keep) == 48 && __builtin_offsetof(struct ct_keep
 SEC("xdp")
 int ct_keeper(struct xdp_md *ctx)
 {
-	if (!ct_available())
+	__u32 zero = 0;
+	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
+
+	if (!ct_available() || !st)
 		return XDP_ABORTED;
+	__u32 ct_flags = st->ct_flags;
 	for (int i = 0; i < CT_KEEP_BATCH; i++) {
 		struct ct_keep *r = (void *)(long)ctx->data + i * sizeof(struct ct_keep);
 
@@ -429,8 +433,7 @@ int ct_keeper(struct xdp_md *ctx)
 			r->result = CT_KEEP_GONE;
 			continue;
 		}
-		unsigned long status = ct->status;
-		if ((status & CT_NOT_CARRIED) || (status & CT_UDP_CARRIED) != CT_UDP_CARRIED) {
+		if (ct_carried(ct, r->key.l4proto, ct_flags) != R_FORWARDED) {
 			r->result = CT_KEEP_GONE;
 		} else {
 			if (r->timeout_ms)

@@ -86,11 +86,29 @@ struct nf_conntrack_tuple_hash {
 	struct nf_conntrack_tuple tuple;
 } __attribute__((preserve_access_index));
 
+struct ip_ct_tcp_state {
+	__u8 flags;
+} __attribute__((preserve_access_index));
+
+struct ip_ct_tcp {
+	struct ip_ct_tcp_state seen[2];
+	__u8 state;
+} __attribute__((preserve_access_index));
+
+union nf_conntrack_proto {
+	struct ip_ct_tcp tcp;
+} __attribute__((preserve_access_index));
+
 struct nf_conn {
 	unsigned long status;
 	__u32 timeout;
 	struct nf_conntrack_tuple_hash tuplehash[2];
+	union nf_conntrack_proto proto;
 } __attribute__((preserve_access_index));
+
+/* nf_conntrack_tcp.h, enum tcp_conntrack */
+#define IP_CT_TCP_FLAG_BE_LIBERAL 0x08
+#define TCP_CONNTRACK_ESTABLISHED 3
 
 /* The kfuncs' options in their first, 12-byte shape, which the kernel
  * still takes (later kernels add zone fields up to 16 bytes). Not
@@ -265,25 +283,15 @@ static __always_inline int ct_small_sum_holds(const __u8 *p, __u32 len, const __
 	return sum == 0xffff;
 }
 
-/* Whether conntrack would find this UDP datagram invalid (udp_error):
- * shorter than its header, a length field past the IP payload or below
- * the header, or, with `check_sum` (nf_conntrack_checksum), a non-zero
- * checksum that does not hold over the whole IP payload (nf_checksum's
- * pseudo-header carries the payload's length, not the UDP length). */
-static __always_inline int ct_udp_invalid(struct xdp_md *ctx, const void *l3, const int v6,
-					  const __u8 *l4, __u32 avail, int check_sum)
+/* Whether the transport checksum of the IP payload (`avail` bytes at
+ * `l4`, protocol `proto`) fails as nf_checksum checks it: over the whole
+ * payload, the pseudo-header carrying the payload's length. */
+static __always_inline int ct_sum_fails(struct xdp_md *ctx, const void *l3, const int v6,
+					const __u8 *l4, __u32 avail, __u8 proto)
 {
 	const __u8 *end = (const __u8 *)(long)ctx->data_end;
-	const struct udphdr *u = (const void *)l4;
-
-	if (avail < sizeof(*u) || (const __u8 *)(u + 1) > end)
-		return 1;
-	__u32 ulen = bpf_ntohs(u->len);
-	if (ulen > avail || ulen < sizeof(*u))
-		return 1;
-	if (!u->check || !check_sum)
-		return 0;
 	__u64 s = 0;
+
 	if (v6) {
 		const struct ipv6hdr *ip6 = l3;
 		const __u32 *a = (const __u32 *)&ip6->saddr;
@@ -297,10 +305,68 @@ static __always_inline int ct_udp_invalid(struct xdp_md *ctx, const void *l3, co
 		s += ip->daddr;
 	}
 	s += bpf_htons((__u16)avail);
-	s += bpf_htons(IPPROTO_UDP);
+	s += bpf_htons(proto);
 	if (avail <= 40)
 		return !ct_small_sum_holds(l4, avail, end, s);
 	return !ct_sum_holds(ctx, l4 - (const __u8 *)(long)ctx->data, avail, s);
+}
+
+/* Whether conntrack would find this UDP datagram invalid (udp_error):
+ * shorter than its header, a length field past the IP payload or below
+ * the header, or, with `check_sum` (nf_conntrack_checksum), a non-zero
+ * checksum that does not hold. */
+static __always_inline int ct_udp_invalid(struct xdp_md *ctx, const void *l3, const int v6,
+					  const __u8 *l4, __u32 avail, int check_sum)
+{
+	const __u8 *end = (const __u8 *)(long)ctx->data_end;
+	const struct udphdr *u = (const void *)l4;
+
+	if (avail < sizeof(*u) || (const __u8 *)(u + 1) > end)
+		return 1;
+	__u32 ulen = bpf_ntohs(u->len);
+	if (ulen > avail || ulen < sizeof(*u))
+		return 1;
+	if (!u->check || !check_sum)
+		return 0;
+	return ct_sum_fails(ctx, l3, v6, l4, avail, IPPROTO_UDP);
+}
+
+#define TCPF_FIN 0x01
+#define TCPF_SYN 0x02
+#define TCPF_RST 0x04
+#define TCPF_PSH 0x08
+#define TCPF_ACK 0x10
+#define TCPF_URG 0x20
+#define TCPF_ECE 0x40
+#define TCPF_CWR 0x80
+
+/* What a TCP segment is to conntrack (tcp_error, then the state machine):
+ * 0 a segment of an established connection's data or acknowledgements,
+ * R_PASS_CT_STATE one that opens, closes or resets (the kernel tracks
+ * it), R_PASS_CT_INVALID one conntrack finds invalid (a header shorter
+ * than its data offset says, a bad checksum with `check_sum`, flags
+ * tcp_valid_flags does not list). `flags` gets its flags. */
+static __always_inline enum reason ct_tcp_kind(struct xdp_md *ctx, const void *l3, const int v6,
+					       const __u8 *l4, __u32 avail, int check_sum,
+					       __u8 *flags)
+{
+	const __u8 *end = (const __u8 *)(long)ctx->data_end;
+
+	if (avail < 20 || l4 + 20 > end)
+		return R_PASS_CT_INVALID;
+	__u32 doff = (l4[12] >> 4) * 4;
+	if (doff < 20 || doff > avail)
+		return R_PASS_CT_INVALID;
+	*flags = l4[13];
+	/* (PSH, ECE and CWR do not count: tcp_error masks them.) */
+	__u8 f = *flags & ~(TCPF_PSH | TCPF_ECE | TCPF_CWR);
+	if (f & (TCPF_SYN | TCPF_FIN | TCPF_RST))
+		return R_PASS_CT_STATE;
+	if (f != TCPF_ACK && f != (TCPF_ACK | TCPF_URG))
+		return R_PASS_CT_INVALID;
+	if (check_sum && ct_sum_fails(ctx, l3, v6, l4, avail, IPPROTO_TCP))
+		return R_PASS_CT_INVALID;
+	return 0;
 }
 
 /* The key of a packet's connection, and whether the packet goes from the
@@ -319,6 +385,34 @@ static __always_inline int ct_key_of(const struct ct_packet *p, const int v6,
 	k->l4proto = p->l4proto;
 	k->ipv6 = v6;
 	return from_a;
+}
+
+/* Whether the fast path may carry packets of entry `ct` (protocol
+ * `l4proto`), `ct_flags` as fw_state has them: confirmed, seen both ways
+ * and assured, without NAT, helper or offload; for TCP also established
+ * and with its windows unchecked (nf_conntrack_tcp_be_liberal, or the
+ * entry's own liberal flags both ways): a TCP data segment then changes
+ * nothing of the entry that decides a verdict (tcp_in_window accepts it
+ * whatever its sequence numbers; docs/firewall.md says what else it
+ * changes), where with windows checked every segment moves the window
+ * the next is held to, which nothing outside the kernel can write.
+ * R_FORWARDED, or why not. */
+static __always_inline enum reason ct_carried(struct nf_conn *ct, __u8 l4proto, __u32 ct_flags)
+{
+	unsigned long status = ct->status;
+
+	if (status & CT_NOT_CARRIED)
+		return R_PASS_CT_UNCARRIED;
+	if ((status & CT_UDP_CARRIED) != CT_UDP_CARRIED)
+		return R_PASS_CT_YOUNG;
+	if (l4proto != IPPROTO_TCP)
+		return R_FORWARDED;
+	if (ct->proto.tcp.state != TCP_CONNTRACK_ESTABLISHED)
+		return R_PASS_CT_YOUNG;
+	if (!(ct_flags & FW_CT_TCP_LIBERAL) &&
+	    !(ct->proto.tcp.seen[0].flags & ct->proto.tcp.seen[1].flags & IP_CT_TCP_FLAG_BE_LIBERAL))
+		return R_PASS_CT_WINDOW;
+	return R_FORWARDED;
 }
 
 /* The set of connection `k`: its five words multiplied in pairs and
@@ -357,6 +451,18 @@ static __always_inline int ct_holds(struct ct_slot *s, const struct ct_flow_key 
 	return !diff && *(volatile __u32 *)&s->seq == seq;
 }
 
+/* Whether slot `s`, claimed (its sequence word odd, ours), holds `k`. */
+static __always_inline int ct_holds_locked(struct ct_slot *s, const struct ct_flow_key *k)
+{
+	const __u64 *a = (const __u64 *)k, *b = (const __u64 *)&s->key;
+	__u64 diff = 0;
+
+#pragma unroll
+	for (int w = 0; w < 5; w++)
+		diff |= a[w] ^ b[w];
+	return !diff;
+}
+
 /* Writes connection `k` into a way of its set: an empty one, else the one
  * carried least recently. Nothing if another CPU is writing the way. */
 static __always_inline void ct_keep_in_cache(__u32 set, const struct ct_flow_key *k,
@@ -381,13 +487,37 @@ static __always_inline void ct_keep_in_cache(__u32 set, const struct ct_flow_key
 	*(volatile __u32 *)&s->seq = seq + 2;
 }
 
+/* Empties the way of `set` holding `k`, if one does and no other CPU is
+ * writing it. */
+static __always_inline void ct_forget_in_cache(__u32 set, const struct ct_flow_key *k)
+{
+#pragma unroll
+	for (int w = 0; w < CT_CACHE_WAYS; w++) {
+		__u32 i = set * CT_CACHE_WAYS + w;
+		struct ct_slot *s = bpf_map_lookup_elem(&ct_cache, &i);
+		__u8 orig;
+
+		if (!s || !ct_holds(s, k, &orig))
+			continue;
+		__u32 seq = *(volatile __u32 *)&s->seq;
+		if (seq & 1 || __sync_val_compare_and_swap(&s->seq, seq, seq + 1) != seq)
+			continue;
+		if (!ct_holds_locked(s, k))
+			goto release;
+		s->key.l4proto = 0;
+release:
+		asm volatile("" ::: "memory");
+		*(volatile __u32 *)&s->seq = seq + 2;
+	}
+}
+
 /* Finds the packet's connection in the kernel's table and, if the fast
  * path may carry it, keeps it in ct_cache: R_FORWARDED with its original
  * direction's side in `orig_from_a`, or why the packet goes to the
  * kernel. */
 static __always_inline enum reason ct_fill(struct xdp_md *ctx, const struct ct_packet *p,
 					   const int v6, const struct ct_flow_key *k, int from_a,
-					   __u32 set, __u64 now, __u8 *orig_from_a)
+					   __u32 set, __u64 now, __u32 ct_flags, __u8 *orig_from_a)
 {
 	struct bpf_ct_opts___local opts = { .netns_id = -1, .l4proto = p->l4proto };
 	struct bpf_sock_tuple t;
@@ -409,7 +539,7 @@ static __always_inline enum reason ct_fill(struct xdp_md *ctx, const struct ct_p
 	struct nf_conn *ct = bpf_xdp_ct_lookup(ctx, &t, size, &opts, sizeof(opts));
 	if (!ct)
 		return R_PASS_CT_NONE;
-	unsigned long status = ct->status;
+	enum reason carried = ct_carried(ct, p->l4proto, ct_flags);
 	/* The original direction's source: this packet's, or the other end's. */
 	__u32 o0 = ct->tuplehash[0].tuple.src.u3.all[0], o1 = 0, o2 = 0, o3 = 0;
 	__be16 oport = ct->tuplehash[0].tuple.src.u.all;
@@ -419,10 +549,8 @@ static __always_inline enum reason ct_fill(struct xdp_md *ctx, const struct ct_p
 		o3 = ct->tuplehash[0].tuple.src.u3.all[3];
 	}
 	bpf_ct_release(ct);
-	if (status & CT_NOT_CARRIED)
-		return R_PASS_CT_UNCARRIED;
-	if ((status & CT_UDP_CARRIED) != CT_UDP_CARRIED)
-		return R_PASS_CT_YOUNG;
+	if (carried != R_FORWARDED)
+		return carried;
 	int orig_from_src = o0 == p->saddr[0] && oport == p->sport &&
 			    (!v6 || (o1 == p->saddr[1] && o2 == p->saddr[2] && o3 == p->saddr[3]));
 	/* The original direction leaves from a if this packet does and is
@@ -445,12 +573,18 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 		*why = R_PASS_CT_OFF;
 		return 0;
 	}
-	if (l4proto != IPPROTO_UDP) {
-		*why = R_PASS_CT_PROTO;
-		return 0;
+	__u8 tcp_flags = 0;
+	enum reason kind = 0;
+	if (l4proto == IPPROTO_UDP) {
+		if (ct_udp_invalid(ctx, l3, v6, l4, avail, ct_flags & FW_CT_CHECKSUM))
+			kind = R_PASS_CT_INVALID;
+	} else if (l4proto == IPPROTO_TCP) {
+		kind = ct_tcp_kind(ctx, l3, v6, l4, avail, ct_flags & FW_CT_CHECKSUM, &tcp_flags);
+	} else {
+		kind = R_PASS_CT_PROTO;
 	}
-	if (ct_udp_invalid(ctx, l3, v6, l4, avail, ct_flags & FW_CT_CHECKSUM)) {
-		*why = R_PASS_CT_INVALID;
+	if (kind != R_PASS_CT_STATE && kind) {
+		*why = kind;
 		return 0;
 	}
 	if (l4 + 4 > end) {
@@ -476,6 +610,15 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 	struct ct_flow_key k;
 	int from_a = ct_key_of(&p, v6, &k);
 	__u32 set = ct_set_of(&k);
+	if (kind == R_PASS_CT_STATE) {
+		/* A FIN or RST ends what the fast path may carry: the kernel's
+		 * entry leaves ESTABLISHED. (A SYN finds none, or one the kernel
+		 * reopens.) */
+		if (tcp_flags & (TCPF_FIN | TCPF_RST))
+			ct_forget_in_cache(set, &k);
+		*why = kind;
+		return 0;
+	}
 	/* (Inlined by the verifier: a load, where bpf_ktime_get_coarse_ns
 	 * cost 25 ns a packet.) */
 	__u64 now = bpf_jiffies64();
@@ -495,7 +638,7 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 		}
 	}
 	if (!found) {
-		enum reason r = ct_fill(ctx, &p, v6, &k, from_a, set, now, &orig_from_a);
+		enum reason r = ct_fill(ctx, &p, v6, &k, from_a, set, now, ct_flags, &orig_from_a);
 
 		if (r != R_FORWARDED) {
 			*why = r;

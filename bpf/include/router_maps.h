@@ -44,7 +44,9 @@ enum reason {
 	R_PASS_CT_YOUNG,     /* an entry not yet established and assured */
 	R_PASS_CT_UNCARRIED, /* an entry with NAT, a helper, offloaded, or dying */
 	R_PASS_CT_PROTO,     /* a protocol the fast path does not carry connections of (TCP, ICMP, ...) */
-	R_PASS_CT_INVALID,   /* conntrack would find it invalid (UDP length or checksum) */
+	R_PASS_CT_INVALID,   /* conntrack would find it invalid (length, checksum, TCP flags) */
+	R_PASS_CT_STATE,     /* a TCP SYN, FIN or RST: the kernel tracks the connection's state */
+	R_PASS_CT_WINDOW,    /* TCP with its windows checked: each segment moves them, in the kernel */
 	R_PASS_CT_OFF,       /* the stateful stage is off (no conntrack kfuncs in this kernel) */
 	R_DROP_MALFORMED,    /* shorter than the headers it claims */
 	R_DROP_FIREWALL,     /* dropped by the nftables ruleset, as the kernel would */
@@ -256,6 +258,7 @@ struct fw_reads {
 /* fw_state.ct_flags */
 #define FW_CT_ON 1        /* the conntrack kfuncs work here (the control plane checked) */
 #define FW_CT_CHECKSUM 2  /* net.netfilter.nf_conntrack_checksum: conntrack checks checksums */
+#define FW_CT_TCP_LIBERAL 4  /* net.netfilter.nf_conntrack_tcp_be_liberal: no TCP window checks */
 
 /* fw_key.ct */
 #define FW_CT_ESTABLISHED 2  /* ct state established (NF_CT_STATE_BIT(IP_CT_ESTABLISHED)) */

@@ -382,7 +382,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
                 "--states: this kernel has no XDP conntrack kfuncs (the stateful firewall is off)"
             );
         }
-        s.maps.set_ct_flags(flags);
+        ct.publish_flags(flags);
         let file = tempfile::NamedTempFile::new()?;
         std::fs::write(file.path(), linerate_firewall::seeds::stateful())?;
         nft(ns, &["-f", &file.path().display().to_string()])?;

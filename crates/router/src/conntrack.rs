@@ -23,7 +23,7 @@
 //! coarse clock (a jiffy).
 use crate::layout::{
     CtFlowKey, CtKeep, CtSlot, CT_CACHE_SETS, CT_CACHE_WAYS, CT_KEEP_BATCH, CT_KEEP_GONE,
-    CT_KEEP_KEPT, FW_CT_CHECKSUM, FW_CT_ON,
+    CT_KEEP_KEPT, FW_CT_CHECKSUM, FW_CT_ON, FW_CT_TCP_LIBERAL,
 };
 use crate::wire::{Message, WireError};
 use anyhow::{Context, Result};
@@ -215,9 +215,47 @@ fn sysctl(name: &str) -> Option<u64> {
         .ok()
 }
 
-/// nf_conntrack_udp_timeout_stream (120 s where it cannot be read).
-pub fn udp_stream_timeout() -> Duration {
-    Duration::from_secs(sysctl("nf_conntrack_udp_timeout_stream").unwrap_or(120))
+/// The kernel's timeouts for the connections the fast path carries: what
+/// each of their packets would set the entry's timeout to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// nf_conntrack_udp_timeout_stream (an assured UDP connection's).
+    pub udp: Duration,
+    /// nf_conntrack_tcp_timeout_established.
+    pub tcp: Duration,
+}
+
+impl Timeouts {
+    /// This namespace's (the kernel's defaults where they cannot be read).
+    pub fn now() -> Timeouts {
+        let secs = |name, default| Duration::from_secs(sysctl(name).unwrap_or(default));
+        Timeouts {
+            udp: secs("nf_conntrack_udp_timeout_stream", 120),
+            tcp: secs("nf_conntrack_tcp_timeout_established", 432_000),
+        }
+    }
+
+    fn of(&self, l4proto: u8) -> Duration {
+        if l4proto == 6 {
+            self.tcp
+        } else {
+            self.udp
+        }
+    }
+}
+
+/// The FW_CT_* flags the namespace's conntrack sysctls give.
+fn sysctl_flags() -> u32 {
+    let on = |name, default| sysctl(name).unwrap_or(default) != 0;
+    (if on("nf_conntrack_checksum", 1) {
+        FW_CT_CHECKSUM
+    } else {
+        0
+    }) | if on("nf_conntrack_tcp_be_liberal", 0) {
+        FW_CT_TCP_LIBERAL
+    } else {
+        0
+    }
 }
 
 /// What a sweep did.
@@ -239,6 +277,8 @@ pub struct CtMaps {
     keeper: OwnedFd,
     clock: OwnedFd,
     cache: MappedArray,
+    /// fw_state, for its ct_flags word.
+    state: MappedArray,
     /// The kernel's HZ: the length of the jiffies `seen` counts.
     hz: u64,
 }
@@ -262,6 +302,7 @@ impl CtMaps {
             keeper: fd("ct_keeper")?,
             clock: fd("ct_clock")?,
             cache: MappedArray::open(&map)?,
+            state: MappedArray::open(&linerate_bpf::loader::map(obj, "fw_state")?)?,
             hz: 0,
         };
         let a = m.clock()?;
@@ -298,7 +339,8 @@ impl CtMaps {
 
     /// fw_state's ct_flags for this namespace and kernel: FW_CT_ON if the
     /// conntrack kfuncs run here, FW_CT_CHECKSUM if conntrack checks
-    /// checksums (nf_conntrack_checksum).
+    /// checksums (nf_conntrack_checksum), FW_CT_TCP_LIBERAL if it does not
+    /// check TCP windows (nf_conntrack_tcp_be_liberal).
     pub fn flags(&self) -> u32 {
         // One record for nothing: found or not, the kfuncs ran.
         let mut probe = [CtKeep {
@@ -312,8 +354,21 @@ impl CtMaps {
         if !on {
             return 0;
         }
-        let checksum = sysctl("nf_conntrack_checksum").unwrap_or(1) != 0;
-        FW_CT_ON | if checksum { FW_CT_CHECKSUM } else { 0 }
+        FW_CT_ON | sysctl_flags()
+    }
+
+    /// fw_state's ct_flags as the fast path reads them.
+    pub fn published_flags(&self) -> u32 {
+        self.state
+            .word(0, offset_of!(crate::layout::FwState, ct_flags))
+            .load(Ordering::Acquire)
+    }
+
+    /// Makes `flags` fw_state's ct_flags (FW_CT_*).
+    pub fn publish_flags(&self, flags: u32) {
+        self.state
+            .word(0, offset_of!(crate::layout::FwState, ct_flags))
+            .store(flags, Ordering::Release);
     }
 
     /// Empties slot `i` if it still holds `key`, as a writer (its
@@ -350,7 +405,7 @@ impl CtMaps {
     /// One sweep (see the module's comment): timeouts set for the
     /// connections carried since jiffy `since`, every one checked. The
     /// jiffy it began at.
-    pub fn sweep(&self, since: u64, stream: Duration) -> Result<(Swept, u64)> {
+    pub fn sweep(&self, since: u64, timeouts: &Timeouts) -> Result<(Swept, u64)> {
         let now = self.clock()?.0;
         let mut s = Swept::default();
         let mut batch: Vec<(u32, CtKeep)> = Vec::with_capacity(CT_KEEP_BATCH);
@@ -384,7 +439,13 @@ impl CtMaps {
                 i,
                 CtKeep {
                     key: slot.key,
-                    timeout_ms: keep_request(slot.seen, now, since, self.hz, stream),
+                    timeout_ms: keep_request(
+                        slot.seen,
+                        now,
+                        since,
+                        self.hz,
+                        timeouts.of(slot.key.l4proto),
+                    ),
                     result: 0,
                 },
             ));
@@ -450,7 +511,8 @@ impl Drop for CtThread {
 fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
     let mut buf = vec![0u8; 1 << 20];
     let mut since = 0u64;
-    let mut next = std::time::Instant::now() + sweep_every(udp_stream_timeout());
+    let mut next = std::time::Instant::now() + sweep_every(Timeouts::now().udp);
+    let mut flags = maps.published_flags();
     loop {
         let fd = |fd: i32| libc::pollfd {
             fd,
@@ -463,9 +525,18 @@ fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
         ];
         let wait = next.saturating_duration_since(std::time::Instant::now());
         // SAFETY: two pollfds (a negative fd is ignored).
-        unsafe { libc::poll(pfd.as_mut_ptr(), 2, wait.as_millis().min(10_000) as i32) };
+        unsafe { libc::poll(pfd.as_mut_ptr(), 2, wait.as_millis().min(1000) as i32) };
         if pfd[0].revents != 0 {
             return;
+        }
+        // The sysctls the fast path follows, read again each second: a
+        // change is published, and every connection checked against it
+        // at once (TCP windows checked again: no TCP carried any more).
+        let now_flags = FW_CT_ON | sysctl_flags();
+        if now_flags != flags {
+            maps.publish_flags(now_flags);
+            flags = now_flags;
+            next = std::time::Instant::now();
         }
         if let (Some(sock), true) = (&events, pfd[1].revents != 0) {
             loop {
@@ -486,15 +557,15 @@ fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
             }
         }
         if std::time::Instant::now() >= next {
-            let stream = udp_stream_timeout();
-            match maps.sweep(since, stream) {
+            let timeouts = Timeouts::now();
+            match maps.sweep(since, &timeouts) {
                 Ok((s, began)) => {
                     tracing::debug!("conntrack sweep: {s:?}");
                     since = began;
                 }
                 Err(e) => tracing::warn!("conntrack sweep: {e:#}"),
             }
-            next = std::time::Instant::now() + sweep_every(stream);
+            next = std::time::Instant::now() + sweep_every(timeouts.udp);
         }
     }
 }

@@ -50,14 +50,6 @@ impl FwMaps {
             .load(Ordering::Acquire)
     }
 
-    /// Sets fw_state's ct_flags (FW_CT_*: whether the connection stage
-    /// runs, and how), once, before a ruleset that reads ct is published.
-    pub fn set_ct_flags(&self, flags: u32) {
-        self.state
-            .word(0, offset_of!(FwState, ct_flags))
-            .store(flags, Ordering::Release);
-    }
-
     /// The ring buffer the program reports misses on (struct fw_miss).
     pub fn misses(&self) -> &MapHandle {
         &self.misses

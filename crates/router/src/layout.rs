@@ -28,7 +28,7 @@ pub const NH_GROUP_BUCKETS: usize = 64;
 pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
-pub const REASONS: [&str; 31] = [
+pub const REASONS: [&str; 33] = [
     "forwarded",
     "pass_not_ip",
     "pass_not_ours",
@@ -57,6 +57,8 @@ pub const REASONS: [&str; 31] = [
     "pass_ct_uncarried",
     "pass_ct_proto",
     "pass_ct_invalid",
+    "pass_ct_state",
+    "pass_ct_window",
     "pass_ct_off",
     "drop_malformed",
     "drop_firewall",
@@ -159,6 +161,7 @@ pub const FW_READ_NEXTHDR: u8 = 32;
 pub const FW_READ_CT: u8 = 64;
 pub const FW_CT_ON: u32 = 1;
 pub const FW_CT_CHECKSUM: u32 = 2;
+pub const FW_CT_TCP_LIBERAL: u32 = 4;
 pub const FW_CT_ESTABLISHED: u8 = 2;
 pub const FW_CT_REPLY: u8 = linerate_firewall::cache::CT_REPLY;
 pub const CT_KEEP_BATCH: usize = 64;
@@ -268,10 +271,20 @@ pub struct FwRuleCounter {
 }
 
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RouterCounters {
     pub packets: [u64; R_MAX],
     pub bytes: [u64; R_MAX],
+}
+
+// (By hand: std derives Default for arrays of at most 32.)
+impl Default for RouterCounters {
+    fn default() -> Self {
+        RouterCounters {
+            packets: [0; R_MAX],
+            bytes: [0; R_MAX],
+        }
+    }
 }
 
 impl RouterCounters {

@@ -50,6 +50,8 @@ pub mod reason {
     pub const CT_UNCARRIED: &str = "pass_ct_uncarried";
     pub const CT_PROTO: &str = "pass_ct_proto";
     pub const CT_INVALID: &str = "pass_ct_invalid";
+    pub const CT_STATE: &str = "pass_ct_state";
+    pub const CT_WINDOW: &str = "pass_ct_window";
     pub const CT_OFF: &str = "pass_ct_off";
     pub const DROP_MALFORMED: &str = "drop_malformed";
     pub const DROP_FIREWALL: &str = "drop_firewall";

@@ -184,7 +184,7 @@ pub fn run(
     let ct_flags = ct_maps.flags();
     let ct_on = ct_flags & crate::layout::FW_CT_ON != 0;
     let fw_maps = fp.fw_maps()?;
-    fw_maps.set_ct_flags(ct_flags);
+    ct_maps.publish_flags(ct_flags);
     if !ct_on {
         tracing::info!(
             "the stateful firewall is off: this kernel has no XDP conntrack kfuncs; rulesets reading ct stay the kernel's"
