@@ -120,7 +120,8 @@ fn echo_server(
     let t = std::thread::spawn(move || {
         let _in = linerate_host::netns::NetnsGuard::enter(&ns("recv")).unwrap();
         let s = UdpSocket::bind((SERVER, PORT)).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        // (Short: what `push` hands it goes out within a millisecond.)
+        s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
         tx.send(()).unwrap();
         let mut buf = [0u8; 2048];
         while !stop.load(Ordering::Relaxed) {
@@ -292,11 +293,48 @@ fn udp_connections_are_carried_once_established_and_the_kernels_entries_kept() {
         &ns("dut"),
         &["conntrack", "-D", "-p", "udp", "--orig-port-src", &port0],
     );
-    std::thread::sleep(Duration::from_millis(100));
+    // How long the fast path went on carrying it: unasked datagrams a
+    // millisecond apart from the moment `conntrack -D` returned, the last
+    // to arrive.
+    let deleted = Instant::now();
+    let mut sent = Vec::new();
+    while deleted.elapsed() < Duration::from_millis(50) {
+        let tag = sent.len() as u32;
+        push.send((socks[0].local_addr().unwrap(), payload(77, tag)))
+            .unwrap();
+        sent.push(deleted.elapsed());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    socks[0]
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut last = None;
+    let mut buf = [0u8; 2048];
+    while let Ok(n) = socks[0].recv(&mut buf) {
+        let tag = u32::from_be_bytes(buf[4..8].try_into().unwrap()) as usize;
+        assert!(n > 8 && tag < sent.len());
+        last = last.max(Some(tag));
+    }
+    match last {
+        Some(t) => eprintln!(
+            "the deleted connection was carried until {:?} after conntrack -D returned ({} of {} probes a millisecond apart arrived)",
+            sent[t],
+            t + 1,
+            sent.len()
+        ),
+        None => eprintln!(
+            "the deleted connection was not carried {:?} after conntrack -D returned (the first probe's)",
+            sent[0]
+        ),
+    }
+    socks[0]
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
     let dropped0 = counted("pass_ct_none");
     assert!(
         !unasked(0),
-        "a deleted connection's reply was forwarded 100 ms after the deletion"
+        "a deleted connection's reply was forwarded 100 ms after its deletion"
     );
     assert!(
         counted("pass_ct_none") > dropped0,
