@@ -193,7 +193,49 @@ static __always_inline void watch(void *data, struct stamp *st)
 	}
 }
 
-enum recv_mode { FULL, WATCH, COUNT, FRAMES };
+enum recv_mode { FULL, WATCH, COUNT, FRAMES, ANSWER };
+
+/* Sends a UDP frame back where it came from: MACs, addresses and ports
+ * swapped, which leaves both checksums as they were (a ones'-complement
+ * sum does not care about order). The answer a stateful firewall needs to
+ * see before it holds a flow established. XDP_DROP for anything else. */
+static __always_inline int answer(void *data, void *data_end)
+{
+	struct ethhdr *eth = data;
+	struct udphdr *udp;
+	__u8 mac[ETH_ALEN];
+
+	if ((void *)(eth + 1) > data_end)
+		return XDP_DROP;
+	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
+		struct iphdr *ip = (void *)(eth + 1);
+		if ((void *)(ip + 1) > data_end || ip->ihl != 5 || ip->protocol != IPPROTO_UDP)
+			return XDP_DROP;
+		__be32 a = ip->saddr;
+		ip->saddr = ip->daddr;
+		ip->daddr = a;
+		udp = (void *)(ip + 1);
+	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
+		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		if ((void *)(ip6 + 1) > data_end || ip6->nexthdr != IPPROTO_UDP)
+			return XDP_DROP;
+		struct in6_addr a = ip6->saddr;
+		ip6->saddr = ip6->daddr;
+		ip6->daddr = a;
+		udp = (void *)(ip6 + 1);
+	} else {
+		return XDP_DROP;
+	}
+	if ((void *)(udp + 1) > data_end)
+		return XDP_DROP;
+	__be16 p = udp->source;
+	udp->source = udp->dest;
+	udp->dest = p;
+	__builtin_memcpy(mac, eth->h_dest, ETH_ALEN);
+	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
+	__builtin_memcpy(eth->h_source, mac, ETH_ALEN);
+	return XDP_TX;
+}
 
 /* `multibuf`: the program is declared for multi-buffer frames (xdp.frags),
  * which an interface with an MTU above one page's needs; the stamp is in the
@@ -219,6 +261,8 @@ static __always_inline int receive(struct xdp_md *ctx, const enum recv_mode mode
 	cnt->stamped++;
 	if (mode == COUNT)
 		return XDP_DROP;
+	if (mode == ANSWER)
+		return answer(data, data_end);
 
 	__u32 stream = bpf_ntohs(st->stream);
 	struct recv_stream *s = bpf_map_lookup_elem(&recv_streams, &stream);
@@ -291,6 +335,21 @@ SEC("xdp.frags")
 int lab_recv_frames_mb(struct xdp_md *ctx)
 {
 	return receive(ctx, FRAMES, 1);
+}
+
+/* Counting frames and answering each UDP one (its addresses and ports
+ * swapped, back out of the interface): a reverse path for the DUT's
+ * connection tracking, before a stateful firewall's runs. */
+SEC("xdp")
+int lab_recv_answer(struct xdp_md *ctx)
+{
+	return receive(ctx, ANSWER, 0);
+}
+
+SEC("xdp.frags")
+int lab_recv_answer_mb(struct xdp_md *ctx)
+{
+	return receive(ctx, ANSWER, 1);
 }
 
 /* Each program has a multi-buffer twin, `<name>_mb`, for interfaces whose

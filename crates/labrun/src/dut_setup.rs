@@ -33,8 +33,32 @@ pub fn preflight(def: &DutDef) -> std::result::Result<(), String> {
             return Err(format!("sysctl {k}: no such setting ({path})"));
         }
     }
+    if def.establish {
+        cmd::require_tool("conntrack").map_err(|e| format!("establish: {e}"))?;
+    }
+    for (what, path, v) in [
+        ("conntrack_max", CT_MAX, def.conntrack_max),
+        ("conntrack_buckets", CT_BUCKETS, def.conntrack_buckets),
+    ] {
+        if v.is_some() && !std::path::Path::new(path).exists() {
+            return Err(format!("{what}: the kernel has no conntrack ({path})"));
+        }
+    }
     Ok(())
 }
+
+/// How many connections the conntrack table of namespace `netns` holds
+/// (`conntrack -C`).
+pub fn conntrack_count(netns: &str) -> Result<u64> {
+    let out = cmd::in_netns(netns, "conntrack", &["-C"])?;
+    out.trim()
+        .parse()
+        .with_context(|| format!("conntrack -C said {out:?}"))
+}
+
+/// The kernel's conntrack limits: global, set from the host's namespace.
+const CT_MAX: &str = "/proc/sys/net/netfilter/nf_conntrack_max";
+const CT_BUCKETS: &str = "/sys/module/nf_conntrack/parameters/hashsize";
 
 fn ruleset_file(rules: &str) -> Result<tempfile::NamedTempFile> {
     let mut f = tempfile::Builder::new().prefix("linerate-nft").tempfile()?;
@@ -49,6 +73,10 @@ pub struct RunningDut {
     nft: bool,
     /// sysctls to put back: (key, old value).
     restore: Vec<(String, String)>,
+    /// The host's conntrack limits to put back: (file, old value).
+    host_restore: Vec<(&'static str, String)>,
+    /// Flush the DUT's conntrack table after the run.
+    flush_conntrack: bool,
     router: Option<Forwarding>,
 }
 
@@ -62,8 +90,21 @@ impl RunningDut {
             netns: netns.to_string(),
             nft: false,
             restore: Vec::new(),
+            host_restore: Vec::new(),
+            flush_conntrack: def.establish,
             router: None,
         };
+        for (path, v) in [
+            (CT_MAX, def.conntrack_max),
+            (CT_BUCKETS, def.conntrack_buckets),
+        ] {
+            let Some(v) = v else { continue };
+            let old = std::fs::read_to_string(path)
+                .with_context(|| format!("{path}: is the kernel's conntrack there?"))?;
+            std::fs::write(path, v.to_string())
+                .with_context(|| format!("cannot set {path} to {v}"))?;
+            dut.host_restore.push((path, old.trim().to_string()));
+        }
         for (k, v) in &def.sysctl {
             let old = cmd::in_netns(netns, "sysctl", &["-n", k])?
                 .trim()
@@ -109,6 +150,18 @@ impl RunningDut {
         for (k, v) in std::mem::take(&mut self.restore) {
             if let Err(e) = cmd::in_netns(&self.netns, "sysctl", &["-qw", &format!("{k}={v}")]) {
                 first_error.get_or_insert(e);
+            }
+        }
+        // The next run's flows start from no connection. (conntrack -F
+        // says how many it deleted on stderr and exits 0.)
+        if std::mem::take(&mut self.flush_conntrack) {
+            if let Err(e) = cmd::in_netns(&self.netns, "conntrack", &["-F"]) {
+                first_error.get_or_insert(e);
+            }
+        }
+        for (path, v) in std::mem::take(&mut self.host_restore) {
+            if let Err(e) = std::fs::write(path, &v) {
+                first_error.get_or_insert(anyhow!("putting {path} back to {v}: {e}"));
             }
         }
         first_error.map_or(Ok(()), Err)

@@ -5,6 +5,19 @@
 //! ruleset under the kernel alone (`linux-nft-rules-N`,
 //! `linux-nft-set-M`) and under linerate (`linerate-nft-rules-N`,
 //! `linerate-nft-set-M`). The rulesets are linerate_firewall::seeds'.
+//! And the seeds' stateful ones (`...-nft-stateful`, `...-nft-stateful-strict`:
+//! new connections only from the generator's side), whose runs first
+//! establish the profile's flows (scenario::DutDef::establish).
+
+/// Whether a built-in firewall configuration is a stateful one.
+pub fn is_stateful(name: &str) -> bool {
+    name.ends_with("-nft-stateful") || name.ends_with("-nft-stateful-strict")
+}
+
+/// The conntrack limits the stateful configurations set for their runs:
+/// room for a million connections and more, a bucket for every two.
+pub const STATEFUL_CONNTRACK_MAX: u64 = 2_000_000;
+pub const STATEFUL_CONNTRACK_BUCKETS: u64 = 1 << 20;
 
 use linerate_firewall::seeds::{rules, set, RULES, SET_SIZES};
 
@@ -16,6 +29,13 @@ pub fn by_name(name: &str) -> Option<(bool, String)> {
     } else {
         (true, name.strip_prefix("linerate-nft-")?)
     };
+    match rest {
+        "stateful" => return Some((linerate, linerate_firewall::seeds::stateful())),
+        "stateful-strict" => {
+            return Some((linerate, linerate_firewall::seeds::stateful_strict("dut0")))
+        }
+        _ => {}
+    }
     if let Some(n) = rest.strip_prefix("rules-") {
         let n: u32 = n.parse().ok()?;
         return RULES.contains(&n).then(|| (linerate, rules(n)));
@@ -30,6 +50,8 @@ pub fn names() -> Vec<String> {
     for who in ["linux", "linerate"] {
         v.extend(RULES.iter().map(|n| format!("{who}-nft-rules-{n}")));
         v.extend(SET_SIZES.iter().map(|m| format!("{who}-nft-set-{m}")));
+        v.push(format!("{who}-nft-stateful"));
+        v.push(format!("{who}-nft-stateful-strict"));
     }
     v
 }
@@ -44,7 +66,12 @@ mod tests {
         assert_eq!(by_name("linerate-nft-set-1000000").map(|r| r.0), Some(true));
         assert_eq!(by_name("linux-nft-rules-7"), None);
         assert_eq!(by_name("linux-nft-set-x"), None);
-        assert_eq!(names().len(), 16);
+        assert_eq!(names().len(), 20);
+        let strict = by_name("linerate-nft-stateful-strict").unwrap();
+        assert!(strict.0 && strict.1.contains("ct state new iifname \"dut0\" accept"));
+        assert!(is_stateful("linux-nft-stateful") && !is_stateful("linux-nft-rules-1"));
+        let def = crate::scenario::builtin_dut("linux-nft-stateful").unwrap();
+        assert!(def.establish && def.conntrack_max == Some(STATEFUL_CONNTRACK_MAX));
         // The scenario's list of built-ins names them.
         let listed = crate::scenario::BUILTIN_DUTS.join(", ");
         for n in RULES.iter().chain(SET_SIZES) {

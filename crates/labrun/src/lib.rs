@@ -372,6 +372,19 @@ fn local_run(
         traffic,
     };
     let mut trials = LabTrials::new(runner, sc.receiver, stop);
+    if def.establish {
+        let flows = profile.check()?.flows();
+        let e = trials.establish(flows, run_path.gen_cpus.len())?;
+        let held = dut_setup::conntrack_count(&ns.dut)?;
+        progress.note(&format!(
+            "  {} flows established in {:.1} s ({} frames sent, {} answered); the DUT's conntrack holds {held}",
+            e.flows, e.seconds, e.sent, e.answered
+        ));
+        trials.log.push_str(&format!(
+            "# established {} flows: {} frames sent, {} answered; conntrack holds {held}\n",
+            e.flows, e.sent, e.answered
+        ));
+    }
     let queue_count = || -> Result<Vec<u64>> {
         let mut q = queue_stats::rx_queues(Some(&ns.dut), &ifs.dut_in)?.queues;
         q.truncate(queues as usize);

@@ -112,6 +112,64 @@ impl<'a> LabTrials<'a> {
     }
 }
 
+/// The rate flows are established at (scenario::DutDef::establish): one
+/// the kernel's conntrack takes new connections at on this machine's DUT
+/// core, with room.
+pub const ESTABLISH_PPS: u64 = 200_000;
+
+/// What establishing a profile's flows did.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Established {
+    pub flows: u64,
+    /// Frames sent, and answers that came back, over the passes.
+    pub sent: u64,
+    pub answered: u64,
+    pub seconds: f64,
+}
+
+impl LabTrials<'_> {
+    /// Makes each of the profile's `flows` flows (on `cpus` sending CPUs,
+    /// each cycling through all of them) a connection the DUT's conntrack
+    /// holds established and assured: three passes over them at
+    /// ESTABLISH_PPS, the receiver answering each frame (addresses and
+    /// ports swapped), each pass starting at least 2.2 s after the one
+    /// before (a UDP entry is assured by a packet two seconds after its
+    /// first; the third pass catches what the first dropped). The passes
+    /// are in the log, not in the results.
+    pub fn establish(&mut self, flows: u64, cpus: usize) -> Result<Established> {
+        let pass = (flows as f64 * cpus.max(1) as f64 / ESTABLISH_PPS as f64 * 1.05).max(0.2);
+        let saved = std::mem::replace(&mut self.receiver, ReceiverMode::Answer);
+        let started = std::time::Instant::now();
+        let mut e = Established {
+            flows,
+            ..Default::default()
+        };
+        let mut result = Ok(());
+        for i in 0..3 {
+            let due = std::time::Duration::from_secs_f64(2.2 * i as f64);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                std::thread::sleep(wait);
+            }
+            self.log
+                .push_str(&format!("# establishing the flows: pass {} of 3\n", i + 1));
+            match self.run(Some(ESTABLISH_PPS as f64), pass) {
+                Ok(r) => {
+                    self.results.pop();
+                    e.sent += offered(&r);
+                    e.answered += r.received_packets;
+                }
+                Err(err) => {
+                    result = Err(err);
+                    break;
+                }
+            }
+        }
+        self.receiver = saved;
+        e.seconds = started.elapsed().as_secs_f64();
+        result.map(|()| e)
+    }
+}
+
 /// Frames the generator built for the DUT: sent, plus those the DUT's
 /// receive ring refused (a NIC's rx drop: the DUT's loss).
 pub fn offered(r: &TrialResult) -> u64 {

@@ -207,6 +207,20 @@ pub struct DutDef {
     /// Receive queues the DUT takes frames on for its runs (1 to the
     /// lab's `queues`; default: all of them).
     pub queues: Option<u32>,
+    /// Before each run, make every flow of the profile a connection the
+    /// DUT's conntrack holds established and assured: the profile's flows
+    /// sent at a moderate rate, the receiver answering each (addresses
+    /// and ports swapped), three passes two seconds apart (a UDP entry is
+    /// assured by a packet two seconds after its first). For stateful
+    /// rulesets; the DUT's conntrack table is flushed after the run.
+    #[serde(default)]
+    pub establish: bool,
+    /// The kernel's conntrack limits for the runs, set in the host's
+    /// namespace (they are global: a DUT namespace cannot change them)
+    /// and put back after, as the seeds raise ipfw's and pf's:
+    /// `nf_conntrack_max` and the hash's buckets.
+    pub conntrack_max: Option<u64>,
+    pub conntrack_buckets: Option<u64>,
 }
 
 /// Built-in DUT configurations: the kernel alone, with an nftables
@@ -223,6 +237,9 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         setup: Vec::new(),
         teardown: Vec::new(),
         record: Vec::new(),
+        establish: false,
+        conntrack_max: None,
+        conntrack_buckets: None,
     };
     let plain = |forwarder, routes| DutDef {
         forwarder,
@@ -234,6 +251,9 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         setup: Vec::new(),
         teardown: Vec::new(),
         record: Vec::new(),
+        establish: false,
+        conntrack_max: None,
+        conntrack_buckets: None,
     };
     match name {
         "linux" => Some(linux(None)),
@@ -265,6 +285,11 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
             setup: Vec::new(),
             teardown: Vec::new(),
             record: Vec::new(),
+            establish: crate::firewall_duts::is_stateful(name),
+            conntrack_max: crate::firewall_duts::is_stateful(name)
+                .then_some(crate::firewall_duts::STATEFUL_CONNTRACK_MAX),
+            conntrack_buckets: crate::firewall_duts::is_stateful(name)
+                .then_some(crate::firewall_duts::STATEFUL_CONNTRACK_BUCKETS),
         }),
     }
 }
@@ -283,6 +308,7 @@ pub const BUILTIN_DUTS: &[&str] = &[
     "linerate-1m",
     "linux-nft-rules-N and linerate-nft-rules-N (N: 1, 100, 1000, 10000)",
     "linux-nft-set-M and linerate-nft-set-M (M: 1, 1000, 100000, 1000000)",
+    "linux-nft-stateful, linerate-nft-stateful and their -strict variants (flows established first)",
 ];
 
 /// A checked scenario.
@@ -805,6 +831,9 @@ fn check_remote_lab(
             ("routes", d.routes.is_some()),
             ("routes6", d.routes6.is_some()),
             ("queues", d.queues.is_some()),
+            ("establish", d.establish),
+            ("conntrack_max", d.conntrack_max.is_some()),
+            ("conntrack_buckets", d.conntrack_buckets.is_some()),
         ];
         if let Some((k, _)) = local_keys.iter().find(|(_, set)| *set) {
             return Err(format!(

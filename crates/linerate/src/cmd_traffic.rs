@@ -259,6 +259,10 @@ pub fn recv(a: RecvArgs) -> Result<()> {
             "stamped {} (--receiver count: no loss or latency)",
             t.stamped
         ),
+        ReceiverMode::Answer => println!(
+            "stamped {} (--receiver answer: each UDP frame sent back, addresses and ports swapped)",
+            t.stamped
+        ),
         ReceiverMode::Full => println!(
             "stamped {} in {} stream{}: lost {} duplicated {} reordered {} (late {})",
             t.stamped,

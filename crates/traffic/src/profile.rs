@@ -112,6 +112,15 @@ pub struct Sender {
 }
 
 impl Traffic {
+    /// Distinct flows (5-tuples) the generator cycles through: sources by
+    /// their ports, times destinations by theirs.
+    pub fn flows(&self) -> u64 {
+        self.src.addr_count()
+            * self.src.port_count() as u64
+            * self.dst.addr_count()
+            * self.dst.port_count() as u64
+    }
+
     /// The generator's options for one trial: one pinned XDP sender,
     /// `rate_pps` (None: as fast as it goes) for `seconds`.
     pub fn gen_options(

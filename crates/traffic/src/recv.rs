@@ -23,6 +23,10 @@ pub enum ReceiverMode {
     /// Frames and bytes, the frame never read (pkt-gen's receiver): what
     /// a program that does nothing takes; counts whatever arrives.
     Frames,
+    /// Counts as `count` does, and sends each UDP frame back, its
+    /// addresses and ports swapped: the answers a stateful firewall must
+    /// see before it holds a flow established (the lab's `establish`).
+    Answer,
 }
 
 impl ReceiverMode {
@@ -31,6 +35,7 @@ impl ReceiverMode {
         ("full", ReceiverMode::Full),
         ("count", ReceiverMode::Count),
         ("frames", ReceiverMode::Frames),
+        ("answer", ReceiverMode::Answer),
     ];
 
     /// How reports and the command line name it.
@@ -39,6 +44,7 @@ impl ReceiverMode {
             ReceiverMode::Full => "full",
             ReceiverMode::Count => "count",
             ReceiverMode::Frames => "frames",
+            ReceiverMode::Answer => "answer",
         }
     }
 
@@ -48,6 +54,7 @@ impl ReceiverMode {
             ReceiverMode::Full => "lab_recv",
             ReceiverMode::Count => "lab_recv_count",
             ReceiverMode::Frames => "lab_recv_frames",
+            ReceiverMode::Answer => "lab_recv_answer",
         }
     }
 }
