@@ -567,6 +567,26 @@ mod tests {
         assert_eq!(c.reads(false), FwReads::default());
     }
 
+    /// A ruleset reading the connection is compiled where the fast path
+    /// can find connections, with the ct byte in its keys; elsewhere (no
+    /// conntrack kfuncs) both families stay the kernel's, said why.
+    #[test]
+    fn a_stateful_ruleset_is_compiled_only_where_connections_can_be_found() {
+        let ct = RULESET.replace(
+            r#"{"match": {"op": "==", "left": {"meta": {"key": "oifname"}}, "right": "out0"}}"#,
+            r#"{"match": {"op": "in", "left": {"ct": {"key": "state"}}, "right": ["established", "related"]}}"#,
+        );
+        let rs = parse(&ct, &|_| None).unwrap();
+        let (c, why) = Compiled::new(1, &rs, BTreeMap::new(), true);
+        assert_eq!(why, [None, None]);
+        assert!(c.reads(false).fields & FW_READ_CT != 0);
+        let (c, why) = Compiled::new(1, &rs, BTreeMap::new(), false);
+        assert!(c.families.iter().all(Option::is_none));
+        for w in why {
+            assert!(w.expect("a reason").contains("no XDP conntrack kfuncs"));
+        }
+    }
+
     #[test]
     fn element_changes_apply_in_place_to_the_sets_rules_name() {
         let json = r#"{"nftables": [
