@@ -165,6 +165,46 @@ struct ct_packet {
 	__u8 l4proto;
 };
 
+/* The end of a sum from byte `off` of `len` at `p` (fewer than 8 left):
+ * a 32-bit word, the last bytes, then the fold; whether the checksum
+ * holds (0 if the bytes run past the frame). */
+static __always_inline int ct_sum_rest_holds(const __u8 *p, __u32 off, __u32 len,
+					     const __u8 *end, __u64 sum)
+{
+	__u32 left = len - off;
+
+	if (left >= 4) {
+		if (p + off + 4 > end)
+			return 0;
+		sum += *(const __u32 *)(p + off);
+		off += 4;
+		left -= 4;
+	}
+	if (left) {
+		__u32 tail = 0;
+
+		if (p + off + 1 > end)
+			return 0;
+		tail = p[off];
+		if (left > 1) {
+			if (p + off + 2 > end)
+				return 0;
+			tail |= (__u32)p[off + 1] << 8;
+		}
+		if (left > 2) {
+			if (p + off + 3 > end)
+				return 0;
+			tail |= (__u32)p[off + 2] << 16;
+		}
+		sum += tail;
+	}
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
 /* Whether `len` bytes of the frame from `off`, summed in ones'-complement
  * arithmetic with `sum` (the pseudo-header), make a checksum that holds.
  * A function of its own, verified once (global): its loops, inlined, would
@@ -201,34 +241,7 @@ __attribute__((noinline)) int ct_sum_holds(struct xdp_md *ctx, __u32 off, __u32 
 		sum += (w & 0xffffffff) + (w >> 32);
 		off += 8;
 	}
-	if (len - off >= 4) {
-		if (p + off + 4 > end)
-			return 0;
-		sum += *(const __u32 *)(p + off);
-		off += 4;
-	}
-	__u32 left = len - off, tail = 0;
-	if (left > 0) {
-		if (p + off + 1 > end)
-			return 0;
-		tail = p[off];
-	}
-	if (left > 1) {
-		if (p + off + 2 > end)
-			return 0;
-		tail |= (__u32)p[off + 1] << 8;
-	}
-	if (left > 2) {
-		if (p + off + 3 > end)
-			return 0;
-		tail |= (__u32)p[off + 2] << 16;
-	}
-	sum += tail;
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return sum == 0xffff;
+	return ct_sum_rest_holds(p, off, len, end, sum);
 }
 
 /* The ones'-complement sum of a datagram of at most 40 bytes (`len`) at
@@ -250,37 +263,7 @@ static __always_inline int ct_small_sum_holds(const __u8 *p, __u32 len, const __
 		sum += (w & 0xffffffff) + (w >> 32);
 		off += 8;
 	}
-	__u32 left = len - off;
-	if (left >= 4) {
-		if (p + off + 4 > end)
-			return 0;
-		sum += *(const __u32 *)(p + off);
-		off += 4;
-		left -= 4;
-	}
-	if (left) {
-		__u32 tail = 0;
-
-		if (p + off + 1 > end)
-			return 0;
-		tail = p[off];
-		if (left > 1) {
-			if (p + off + 2 > end)
-				return 0;
-			tail |= (__u32)p[off + 1] << 8;
-		}
-		if (left > 2) {
-			if (p + off + 3 > end)
-				return 0;
-			tail |= (__u32)p[off + 2] << 16;
-		}
-		sum += tail;
-	}
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffffffff) + (sum >> 32);
-	sum = (sum & 0xffff) + (sum >> 16);
-	sum = (sum & 0xffff) + (sum >> 16);
-	return sum == 0xffff;
+	return ct_sum_rest_holds(p, off, len, end, sum);
 }
 
 /* Whether the transport checksum of the IP payload (`avail` bytes at

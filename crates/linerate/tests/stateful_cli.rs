@@ -75,38 +75,8 @@ fn timeout_of(line: &str) -> u64 {
     line.split_whitespace().nth(2).unwrap().parse().unwrap()
 }
 
-/// The router's counters for `reason`, over its interfaces.
 fn counted(reason: &str) -> u64 {
-    let (rec, map) = linerate_router::stats::open(&ns("dut")).unwrap();
-    rec.interfaces
-        .iter()
-        .map(|(_, i)| {
-            linerate_router::stats::read(&map, *i)
-                .unwrap()
-                .packets_of(reason)
-        })
-        .sum()
-}
-
-fn wait_for_firewall() {
-    let t = Instant::now();
-    loop {
-        if let Ok(Some(r)) = linerate_router::stats::read_firewall(&ns("dut")) {
-            if r.judged[0].len() == 1 && r.judged[1].len() == 1 {
-                return;
-            }
-            assert!(
-                r.refused.iter().all(Option::is_none),
-                "the router refused the ruleset: {:?}",
-                r.refused
-            );
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "the router's firewall did not take the ruleset"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    lab::router_counted(LAB, reason)
 }
 
 /// The echo server in the receiver's namespace: every datagram back to
@@ -184,7 +154,7 @@ fn udp_connections_are_carried_once_established_and_the_kernels_entries_kept() {
         ],
     );
     let _router = lab::start_router(LAB);
-    wait_for_firewall();
+    lab::wait_for_firewall(LAB, 1);
 
     let stop = Arc::new(AtomicBool::new(false));
     let (push, pushed) = std::sync::mpsc::channel();

@@ -398,34 +398,6 @@ fn set_up(lab: &'static str, liberal: bool) -> lab::Down {
     down
 }
 
-fn counted(lab: &str, reason: &str) -> u64 {
-    let (rec, map) = linerate_router::stats::open(&format!("{lab}-dut")).unwrap();
-    rec.interfaces
-        .iter()
-        .map(|(_, i)| {
-            linerate_router::stats::read(&map, *i)
-                .unwrap()
-                .packets_of(reason)
-        })
-        .sum()
-}
-
-fn wait_for_firewall(lab: &str) {
-    let t = std::time::Instant::now();
-    loop {
-        if let Ok(Some(r)) = linerate_router::stats::read_firewall(&format!("{lab}-dut")) {
-            if r.judged.iter().all(|j| j.len() == 1) {
-                return;
-            }
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "the firewall did not take the ruleset"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The script through the kernel alone and through linerate, TCP windows
 /// checked or not (`liberal`): the same frames arrive. What linerate
 /// carried itself: (UDP and TCP frames, invalid ones passed).
@@ -434,12 +406,12 @@ fn differential(liberal: bool) -> (u64, u64, u64) {
     let kernel = run_script(KERNEL);
     let _r = set_up(ROUTED, liberal);
     let _router = lab::start_router(ROUTED);
-    wait_for_firewall(ROUTED);
-    let carried0 = counted(ROUTED, "forwarded");
+    lab::wait_for_firewall(ROUTED, 1);
+    let carried0 = lab::router_counted(ROUTED, "forwarded");
     let routed = run_script(ROUTED);
-    let carried = counted(ROUTED, "forwarded") - carried0;
-    let invalid = counted(ROUTED, "pass_ct_invalid");
-    let window = counted(ROUTED, "pass_ct_window");
+    let carried = lab::router_counted(ROUTED, "forwarded") - carried0;
+    let invalid = lab::router_counted(ROUTED, "pass_ct_invalid");
+    let window = lab::router_counted(ROUTED, "pass_ct_window");
     let only = |a: &BTreeMap<(String, Vec<u8>), usize>, b: &BTreeMap<(String, Vec<u8>), usize>| {
         a.iter()
             .filter(|(k, n)| b.get(*k) != Some(n))

@@ -78,3 +78,40 @@ pub fn dut_nft(lab: &str, args: &[&str]) -> Output {
         .output()
         .unwrap()
 }
+
+/// What linerate's router in lab `lab`'s DUT counted under `reason`
+/// (crate::layout::REASONS), over its interfaces.
+pub fn router_counted(lab: &str, reason: &str) -> u64 {
+    let (rec, map) = linerate_router::stats::open(&format!("{lab}-dut")).unwrap();
+    rec.interfaces
+        .iter()
+        .map(|(_, i)| {
+            linerate_router::stats::read(&map, *i)
+                .unwrap()
+                .packets_of(reason)
+        })
+        .sum()
+}
+
+/// Waits until the router in lab `lab`'s DUT judges both families by
+/// `chains` base chains each (a refusal fails at once, with its reason).
+pub fn wait_for_firewall(lab: &str, chains: usize) {
+    let t = Instant::now();
+    loop {
+        if let Ok(Some(r)) = linerate_router::stats::read_firewall(&format!("{lab}-dut")) {
+            if r.judged.iter().all(|j| j.len() == chains) {
+                return;
+            }
+            assert!(
+                r.refused.iter().all(Option::is_none),
+                "the router refused the ruleset: {:?}",
+                r.refused
+            );
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the router's firewall did not take the ruleset"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
