@@ -4,8 +4,8 @@
 //! opened from the outside, UDP datagrams conntrack finds invalid (a bad
 //! checksum, a length past the packet) or valid only by its rules (no
 //! checksum, a length short of the packet), ICMP errors about a
-//! connection and about none, a TCP handshake, data in and out of the
-//! window, a reset and a segment after it, a connection deleted from the
+//! connection and about none, TCP over IPv4 and IPv6 (handshakes, data
+//! in and out of the window, closes and a reset, segments after them), a connection deleted from the
 //! kernel's table and its packets after) sent through two labs under the
 //! same stateful ruleset: the kernel alone, and linerate's router. What
 //! arrives at either end must be the same frames, and linerate must have
@@ -111,7 +111,34 @@ fn tcp4(
     len: usize,
 ) -> Vec<u8> {
     let (s, d) = ends4(side);
-    let mut b = eth(side).ipv4(s, d, 64).tcp(sport, dport, seq, 64240);
+    tcp(eth(side).ipv4(s, d, 64), sport, dport, seq, ack, flags, len)
+}
+
+fn tcp6(
+    side: Side,
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: Option<u32>,
+    flags: &str,
+    len: usize,
+) -> Vec<u8> {
+    let (s, d) = ends6(side);
+    tcp(eth(side).ipv6(s, d, 64), sport, dport, seq, ack, flags, len)
+}
+
+/// A TCP segment after the IP layer `ip`: its flags by letter (S syn, R
+/// rst, F fin, P or p psh, U urg; ack with `ack`).
+fn tcp(
+    ip: etherparse::PacketBuilderStep<etherparse::IpHeaders>,
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: Option<u32>,
+    flags: &str,
+    len: usize,
+) -> Vec<u8> {
+    let mut b = ip.tcp(sport, dport, seq, 64240);
     if let Some(a) = ack {
         b = b.ack(a);
     }
@@ -252,6 +279,20 @@ fn script() -> Vec<Step> {
             tcp4(Recv, 80, 6000, 5001 + 20 * i, Some(1201 + 100 * i), "", 20),
         );
     }
+    for i in 0..3u32 {
+        send(
+            &mut s,
+            Gen,
+            tcp6(Gen, 6000, 80, 101 + 200 * i, Some(901), "P", 200),
+        );
+        send(
+            &mut s,
+            Recv,
+            tcp6(Recv, 80, 6000, 901, Some(301 + 200 * i), "", 0),
+        );
+    }
+    send(&mut s, Gen, tcp6(Gen, 6000, 80, 701, Some(901), "F", 0));
+    send(&mut s, Recv, tcp6(Recv, 80, 6000, 901, Some(702), "P", 40));
     send(&mut s, Gen, tcp4(Gen, 6000, 80, 1701, Some(5121), "U", 10));
     send(
         &mut s,
@@ -376,6 +417,23 @@ fn set_up(lab: &'static str, liberal: bool) -> lab::Down {
     // (The sysctl appears once conntrack is loaded: by the ruleset, below,
     // if not yet.)
     let liberal_set = o.status.success();
+    // The ends send no errors of their own about the frames they cannot
+    // deliver: which ones they would send depends on their rate limits'
+    // timing, not on the DUT.
+    let quiet = std::env::temp_dir().join(format!("linerate-{lab}-ends.nft"));
+    std::fs::write(
+        &quiet,
+        "table inet quiet {\n  chain out {\n    type filter hook output priority 0; policy accept;\n    icmp type destination-unreachable drop\n    icmpv6 type destination-unreachable drop\n  }\n}\n",
+    )
+    .unwrap();
+    for role in ["gen", "recv"] {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &format!("{lab}-{role}"), "nft", "-f"])
+            .arg(&quiet)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
     let path = std::env::temp_dir().join(format!("linerate-{lab}.nft"));
     std::fs::write(&path, linerate_firewall::seeds::stateful_strict("dut0")).unwrap();
     let o = Command::new("ip")
