@@ -264,3 +264,54 @@ fn the_conntrack_bench_finds_every_flow_and_puts_the_limits_back() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+/// `bench firewall --states`: the stateful ruleset with its connections
+/// in the kernel's table and carried by the fast path (it refuses to
+/// measure a frame the fast path does not forward), beside the fast path
+/// without a firewall; a state count past the bench's limit is named.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn the_firewall_bench_measures_the_stateful_ruleset() {
+    let o = Command::new(BIN)
+        .args([
+            "bench",
+            "firewall",
+            "--rules",
+            "0",
+            "--set-size",
+            "0",
+            "--states",
+            "300",
+            "--flows",
+            "100",
+            "--repeat",
+            "2",
+            "--rounds",
+            "1",
+            "--elements",
+            "0",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &v["cases"][0];
+    assert_eq!(c["name"], "states-300", "{v}");
+    assert_eq!(c["states"], 300, "{v}");
+    assert!(c["ns_per_packet"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(c["baseline_ns_per_packet"].as_f64().unwrap() > 0.0, "{v}");
+    let bad = Command::new(BIN)
+        .args(["bench", "firewall", "--states", "3000000"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--states"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}

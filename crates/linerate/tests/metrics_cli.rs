@@ -274,7 +274,8 @@ fn metrics_are_scraped_valid_and_count_what_happened() {
     let s = scrape_until("the rule's counts", |s| matched(s) > 0.0);
     assert!(matched(&s) <= 1000.0, "{s:#?}");
     assert!(value(&s, "linerate_firewall_reads_total") >= 1.0);
-    nft("add rule ip f through ct state established accept\n");
+    // (ct mark: ct state and ct direction are judged in the fast path.)
+    nft("add rule ip f through ct mark 1 accept\n");
     let s = scrape_until("the refused ruleset", |s| {
         s.get("linerate_firewall_judged{family=\"ipv4\"}") == Some(&0.0)
     });

@@ -757,9 +757,9 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         0,
         "forwarded past an nftables drop rule"
     );
-    // A rule the firewall cannot judge (connection tracking): the kernel
+    // A rule the firewall cannot judge (a connection's mark): the kernel
     // judges the family, and still drops.
-    nft(&["add rule inet lrt fw ct state invalid drop"]);
+    nft(&["add rule inet lrt fw ct mark 1 drop"]);
     assert_eq!(
         received_of(3000, &[]),
         0,

@@ -250,7 +250,7 @@ mod names {
             assert_eq!(serde_json::to_value(r).unwrap(), *name);
             assert_eq!(r.label(), *name);
         }
-        assert_eq!(ReceiverMode::CHOICES.len(), 3);
+        assert_eq!(ReceiverMode::CHOICES.len(), 4);
         assert_eq!(Mode::CHOICES.len(), 2);
     }
 }
