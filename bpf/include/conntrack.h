@@ -415,27 +415,9 @@ _Static_assert(CT_CACHE_SETS == 1 << 20, "ct_set_of takes 20 bits");
 _Static_assert(sizeof(struct ct_flow_key) == 40, "ct_flow_key is five words");
 _Static_assert(sizeof(struct ct_slot) == 64, "ct_slot: one line");
 
-/* Whether slot `s` holds `k` (`orig_from_a` set as read), read between
- * two equal even sequence words. */
-static __always_inline int ct_holds(struct ct_slot *s, const struct ct_flow_key *k,
-				    __u8 *orig_from_a)
-{
-	__u32 seq = *(volatile __u32 *)&s->seq;
-	if (seq & 1)
-		return 0;
-	const __u64 *a = (const __u64 *)k, *b = (const __u64 *)&s->key;
-	__u64 diff = 0;
-
-#pragma unroll
-	for (int w = 0; w < 5; w++)
-		diff |= a[w] ^ b[w];
-	*orig_from_a = s->orig_from_a;
-	/* (x86 keeps loads in order: see fw_probe.) */
-	return !diff && *(volatile __u32 *)&s->seq == seq;
-}
-
-/* Whether slot `s`, claimed (its sequence word odd, ours), holds `k`. */
-static __always_inline int ct_holds_locked(struct ct_slot *s, const struct ct_flow_key *k)
+/* Whether slot `s` holds key `k` (read as it is: under its sequence word,
+ * or claimed). */
+static __always_inline int ct_key_is(struct ct_slot *s, const struct ct_flow_key *k)
 {
 	const __u64 *a = (const __u64 *)k, *b = (const __u64 *)&s->key;
 	__u64 diff = 0;
@@ -444,6 +426,20 @@ static __always_inline int ct_holds_locked(struct ct_slot *s, const struct ct_fl
 	for (int w = 0; w < 5; w++)
 		diff |= a[w] ^ b[w];
 	return !diff;
+}
+
+/* Whether slot `s` holds `k` (`orig_from_a` set as read), read between
+ * two equal even sequence words. */
+static __always_inline int ct_holds(struct ct_slot *s, const struct ct_flow_key *k,
+				    __u8 *orig_from_a)
+{
+	__u32 seq = *(volatile __u32 *)&s->seq;
+	if (seq & 1)
+		return 0;
+	int same = ct_key_is(s, k);
+	*orig_from_a = s->orig_from_a;
+	/* (x86 keeps loads in order: see fw_probe.) */
+	return same && *(volatile __u32 *)&s->seq == seq;
 }
 
 /* Writes connection `k` into a way of its set: an empty one, else the one
@@ -485,7 +481,7 @@ static __always_inline void ct_forget_in_cache(__u32 set, const struct ct_flow_k
 		__u32 seq = *(volatile __u32 *)&s->seq;
 		if (seq & 1 || __sync_val_compare_and_swap(&s->seq, seq, seq + 1) != seq)
 			continue;
-		if (!ct_holds_locked(s, k))
+		if (!ct_key_is(s, k))
 			goto release;
 		s->key.l4proto = 0;
 release:

@@ -92,6 +92,33 @@ pub struct Case {
     pub round_ratios: Vec<f64>,
 }
 
+impl Case {
+    /// A case before its rounds: nothing measured yet.
+    fn unmeasured(
+        name: String,
+        rules: usize,
+        set_size: u32,
+        states: u32,
+        load: LoadTimes,
+        entries: usize,
+    ) -> Case {
+        Case {
+            name,
+            rules,
+            set_size,
+            states,
+            load,
+            entries,
+            ns_per_packet: 0.0,
+            rounds_ns_per_packet: Vec::new(),
+            baseline_ns_per_packet: 0.0,
+            baseline_rounds_ns_per_packet: Vec::new(),
+            ratio: 0.0,
+            round_ratios: Vec::new(),
+        }
+    }
+}
+
 /// A UDP frame of flow `i` from 198.18.0.0/16 to 198.19.0.0/16, TTL 255,
 /// to the ingress's MAC.
 fn frame(i: u32, in_mac: [u8; 6]) -> Vec<u8> {
@@ -345,24 +372,18 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
         cases.push((
             c,
             frames.clone(),
-            Case {
+            Case::unmeasured(
                 name,
                 rules,
                 set_size,
-                states: 0,
-                load: LoadTimes {
+                0,
+                LoadTimes {
                     nft_load_ms,
                     read_ms,
                     compile_publish_ms,
                 },
                 entries,
-                ns_per_packet: 0.0,
-                rounds_ns_per_packet: Vec::new(),
-                baseline_ns_per_packet: 0.0,
-                baseline_rounds_ns_per_packet: Vec::new(),
-                ratio: 0.0,
-                round_ratios: Vec::new(),
-            },
+            ),
         ));
     }
     nft(ns, &["flush", "ruleset"])?;
@@ -417,24 +438,19 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
             cases.push((
                 c.clone(),
                 sampled,
-                Case {
-                    name: format!("states-{n}"),
-                    rules: c.families[0].as_ref().map_or(0, |f| f.filter.rules()),
-                    set_size: 0,
-                    states: n,
-                    load: LoadTimes {
+                Case::unmeasured(
+                    format!("states-{n}"),
+                    c.families[0].as_ref().map_or(0, |f| f.filter.rules()),
+                    0,
+                    n,
+                    // (The ruleset was loaded once, before the first count.)
+                    LoadTimes {
                         nft_load_ms: 0.0,
                         read_ms: 0.0,
                         compile_publish_ms: 0.0,
                     },
                     entries,
-                    ns_per_packet: 0.0,
-                    rounds_ns_per_packet: Vec::new(),
-                    baseline_ns_per_packet: 0.0,
-                    baseline_rounds_ns_per_packet: Vec::new(),
-                    ratio: 0.0,
-                    round_ratios: Vec::new(),
-                },
+                ),
             ));
         }
         nft(ns, &["flush", "ruleset"])?;
