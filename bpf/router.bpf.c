@@ -447,7 +447,7 @@ int ct_keeper(struct xdp_md *ctx)
 
 /* The fast path's clock for the control plane (run with
  * BPF_PROG_TEST_RUN): the frame's first 16 bytes get bpf_jiffies64 (what
- * ct_slot.seen holds) and bpf_ktime_get_ns, from which it tells the
+ * the caches' `seen` holds) and bpf_ktime_get_ns, from which it tells the
  * jiffy's length. */
 SEC("xdp")
 int ct_clock(struct xdp_md *ctx)

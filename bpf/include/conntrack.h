@@ -18,13 +18,14 @@
  *
  * Finding a connection in the kernel's table costs about 200 ns (the
  * kfunc takes a reference, `linerate bench conntrack`): it is done once
- * per connection, which is then kept in `ct_cache`, keyed by the
- * connection's two ends in a canonical order, with the direction its
- * original packets go in: a 2-way set-associative array like the verdict
- * cache's, not a BPF hash, whose lookup cost 70 ns a packet more
- * (`linerate bench firewall --states`, docs/firewall.md). A connection
- * pushed out of its set by others is found in the kernel's table again.
- * The control plane empties a slot when the kernel's entry goes
+ * per connection, which is then kept in a cache of the fast path's own
+ * (`ct_cache4`, `ct_cache6`: router_maps.h), keyed by the connection's two
+ * ends in a canonical order, with the direction its original packets go
+ * in: 2-way set-associative arrays like the verdict cache's, not a BPF
+ * hash, whose lookup cost 70 ns a packet more (`linerate bench firewall
+ * --states`, docs/firewall.md). A connection that finds its set's ways
+ * busy with others is found in the kernel's table on each packet.
+ * The control plane empties a way when the kernel's entry goes
  * (conntrack's destroy events) and keeps the kernel's timeout running for
  * carried flows from the `seen` time the fast path writes
  * (bpf_ct_change_timeout in ct_keeper, in batches): a flow that stops
@@ -398,9 +399,43 @@ static __always_inline enum reason ct_carried(struct nf_conn *ct, __u8 l4proto, 
 	return R_FORWARDED;
 }
 
-/* The set of connection `k`: its five words multiplied in pairs and
+/* An IPv4 connection's key as its way holds it: the addresses in one
+ * word (a low), the ports in another (aport low), the protocol. */
+struct ct_key4 {
+	__u64 ab;
+	__u32 ports;
+	__u8 l4proto;
+};
+
+/* The key of an IPv4 packet's connection, and whether the packet goes
+ * from the key's side a. */
+static __always_inline int ct_key4_of(const struct ct_packet *p, struct ct_key4 *k)
+{
+	int from_a = ct_side_first(p->saddr, p->sport, p->daddr, p->dport, 0);
+	__u32 a = from_a ? p->saddr[0] : p->daddr[0], b = from_a ? p->daddr[0] : p->saddr[0];
+	__u16 ap = from_a ? p->sport : p->dport, bp = from_a ? p->dport : p->sport;
+
+	k->ab = (__u64)a | (__u64)b << 32;
+	k->ports = (__u32)ap | (__u32)bp << 16;
+	k->l4proto = p->l4proto;
+	return from_a;
+}
+
+/* The set of IPv4 connection `k`: its two words multiplied, folded, top
+ * bits. crates/router/src/conntrack.rs computes the same. */
+static __always_inline __u32 ct_set4(const struct ct_key4 *k)
+{
+	__u64 h = (k->ab * 0x9e3779b97f4a7c15ull) ^
+		  (((__u64)k->ports | (__u64)k->l4proto << 32) * 0xc2b2ae3d27d4eb4full);
+
+	h ^= h >> 29;
+	h *= 0xff51afd7ed558ccdull;
+	return h >> (64 - 21);
+}
+
+/* The set of IPv6 connection `k`: its five words multiplied in pairs and
  * folded, top bits. crates/router/src/conntrack.rs computes the same. */
-static __always_inline __u32 ct_set_of(const struct ct_flow_key *k)
+static __always_inline __u32 ct_set6(const struct ct_flow_key *k)
 {
 	const __u64 *w = (const __u64 *)k;
 	__u64 h = ((w[0] ^ w[4]) * 0x9e3779b97f4a7c15ull) ^ (w[1] * 0xc2b2ae3d27d4eb4full) ^
@@ -408,16 +443,27 @@ static __always_inline __u32 ct_set_of(const struct ct_flow_key *k)
 
 	h ^= h >> 29;
 	h *= 0xff51afd7ed558ccdull;
-	return h >> (64 - 20);
+	return h >> (64 - 18);
 }
 
-_Static_assert(CT_CACHE_SETS == 1 << 20, "ct_set_of takes 20 bits");
+_Static_assert(CT4_SETS == 1 << 21, "ct_set4 takes 21 bits");
+_Static_assert(CT6_SETS == 1 << 18, "ct_set6 takes 18 bits");
 _Static_assert(sizeof(struct ct_flow_key) == 40, "ct_flow_key is five words");
+_Static_assert(sizeof(struct ct_way4) == 32, "ct_way4: a set's two in one line");
+_Static_assert(__builtin_offsetof(struct ct_way4, aport) == 4 &&
+		       __builtin_offsetof(struct ct_way4, a) == 8,
+	       "ct_way4: the ports, then the addresses, each one word");
 _Static_assert(sizeof(struct ct_slot) == 64, "ct_slot: one line");
 
-/* Whether slot `s` holds key `k` (read as it is: under its sequence word,
- * or claimed). */
-static __always_inline int ct_key_is(struct ct_slot *s, const struct ct_flow_key *k)
+/* Whether way `w` holds `k`, compared whole. */
+static __always_inline int ct_key4_is(struct ct_way4 *w, const struct ct_key4 *k)
+{
+	return !((*(__u64 *)&w->a ^ k->ab) | (*(__u32 *)&w->aport ^ k->ports) |
+		 (w->l4proto ^ k->l4proto));
+}
+
+/* Whether slot `s` holds `k`, compared whole. */
+static __always_inline int ct_key6_is(struct ct_slot *s, const struct ct_flow_key *k)
 {
 	const __u64 *a = (const __u64 *)k, *b = (const __u64 *)&s->key;
 	__u64 diff = 0;
@@ -428,36 +474,129 @@ static __always_inline int ct_key_is(struct ct_slot *s, const struct ct_flow_key
 	return !diff;
 }
 
-/* Whether slot `s` holds `k` (`orig_from_a` set as read), read between
- * two equal even sequence words. */
-static __always_inline int ct_holds(struct ct_slot *s, const struct ct_flow_key *k,
-				    __u8 *orig_from_a)
+/* Whether way `w` (IPv4: ct_way4, IPv6: ct_slot) holds `k`, its
+ * orig_from_a set as read, read between two equal even sequence words.
+ * (x86 keeps loads in order: see fw_probe.) */
+#define CT_HOLDS(w, k, key_is, orig_from_a)                                                 \
+	({                                                                                 \
+		__u32 seq_ = *(volatile __u32 *)&(w)->seq;                                 \
+		int same_ = !(seq_ & 1) && key_is((w), (k));                               \
+		*(orig_from_a) = (w)->orig_from_a;                                         \
+		same_ && *(volatile __u32 *)&(w)->seq == seq_;                             \
+	})
+
+/* Makes way `w`'s sequence word odd (this CPU writes it): the even word it
+ * held, or 1 if it was odd or another CPU won it. */
+static __always_inline __u32 ct_claim(__u32 *seq)
 {
-	__u32 seq = *(volatile __u32 *)&s->seq;
-	if (seq & 1)
-		return 0;
-	int same = ct_key_is(s, k);
-	*orig_from_a = s->orig_from_a;
-	/* (x86 keeps loads in order: see fw_probe.) */
-	return same && *(volatile __u32 *)&s->seq == seq;
+	__u32 s = *(volatile __u32 *)seq;
+
+	if (s & 1 || __sync_val_compare_and_swap(seq, s, s + 1) != s)
+		return 1;
+	return s;
 }
 
-/* Writes connection `k` into a way of its set: an empty one, else the one
- * carried least recently. Nothing if another CPU is writing the way. */
-static __always_inline void ct_keep_in_cache(__u32 set, const struct ct_flow_key *k,
-					     __u8 orig_from_a, __u64 now)
+/* Which way of a set takes a new connection: an empty one, else the one
+ * carried least recently, unless it carried a packet less than `idle`
+ * jiffies ago (fw_state.ct_idle; 0: whatever its age): then none (-1),
+ * and the new connection goes on being found in the kernel's table. Where
+ * more connections hash to a set than it has ways and all are busy, they
+ * would otherwise push each other out on every packet. */
+static __always_inline int ct_victim(__u8 proto0, __u64 seen0, __u8 proto1, __u64 seen1,
+				     __u64 now, __u32 idle)
+{
+	if (!proto0)
+		return 0;
+	if (!proto1)
+		return 1;
+	int older = seen1 < seen0;
+	__u64 seen = older ? seen1 : seen0;
+
+	if (idle && now - seen < idle)
+		return -1;
+	return older;
+}
+
+/* Finds IPv4 connection `k` in its set, marking it carried at `now`. */
+static __always_inline int ct_find4(__u32 set, const struct ct_key4 *k, __u64 now,
+				    __u8 *orig_from_a)
+{
+#pragma unroll
+	for (int i = 0; i < CT_CACHE_WAYS; i++) {
+		__u32 idx = set * CT_CACHE_WAYS + i;
+		struct ct_way4 *w = bpf_map_lookup_elem(&ct_cache4, &idx);
+
+		if (w && CT_HOLDS(w, k, ct_key4_is, orig_from_a)) {
+			/* A word written once a jiffy per flow, not per packet. */
+			if (w->seen != now)
+				w->seen = now;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Finds IPv6 connection `k` in its set, marking it carried at `now`. */
+static __always_inline int ct_find6(__u32 set, const struct ct_flow_key *k, __u64 now,
+				    __u8 *orig_from_a)
+{
+#pragma unroll
+	for (int i = 0; i < CT_CACHE_WAYS; i++) {
+		__u32 idx = set * CT_CACHE_WAYS + i;
+		struct ct_slot *s = bpf_map_lookup_elem(&ct_cache6, &idx);
+
+		if (s && CT_HOLDS(s, k, ct_key6_is, orig_from_a)) {
+			if (s->seen != now)
+				s->seen = now;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Writes IPv4 connection `k` into a way of its set (ct_victim). Nothing
+ * if another CPU is writing the way. */
+static __always_inline void ct_keep4(__u32 set, const struct ct_key4 *k, __u8 orig_from_a,
+				     __u64 now, __u32 idle)
 {
 	__u32 i0 = set * CT_CACHE_WAYS, i1 = i0 + 1;
-	struct ct_slot *s0 = bpf_map_lookup_elem(&ct_cache, &i0);
-	struct ct_slot *s1 = bpf_map_lookup_elem(&ct_cache, &i1);
+	struct ct_way4 *w0 = bpf_map_lookup_elem(&ct_cache4, &i0);
+	struct ct_way4 *w1 = bpf_map_lookup_elem(&ct_cache4, &i1);
+
+	if (!w0 || !w1)
+		return;
+	int v = ct_victim(w0->l4proto, w0->seen, w1->l4proto, w1->seen, now, idle);
+	if (v < 0)
+		return;
+	struct ct_way4 *w = v ? w1 : w0;
+	__u32 seq = ct_claim(&w->seq);
+	if (seq & 1)
+		return;
+	*(__u64 *)&w->a = k->ab;
+	*(__u32 *)&w->aport = k->ports;
+	w->l4proto = k->l4proto;
+	w->orig_from_a = orig_from_a;
+	w->seen = now;
+	asm volatile("" ::: "memory");
+	*(volatile __u32 *)&w->seq = seq + 2;
+}
+
+/* Writes IPv6 connection `k` into a slot of its set (ct_victim). */
+static __always_inline void ct_keep6(__u32 set, const struct ct_flow_key *k, __u8 orig_from_a,
+				     __u64 now, __u32 idle)
+{
+	__u32 i0 = set * CT_CACHE_WAYS, i1 = i0 + 1;
+	struct ct_slot *s0 = bpf_map_lookup_elem(&ct_cache6, &i0);
+	struct ct_slot *s1 = bpf_map_lookup_elem(&ct_cache6, &i1);
 
 	if (!s0 || !s1)
 		return;
-	struct ct_slot *s = !s0->key.l4proto ? s0 :
-			    !s1->key.l4proto ? s1 :
-			    s1->seen < s0->seen ? s1 : s0;
-	__u32 seq = *(volatile __u32 *)&s->seq;
-	if (seq & 1 || __sync_val_compare_and_swap(&s->seq, seq, seq + 1) != seq)
+	int v = ct_victim(s0->key.l4proto, s0->seen, s1->key.l4proto, s1->seen, now, idle);
+	if (v < 0)
+		return;
+	struct ct_slot *s = v ? s1 : s0;
+	__u32 seq = ct_claim(&s->seq);
+	if (seq & 1)
 		return;
 	__builtin_memcpy(&s->key, k, sizeof(*k));
 	s->orig_from_a = orig_from_a;
@@ -466,37 +605,53 @@ static __always_inline void ct_keep_in_cache(__u32 set, const struct ct_flow_key
 	*(volatile __u32 *)&s->seq = seq + 2;
 }
 
-/* Empties the way of `set` holding `k`, if one does and no other CPU is
- * writing it. */
-static __always_inline void ct_forget_in_cache(__u32 set, const struct ct_flow_key *k)
+/* Empties the way of IPv4 connection `k`'s set holding it, if one does
+ * and no other CPU is writing it. */
+static __always_inline void ct_forget4(__u32 set, const struct ct_key4 *k)
 {
 #pragma unroll
-	for (int w = 0; w < CT_CACHE_WAYS; w++) {
-		__u32 i = set * CT_CACHE_WAYS + w;
-		struct ct_slot *s = bpf_map_lookup_elem(&ct_cache, &i);
-		__u8 orig;
+	for (int i = 0; i < CT_CACHE_WAYS; i++) {
+		__u32 idx = set * CT_CACHE_WAYS + i;
+		struct ct_way4 *w = bpf_map_lookup_elem(&ct_cache4, &idx);
 
-		if (!s || !ct_holds(s, k, &orig))
+		if (!w || !ct_key4_is(w, k))
 			continue;
-		__u32 seq = *(volatile __u32 *)&s->seq;
-		if (seq & 1 || __sync_val_compare_and_swap(&s->seq, seq, seq + 1) != seq)
+		__u32 seq = ct_claim(&w->seq);
+		if (seq & 1)
 			continue;
-		if (!ct_key_is(s, k))
-			goto release;
-		s->key.l4proto = 0;
-release:
+		if (ct_key4_is(w, k))
+			w->l4proto = 0;
+		asm volatile("" ::: "memory");
+		*(volatile __u32 *)&w->seq = seq + 2;
+	}
+}
+
+/* The same for IPv6 connection `k`. */
+static __always_inline void ct_forget6(__u32 set, const struct ct_flow_key *k)
+{
+#pragma unroll
+	for (int i = 0; i < CT_CACHE_WAYS; i++) {
+		__u32 idx = set * CT_CACHE_WAYS + i;
+		struct ct_slot *s = bpf_map_lookup_elem(&ct_cache6, &idx);
+
+		if (!s || !ct_key6_is(s, k))
+			continue;
+		__u32 seq = ct_claim(&s->seq);
+		if (seq & 1)
+			continue;
+		if (ct_key6_is(s, k))
+			s->key.l4proto = 0;
 		asm volatile("" ::: "memory");
 		*(volatile __u32 *)&s->seq = seq + 2;
 	}
 }
 
-/* Finds the packet's connection in the kernel's table and, if the fast
- * path may carry it, keeps it in ct_cache: R_FORWARDED with its original
- * direction's side in `orig_from_a`, or why the packet goes to the
- * kernel. */
-static __always_inline enum reason ct_fill(struct xdp_md *ctx, const struct ct_packet *p,
-					   const int v6, const struct ct_flow_key *k, int from_a,
-					   __u32 set, __u64 now, __u32 ct_flags, __u8 *orig_from_a)
+/* Finds the packet's connection in the kernel's table: R_FORWARDED if the
+ * fast path may carry it, with its original direction's side in
+ * `orig_from_a`, or why the packet goes to the kernel. */
+static __always_inline enum reason ct_ask_kernel(struct xdp_md *ctx, const struct ct_packet *p,
+						 const int v6, int from_a, __u32 ct_flags,
+						 __u8 *orig_from_a)
 {
 	struct bpf_ct_opts___local opts = { .netns_id = -1, .l4proto = p->l4proto };
 	struct bpf_sock_tuple t;
@@ -535,7 +690,6 @@ static __always_inline enum reason ct_fill(struct xdp_md *ctx, const struct ct_p
 	/* The original direction leaves from a if this packet does and is
 	 * original, or neither. */
 	*orig_from_a = from_a == orig_from_src;
-	ct_keep_in_cache(set, k, *orig_from_a, now);
 	return R_FORWARDED;
 }
 
@@ -544,7 +698,7 @@ static __always_inline enum reason ct_fill(struct xdp_md *ctx, const struct ct_p
  * `l4`: the transport header, `avail` its bytes within the IP packet. */
 static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const int v6,
 				     const __u8 *l4, __u32 avail, __u8 l4proto, __u32 ct_flags,
-				     enum reason *why)
+				     __u32 ct_idle, enum reason *why)
 {
 	const __u8 *end = (const __u8 *)(long)ctx->data_end;
 
@@ -586,42 +740,54 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 		p.saddr = &ip->saddr;
 		p.daddr = &ip->daddr;
 	}
-	struct ct_flow_key k;
-	int from_a = ct_key_of(&p, v6, &k);
-	__u32 set = ct_set_of(&k);
-	if (kind == R_PASS_CT_STATE) {
-		/* A FIN or RST ends what the fast path may carry: the kernel's
-		 * entry leaves ESTABLISHED. (A SYN finds none, or one the kernel
-		 * reopens.) */
-		if (tcp_flags & (TCPF_FIN | TCPF_RST))
-			ct_forget_in_cache(set, &k);
-		*why = kind;
-		return 0;
-	}
 	/* (Inlined by the verifier: a load, where bpf_ktime_get_coarse_ns
 	 * cost 25 ns a packet.) */
 	__u64 now = bpf_jiffies64();
+	/* A FIN or RST ends what the fast path may carry: the kernel's entry
+	 * leaves ESTABLISHED. (A SYN finds none, or one the kernel reopens.) */
+	int ends = kind == R_PASS_CT_STATE && (tcp_flags & (TCPF_FIN | TCPF_RST));
 	__u8 orig_from_a = 0;
-	int found = 0;
+	int from_a;
 
-#pragma unroll
-	for (int w = 0; w < CT_CACHE_WAYS; w++) {
-		__u32 i = set * CT_CACHE_WAYS + w;
-		struct ct_slot *s = bpf_map_lookup_elem(&ct_cache, &i);
+	if (v6) {
+		struct ct_flow_key k;
 
-		if (!found && s && ct_holds(s, &k, &orig_from_a)) {
-			found = 1;
-			/* A word written once a jiffy per flow, not per packet. */
-			if (s->seen != now)
-				s->seen = now;
-		}
-	}
-	if (!found) {
-		enum reason r = ct_fill(ctx, &p, v6, &k, from_a, set, now, ct_flags, &orig_from_a);
-
-		if (r != R_FORWARDED) {
-			*why = r;
+		from_a = ct_key_of(&p, 1, &k);
+		__u32 set = ct_set6(&k);
+		if (ends)
+			ct_forget6(set, &k);
+		if (kind) {
+			*why = kind;
 			return 0;
+		}
+		if (!ct_find6(set, &k, now, &orig_from_a)) {
+			enum reason r = ct_ask_kernel(ctx, &p, 1, from_a, ct_flags, &orig_from_a);
+
+			if (r != R_FORWARDED) {
+				*why = r;
+				return 0;
+			}
+			ct_keep6(set, &k, orig_from_a, now, ct_idle);
+		}
+	} else {
+		struct ct_key4 k;
+
+		from_a = ct_key4_of(&p, &k);
+		__u32 set = ct_set4(&k);
+		if (ends)
+			ct_forget4(set, &k);
+		if (kind) {
+			*why = kind;
+			return 0;
+		}
+		if (!ct_find4(set, &k, now, &orig_from_a)) {
+			enum reason r = ct_ask_kernel(ctx, &p, 0, from_a, ct_flags, &orig_from_a);
+
+			if (r != R_FORWARDED) {
+				*why = r;
+				return 0;
+			}
+			ct_keep4(set, &k, orig_from_a, now, ct_idle);
 		}
 	}
 	return FW_CT_ESTABLISHED | (from_a == orig_from_a ? 0 : FW_CT_REPLY);

@@ -267,6 +267,11 @@ struct fw_reads {
 struct fw_state {
 	__u32 generation;
 	__u32 ct_flags;   /* FW_CT_* */
+	/* Jiffies a connection's way is kept for after its last packet, while
+	 * others want its set (0: none: the least recent goes). Written by the
+	 * control plane, which knows the tick's length. */
+	__u32 ct_idle;
+	__u32 pad;
 	struct fw_reads reads[2][2];  /* [generation & 1][ipv6] */
 };
 
@@ -323,35 +328,61 @@ struct ct_flow_key {
 	__u8 pad[2];
 };
 
-/* A connection the fast path carries, in its cache: a slot of a 2-way
- * set, the set chosen by the key's hash (conntrack.h). The fast path
- * fills slots (on several CPUs at once, for connections hashing to one
- * set) and the control plane empties them, each after making `seq` odd
- * with a compare-and-swap; `seq` even again after. A reader takes a slot
- * whose `seq` is odd, or changed while it read, for a miss. */
-struct ct_slot {
+/* The fast path's connection cache (conntrack.h): sets of two ways, the
+ * set chosen by the key's hash, one table per family. The fast path fills
+ * ways (on several CPUs at once, for connections hashing to one set) and
+ * the control plane empties them, each after making `seq` odd with a
+ * compare-and-swap; `seq` even again after. A reader takes a way whose
+ * `seq` is odd, or changed while it read, for a miss.
+ *
+ * An IPv4 connection's way: 32 bytes, a set's two in one cache line (the
+ * table is a mappable array, its values page-aligned), so that a lookup
+ * costs one line where a million connections make every one a miss. */
+struct ct_way4 {
 	__u32 seq;
+	__be16 aport;
+	__be16 bport;
+	__be32 a;         /* a before b (ct_side_first) */
+	__be32 b;
+	__u8 l4proto;     /* 0: empty */
 	__u8 orig_from_a; /* its original direction goes from a to b */
-	__u8 pad[3];
+	__u8 pad[6];
 	/* bpf_jiffies64 of the last packet carried: the control plane keeps
 	 * the kernel's timeout running from it. */
+	__u64 seen;
+};
+
+/* An IPv6 connection's way: 64 bytes. */
+struct ct_slot {
+	__u32 seq;
+	__u8 orig_from_a;
+	__u8 pad[3];
 	__u64 seen;
 	struct ct_flow_key key;  /* l4proto 0: empty */
 	__u8 reserved[8];
 };
 
-#define CT_CACHE_SETS (1 << 20)
 #define CT_CACHE_WAYS 2
+#define CT4_SETS (1 << 21)
+#define CT6_SETS (1 << 18)
 
-/* 2M slots of 64 bytes (128 MiB): a million connections in half of them,
- * few sets over-full (docs/firewall.md "States"). */
+/* 2M sets of IPv4 connections (128 MiB): a million in a quarter of the
+ * ways, few sets over-full; 256k sets of IPv6 ones (32 MiB). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, CT_CACHE_SETS * CT_CACHE_WAYS);
+	__uint(max_entries, CT4_SETS * CT_CACHE_WAYS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ct_way4);
+} ct_cache4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CT6_SETS * CT_CACHE_WAYS);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct ct_slot);
-} ct_cache SEC(".maps");
+} ct_cache6 SEC(".maps");
 
 /* One record of ct_keeper's batch (router.bpf.c). */
 struct ct_keep {

@@ -22,8 +22,8 @@
 //! flow that stops expires on the kernel's schedule, to the sweep's
 //! coarse clock (a jiffy).
 use crate::layout::{
-    CtFlowKey, CtKeep, CtSlot, CT_CACHE_SETS, CT_CACHE_WAYS, CT_KEEP_BATCH, CT_KEEP_GONE,
-    CT_KEEP_KEPT, FW_CT_CHECKSUM, FW_CT_ON, FW_CT_TCP_LIBERAL,
+    CtFlowKey, CtKeep, CtSlot, CtWay4, FwState, CT4_SETS, CT6_SETS, CT_CACHE_WAYS, CT_KEEP_BATCH,
+    CT_KEEP_GONE, CT_KEEP_KEPT, FW_CT_CHECKSUM, FW_CT_ON, FW_CT_TCP_LIBERAL,
 };
 use crate::wire::{Message, WireError};
 use anyhow::{Context, Result};
@@ -154,16 +154,46 @@ pub fn destroyed(m: &Message) -> Result<Option<CtFlowKey>, WireError> {
     })
 }
 
-/// The set of connection `k` in the fast path's cache (ct_set_of).
-pub fn set_of(k: &CtFlowKey) -> u32 {
-    let b = k.as_bytes();
-    let w = |i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
-    let mut h = (w(0) ^ w(4)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-        ^ w(1).wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
-        ^ (w(2) ^ w(3)).wrapping_mul(0x1656_67b1_9e37_79f9);
+/// The final mix of both families' set hashes: the top `bits` bits.
+fn fold(mut h: u64, bits: u32) -> u32 {
     h ^= h >> 29;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    (h >> (64 - 20)) as u32
+    (h >> (64 - bits)) as u32
+}
+
+/// The set of connection `k` in the fast path's cache of its family
+/// (ct_set4, ct_set6).
+pub fn set_of(k: &CtFlowKey) -> u32 {
+    if k.ipv6 == 0 {
+        let word = |x: &[u8; 16]| u32::from_le_bytes(x[..4].try_into().unwrap()) as u64;
+        let ab = word(&k.a) | word(&k.b) << 32;
+        let ports = k.aport as u64 | (k.bport as u64) << 16 | (k.l4proto as u64) << 32;
+        return fold(
+            ab.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ports.wrapping_mul(0xc2b2_ae3d_27d4_eb4f),
+            CT4_SETS.trailing_zeros(),
+        );
+    }
+    let b = k.as_bytes();
+    let w = |i: usize| u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+    fold(
+        (w(0) ^ w(4)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ w(1).wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
+            ^ (w(2) ^ w(3)).wrapping_mul(0x1656_67b1_9e37_79f9),
+        CT6_SETS.trailing_zeros(),
+    )
+}
+
+/// The key an IPv4 way holds.
+fn key4(w: &CtWay4) -> CtFlowKey {
+    let mut k = CtFlowKey {
+        aport: w.aport,
+        bport: w.bport,
+        l4proto: w.l4proto,
+        ..Default::default()
+    };
+    k.a[..4].copy_from_slice(&w.a);
+    k.b[..4].copy_from_slice(&w.b);
+    k
 }
 
 /// What a sweep asks ct_keeper for a connection last carried at jiffy
@@ -270,14 +300,28 @@ pub struct Swept {
     pub forgotten: u64,
 }
 
-const SLOTS: u32 = (CT_CACHE_SETS * CT_CACHE_WAYS) as u32;
+/// How long a connection keeps its way after its last packet while
+/// another wants its set (fw_state.ct_idle): two seconds, so that where
+/// more busy connections hash to a set than it has ways, those in it stay
+/// (the others are found in the kernel's table each packet) rather than
+/// all pushing each other out.
+const KEEP_WAY_FOR: Duration = Duration::from_secs(2);
+
+/// A way of either family's table, as read.
+struct Way {
+    seq: u32,
+    /// l4proto 0: empty.
+    key: CtFlowKey,
+    seen: u64,
+}
 
 /// The fast path's connection cache, its keeper program and its clock.
 pub struct CtMaps {
     keeper: OwnedFd,
     clock: OwnedFd,
-    cache: MappedArray,
-    /// fw_state, for its ct_flags word.
+    /// ct_cache4 and ct_cache6.
+    cache: [MappedArray; 2],
+    /// fw_state, for its ct_flags and ct_idle words.
     state: MappedArray,
     /// The kernel's HZ: the length of the jiffies `seen` counts.
     hz: u64,
@@ -292,23 +336,49 @@ impl CtMaps {
                 .try_clone_to_owned()
                 .with_context(|| format!("program {name}"))
         };
-        let map = linerate_bpf::loader::map(obj, "ct_cache")?;
-        anyhow::ensure!(
-            map.max_entries() == SLOTS,
-            "map ct_cache holds {} slots, layout.rs says {SLOTS}",
-            map.max_entries()
-        );
+        let table = |name, sets: usize| -> Result<MappedArray> {
+            let map = linerate_bpf::loader::map(obj, name)?;
+            let ways = (sets * CT_CACHE_WAYS) as u32;
+            anyhow::ensure!(
+                map.max_entries() == ways,
+                "map {name} holds {} ways, layout.rs says {ways}",
+                map.max_entries()
+            );
+            MappedArray::open(&map)
+        };
         let mut m = CtMaps {
             keeper: fd("ct_keeper")?,
             clock: fd("ct_clock")?,
-            cache: MappedArray::open(&map)?,
+            cache: [table("ct_cache4", CT4_SETS)?, table("ct_cache6", CT6_SETS)?],
             state: MappedArray::open(&linerate_bpf::loader::map(obj, "fw_state")?)?,
             hz: 0,
         };
         let a = m.clock()?;
         std::thread::sleep(Duration::from_millis(40));
         m.hz = hz_of(a, m.clock()?);
+        m.state
+            .word(0, offset_of!(FwState, ct_idle))
+            .store((KEEP_WAY_FOR.as_secs() * m.hz) as u32, Ordering::Release);
         Ok(m)
+    }
+
+    /// Way `i` of the table of `ipv6`'s family.
+    fn way(&self, ipv6: bool, i: u32) -> Way {
+        if ipv6 {
+            let s: CtSlot = self.cache[1].read_entry(i);
+            Way {
+                seq: s.seq,
+                key: s.key,
+                seen: s.seen,
+            }
+        } else {
+            let w: CtWay4 = self.cache[0].read_entry(i);
+            Way {
+                seq: w.seq,
+                key: key4(&w),
+                seen: w.seen,
+            }
+        }
     }
 
     /// The fast path's clock now: (bpf_jiffies64, bpf_ktime_get_ns).
@@ -360,22 +430,25 @@ impl CtMaps {
     /// fw_state's ct_flags as the fast path reads them.
     pub fn published_flags(&self) -> u32 {
         self.state
-            .word(0, offset_of!(crate::layout::FwState, ct_flags))
+            .word(0, offset_of!(FwState, ct_flags))
             .load(Ordering::Acquire)
     }
 
     /// Makes `flags` fw_state's ct_flags (FW_CT_*).
     pub fn publish_flags(&self, flags: u32) {
         self.state
-            .word(0, offset_of!(crate::layout::FwState, ct_flags))
+            .word(0, offset_of!(FwState, ct_flags))
             .store(flags, Ordering::Release);
     }
 
-    /// Empties slot `i` if it still holds `key`, as a writer (its
-    /// sequence word odd meanwhile); false if it holds another or a
-    /// program is writing it.
+    /// Empties way `i` of `key`'s family if it still holds `key`, as a
+    /// writer (its sequence word odd meanwhile); false if it holds another
+    /// or a program is writing it.
     fn clear(&self, i: u32, key: &CtFlowKey) -> bool {
-        let seq = self.cache.word(i, offset_of!(CtSlot, seq));
+        let ipv6 = key.ipv6 != 0;
+        let table = &self.cache[ipv6 as usize];
+        // (Both ways begin with their sequence word.)
+        let seq = table.word(i, 0);
         let s = seq.load(Ordering::Acquire);
         if s & 1 == 1
             || seq
@@ -384,11 +457,14 @@ impl CtMaps {
         {
             return false;
         }
-        let slot: CtSlot = self.cache.read_entry(i);
-        let ours = slot.key == *key;
+        let ours = self.way(ipv6, i).key == *key;
         if ours {
-            self.cache
-                .write_bytes(i, offset_of!(CtSlot, key), CtFlowKey::default().as_bytes());
+            let proto = if ipv6 {
+                offset_of!(CtSlot, key) + offset_of!(CtFlowKey, l4proto)
+            } else {
+                offset_of!(CtWay4, l4proto)
+            };
+            table.write_bytes(i, proto, &[0]);
         }
         seq.store(s + 2, Ordering::Release);
         ours
@@ -429,8 +505,12 @@ impl CtMaps {
             batch.clear();
             Ok(())
         };
-        for i in 0..SLOTS {
-            let slot: CtSlot = self.cache.read_entry(i);
+        let ways = [CT4_SETS, CT6_SETS].map(|sets| (sets * CT_CACHE_WAYS) as u32);
+        for (i, ipv6) in (0..ways[0])
+            .map(|i| (i, false))
+            .chain((0..ways[1]).map(|i| (i, true)))
+        {
+            let slot = self.way(ipv6, i);
             if slot.key.l4proto == 0 || slot.seq & 1 == 1 {
                 continue;
             }

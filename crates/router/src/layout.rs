@@ -165,8 +165,10 @@ pub const FW_CT_TCP_LIBERAL: u32 = 4;
 pub const FW_CT_ESTABLISHED: u8 = 2;
 pub const FW_CT_REPLY: u8 = linerate_firewall::cache::CT_REPLY;
 pub const CT_KEEP_BATCH: usize = 64;
-/// The fast path's connection cache: sets of two ways (ct_cache).
-pub const CT_CACHE_SETS: usize = 1 << 20;
+/// The fast path's connection caches: sets of two ways, IPv4's
+/// (ct_cache4) and IPv6's (ct_cache6).
+pub const CT4_SETS: usize = 1 << 21;
+pub const CT6_SETS: usize = 1 << 18;
 pub const CT_CACHE_WAYS: usize = 2;
 pub const CT_KEEP_GONE: u32 = 1;
 pub const CT_KEEP_KEPT: u32 = 2;
@@ -192,6 +194,10 @@ pub struct FwState {
     pub generation: u32,
     /// FW_CT_*.
     pub ct_flags: u32,
+    /// Jiffies a connection's cache way is kept for after its last packet
+    /// while others want its set.
+    pub ct_idle: u32,
+    pub pad: u32,
     /// `[generation & 1][ipv6]`.
     pub reads: [[FwReads; 2]; 2],
 }
@@ -219,7 +225,28 @@ pub struct CtFlowKey {
     pub pad: [u8; 2],
 }
 
-/// A slot of the fast path's connection cache (ct_cache).
+/// A way of the fast path's IPv4 connection cache (ct_cache4): a set's
+/// two in one cache line.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CtWay4 {
+    /// Odd while written.
+    pub seq: u32,
+    /// Network order, as loaded.
+    pub aport: u16,
+    pub bport: u16,
+    /// Network order.
+    pub a: [u8; 4],
+    pub b: [u8; 4],
+    /// 0: empty.
+    pub l4proto: u8,
+    pub orig_from_a: u8,
+    pub pad: [u8; 6],
+    /// bpf_jiffies64 of the last packet carried.
+    pub seen: u64,
+}
+
+/// A way of the fast path's IPv6 connection cache (ct_cache6).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CtSlot {
@@ -336,6 +363,7 @@ unsafe impl Pod for RouterCounters {}
 unsafe impl Pod for FwState {}
 unsafe impl Pod for CtFlowKey {}
 unsafe impl Pod for CtSlot {}
+unsafe impl Pod for CtWay4 {}
 unsafe impl Pod for CtKeep {}
 unsafe impl Pod for FwReads {}
 unsafe impl Pod for FwSlot {}
@@ -425,6 +453,8 @@ mod tests {
             vec![
                 ("generation", offset_of!(FwState, generation)),
                 ("ct_flags", offset_of!(FwState, ct_flags)),
+                ("ct_idle", offset_of!(FwState, ct_idle)),
+                ("pad", offset_of!(FwState, pad)),
                 ("reads", offset_of!(FwState, reads)),
             ],
         );
@@ -481,6 +511,21 @@ mod tests {
                 ("l4proto", offset_of!(CtFlowKey, l4proto)),
                 ("ipv6", offset_of!(CtFlowKey, ipv6)),
                 ("pad", offset_of!(CtFlowKey, pad)),
+            ],
+        );
+        check(
+            "ct_way4",
+            size_of::<CtWay4>(),
+            vec![
+                ("seq", offset_of!(CtWay4, seq)),
+                ("aport", offset_of!(CtWay4, aport)),
+                ("bport", offset_of!(CtWay4, bport)),
+                ("a", offset_of!(CtWay4, a)),
+                ("b", offset_of!(CtWay4, b)),
+                ("l4proto", offset_of!(CtWay4, l4proto)),
+                ("orig_from_a", offset_of!(CtWay4, orig_from_a)),
+                ("pad", offset_of!(CtWay4, pad)),
+                ("seen", offset_of!(CtWay4, seen)),
             ],
         );
         check(
