@@ -56,6 +56,26 @@ pub fn conntrack_count(netns: &str) -> Result<u64> {
         .with_context(|| format!("conntrack -C said {out:?}"))
 }
 
+/// How many of the DUT's conntrack entries are assured (`conntrack -L -u
+/// ASSURED`, which says the count on stderr; the entries themselves, a
+/// line each, are not kept).
+pub fn conntrack_assured(netns: &str) -> Result<u64> {
+    cmd::require_tool("conntrack")?;
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", netns, "conntrack", "-L", "-u", "ASSURED"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .context("conntrack -L")?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    // "conntrack v1.4.7 (conntrack-tools): 970063 flow entries have been shown."
+    err.split("):")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| anyhow!("conntrack -L -u ASSURED said {:?}", err.trim()))
+}
+
 /// The kernel's conntrack limits: global, set from the host's namespace.
 const CT_MAX: &str = "/proc/sys/net/netfilter/nf_conntrack_max";
 const CT_BUCKETS: &str = "/sys/module/nf_conntrack/parameters/hashsize";

@@ -374,15 +374,17 @@ fn local_run(
     let mut trials = LabTrials::new(runner, sc.receiver, stop);
     if def.establish {
         let flows = profile.check()?.flows();
-        let e = trials.establish(flows, run_path.gen_cpus.len())?;
+        let e = trials.establish(flows, run_path.gen_cpus.len(), || {
+            dut_setup::conntrack_assured(&ns.dut)
+        })?;
         let held = dut_setup::conntrack_count(&ns.dut)?;
         progress.note(&format!(
-            "  {} flows established in {:.1} s ({} frames sent, {} answered); the DUT's conntrack holds {held}",
-            e.flows, e.seconds, e.sent, e.answered
+            "  {} flows established in {:.1} s, {} passes ({} frames sent, {} answered); the DUT's conntrack holds {held}, {} assured",
+            e.flows, e.seconds, e.passes, e.sent, e.answered, e.assured
         ));
         trials.log.push_str(&format!(
-            "# established {} flows: {} frames sent, {} answered; conntrack holds {held}\n",
-            e.flows, e.sent, e.answered
+            "# established {} flows in {} passes: {} frames sent, {} answered; conntrack holds {held}, {} assured\n",
+            e.flows, e.passes, e.sent, e.answered, e.assured
         ));
     }
     let queue_count = || -> Result<Vec<u64>> {

@@ -117,26 +117,45 @@ impl<'a> LabTrials<'a> {
 /// core, with room.
 pub const ESTABLISH_PPS: u64 = 200_000;
 
+/// Passes over the flows at most when establishing them.
+pub const ESTABLISH_PASSES: usize = 8;
+
+/// The share of the flows the DUT's conntrack must hold assured for the
+/// passes to stop.
+pub const ESTABLISHED_SHARE: f64 = 0.999;
+
 /// What establishing a profile's flows did.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Established {
     pub flows: u64,
+    /// Passes over the flows.
+    pub passes: usize,
     /// Frames sent, and answers that came back, over the passes.
     pub sent: u64,
     pub answered: u64,
+    /// Connections the DUT's conntrack held assured after the last pass.
+    pub assured: u64,
     pub seconds: f64,
 }
 
 impl LabTrials<'_> {
     /// Makes each of the profile's `flows` flows (on `cpus` sending CPUs,
     /// each cycling through all of them) a connection the DUT's conntrack
-    /// holds established and assured: three passes over them at
-    /// ESTABLISH_PPS, the receiver answering each frame (addresses and
-    /// ports swapped), each pass starting at least 2.2 s after the one
-    /// before (a UDP entry is assured by a packet two seconds after its
-    /// first; the third pass catches what the first dropped). The passes
-    /// are in the log, not in the results.
-    pub fn establish(&mut self, flows: u64, cpus: usize) -> Result<Established> {
+    /// holds established and assured: passes over them at ESTABLISH_PPS,
+    /// the receiver answering each frame (addresses and ports swapped),
+    /// each pass starting at least 2.2 s after the one before (a UDP entry
+    /// is assured by a packet two seconds after its first, the reply
+    /// seen), until `assured` (the DUT's count of assured entries) says
+    /// ESTABLISHED_SHARE of them are, or ESTABLISH_PASSES. A frame the
+    /// DUT's ring refuses in one pass (creating connections, the kernel
+    /// takes fewer than it is offered) is sent again in the next. The
+    /// passes are in the log, not in the results.
+    pub fn establish(
+        &mut self,
+        flows: u64,
+        cpus: usize,
+        mut assured: impl FnMut() -> Result<u64>,
+    ) -> Result<Established> {
         let pass = (flows as f64 * cpus.max(1) as f64 / ESTABLISH_PPS as f64 * 1.05).max(0.2);
         let saved = std::mem::replace(&mut self.receiver, ReceiverMode::Answer);
         let started = std::time::Instant::now();
@@ -145,18 +164,42 @@ impl LabTrials<'_> {
             ..Default::default()
         };
         let mut result = Ok(());
-        for i in 0..3 {
-            let due = std::time::Duration::from_secs_f64(2.2 * i as f64);
-            if let Some(wait) = due.checked_sub(started.elapsed()) {
-                std::thread::sleep(wait);
+        let mut last = started;
+        for i in 0..ESTABLISH_PASSES {
+            if i > 0 {
+                let due = last + std::time::Duration::from_secs_f64(2.2);
+                if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
+                    std::thread::sleep(wait);
+                }
             }
-            self.log
-                .push_str(&format!("# establishing the flows: pass {} of 3\n", i + 1));
+            last = std::time::Instant::now();
+            self.log.push_str(&format!(
+                "# establishing the flows: pass {} (of at most {ESTABLISH_PASSES})\n",
+                i + 1
+            ));
             match self.run(Some(ESTABLISH_PPS as f64), pass) {
                 Ok(r) => {
                     self.results.pop();
                     e.sent += offered(&r);
                     e.answered += r.received_packets;
+                    e.passes += 1;
+                }
+                Err(err) => {
+                    result = Err(err);
+                    break;
+                }
+            }
+            if i == 0 {
+                continue;
+            }
+            match assured() {
+                Ok(n) => {
+                    e.assured = n;
+                    self.log
+                        .push_str(&format!("# the DUT's conntrack holds {n} assured\n"));
+                    if n as f64 >= flows as f64 * ESTABLISHED_SHARE {
+                        break;
+                    }
                 }
                 Err(err) => {
                     result = Err(err);

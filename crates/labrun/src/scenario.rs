@@ -210,8 +210,9 @@ pub struct DutDef {
     /// Before each run, make every flow of the profile a connection the
     /// DUT's conntrack holds established and assured: the profile's flows
     /// sent at a moderate rate, the receiver answering each (addresses
-    /// and ports swapped), three passes two seconds apart (a UDP entry is
-    /// assured by a packet two seconds after its first). For stateful
+    /// and ports swapped), passes at least 2.2 s apart (a UDP entry is
+    /// assured by a packet two seconds after its first) until 99.9% of
+    /// them are assured, at most eight. For stateful
     /// rulesets; the DUT's conntrack table is flushed after the run.
     #[serde(default)]
     pub establish: bool,
