@@ -198,8 +198,15 @@ enum recv_mode { FULL, WATCH, COUNT, FRAMES, ANSWER };
 /* Sends a UDP frame back where it came from: MACs, addresses and ports
  * swapped, which leaves both checksums as they were (a ones'-complement
  * sum does not care about order). The answer a stateful firewall needs to
- * see before it holds a flow established. XDP_DROP for anything else. */
-static __always_inline int answer(void *data, void *data_end)
+ * see before it holds a flow established. XDP_DROP for anything else.
+ *
+ * Redirected out of the interface it came in on, not XDP_TX: a veth kicks
+ * its peer's NAPI after XDP_TX only if the peer has an XDP program
+ * (veth_xdp_flush), so a DUT without one there (the kernel) would never
+ * take the answers (the peer's ring fills, the rest are xdp_tx_errors);
+ * a redirect goes through ndo_xdp_xmit, which flushes to the peer's NAPI
+ * (GRO on: the lab's setup). */
+static __always_inline int answer(struct xdp_md *ctx, void *data, void *data_end)
 {
 	struct ethhdr *eth = data;
 	struct udphdr *udp;
@@ -234,7 +241,7 @@ static __always_inline int answer(void *data, void *data_end)
 	__builtin_memcpy(mac, eth->h_dest, ETH_ALEN);
 	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, mac, ETH_ALEN);
-	return XDP_TX;
+	return bpf_redirect(ctx->ingress_ifindex, 0);
 }
 
 /* `multibuf`: the program is declared for multi-buffer frames (xdp.frags),
@@ -262,7 +269,7 @@ static __always_inline int receive(struct xdp_md *ctx, const enum recv_mode mode
 	if (mode == COUNT)
 		return XDP_DROP;
 	if (mode == ANSWER)
-		return answer(data, data_end);
+		return answer(ctx, data, data_end);
 
 	__u32 stream = bpf_ntohs(st->stream);
 	struct recv_stream *s = bpf_map_lookup_elem(&recv_streams, &stream);

@@ -214,6 +214,12 @@ fn tune(spec: &LabSpec) -> Result<Vec<NapiThread>> {
     // generator's, for what an XDP DUT forwards back (ICMP errors to it).
     in_netns(&ns.recv, "ethtool", &["-K", &i.recv, "gro", "on"])?;
     in_netns(&ns.gen, "ethtool", &["-K", &i.gen, "gro", "on"])?;
+    // And the DUT's outgoing end, for what an XDP receiver sends back
+    // (`recv --receiver answer`, establishing a stateful DUT's
+    // connections): without it a DUT with no XDP program there (the
+    // kernel) never sees the answers, and its connections stay
+    // unreplied.
+    in_netns(&ns.dut, "ethtool", &["-K", &i.dut_out, "gro", "on"])?;
     threaded_napi(&ns.dut, &i.dut_in, spec.dut_cpu)
 }
 

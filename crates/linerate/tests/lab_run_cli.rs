@@ -715,8 +715,10 @@ fn spread_destinations_through_generated_tables_are_forwarded() {
 
 /// A stateful DUT configuration: the profile's flows made connections by
 /// traffic the receiver answers before the run (the log says so, and how
-/// many the DUT's table held: every one), the kernel's conntrack limits
-/// set for the run and put back, and the DUT's table flushed after.
+/// many the DUT's table held: every one, assured), the kernel's conntrack
+/// limits set for the run and put back, and the DUT's table flushed after.
+/// The kernel alone as well as linerate: the answers must reach a DUT with
+/// no XDP program on its outgoing interface (they did not, once).
 #[test]
 #[cfg_attr(
     not(feature = "privileged"),
@@ -731,28 +733,28 @@ fn a_stateful_dut_has_its_flows_established_before_its_run() {
     let o = run_scenario(
         name,
         &dir,
-        "name = \"stateful\"\nrepeat = 1\nduts = [\"linerate-nft-stateful\"]\nprofiles = [\"small\"]\n\
+        "name = \"stateful\"\nrepeat = 1\nduts = [\"linux-nft-stateful\", \"linerate-nft-stateful\"]\nprofiles = [\"small\"]\n\
          [measure]\nmethod = \"overload\"\nseconds = 1\n\
          [profile.small]\nfamily = \"ipv4\"\nlen = \"60\"\n\
          src = \"198.18.10.1:2000-198.18.10.10\"\ndst = \"198.19.10.1:2000-198.19.10.50\"\n",
     );
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("500 flows established") && stderr.contains("conntrack holds 500"),
+    assert_eq!(
+        stderr.matches("conntrack holds 500, 500 assured").count(),
+        2,
         "{stderr}"
     );
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let run = &r["runs"][0];
-    let log =
-        std::fs::read_to_string(dir.path().join("r").join(run["log"].as_str().unwrap())).unwrap();
-    assert_eq!(
-        log.matches("# establishing the flows: pass").count(),
-        3,
-        "{log}"
-    );
-    assert!(log.contains("# established 500 flows"), "{log}");
-    assert!(run["received_pps"].as_f64().unwrap() > 10_000.0, "{run}");
+    for run in r["runs"].as_array().unwrap() {
+        let log = std::fs::read_to_string(dir.path().join("r").join(run["log"].as_str().unwrap()))
+            .unwrap();
+        // A second pass assures what the first made and answered.
+        let passes = log.matches("# establishing the flows: pass").count();
+        assert!((2..=8).contains(&passes), "{log}");
+        assert!(log.contains("# established 500 flows"), "{log}");
+        assert!(run["received_pps"].as_f64().unwrap() > 10_000.0, "{run}");
+    }
     assert_eq!(
         std::fs::read_to_string("/proc/sys/net/netfilter/nf_conntrack_max").unwrap(),
         max_before,
