@@ -422,20 +422,22 @@ static __always_inline int ct_key4_of(const struct ct_packet *p, struct ct_key4 
 }
 
 /* The set of IPv4 connection `k`: its two words multiplied, folded, top
- * bits. crates/router/src/conntrack.rs computes the same. */
-static __always_inline __u32 ct_set4(const struct ct_key4 *k)
+ * `bits` bits (fw_state.ct_bits). crates/router/src/conntrack.rs computes
+ * the same. */
+static __always_inline __u32 ct_set4(const struct ct_key4 *k, __u32 bits)
 {
 	__u64 h = (k->ab * 0x9e3779b97f4a7c15ull) ^
 		  (((__u64)k->ports | (__u64)k->l4proto << 32) * 0xc2b2ae3d27d4eb4full);
 
 	h ^= h >> 29;
 	h *= 0xff51afd7ed558ccdull;
-	return h >> (64 - 21);
+	return h >> (64 - bits);
 }
 
 /* The set of IPv6 connection `k`: its five words multiplied in pairs and
- * folded, top bits. crates/router/src/conntrack.rs computes the same. */
-static __always_inline __u32 ct_set6(const struct ct_flow_key *k)
+ * folded, top `bits` bits. crates/router/src/conntrack.rs computes the
+ * same. */
+static __always_inline __u32 ct_set6(const struct ct_flow_key *k, __u32 bits)
 {
 	const __u64 *w = (const __u64 *)k;
 	__u64 h = ((w[0] ^ w[4]) * 0x9e3779b97f4a7c15ull) ^ (w[1] * 0xc2b2ae3d27d4eb4full) ^
@@ -443,11 +445,9 @@ static __always_inline __u32 ct_set6(const struct ct_flow_key *k)
 
 	h ^= h >> 29;
 	h *= 0xff51afd7ed558ccdull;
-	return h >> (64 - 18);
+	return h >> (64 - bits);
 }
 
-_Static_assert(CT4_SETS == 1 << 21, "ct_set4 takes 21 bits");
-_Static_assert(CT6_SETS == 1 << 18, "ct_set6 takes 18 bits");
 _Static_assert(sizeof(struct ct_flow_key) == 40, "ct_flow_key is five words");
 _Static_assert(sizeof(struct ct_way4) == 32, "ct_way4: a set's two in one line");
 _Static_assert(__builtin_offsetof(struct ct_way4, aport) == 4 &&
@@ -697,12 +697,14 @@ static __always_inline enum reason ct_ask_kernel(struct xdp_md *ctx, const struc
  * in the reply direction), or 0 and why it goes to the kernel in `why`.
  * `l4`: the transport header, `avail` its bytes within the IP packet. */
 static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const int v6,
-				     const __u8 *l4, __u32 avail, __u8 l4proto, __u32 ct_flags,
-				     __u32 ct_idle, enum reason *why)
+				     const __u8 *l4, __u32 avail, __u8 l4proto,
+				     const struct fw_state *st, enum reason *why)
 {
 	const __u8 *end = (const __u8 *)(long)ctx->data_end;
+	__u32 ct_flags = st->ct_flags, ct_idle = st->ct_idle, bits = st->ct_bits[v6];
 
-	if (!ct_available() || !(ct_flags & FW_CT_ON)) {
+	/* (The bits are published before FW_CT_ON, and never 0 after.) */
+	if (!ct_available() || !(ct_flags & FW_CT_ON) || !bits) {
 		*why = R_PASS_CT_OFF;
 		return 0;
 	}
@@ -753,7 +755,7 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 		struct ct_flow_key k;
 
 		from_a = ct_key_of(&p, 1, &k);
-		__u32 set = ct_set6(&k);
+		__u32 set = ct_set6(&k, bits);
 		if (ends)
 			ct_forget6(set, &k);
 		if (kind) {
@@ -773,7 +775,7 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 		struct ct_key4 k;
 
 		from_a = ct_key4_of(&p, &k);
-		__u32 set = ct_set4(&k);
+		__u32 set = ct_set4(&k, bits);
 		if (ends)
 			ct_forget4(set, &k);
 		if (kind) {

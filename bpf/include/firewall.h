@@ -129,7 +129,7 @@ static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, 
 	if (fields & FW_READ_CT) {
 		enum reason why = R_PASS_CT_OFF;
 
-		k.ct = ct_judge(ctx, l3, v6, l4, avail, l4proto, st->ct_flags, st->ct_idle, &why);
+		k.ct = ct_judge(ctx, l3, v6, l4, avail, l4proto, st, &why);
 		if (!k.ct)
 			return why;
 	}

@@ -271,7 +271,11 @@ struct fw_state {
 	 * others want its set (0: none: the least recent goes). Written by the
 	 * control plane, which knows the tick's length. */
 	__u32 ct_idle;
-	__u32 pad;
+	/* Bits of a connection's hash that pick its set: [ipv6], each table
+	 * holding 2 << bits ways (sized at load, from nf_conntrack_max;
+	 * crates/router/src/conntrack.rs). */
+	__u8 ct_bits[2];
+	__u8 pad[2];
 	struct fw_reads reads[2][2];  /* [generation & 1][ipv6] */
 };
 
@@ -363,14 +367,15 @@ struct ct_slot {
 };
 
 #define CT_CACHE_WAYS 2
-#define CT4_SETS (1 << 21)
-#define CT6_SETS (1 << 18)
+/* The tables' largest sizes; the control plane sizes them at load (from
+ * nf_conntrack_max: for the kernel's default of 262144, 256k sets of
+ * IPv4 connections, 16 MiB, and 64k of IPv6 ones, 8 MiB). */
+#define CT4_SETS_MAX (1 << 21)
+#define CT6_SETS_MAX (1 << 19)
 
-/* 2M sets of IPv4 connections (128 MiB): a million in a quarter of the
- * ways, few sets over-full; 256k sets of IPv6 ones (32 MiB). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, CT4_SETS * CT_CACHE_WAYS);
+	__uint(max_entries, CT4_SETS_MAX * CT_CACHE_WAYS);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct ct_way4);
@@ -378,7 +383,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, CT6_SETS * CT_CACHE_WAYS);
+	__uint(max_entries, CT6_SETS_MAX * CT_CACHE_WAYS);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
 	__type(value, struct ct_slot);

@@ -19,9 +19,28 @@ pub fn load(object: &[u8], what: &str) -> Result<Object> {
 /// program (a router handing over: its counters go on counting) instead of
 /// created. libbpf refuses a map whose type, key, value or size differ.
 pub fn load_reusing(object: &[u8], what: &str, reuse: &[(&str, BorrowedFd<'_>)]) -> Result<Object> {
+    load_sized(object, what, reuse, &[])
+}
+
+/// As [`load_reusing`], with the maps named in `sizes` created with that
+/// many entries instead of the object's own.
+pub fn load_sized(
+    object: &[u8],
+    what: &str,
+    reuse: &[(&str, BorrowedFd<'_>)],
+    sizes: &[(&str, u32)],
+) -> Result<Object> {
     let mut open = ObjectBuilder::default()
         .open_memory(object)
         .with_context(|| format!("cannot open the {what} BPF object"))?;
+    for (name, entries) in sizes {
+        let mut map = open
+            .maps_mut()
+            .find(|m| m.name() == *name)
+            .ok_or_else(|| anyhow::anyhow!("the {what} BPF object has no map {name}"))?;
+        map.set_max_entries(*entries)
+            .with_context(|| format!("cannot size map {name} to {entries} entries"))?;
+    }
     for (name, fd) in reuse {
         let mut map = open
             .maps_mut()
@@ -31,10 +50,16 @@ pub fn load_reusing(object: &[u8], what: &str, reuse: &[(&str, BorrowedFd<'_>)])
             .with_context(|| format!("cannot take over map {name}"))?;
     }
     open.load().with_context(|| {
-        format!(
-            "cannot load the {what} BPF program with the maps it takes over ({})",
-            reuse.iter().map(|r| r.0).collect::<Vec<_>>().join(", ")
-        )
+        if reuse.is_empty() {
+            format!(
+                "cannot load the {what} BPF program into the kernel (are you root? is BPF enabled?)"
+            )
+        } else {
+            format!(
+                "cannot load the {what} BPF program with the maps it takes over ({})",
+                reuse.iter().map(|r| r.0).collect::<Vec<_>>().join(", ")
+            )
+        }
     })
 }
 

@@ -22,8 +22,8 @@
 //! flow that stops expires on the kernel's schedule, to the sweep's
 //! coarse clock (a jiffy).
 use crate::layout::{
-    CtFlowKey, CtKeep, CtSlot, CtWay4, FwState, CT4_SETS, CT6_SETS, CT_CACHE_WAYS, CT_KEEP_BATCH,
-    CT_KEEP_GONE, CT_KEEP_KEPT, FW_CT_CHECKSUM, FW_CT_ON, FW_CT_TCP_LIBERAL,
+    CtFlowKey, CtKeep, CtSlot, CtWay4, FwState, CT4_SETS_MAX, CT6_SETS_MAX, CT_CACHE_WAYS,
+    CT_KEEP_BATCH, CT_KEEP_GONE, CT_KEEP_KEPT, FW_CT_CHECKSUM, FW_CT_ON, FW_CT_TCP_LIBERAL,
 };
 use crate::wire::{Message, WireError};
 use anyhow::{Context, Result};
@@ -162,15 +162,15 @@ fn fold(mut h: u64, bits: u32) -> u32 {
 }
 
 /// The set of connection `k` in the fast path's cache of its family
-/// (ct_set4, ct_set6).
-pub fn set_of(k: &CtFlowKey) -> u32 {
+/// (ct_set4, ct_set6), `bits[ipv6]` bits of its hash.
+pub fn set_of(k: &CtFlowKey, bits: [u32; 2]) -> u32 {
     if k.ipv6 == 0 {
         let word = |x: &[u8; 16]| u32::from_le_bytes(x[..4].try_into().unwrap()) as u64;
         let ab = word(&k.a) | word(&k.b) << 32;
         let ports = k.aport as u64 | (k.bport as u64) << 16 | (k.l4proto as u64) << 32;
         return fold(
             ab.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ports.wrapping_mul(0xc2b2_ae3d_27d4_eb4f),
-            CT4_SETS.trailing_zeros(),
+            bits[0],
         );
     }
     let b = k.as_bytes();
@@ -179,8 +179,35 @@ pub fn set_of(k: &CtFlowKey) -> u32 {
         (w(0) ^ w(4)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
             ^ w(1).wrapping_mul(0xc2b2_ae3d_27d4_eb4f)
             ^ (w(2) ^ w(3)).wrapping_mul(0x1656_67b1_9e37_79f9),
-        CT6_SETS.trailing_zeros(),
+        bits[1],
     )
+}
+
+/// The kernel's default nf_conntrack_max on a machine of a few GiB and
+/// more: what the cache is sized for where the sysctl cannot be read (no
+/// conntrack yet).
+const CONNTRACK_MAX_DEFAULT: u64 = 262_144;
+
+/// The sets of the fast path's connection caches, `[ipv6]`, for a
+/// conntrack table of `conntrack_max` entries: IPv4's the power of two at
+/// or above it (its ways at most half full when the table is full of
+/// IPv4 connections), IPv6's (whose ways take twice the bytes) a quarter
+/// of that; 4096 and 1024 at least, CT4_SETS_MAX and CT6_SETS_MAX at
+/// most.
+pub fn cache_sets(conntrack_max: Option<u64>) -> [usize; 2] {
+    let max = conntrack_max.unwrap_or(CONNTRACK_MAX_DEFAULT).max(1) as usize;
+    let v4 = max.next_power_of_two().clamp(1 << 12, CT4_SETS_MAX);
+    [v4, (v4 / 4).clamp(1 << 10, CT6_SETS_MAX)]
+}
+
+/// The connection caches' sizes for this namespace's nf_conntrack_max,
+/// as [`linerate_bpf::loader::load_sized`] takes them.
+pub fn cache_sizes() -> [(&'static str, u32); 2] {
+    let [v4, v6] = cache_sets(sysctl("nf_conntrack_max"));
+    [
+        ("ct_cache4", (v4 * CT_CACHE_WAYS) as u32),
+        ("ct_cache6", (v6 * CT_CACHE_WAYS) as u32),
+    ]
 }
 
 /// The key an IPv4 way holds.
@@ -321,6 +348,8 @@ pub struct CtMaps {
     clock: OwnedFd,
     /// ct_cache4 and ct_cache6.
     cache: [MappedArray; 2],
+    /// Their sets' bits (fw_state.ct_bits).
+    bits: [u32; 2],
     /// fw_state, for its ct_flags and ct_idle words.
     state: MappedArray,
     /// The kernel's HZ: the length of the jiffies `seen` counts.
@@ -336,20 +365,26 @@ impl CtMaps {
                 .try_clone_to_owned()
                 .with_context(|| format!("program {name}"))
         };
-        let table = |name, sets: usize| -> Result<MappedArray> {
+        // Each table's sets, a power of two, as the object was sized.
+        let table = |name, most: usize| -> Result<(MappedArray, u32)> {
             let map = linerate_bpf::loader::map(obj, name)?;
-            let ways = (sets * CT_CACHE_WAYS) as u32;
+            let sets = map.max_entries() as usize / CT_CACHE_WAYS;
             anyhow::ensure!(
-                map.max_entries() == ways,
-                "map {name} holds {} ways, layout.rs says {ways}",
+                sets.is_power_of_two()
+                    && sets <= most
+                    && map.max_entries() as usize == sets * CT_CACHE_WAYS,
+                "map {name} holds {} ways: not two ways a set, a power of two sets up to {most}",
                 map.max_entries()
             );
-            MappedArray::open(&map)
+            Ok((MappedArray::open(&map)?, sets.trailing_zeros()))
         };
+        let (v4, bits4) = table("ct_cache4", CT4_SETS_MAX)?;
+        let (v6, bits6) = table("ct_cache6", CT6_SETS_MAX)?;
         let mut m = CtMaps {
             keeper: fd("ct_keeper")?,
             clock: fd("ct_clock")?,
-            cache: [table("ct_cache4", CT4_SETS)?, table("ct_cache6", CT6_SETS)?],
+            cache: [v4, v6],
+            bits: [bits4, bits6],
             state: MappedArray::open(&linerate_bpf::loader::map(obj, "fw_state")?)?,
             hz: 0,
         };
@@ -359,7 +394,42 @@ impl CtMaps {
         m.state
             .word(0, offset_of!(FwState, ct_idle))
             .store((KEEP_WAY_FOR.as_secs() * m.hz) as u32, Ordering::Release);
+        // Before FW_CT_ON (publish_flags), which the fast path reads first.
+        m.state
+            .write_bytes(0, offset_of!(FwState, ct_bits), &[bits4 as u8, bits6 as u8]);
         Ok(m)
+    }
+
+    /// How many connections of each family the cache has ways for,
+    /// `[ipv6]`.
+    pub fn ways(&self) -> [u64; 2] {
+        self.bits.map(|b| (CT_CACHE_WAYS as u64) << b)
+    }
+
+    /// What the cache is: its ways and memory, and what sized it.
+    pub fn describe(&self) -> String {
+        let [v4, v6] = self.ways();
+        let bytes = v4 * size_of::<CtWay4>() as u64 + v6 * size_of::<CtSlot>() as u64;
+        format!(
+            "ways for {v4} IPv4 and {v6} IPv6 connections ({} MiB), sized for nf_conntrack_max {}",
+            bytes >> 20,
+            sysctl("nf_conntrack_max")
+                .map_or("(not set: no conntrack yet)".into(), |m| m.to_string())
+        )
+    }
+
+    /// Whether nf_conntrack_max `max` asks for a larger cache than this.
+    fn outgrown_by(&self, max: Option<u64>) -> bool {
+        cache_sets(max)[0] > (self.ways()[0] as usize / CT_CACHE_WAYS)
+    }
+
+    /// Where a way of `ipv6`'s family holds its protocol (0: empty).
+    fn proto_offset(ipv6: bool) -> usize {
+        if ipv6 {
+            offset_of!(CtSlot, key) + offset_of!(CtFlowKey, l4proto)
+        } else {
+            offset_of!(CtWay4, l4proto)
+        }
     }
 
     /// Way `i` of the table of `ipv6`'s family.
@@ -459,12 +529,7 @@ impl CtMaps {
         }
         let ours = self.way(ipv6, i).key == *key;
         if ours {
-            let proto = if ipv6 {
-                offset_of!(CtSlot, key) + offset_of!(CtFlowKey, l4proto)
-            } else {
-                offset_of!(CtWay4, l4proto)
-            };
-            table.write_bytes(i, proto, &[0]);
+            table.write_bytes(i, Self::proto_offset(ipv6), &[0]);
         }
         seq.store(s + 2, Ordering::Release);
         ours
@@ -472,7 +537,7 @@ impl CtMaps {
 
     /// Forgets connection `key` (its kernel entry is gone).
     pub fn forget(&self, key: &CtFlowKey) {
-        let set = set_of(key);
+        let set = set_of(key, self.bits);
         for w in 0..CT_CACHE_WAYS as u32 {
             self.clear(set * CT_CACHE_WAYS as u32 + w, key);
         }
@@ -505,11 +570,16 @@ impl CtMaps {
             batch.clear();
             Ok(())
         };
-        let ways = [CT4_SETS, CT6_SETS].map(|sets| (sets * CT_CACHE_WAYS) as u32);
+        let ways = self.ways().map(|w| w as u32);
         for (i, ipv6) in (0..ways[0])
             .map(|i| (i, false))
             .chain((0..ways[1]).map(|i| (i, true)))
         {
+            // An empty way by its protocol byte alone: most are, and the
+            // tables run to 192 MiB.
+            if self.cache[ipv6 as usize].byte(i, Self::proto_offset(ipv6)) == 0 {
+                continue;
+            }
             let slot = self.way(ipv6, i);
             if slot.key.l4proto == 0 || slot.seq & 1 == 1 {
                 continue;
@@ -593,6 +663,7 @@ fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
     let mut since = 0u64;
     let mut next = std::time::Instant::now() + sweep_every(Timeouts::now().udp);
     let mut flags = maps.published_flags();
+    let mut outgrown = false;
     loop {
         let fd = |fd: i32| libc::pollfd {
             fd,
@@ -612,6 +683,14 @@ fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
         // The sysctls the fast path follows, read again each second: a
         // change is published, and every connection checked against it
         // at once (TCP windows checked again: no TCP carried any more).
+        if !outgrown && maps.outgrown_by(sysctl("nf_conntrack_max")) {
+            outgrown = true;
+            tracing::warn!(
+                "nf_conntrack_max is now {}, more than the stateful firewall's connection cache was sized for at start ({}): connections past it are found in the kernel's table packet by packet; restart linerate route (a takeover forwards throughout) to size it again",
+                sysctl("nf_conntrack_max").unwrap_or(0),
+                maps.describe()
+            );
+        }
         let now_flags = FW_CT_ON | sysctl_flags();
         if now_flags != flags {
             maps.publish_flags(now_flags);
@@ -739,6 +818,39 @@ mod tests {
             destroyed(&Message::new_checked(&other).unwrap()).unwrap(),
             None
         );
+    }
+
+    /// The cache follows nf_conntrack_max: IPv4's sets the power of two at
+    /// or above it, IPv6's a quarter, within their bounds.
+    #[test]
+    fn the_cache_is_sized_by_the_conntrack_limit() {
+        assert_eq!(cache_sets(None), [1 << 18, 1 << 16], "the kernel's default");
+        assert_eq!(cache_sets(Some(262_144)), [1 << 18, 1 << 16]);
+        assert_eq!(cache_sets(Some(2_000_000)), [1 << 21, 1 << 19]);
+        assert_eq!(cache_sets(Some(100)), [1 << 12, 1 << 10]);
+        assert_eq!(cache_sets(Some(0)), [1 << 12, 1 << 10]);
+        assert_eq!(
+            cache_sets(Some(u64::MAX >> 8)),
+            [CT4_SETS_MAX, CT6_SETS_MAX]
+        );
+    }
+
+    /// A set is the top bits of one hash: a bigger table splits each set in
+    /// two, and the families hash apart.
+    #[test]
+    fn a_connections_set_is_the_top_bits_of_its_hash() {
+        let (k, _) = key_of(
+            &end([10, 0, 0, 2], 4000),
+            &end([10, 0, 0, 1], 53),
+            17,
+            false,
+        );
+        let (s10, s11) = (set_of(&k, [10, 10]), set_of(&k, [11, 10]));
+        assert!(s10 < 1 << 10 && s11 < 1 << 11);
+        assert_eq!(s11 >> 1, s10);
+        let mut k6 = k;
+        k6.ipv6 = 1;
+        assert_eq!(set_of(&k6, [10, 12]) >> 2, set_of(&k6, [20, 10]));
     }
 
     #[test]

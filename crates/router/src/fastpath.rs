@@ -36,7 +36,8 @@ impl FastPath {
             Ipv6Layout::Wide => objects::ROUTER,
             Ipv6Layout::Compact => objects::ROUTER_FIB6_COMPACT,
         };
-        Self::with_object(loader::load(object, "router")?, ipv6)
+        let obj = loader::load_sized(object, "router", &[], &crate::conntrack::cache_sizes())?;
+        Self::with_object(obj, ipv6)
     }
 
     /// The router program for `ipv6`'s layout, counting into a running
@@ -46,7 +47,12 @@ impl FastPath {
             Ipv6Layout::Wide => objects::ROUTER,
             Ipv6Layout::Compact => objects::ROUTER_FIB6_COMPACT,
         };
-        let obj = loader::load_reusing(object, "router", &[("router_stats", stats)])?;
+        let obj = loader::load_sized(
+            object,
+            "router",
+            &[("router_stats", stats)],
+            &crate::conntrack::cache_sizes(),
+        )?;
         Self::with_object(obj, ipv6)
     }
 

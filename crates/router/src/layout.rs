@@ -166,9 +166,10 @@ pub const FW_CT_ESTABLISHED: u8 = 2;
 pub const FW_CT_REPLY: u8 = linerate_firewall::cache::CT_REPLY;
 pub const CT_KEEP_BATCH: usize = 64;
 /// The fast path's connection caches: sets of two ways, IPv4's
-/// (ct_cache4) and IPv6's (ct_cache6).
-pub const CT4_SETS: usize = 1 << 21;
-pub const CT6_SETS: usize = 1 << 18;
+/// (ct_cache4) and IPv6's (ct_cache6), at most this many (sized at load:
+/// crate::conntrack::cache_sizes).
+pub const CT4_SETS_MAX: usize = 1 << 21;
+pub const CT6_SETS_MAX: usize = 1 << 19;
 pub const CT_CACHE_WAYS: usize = 2;
 pub const CT_KEEP_GONE: u32 = 1;
 pub const CT_KEEP_KEPT: u32 = 2;
@@ -197,7 +198,9 @@ pub struct FwState {
     /// Jiffies a connection's cache way is kept for after its last packet
     /// while others want its set.
     pub ct_idle: u32,
-    pub pad: u32,
+    /// Bits of a connection's hash that pick its set, `[ipv6]`.
+    pub ct_bits: [u8; 2],
+    pub pad: [u8; 2],
     /// `[generation & 1][ipv6]`.
     pub reads: [[FwReads; 2]; 2],
 }
@@ -454,6 +457,7 @@ mod tests {
                 ("generation", offset_of!(FwState, generation)),
                 ("ct_flags", offset_of!(FwState, ct_flags)),
                 ("ct_idle", offset_of!(FwState, ct_idle)),
+                ("ct_bits", offset_of!(FwState, ct_bits)),
                 ("pad", offset_of!(FwState, pad)),
                 ("reads", offset_of!(FwState, reads)),
             ],

@@ -191,6 +191,10 @@ pub fn run(
         );
     }
     let _ct_thread = if ct_on {
+        tracing::info!(
+            "the stateful firewall's connection cache: {}",
+            ct_maps.describe()
+        );
         Some(crate::conntrack::CtThread::start(ct_maps)?)
     } else {
         None
