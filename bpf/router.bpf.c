@@ -219,6 +219,8 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 		return PASS(R_PASS_BAD_CSUM);
 	if (ip->frag_off & bpf_htons(IP_MF_OFFSET))
 		return PASS(R_PASS_FRAGMENT);
+	if (ifflags & IFACE_FIREWALL4)
+		ct_prefetch(ip, 0, data_end);
 	__u32 daddr = bpf_ntohl(ip->daddr), saddr = bpf_ntohl(ip->saddr);
 	if (ipv4_special(daddr) || ipv4_special(saddr) || local_source(saddr))
 		return PASS(R_PASS_SPECIAL);
@@ -287,6 +289,8 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 		return PASS(R_PASS_SPECIAL);
 	if (ip6->hop_limit <= 1)
 		return PASS(R_PASS_TTL);
+	if (ifflags & IFACE_FIREWALL6)
+		ct_prefetch(ip6, 1, data_end);
 	enum reason r = next_hop(fib6_lookup(dhi, &d[2]), l3_len, ctx->ingress_ifindex, ip6, 1,
 				  &n, multibuf);
 	if (r != R_FORWARDED || !n)
