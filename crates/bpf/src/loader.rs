@@ -33,21 +33,25 @@ pub fn load_sized(
     let mut open = ObjectBuilder::default()
         .open_memory(object)
         .with_context(|| format!("cannot open the {what} BPF object"))?;
-    for (name, entries) in sizes {
+    // Each named map gets its change, or the load fails naming it.
+    let mut change = |name: &str, f: &dyn Fn(&mut libbpf_rs::OpenMapMut) -> Result<()>| {
         let mut map = open
             .maps_mut()
-            .find(|m| m.name() == *name)
+            .find(|m| m.name() == name)
             .ok_or_else(|| anyhow::anyhow!("the {what} BPF object has no map {name}"))?;
-        map.set_max_entries(*entries)
-            .with_context(|| format!("cannot size map {name} to {entries} entries"))?;
+        f(&mut map)
+    };
+    for (name, entries) in sizes {
+        change(name, &|m| {
+            m.set_max_entries(*entries)
+                .with_context(|| format!("cannot size map {name} to {entries} entries"))
+        })?;
     }
     for (name, fd) in reuse {
-        let mut map = open
-            .maps_mut()
-            .find(|m| m.name() == *name)
-            .ok_or_else(|| anyhow::anyhow!("the {what} BPF object has no map {name}"))?;
-        map.reuse_fd(*fd)
-            .with_context(|| format!("cannot take over map {name}"))?;
+        change(name, &|m| {
+            m.reuse_fd(*fd)
+                .with_context(|| format!("cannot take over map {name}"))
+        })?;
     }
     open.load().with_context(|| {
         if reuse.is_empty() {
