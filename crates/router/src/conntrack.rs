@@ -406,16 +406,19 @@ impl CtMaps {
         self.bits.map(|b| (CT_CACHE_WAYS as u64) << b)
     }
 
-    /// What the cache is: its ways and memory, and what sized it.
+    /// What the cache is: its ways and memory.
     pub fn describe(&self) -> String {
         let [v4, v6] = self.ways();
         let bytes = v4 * size_of::<CtWay4>() as u64 + v6 * size_of::<CtSlot>() as u64;
         format!(
-            "ways for {v4} IPv4 and {v6} IPv6 connections ({} MiB), sized for nf_conntrack_max {}",
-            bytes >> 20,
-            sysctl("nf_conntrack_max")
-                .map_or("(not set: no conntrack yet)".into(), |m| m.to_string())
+            "ways for {v4} IPv4 and {v6} IPv6 connections ({} MiB)",
+            bytes >> 20
         )
+    }
+
+    /// nf_conntrack_max as this namespace has it now, for a message.
+    pub fn conntrack_max_now() -> String {
+        sysctl("nf_conntrack_max").map_or("not set (no conntrack yet)".into(), |m| m.to_string())
     }
 
     /// Whether nf_conntrack_max `max` asks for a larger cache than this.

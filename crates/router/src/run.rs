@@ -192,8 +192,9 @@ pub fn run(
     }
     let _ct_thread = if ct_on {
         tracing::info!(
-            "the stateful firewall's connection cache: {}",
-            ct_maps.describe()
+            "the stateful firewall's connection cache: {}, sized for nf_conntrack_max {}",
+            ct_maps.describe(),
+            crate::conntrack::CtMaps::conntrack_max_now()
         );
         Some(crate::conntrack::CtThread::start(ct_maps)?)
     } else {
