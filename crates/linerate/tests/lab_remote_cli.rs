@@ -292,11 +292,23 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
         )),
         "{report}"
     );
-    // Each generator's share, reported.
-    assert!(
-        report.contains("| kernel-on | ipv4-60 | 1 | 2500 | 2500 |"),
-        "{report}"
-    );
+    // Each generator's share, reported: half the 5 kpps each, as its
+    // pacing holds it (the generator may fall short by GENERATOR_TOLERANCE,
+    // 1%, before a trial is invalid; 2494 was seen under load).
+    let row = report
+        .lines()
+        .find(|l| l.starts_with("| kernel-on | ipv4-60 | 1 |"))
+        .unwrap_or_else(|| panic!("no generators' row for run 1: {report}"));
+    let shares: Vec<f64> = row
+        .trim_matches('|')
+        .split('|')
+        .skip(3)
+        .map(|c| c.trim().parse().unwrap())
+        .collect();
+    assert_eq!(shares.len(), 2, "{row}");
+    for v in shares {
+        assert!((v - 2500.0).abs() <= 25.0, "{row}");
+    }
 
     // Failures. A host nobody answers for: refused before anything runs.
     let section = hosts.section(BIN).replace(&addr(2).0, "10.250.8.30");
