@@ -496,6 +496,14 @@ static __always_inline __u32 ct_claim(__u32 *seq)
 	return s;
 }
 
+/* Ends this CPU's write of a way claimed with ct_claim (`s` the word it
+ * returned): the writes before it, then the word even again. */
+static __always_inline void ct_release(__u32 *seq, __u32 s)
+{
+	asm volatile("" ::: "memory");
+	*(volatile __u32 *)seq = s + 2;
+}
+
 /* Which way of a set takes a new connection: an empty one, else the one
  * carried least recently, unless it carried a packet less than `idle`
  * jiffies ago (fw_state.ct_idle; 0: whatever its age): then none (-1),
@@ -577,8 +585,7 @@ static __always_inline void ct_keep4(__u32 set, const struct ct_key4 *k, __u8 or
 	w->l4proto = k->l4proto;
 	w->orig_from_a = orig_from_a;
 	w->seen = now;
-	asm volatile("" ::: "memory");
-	*(volatile __u32 *)&w->seq = seq + 2;
+	ct_release(&w->seq, seq);
 }
 
 /* Writes IPv6 connection `k` into a slot of its set (ct_victim). */
@@ -601,8 +608,7 @@ static __always_inline void ct_keep6(__u32 set, const struct ct_flow_key *k, __u
 	__builtin_memcpy(&s->key, k, sizeof(*k));
 	s->orig_from_a = orig_from_a;
 	s->seen = now;
-	asm volatile("" ::: "memory");
-	*(volatile __u32 *)&s->seq = seq + 2;
+	ct_release(&s->seq, seq);
 }
 
 /* Empties the way of IPv4 connection `k`'s set holding it, if one does
@@ -621,8 +627,7 @@ static __always_inline void ct_forget4(__u32 set, const struct ct_key4 *k)
 			continue;
 		if (ct_key4_is(w, k))
 			w->l4proto = 0;
-		asm volatile("" ::: "memory");
-		*(volatile __u32 *)&w->seq = seq + 2;
+		ct_release(&w->seq, seq);
 	}
 }
 
@@ -641,8 +646,7 @@ static __always_inline void ct_forget6(__u32 set, const struct ct_flow_key *k)
 			continue;
 		if (ct_key6_is(s, k))
 			s->key.l4proto = 0;
-		asm volatile("" ::: "memory");
-		*(volatile __u32 *)&s->seq = seq + 2;
+		ct_release(&s->seq, seq);
 	}
 }
 
