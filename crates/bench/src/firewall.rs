@@ -492,8 +492,14 @@ pub struct ElementRate {
     pub applied_ms: f64,
     /// How long after nft returned the firewall had applied them.
     pub lag_ms: f64,
-    /// Elements applied per second (over `applied_ms`).
+    /// Elements applied per second (over `applied_ms`): the kernel's pace
+    /// and the firewall's together.
     pub per_second: f64,
+    /// The firewall thread's own time on them (receiving and decoding the
+    /// notifications, applying, publishing), and the changes a second
+    /// that makes: how fast it would follow a kernel that took them faster.
+    pub busy_ms: f64,
+    pub own_per_second: f64,
     /// Whole reads of the ruleset meanwhile (0: all applied in place).
     pub reads: u64,
 }
@@ -571,6 +577,8 @@ pub fn element_rate(ns: &str, elements: u32, per_transaction: u32) -> Result<Vec
             std::thread::sleep(std::time::Duration::from_micros(500));
         };
         let applied_ms = applied.0.as_secs_f64() * 1e3;
+        let busy =
+            std::time::Duration::from_micros(applied.1.elements_busy_us - before.elements_busy_us);
         out.push(ElementRate {
             elements,
             per_transaction,
@@ -578,6 +586,8 @@ pub fn element_rate(ns: &str, elements: u32, per_transaction: u32) -> Result<Vec
             applied_ms,
             lag_ms: (applied.0 - nft_done).as_secs_f64() * 1e3,
             per_second: elements as f64 / applied.0.as_secs_f64(),
+            busy_ms: busy.as_secs_f64() * 1e3,
+            own_per_second: elements as f64 / busy.as_secs_f64().max(1e-9),
             reads: applied.1.reads - before.reads,
         });
     }

@@ -282,6 +282,10 @@ fn changes_under_traffic_are_atomic_and_reach_the_fast_path_at_once() {
                 (before.reads, 10),
                 "{what}"
             );
+            assert!(
+                after.elements_busy_us > before.elements_busy_us,
+                "{what}: the thread's own time on them is counted"
+            );
         } else if what == "an interval" {
             // The kernel's boundaries (a start and an end one past it,
             // each added and deleted), in place: no read.

@@ -185,6 +185,10 @@ struct Learner {
     /// Whole reads of the ruleset, and elements changed in place.
     reads: u64,
     elements_changed: u64,
+    /// The thread's own time on the notifications of transactions whose
+    /// element changes it applied: receiving, decoding, applying,
+    /// publishing.
+    elements_busy: Duration,
 }
 
 impl Learner {
@@ -274,6 +278,7 @@ fn run(
         evict: false,
         reads: 0,
         elements_changed: 0,
+        elements_busy: Duration::ZERO,
     };
     let misses: RefCell<Vec<FwMiss>> = RefCell::new(Vec::new());
     let mut b = libbpf_rs::RingBufferBuilder::new();
@@ -303,6 +308,8 @@ fn run(
     // anything else.
     let mut pending: Vec<ElementChange> = Vec::new();
     let mut other = false;
+    // The time spent on this transaction's notifications so far.
+    let mut pending_busy = Duration::ZERO;
     loop {
         let fd = |fd: i32| libc::pollfd {
             fd,
@@ -335,6 +342,7 @@ fn run(
         }
         if let (Some(sock), true) = (&notices, pfd[2].revents != 0) {
             let mut applied = None;
+            let mut since = Instant::now();
             loop {
                 let n = match sock.recv(&mut &mut buf[..], libc::MSG_DONTWAIT) {
                     Ok(n) => n,
@@ -344,6 +352,7 @@ fn run(
                         l.invalidate();
                         (other, reread) = (false, true);
                         pending.clear();
+                        pending_busy = Duration::ZERO;
                         break;
                     }
                 };
@@ -371,6 +380,7 @@ fn run(
                                             .map(|p| p.elements.len() as u64)
                                             .sum::<u64>();
                                         applied = Some(started.elapsed());
+                                        l.elements_busy += pending_busy + since.elapsed();
                                     }
                                     Err(why) => {
                                         tracing::info!(
@@ -381,6 +391,7 @@ fn run(
                                 }
                             }
                             (other, pending) = (false, Vec::new());
+                            (pending_busy, since) = (Duration::ZERO, Instant::now());
                         }
                         // Stale at once, before the rest is read.
                         Ok(NftEvent::Other) | Err(_) => {
@@ -392,6 +403,7 @@ fn run(
                     }
                 }
             }
+            pending_busy += since.elapsed();
             if let Some(took) = applied {
                 last_news.generation = l.compiled.generation;
                 last_news.took = took;
@@ -467,5 +479,6 @@ fn record_of(l: &Learner, n: &FwNews) -> FirewallRecord {
             .collect(),
         reads: l.reads,
         elements_changed: l.elements_changed,
+        elements_busy_us: l.elements_busy.as_micros() as u64,
     }
 }

@@ -308,6 +308,12 @@ impl RouterCollector {
             "Set elements changed in place, from nf_tables' notifications.",
             [(vec![], counter(rec.elements_changed))],
         )?;
+        family(
+            enc,
+            "linerate_firewall_element_seconds",
+            "The firewall thread's own time on those changes: receiving and decoding the notifications, applying, publishing.",
+            [(vec![], ConstCounter::new(rec.elements_busy_us as f64 / 1e6))],
+        )?;
         let rule = |r: &crate::stats::RuleCount| {
             labels([
                 ("family", FAMILIES[r.ipv6 as usize].to_string()),

@@ -61,6 +61,11 @@ pub struct FirewallRecord {
     /// (from nf_tables' notifications, without a read).
     pub reads: u64,
     pub elements_changed: u64,
+    /// The firewall thread's own time on those element changes (receiving
+    /// and decoding nf_tables' notifications, applying, publishing), in
+    /// microseconds.
+    #[serde(default)]
+    pub elements_busy_us: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
