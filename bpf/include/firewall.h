@@ -133,17 +133,25 @@ static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, 
 		if (!k.ct)
 			return why;
 	}
-	if (end) {
+	if (end && avail >= end && l4 + FW_TRANSPORT_BYTES <= data_end) {
+		/* The common packet: every byte the rules read is there, so the
+		 * mask alone (zero past transport_end) makes the key's bytes.
+		 * Two word loads, unaligned: x86 takes them, and so does the
+		 * verifier for packet data. (A memcpy from a byte pointer is
+		 * sixteen byte loads shifted together: clang assumes BPF cannot
+		 * load unaligned.) */
+		__u64 t[2] = { *(const __u64 *)l4 & rd->transport_mask[0],
+			       *(const __u64 *)(l4 + 8) & rd->transport_mask[1] };
+
+		__builtin_memcpy(k.transport, t, FW_TRANSPORT_BYTES);
+		k.transport_len = end;
+	} else if (end) {
 		__u32 have = avail < end ? avail : end;
 		__u64 t[2] = { 0, 0 };
 
 		if (have > FW_TRANSPORT_BYTES)
 			have = FW_TRANSPORT_BYTES;
 		if (l4 + FW_TRANSPORT_BYTES <= data_end) {
-			/* Two word loads, unaligned: x86 takes them, and so does the
-			 * verifier for packet data. (A memcpy from a byte pointer is
-			 * sixteen byte loads shifted together: clang assumes BPF
-			 * cannot load unaligned.) */
 			t[0] = *(const __u64 *)l4;
 			t[1] = *(const __u64 *)(l4 + 8);
 		} else {
