@@ -81,6 +81,11 @@ pub struct Case {
     pub load: LoadTimes,
     /// Distinct cache entries the flows needed.
     pub entries: usize,
+    /// The stateful cases: one sweep of the control plane over the fast
+    /// path's connections (every way read, each connection checked
+    /// against the kernel's table and its timeout set), as `linerate
+    /// route` runs it every 1 to 10 s.
+    pub sweep: Option<SweepCost>,
     /// Median of the rounds' means.
     pub ns_per_packet: f64,
     pub rounds_ns_per_packet: Vec<f64>,
@@ -92,7 +97,22 @@ pub struct Case {
     pub round_ratios: Vec<f64>,
 }
 
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepCost {
+    pub connections: u64,
+    /// Timeouts set by the first sweep (connections carried before it).
+    pub refreshed: u64,
+    /// The first sweep, and a second right after it that only checks.
+    pub setting_ms: f64,
+    pub checking_ms: f64,
+}
+
 impl Case {
+    fn with_sweep(mut self, s: SweepCost) -> Case {
+        self.sweep = Some(s);
+        self
+    }
+
     /// A case before its rounds: nothing measured yet.
     fn unmeasured(
         name: String,
@@ -109,6 +129,7 @@ impl Case {
             states,
             load,
             entries,
+            sweep: None,
             ns_per_packet: 0.0,
             rounds_ns_per_packet: Vec::new(),
             baseline_ns_per_packet: 0.0,
@@ -429,6 +450,30 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
                 "states-{n}: the kernel's table filled in {fill_ms:.0} ms, the fast path's in {:.0} ms",
                 t.elapsed().as_secs_f64() * 1e3
             ));
+            // Twice: the first sets every timeout (all carried since 0),
+            // the second only checks (none carried since the first).
+            let timeouts = linerate_router::conntrack::Timeouts::now();
+            let t = Instant::now();
+            let (first, began) = ct.sweep(0, &timeouts)?;
+            let first_ms = t.elapsed().as_secs_f64() * 1e3;
+            let t = Instant::now();
+            let (second, _) = ct.sweep(began, &timeouts)?;
+            let second_ms = t.elapsed().as_secs_f64() * 1e3;
+            progress(&format!(
+                "states-{n}: a sweep of {} connections took {first_ms:.0} ms setting {} timeouts, {second_ms:.0} ms checking them",
+                first.entries, first.refreshed
+            ));
+            let sweep = SweepCost {
+                connections: first.entries,
+                refreshed: first.refreshed,
+                setting_ms: first_ms,
+                checking_ms: second_ms,
+            };
+            anyhow::ensure!(
+                second.refreshed == 0,
+                "the second sweep set {} timeouts of connections not carried since the first",
+                second.refreshed
+            );
             let step = (n / b.flows.min(n)).max(1);
             let sampled: Vec<Vec<u8>> = (0..n)
                 .step_by(step as usize)
@@ -450,7 +495,8 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
                         compile_publish_ms: 0.0,
                     },
                     entries,
-                ),
+                )
+                .with_sweep(sweep),
             ));
         }
         nft(ns, &["flush", "ruleset"])?;

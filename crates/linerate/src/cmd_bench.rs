@@ -605,6 +605,20 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
             c.load.compile_publish_ms
         );
     }
+    for c in &cases {
+        if let Some(s) = &c.sweep {
+            println!(
+                "{}: a sweep of the fast path's {} connections: {:.0} ms setting {} kernel timeouts, {:.0} ms checking them ({:.2} and {:.2} us a connection)",
+                c.name,
+                s.connections,
+                s.setting_ms,
+                s.refreshed,
+                s.checking_ms,
+                s.setting_ms * 1e3 / s.connections.max(1) as f64,
+                s.checking_ms * 1e3 / s.connections.max(1) as f64
+            );
+        }
+    }
     for (r, what) in rates.iter().zip(["added", "removed"]) {
         println!(
             "{} set elements {what}, {} a transaction: nft -f {:.0} ms; applied by the firewall {:.0} ms after the first began ({:.1} ms after nft returned): {:.0} changes/s, {} reads of the ruleset; the firewall's own time {:.0} ms: {:.0} changes/s",
