@@ -84,7 +84,7 @@ pub struct Case {
     /// The stateful cases: one sweep of the control plane over the fast
     /// path's connections (every way read, each connection checked
     /// against the kernel's table and its timeout set), as `linerate
-    /// route` runs it every 1 to 10 s.
+    /// route` runs it every 1 to 30 s.
     pub sweep: Option<SweepCost>,
     /// Median of the rounds' means.
     pub ns_per_packet: f64,
