@@ -263,13 +263,14 @@ static __always_inline int receive(struct xdp_md *ctx, const enum recv_mode mode
 	if (mode == FRAMES)
 		return XDP_DROP;
 	st = find_stamp(data, data_end);
-	if (!st)
-		return XDP_DROP;
-	cnt->stamped++;
-	if (mode == COUNT)
-		return XDP_DROP;
+	if (st)
+		cnt->stamped++;
+	/* Any UDP frame is answered, stamped or not: the smallest IPv6 one
+	 * (62 bytes) has no room for a stamp. */
 	if (mode == ANSWER)
 		return answer(ctx, data, data_end);
+	if (!st || mode == COUNT)
+		return XDP_DROP;
 
 	__u32 stream = bpf_ntohs(st->stream);
 	struct recv_stream *s = bpf_map_lookup_elem(&recv_streams, &stream);

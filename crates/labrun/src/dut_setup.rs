@@ -61,19 +61,35 @@ pub fn conntrack_count(netns: &str) -> Result<u64> {
 /// line each, are not kept).
 pub fn conntrack_assured(netns: &str) -> Result<u64> {
     cmd::require_tool("conntrack")?;
-    let out = std::process::Command::new("ip")
-        .args(["netns", "exec", netns, "conntrack", "-L", "-u", "ASSURED"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .context("conntrack -L")?;
-    let err = String::from_utf8_lossy(&out.stderr);
-    // "conntrack v1.4.7 (conntrack-tools): 970063 flow entries have been shown."
-    err.split("):")
-        .nth(1)
-        .and_then(|t| t.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| anyhow!("conntrack -L -u ASSURED said {:?}", err.trim()))
+    // `conntrack -L` lists one family, IPv4 unless told.
+    let mut assured = 0;
+    for family in ["ipv4", "ipv6"] {
+        let out = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                netns,
+                "conntrack",
+                "-L",
+                "-f",
+                family,
+                "-u",
+                "ASSURED",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .context("conntrack -L")?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        // "conntrack v1.4.7 (conntrack-tools): 970063 flow entries have been shown."
+        assured += err
+            .split("):")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .ok_or_else(|| anyhow!("conntrack -L -f {family} -u ASSURED said {:?}", err.trim()))?;
+    }
+    Ok(assured)
 }
 
 /// The kernel's conntrack limits: global, set from the host's namespace.

@@ -153,6 +153,21 @@ impl Receiver {
         Ok(linerate_bpf::test_run::run_xdp(prog.as_fd(), frame, &mut out, repeat)?.duration_ns)
     }
 
+    /// Runs one of the receiver's programs once on `frame`: its verdict
+    /// and the frame as it left the program.
+    pub fn run_program_out(
+        &self,
+        which: ReceiverMode,
+        frame: &[u8],
+    ) -> Result<(linerate_bpf::test_run::XdpAction, Vec<u8>)> {
+        use std::os::fd::AsFd;
+        let prog = loader::prog(&self.obj, which.program())?;
+        let mut out = vec![0u8; frame.len()];
+        let r = linerate_bpf::test_run::run_xdp(prog.as_fd(), frame, &mut out, 1)?;
+        out.truncate(r.len);
+        Ok((r.verdict, out))
+    }
+
     /// Counters per CPU.
     pub fn per_cpu(&self) -> Result<Vec<RecvCounters>> {
         maps::read_percpu(&loader::map(&self.obj, "recv_counters")?, 0)

@@ -217,3 +217,104 @@ fn each_receiver_program_counts_what_it_says() {
         assert_eq!(r.streams().unwrap().len(), want_streams, "{mode:?}");
     }
 }
+
+/// The answering receiver (the lab's stateful runs) sends every UDP frame
+/// back with its MACs, addresses and ports swapped and its checksums
+/// still right, stamped or not: the smallest IPv6 frame (62 bytes) has no
+/// room for a stamp, and went unanswered when answering needed one. Frames
+/// built and answers read by etherparse.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn the_answering_receiver_swaps_every_udp_frame_back() {
+    use etherparse::{PacketBuilder, SlicedPacket, TransportSlice};
+    use linerate_bpf::test_run::XdpAction;
+    use linerate_traffic::recv::ReceiverMode;
+    let (a, b) = ([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]);
+    let v4 = {
+        let p = PacketBuilder::ethernet2(a, b)
+            .ipv4([198, 18, 10, 1], [198, 19, 10, 7], 63)
+            .udp(2000, 2001);
+        let mut f = Vec::new();
+        p.write(&mut f, &[9u8; 18]).unwrap();
+        f
+    };
+    let v6 = {
+        let src: [u8; 16] = "2001:2:0:10::1"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets();
+        let dst: [u8; 16] = "2001:2:0:8010::3e8"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets();
+        let p = PacketBuilder::ethernet2(a, b)
+            .ipv6(src, dst, 63)
+            .udp(2000, 2001);
+        let mut f = Vec::new();
+        p.write(&mut f, &[]).unwrap();
+        f
+    };
+    assert_eq!(v6.len(), 62);
+    let r = Receiver::detached().unwrap();
+    for f in [&v4, &v6] {
+        let (verdict, out) = r.run_program_out(ReceiverMode::Answer, f).unwrap();
+        assert_eq!(verdict, XdpAction::Redirect, "{} bytes", f.len());
+        let sent = SlicedPacket::from_ethernet(f).unwrap();
+        let back = SlicedPacket::from_ethernet(&out).unwrap();
+        let (eth_s, eth_b) = (sent.link.unwrap(), back.link.unwrap());
+        let (etherparse::LinkSlice::Ethernet2(es), etherparse::LinkSlice::Ethernet2(eb)) =
+            (eth_s, eth_b)
+        else {
+            panic!("not Ethernet II");
+        };
+        assert_eq!(
+            (eb.source(), eb.destination()),
+            (es.destination(), es.source())
+        );
+        let (ns, nb) = (sent.net.unwrap(), back.net.unwrap());
+        let addrs = |n: &etherparse::NetSlice| match n {
+            etherparse::NetSlice::Ipv4(i) => (
+                i.header().source().to_vec(),
+                i.header().destination().to_vec(),
+            ),
+            etherparse::NetSlice::Ipv6(i) => (
+                i.header().source().to_vec(),
+                i.header().destination().to_vec(),
+            ),
+            _ => panic!("not IP"),
+        };
+        let ((s0, d0), (s1, d1)) = (addrs(&ns), addrs(&nb));
+        assert_eq!((s1, d1), (d0, s0));
+        let (Some(TransportSlice::Udp(us)), Some(TransportSlice::Udp(ub))) =
+            (sent.transport, back.transport)
+        else {
+            panic!("not UDP");
+        };
+        assert_eq!(
+            (ub.source_port(), ub.destination_port()),
+            (us.destination_port(), us.source_port())
+        );
+        // The checksum, computed again over the answer, is the one it carries.
+        let want = match &nb {
+            etherparse::NetSlice::Ipv4(i) => ub
+                .to_header()
+                .calc_checksum_ipv4(&i.header().to_header(), ub.payload())
+                .unwrap(),
+            etherparse::NetSlice::Ipv6(i) => ub
+                .to_header()
+                .calc_checksum_ipv6(&i.header().to_header(), ub.payload())
+                .unwrap(),
+            _ => unreachable!(),
+        };
+        assert_eq!(ub.checksum(), want, "{} bytes", f.len());
+    }
+    let mut arp = vec![0u8; 42];
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    assert_eq!(
+        r.run_program_out(ReceiverMode::Answer, &arp).unwrap().0,
+        XdpAction::Drop
+    );
+}
