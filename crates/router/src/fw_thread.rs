@@ -352,7 +352,7 @@ fn run(
                         l.invalidate();
                         (other, reread) = (false, true);
                         pending.clear();
-                        pending_busy = Duration::ZERO;
+                        (pending_busy, since) = (Duration::ZERO, Instant::now());
                         break;
                     }
                 };
