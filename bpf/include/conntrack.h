@@ -166,6 +166,26 @@ struct ct_packet {
 	__u8 l4proto;
 };
 
+/* The packet whose IP header (`v6`: IPv6) is at `l3`, its ports given. */
+static __always_inline struct ct_packet ct_packet_of(const void *l3, const int v6, __be16 sport,
+						     __be16 dport, __u8 l4proto)
+{
+	struct ct_packet p = { .sport = sport, .dport = dport, .l4proto = l4proto };
+
+	if (v6) {
+		const struct ipv6hdr *ip6 = l3;
+
+		p.saddr = (const __u32 *)&ip6->saddr;
+		p.daddr = (const __u32 *)&ip6->daddr;
+	} else {
+		const struct iphdr *ip = l3;
+
+		p.saddr = &ip->saddr;
+		p.daddr = &ip->daddr;
+	}
+	return p;
+}
+
 /* The end of a sum from byte `off` of `len` at `p` (fewer than 8 left):
  * a 32-bit word, the last bytes, then the fold; whether the checksum
  * holds (0 if the bytes run past the frame). */
@@ -727,27 +747,21 @@ static __always_inline void ct_prefetch(const void *l3, const int v6, const void
 	__u32 bits = ct_read_bits(st, v6);
 	if (!bits)
 		return;
-	struct ct_packet p = { .sport = ports[0], .dport = ports[1] };
+	__u8 l4proto = v6 ? ((const struct ipv6hdr *)l3)->nexthdr :
+			    ((const struct iphdr *)l3)->protocol;
+	struct ct_packet p = ct_packet_of(l3, v6, ports[0], ports[1], l4proto);
 
 	if (v6) {
-		const struct ipv6hdr *ip6 = l3;
 		struct ct_flow_key k;
 
-		p.saddr = (const __u32 *)&ip6->saddr;
-		p.daddr = (const __u32 *)&ip6->daddr;
-		p.l4proto = ip6->nexthdr;
 		ct_key_of(&p, 1, &k);
 		__u32 idx = ct_set6(&k, bits) * CT_CACHE_WAYS;
 		struct ct_slot *s = bpf_map_lookup_elem(&ct_cache6, &idx);
 		if (s)
 			(void)*(volatile __u32 *)&s->seq;
 	} else {
-		const struct iphdr *ip = l3;
 		struct ct_key4 k;
 
-		p.saddr = &ip->saddr;
-		p.daddr = &ip->daddr;
-		p.l4proto = ip->protocol;
 		ct_key4_of(&p, &k);
 		__u32 idx = ct_set4(&k, bits) * CT_CACHE_WAYS;
 		struct ct_way4 *w = bpf_map_lookup_elem(&ct_cache4, &idx);
@@ -789,22 +803,8 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 		*why = R_PASS_CT_INVALID;
 		return 0;
 	}
-	struct ct_packet p = {
-		.sport = *(const __be16 *)l4,
-		.dport = *(const __be16 *)(l4 + 2),
-		.l4proto = l4proto,
-	};
-	if (v6) {
-		const struct ipv6hdr *ip6 = l3;
-
-		p.saddr = (const __u32 *)&ip6->saddr;
-		p.daddr = (const __u32 *)&ip6->daddr;
-	} else {
-		const struct iphdr *ip = l3;
-
-		p.saddr = &ip->saddr;
-		p.daddr = &ip->daddr;
-	}
+	struct ct_packet p =
+		ct_packet_of(l3, v6, *(const __be16 *)l4, *(const __be16 *)(l4 + 2), l4proto);
 	/* (Inlined by the verifier: a load, where bpf_ktime_get_coarse_ns
 	 * cost 25 ns a packet.) */
 	__u64 now = bpf_jiffies64();

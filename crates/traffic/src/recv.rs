@@ -147,10 +147,7 @@ impl Receiver {
     /// Runs one of the receiver's programs `repeat` times on `frame`; the
     /// kernel's mean nanoseconds per run.
     pub fn run_program(&self, which: ReceiverMode, frame: &[u8], repeat: u32) -> Result<u32> {
-        use std::os::fd::AsFd;
-        let prog = loader::prog(&self.obj, which.program())?;
-        let mut out = vec![0u8; frame.len()];
-        Ok(linerate_bpf::test_run::run_xdp(prog.as_fd(), frame, &mut out, repeat)?.duration_ns)
+        Ok(self.run_xdp(which, frame, repeat)?.0.duration_ns)
     }
 
     /// Runs one of the receiver's programs once on `frame`: its verdict
@@ -160,12 +157,22 @@ impl Receiver {
         which: ReceiverMode,
         frame: &[u8],
     ) -> Result<(linerate_bpf::test_run::XdpAction, Vec<u8>)> {
+        let (r, out) = self.run_xdp(which, frame, 1)?;
+        Ok((r.verdict, out))
+    }
+
+    fn run_xdp(
+        &self,
+        which: ReceiverMode,
+        frame: &[u8],
+        repeat: u32,
+    ) -> Result<(linerate_bpf::test_run::XdpRun, Vec<u8>)> {
         use std::os::fd::AsFd;
         let prog = loader::prog(&self.obj, which.program())?;
         let mut out = vec![0u8; frame.len()];
-        let r = linerate_bpf::test_run::run_xdp(prog.as_fd(), frame, &mut out, 1)?;
+        let r = linerate_bpf::test_run::run_xdp(prog.as_fd(), frame, &mut out, repeat)?;
         out.truncate(r.len);
-        Ok((r.verdict, out))
+        Ok((r, out))
     }
 
     /// Counters per CPU.
