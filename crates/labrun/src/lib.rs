@@ -8,6 +8,7 @@ pub mod dut_setup;
 pub mod firewall_duts;
 pub mod hosts;
 pub mod measure;
+pub mod order;
 pub mod plot;
 pub mod profile;
 pub mod remote;
@@ -202,10 +203,14 @@ pub fn run(
     let mut tables = dut_setup::RouteTables::default();
     let mut recorded = std::collections::BTreeSet::new();
     // Repeats outermost: every configuration runs once per round, so slow
-    // drift of the machine (heat, other load) hits all of them alike.
+    // drift of the machine (heat, other load) hits all of them alike; and
+    // in a balanced order that changes from round to round (order.rs), so
+    // that no configuration always runs first, or always after the same
+    // one.
     'rounds: for repeat in 1..=sc.repeat {
         for (pname, profile) in &sc.profiles {
-            for (dname, def) in &sc.duts {
+            for d in order::round_order(sc.duts.len(), repeat) {
+                let (dname, def) = &sc.duts[d];
                 if stop.load(Ordering::Relaxed) {
                     results.interrupted = true;
                     break 'rounds;

@@ -608,7 +608,7 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
         )
     };
     s.push_str(&format!(
-        "- scenario: {}\n- measurement: {}\n- repeats: {} per configuration, configurations interleaved in each round\n{machine}\n- started: {}\n",
+        "- scenario: {}\n- measurement: {}\n- repeats: {} per configuration, configurations interleaved in each round, in a balanced order that changes from round to round\n{machine}\n- started: {}\n",
         r.source,
         method_words(r),
         r.repeat,

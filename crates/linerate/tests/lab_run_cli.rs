@@ -105,6 +105,32 @@ fn lab_run_writes_raw_files_report_plots_and_removes_its_lab() {
         c["difference_percent"].is_f64() && c["ci_percent"].is_f64() && c["proven"].is_boolean()
     );
 
+    // The runs in the order they ran: the round's order changes each round,
+    // so neither configuration always goes first (crates/labrun/src/order.rs).
+    let ran: Vec<(String, u64)> = r["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["dut"].as_str().unwrap().to_string(),
+                x["repeat"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, u64)> = [
+        ("linux", 1),
+        ("linux-nft-stateless", 1),
+        ("linux-nft-stateless", 2),
+        ("linux", 2),
+        ("linux", 3),
+        ("linux-nft-stateless", 3),
+    ]
+    .iter()
+    .map(|(d, k)| (d.to_string(), *k))
+    .collect();
+    assert_eq!(ran, want);
+
     // Every run was against an overloaded kernel: offered more than forwarded.
     // The counting receiver reports no sequence or latency.
     for run in r["runs"].as_array().unwrap() {
