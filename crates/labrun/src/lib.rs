@@ -419,7 +419,17 @@ fn local_run(
         .as_ref()
         .map(|p| linerate_bpf::loader::program_runs(p.as_fd()))
         .transpose()?;
+    let fast_path_before = fast_path_counts(&ns.dut, def)?;
     let measured = measure_one(sc, &mut trials, progress);
+    let fast_path = match fast_path_before {
+        Some(before) => {
+            let after = fast_path_counts(&ns.dut, def)?.unwrap_or_default();
+            let by_reason = fast_path_delta(&before, &after);
+            trials.log.push_str(&fast_path_line(&by_reason));
+            Some(by_reason)
+        }
+        None => None,
+    };
     let queue_frames: Vec<u64> = queue_count()?
         .iter()
         .zip(queues_before.iter().chain(std::iter::repeat(&0)))
@@ -444,8 +454,62 @@ fn local_run(
     Ok(measured.map(|mut r| {
         r.log = log;
         r.set_queues(&run_path.gen_cpus, queue_frames);
+        r.fast_path = fast_path;
         r
     }))
+}
+
+/// A linerate DUT's counters, summed over the interfaces it routes (its
+/// record in /run/linerate/routers, as `linerate stats --netns` reads
+/// them); None for other DUTs.
+fn fast_path_counts(
+    netns: &str,
+    def: &scenario::DutDef,
+) -> Result<Option<linerate_router::layout::RouterCounters>> {
+    if def.forwarder != Forwarder::Linerate {
+        return Ok(None);
+    }
+    let (rec, map) = linerate_router::stats::open(netns)?;
+    let each = rec
+        .interfaces
+        .iter()
+        .map(|(_, ifindex)| linerate_router::stats::read(&map, *ifindex))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(linerate_router::layout::RouterCounters::sum(&each)))
+}
+
+/// Packets by reason between two readings, the reasons that moved.
+fn fast_path_delta(
+    before: &linerate_router::layout::RouterCounters,
+    after: &linerate_router::layout::RouterCounters,
+) -> std::collections::BTreeMap<String, u64> {
+    linerate_router::layout::REASONS
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            (
+                name.to_string(),
+                after.packets[i].saturating_sub(before.packets[i]),
+            )
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// The run log's line for it: `# linerate's fast path during the run:
+/// forwarded N; pass_ct_young M; ...`, largest first.
+fn fast_path_line(by_reason: &std::collections::BTreeMap<String, u64>) -> String {
+    let mut v: Vec<(&String, &u64)> = by_reason.iter().collect();
+    v.sort_by_key(|x| std::cmp::Reverse(*x.1));
+    let parts: Vec<String> = v.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    format!(
+        "# linerate's fast path during the run: {}\n",
+        if parts.is_empty() {
+            "no frames".to_string()
+        } else {
+            parts.join("; ")
+        }
+    )
 }
 
 /// One run's value: the forwarding rate under overload, or a search's result.

@@ -50,6 +50,11 @@ pub struct RunRecord {
     /// On hosts: each generator's part of the run's (overload) or last
     /// trial's (searches) offered load.
     pub generators: Vec<crate::command_trial::GeneratorRun>,
+    /// linerate DUTs: what its fast path did with the frames during the
+    /// measurement, packets by reason (its counters, every interface, those
+    /// not zero): where a rate comes from, or what held it back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_path: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 impl RunRecord {
@@ -552,6 +557,62 @@ fn queues_section(r: &Results) -> String {
     s
 }
 
+/// linerate's fast path by reason, per configuration x profile over its
+/// runs: the share of the frames it judged that it forwarded, passed to
+/// the kernel (with the reasons), or dropped.
+fn fast_path_section(r: &Results) -> String {
+    let mut groups: Vec<((&str, &str), std::collections::BTreeMap<&str, u64>)> = Vec::new();
+    for x in &r.runs {
+        let Some(f) = &x.fast_path else { continue };
+        let key = (x.dut.as_str(), x.profile.as_str());
+        let i = match groups.iter().position(|g| g.0 == key) {
+            Some(i) => i,
+            None => {
+                groups.push((key, Default::default()));
+                groups.len() - 1
+            }
+        };
+        for (reason, n) in f {
+            *groups[i].1.entry(reason.as_str()).or_default() += n;
+        }
+    }
+    if groups.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\n## linerate's fast path during the runs\n\nWhat the fast path did with the frames it judged while the runs measured (its counters by reason, summed over the runs; `linerate stats` shows the same live). Frames passed go through the kernel's stack, at its speed.\n\n| DUT | profile | frames | forwarded | passed to the kernel | dropped |\n|---|---|---:|---:|---|---|\n",
+    );
+    for ((dut, profile), by) in groups {
+        let total: u64 = by.values().sum();
+        let share = |n: u64| 100.0 * n as f64 / total.max(1) as f64;
+        let part = |prefix: &str| {
+            let mut v: Vec<(&str, u64)> = by
+                .iter()
+                .filter(|(k, _)| k.starts_with(prefix))
+                .map(|(k, n)| (k.trim_start_matches(prefix), *n))
+                .collect();
+            let sum: u64 = v.iter().map(|x| x.1).sum();
+            if sum == 0 {
+                return "0".to_string();
+            }
+            v.sort_by_key(|x| std::cmp::Reverse(x.1));
+            let detail: Vec<String> = v
+                .iter()
+                .take(3)
+                .map(|(k, n)| format!("{k} {:.3}%", share(*n)))
+                .collect();
+            format!("{:.3}% ({})", share(sum), detail.join(", "))
+        };
+        s.push_str(&format!(
+            "| {dut} | {profile} | {total} | {:.3}% | {} | {} |\n",
+            share(by.get("forwarded").copied().unwrap_or(0)),
+            part("pass_"),
+            part("drop_")
+        ));
+    }
+    s
+}
+
 pub fn medians_table(r: &Results) -> String {
     let mut s = String::from(
         "| DUT | profile | runs | median Mpps | min | max | Gbit/s (these frames) | IMIX-equivalent Gbit/s | vs baseline |\n|---|---|---|---|---|---|---|---|---|\n",
@@ -674,6 +735,7 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
     }
     s.push_str(&against_limit_section(r));
     s.push_str(&queues_section(r));
+    s.push_str(&fast_path_section(r));
     s.push_str(&cpu_section(r));
     for (profile, text) in &r.ministat {
         s.push_str(&format!("\n## ministat, {profile}\n\n```\n{text}```\n"));
@@ -771,6 +833,53 @@ pub fn utc_now() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// linerate's counters by reason: summed over a configuration's runs,
+    /// as shares of every frame judged, the largest reasons first; DUTs
+    /// without them left out.
+    #[test]
+    fn the_fast_path_section_sums_the_runs_by_reason() {
+        let sc = Scenario::parse("test", "duts = [\"linux\", \"linerate\"]\n").unwrap();
+        let mut r = Results::new(&sc, 1);
+        let counts = |v: &[(&str, u64)]| Some(v.iter().map(|(k, n)| (k.to_string(), *n)).collect());
+        for (repeat, fp) in [
+            (
+                1,
+                counts(&[("forwarded", 900), ("pass_ct_young", 60), ("pass_ttl", 10)]),
+            ),
+            (
+                2,
+                counts(&[
+                    ("forwarded", 1000),
+                    ("pass_ct_young", 20),
+                    ("drop_firewall", 10),
+                ]),
+            ),
+        ] {
+            r.runs.push(RunRecord {
+                dut: "linerate".into(),
+                profile: "ipv4-60".into(),
+                repeat,
+                fast_path: fp,
+                ..Default::default()
+            });
+            r.runs.push(RunRecord {
+                dut: "linux".into(),
+                profile: "ipv4-60".into(),
+                repeat,
+                ..Default::default()
+            });
+        }
+        let s = fast_path_section(&r);
+        let rows: Vec<&str> = s.lines().filter(|l| l.starts_with("| ")).collect();
+        assert_eq!(rows.len(), 2, "{s}");
+        assert_eq!(
+            rows[1],
+            "| linerate | ipv4-60 | 2000 | 95.000% | 4.500% (ct_young 4.000%, ttl 0.500%) | 0.500% (firewall 0.500%) |"
+        );
+        r.runs.retain(|x| x.dut == "linux");
+        assert_eq!(fast_path_section(&r), "");
+    }
 
     /// More configurations than ministat compares at once: one table of
     /// the baseline and up to six others each, and every comparison made.
