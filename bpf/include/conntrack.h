@@ -24,7 +24,8 @@
  * in: 2-way set-associative arrays like the verdict cache's, not a BPF
  * hash, whose lookup cost 70 ns a packet more (`linerate bench firewall
  * --states`, docs/firewall.md). A connection that finds its set's ways
- * busy with others is found in the kernel's table on each packet.
+ * busy with others is found in the kernel's table on each packet, and
+ * each sets the entry's timeout as the kernel's own refresh would.
  * The control plane empties a way when the kernel's entry goes
  * (conntrack's destroy events) and keeps the kernel's timeout running for
  * carried flows from the `seen` time the fast path writes
@@ -672,10 +673,15 @@ static __always_inline void ct_forget6(__u32 set, const struct ct_flow_key *k)
 
 /* Finds the packet's connection in the kernel's table: R_FORWARDED if the
  * fast path may carry it, with its original direction's side in
- * `orig_from_a`, or why the packet goes to the kernel. */
+ * `orig_from_a`, or why the packet goes to the kernel. A packet carried
+ * sets the entry's timeout to `timeout_ms` from now (0: left alone), as
+ * the kernel does for each packet it sees: a connection that finds its
+ * set's ways busy is carried this way packet after packet, never in the
+ * cache the sweep refreshes from, and its entry would otherwise run out
+ * under traffic. */
 static __always_inline enum reason ct_ask_kernel(struct xdp_md *ctx, const struct ct_packet *p,
 						 const int v6, int from_a, __u32 ct_flags,
-						 __u8 *orig_from_a)
+						 __u32 timeout_ms, __u8 *orig_from_a)
 {
 	struct bpf_ct_opts___local opts = { .netns_id = -1, .l4proto = p->l4proto };
 	struct bpf_sock_tuple t;
@@ -706,6 +712,8 @@ static __always_inline enum reason ct_ask_kernel(struct xdp_md *ctx, const struc
 		o2 = ct->tuplehash[0].tuple.src.u3.all[2];
 		o3 = ct->tuplehash[0].tuple.src.u3.all[3];
 	}
+	if (carried == R_FORWARDED && timeout_ms)
+		bpf_ct_change_timeout(ct, timeout_ms);
 	bpf_ct_release(ct);
 	if (carried != R_FORWARDED)
 		return carried;
@@ -779,6 +787,7 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 {
 	const __u8 *end = (const __u8 *)(long)ctx->data_end;
 	__u32 ct_flags = st->ct_flags, ct_idle = st->ct_idle, bits = st->ct_bits[v6];
+	__u32 timeout_ms = st->ct_timeout_ms[l4proto == IPPROTO_TCP];
 
 	/* (The bits are published before FW_CT_ON, and never 0 after.) */
 	if (!ct_available() || !(ct_flags & FW_CT_ON) || !bits) {
@@ -826,7 +835,8 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 			return 0;
 		}
 		if (!ct_find6(set, &k, now, &orig_from_a)) {
-			enum reason r = ct_ask_kernel(ctx, &p, 1, from_a, ct_flags, &orig_from_a);
+			enum reason r = ct_ask_kernel(ctx, &p, 1, from_a, ct_flags, timeout_ms,
+						      &orig_from_a);
 
 			if (r != R_FORWARDED) {
 				*why = r;
@@ -846,7 +856,8 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 			return 0;
 		}
 		if (!ct_find4(set, &k, now, &orig_from_a)) {
-			enum reason r = ct_ask_kernel(ctx, &p, 0, from_a, ct_flags, &orig_from_a);
+			enum reason r = ct_ask_kernel(ctx, &p, 0, from_a, ct_flags, timeout_ms,
+						      &orig_from_a);
 
 			if (r != R_FORWARDED) {
 				*why = r;

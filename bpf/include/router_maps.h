@@ -277,6 +277,11 @@ struct fw_state {
 	__u8 ct_bits[2];
 	__u8 pad[2];
 	struct fw_reads reads[2][2];  /* [generation & 1][ipv6] */
+	/* What the kernel sets a carried connection's timeout to on each of
+	 * its packets, in ms: [0] UDP (nf_conntrack_udp_timeout_stream), [1]
+	 * TCP (nf_conntrack_tcp_timeout_established); 0 until the control
+	 * plane has read them. */
+	__u32 ct_timeout_ms[2];
 };
 
 struct fw_key {

@@ -119,17 +119,20 @@ fn payload(sock: usize, seq: u32) -> Vec<u8> {
     p
 }
 
-#[test]
-#[cfg_attr(
-    not(feature = "privileged"),
-    ignore = "needs root: --features privileged"
-)]
-fn udp_connections_are_carried_once_established_and_the_kernels_entries_kept() {
-    let _down = lab::up(LAB);
-    run(
-        &ns("gen"),
-        &["ip", "addr", "add", &format!("{CLIENT}/32"), "dev", "lo"],
-    );
+/// One lab at a time: the tests share its name.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The lab, `clients` on the generator's loopback and SERVER on the
+/// receiver's, the stateful ruleset and the short stream timeout in the
+/// DUT, and the router on it with its firewall published.
+fn stateful_lab(clients: &[&str]) -> (lab::Down, lab::Router) {
+    let down = lab::up(LAB);
+    for c in clients {
+        run(
+            &ns("gen"),
+            &["ip", "addr", "add", &format!("{c}/32"), "dev", "lo"],
+        );
+    }
     run(
         &ns("recv"),
         &["ip", "addr", "add", &format!("{SERVER}/32"), "dev", "lo"],
@@ -153,8 +156,19 @@ fn udp_connections_are_carried_once_established_and_the_kernels_entries_kept() {
             &format!("net.netfilter.nf_conntrack_udp_timeout_stream={STREAM_TIMEOUT}"),
         ],
     );
-    let _router = lab::start_router(LAB);
+    let router = lab::start_router(LAB);
     lab::wait_for_firewall(LAB, 1);
+    (down, router)
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn udp_connections_are_carried_once_established_and_the_kernels_entries_kept() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_down, _router) = stateful_lab(&[CLIENT]);
 
     let stop = Arc::new(AtomicBool::new(false));
     let (push, pushed) = std::sync::mpsc::channel();
@@ -341,6 +355,129 @@ fn udp_connections_are_carried_once_established_and_the_kernels_entries_kept() {
     );
 
     tcp_transfer();
+}
+
+/// Client addresses for the connections that share a set: where the
+/// cache is large, one address's ports rarely put three in one set.
+const SHARING_CLIENTS: [&str; 4] = ["198.18.1.1", "198.18.1.2", "198.18.1.3", "198.18.1.4"];
+
+/// Three (client address, port) pairs whose connections to SERVER:PORT
+/// fall in one set of the fast path's connection cache as sized for
+/// nf_conntrack_max `max` (conntrack.rs computes the set as
+/// bpf/include/conntrack.h does; a router unit test holds the two equal).
+fn sharing_one_set(max: u64) -> Vec<(std::net::Ipv4Addr, u16)> {
+    use linerate_router::conntrack::{cache_sets, key_of, set_of, End};
+    let bits = cache_sets(Some(max)).map(|s| s.trailing_zeros());
+    let end = |a: std::net::Ipv4Addr, port: u16| {
+        let mut addr = [0u8; 16];
+        addr[..4].copy_from_slice(&a.octets());
+        End {
+            addr,
+            port: port.to_be_bytes(),
+        }
+    };
+    let server = end(SERVER.parse().unwrap(), PORT);
+    let mut by_set: std::collections::HashMap<u32, Vec<(std::net::Ipv4Addr, u16)>> =
+        Default::default();
+    for c in SHARING_CLIENTS {
+        let c: std::net::Ipv4Addr = c.parse().unwrap();
+        for port in 20000..60000u16 {
+            let (k, _) = key_of(&end(c, port), &server, 17, false);
+            let set = by_set.entry(set_of(&k, bits)).or_default();
+            set.push((c, port));
+            if set.len() == 3 {
+                return set.clone();
+            }
+        }
+    }
+    panic!("no three of 160,000 connections share a set of {bits:?} bits");
+}
+
+/// Three connections in a set of two ways: the third is carried after a
+/// lookup in the kernel's table on each packet, never from the cache the
+/// sweep keeps the kernel's timeouts from. Its kernel entry must live on
+/// while it carries traffic, as the kernel's own refresh on each packet
+/// would keep it: it is not recreated (no packet of it finds no entry or
+/// a young one once all are established), and all three are there,
+/// assured, after more than twice the stream timeout.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_connection_its_set_has_no_way_for_keeps_its_kernel_entry() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_down, _router) = stateful_lab(&SHARING_CLIENTS);
+    let max: u64 = run(
+        &ns("dut"),
+        &["cat", "/proc/sys/net/netfilter/nf_conntrack_max"],
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    let chosen = sharing_one_set(max);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (_push, pushed) = std::sync::mpsc::channel();
+    let server = echo_server(stop.clone(), pushed);
+    let socks: Vec<UdpSocket> = {
+        let _in = linerate_host::netns::NetnsGuard::enter(&ns("gen")).unwrap();
+        chosen
+            .iter()
+            .map(|&(c, port)| {
+                let s = UdpSocket::bind((c, port)).unwrap();
+                s.connect((SERVER, PORT)).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(500)))
+                    .unwrap();
+                s
+            })
+            .collect()
+    };
+    let start = Instant::now();
+    let mut seq = 0u32;
+    // Once all three are assured and carried (the first two seconds'
+    // packets go to the kernel), what went to the kernel from then on.
+    let mut settled: Option<(u64, u64, u64)> = None;
+    while start.elapsed() < Duration::from_secs(STREAM_TIMEOUT * 5 / 2) {
+        for (i, s) in socks.iter().enumerate() {
+            let p = payload(i, seq);
+            s.send(&p).unwrap();
+            let mut buf = [0u8; 2048];
+            let n = s
+                .recv(&mut buf)
+                .unwrap_or_else(|e| panic!("socket {i}, datagram {seq}: no echo ({e})"));
+            assert_eq!(&buf[..n], &p[..], "socket {i}, datagram {seq}");
+        }
+        seq += 1;
+        if settled.is_none() && start.elapsed() > Duration::from_secs(4) {
+            settled = Some((
+                counted("pass_ct_none"),
+                counted("pass_ct_young"),
+                counted("forwarded"),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (none0, young0, fwd0) = settled.unwrap();
+    let e = entries();
+    let (none, young, carried) = (
+        counted("pass_ct_none") - none0,
+        counted("pass_ct_young") - young0,
+        counted("forwarded") - fwd0,
+    );
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap();
+    eprintln!(
+        "connections {chosen:?} share a set; after they settled: carried {carried}, to the kernel for no entry {none}, for a young one {young}"
+    );
+    assert_eq!(e.len(), 3, "{e:#?}");
+    assert!(e.iter().all(|l| l.contains("[ASSURED]")), "{e:#?}");
+    assert_eq!(
+        (none, young),
+        (0, 0),
+        "a connection's kernel entry ran out under traffic and was made again"
+    );
+    assert!(carried > 0);
 }
 
 /// A TCP connection from CLIENT (routed both ways, where the default

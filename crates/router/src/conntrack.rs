@@ -513,6 +513,27 @@ impl CtMaps {
             .load(Ordering::Acquire)
     }
 
+    /// Makes `t` the timeouts a packet the fast path carries after
+    /// finding its connection in the kernel's table sets (fw_state's
+    /// ct_timeout_ms; conntrack.h, ct_ask_kernel).
+    pub fn publish_timeouts(&self, t: &Timeouts) {
+        let ms = |d: Duration| d.as_millis().clamp(1, u32::MAX as u128) as u32;
+        for (i, d) in [t.udp, t.tcp].into_iter().enumerate() {
+            self.state
+                .word(0, offset_of!(FwState, ct_timeout_ms) + 4 * i)
+                .store(ms(d), Ordering::Release);
+        }
+    }
+
+    /// fw_state's ct_timeout_ms, `[UDP, TCP]`.
+    pub fn published_timeouts(&self) -> [u32; 2] {
+        [0, 1].map(|i| {
+            self.state
+                .word(0, offset_of!(FwState, ct_timeout_ms) + 4 * i)
+                .load(Ordering::Acquire)
+        })
+    }
+
     /// Makes `flags` fw_state's ct_flags (FW_CT_*).
     pub fn publish_flags(&self, flags: u32) {
         self.state
@@ -673,6 +694,8 @@ fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
     let every = |t: &Timeouts| sweep_every(t.udp, events.is_some());
     let mut next = std::time::Instant::now() + every(&Timeouts::now());
     let mut flags = maps.published_flags();
+    let mut timeouts = Timeouts::now();
+    maps.publish_timeouts(&timeouts);
     let mut outgrown = false;
     loop {
         let fd = |fd: i32| libc::pollfd {
@@ -701,6 +724,11 @@ fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
                 maps.describe()
             );
         }
+        let now_timeouts = Timeouts::now();
+        if now_timeouts != timeouts {
+            maps.publish_timeouts(&now_timeouts);
+            timeouts = now_timeouts;
+        }
         let now_flags = FW_CT_ON | sysctl_flags();
         if now_flags != flags {
             maps.publish_flags(now_flags);
@@ -726,7 +754,6 @@ fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
             }
         }
         if std::time::Instant::now() >= next {
-            let timeouts = Timeouts::now();
             match maps.sweep(since, &timeouts) {
                 Ok((s, began)) => {
                     tracing::debug!("conntrack sweep: {s:?}");

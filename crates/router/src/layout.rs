@@ -203,6 +203,9 @@ pub struct FwState {
     pub pad: [u8; 2],
     /// `[generation & 1][ipv6]`.
     pub reads: [[FwReads; 2]; 2],
+    /// What the kernel sets a carried connection's timeout to on each of
+    /// its packets, ms: `[UDP, TCP]` (0: not read yet).
+    pub ct_timeout_ms: [u32; 2],
 }
 
 /// A flow key as the program builds it: crates/firewall's FlowKey.
@@ -460,6 +463,7 @@ mod tests {
                 ("ct_bits", offset_of!(FwState, ct_bits)),
                 ("pad", offset_of!(FwState, pad)),
                 ("reads", offset_of!(FwState, reads)),
+                ("ct_timeout_ms", offset_of!(FwState, ct_timeout_ms)),
             ],
         );
         use linerate_firewall::cache::FlowKey;
