@@ -8,7 +8,9 @@ differences the firewall goals ask about. So beside the ratio of medians
 (what report.md gives) this prints:
 
 - paired: each round's rate over the baseline's in the same round (the
-  DUTs take turns within a round), median and range over the rounds;
+  DUTs take turns within a round, in an order that changes from round to
+  round), median over the rounds with a bootstrap 95% interval of that
+  median (4000 resamples of the rounds, seeded), and range;
 - adjusted: each DUT's mean rate moved to the median offered load of all
   runs along the slope the runs share (an analysis of covariance: one slope
   fitted within each DUT's runs and pooled), and its ratio to the
@@ -22,6 +24,7 @@ None of these replaces more runs. Usage:
 """
 import argparse
 import json
+import random
 import statistics as st
 
 p = argparse.ArgumentParser()
@@ -67,8 +70,11 @@ for k, v in by.items():
     line = f"  {k:36} runs {len(v):2}  offered {off:.3f}  median {med:.3f} Mpps"
     if k != base_key:
         pairs = sorted(v[i][1] / base[i][1] for i in v if i in base)
+        rng = random.Random(1)
+        boot = sorted(st.median(rng.choices(pairs, k=len(pairs))) for _ in range(4000))
         line += (f"  {med / st.median(y for _, y in base.values()):.3f}x medians"
-                 f"  paired {st.median(pairs):.3f}x ({pairs[0]:.2f}-{pairs[-1]:.2f})")
+                 f"  paired {st.median(pairs):.3f}x (95% {boot[100]:.3f}-{boot[3899]:.3f};"
+                 f" rounds {pairs[0]:.2f}-{pairs[-1]:.2f})")
         if spread <= 0.05:
             line += f"  adjusted {adjusted(v):.3f} Mpps {adjusted(v) / adjusted(base):.3f}x"
     elif spread <= 0.05:
