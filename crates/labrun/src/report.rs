@@ -561,7 +561,9 @@ fn queues_section(r: &Results) -> String {
 /// runs: the share of the frames it judged that it forwarded, passed to
 /// the kernel (with the reasons), or dropped.
 fn fast_path_section(r: &Results) -> String {
-    let mut groups: Vec<((&str, &str), std::collections::BTreeMap<&str, u64>)> = Vec::new();
+    // ((DUT, profile), packets by reason), in the order the runs give them.
+    type Group<'a> = ((&'a str, &'a str), std::collections::BTreeMap<&'a str, u64>);
+    let mut groups: Vec<Group> = Vec::new();
     for x in &r.runs {
         let Some(f) = &x.fast_path else { continue };
         let key = (x.dut.as_str(), x.profile.as_str());

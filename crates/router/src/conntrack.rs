@@ -525,15 +525,6 @@ impl CtMaps {
         }
     }
 
-    /// fw_state's ct_timeout_ms, `[UDP, TCP]`.
-    pub fn published_timeouts(&self) -> [u32; 2] {
-        [0, 1].map(|i| {
-            self.state
-                .word(0, offset_of!(FwState, ct_timeout_ms) + 4 * i)
-                .load(Ordering::Acquire)
-        })
-    }
-
     /// Makes `flags` fw_state's ct_flags (FW_CT_*).
     pub fn publish_flags(&self, flags: u32) {
         self.state
@@ -692,10 +683,10 @@ fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
     let mut buf = vec![0u8; 1 << 20];
     let mut since = 0u64;
     let every = |t: &Timeouts| sweep_every(t.udp, events.is_some());
-    let mut next = std::time::Instant::now() + every(&Timeouts::now());
-    let mut flags = maps.published_flags();
     let mut timeouts = Timeouts::now();
     maps.publish_timeouts(&timeouts);
+    let mut next = std::time::Instant::now() + every(&timeouts);
+    let mut flags = maps.published_flags();
     let mut outgrown = false;
     loop {
         let fd = |fd: i32| libc::pollfd {
