@@ -119,6 +119,22 @@ fn payload(sock: usize, seq: u32) -> Vec<u8> {
     p
 }
 
+/// Datagram `seq` of client socket `s` (the `i`th), and its echo, which
+/// must come back byte for byte.
+fn exchange(s: &UdpSocket, i: usize, seq: u32) {
+    let p = payload(i, seq);
+    s.send(&p).unwrap();
+    let mut buf = [0u8; 2048];
+    let n = s
+        .recv(&mut buf)
+        .unwrap_or_else(|e| panic!("socket {i}, datagram {seq}: no echo ({e})"));
+    assert_eq!(
+        &buf[..n],
+        &p[..],
+        "socket {i}, datagram {seq}: echoed wrong"
+    );
+}
+
 /// One lab at a time: the tests share its name.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -188,19 +204,6 @@ fn udp_connections_are_carried_once_established_and_the_kernels_entries_kept() {
             .collect()
     };
     let quiet = socks.len() - 1;
-    let exchange = |i: usize, seq: u32| {
-        let p = payload(i, seq);
-        socks[i].send(&p).unwrap();
-        let mut buf = [0u8; 2048];
-        let n = socks[i]
-            .recv(&mut buf)
-            .unwrap_or_else(|e| panic!("socket {i}, datagram {seq}: no echo ({e})"));
-        assert_eq!(
-            &buf[..n],
-            &p[..],
-            "socket {i}, datagram {seq}: echoed wrong"
-        );
-    };
     let (none0, young0, fwd0) = (
         counted("pass_ct_none"),
         counted("pass_ct_young"),
@@ -214,7 +217,7 @@ fn udp_connections_are_carried_once_established_and_the_kernels_entries_kept() {
     while start.elapsed() < Duration::from_secs(2 * STREAM_TIMEOUT) {
         for i in 0..socks.len() {
             if i != quiet || start.elapsed() < Duration::from_secs(3) {
-                exchange(i, seq);
+                exchange(&socks[i], i, seq);
             }
         }
         seq += 1;
@@ -440,13 +443,7 @@ fn a_connection_its_set_has_no_way_for_keeps_its_kernel_entry() {
     let mut settled: Option<(u64, u64, u64)> = None;
     while start.elapsed() < Duration::from_secs(STREAM_TIMEOUT * 5 / 2) {
         for (i, s) in socks.iter().enumerate() {
-            let p = payload(i, seq);
-            s.send(&p).unwrap();
-            let mut buf = [0u8; 2048];
-            let n = s
-                .recv(&mut buf)
-                .unwrap_or_else(|e| panic!("socket {i}, datagram {seq}: no echo ({e})"));
-            assert_eq!(&buf[..n], &p[..], "socket {i}, datagram {seq}");
+            exchange(s, i, seq);
         }
         seq += 1;
         if settled.is_none() && start.elapsed() > Duration::from_secs(4) {
