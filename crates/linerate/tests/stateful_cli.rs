@@ -215,9 +215,9 @@ fn udp_connections_are_carried_once_established_and_the_kernels_entries_kept() {
     let mut seq = 0u32;
     let mut checked_alive = false;
     while start.elapsed() < Duration::from_secs(2 * STREAM_TIMEOUT) {
-        for i in 0..socks.len() {
+        for (i, s) in socks.iter().enumerate() {
             if i != quiet || start.elapsed() < Duration::from_secs(3) {
-                exchange(&socks[i], i, seq);
+                exchange(s, i, seq);
             }
         }
         seq += 1;
