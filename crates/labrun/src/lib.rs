@@ -8,6 +8,7 @@ pub mod dut_setup;
 pub mod firewall_duts;
 pub mod hosts;
 pub mod measure;
+pub mod median_ci;
 pub mod order;
 pub mod plot;
 pub mod profile;

@@ -150,6 +150,8 @@ pub struct AgainstLimit {
     pub limit: String,
     pub ratios: Vec<f64>,
     pub median_ratio: f64,
+    /// The median's 95% interval (crate::median_ci): None below 6 rounds.
+    pub median_interval: Option<crate::median_ci::MedianInterval>,
     pub min_ratio: f64,
     pub max_ratio: f64,
 }
@@ -397,12 +399,14 @@ impl Results {
                 }
                 let ds = Dataset::new(dut, &ratios);
                 let v = ds.vitals();
+                let median_interval = crate::median_ci::median_interval(&ratios, 0.95);
                 out.push(AgainstLimit {
                     dut: dut.clone(),
                     profile: pname.clone(),
                     limit: limit.clone(),
                     ratios,
                     median_ratio: v.median,
+                    median_interval,
                     min_ratio: v.min,
                     max_ratio: v.max,
                 });
@@ -422,19 +426,24 @@ fn against_limit_section(r: &Results) -> String {
         "
 ## Against the machine's XDP limit
 
-`{limit}` rewrites the MACs and redirects, with no parsing and no lookup: what this hardware forwards at all. Each configuration's rate over its rate in the same round:
+`{limit}` rewrites the MACs and redirects, with no parsing and no lookup: what this hardware forwards at all. Each configuration's rate over its rate in the same round, and how sure the median of those rounds is (95% interval from the rounds' order statistics, whatever their distribution; none below 6 rounds):
 
-| DUT | profile | median | min | max | per round |
-|---|---|---|---|---|---|
+| DUT | profile | median | 95% interval | min | max | per round |
+|---|---|---|---|---|---|---|
 "
     );
     for a in &r.against_limit {
+        let interval = match a.median_interval {
+            Some(i) => format!("{:.2}x-{:.2}x", i.low, i.high),
+            None => "-".into(),
+        };
         s.push_str(&format!(
-            "| {} | {} | {:.2}x | {:.2}x | {:.2}x | {} |
+            "| {} | {} | {:.2}x | {} | {:.2}x | {:.2}x | {} |
 ",
             a.dut,
             a.profile,
             a.median_ratio,
+            interval,
             a.min_ratio,
             a.max_ratio,
             a.ratios
@@ -881,6 +890,51 @@ mod tests {
         );
         r.runs.retain(|x| x.dut == "linux");
         assert_eq!(fast_path_section(&r), "");
+    }
+
+    /// Each round's rate over the limit's in the same round, and the
+    /// median's interval from the rounds' order statistics (10 rounds: the
+    /// 2nd and 9th smallest ratios), none for fewer than 6 rounds.
+    #[test]
+    fn the_limit_section_gives_the_rounds_ratios_and_the_medians_interval() {
+        let sc = Scenario::parse(
+            "test",
+            "duts = [\"linerate\", \"xdp-redirect\"]\nrepeat = 10\n",
+        )
+        .unwrap();
+        let mut r = Results::new(&sc, 1);
+        r.limit = Some("xdp-redirect".into());
+        // linerate's rate over the limit's, by round, in no order.
+        let ratios = [0.9, 0.7, 1.0, 0.8, 0.95, 0.85, 0.75, 0.65, 1.05, 0.89];
+        for (i, ratio) in ratios.iter().enumerate() {
+            for (dut, value) in [("linerate", 2e6 * ratio), ("xdp-redirect", 2e6)] {
+                r.runs.push(RunRecord {
+                    dut: dut.into(),
+                    profile: "ipv4-60".into(),
+                    repeat: i as u32 + 1,
+                    value_pps: value,
+                    ..Default::default()
+                });
+            }
+        }
+        r.against_limit = r.against_limit();
+        let a = &r.against_limit[0];
+        let i = a.median_interval.unwrap();
+        assert!(
+            (i.low - 0.7).abs() < 1e-12 && (i.high - 1.0).abs() < 1e-12,
+            "{i:?}"
+        );
+        let s = against_limit_section(&r);
+        let row = s.lines().find(|l| l.starts_with("| linerate")).unwrap();
+        assert_eq!(
+            row,
+            "| linerate | ipv4-60 | 0.87x | 0.70x-1.00x | 0.65x | 1.05x | 0.90 0.70 1.00 0.80 0.95 0.85 0.75 0.65 1.05 0.89 |"
+        );
+        // Five rounds: no interval reaches 95%.
+        r.runs.retain(|x| x.repeat <= 5);
+        r.against_limit = r.against_limit();
+        assert!(r.against_limit[0].median_interval.is_none());
+        assert!(against_limit_section(&r).contains("| linerate | ipv4-60 | 0.90x | - |"));
     }
 
     /// More configurations than ministat compares at once: one table of

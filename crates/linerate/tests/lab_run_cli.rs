@@ -397,6 +397,8 @@ fn the_xdp_limit_forwards_and_each_configuration_is_given_against_it() {
     // float parsing may differ by (it is not correctly rounded by default).
     let expected = [1, 2].map(|round| value("linux", round) / value("xdp-redirect", round));
     assert_eq!(ratios.len(), 2, "{r}");
+    // Two rounds are too few for a 95% interval of their median.
+    assert!(against[0]["median_interval"].is_null(), "{r}");
     for (got, want) in ratios.iter().zip(expected) {
         assert!(
             (got - want).abs() <= want.abs() * 1e-12,
