@@ -24,13 +24,13 @@ pub struct MedianInterval {
 /// (fewer than 6 at 95%: even the range covers only 1 - 2/2^n).
 pub fn median_interval(values: &[f64], confidence: f64) -> Option<MedianInterval> {
     let n = values.len();
-    let k = rank(n, confidence)?;
+    let (k, coverage) = rank(n, confidence)?;
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     Some(MedianInterval {
-        low: sorted[k.0 - 1],
-        high: sorted[n - k.0],
-        coverage: k.1,
+        low: sorted[k - 1],
+        high: sorted[n - k],
+        coverage,
     })
 }
 
