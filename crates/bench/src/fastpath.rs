@@ -12,10 +12,10 @@ use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::{objects, test_run};
+use linerate_dataplane::fastpath::FastPath;
+use linerate_dataplane::layout::{Nexthop, NH_RESOLVED, NH_VALID};
 use linerate_fib::{synthetic, Fib, Ipv6Layout, Key, Shape};
 use linerate_host::cmd::ip;
-use linerate_router::fastpath::FastPath;
-use linerate_router::layout::{Nexthop, NH_RESOLVED, NH_VALID};
 use serde::Serialize;
 use std::io::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -169,7 +169,8 @@ fn fast_path<K: Key>(layout: Ipv6Layout, table: &[(K, u8, u32)], p: &Ports) -> R
     let shape = shape_of::<K>(layout);
     let fp = FastPath::load_with(layout)?;
     // The scratch namespace forwards both families (run_family).
-    let both = linerate_router::layout::IFACE_FORWARD4 | linerate_router::layout::IFACE_FORWARD6;
+    let both =
+        linerate_dataplane::layout::IFACE_FORWARD4 | linerate_dataplane::layout::IFACE_FORWARD6;
     fp.add_interface(p.in_idx, p.in_mac, both)?;
     fp.add_interface(p.out_idx, p.out_mac, both)?;
     fp.set_nexthop(

@@ -19,13 +19,13 @@ use anyhow::{bail, Result};
 use linerate_bpf::layout::Pod;
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::test_run::{self, XdpAction};
-use linerate_fib::{Fib, Shape};
-use linerate_router::fastpath::FastPath;
-use linerate_router::firewall::{self, Compiled};
-use linerate_router::fw_maps::FwMaps;
-use linerate_router::layout::{
+use linerate_dataplane::fastpath::FastPath;
+use linerate_dataplane::fw_maps::FwMaps;
+use linerate_dataplane::layout::{
     FwMiss, Nexthop, IFACE_FIREWALL4, IFACE_FORWARD4, NH_RESOLVED, NH_VALID,
 };
+use linerate_fib::{Fib, Shape};
+use linerate_firewall::compile::{self, Compiled};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
@@ -226,7 +226,7 @@ impl Setup {
             generation: self.generation,
             ..c.clone()
         };
-        firewall::publish(&mut self.maps, &c);
+        compile::publish(&mut self.maps, &c);
         let mut out = vec![0u8; 256];
         for f in frames {
             test_run::run_xdp_on(
@@ -250,7 +250,7 @@ impl Setup {
         let mut learned = 0;
         for (i, m) in misses.iter().enumerate() {
             learned +=
-                firewall::learn(&mut self.maps, &c, &m.key.flow, i % 2 == 1).is_some() as usize;
+                compile::learn(&mut self.maps, &c, &m.key.flow, i % 2 == 1).is_some() as usize;
         }
         for f in frames {
             let r = test_run::run_xdp_on(
@@ -368,7 +368,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
         let nft_load_ms = t.elapsed().as_secs_f64() * 1e3;
         let t = Instant::now();
         let ruleset = linerate_firewall::read::read_current_with(&|t, s| {
-            linerate_router::nft_elements::dump(t, s)
+            linerate_netlink::nft_elements::dump(t, s)
         })?;
         let read_ms = t.elapsed().as_secs_f64() * 1e3;
         let t = Instant::now();
@@ -377,7 +377,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
             bail!("{name}: the firewall cannot judge it: {why}");
         }
         s.generation += 1;
-        firewall::publish(
+        compile::publish(
             &mut s.maps,
             &Compiled {
                 generation: s.generation,
@@ -419,7 +419,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
     if !states.is_empty() {
         let ct = s.fp.ct_maps()?;
         let flags = ct.flags();
-        if flags & linerate_router::layout::FW_CT_ON == 0 {
+        if flags & linerate_dataplane::layout::FW_CT_ON == 0 {
             bail!(
                 "--states: this kernel has no XDP conntrack kfuncs (the stateful firewall is off)"
             );
@@ -429,7 +429,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
         std::fs::write(file.path(), linerate_firewall::seeds::stateful())?;
         nft(ns, &["-f", &file.path().display().to_string()])?;
         let ruleset = linerate_firewall::read::read_current_with(&|t, s| {
-            linerate_router::nft_elements::dump(t, s)
+            linerate_netlink::nft_elements::dump(t, s)
         })?;
         let (c, refused) = Compiled::new(0, &ruleset, names.clone(), true);
         if let Some(why) = refused[0].as_ref() {
@@ -452,7 +452,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
             ));
             // Twice: the first sets every timeout (all carried since 0),
             // the second only checks (none carried since the first).
-            let timeouts = linerate_router::conntrack::Timeouts::now();
+            let timeouts = linerate_dataplane::ct_cache::Timeouts::now();
             let t = Instant::now();
             let (first, began) = ct.sweep(0, &timeouts)?;
             let first_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -562,7 +562,7 @@ pub fn element_rate(ns: &str, elements: u32, per_transaction: u32) -> Result<Vec
     let fp = FastPath::load()?;
     let record = format!("{ns}-bench");
     let fw =
-        linerate_router::fw_thread::FwThread::start(fp.fw_maps()?, Some(record.clone()), false)?;
+        linerate_firewall::thread::FwThread::start(fp.fw_maps()?, Some(record.clone()), false)?;
     if !fw.follows_nftables() {
         bail!("cannot follow nf_tables' notifications here");
     }
@@ -574,7 +574,7 @@ pub fn element_rate(ns: &str, elements: u32, per_transaction: u32) -> Result<Vec
     )?;
     nft(ns, &["-f", &file.path().display().to_string()])?;
     fw.reread(BTreeMap::new());
-    let read = || linerate_router::stats::read_firewall(&record);
+    let read = || linerate_dataplane::record::read_firewall(&record);
     let t = Instant::now();
     while read()?.is_none_or(|r| r.judged[0].is_empty()) {
         if t.elapsed().as_secs() > 30 {

@@ -76,12 +76,12 @@ impl RouterThread {
         let stop = Arc::new(AtomicBool::new(false));
         let ready = Arc::new(AtomicBool::new(false));
         let resyncs = Arc::new(AtomicU64::new(0));
-        let opts = linerate_router::run::RouteOptions {
+        let opts = linerate_daemon::run::RouteOptions {
             interfaces,
             mode: XdpMode::Native,
             ipv6: linerate_fib::Ipv6Layout::default(),
             record: record.to_string(),
-            nice: linerate_router::run::DEFAULT_NICE,
+            nice: linerate_daemon::run::DEFAULT_NICE,
             status: Default::default(),
             service_manager: false,
         };
@@ -99,7 +99,7 @@ impl RouterThread {
                     if let Some(c) = cpu {
                         linerate_host::cpu::pin(0, c)?;
                     }
-                    linerate_router::run::run(&opts, &stop, &ready, |s| {
+                    linerate_daemon::run::run(&opts, &stop, &ready, |s| {
                         resyncs.store(s.resyncs, Ordering::Relaxed)
                     })
                     .map(|_| ())

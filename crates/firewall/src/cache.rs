@@ -10,9 +10,8 @@
 use crate::eval::{judge, Judgement, Packet, Verdict};
 use crate::ruleset::{Field, Filter, Step};
 
-/// Transport header bytes a key can hold: enough for TCP's flags (13)
-/// and every port; a ruleset reading further is not cached.
-pub const TRANSPORT_BYTES: usize = 16;
+/// The verdict cache's key: the fast path's layout.
+pub use linerate_dataplane::layout::{FlowKey, FW_CT_REPLY as CT_REPLY, TRANSPORT_BYTES};
 
 /// What a family's ruleset reads of a packet.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -94,34 +93,6 @@ impl Reads {
     }
 }
 
-/// A forwarded packet as the cache knows it. The layout the XDP program
-/// builds (bpf/include/router_maps.h, `struct fw_key`).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct FlowKey {
-    /// Addresses in network order (IPv4 in the first four bytes).
-    pub saddr: [u8; 16],
-    pub daddr: [u8; 16],
-    pub iif: u32,
-    pub oif: u32,
-    /// The transport header's bytes read, the others zero.
-    pub transport: [u8; TRANSPORT_BYTES],
-    /// How many of the transport bytes up to the last one read the packet
-    /// has: a rule reading past a short packet's end fails.
-    pub transport_len: u8,
-    pub l4proto: u8,
-    pub nexthdr: u8,
-    pub ipv6: u8,
-    /// The connection as the fast path found it: its `ct state` bit, and
-    /// [`CT_REPLY`] for the reply direction (0 if not read).
-    pub ct: u8,
-    pub pad: [u8; 3],
-}
-
-/// The reply direction's bit in [`FlowKey::ct`] (no `ct state` bit is
-/// this high).
-pub const CT_REPLY: u8 = 0x80;
-
 fn addr_bytes(a: u128, ipv6: bool) -> [u8; 16] {
     let mut b = [0u8; 16];
     if ipv6 {
@@ -140,10 +111,19 @@ fn addr_of(b: &[u8; 16], ipv6: bool) -> u128 {
     }
 }
 
-impl FlowKey {
+/// A key from a packet and back: what the evaluator's side knows of the
+/// fast path's key.
+pub trait KeyOf {
     /// The key of `p` (not a later fragment: the fast path passes those)
     /// under a ruleset that reads `r`.
-    pub fn of(p: &Packet, r: &Reads) -> FlowKey {
+    fn of(p: &Packet, r: &Reads) -> Self;
+    /// The packet the key stands for; `name` gives an interface's name by
+    /// its index.
+    fn packet(&self, name: &dyn Fn(u32) -> String) -> Packet;
+}
+
+impl KeyOf for FlowKey {
+    fn of(p: &Packet, r: &Reads) -> FlowKey {
         let end = r.transport_end();
         let mut transport = [0u8; TRANSPORT_BYTES];
         for (i, b) in p.transport.iter().take(end).enumerate() {
@@ -178,9 +158,7 @@ impl FlowKey {
         }
     }
 
-    /// The packet the key stands for; `name` gives an interface's name by
-    /// its index.
-    pub fn packet(&self, name: &dyn Fn(u32) -> String) -> Packet {
+    fn packet(&self, name: &dyn Fn(u32) -> String) -> Packet {
         let ipv6 = self.ipv6 != 0;
         Packet {
             ipv6,

@@ -9,13 +9,24 @@
 //! family from being judged anywhere but in the kernel. [`eval`] judges a
 //! forwarded packet by it exactly as nf_tables does: the reference the
 //! compiled fast path is held to (docs/firewall.md).
+//!
+//! Around it, the firewall's control of the fast path: [`compile`] turns
+//! a ruleset into one generation of the verdict cache's contents,
+//! [`thread`] follows nf_tables and fills the cache with the verdicts the
+//! fast path asks for, [`conntrack`] keeps the kernel's entries of the
+//! connections the fast path carries, and [`listing`] sets the fast
+//! path's rule counters beside the kernel's.
 pub mod cache;
+pub mod compile;
+pub mod conntrack;
 pub mod eval;
+pub mod listing;
 pub mod raw_elements;
 pub mod read;
 pub mod ruleset;
 pub mod seeds;
 pub mod symbols;
+pub mod thread;
 
 pub use eval::{judge, Judgement, Packet, Verdict};
 pub use read::{parse, read_current};

@@ -1,32 +1,14 @@
 //! A named set's elements as nf_tables holds them (NFTA_SET_ELEM_*),
 //! turned into [`Atom`]s. `nft -j list ruleset` takes 14 s to print a
 //! set of a million addresses here; the kernel dumps the same elements
-//! over netlink in a fraction of that (crates/router's nft_elements), so
+//! over netlink in a fraction of that (linerate_netlink::nft_elements), so
 //! the reader takes the ruleset from `nft -j -t` (sets without their
 //! elements) and the elements from netlink.
 use crate::ruleset::{Action, Atom, Field};
 use anyhow::{bail, Result};
 
-/// One element: its key's bytes (each field of a concatenation takes a
-/// multiple of 4 bytes), the inclusive end of a concatenation of ranges,
-/// whether it is the end of an interval (an rbtree's boundary, exclusive),
-/// a verdict map's verdict.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RawElement {
-    pub key: Vec<u8>,
-    pub key_end: Option<Vec<u8>>,
-    pub interval_end: bool,
-    /// The catch-all element (`*`).
-    pub catchall: bool,
-    pub verdict: Option<RawVerdict>,
-}
-
-/// NFTA_VERDICT_CODE and, for a jump or goto, NFTA_VERDICT_CHAIN.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RawVerdict {
-    pub code: i32,
-    pub chain: Option<String>,
-}
+/// One element as nf_tables holds it (linerate_netlink reads them).
+pub use linerate_netlink::nft_elements::{RawElement, RawVerdict};
 
 pub const NF_DROP: i32 = 0;
 pub const NF_ACCEPT: i32 = 1;

@@ -399,18 +399,8 @@ pub struct Rule {
     pub steps: Vec<Step>,
 }
 
-/// A table by family and name ("inet filter").
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TableId {
-    pub family: String,
-    pub name: String,
-}
-
-impl fmt::Display for TableId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.family, self.name)
-    }
-}
+/// A table by family and name ("inet filter"), as nf_tables names it.
+pub use linerate_netlink::nft_elements::TableId;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chain {

@@ -3,7 +3,7 @@
 //! reached by jump, goto and verdict maps, several base chains) and random
 //! packets, the packet rebuilt from its key is judged exactly as the
 //! packet itself: same verdict, same rules deciding, same counters.
-use linerate_firewall::cache::{entry, FlowKey, Reads};
+use linerate_firewall::cache::{entry, FlowKey, KeyOf, Reads};
 use linerate_firewall::eval::{judge, Packet, Verdict};
 use linerate_firewall::ruleset::*;
 use rand::rngs::StdRng;

@@ -217,13 +217,13 @@ fn start_linerate(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding> {
     let ifs = interfaces.map(String::from).to_vec();
     let ns = netns.to_string();
     in_dut_namespace(netns, "linerate", move |stop, ready| {
-        linerate_router::run::run(
-            &linerate_router::run::RouteOptions {
+        linerate_daemon::run::run(
+            &linerate_daemon::run::RouteOptions {
                 ipv6: Default::default(),
                 record: ns,
                 interfaces: ifs,
                 mode: linerate_bpf::loader::XdpMode::Native,
-                nice: linerate_router::run::DEFAULT_NICE,
+                nice: linerate_daemon::run::DEFAULT_NICE,
                 status: Default::default(),
                 service_manager: false,
             },

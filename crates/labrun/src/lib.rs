@@ -466,25 +466,25 @@ fn local_run(
 fn fast_path_counts(
     netns: &str,
     def: &scenario::DutDef,
-) -> Result<Option<linerate_router::layout::RouterCounters>> {
+) -> Result<Option<linerate_dataplane::layout::RouterCounters>> {
     if def.forwarder != Forwarder::Linerate {
         return Ok(None);
     }
-    let (rec, map) = linerate_router::stats::open(netns)?;
+    let (rec, map) = linerate_dataplane::record::open(netns)?;
     let each = rec
         .interfaces
         .iter()
-        .map(|(_, ifindex)| linerate_router::stats::read(&map, *ifindex))
+        .map(|(_, ifindex)| linerate_dataplane::record::read(&map, *ifindex))
         .collect::<Result<Vec<_>>>()?;
-    Ok(Some(linerate_router::layout::RouterCounters::sum(&each)))
+    Ok(Some(linerate_dataplane::layout::RouterCounters::sum(&each)))
 }
 
 /// Packets by reason between two readings, the reasons that moved.
 fn fast_path_delta(
-    before: &linerate_router::layout::RouterCounters,
-    after: &linerate_router::layout::RouterCounters,
+    before: &linerate_dataplane::layout::RouterCounters,
+    after: &linerate_dataplane::layout::RouterCounters,
 ) -> std::collections::BTreeMap<String, u64> {
-    linerate_router::layout::REASONS
+    linerate_dataplane::layout::REASONS
         .iter()
         .enumerate()
         .map(|(i, name)| {

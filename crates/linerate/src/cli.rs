@@ -138,10 +138,10 @@ pub struct RouteArgs {
     pub nice: Option<i32>,
     /// Serve Prometheus metrics at http://ADDR/metrics (ADDR: an IP
     /// address and port, 127.0.0.1:9417).
-    #[arg(long, value_name = "ADDR", value_parser = crate::config::metrics_address)]
+    #[arg(long, value_name = "ADDR", value_parser = linerate_daemon::config::metrics_address)]
     pub metrics: Option<std::net::SocketAddr>,
     /// What it logs: error, warn, info or debug [default: info].
-    #[arg(long, value_parser = crate::log::LEVELS)]
+    #[arg(long, value_parser = linerate_daemon::log::LEVELS)]
     pub log_level: Option<String>,
 }
 
@@ -256,11 +256,11 @@ pub struct BenchRestartArgs {
     /// The ways to restart, one trial each, in this order.
     #[arg(
         long,
-        value_enum,
+        value_parser = choice(linerate_bench::restart::Way::CHOICES),
         value_delimiter = ',',
         default_value = "takeover,upgrade,kill9,cold"
     )]
-    pub ways: Vec<crate::restart_bench::Way>,
+    pub ways: Vec<linerate_bench::restart::Way>,
     /// Frames a second through the DUT (one flow of 60-byte frames).
     #[arg(short = 'R', long, default_value_t = 100_000)]
     pub rate: u64,

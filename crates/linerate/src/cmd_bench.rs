@@ -22,7 +22,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
 }
 
 fn restart(a: crate::cli::BenchRestartArgs) -> Result<()> {
-    use crate::restart_bench::{run, Options};
+    use linerate_bench::restart::{run, Options};
     let o = Options {
         ways: a.ways,
         rate: a.rate,
@@ -184,7 +184,7 @@ fn route_churn(a: crate::cli::BenchRouteChurnArgs) -> Result<()> {
 }
 
 fn route_change(a: crate::cli::BenchRouteChangeArgs) -> Result<()> {
-    use crate::route_change::{run, Options};
+    use linerate_bench::route_change::{run, Options};
     linerate_host::privilege::require_root("linerate bench route-change")?;
     if a.changes == 0 || !(a.interval >= 0.05 && a.interval <= 60.0) || a.rate == 0 {
         bail!("--changes at least 1, --interval 0.05 to 60 s, -R at least 1 pps");

@@ -25,17 +25,21 @@ pub fn run(a: crate::cli::FirewallArgs) -> Result<()> {
         (
             // As linerate route reads it: sets' elements over netlink.
             linerate_firewall::read::read_current_with(&|t, s| {
-                linerate_router::nft_elements::dump(t, s)
+                linerate_netlink::nft_elements::dump(t, s)
             })?,
             String::from_utf8_lossy(&listing.stdout).into_owned(),
         )
     };
     let record = a.netns.as_deref().unwrap_or("default");
-    let router = linerate_router::stats::open(record)
-        .ok()
-        .and_then(|_| linerate_router::stats::read_firewall(record).ok().flatten());
-    let rules =
-        crate::firewall_rules::rules(&listing, router.as_ref().map_or(&[][..], |r| &r.rules[..]));
+    let router = linerate_dataplane::record::open(record).ok().and_then(|_| {
+        linerate_dataplane::record::read_firewall(record)
+            .ok()
+            .flatten()
+    });
+    let rules = linerate_firewall::listing::rules(
+        &listing,
+        router.as_ref().map_or(&[][..], |r| &r.rules[..]),
+    );
     let families = [("IPv4", &ruleset.ipv4), ("IPv6", &ruleset.ipv6)];
     if a.json {
         let mut out = serde_json::Map::new();
@@ -117,7 +121,7 @@ pub fn run(a: crate::cli::FirewallArgs) -> Result<()> {
     Ok(())
 }
 
-fn rules_json(rules: &[crate::firewall_rules::Rule]) -> Value {
+fn rules_json(rules: &[linerate_firewall::listing::Rule]) -> Value {
     rules
         .iter()
         .map(|r| {

@@ -10,9 +10,9 @@
 use crate::cli::QueuesArgs;
 use anyhow::{anyhow, bail, Result};
 use libbpf_rs::MapHandle;
+use linerate_dataplane::layout::{RouterCounters, R_FORWARDED};
+use linerate_dataplane::record;
 use linerate_host::queue_stats;
-use linerate_router::layout::{RouterCounters, R_FORWARDED};
-use linerate_router::stats;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -54,9 +54,9 @@ impl Source<'_> {
                 ifindex,
                 queues,
             } => {
-                let c: RouterCounters = stats::read(stats_map, *ifindex)?;
+                let c: RouterCounters = record::read(stats_map, *ifindex)?;
                 Ok(Reading {
-                    queues: stats::read_queues(rxq_map, *ifindex, *queues)?,
+                    queues: record::read_queues(rxq_map, *ifindex, *queues)?,
                     seen: c.packets.iter().sum(),
                     out: c.packets[R_FORWARDED],
                 })
@@ -82,7 +82,7 @@ pub fn run(a: QueuesArgs) -> Result<()> {
     }
     let name = a.netns.as_deref().unwrap_or("default");
     // No router running here: every interface is the kernel's.
-    let router = stats::open(name).ok();
+    let router = record::open(name).ok();
     let rxq_map = match &router {
         Some((rec, _)) if rec.rxq_map_id == 0 => bail!(
             "the running linerate route (pid {}) counts no queues: it is older than linerate queues",

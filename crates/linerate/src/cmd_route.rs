@@ -1,10 +1,11 @@
 //! `linerate route`.
 use crate::cli::RouteArgs;
-use crate::{config, stop};
+use crate::stop;
 use anyhow::Result;
 use linerate_bpf::loader::XdpMode;
-use linerate_router::metrics::MetricsServer;
-use linerate_router::run::{run as route, Ended, RouteOptions};
+use linerate_daemon::config;
+use linerate_daemon::metrics::MetricsServer;
+use linerate_daemon::run::{run as route, Ended, RouteOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub fn options(
@@ -53,8 +54,8 @@ pub fn run(a: RouteArgs) -> Result<()> {
             log_level: a.log_level,
         },
     )?;
-    if let Some(l) = crate::log::level_of(&c.log_level) {
-        crate::log::set_level(l);
+    if let Some(l) = linerate_daemon::log::level_of(&c.log_level) {
+        linerate_daemon::log::set_level(l);
     }
     linerate_host::privilege::require_root("linerate route")?;
     if let Some(ns) = &c.netns {
@@ -161,8 +162,8 @@ pub fn check_config(a: crate::cli::CheckConfigArgs) -> Result<()> {
 /// `linerate stats`: the per-second view of a running router, per
 /// interface, in the spirit of `netstat -ihw1`, then the totals by reason.
 pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
-    use linerate_router::layout::{RouterCounters, REASONS, R_DROPS, R_FORWARDED, R_PASSES};
-    use linerate_router::stats;
+    use linerate_dataplane::layout::{RouterCounters, REASONS, R_DROPS, R_FORWARDED, R_PASSES};
+    use linerate_dataplane::record;
     use std::sync::atomic::Ordering;
     use std::time::{Duration, Instant};
     linerate_host::privilege::require_root("linerate stats")?;
@@ -172,7 +173,7 @@ pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
         }
     }
     let name = a.netns.as_deref().unwrap_or("default");
-    let (rec, map) = stats::open(name)?;
+    let (rec, map) = record::open(name)?;
     // --queues: each interface's frames by receive queue too.
     let rxq = if a.queues {
         if rec.rxq_map_id == 0 {
@@ -198,10 +199,10 @@ pub fn stats(a: crate::cli::StatsArgs) -> Result<()> {
             .enumerate()
             .map(|(k, (_, i))| {
                 let queues = match &rxq {
-                    Some((m, counts)) => stats::read_queues(m, *i, counts[k])?,
+                    Some((m, counts)) => record::read_queues(m, *i, counts[k])?,
                     None => Vec::new(),
                 };
-                Ok((stats::read(&map, *i)?, queues))
+                Ok((record::read(&map, *i)?, queues))
             })
             .collect()
     };

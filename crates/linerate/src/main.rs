@@ -13,15 +13,10 @@ mod cmd_route;
 mod cmd_search;
 mod cmd_traffic;
 mod cmd_trial;
-mod config;
-mod firewall_rules;
-mod log;
-mod restart_bench;
-mod route_change;
-mod service_manager;
 mod stop;
 
 use clap::Parser;
+use linerate_daemon::log;
 
 fn main() {
     // Like other Unix tools, end quietly when the reader of our output

@@ -96,11 +96,11 @@ fn arrived(frames: Vec<Vec<u8>>) -> Vec<(u16, u32)> {
 
 fn fast_path_judged() -> u64 {
     let record = format!("{LAB}-dut");
-    let (rec, map) = linerate_router::stats::open(&record).unwrap();
+    let (rec, map) = linerate_dataplane::record::open(&record).unwrap();
     rec.interfaces
         .iter()
         .map(|(_, i)| {
-            let c = linerate_router::stats::read(&map, *i).unwrap();
+            let c = linerate_dataplane::record::read(&map, *i).unwrap();
             c.packets_of("forwarded") + c.packets_of("drop_firewall")
         })
         .sum()
@@ -108,9 +108,9 @@ fn fast_path_judged() -> u64 {
 
 /// The router's firewall record as it is now (brought up to date every
 /// 200 ms).
-fn record() -> linerate_router::stats::FirewallRecord {
+fn record() -> linerate_dataplane::record::FirewallRecord {
     std::thread::sleep(Duration::from_millis(300));
-    linerate_router::stats::read_firewall(&format!("{LAB}-dut"))
+    linerate_dataplane::record::read_firewall(&format!("{LAB}-dut"))
         .unwrap()
         .expect("the router's firewall record")
 }
@@ -119,7 +119,7 @@ fn wait_for_firewall(chains: usize) {
     let record = format!("{LAB}-dut");
     let t = Instant::now();
     loop {
-        if let Ok(Some(r)) = linerate_router::stats::read_firewall(&record) {
+        if let Ok(Some(r)) = linerate_dataplane::record::read_firewall(&record) {
             if r.judged[0].len() == chains {
                 return;
             }

@@ -580,15 +580,15 @@ fn kernel_counters(lab: &str) -> BTreeMap<(String, String, String, u64), u64> {
 /// Waits until the router's firewall judges `ruleset`'s chains (as the
 /// firewall would name them), and a generation later than the last.
 fn wait_for_firewall(record: &str, ruleset: &linerate_firewall::Ruleset, seed: u64) {
-    let (c, _) = linerate_router::firewall::Compiled::new(0, ruleset, Default::default(), false);
+    let (c, _) = linerate_firewall::compile::Compiled::new(0, ruleset, Default::default(), false);
     let want = c.covered().map(|s| s.into_iter().collect::<Vec<_>>());
     let t = std::time::Instant::now();
     loop {
-        let rec = linerate_router::stats::read_firewall(record).unwrap();
+        let rec = linerate_dataplane::record::read_firewall(record).unwrap();
         if rec.as_ref().is_some_and(|r| r.judged == want) {
             // Settled: no generation in the making.
             std::thread::sleep(Duration::from_millis(100));
-            let again = linerate_router::stats::read_firewall(record).unwrap();
+            let again = linerate_dataplane::record::read_firewall(record).unwrap();
             if again.map(|r| r.generation) == rec.map(|r| r.generation) {
                 return;
             }
@@ -606,15 +606,15 @@ fn wait_for_firewall(record: &str, ruleset: &linerate_firewall::Ruleset, seed: u
 /// Frames of `ifindex` the fast path judged itself (forwarded or dropped by
 /// the firewall) so far.
 fn fast_path_judged(record: &str, ifindex: u32) -> u64 {
-    let (_, map) = linerate_router::stats::open(record).unwrap();
-    let c = linerate_router::stats::read(&map, ifindex).unwrap();
+    let (_, map) = linerate_dataplane::record::open(record).unwrap();
+    let c = linerate_dataplane::record::read(&map, ifindex).unwrap();
     c.packets_of("forwarded") + c.packets_of("drop_firewall")
 }
 
 /// What the fast path counted, by rule (family, table, chain, handle),
 /// both IP families summed.
 fn fast_path_counters(record: &str) -> BTreeMap<(String, String, String, u64), u64> {
-    let rec = linerate_router::stats::read_firewall(record)
+    let rec = linerate_dataplane::record::read_firewall(record)
         .unwrap()
         .unwrap_or_default();
     let mut m = BTreeMap::new();

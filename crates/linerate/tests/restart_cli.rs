@@ -152,7 +152,7 @@ fn another_layout_is_refused_then_the_router_starts_cold() {
     assert_eq!(word.trim(), "\"Stop\"");
     // It attaches cold once the played router is gone.
     let t = std::time::Instant::now();
-    while linerate_router::stats::open(&dut).is_err() {
+    while linerate_dataplane::record::open(&dut).is_err() {
         assert!(
             t.elapsed() < std::time::Duration::from_secs(20),
             "not started"

@@ -369,7 +369,7 @@ const SHARING_CLIENTS: [&str; 4] = ["198.18.1.1", "198.18.1.2", "198.18.1.3", "1
 /// nf_conntrack_max `max` (conntrack.rs computes the set as
 /// bpf/include/conntrack.h does; a router unit test holds the two equal).
 fn sharing_one_set(max: u64) -> Vec<(std::net::Ipv4Addr, u16)> {
-    use linerate_router::conntrack::{cache_sets, key_of, set_of, End};
+    use linerate_dataplane::ct_cache::{cache_sets, key_of, set_of, End};
     let bits = cache_sets(Some(max)).map(|s| s.trailing_zeros());
     let end = |a: std::net::Ipv4Addr, port: u16| {
         let mut addr = [0u8; 16];

@@ -2,7 +2,7 @@
 //! share of the group's buckets in proportion to its weight, and a flow's
 //! hash picks a bucket (bpf/router.bpf.c, flow_bucket). The kernel's
 //! hash-threshold does the same over its weights, at a finer grain.
-use crate::layout::NH_GROUP_BUCKETS;
+use linerate_dataplane::layout::NH_GROUP_BUCKETS;
 
 /// How many buckets each of `weights` gets: every member at least one
 /// (the kernel sends some flows to every member), the rest by largest

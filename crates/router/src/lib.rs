@@ -1,30 +1,12 @@
-//! linerate's router: the XDP fast path (`bpf/router.bpf.c`), its maps, and
-//! the control plane that mirrors the kernel's tables into them.
-
-pub mod conntrack;
-pub mod dataplane;
+//! linerate's router: what decides the routes the fast path holds. The
+//! [`mirror::Mirror`] follows the kernel's links, addresses, neighbours,
+//! routes, nexthop objects and policy rules (read by linerate_netlink) and
+//! turns them into writes to the dataplane (linerate_dataplane's
+//! `Dataplane` trait): the FIB's, the next hops' and the interfaces'; ECMP
+//! groups are spread over buckets by weight ([`ecmp`]) and their ids
+//! reused only after a grace period ([`ids`]); [`follow`] applies the
+//! kernel's notifications and reads what none announces.
 pub mod ecmp;
-pub mod fastpath;
-pub mod firewall;
-pub mod fw_maps;
-pub mod fw_model;
-pub mod fw_thread;
-pub mod handover;
+pub mod follow;
 pub mod ids;
-pub mod layout;
-pub mod local;
-pub mod metrics;
 pub mod mirror;
-pub mod model;
-pub mod netconf;
-pub mod netfilter;
-pub mod netlink;
-pub mod nft_elements;
-pub mod nhobj;
-pub mod policy;
-pub mod run;
-pub mod socket;
-pub mod stats;
-pub mod tc;
-pub mod wire;
-pub mod xdp_features;

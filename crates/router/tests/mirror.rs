@@ -9,7 +9,7 @@
 use linerate_router::mirror;
 
 type Mirror = mirror::Mirror<TestPlane>;
-use linerate_router::netconf::Netconf;
+use linerate_netlink::netconf::Netconf;
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
@@ -20,8 +20,8 @@ use netlink_packet_route::route::{
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as M};
 use std::net::Ipv4Addr;
 
-mod common;
-use common::{frame_between, path, verdict, TestPlane, XdpAction, MAC_IN, MAC_OUT};
+use linerate_testkit::frames::frame_between;
+use linerate_testkit::plane::{path, verdict, TestPlane, XdpAction, MAC_IN, MAC_OUT};
 
 const MAC_GW: [u8; 6] = [2, 0, 0, 0, 0, 4];
 const MAC_GW2: [u8; 6] = [2, 0, 0, 0, 0, 5];
@@ -100,18 +100,18 @@ fn frame(dst: &str, payload: usize) -> Vec<u8> {
     f
 }
 
-/// A mirror over the test plane (common::test_plane: the model, and with
+/// A mirror over the test plane (linerate_testkit::plane::test_plane: the model, and with
 /// root the router program on a scratch veth pair beside it), m0 in, m1
 /// out, both links known up. `m` drops before `_pair`.
 struct Env {
     m: Mirror,
     m0: u32,
     m1: u32,
-    _pair: Option<common::ScratchPair>,
+    _pair: Option<linerate_testkit::plane::ScratchPair>,
 }
 
 fn scratch_mirror(tag: &str) -> Env {
-    let (pair, plane, m0, m1) = common::test_plane(tag, "m");
+    let (pair, plane, m0, m1) = linerate_testkit::plane::test_plane(tag, "m");
     let mut m = Mirror::new(plane).unwrap();
     m.apply(&link(m0, MAC_IN, 1500, true)).unwrap();
     m.apply(&link(m1, MAC_OUT, 1500, true)).unwrap();
@@ -576,7 +576,7 @@ fn ecmp_routes_spread_flows_over_their_gateways() {
 /// object (the kernel deletes its routes without a word per route).
 #[test]
 fn nexthop_objects_are_followed() {
-    use linerate_router::nhobj::{NhMessage, NhObject};
+    use linerate_netlink::nhobj::{NhMessage, NhObject};
     let env = scratch_mirror("nhobj");
     let (mut m, m0, m1) = (env.m, env.m0, env.m1);
     let check = |m: &Mirror, src: u32| {
@@ -752,8 +752,8 @@ fn via24(net: &str, gw: &str, oif: u32) -> M {
 
 #[test]
 fn a_resync_drops_what_the_kernel_no_longer_has() {
-    use linerate_router::netlink::Change;
-    use linerate_router::nhobj::{NhMessage, NhObject};
+    use linerate_netlink::nhobj::{NhMessage, NhObject};
+    use linerate_netlink::route::Change;
     let env = scratch_mirror("resync");
     let (mut m, m0, m1) = (env.m, env.m0, env.m1);
     let to = |dst: &str| frame_between("198.18.0.1".parse().unwrap(), dst.parse().unwrap());
@@ -828,11 +828,11 @@ fn a_resync_drops_what_the_kernel_no_longer_has() {
 /// have written to a mirror that had not lost them.
 #[test]
 fn a_resync_writes_only_what_changed() {
-    use linerate_router::netlink::Change;
+    use linerate_netlink::route::Change;
     let env = scratch_mirror("resync-cost");
     let (mut resynced, m0, m1) = (env.m, env.m0, env.m1);
     // The twin that saw every notification: the model alone.
-    let mut notified = Mirror::new(common::TestPlane::model(m0, m1)).unwrap();
+    let mut notified = Mirror::new(linerate_testkit::plane::TestPlane::model(m0, m1)).unwrap();
     let via = |net: u32, gw: &str| via24(&Ipv4Addr::from(net).to_string(), gw, m1);
     let net = |i: u32| 0x0a00_0000 + (i << 8);
     let mut dump: Vec<Change> = vec![
@@ -919,7 +919,7 @@ fn a_resync_writes_only_what_changed() {
 
 #[test]
 fn the_routers_own_interfaces_are_followed() {
-    use linerate_router::netlink::Change;
+    use linerate_netlink::route::Change;
     const MAC_NEW: [u8; 6] = [2, 0, 0, 0, 0, 0x42];
     let env = scratch_mirror("ingress");
     let (mut m, m0, m1) = (env.m, env.m0, env.m1);
@@ -1144,7 +1144,7 @@ fn reverse_path_filtering_is_the_kernels() {
 /// (by a notification, or missing from a resync's dump).
 #[test]
 fn frames_from_the_routers_own_addresses_pass() {
-    use linerate_router::netlink::Change;
+    use linerate_netlink::route::Change;
     let env = scratch_mirror("local");
     let (mut m, m0, m1) = (env.m, env.m0, env.m1);
     let to_gw = M::NewRoute(unicast("198.51.100.0", 24, Some("198.19.0.1"), m1, None));

@@ -8,12 +8,12 @@
 //! with the same packet: the fast path may forward only where the kernel
 //! routes by the main table. Needs root.
 use linerate_host::cmd::ip;
+use linerate_netlink::route::{self, Monitor};
 use linerate_router::mirror;
-use linerate_router::netlink::{self, Monitor};
 use std::time::Duration;
 
-mod common;
-use common::{frame_between, path, TestPlane, MAC_IN, MAC_OUT};
+use linerate_testkit::frames::frame_between;
+use linerate_testkit::plane::{path, TestPlane, MAC_IN, MAC_OUT};
 
 /// The mirror on the BPF program, with the model beside it (which must
 /// agree on every frame).
@@ -41,7 +41,7 @@ fn follow(monitor: &mut Monitor, m: &mut Mirror) {
         if changes.is_empty() {
             return;
         }
-        linerate_router::run::apply_notifications(m, &changes);
+        linerate_router::follow::apply_notifications(m, &changes);
         wait = Duration::from_millis(100);
     }
 }
@@ -73,8 +73,8 @@ fn sysctl(ns: &str, setting: &str) {
 /// forwarded): main routes 198.51.100.0/24 and 2001:db8:5::/48 through
 /// MAC_GW's gateways, table 100 through MAC_GW2's; the mirror loaded from
 /// a dump, with the monitor opened before it.
-fn router(tag: &str) -> (common::ScratchPair, Mirror, Monitor) {
-    let (pair, fp) = common::scratch_pair(tag, "m");
+fn router(tag: &str) -> (linerate_testkit::plane::ScratchPair, Mirror, Monitor) {
+    let (pair, fp) = linerate_testkit::plane::scratch_pair(tag, "m");
     let ns = pair.ns.as_str();
     sysctl(ns, "net.ipv4.ip_forward=1");
     sysctl(ns, "net.ipv6.conf.all.forwarding=1");
@@ -127,7 +127,7 @@ fn router(tag: &str) -> (common::ScratchPair, Mirror, Monitor) {
     let monitor = Monitor::open().unwrap();
     let (if0, if1) = (pair.if0, pair.if1);
     let mut m = Mirror::new(TestPlane::twin(fp, if0, if1)).unwrap();
-    m.resync(&netlink::dump_all().unwrap()).unwrap();
+    m.resync(&route::dump_all().unwrap()).unwrap();
     m.add_ingress(pair.if0).unwrap();
     m.add_ingress(pair.if1).unwrap();
     (pair, m, monitor)
@@ -257,7 +257,7 @@ fn the_fast_path_forwards_only_what_the_kernel_routes_by_main() {
     // them: the IPv6 rule is gone, an IPv4 one is there.
     sh(&["-6", "rule", "del", "pref", "100"]);
     sh(&["rule", "add", "pref", "100", "iif", "m0", "lookup", "100"]);
-    m.resync(&netlink::dump_all().unwrap()).unwrap();
+    m.resync(&route::dump_all().unwrap()).unwrap();
     assert_eq!(check(&m, "after a resync"), (false, true));
     sh(&["rule", "del", "pref", "100"]);
     follow(&mut monitor, &mut m);
@@ -300,7 +300,7 @@ fn the_fast_path_forwards_only_what_the_kernel_routes_by_main() {
     // the switch after notifications.
     let switched = |m: &mut Mirror, monitor: &mut Monitor| {
         follow(monitor, m);
-        linerate_router::run::follow_ipv6_switches(m);
+        linerate_router::follow::follow_ipv6_switches(m);
         (path(m, m0, &v4), path(m, m0, &v6))
     };
     let (fwd, off) = (Ok(MAC_GW), Err("pass_not_forwarding"));
@@ -411,7 +411,7 @@ fn what_netfilter_sees_is_forwarded_by_the_kernel() {
     // A legacy iptables table: nothing is notified; linerate route reads
     // them once a second.
     linerate_host::cmd::in_netns(&ns, "iptables-legacy", &["-t", "nat", "-L", "-n"]).unwrap();
-    linerate_router::run::follow_netfilter(&mut m);
+    linerate_router::follow::follow_netfilter(&mut m);
     assert_eq!(
         (path(&m, m0, &v4), path(&m, m0, &v6)),
         (nf, fwd),
@@ -475,7 +475,7 @@ fn what_tc_acts_on_is_forwarded_by_the_kernel() {
     // A tcx program: nothing is notified; linerate route reads them once
     // a second.
     let link = tcx_program(m0);
-    linerate_router::run::follow_tc(&mut m);
+    linerate_router::follow::follow_tc(&mut m);
     assert_eq!(
         (path(&m, m0, &v4), path(&m, m0, &v6)),
         (tcv, tcv),
@@ -487,7 +487,7 @@ fn what_tc_acts_on_is_forwarded_by_the_kernel() {
     );
     // SAFETY: the link's fd, closed once: the program detaches.
     unsafe { libc::close(link) };
-    linerate_router::run::follow_tc(&mut m);
+    linerate_router::follow::follow_tc(&mut m);
     assert_eq!(
         (path(&m, m0, &v4), path(&m, m0, &v6)),
         (fwd, fwd),

@@ -60,7 +60,7 @@ pub fn start_router(lab: &str) -> Router {
         .unwrap();
     let router = Router(child);
     let t = Instant::now();
-    while linerate_router::stats::open(&format!("{lab}-dut")).is_err() {
+    while linerate_dataplane::record::open(&format!("{lab}-dut")).is_err() {
         assert!(
             t.elapsed() < Duration::from_secs(20),
             "linerate route did not start"
@@ -82,11 +82,11 @@ pub fn dut_nft(lab: &str, args: &[&str]) -> Output {
 /// What linerate's router in lab `lab`'s DUT counted under `reason`
 /// (crate::layout::REASONS), over its interfaces.
 pub fn router_counted(lab: &str, reason: &str) -> u64 {
-    let (rec, map) = linerate_router::stats::open(&format!("{lab}-dut")).unwrap();
+    let (rec, map) = linerate_dataplane::record::open(&format!("{lab}-dut")).unwrap();
     rec.interfaces
         .iter()
         .map(|(_, i)| {
-            linerate_router::stats::read(&map, *i)
+            linerate_dataplane::record::read(&map, *i)
                 .unwrap()
                 .packets_of(reason)
         })
@@ -98,7 +98,7 @@ pub fn router_counted(lab: &str, reason: &str) -> u64 {
 pub fn wait_for_firewall(lab: &str, chains: usize) {
     let t = Instant::now();
     loop {
-        if let Ok(Some(r)) = linerate_router::stats::read_firewall(&format!("{lab}-dut")) {
+        if let Ok(Some(r)) = linerate_dataplane::record::read_firewall(&format!("{lab}-dut")) {
             if r.judged.iter().all(|j| j.len() == chains) {
                 return;
             }

@@ -2,12 +2,12 @@
 //! forwarding and rp_filter settings (netconf), IPv6 switched off, and the
 //! flags of an interface's entry made of those, the routing policy,
 //! netfilter, tc and what the driver sends (one pure function).
-use crate::layout::{
+use linerate_dataplane::layout::{
     IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4,
     IFACE_NETFILTER6, IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TC,
     IFACE_XMIT_SG,
 };
-use crate::netconf::{Netconf, IFINDEX_ALL};
+use linerate_netlink::netconf::{Netconf, IFINDEX_ALL};
 use std::collections::{HashMap, HashSet};
 
 /// The kernel's settings that decide what it forwards from where.

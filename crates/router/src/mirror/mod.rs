@@ -17,7 +17,7 @@
 //! nexthop objects (`ip route add P nhid N`, as FRR installs them) get
 //! what the object is, a gateway or a group of them, and follow it when
 //! it changes. Other routing tables are not mirrored: where a policy
-//! rule may route a packet by one (crate::policy), or an interface is
+//! rule may route a packet by one (linerate_netlink::policy), or an interface is
 //! enslaved (to a VRF, a bridge), the family passes from that interface.
 //!
 //! The parts, one job each: [`decode`] reads rtnetlink messages;
@@ -32,21 +32,21 @@ pub mod neighbours;
 pub mod nexthops;
 pub mod routes;
 
-use crate::dataplane::Dataplane;
-use crate::fastpath::FastPath;
-use crate::layout::{Nexthop, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID};
-use crate::local::LocalSources;
-use crate::netconf::Netconf;
-use crate::netfilter::Hooks;
-use crate::netlink::Change;
-use crate::nhobj::{NhMessage, NhObject};
-use crate::policy::Policy;
-use crate::tc::TcHooks;
-use crate::xdp_features::XdpXmit;
 use anyhow::Result;
 use decode::{Link, Prefix, RouteUpdate};
 use ifaces::{Scope, Settings};
+use linerate_dataplane::dataplane::Dataplane;
+use linerate_dataplane::fastpath::FastPath;
+use linerate_dataplane::layout::{Nexthop, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID};
+use linerate_dataplane::local::LocalSources;
 use linerate_fib::{Fib, FibError, Key, Shape};
+use linerate_netlink::netconf::Netconf;
+use linerate_netlink::netfilter::Hooks;
+use linerate_netlink::nhobj::{NhMessage, NhObject};
+use linerate_netlink::policy::Policy;
+use linerate_netlink::route::Change;
+use linerate_netlink::tc::TcHooks;
+use linerate_netlink::xdp_features::XdpXmit;
 use neighbours::{ip_of, NeighKey, Neighbours};
 use netlink_packet_route::rule::RuleMessage;
 use netlink_packet_route::RouteNetlinkMessage;
@@ -138,17 +138,17 @@ pub struct Mirror<D: Dataplane = FastPath> {
     /// the MAC the fast path takes frames to as addressed to the router.
     ingress: BTreeMap<u32, [u8; 6]>,
     settings: Settings,
-    /// Netfilter sees forwarded IPv4, IPv6 (crate::netfilter): the kernel
+    /// Netfilter sees forwarded IPv4, IPv6 (linerate_netlink::netfilter): the kernel
     /// forwards that family, so that its hooks are not bypassed.
     netfilter: Hooks,
     /// The base chains the firewall judges, per family (`[ipv6]`).
     firewall: [std::collections::BTreeSet<String>; 2],
-    /// What tc does on the router's interfaces (crate::tc): what comes in
+    /// What tc does on the router's interfaces (linerate_netlink::tc): what comes in
     /// where it acts on ingress, and what would leave where it acts on
     /// egress, the kernel forwards.
     tc: BTreeMap<u32, TcHooks>,
     /// What the router's interfaces take as XDP redirect targets
-    /// (crate::xdp_features); one not known is taken to send single
+    /// (linerate_netlink::xdp_features); one not known is taken to send single
     /// buffers only.
     xmit: BTreeMap<u32, XdpXmit>,
     /// The routing policy (ip rule): which interfaces' transit packets the
@@ -313,7 +313,7 @@ impl<D: Dataplane> Mirror<D> {
     }
 
     /// `resync` from a dump read as it is applied (`read` hands each
-    /// change to `apply`, e.g. netlink::dump_all_each): a full table is
+    /// change to `apply`, e.g. linerate_netlink::route::dump_all_each): a full table is
     /// never held whole.
     pub fn resync_with(
         &mut self,
@@ -363,7 +363,7 @@ impl<D: Dataplane> Mirror<D> {
     }
 
     /// A policy rule of a dump. Notifications of rules are not applied one
-    /// by one (crate::policy): the caller reloads them whole (set_rules).
+    /// by one (linerate_netlink::policy): the caller reloads them whole (set_rules).
     fn rule(&mut self, r: &RuleMessage) {
         if let Some(seen) = &mut self.seen {
             seen.policy.add(r);
@@ -431,7 +431,7 @@ impl<D: Dataplane> Mirror<D> {
     }
 
     /// What the router's interfaces take as XDP redirect targets
-    /// (crate::xdp_features): an interface that does not take redirected
+    /// (linerate_netlink::xdp_features): an interface that does not take redirected
     /// frames is no egress of the fast path (the kernel forwards through
     /// it), one that takes single buffers only gets no multi-buffer frame.
     pub fn set_xmit(&mut self, xmit: BTreeMap<u32, XdpXmit>) -> Result<()> {
@@ -566,7 +566,7 @@ impl<D: Dataplane> Mirror<D> {
         self.push_ingress(ifindex)
     }
 
-    /// Whether IPv6 is on for interface `ifindex` (crate::netconf::
+    /// Whether IPv6 is on for interface `ifindex` (linerate_netlink::netconf::
     /// ipv6_enabled): where it is off, IPv6 passes (the kernel drops it).
     pub fn set_ipv6_enabled(&mut self, ifindex: u32, on: bool) -> Result<()> {
         if self.settings.set_ipv6_enabled(ifindex, on) {
@@ -575,7 +575,7 @@ impl<D: Dataplane> Mirror<D> {
         Ok(())
     }
 
-    /// Whether netfilter sees forwarded IPv4 and IPv6 (crate::netfilter):
+    /// Whether netfilter sees forwarded IPv4 and IPv6 (linerate_netlink::netfilter):
     /// where it does, the family passes, and the kernel forwards it
     /// through its hooks.
     pub fn set_netfilter(&mut self, hooks: Hooks) -> Result<()> {
@@ -586,7 +586,7 @@ impl<D: Dataplane> Mirror<D> {
         self.push_all_ingress()
     }
 
-    /// What tc does on the router's interfaces (crate::tc), those where
+    /// What tc does on the router's interfaces (linerate_netlink::tc), those where
     /// it does nothing left out: the sides where it acts go to the kernel.
     pub fn set_tc(&mut self, tc: BTreeMap<u32, TcHooks>) -> Result<()> {
         let sides = |t: Option<&TcHooks>| {
@@ -620,7 +620,7 @@ impl<D: Dataplane> Mirror<D> {
     }
 
     /// The base chains the fast path's firewall judges now, per family
-    /// (crate::fw_thread): a family all of whose netfilter hooks are among
+    /// (linerate_firewall::thread): a family all of whose netfilter hooks are among
     /// them is forwarded through the firewall.
     pub fn set_firewall(&mut self, covered: [std::collections::BTreeSet<String>; 2]) -> Result<()> {
         if self.firewall == covered {

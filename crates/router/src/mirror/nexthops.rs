@@ -2,11 +2,11 @@
 //! have in the fast path's tables: handed out on first use, written
 //! before any route points at them, swept when ids run out, and given
 //! again only after a grace period (crate::ids).
-use crate::dataplane::Dataplane;
 use crate::ecmp;
 use crate::ids::IdPool;
-use crate::layout::{Nexthop, NhGroup, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS};
 use anyhow::Result;
+use linerate_dataplane::dataplane::Dataplane;
+use linerate_dataplane::layout::{Nexthop, NhGroup, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 

@@ -6,9 +6,9 @@
 //! publishes in a [`Status`] the scrape reads. Encoded by the
 //! prometheus-client crate: the Prometheus text format (0.0.4), or
 //! OpenMetrics when the scraper asks for it.
-use crate::fw_thread::FwNews;
-use crate::layout::{RouterCounters, REASONS, R_DROPS, R_FORWARDED, R_PASSES};
 use anyhow::{anyhow, Result};
+use linerate_dataplane::layout::{RouterCounters, REASONS, R_DROPS, R_FORWARDED, R_PASSES};
+use linerate_firewall::thread::FwNews;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -293,7 +293,7 @@ impl RouterCollector {
             "How long the last ruleset change took from the kernel's word to the fast path.",
             news.map(|n| (vec![], ConstGauge::new(n.took.as_secs_f64()))),
         )?;
-        let Ok(Some(rec)) = crate::stats::read_firewall(&self.record) else {
+        let Ok(Some(rec)) = linerate_dataplane::record::read_firewall(&self.record) else {
             return Ok(());
         };
         family(
@@ -314,7 +314,7 @@ impl RouterCollector {
             "The firewall thread's own time on those changes: receiving and decoding the notifications, applying, publishing.",
             [(vec![], ConstCounter::new(rec.elements_busy_us as f64 / 1e6))],
         )?;
-        let rule = |r: &crate::stats::RuleCount| {
+        let rule = |r: &linerate_dataplane::record::RuleCount| {
             labels([
                 ("family", FAMILIES[r.ipv6 as usize].to_string()),
                 ("table", r.table.clone()),
@@ -367,7 +367,11 @@ fn read_queues(p: &Published) -> Result<Vec<(&str, Vec<u64>)>> {
         .map(|(name, i)| {
             Ok((
                 name.as_str(),
-                crate::stats::read_queues(&map, *i, crate::layout::ROUTER_RXQ)?,
+                linerate_dataplane::record::read_queues(
+                    &map,
+                    *i,
+                    linerate_dataplane::layout::ROUTER_RXQ,
+                )?,
             ))
         })
         .collect()

@@ -1,22 +1,22 @@
-//! The firewall's control side (issue 23, docs/firewall.md): the kernel's
+//! The firewall's control side (docs/firewall.md): the kernel's
 //! nftables ruleset as the fast path's verdict cache judges it.
 //!
 //! A [`Compiled`] is one generation of the ruleset: per IP family the
 //! filter the fast path may judge (crates/firewall), what its rules read
 //! (the key fields the program keeps), and the interface names `iifname`
 //! and `oifname` compare. A miss the program reports is judged here by the
-//! evaluator the oracle holds to the kernel (`linerate_firewall::judge`),
+//! evaluator the oracle holds to the kernel (`crate::judge`),
 //! so a cached verdict is the kernel's by construction; [`Compiled::slot`]
 //! says what to write and [`way_for`] where, and the firewall thread
-//! (crate::fw_thread) writes it.
-use crate::layout::{
-    FwKey, FwReads, FwSlot, FW_ACCEPT, FW_CACHE_SETS, FW_CACHE_WAYS, FW_DROP, FW_ENTRY_COUNTERS,
-    FW_KERNEL, FW_READ_CT, FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR,
-    FW_READ_OIF, FW_READ_SADDR,
+//! (crate::thread) writes it.
+use crate::cache::{self, FlowKey, KeyOf, Reads};
+use crate::ruleset::{Filter, Judged, Ruleset};
+use crate::Verdict;
+use linerate_dataplane::fw_cache::{set_of, slot_index, way_for, FwTable};
+use linerate_dataplane::layout::{
+    FwKey, FwReads, FwSlot, FW_ACCEPT, FW_DROP, FW_ENTRY_COUNTERS, FW_KERNEL, FW_READ_CT,
+    FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR, FW_READ_OIF, FW_READ_SADDR,
 };
-use linerate_firewall::cache::{self, FlowKey, Reads};
-use linerate_firewall::ruleset::{Filter, Judged, Ruleset};
-use linerate_firewall::Verdict;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Rule counter ids a family has: IPv4's are 0..32768, IPv6's follow.
@@ -100,7 +100,7 @@ impl Compiled {
     }
 
     /// The base chains the fast path judges, per family, named as
-    /// crate::netfilter names hooks ("nft chain inet filter forward"):
+    /// linerate_netlink::netfilter names hooks ("nft chain inet filter forward"):
     /// where every hook on a family's path is one of these, the fast path
     /// may forward the family through the firewall.
     pub fn covered(&self) -> [BTreeSet<String>; 2] {
@@ -177,9 +177,9 @@ impl Compiled {
     pub fn apply_elements(
         &mut self,
         generation: u32,
-        changes: &[crate::nft_elements::ElementChange],
+        changes: &[linerate_netlink::nft_elements::ElementChange],
     ) -> Result<(), String> {
-        use linerate_firewall::raw_elements::{self, Boundary};
+        use crate::raw_elements::{self, Boundary};
         for family in self.families.iter_mut().flatten() {
             let filter = &mut family.filter;
             // Interval sets whose boundaries changed.
@@ -261,7 +261,7 @@ impl Compiled {
             for i in redraw {
                 let set = &mut filter.sets[i];
                 let b = set.boundaries.0.as_ref().expect("redrawn sets have them");
-                let max = linerate_firewall::read::width_max(set.key[0]);
+                let max = crate::read::width_max(set.key[0]);
                 let ranges = raw_elements::ranges_from(b, max)
                     .map_err(|e| format!("set @{}: {e:#}", set.name))?;
                 if set.map && ranges.iter().any(|r| r.2.is_none()) {
@@ -270,7 +270,7 @@ impl Compiled {
                         set.name
                     ));
                 }
-                set.elements = linerate_firewall::ruleset::Elements::of_ranges(ranges);
+                set.elements = crate::ruleset::Elements::of_ranges(ranges);
             }
         }
         self.generation = generation;
@@ -318,19 +318,6 @@ impl Compiled {
         }
         None
     }
-}
-
-/// Where the verdict cache lives: the fast path's maps
-/// (crate::fw_maps::FwMaps) or the model's copy (crate::model::Model).
-pub trait FwTable {
-    /// Slot `index` as it is now.
-    fn slot(&self, index: u32) -> FwSlot;
-    /// Writes slot `index` (all but its sequence word) so that no frame
-    /// takes it half-written for a hit.
-    fn write_slot(&mut self, index: u32, slot: &FwSlot);
-    /// Makes `generation` the one frames are judged by, with what each
-    /// family reads in it (`[ipv6]`); its reads are in place before it is.
-    fn publish(&mut self, generation: u32, reads: [FwReads; 2]);
 }
 
 /// Makes `c` the generation frames are judged by: every entry cached
@@ -414,50 +401,11 @@ pub fn fw_reads(r: &Reads) -> FwReads {
     }
 }
 
-/// The key's eight words as the program loads them.
-fn words(k: &FwKey) -> [u64; 8] {
-    let bytes = linerate_bpf::layout::Pod::as_bytes(k);
-    std::array::from_fn(|i| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap()))
-}
-
-/// The set the program looks a key up in (bpf/include/firewall.h,
-/// fw_set_of).
-pub fn set_of(k: &FwKey) -> u32 {
-    let w = words(k);
-    let mut h = (w[0] ^ w[4]).wrapping_mul(0x9e3779b97f4a7c15)
-        ^ (w[1] ^ w[5]).wrapping_mul(0xc2b2ae3d27d4eb4f)
-        ^ (w[2] ^ w[6]).wrapping_mul(0x165667b19e3779f9)
-        ^ (w[3] ^ w[7]).wrapping_mul(0xd6e8feb86659fd93);
-    h ^= h >> 29;
-    h = h.wrapping_mul(0xff51afd7ed558ccd);
-    (h >> (64 - FW_CACHE_SETS.trailing_zeros())) as u32
-}
-
-/// The slot index of way `way` of set `set`.
-pub fn slot_index(set: u32, way: usize) -> u32 {
-    set * FW_CACHE_WAYS + way as u32
-}
-
-/// Which of a set's two ways to write `new` into: None if one holds its
-/// key under its generation already (learned from an earlier report);
-/// else an empty way or one of another generation, else the way `evict`
-/// picks (the caller alternates it).
-pub fn way_for(ways: &[FwSlot; 2], new: &FwSlot, evict: bool) -> Option<usize> {
-    let current = |s: &FwSlot| s.verdict != 0 && s.generation == new.generation;
-    if ways.iter().any(|s| current(s) && s.key == new.key) {
-        return None;
-    }
-    Some(
-        ways.iter()
-            .position(|s| !current(s))
-            .unwrap_or(evict as usize),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linerate_firewall::read::parse;
+    use crate::read::parse;
+    use linerate_dataplane::layout::FW_CACHE_SETS;
 
     const RULESET: &str = r#"{"nftables": [
       {"table": {"family": "inet", "name": "f", "handle": 1}},
@@ -480,7 +428,7 @@ mod tests {
     }
 
     fn udp_key(c: &Compiled, ipv6: bool, dport: u16, oif: u32) -> FlowKey {
-        let p = linerate_firewall::Packet {
+        let p = crate::Packet {
             ipv6,
             iif: 2,
             iifname: "in0".into(),
@@ -604,7 +552,7 @@ mod tests {
         let (mut c, why) = Compiled::new(1, &rs, BTreeMap::new(), true);
         assert_eq!(why, [None, None]);
         let verdict = |c: &Compiled, port: u16| {
-            let p = linerate_firewall::Packet {
+            let p = crate::Packet {
                 l4proto: 17,
                 nexthdr: 17,
                 transport: [
@@ -619,14 +567,14 @@ mod tests {
             c.slot(&FlowKey::of(&p, reads)).unwrap().verdict
         };
         assert_eq!((verdict(&c, 53), verdict(&c, 80)), (FW_DROP, FW_ACCEPT));
-        let change = |add, set: &str, key: &[u8]| crate::nft_elements::ElementChange {
+        let change = |add, set: &str, key: &[u8]| linerate_netlink::nft_elements::ElementChange {
             add,
-            table: linerate_firewall::ruleset::TableId {
+            table: crate::ruleset::TableId {
                 family: "inet".into(),
                 name: "f".into(),
             },
             set: set.into(),
-            elements: vec![linerate_firewall::raw_elements::RawElement {
+            elements: vec![crate::raw_elements::RawElement {
                 key: key.to_vec(),
                 ..Default::default()
             }],
@@ -676,8 +624,8 @@ mod tests {
     /// at one value and leave gaps.
     #[test]
     fn interval_boundaries_change_in_place_as_the_kernels() {
-        use linerate_firewall::raw_elements::RawElement;
-        use linerate_firewall::ruleset::{Atom, TableId};
+        use crate::raw_elements::RawElement;
+        use crate::ruleset::{Atom, TableId};
         let json = r#"{"nftables": [
           {"table": {"family": "ip", "name": "f", "handle": 1}},
           {"set": {"family": "ip", "table": "f", "name": "nets", "handle": 2, "type": "ipv4_addr", "flags": ["interval"]}},
@@ -694,7 +642,7 @@ mod tests {
         let read = |kernel: &BTreeSet<(u32, bool)>| {
             let elements: Vec<RawElement> = kernel.iter().map(|&(v, end)| raw(v, end)).collect();
             let source = move |_: &TableId, _: &str| Ok(elements.clone());
-            let rs = linerate_firewall::read::parse_with(json, &|_| None, Some(&source)).unwrap();
+            let rs = crate::read::parse_with(json, &|_| None, Some(&source)).unwrap();
             let (c, why) = Compiled::new(1, &rs, BTreeMap::new(), true);
             assert_eq!(why, [None, None]);
             c
@@ -728,7 +676,7 @@ mod tests {
                 } else {
                     kernel.remove(&point);
                 }
-                batch.push(crate::nft_elements::ElementChange {
+                batch.push(linerate_netlink::nft_elements::ElementChange {
                     add,
                     table: TableId {
                         family: "ip".into(),
@@ -755,7 +703,7 @@ mod tests {
                     "{x} after {kernel:?}: {:?}",
                     set.elements.keys
                 );
-                let p = linerate_firewall::Packet {
+                let p = crate::Packet {
                     saddr: x as u128,
                     l4proto: 17,
                     ..Default::default()

@@ -36,12 +36,12 @@ impl FastPath {
             Ipv6Layout::Wide => objects::ROUTER,
             Ipv6Layout::Compact => objects::ROUTER_FIB6_COMPACT,
         };
-        let obj = loader::load_sized(object, "router", &[], &crate::conntrack::cache_sizes())?;
+        let obj = loader::load_sized(object, "router", &[], &crate::ct_cache::cache_sizes())?;
         Self::with_object(obj, ipv6)
     }
 
     /// The router program for `ipv6`'s layout, counting into a running
-    /// router's counters map (crate::handover) rather than a new one.
+    /// router's counters map (linerate_daemon::handover) rather than a new one.
     pub fn load_taking_over(ipv6: Ipv6Layout, stats: std::os::fd::BorrowedFd<'_>) -> Result<Self> {
         let object = match ipv6 {
             Ipv6Layout::Wide => objects::ROUTER,
@@ -51,7 +51,7 @@ impl FastPath {
             object,
             "router",
             &[("router_stats", stats)],
-            &crate::conntrack::cache_sizes(),
+            &crate::ct_cache::cache_sizes(),
         )?;
         Self::with_object(obj, ipv6)
     }
@@ -241,9 +241,9 @@ impl FastPath {
         crate::fw_maps::FwMaps::open(&self.obj)
     }
 
-    /// The connection table and its keeper (crate::conntrack).
-    pub fn ct_maps(&self) -> Result<crate::conntrack::CtMaps> {
-        crate::conntrack::CtMaps::open(&self.obj)
+    /// The connection table and its keeper (crate::ct_cache).
+    pub fn ct_maps(&self) -> Result<crate::ct_cache::CtMaps> {
+        crate::ct_cache::CtMaps::open(&self.obj)
     }
 
     /// The kernel's id of the counters map (for `linerate stats`).

@@ -20,8 +20,8 @@
 //!
 //! Only a process of the same user (root) may connect: the links are
 //! the router's.
-use crate::layout::{RouterCounters, REASONS, ROUTER_IFACES};
 use anyhow::{anyhow, bail, Context, Result};
+use linerate_dataplane::layout::{RouterCounters, REASONS, ROUTER_IFACES};
 use nix::sys::socket::{
     getsockopt, recvmsg, sendmsg, sockopt, ControlMessage, ControlMessageOwned, MsgFlags,
 };

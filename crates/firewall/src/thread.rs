@@ -1,6 +1,6 @@
 //! The firewall's thread in `linerate route`: it reads the kernel's
 //! nftables ruleset when told it changed, publishes each generation
-//! (crate::firewall), learns the misses the fast path reports, and keeps
+//! (crate::compile), learns the misses the fast path reports, and keeps
 //! the fast path's rule counts by rule across generations. It is the only
 //! writer of the firewall's maps. It follows nf_tables' notifications
 //! itself: a transaction that only adds or removes elements of sets the
@@ -17,13 +17,13 @@
 //! which has the new ruleset already); then the ruleset is read, compiled
 //! and published as the next generation. No frame is judged by a mix, and
 //! none by the old ruleset once the notification is in.
-use crate::firewall::{self, Compiled, RuleRef};
-use crate::fw_maps::FwMaps;
-use crate::layout::{FwMiss, FwRuleCounter};
-use crate::nft_elements::{ElementChange, NftEvent};
-use crate::stats::{FirewallRecord, RuleCount};
+use crate::compile::{self, Compiled, RuleRef};
 use anyhow::{Context, Result};
 use linerate_bpf::layout::Pod;
+use linerate_dataplane::fw_maps::FwMaps;
+use linerate_dataplane::layout::{FwMiss, FwRuleCounter};
+use linerate_dataplane::record::{FirewallRecord, RuleCount};
+use linerate_netlink::nft_elements::{ElementChange, NftEvent};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FwNews {
     /// Per family (`[ipv6]`), the base chains the fast path judges, named
-    /// as crate::netfilter names hooks.
+    /// as linerate_netlink::netfilter names hooks.
     pub covered: [BTreeSet<String>; 2],
     /// Per family, why the fast path judges none of it (None: it does, or
     /// nothing filters it).
@@ -58,7 +58,7 @@ pub struct FwThread {
     wake: OwnedFd,
     news: Receiver<Result<FwNews, String>>,
     thread: Option<std::thread::JoinHandle<()>>,
-    /// The record the thread keeps (crate::stats::write_firewall).
+    /// The record the thread keeps (linerate_dataplane::record::write_firewall).
     record: Option<String>,
     follows: bool,
 }
@@ -66,8 +66,8 @@ pub struct FwThread {
 impl FwThread {
     /// Starts the thread on the fast path's firewall maps; it inherits the
     /// caller's network namespace, keeps router `record`'s firewall record
-    /// (crate::stats), and ends when this is dropped. `ct`: the fast path
-    /// finds connections (fw_state's FW_CT_ON, crate::conntrack), so that
+    /// (linerate_dataplane::record), and ends when this is dropped. `ct`: the fast path
+    /// finds connections (fw_state's FW_CT_ON, linerate_dataplane::ct_cache), so that
     /// rulesets reading them are compiled.
     pub fn start(maps: FwMaps, record: Option<String>, ct: bool) -> Result<FwThread> {
         // SAFETY: eventfd has no preconditions; checked below.
@@ -83,11 +83,15 @@ impl FwThread {
         let their_record = record.clone();
         // nf_tables' notifications: set elements are applied as they come,
         // anything else has the ruleset read again.
-        let notices = crate::socket::socket_on(netlink_sys::protocols::NETLINK_NETFILTER, 0)
-            .ok()
-            .filter(|s| s.add_membership(crate::netfilter::NFNLGRP_NFTABLES).is_ok());
+        let notices =
+            linerate_netlink::socket::socket_on(netlink_sys::protocols::NETLINK_NETFILTER, 0)
+                .ok()
+                .filter(|s| {
+                    s.add_membership(linerate_netlink::netfilter::NFNLGRP_NFTABLES)
+                        .is_ok()
+                });
         if let Some(s) = &notices {
-            crate::socket::force_rcvbuf(s, crate::socket::NOTIFY_RCVBUF);
+            linerate_netlink::socket::force_rcvbuf(s, linerate_netlink::socket::NOTIFY_RCVBUF);
         }
         let follows = notices.is_some();
         let thread = std::thread::Builder::new()
@@ -168,7 +172,7 @@ impl Drop for FwThread {
             let _ = t.join();
         }
         if let Some(r) = &self.record {
-            let _ = std::fs::remove_file(crate::stats::firewall_path(r));
+            let _ = std::fs::remove_file(linerate_dataplane::record::firewall_path(r));
         }
     }
 }
@@ -216,7 +220,7 @@ impl Learner {
     /// replaces to `before` (its slots are stale from here on: nothing
     /// counts into them any more, past frames in flight).
     fn publish(&mut self, c: Compiled) {
-        firewall::publish(&mut self.maps, &c);
+        compile::publish(&mut self.maps, &c);
         let old = std::mem::replace(&mut self.compiled, c);
         for id in std::mem::take(&mut self.used) {
             if let (Some(rule), Ok(n)) = (old.rule_of(id), self.maps.counter(id)) {
@@ -235,8 +239,8 @@ impl Learner {
             return;
         }
         self.evict = !self.evict;
-        if let Some(i) = firewall::learn(&mut self.maps, &self.compiled, &m.key.flow, self.evict) {
-            let s = firewall::FwTable::slot(&self.maps, i);
+        if let Some(i) = compile::learn(&mut self.maps, &self.compiled, &m.key.flow, self.evict) {
+            let s = linerate_dataplane::fw_cache::FwTable::slot(&self.maps, i);
             self.used
                 .extend(s.counters[..s.counters_n as usize].iter().copied());
         }
@@ -296,7 +300,7 @@ fn run(
         let Some(name) = &record else { return };
         let rec = record_of(l, n);
         if rec != *written {
-            if let Err(e) = crate::stats::write_firewall(name, &rec) {
+            if let Err(e) = linerate_dataplane::record::write_firewall(name, &rec) {
                 tracing::warn!("{e:#}");
             }
             *written = rec;
@@ -356,10 +360,10 @@ fn run(
                         break;
                     }
                 };
-                for m in crate::wire::messages(&buf[..n]) {
+                for m in linerate_netlink::wire::messages(&buf[..n]) {
                     let event = m
                         .map_err(anyhow::Error::from)
-                        .and_then(|m| crate::nft_elements::event(m.bytes()));
+                        .and_then(|m| linerate_netlink::nft_elements::event(m.bytes()));
                     match event {
                         Ok(NftEvent::Elements(c)) => pending.push(c),
                         Ok(NftEvent::Committed) => {
@@ -374,7 +378,7 @@ fn run(
                                 let next = l.next_generation();
                                 match l.compiled.apply_elements(next, &pending) {
                                     Ok(()) => {
-                                        firewall::publish(&mut l.maps, &l.compiled);
+                                        compile::publish(&mut l.maps, &l.compiled);
                                         l.elements_changed += pending
                                             .iter()
                                             .map(|p| p.elements.len() as u64)
@@ -414,8 +418,8 @@ fn run(
             let started = Instant::now();
             l.invalidate();
             l.reads += 1;
-            let answer = match linerate_firewall::read::read_current_with(&|t, s| {
-                crate::nft_elements::dump(t, s)
+            let answer = match crate::read::read_current_with(&|t, s| {
+                linerate_netlink::nft_elements::dump(t, s)
             }) {
                 Ok(rs) => {
                     let (c, refused) = Compiled::new(l.next_generation(), &rs, names.clone(), ct);

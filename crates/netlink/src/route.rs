@@ -226,7 +226,7 @@ pub fn topic(m: &Change) -> Topic {
 
 /// What notification `m` is: the one place that decides which parser reads
 /// a message, and so what the mirror applies or its caller reads again
-/// (crate::run::apply_notifications): nexthop objects and netconf by their
+/// (linerate_router::follow::apply_notifications): nexthop objects and netconf by their
 /// own parsers; tc's objects not decoded (which changed does not matter,
 /// tc is read again; and netlink-packet-route fails on qdisc options it
 /// does not know); the rest by netlink-packet-route. None: not one the

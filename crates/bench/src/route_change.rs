@@ -16,7 +16,7 @@ use linerate_host::cmd::mac_text;
 use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
 use linerate_labrun::dut_setup::RunningDut;
 use linerate_labrun::scenario::builtin_dut;
-use linerate_router::netlink::{topic, Monitor, Topic};
+use linerate_netlink::route::{topic, Monitor, Topic};
 use linerate_traffic::frame::parse_mac;
 use linerate_traffic::gen::Generator;
 use linerate_traffic::profile::{builtin_profile, Sender};

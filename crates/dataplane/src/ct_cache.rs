@@ -1,65 +1,23 @@
-//! The kernel's entries for the connections the fast path carries
-//! (bpf/include/conntrack.h, docs/firewall.md "States"): the stateful
-//! firewall's part of the control plane.
-//!
-//! The fast path keeps a connection in `ct_flows` once the kernel's
-//! conntrack holds it established and assured, and writes there when it
-//! last carried a packet of it. Two things keep the kernel's view true:
-//!
-//! - conntrack's destroy events (NFNLGRP_CONNTRACK_DESTROY): the entry is
-//!   forgotten when the kernel's goes (expired, `conntrack -D`, flushed),
-//!   so the connection's next packet is looked up in the kernel's table
-//!   again, and goes to the kernel if it is not there;
-//! - a sweep every [`sweep_every`]: for each connection carried since the
-//!   last sweep, the kernel's timeout is set to run from its last packet
-//!   (nf_conntrack_udp_timeout_stream after it, as the kernel's own
-//!   refresh would); every entry is checked against the kernel's (ct_keeper
-//!   in batches) and forgotten if the kernel's is gone or changed to one
-//!   the fast path does not carry. The sweep bounds how long an entry can
-//!   outlive the kernel's when events were lost (ENOBUFS sweeps at once).
-//!
-//! The kernel's timeout is thus kept from the fast path's `seen` times: a
-//! flow that stops expires on the kernel's schedule, to the sweep's
-//! coarse clock (a jiffy).
+//! The fast path's connection cache (bpf/include/conntrack.h): its
+//! layout's arithmetic (keys, sets, sizes), its maps, and the sweep's
+//! program that checks and refreshes the kernel's entries for the
+//! connections it holds. The thread that runs the sweep and follows
+//! conntrack's destroy events is the firewall's (linerate_firewall::conntrack).
 use crate::layout::{
     CtFlowKey, CtKeep, CtSlot, CtWay4, FwState, CT4_SETS_MAX, CT6_SETS_MAX, CT_CACHE_WAYS,
     CT_KEEP_BATCH, CT_KEEP_GONE, CT_KEEP_KEPT, FW_CT_CHECKSUM, FW_CT_ON, FW_CT_TCP_LIBERAL,
 };
-use crate::wire::{Message, WireError};
 use anyhow::{Context, Result};
 use libbpf_rs::MapCore;
 use linerate_bpf::layout::Pod;
 use linerate_bpf::maps::MappedArray;
 use linerate_bpf::test_run::{self, XdpAction};
 use std::mem::offset_of;
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-/// NFNLGRP_CONNTRACK_DESTROY.
-pub const NFNLGRP_CONNTRACK_DESTROY: u32 = 3;
-/// nfnetlink's conntrack subsystem, and its delete message.
-const NFNL_SUBSYS_CTNETLINK: u16 = 1;
-const IPCTNL_MSG_CT_DELETE: u16 = 2;
-const NFGENMSG: usize = 4;
-const CTA_TUPLE_ORIG: u16 = 1;
-const CTA_TUPLE_IP: u16 = 1;
-const CTA_TUPLE_PROTO: u16 = 2;
-const CTA_IP_V4_SRC: u16 = 1;
-const CTA_IP_V4_DST: u16 = 2;
-const CTA_IP_V6_SRC: u16 = 3;
-const CTA_IP_V6_DST: u16 = 4;
-const CTA_PROTO_NUM: u16 = 1;
-const CTA_PROTO_SRC_PORT: u16 = 2;
-const CTA_PROTO_DST_PORT: u16 = 3;
-
-/// One end of a connection: address (network order, IPv4 in the first
-/// four bytes) and port (network order).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct End {
-    pub addr: [u8; 16],
-    pub port: [u8; 2],
-}
+pub use linerate_netlink::ctnetlink::End;
 
 /// Whether end `a` sorts before `b` as the fast path orders a key's ends
 /// (ct_side_first): 32-bit words as x86 loads them, then the ports as
@@ -92,66 +50,6 @@ pub fn key_of(src: &End, dst: &End, l4proto: u8, ipv6: bool) -> (CtFlowKey, bool
         },
         from_a,
     )
-}
-
-/// The key of the connection a conntrack destroy event names (its
-/// original tuple); None for another message or a tuple without ports.
-pub fn destroyed(m: &Message) -> Result<Option<CtFlowKey>, WireError> {
-    if m.kind() != (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE {
-        return Ok(None);
-    }
-    let body = m.body("conntrack event", NFGENMSG)?;
-    let mut ends = [End {
-        addr: [0; 16],
-        port: [0; 2],
-    }; 2];
-    let (mut ipv6, mut proto, mut ports) = (false, None, 0);
-    for a in body.attributes() {
-        let a = a?;
-        if a.kind != CTA_TUPLE_ORIG {
-            continue;
-        }
-        for t in a.nested_attributes() {
-            let t = t?;
-            match t.kind {
-                CTA_TUPLE_IP => {
-                    for ip in t.nested_attributes() {
-                        let ip = ip?;
-                        match ip.kind {
-                            CTA_IP_V4_SRC | CTA_IP_V4_DST => {
-                                let v: [u8; 4] = ip.bytes()?;
-                                ends[(ip.kind == CTA_IP_V4_DST) as usize].addr[..4]
-                                    .copy_from_slice(&v);
-                            }
-                            CTA_IP_V6_SRC | CTA_IP_V6_DST => {
-                                ends[(ip.kind == CTA_IP_V6_DST) as usize].addr = ip.bytes()?;
-                                ipv6 = true;
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                CTA_TUPLE_PROTO => {
-                    for p in t.nested_attributes() {
-                        let p = p?;
-                        match p.kind {
-                            CTA_PROTO_NUM => proto = Some(p.u8()?),
-                            CTA_PROTO_SRC_PORT | CTA_PROTO_DST_PORT => {
-                                ends[(p.kind == CTA_PROTO_DST_PORT) as usize].port = p.bytes()?;
-                                ports += 1;
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    Ok(match proto {
-        Some(proto) if ports == 2 => Some(key_of(&ends[0], &ends[1], proto, ipv6).0),
-        _ => None,
-    })
 }
 
 /// The final mix of both families' set hashes: the top `bits` bits.
@@ -255,22 +153,9 @@ pub fn hz_of(a: (u64, u64), b: (u64, u64)) -> u64 {
         .unwrap()
 }
 
-/// How often the sweep runs: a quarter of the stream timeout (the kernel's
-/// entry of a flow carried all along never has less than half of it
-/// left), between a second and 30 s where destroy `events` are followed,
-/// and ten without them (the sweep is then what notices an entry the
-/// kernel deleted). A sweep costs about a microsecond a connection, nearly
-/// all of it the kernel's own lookup (`linerate bench firewall --states`:
-/// a second at a million), so at the kernel's default UDP stream timeout
-/// (120 s) a million connections take 3% of a core, not 10%.
-pub fn sweep_every(stream: Duration, events: bool) -> Duration {
-    let most = Duration::from_secs(if events { 30 } else { 10 });
-    (stream / 4).clamp(Duration::from_secs(1), most)
-}
-
 /// A conntrack sysctl of the calling thread's network namespace (None:
 /// not there, no conntrack).
-fn sysctl(name: &str) -> Option<u64> {
+pub fn sysctl(name: &str) -> Option<u64> {
     std::fs::read_to_string(format!("/proc/sys/net/netfilter/{name}"))
         .ok()?
         .trim()
@@ -308,7 +193,7 @@ impl Timeouts {
 }
 
 /// The FW_CT_* flags the namespace's conntrack sysctls give.
-fn sysctl_flags() -> u32 {
+pub fn sysctl_flags() -> u32 {
     let on = |name, default| sysctl(name).unwrap_or(default) != 0;
     (if on("nf_conntrack_checksum", 1) {
         FW_CT_CHECKSUM
@@ -428,7 +313,7 @@ impl CtMaps {
     }
 
     /// Whether nf_conntrack_max `max` asks for a larger cache than this.
-    fn outgrown_by(&self, max: Option<u64>) -> bool {
+    pub fn outgrown_by(&self, max: Option<u64>) -> bool {
         cache_sets(max)[0] > (self.ways()[0] as usize / CT_CACHE_WAYS)
     }
 
@@ -629,134 +514,6 @@ impl CtMaps {
     }
 }
 
-/// The thread that keeps the kernel's entries (see the module's comment);
-/// it ends when dropped.
-pub struct CtThread {
-    wake: OwnedFd,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl CtThread {
-    /// Starts keeping `maps`' connections, in the caller's network
-    /// namespace.
-    pub fn start(maps: CtMaps) -> Result<CtThread> {
-        // SAFETY: eventfd has no preconditions; checked below.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error()).context("eventfd");
-        }
-        // SAFETY: a new fd, owned here.
-        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
-        let their_wake = wake.try_clone()?;
-        let events = crate::socket::socket_on(netlink_sys::protocols::NETLINK_NETFILTER, 0)
-            .ok()
-            .filter(|s| s.add_membership(NFNLGRP_CONNTRACK_DESTROY).is_ok());
-        if let Some(s) = &events {
-            crate::socket::force_rcvbuf(s, crate::socket::NOTIFY_RCVBUF);
-        } else {
-            tracing::warn!(
-                "conntrack's destroy events cannot be followed: connections the fast path carries are checked against the kernel's table by the sweep only"
-            );
-        }
-        let thread = std::thread::Builder::new()
-            .name("linerate-ct".into())
-            .spawn(move || keep(maps, events, their_wake))?;
-        Ok(CtThread {
-            wake,
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for CtThread {
-    fn drop(&mut self) {
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: 8 bytes to an eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
-    let mut buf = vec![0u8; 1 << 20];
-    let mut since = 0u64;
-    let every = |t: &Timeouts| sweep_every(t.udp, events.is_some());
-    let mut timeouts = Timeouts::now();
-    maps.publish_timeouts(&timeouts);
-    let mut next = std::time::Instant::now() + every(&timeouts);
-    let mut flags = maps.published_flags();
-    let mut outgrown = false;
-    loop {
-        let fd = |fd: i32| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let mut pfd = [
-            fd(wake.as_raw_fd()),
-            fd(events.as_ref().map_or(-1, |s| s.as_raw_fd())),
-        ];
-        let wait = next.saturating_duration_since(std::time::Instant::now());
-        // SAFETY: two pollfds (a negative fd is ignored).
-        unsafe { libc::poll(pfd.as_mut_ptr(), 2, wait.as_millis().min(1000) as i32) };
-        if pfd[0].revents != 0 {
-            return;
-        }
-        // The sysctls the fast path follows, read again each second: a
-        // change is published, and every connection checked against it
-        // at once (TCP windows checked again: no TCP carried any more).
-        if !outgrown && maps.outgrown_by(sysctl("nf_conntrack_max")) {
-            outgrown = true;
-            tracing::warn!(
-                "nf_conntrack_max is now {}, more than the stateful firewall's connection cache was sized for at start ({}): connections past it are found in the kernel's table packet by packet; restart linerate route (a takeover forwards throughout) to size it again",
-                sysctl("nf_conntrack_max").unwrap_or(0),
-                maps.describe()
-            );
-        }
-        let now_timeouts = Timeouts::now();
-        if now_timeouts != timeouts {
-            maps.publish_timeouts(&now_timeouts);
-            timeouts = now_timeouts;
-        }
-        let now_flags = FW_CT_ON | sysctl_flags();
-        if now_flags != flags {
-            maps.publish_flags(now_flags);
-            flags = now_flags;
-            next = std::time::Instant::now();
-        }
-        if let (Some(sock), true) = (&events, pfd[1].revents != 0) {
-            loop {
-                let n = match sock.recv(&mut &mut buf[..], libc::MSG_DONTWAIT) {
-                    Ok(n) => n,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    // Lost events (ENOBUFS): check every entry now.
-                    Err(_) => {
-                        next = std::time::Instant::now();
-                        break;
-                    }
-                };
-                for m in crate::wire::messages(&buf[..n]).map_while(Result::ok) {
-                    if let Ok(Some(key)) = destroyed(&m) {
-                        maps.forget(&key);
-                    }
-                }
-            }
-        }
-        if std::time::Instant::now() >= next {
-            match maps.sweep(since, &timeouts) {
-                Ok((s, began)) => {
-                    tracing::debug!("conntrack sweep: {s:?}");
-                    since = began;
-                }
-                Err(e) => tracing::warn!("conntrack sweep: {e:#}"),
-            }
-            next = std::time::Instant::now() + every(&timeouts);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -785,66 +542,6 @@ mod tests {
         assert_eq!(
             (k3.aport.to_ne_bytes(), k3.bport.to_ne_bytes()),
             (256u16.to_be_bytes(), 1u16.to_be_bytes())
-        );
-    }
-
-    fn attr(kind: u16, nested: bool, value: &[u8]) -> Vec<u8> {
-        let len = 4 + value.len();
-        let mut v = (len as u16).to_ne_bytes().to_vec();
-        v.extend((kind | if nested { 0x8000 } else { 0 }).to_ne_bytes());
-        v.extend(value);
-        v.resize(len.div_ceil(4) * 4, 0);
-        v
-    }
-
-    /// A destroy event as ctnetlink sends it (ctnetlink_conntrack_event:
-    /// the original tuple first) names the key the fast path uses.
-    #[test]
-    fn a_destroy_event_names_the_connections_key() {
-        let ip = [
-            attr(CTA_IP_V4_SRC, false, &[10, 0, 0, 2]),
-            attr(CTA_IP_V4_DST, false, &[10, 0, 0, 1]),
-        ]
-        .concat();
-        let proto = [
-            attr(CTA_PROTO_NUM, false, &[17]),
-            attr(CTA_PROTO_SRC_PORT, false, &4000u16.to_be_bytes()),
-            attr(CTA_PROTO_DST_PORT, false, &53u16.to_be_bytes()),
-        ]
-        .concat();
-        let tuple = [
-            attr(CTA_TUPLE_IP, true, &ip),
-            attr(CTA_TUPLE_PROTO, true, &proto),
-        ]
-        .concat();
-        let mut body = vec![2u8, 0, 0, 0];
-        body.extend(attr(CTA_TUPLE_ORIG, true, &tuple));
-        // A reply tuple after it, which must not be taken for the original.
-        body.extend(attr(
-            2,
-            true,
-            &attr(
-                CTA_TUPLE_IP,
-                true,
-                &attr(CTA_IP_V4_SRC, false, &[9, 9, 9, 9]),
-            ),
-        ));
-        let kind = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE;
-        let msg = crate::wire::request(kind, 0, 0, &body);
-        let m = Message::new_checked(&msg).unwrap();
-        let want = key_of(
-            &end([10, 0, 0, 2], 4000),
-            &end([10, 0, 0, 1], 53),
-            17,
-            false,
-        )
-        .0;
-        assert_eq!(destroyed(&m).unwrap(), Some(want));
-        // IPCTNL_MSG_CT_NEW (0): not a deletion.
-        let other = crate::wire::request(NFNL_SUBSYS_CTNETLINK << 8, 0, 0, &body);
-        assert_eq!(
-            destroyed(&Message::new_checked(&other).unwrap()).unwrap(),
-            None
         );
     }
 
@@ -899,15 +596,5 @@ mod tests {
             "10 jiffies in 40.1 ms"
         );
         assert_eq!(hz_of((0, 0), (41, 40_500_000)), 1000);
-        assert_eq!(sweep_every(s, true), Duration::from_secs(30));
-        assert_eq!(sweep_every(s, false), Duration::from_secs(10));
-        assert_eq!(
-            sweep_every(Duration::from_secs(60), true),
-            Duration::from_secs(15)
-        );
-        assert_eq!(
-            sweep_every(Duration::from_secs(2), true),
-            Duration::from_secs(1)
-        );
     }
 }

@@ -1,10 +1,10 @@
-//! `linerate bench restart` (issue 26): what a restart of the router costs
+//! `linerate bench restart`: what a restart of the router costs
 //! the traffic, in a lab of its own, under stamped traffic at a rate the
 //! fast path holds. Each way of restarting runs in its own trial: a
 //! router is started, the generator sends, and part-way through:
 //!
 //! - `takeover`: a second `linerate route` starts and takes the fast path
-//!   over (crate `linerate_router::handover`);
+//!   over (crate `linerate_daemon::handover`);
 //! - `upgrade`: the same from another binary (`--upgrade-binary`, a
 //!   rebuilt linerate; by default a copy of this one);
 //! - `kill9`: the router is killed (-9), its programs detach with it, and
@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Way {
     /// No restart: the control, what the lab loses and the gaps it shows
@@ -44,6 +44,18 @@ pub enum Way {
     /// `systemctl restart` of the service (systemd's fd store, played by
     /// the bench: crate::service_manager).
     Service,
+}
+
+impl Way {
+    /// The ways by the names `--ways` takes.
+    pub const CHOICES: &'static [(&'static str, Way)] = &[
+        ("none", Way::None),
+        ("takeover", Way::Takeover),
+        ("upgrade", Way::Upgrade),
+        ("kill9", Way::Kill9),
+        ("cold", Way::Cold),
+        ("service", Way::Service),
+    ];
 }
 
 pub struct Options {
@@ -194,7 +206,7 @@ impl Router {
     fn wait_ready(&mut self, record: &str) -> Result<()> {
         let t = Instant::now();
         loop {
-            if linerate_router::stats::open(record).is_ok_and(|(r, _)| r.pid == self.pid()) {
+            if linerate_dataplane::record::open(record).is_ok_and(|(r, _)| r.pid == self.pid()) {
                 return Ok(());
             }
             if let Some(c) = &mut self.child {
@@ -469,7 +481,9 @@ fn sample(dut: &str, record: &str, go: &AtomicBool, start: Instant) -> Result<Ve
         // The router's record names its counters map; a new one, a new map.
         let rec = std::fs::read_to_string(format!("/run/linerate/routers/{record}.json"))
             .ok()
-            .and_then(|t| serde_json::from_str::<linerate_router::stats::RouterRecord>(&t).ok());
+            .and_then(|t| {
+                serde_json::from_str::<linerate_dataplane::record::RouterRecord>(&t).ok()
+            });
         if let Some(rec) = rec {
             if map.as_ref().map(|m| m.0) != Some(rec.stats_map_id) {
                 map = libbpf_rs::MapHandle::from_map_id(rec.stats_map_id)
@@ -478,9 +492,9 @@ fn sample(dut: &str, record: &str, go: &AtomicBool, start: Instant) -> Result<Ve
             }
         }
         let fast_path = map.as_ref().and_then(|(id, ifindex, h)| {
-            linerate_router::stats::read(h, *ifindex)
+            linerate_dataplane::record::read(h, *ifindex)
                 .ok()
-                .map(|c| (*id, c.packets[linerate_router::layout::R_FORWARDED]))
+                .map(|c| (*id, c.packets[linerate_dataplane::layout::R_FORWARDED]))
         });
         out.push(Sample {
             at,

@@ -5,7 +5,7 @@
 //! first packets, what the fast path hands over). `linerate firewall`
 //! shows both and their sum, which is what the kernel alone would have
 //! counted.
-use linerate_router::stats::RuleCount;
+use linerate_dataplane::record::RuleCount;
 
 /// One rule of the listing.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,9 +6,41 @@ use crate::netfilter::{family_name, nfproto, NFNL_SUBSYS_NFTABLES};
 use crate::socket::raw_dump_on;
 use crate::wire::{attribute, Message};
 use anyhow::{bail, Result};
-use linerate_firewall::raw_elements::{RawElement, RawVerdict};
-use linerate_firewall::ruleset::TableId;
 use netlink_sys::protocols::NETLINK_NETFILTER;
+
+/// A table by family and name ("inet filter").
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableId {
+    pub family: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for TableId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.family, self.name)
+    }
+}
+
+/// One element: its key's bytes (each field of a concatenation takes a
+/// multiple of 4 bytes), the inclusive end of a concatenation of ranges,
+/// whether it is the end of an interval (an rbtree's boundary, exclusive),
+/// a verdict map's verdict.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RawElement {
+    pub key: Vec<u8>,
+    pub key_end: Option<Vec<u8>>,
+    pub interval_end: bool,
+    /// The catch-all element (`*`).
+    pub catchall: bool,
+    pub verdict: Option<RawVerdict>,
+}
+
+/// NFTA_VERDICT_CODE and, for a jump or goto, NFTA_VERDICT_CHAIN.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawVerdict {
+    pub code: i32,
+    pub chain: Option<String>,
+}
 
 const NFT_MSG_NEWSETELEM: u16 = 12;
 const NFT_MSG_GETSETELEM: u16 = 13;

@@ -2,14 +2,14 @@
 //! in Rust, over an in-memory copy of the verdict cache, the generation
 //! and the rule counters. The root tests hold the program to it (the keys
 //! it reports, the verdicts, the counts), as the rest of the model.
-use crate::firewall::{set_of, slot_index, FwTable};
+use crate::fw_cache::{set_of, slot_index, FwTable};
+use crate::layout::TRANSPORT_BYTES;
 use crate::layout::{
     FwKey, FwMiss, FwReads, FwRuleCounter, FwSlot, FwState, FW_ACCEPT, FW_CT_ON, FW_DROP,
     FW_KERNEL, FW_READ_CT, FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR,
     FW_READ_OIF, FW_READ_SADDR,
 };
 use crate::model::reason;
-use linerate_firewall::cache::TRANSPORT_BYTES;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 

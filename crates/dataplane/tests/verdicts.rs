@@ -4,14 +4,13 @@
 //! (TTL - 1 and a valid header checksum, the next hop's MACs, the rest as
 //! sent), and exactly the expected counter must move. Needs root.
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket};
+use linerate_dataplane::fastpath::FastPath;
+use linerate_dataplane::layout::{Nexthop, NH_KERNEL, NH_RESOLVED, NH_VALID, REASONS};
 use linerate_fib::{Fib, Shape};
-use linerate_router::fastpath::FastPath;
-use linerate_router::layout::{Nexthop, NH_KERNEL, NH_RESOLVED, NH_VALID, REASONS};
 use linerate_traffic::synth::fix_ipv4_checksum;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-mod common;
-use common::{MAC_IN, MAC_OUT};
+use linerate_testkit::plane::{MAC_IN, MAC_OUT};
 
 const MAC_GEN: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const MAC_RECV: [u8; 6] = [2, 0, 0, 0, 0, 4];
@@ -58,12 +57,12 @@ struct Router {
     fp: FastPath,
     fp0: u32,
     fp1: u32,
-    _pair: common::ScratchPair,
+    _pair: linerate_testkit::plane::ScratchPair,
 }
 
 impl Router {
     fn new(tag: &str) -> Router {
-        let (pair, fp) = common::scratch_pair(tag, "fp");
+        let (pair, fp) = linerate_testkit::plane::scratch_pair(tag, "fp");
         let (fp0, fp1) = (pair.if0, pair.if1);
         let nh = |ifindex, mtu, flags| Nexthop {
             ifindex,
@@ -469,7 +468,7 @@ fn ipv4_header_checksums_are_checked_on_random_headers() {
     ignore = "needs root: --features privileged"
 )]
 fn what_follows_the_ip_packet_is_cut() {
-    use linerate_router::layout::{IFACE_FORWARD4, IFACE_FORWARD6, IFACE_XMIT_SG};
+    use linerate_dataplane::layout::{IFACE_FORWARD4, IFACE_FORWARD6, IFACE_XMIT_SG};
     let r = Router::new("trail");
     let (fp, fp0, fp1) = (&r.fp, r.fp0, r.fp1);
     // Next hop 8: MTU 9000 out of fp1, for 198.25/16 and 2001:2:1::/48.

@@ -3,18 +3,21 @@
 //! The XDP programs hang on BPF links owned by this process: however it
 //! ends (Ctrl-C, SIGTERM, kill -9, a crash) they detach and the kernel
 //! forwards alone.
-use crate::dataplane::Dataplane;
-use crate::fastpath::FastPath;
-use crate::fw_thread::{FwNews, FwThread};
 use crate::handover::{self, Offering, Predecessor, Told};
-use crate::layout::{RouterCounters, REASONS, R_DROPS, R_DROP_FIREWALL, R_FORWARDED, R_PASSES};
-use crate::mirror::Mirror;
-use crate::netfilter::Hooks;
-use crate::netlink::{self, Monitor};
-use crate::tc::TcHooks;
-use crate::xdp_features::XdpXmit;
 use anyhow::{bail, Context, Result};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
+use linerate_dataplane::dataplane::Dataplane;
+use linerate_dataplane::fastpath::FastPath;
+use linerate_dataplane::layout::{
+    RouterCounters, REASONS, R_DROPS, R_DROP_FIREWALL, R_FORWARDED, R_PASSES,
+};
+use linerate_firewall::thread::{FwNews, FwThread};
+use linerate_netlink::route::{self, Monitor};
+use linerate_router::follow::{
+    apply_netfilter, apply_notifications, apply_tc, apply_xdp_features, follow_ipv6_switches,
+    follow_netfilter, follow_tc, follow_xdp_features, Poller,
+};
+use linerate_router::mirror::Mirror;
 use std::collections::BTreeMap;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -151,10 +154,10 @@ pub fn run(
     for name in &opts.interfaces {
         let idx = loader::ifindex(name)
             .map_err(|_| anyhow::anyhow!("-i: interface {name} does not exist"))?;
-        if idx >= crate::layout::ROUTER_IFACES {
+        if idx >= linerate_dataplane::layout::ROUTER_IFACES {
             bail!(
                 "-i: interface {name} has index {idx}; linerate handles indexes below {}",
-                crate::layout::ROUTER_IFACES
+                linerate_dataplane::layout::ROUTER_IFACES
             );
         }
         ifindexes.push(idx);
@@ -182,7 +185,7 @@ pub fn run(
     // the conntrack kfuncs (said once if not).
     let ct_maps = fp.ct_maps()?;
     let ct_flags = ct_maps.flags();
-    let ct_on = ct_flags & crate::layout::FW_CT_ON != 0;
+    let ct_on = ct_flags & linerate_dataplane::layout::FW_CT_ON != 0;
     let fw_maps = fp.fw_maps()?;
     ct_maps.publish_flags(ct_flags);
     if !ct_on {
@@ -194,22 +197,22 @@ pub fn run(
         tracing::info!(
             "the stateful firewall's connection cache: {}, sized for nf_conntrack_max {}",
             ct_maps.describe(),
-            crate::conntrack::CtMaps::conntrack_max_now()
+            linerate_dataplane::ct_cache::CtMaps::conntrack_max_now()
         );
-        Some(crate::conntrack::CtThread::start(ct_maps)?)
+        Some(linerate_firewall::conntrack::CtThread::start(ct_maps)?)
     } else {
         None
     };
     let mut fw = FwThread::start(fw_maps, Some(opts.record.clone()), ct_on)?;
     let mut mirror = Mirror::new(fp)?;
     // The first load is a resync of an empty mirror.
-    mirror.resync_with(|apply| netlink::dump_all_each(|c| apply(&c)))?;
+    mirror.resync_with(|apply| route::dump_all_each(|c| apply(&c)))?;
     trim_heap();
     follow_netfilter(&mut mirror);
     // Interfaces go in once the FIB is loaded: until then every frame
     // passes (not ours).
     for (&idx, name) in ifindexes.iter().zip(&opts.interfaces) {
-        mirror.set_ipv6_enabled(idx, crate::netconf::ipv6_enabled(name))?;
+        mirror.set_ipv6_enabled(idx, linerate_netlink::netconf::ipv6_enabled(name))?;
         mirror
             .add_ingress(idx)
             .with_context(|| format!("-i: interface {name}"))?;
@@ -265,7 +268,7 @@ pub fn run(
             }
         }
     }
-    let record = crate::stats::RouterRecord {
+    let record = linerate_dataplane::record::RouterRecord {
         pid: std::process::id(),
         stats_map_id: mirror.fast_path().stats_map_id()?,
         rxq_map_id: mirror.fast_path().rxq_map_id()?,
@@ -276,7 +279,7 @@ pub fn run(
             .zip(ifindexes.iter().copied())
             .collect(),
     };
-    let record_guard = crate::stats::write_record(&opts.record, &record)?;
+    let record_guard = linerate_dataplane::record::write_record(&opts.record, &record)?;
     let mut publish = Publisher {
         status: opts.status.clone(),
         changes: 0,
@@ -352,7 +355,7 @@ pub fn run(
             Ok(msgs) => {
                 let read_at = Instant::now();
                 // Stale at once, before anything else is read.
-                if netlink::rereads(&msgs).netfilter && !fw.follows_nftables() {
+                if route::rereads(&msgs).netfilter && !fw.follows_nftables() {
                     fw.reread(names_of(&mirror));
                 }
                 if apply_notifications(&mut mirror, &msgs) {
@@ -370,7 +373,7 @@ pub fn run(
                 tracing::warn!("{e:#}; resyncing");
                 resyncs += 1;
                 monitor = Monitor::open()?;
-                if let Err(e) = mirror.resync_with(|apply| netlink::dump_all_each(|c| apply(&c))) {
+                if let Err(e) = mirror.resync_with(|apply| route::dump_all_each(|c| apply(&c))) {
                     tracing::warn!("{e:#}");
                 }
                 trim_heap();
@@ -517,7 +520,7 @@ struct Publisher {
 }
 
 impl Publisher {
-    fn at_start(&self, record: &crate::stats::RouterRecord) {
+    fn at_start(&self, record: &linerate_dataplane::record::RouterRecord) {
         if let Ok(mut p) = self.status.lock() {
             p.stats_map_id = record.stats_map_id;
             p.rxq_map_id = record.rxq_map_id;
@@ -609,297 +612,6 @@ fn trim_heap() {
     // SAFETY: malloc_trim has no preconditions.
     unsafe {
         libc::malloc_trim(0);
-    }
-}
-
-/// What no notification announces, read once a second: legacy iptables
-/// tables, tcx programs, XDP features.
-enum Job {
-    /// Read them, for these interfaces.
-    Read(Vec<u32>),
-    /// Tell the kernel these neighbours were used (NTF_USE).
-    MarkUsed(Vec<(u32, std::net::IpAddr)>),
-}
-
-struct Unnotified {
-    netfilter: Hooks,
-    tc: BTreeMap<u32, TcHooks>,
-    xdp: Option<BTreeMap<u32, XdpXmit>>,
-}
-
-/// Reads them on a thread of its own, so that the loop following the
-/// routes never waits for them: tc's qdisc dump waits for the kernel's
-/// rtnl lock behind every route a BGP daemon installs, up to 840 ms in a
-/// 1.1M-route FRR run (docs/router.md), and the routes would wait behind
-/// it. The loop asks with its interfaces and a generation (`ask`), and
-/// applies the answer when it comes (`answer`), unless it has read any of
-/// them itself since it asked (a notification's re-read is newer). The
-/// thread also tells the kernel which neighbours the fast path used
-/// (`mark_used`): that takes rtnl too.
-struct Poller {
-    asks: std::sync::mpsc::Sender<Job>,
-    answers: std::sync::mpsc::Receiver<Unnotified>,
-    /// The generation the outstanding question was asked at.
-    asked: Option<u64>,
-}
-
-impl Poller {
-    /// The thread inherits the caller's network namespace, and ends when
-    /// the poller is dropped.
-    fn start() -> Result<Poller> {
-        let (asks, jobs) = std::sync::mpsc::channel::<Job>();
-        let (tell, answers) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("linerate-poll".into())
-            .spawn(move || {
-                for job in jobs {
-                    match job {
-                        Job::Read(ifindexes) => {
-                            let u = Unnotified {
-                                netfilter: read_netfilter(),
-                                tc: read_tc(&ifindexes),
-                                xdp: read_xdp_features(),
-                            };
-                            if tell.send(u).is_err() {
-                                break;
-                            }
-                        }
-                        Job::MarkUsed(neighbours) => {
-                            if let Err(e) = netlink::mark_neighbours_used(&neighbours) {
-                                tracing::warn!("{e:#}");
-                            }
-                        }
-                    }
-                }
-            })?;
-        Ok(Poller {
-            asks,
-            answers,
-            asked: None,
-        })
-    }
-
-    /// Asks for a reading unless one is outstanding.
-    fn ask(&mut self, ifindexes: Vec<u32>, generation: u64) {
-        if self.asked.is_none() && self.asks.send(Job::Read(ifindexes)).is_ok() {
-            self.asked = Some(generation);
-        }
-    }
-
-    /// Has the kernel told these neighbours were used (after what is
-    /// queued before: at most a second late).
-    fn mark_used(&mut self, neighbours: Vec<(u32, std::net::IpAddr)>) {
-        if !neighbours.is_empty() {
-            let _ = self.asks.send(Job::MarkUsed(neighbours));
-        }
-    }
-
-    /// The reading, if one came and nothing newer was read since it was
-    /// asked for.
-    fn answer(&mut self, generation: u64) -> Option<Unnotified> {
-        let u = self.answers.try_recv().ok()?;
-        let asked = self.asked.take()?;
-        (asked == generation).then_some(u)
-    }
-}
-
-/// Applies the kernel's notifications; errors are said and the rest goes
-/// on. A change of the policy rules reloads them whole (crate::policy).
-/// Whether it read netfilter's, tc's hooks or the XDP features again.
-pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[netlink::Change]) -> bool {
-    for m in msgs {
-        if let Err(e) = mirror.apply_change(m) {
-            tracing::warn!("{e:#}");
-        }
-    }
-    let again = netlink::rereads(msgs);
-    let tc = again.tc || mirror.take_links_up_or_down();
-    if again.netfilter {
-        follow_netfilter(mirror);
-    }
-    if tc {
-        follow_tc(mirror);
-    }
-    if again.xdp_features {
-        follow_xdp_features(mirror);
-    }
-    if again.rules {
-        if let Err(e) = netlink::dump_rules().and_then(|r| mirror.set_rules(&r)) {
-            tracing::warn!("the policy rules: {e:#}");
-        }
-    }
-    again.netfilter || tc || again.xdp_features
-}
-
-/// Reads which netfilter hooks see forwarded packets (crate::netfilter)
-/// and hands them to the mirror, saying so when a family starts or stops
-/// going through them. Unreadable: both families are taken as hooked
-/// (never bypass a firewall that may be there).
-pub fn follow_netfilter<D: Dataplane>(mirror: &mut Mirror<D>) {
-    apply_netfilter(mirror, read_netfilter());
-}
-
-fn read_netfilter() -> Hooks {
-    Hooks::dump().unwrap_or_else(|e| {
-        tracing::warn!("{e:#}; the kernel forwards everything until they can be read");
-        let unknown = vec!["netfilter hooks that could not be read".to_string()];
-        Hooks {
-            ipv4: unknown.clone(),
-            ipv6: unknown,
-        }
-    })
-}
-
-fn apply_netfilter<D: Dataplane>(mirror: &mut Mirror<D>, hooks: Hooks) {
-    let before = mirror.netfilter();
-    for (family, now, was) in [
-        ("IPv4", &hooks.ipv4, &before.ipv4),
-        ("IPv6", &hooks.ipv6, &before.ipv6),
-    ] {
-        say_hooks_changed(
-            now,
-            was,
-            || {
-                format!(
-                    "no netfilter hook sees forwarded {family} any more: the fast path forwards it"
-                )
-            },
-            |hooks| {
-                format!("netfilter sees forwarded {family} ({hooks}): the kernel forwards it, through them, unless the firewall judges them all")
-            },
-        );
-    }
-    if let Err(e) = mirror.set_netfilter(hooks) {
-        tracing::warn!("{e:#}");
-    }
-}
-
-/// Says when hooks the kernel's forwarding goes through (netfilter's, tc's)
-/// are all gone (`gone`), or appear or change (`came`, given them joined).
-fn say_hooks_changed(
-    now: &[String],
-    was: &[String],
-    gone: impl FnOnce() -> String,
-    came: impl FnOnce(String) -> String,
-) {
-    if now.is_empty() && !was.is_empty() {
-        tracing::info!("{}", gone());
-    } else if !now.is_empty() && now != was {
-        tracing::info!("{}", came(now.join(", ")));
-    }
-}
-
-/// Reads what tc does on the router's interfaces (crate::tc) and hands
-/// it to the mirror, saying so when a side of an interface starts or stops
-/// going through it. Unreadable: every side is taken as acted on.
-pub fn follow_tc<D: Dataplane>(mirror: &mut Mirror<D>) {
-    let ifindexes: Vec<u32> = mirror.ingress().keys().copied().collect();
-    apply_tc(mirror, read_tc(&ifindexes));
-}
-
-fn read_tc(ifindexes: &[u32]) -> BTreeMap<u32, TcHooks> {
-    crate::tc::dump(ifindexes).unwrap_or_else(|e| {
-        tracing::warn!("{e:#}; the kernel forwards everything until tc can be read");
-        let unknown = vec!["tc, which could not be read".to_string()];
-        ifindexes
-            .iter()
-            .map(|&i| {
-                let t = TcHooks {
-                    ingress: unknown.clone(),
-                    egress: unknown.clone(),
-                };
-                (i, t)
-            })
-            .collect()
-    })
-}
-
-fn apply_tc<D: Dataplane>(mirror: &mut Mirror<D>, tc: BTreeMap<u32, TcHooks>) {
-    let names = mirror.ingress_names();
-    let ifindexes: Vec<u32> = mirror.ingress().keys().copied().collect();
-    let none = TcHooks::default();
-    for &i in &ifindexes {
-        let name = names
-            .iter()
-            .find(|(n, _)| *n == i)
-            .map_or_else(|| format!("interface {i}"), |(_, s)| s.clone());
-        let (now, was) = (
-            tc.get(&i).unwrap_or(&none),
-            mirror.tc().get(&i).unwrap_or(&none),
-        );
-        for (side, now, was, what) in [
-            ("ingress", &now.ingress, &was.ingress, "what comes in there"),
-            ("egress", &now.egress, &was.egress, "what goes out there"),
-        ] {
-            say_hooks_changed(
-                now,
-                was,
-                || format!("tc no longer acts on {name}'s {side}: the fast path forwards {what}"),
-                |hooks| {
-                    format!("tc acts on {name}'s {side} ({hooks}): the kernel forwards {what}, through it")
-                },
-            );
-        }
-    }
-    if let Err(e) = mirror.set_tc(tc) {
-        tracing::warn!("{e:#}");
-    }
-}
-
-/// Reads what the router's interfaces take as XDP redirect targets
-/// (crate::xdp_features) and hands it to the mirror, saying when an
-/// interface stops or starts taking redirected frames. A veth's changes
-/// with its peer's settings, which no notification here reports: run once
-/// a second and after link changes. A kernel without the netdev family:
-/// single buffers are sent as before, multi-buffer frames pass.
-pub fn follow_xdp_features<D: Dataplane>(mirror: &mut Mirror<D>) {
-    if let Some(known) = read_xdp_features() {
-        apply_xdp_features(mirror, known);
-    }
-}
-
-/// None (said) when they cannot be read: the mirror keeps what it had.
-fn read_xdp_features() -> Option<BTreeMap<u32, XdpXmit>> {
-    match crate::xdp_features::dump() {
-        Ok(k) => Some(k.unwrap_or_default()),
-        Err(e) => {
-            tracing::warn!("{e:#}");
-            None
-        }
-    }
-}
-
-fn apply_xdp_features<D: Dataplane>(mirror: &mut Mirror<D>, known: BTreeMap<u32, XdpXmit>) {
-    for (ifindex, name) in mirror.ingress_names() {
-        let (was, now) = (
-            mirror.xmit(ifindex),
-            known.get(&ifindex).copied().unwrap_or(XdpXmit::UNKNOWN),
-        );
-        if was.redirect != now.redirect {
-            tracing::info!(
-                "{}",
-                if now.redirect {
-                    format!("{name} takes XDP frames again: the fast path forwards through it")
-                } else {
-                    format!("linerate route: {name} does not take frames redirected in XDP (a veth whose peer has neither XDP nor GRO?): the kernel forwards what leaves there")
-                }
-            );
-        }
-    }
-    if let Err(e) = mirror.set_xmit(known) {
-        tracing::warn!("{e:#}");
-    }
-}
-
-/// Reads whether IPv6 is on for each of the router's interfaces (no
-/// notification says when it changes: run after notifications, which its
-/// effects bring, and once a second).
-pub fn follow_ipv6_switches<D: Dataplane>(mirror: &mut Mirror<D>) {
-    for (ifindex, name) in mirror.ingress_names() {
-        let on = crate::netconf::ipv6_enabled(&name);
-        if let Err(e) = mirror.set_ipv6_enabled(ifindex, on) {
-            tracing::warn!("{name}: {e:#}");
-        }
     }
 }
 

@@ -140,7 +140,7 @@ impl Loaded {
             Some(n) => Some(n.into_inner()),
         };
         let nice = match f.nice {
-            None => linerate_router::run::DEFAULT_NICE,
+            None => crate::run::DEFAULT_NICE,
             Some(n) if (-20..=19).contains(n.get_ref()) => *n.get_ref() as i32,
             Some(n) => {
                 return Err(err(
@@ -258,7 +258,7 @@ pub fn merge(file: Option<RouteConfig>, flags: Overrides) -> Result<RouteConfig>
                 mode: "native".into(),
                 fib6: Ipv6Layout::default(),
                 netns: None,
-                nice: linerate_router::run::DEFAULT_NICE,
+                nice: crate::run::DEFAULT_NICE,
                 quiet: false,
                 metrics: None,
                 log_level: "info".into(),

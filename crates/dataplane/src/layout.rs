@@ -163,11 +163,13 @@ pub const FW_CT_ON: u32 = 1;
 pub const FW_CT_CHECKSUM: u32 = 2;
 pub const FW_CT_TCP_LIBERAL: u32 = 4;
 pub const FW_CT_ESTABLISHED: u8 = 2;
-pub const FW_CT_REPLY: u8 = linerate_firewall::cache::CT_REPLY;
+/// The reply direction's bit in [`FlowKey::ct`] (no `ct state` bit is
+/// this high).
+pub const FW_CT_REPLY: u8 = 0x80;
 pub const CT_KEEP_BATCH: usize = 64;
 /// The fast path's connection caches: sets of two ways, IPv4's
 /// (ct_cache4) and IPv6's (ct_cache6), at most this many (sized at load:
-/// crate::conntrack::cache_sizes).
+/// crate::ct_cache::cache_sizes).
 pub const CT4_SETS_MAX: usize = 1 << 21;
 pub const CT6_SETS_MAX: usize = 1 << 19;
 pub const CT_CACHE_WAYS: usize = 2;
@@ -208,11 +210,40 @@ pub struct FwState {
     pub ct_timeout_ms: [u32; 2],
 }
 
-/// A flow key as the program builds it: crates/firewall's FlowKey.
+/// Transport header bytes a key can hold: enough for TCP's flags (13)
+/// and every port; a ruleset reading further is not cached.
+pub const TRANSPORT_BYTES: usize = 16;
+
+/// A forwarded packet as the verdict cache knows it (bpf/include/router_maps.h,
+/// `struct fw_key`): only what the ruleset reads, the rest zero
+/// (linerate_firewall::cache builds it from a packet and back).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlowKey {
+    /// Addresses in network order (IPv4 in the first four bytes).
+    pub saddr: [u8; 16],
+    pub daddr: [u8; 16],
+    pub iif: u32,
+    pub oif: u32,
+    /// The transport header's bytes read, the others zero.
+    pub transport: [u8; TRANSPORT_BYTES],
+    /// How many of the transport bytes up to the last one read the packet
+    /// has: a rule reading past a short packet's end fails.
+    pub transport_len: u8,
+    pub l4proto: u8,
+    pub nexthdr: u8,
+    pub ipv6: u8,
+    /// The connection as the fast path found it: its `ct state` bit, and
+    /// [`FW_CT_REPLY`] for the reply direction (0 if not read).
+    pub ct: u8,
+    pub pad: [u8; 3],
+}
+
+/// A flow key as the program builds it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FwKey {
-    pub flow: linerate_firewall::cache::FlowKey,
+    pub flow: FlowKey,
 }
 
 /// A connection the fast path carries: its two ends in canonical order
@@ -466,7 +497,6 @@ mod tests {
                 ("ct_timeout_ms", offset_of!(FwState, ct_timeout_ms)),
             ],
         );
-        use linerate_firewall::cache::FlowKey;
         let key = |field: usize| offset_of!(FwKey, flow) + field;
         check(
             "fw_key",

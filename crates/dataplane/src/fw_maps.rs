@@ -1,9 +1,9 @@
 //! The firewall's maps in the loaded fast path (bpf/include/router_maps.h,
 //! `fw_*`): the verdict cache and the generation, mapped into this process
 //! and written without a syscall; the misses' ring buffer; the rule
-//! counters. They perform what crate::firewall decides, and can move to
+//! counters. They perform what linerate_firewall::compile decides, and can move to
 //! the thread that learns (Send).
-use crate::firewall::FwTable;
+use crate::fw_cache::FwTable;
 use crate::layout::{FwReads, FwRuleCounter, FwSlot, FwState};
 use anyhow::{Context, Result};
 use libbpf_rs::MapHandle;

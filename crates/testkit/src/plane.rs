@@ -1,17 +1,16 @@
-//! What the router's integration tests share: the router program on the
-//! two ends of a veth pair in a scratch namespace (needs root), and the
-//! plane the mirror's tests write to (the model, and the program beside it
-//! with root).
+//! The router program on the two ends of a veth pair in a scratch
+//! namespace (needs root), and the plane the mirror's tests write to (the
+//! model, and the program beside it with root).
 use anyhow::Result;
 use linerate_bpf::loader::{XdpAttachment, XdpMode};
+use linerate_dataplane::dataplane::Dataplane;
+use linerate_dataplane::fastpath::FastPath;
+use linerate_dataplane::layout::{Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, REASONS};
+use linerate_dataplane::model::Model;
 use linerate_fib::{Fib, Key, Write};
 use linerate_host::cmd::ip;
 use linerate_host::netns::NetnsGuard;
-use linerate_router::dataplane::Dataplane;
-use linerate_router::fastpath::FastPath;
-use linerate_router::layout::{Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, REASONS};
 use linerate_router::mirror::Mirror;
-use linerate_router::model::Model;
 
 /// The router's MAC on the ingress (first) and egress (second) veth.
 pub const MAC_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
@@ -34,13 +33,11 @@ pub struct ScratchPair {
     pub if0: u32,
     pub if1: u32,
     /// The namespace's name.
-    #[allow(dead_code)] // not every test binary asks
     pub ns: String,
     _guard: NetnsGuard,
     _scratch: Scratch,
 }
 
-#[allow(dead_code)]
 pub fn scratch_pair(tag: &str, dev: &str) -> (ScratchPair, FastPath) {
     let ns = format!("lrt-{tag}-{}", std::process::id());
     ip(None, &["netns", "add", &ns]).unwrap();
@@ -96,7 +93,6 @@ pub use linerate_bpf::test_run::XdpAction;
 /// beside it, written alike. Every verdict is then taken from both, and
 /// they must agree on the action, the reason and every byte: the contract
 /// that lets the model stand for the program in tests without root.
-#[allow(dead_code)] // not every test binary asks
 pub struct TestPlane {
     pub model: Model,
     real: Option<FastPath>,
@@ -114,7 +110,6 @@ pub struct Writes {
     pub fib_entries: usize,
 }
 
-#[allow(dead_code)]
 impl TestPlane {
     /// The model alone, interfaces `if0` (MAC_IN) and `if1` (MAC_OUT)
     /// forwarding both families, as scratch_pair declares them.
@@ -218,7 +213,6 @@ impl Dataplane for TestPlane {
 /// The plane of a mirror test: with the `privileged` feature the program
 /// on a scratch pair `<dev>0`/`<dev>1` beside the model (the pair to drop
 /// after the plane), else the model alone on interfaces 2 and 3.
-#[allow(dead_code)]
 pub fn test_plane(tag: &str, dev: &str) -> (Option<ScratchPair>, TestPlane, u32, u32) {
     if cfg!(feature = "privileged") {
         let (pair, fp) = scratch_pair(tag, dev);
@@ -231,7 +225,6 @@ pub fn test_plane(tag: &str, dev: &str) -> (Option<ScratchPair>, TestPlane, u32,
 
 /// The program's verdict on frame `f` arriving on `ingress`, the reason
 /// counter it moved, and the frame as it left.
-#[allow(dead_code)] // not every test binary asks
 pub fn program_verdict(
     fp: &FastPath,
     ingress: u32,
@@ -252,7 +245,6 @@ pub fn program_verdict(
 
 /// The verdict on frame `f` arriving on `ingress` (TestPlane::run), the
 /// reason, and the destination MAC it left with.
-#[allow(dead_code)] // not every test binary asks
 pub fn verdict(
     m: &Mirror<TestPlane>,
     ingress: u32,
@@ -263,24 +255,9 @@ pub fn verdict(
 }
 
 /// Where frame `f` went: the MAC it was forwarded to, or why it passed.
-#[allow(dead_code)]
 pub fn path(m: &Mirror<TestPlane>, ingress: u32, f: &[u8]) -> Result<[u8; 6], &'static str> {
     match verdict(m, ingress, f) {
         (XdpAction::Redirect, _, mac) => Ok(mac),
         (_, reason, _) => Err(reason),
     }
-}
-
-/// A UDP frame to the router's ingress MAC from `src` to `dst`.
-#[allow(dead_code)]
-pub fn frame_between(src: std::net::IpAddr, dst: std::net::IpAddr) -> Vec<u8> {
-    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], MAC_IN);
-    let b = match (src, dst) {
-        (std::net::IpAddr::V4(s), std::net::IpAddr::V4(d)) => b.ipv4(s.octets(), d.octets(), 64),
-        (std::net::IpAddr::V6(s), std::net::IpAddr::V6(d)) => b.ipv6(s.octets(), d.octets(), 64),
-        _ => unreachable!(),
-    };
-    let mut f = Vec::new();
-    b.udp(1, 2).write(&mut f, &[0u8; 18]).unwrap();
-    f
 }

@@ -7,20 +7,20 @@
 //! learned, every frame gets the evaluator's verdict, in the program and
 //! the model alike, and the rule counters agree with the rules the
 //! evaluator counted. A new generation makes every entry stale at once.
-mod common;
 
-use common::{program_verdict, XdpAction, MAC_IN, MAC_OUT};
-use linerate_fib::{Fib, Shape};
-use linerate_firewall::cache::FlowKey;
-use linerate_firewall::{judge, Packet, Verdict};
-use linerate_router::dataplane::Dataplane;
-use linerate_router::firewall::{self, Compiled, FwTable, FAMILY_COUNTERS};
-use linerate_router::fw_maps::FwMaps;
-use linerate_router::layout::{
+use linerate_dataplane::dataplane::Dataplane;
+use linerate_dataplane::fw_cache::FwTable;
+use linerate_dataplane::fw_maps::FwMaps;
+use linerate_dataplane::layout::{
     FwMiss, Nexthop, IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, NH_RESOLVED,
     NH_VALID,
 };
-use linerate_router::model::Model;
+use linerate_dataplane::model::Model;
+use linerate_fib::{Fib, Shape};
+use linerate_firewall::cache::{FlowKey, KeyOf};
+use linerate_firewall::compile::{self, Compiled, FAMILY_COUNTERS};
+use linerate_firewall::{judge, Packet, Verdict};
+use linerate_testkit::plane::{program_verdict, XdpAction, MAC_IN, MAC_OUT};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 
@@ -210,7 +210,7 @@ fn program_misses(maps: &FwMaps) -> Vec<FwMiss> {
     ignore = "needs root: --features privileged"
 )]
 fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
-    let (pair, fp) = common::scratch_pair("fw", "fwt");
+    let (pair, fp) = linerate_testkit::plane::scratch_pair("fw", "fwt");
     let (if0, if1) = (pair.if0, pair.if1);
     let names = BTreeMap::from([(if0, "fwt0".to_string()), (if1, "fwt1".to_string())]);
     let path = std::env::temp_dir().join(format!("lrt-fw-{}.nft", std::process::id()));
@@ -248,8 +248,8 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     model.apply_fib(&f4, &w4).unwrap();
     model.apply_fib(&f6, &w6).unwrap();
     let mut maps = fp.fw_maps().unwrap();
-    firewall::publish(&mut maps, &c);
-    firewall::publish(model.fw_mut(), &c);
+    compile::publish(&mut maps, &c);
+    compile::publish(model.fw_mut(), &c);
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(23);
     let frames: Vec<Vec<u8>> = (0..400).map(|_| random_frame(&mut rng)).collect();
@@ -285,8 +285,8 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     // Learned: the evaluator's verdicts, and its counters.
     let mut learned = 0;
     for (i, m) in misses.iter().enumerate() {
-        let a = firewall::learn(&mut maps, &c, &m.key.flow, i % 2 == 1);
-        let b = firewall::learn(model.fw_mut(), &c, &m.key.flow, i % 2 == 1);
+        let a = compile::learn(&mut maps, &c, &m.key.flow, i % 2 == 1);
+        let b = compile::learn(model.fw_mut(), &c, &m.key.flow, i % 2 == 1);
         assert_eq!(a, b);
         learned += a.is_some() as usize;
     }
@@ -334,8 +334,8 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
 
     // A new generation: every entry stale at once.
     let (c2, _) = Compiled::new(2, &ruleset, names.clone(), false);
-    firewall::publish(&mut maps, &c2);
-    firewall::publish(model.fw_mut(), &c2);
+    compile::publish(&mut maps, &c2);
+    compile::publish(model.fw_mut(), &c2);
     for f in &frames {
         assert_eq!(run(f, &model), "pass_fw_miss");
     }
@@ -354,7 +354,7 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     ignore = "needs root: --features privileged"
 )]
 fn set_elements_read_over_netlink_are_the_ones_nft_prints() {
-    let (pair, fp) = common::scratch_pair("fwsets", "fws");
+    let (pair, fp) = linerate_testkit::plane::scratch_pair("fwsets", "fws");
     let ruleset = r#"
 table inet t {
     set s4 { type ipv4_addr; elements = { 10.0.0.1, 10.0.0.2, 192.0.2.77 } }
@@ -386,7 +386,7 @@ table inet t {
     loaded.unwrap();
     let from_json = linerate_firewall::read_current().unwrap();
     let from_netlink = linerate_firewall::read::read_current_with(&|t, s| {
-        linerate_router::nft_elements::dump(t, s)
+        linerate_netlink::nft_elements::dump(t, s)
     })
     .unwrap();
     for ipv6 in [false, true] {

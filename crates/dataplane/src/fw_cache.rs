@@ -1,0 +1,57 @@
+//! The verdict cache's layout (bpf/include/firewall.h): where a key
+//! lives (its set and ways), which way a new verdict takes, and the trait
+//! of what holds the cache (the fast path's maps or the model's copy).
+use crate::layout::{FwKey, FwReads, FwSlot, FW_CACHE_SETS, FW_CACHE_WAYS};
+
+/// Where the verdict cache lives: the fast path's maps
+/// ([`crate::fw_maps::FwMaps`]) or the model's copy ([`crate::model::Model`]).
+pub trait FwTable {
+    /// Slot `index` as it is now.
+    fn slot(&self, index: u32) -> FwSlot;
+    /// Writes slot `index` (all but its sequence word) so that no frame
+    /// takes it half-written for a hit.
+    fn write_slot(&mut self, index: u32, slot: &FwSlot);
+    /// Makes `generation` the one frames are judged by, with what each
+    /// family reads in it (`[ipv6]`); its reads are in place before it is.
+    fn publish(&mut self, generation: u32, reads: [FwReads; 2]);
+}
+
+/// The key's eight words as the program loads them.
+fn words(k: &FwKey) -> [u64; 8] {
+    let bytes = linerate_bpf::layout::Pod::as_bytes(k);
+    std::array::from_fn(|i| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap()))
+}
+
+/// The set the program looks a key up in (bpf/include/firewall.h,
+/// fw_set_of).
+pub fn set_of(k: &FwKey) -> u32 {
+    let w = words(k);
+    let mut h = (w[0] ^ w[4]).wrapping_mul(0x9e3779b97f4a7c15)
+        ^ (w[1] ^ w[5]).wrapping_mul(0xc2b2ae3d27d4eb4f)
+        ^ (w[2] ^ w[6]).wrapping_mul(0x165667b19e3779f9)
+        ^ (w[3] ^ w[7]).wrapping_mul(0xd6e8feb86659fd93);
+    h ^= h >> 29;
+    h = h.wrapping_mul(0xff51afd7ed558ccd);
+    (h >> (64 - FW_CACHE_SETS.trailing_zeros())) as u32
+}
+
+/// The slot index of way `way` of set `set`.
+pub fn slot_index(set: u32, way: usize) -> u32 {
+    set * FW_CACHE_WAYS + way as u32
+}
+
+/// Which of a set's two ways to write `new` into: None if one holds its
+/// key under its generation already (learned from an earlier report);
+/// else an empty way or one of another generation, else the way `evict`
+/// picks (the caller alternates it).
+pub fn way_for(ways: &[FwSlot; 2], new: &FwSlot, evict: bool) -> Option<usize> {
+    let current = |s: &FwSlot| s.verdict != 0 && s.generation == new.generation;
+    if ways.iter().any(|s| current(s) && s.key == new.key) {
+        return None;
+    }
+    Some(
+        ways.iter()
+            .position(|s| !current(s))
+            .unwrap_or(evict as usize),
+    )
+}

@@ -1,0 +1,20 @@
+//! linerate's dataplane as the control plane sees it: the router
+//! program's (bpf/router.bpf.c) map layouts, mirrored from its headers and
+//! checked against its BTF ([`layout`]); [`fastpath::FastPath`], which
+//! loads the program and performs the writes the control plane decides;
+//! the [`dataplane::Dataplane`] trait those writes go through; and
+//! [`model::Model`], the same maps in memory with the program's verdicts
+//! in Rust, held to the program by the tests. The verdict cache's and
+//! the connection cache's arithmetic ([`fw_cache`], [`ct_cache`]) and the
+//! record by which other processes find a running router's maps
+//! ([`record`]) are the program's contract too.
+pub mod ct_cache;
+pub mod dataplane;
+pub mod fastpath;
+pub mod fw_cache;
+pub mod fw_maps;
+pub mod fw_model;
+pub mod layout;
+pub mod local;
+pub mod model;
+pub mod record;

@@ -1,0 +1,6 @@
+//! What linerate's tests share (a dev-only crate): [`plane`], the router
+//! program on the two ends of a scratch veth pair and the plane that
+//! writes the model and the program alike; [`frames`], frames built by
+//! field through etherparse rather than by byte offset.
+pub mod frames;
+pub mod plane;
