@@ -16,7 +16,7 @@
  * which writes the entries straight into it): a read is one load, with no
  * map lookup or key on the stack between the levels, and pages nobody wrote
  * are not allocated (and read as 0, no route). Byte offsets of the regions;
- * crates/router/src/fib_arena.rs has the same numbers and
+ * crates/bpf/src/fib_arena.rs has the same numbers and
  * crates/fib/tests/bpf_contract.rs holds both to the Rust shapes. */
 #define FIB_ARENA_PAGES (1u << 20)          /* 4 GiB, the arena's limit */
 /* IPv4: DIR-24-8. */

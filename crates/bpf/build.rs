@@ -1,5 +1,6 @@
-//! Compiles every `bpf/*.bpf.c` of the workspace with `clang -target bpf`
-//! into OUT_DIR, so the objects are embedded with `include_bytes!`.
+//! Compiles every `bpf/<role>/*.bpf.c` of the workspace (router, lab,
+//! ref, probe) with `clang -target bpf` into OUT_DIR, so the objects are
+//! embedded with `include_bytes!`. Headers are `bpf/include`'s.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -19,14 +20,14 @@ fn main() {
 
     println!("cargo:rerun-if-env-changed=BPF_CLANG");
     println!("cargo:rerun-if-changed={}", bpf_dir.display());
-    for header in std::fs::read_dir(bpf_dir.join("include")).unwrap() {
-        println!(
-            "cargo:rerun-if-changed={}",
-            header.unwrap().path().display()
-        );
+    for header in files_under(&bpf_dir.join("include")) {
+        println!("cargo:rerun-if-changed={}", header.display());
     }
-    for entry in std::fs::read_dir(&bpf_dir).unwrap() {
-        let src = entry.unwrap().path();
+    let sources: Vec<PathBuf> = ROLES
+        .iter()
+        .flat_map(|role| files_under(&bpf_dir.join(role)))
+        .collect();
+    for src in sources {
         let name = src.file_name().unwrap().to_string_lossy().to_string();
         let Some(stem) = name.strip_suffix(".bpf.c") else {
             continue;
@@ -53,6 +54,25 @@ fn main() {
             );
         }
     }
+}
+
+/// The folders of bpf/ by role: the product, the lab's programs, the
+/// references the lab measures against, and the probes the benches run.
+const ROLES: [&str; 4] = ["router", "lab", "ref", "probe"];
+
+/// Every file under `dir`, in its subfolders too, sorted.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
 }
 
 fn compile(clang: &str, src: &Path, include: &Path, multiarch: &str, defines: &[&str], obj: &Path) {

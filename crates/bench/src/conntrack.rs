@@ -2,7 +2,7 @@
 //! fast path (issue 24), by the number of states: in the kernel's
 //! conntrack table through the XDP kfuncs (`bpf_xdp_ct_lookup`, and with
 //! `bpf_ct_change_timeout` on every packet), or in a BPF hash of our own,
-//! against building the tuple alone (bpf/ct_probe.bpf.c). For each state
+//! against building the tuple alone (bpf/probe/ct_probe.bpf.c). For each state
 //! count, a network namespace of its own: its conntrack table filled by the
 //! probe (`bpf_xdp_ct_alloc` + `bpf_ct_insert_entry`, UDP entries seen both
 //! ways), the hash with the same flows; sampled flows' frames through each
@@ -224,4 +224,23 @@ fn at_states(o: &Options, n: u32) -> Result<AtStates> {
         fill_ns_per_entry,
         lookups,
     })
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "nf_conntrack_max {}, hash size {} (for the run); ns a packet, median of rounds:",
+            self.nf_conntrack_max, self.hashsize
+        )?;
+        for at in &self.runs {
+            writeln!(
+                f,
+                "{} states ({} sampled; filled at {:.0} ns an entry):",
+                at.states, at.samples, at.fill_ns_per_entry
+            )?;
+            write!(f, "{}", crate::probe::lines(&at.lookups, "the tuple alone"))?;
+        }
+        Ok(())
+    }
 }

@@ -464,6 +464,43 @@ fn run_family<K: Key>(
     Ok(results)
 }
 
+/// Each round's full-table cost over its one-route cost (the two ran side
+/// by side in that round).
+fn round_ratios(full: &[f64], one: &[f64]) -> Vec<f64> {
+    full.iter().zip(one).map(|(f, o)| f / o).collect()
+}
+
+/// A line a layout: the full table's cost over one route's, for linerate
+/// and for bpf_fib_lookup, and linerate's over bpf_fib_lookup's.
+pub fn summary(results: &[FastpathResult]) -> String {
+    let mut out = String::new();
+    for one in results.iter().filter(|r| r.routes == 1) {
+        let Some(full) = results
+            .iter()
+            .find(|r| r.routes > 1 && r.layout == one.layout)
+        else {
+            continue;
+        };
+        let ours = round_ratios(&full.rounds_ns_per_packet, &one.rounds_ns_per_packet);
+        let theirs = round_ratios(
+            &full.reference.rounds_ns_per_packet,
+            &one.reference.rounds_ns_per_packet,
+        );
+        out += &format!(
+            "{} layout, {}, full table / one route, median of {} rounds (min-max): linerate {}, bpf_fib_lookup {}; linerate / bpf_fib_lookup: {:.2} (1 route), {:.2} ({} routes)\n",
+            one.layout,
+            one.program,
+            ours.len(),
+            crate::show_ratios(&ours),
+            crate::show_ratios(&theirs),
+            one.ns_per_packet / one.reference.ns_per_packet,
+            full.ns_per_packet / full.reference.ns_per_packet,
+            full.routes
+        );
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::matching_lengths;

@@ -253,3 +253,41 @@ fn run_family<K: Family2>(
         runs,
     })
 }
+
+impl std::fmt::Display for FibBenchReport {
+    /// As `linerate bench fib` prints its summary.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = self;
+        let m = |v: f64| v / 1e6;
+        writeln!(
+            f,
+            "\n{:?} {} routes, {} keys, median of {} runs:",
+            r.family, r.routes, r.keys, r.repeat
+        )?;
+        writeln!(f, "  build             {:>8.3} s", r.build_seconds)?;
+        writeln!(
+            f,
+            "  memory            {:>8.1} MiB fast path ({:.1} MiB of arena space reserved)",
+            r.memory_bytes as f64 / 1048576.0,
+            r.stats.map_bytes as f64 / 1048576.0
+        )?;
+        writeln!(f, "  lookups           {:>8.1} M/s", m(r.lookups_per_sec))?;
+        writeln!(
+            f,
+            "  batch lookups     {:>8.1} M/s",
+            m(r.batch_lookups_per_sec)
+        )?;
+        writeln!(f, "  updates           {:>8.2} M/s", m(r.updates_per_sec))?;
+        for p in &r.peers {
+            writeln!(
+                f,
+                "  {:<17} {:>8.1} M/s lookups (our batch is {:.2}x), built in {:.3} s",
+                p.name,
+                m(p.lookups_per_sec),
+                r.batch_lookups_per_sec / p.lookups_per_sec,
+                p.build_seconds
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -641,3 +641,57 @@ pub fn element_rate(ns: &str, elements: u32, per_transaction: u32) -> Result<Vec
     drop(fw);
     Ok(out)
 }
+
+/// What `linerate bench firewall` prints of its cases and of the element
+/// changes' rates.
+pub fn report(cases: &[Case], rates: &[ElementRate]) -> String {
+    use std::fmt::Write;
+    let mut out = String::from(
+        "ruleset        entries  ns/packet  without  ratio (min-max)        load: nft -f   read  compile+publish\n",
+    );
+    for c in cases {
+        let _ = writeln!(
+            out,
+            "{:<14} {:>7} {:>10.1} {:>8.1}  {:<22} {:>11.0} ms {:>4.0} ms {:>7.1} ms",
+            c.name,
+            c.entries,
+            c.ns_per_packet,
+            c.baseline_ns_per_packet,
+            crate::show_ratios(&c.round_ratios),
+            c.load.nft_load_ms,
+            c.load.read_ms,
+            c.load.compile_publish_ms
+        );
+    }
+    for c in cases {
+        if let Some(s) = &c.sweep {
+            let _ = writeln!(
+                out,
+                "{}: a sweep of the fast path's {} connections: {:.0} ms setting {} kernel timeouts, {:.0} ms checking them ({:.2} and {:.2} us a connection)",
+                c.name,
+                s.connections,
+                s.setting_ms,
+                s.refreshed,
+                s.checking_ms,
+                s.setting_ms * 1e3 / s.connections.max(1) as f64,
+                s.checking_ms * 1e3 / s.connections.max(1) as f64
+            );
+        }
+    }
+    for (r, what) in rates.iter().zip(["added", "removed"]) {
+        let _ = writeln!(
+            out,
+            "{} set elements {what}, {} a transaction: nft -f {:.0} ms; applied by the firewall {:.0} ms after the first began ({:.1} ms after nft returned): {:.0} changes/s, {} reads of the ruleset; the firewall's own time {:.0} ms: {:.0} changes/s",
+            r.elements,
+            r.per_transaction,
+            r.nft_ms,
+            r.applied_ms,
+            r.lag_ms,
+            r.per_second,
+            r.reads,
+            r.busy_ms,
+            r.own_per_second
+        );
+    }
+    out
+}

@@ -3,7 +3,7 @@
 //! flow key built from a frame, then nothing (`fw_key_only`), a lookup in
 //! a BPF LRU hash (`fw_lru`), or in a direct-mapped table (`fw_direct`: a
 //! mappable array indexed by a hash of the key, each slot holding its key
-//! to compare). bpf/fw_cache_probe.bpf.c. Every flow's key is in both
+//! to compare). bpf/probe/fw_cache_probe.bpf.c. Every flow's key is in both
 //! caches; each frame runs through the three programs side by side
 //! (BPF_PROG_TEST_RUN, `repeat` each), rounds over the sampled flows, the
 //! medians of the rounds' means. Every sampled flow must hit in both before
@@ -12,6 +12,7 @@ use crate::probe::udp_frame as frame;
 use anyhow::{bail, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::{loader, objects, test_run};
+use linerate_dataplane::layout::FlowKey;
 use serde::Serialize;
 use std::os::fd::AsFd;
 
@@ -37,19 +38,24 @@ pub struct Report {
     pub shapes: Vec<crate::probe::ProgramCost>,
 }
 
-/// The key bpf/fw_cache_probe.bpf.c builds for `frame` (BPF_PROG_TEST_RUN
+/// The key bpf/probe/fw_cache_probe.bpf.c builds for `frame` (BPF_PROG_TEST_RUN
 /// without a context runs it as arriving on the loopback device, index 1).
 fn key(frame: &[u8]) -> [u8; 64] {
-    let mut k = [0u8; 64];
-    k[0..4].copy_from_slice(&frame[26..30]);
-    k[16..20].copy_from_slice(&frame[30..34]);
-    k[32..36].copy_from_slice(&1u32.to_ne_bytes());
-    k[36..40].copy_from_slice(&3u32.to_ne_bytes());
-    k[40..44].copy_from_slice(&frame[34..38]);
-    k[56] = 4;
-    k[57] = 17;
-    k[58] = 17;
-    k
+    let mut k = FlowKey {
+        iif: 1,
+        oif: 3,
+        transport_len: 4,
+        l4proto: 17,
+        nexthdr: 17,
+        ..Default::default()
+    };
+    let ip = etherparse::Ipv4HeaderSlice::from_slice(&frame[14..]).expect("an IPv4 frame");
+    k.saddr[..4].copy_from_slice(&ip.source());
+    k.daddr[..4].copy_from_slice(&ip.destination());
+    // The ports: the transport bytes a ruleset on ports reads.
+    let l4 = 14 + ip.slice().len();
+    k.transport[..4].copy_from_slice(&frame[l4..l4 + 4]);
+    linerate_bpf::layout::Pod::as_bytes(&k).try_into().unwrap()
 }
 
 fn slot(key: &[u8; 64]) -> u32 {
@@ -131,4 +137,15 @@ pub fn run(o: &Options) -> Result<Report> {
         direct_collisions: collisions,
         shapes,
     })
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{} flows cached ({} lost to a slot's collision in the direct-mapped table), {} sampled:",
+            self.flows, self.direct_collisions, self.samples
+        )?;
+        write!(f, "{}", crate::probe::lines(&self.shapes, "the key alone"))
+    }
 }

@@ -29,3 +29,10 @@ mod service_manager;
 pub fn median(v: &[f64]) -> f64 {
     linerate_ministat::Dataset::new("rounds", v).median()
 }
+
+/// Ratios over rounds as `1.23x (1.01-1.40)`: the median, the least and
+/// the most.
+pub fn show_ratios(r: &[f64]) -> String {
+    let d = linerate_ministat::Dataset::new("ratios", r);
+    format!("{:.2}x ({:.2}-{:.2})", d.median(), d.min(), d.max())
+}

@@ -64,3 +64,24 @@ pub fn rounds(
         })
         .collect())
 }
+
+/// A probe bench's programs, a line each: ns a packet, over the first
+/// program (`base`), and the rounds.
+pub fn lines(costs: &[ProgramCost], base: &str) -> String {
+    let first = costs.first().map_or(0.0, |l| l.ns_per_packet);
+    costs
+        .iter()
+        .map(|l| {
+            format!(
+                "  {:<12} {:7.1} ns/packet ({:+.1} ns over {base}; rounds {:?})\n",
+                l.program,
+                l.ns_per_packet,
+                l.ns_per_packet - first,
+                l.rounds_ns_per_packet
+                    .iter()
+                    .map(|v| (v * 10.0).round() / 10.0)
+                    .collect::<Vec<_>>()
+            )
+        })
+        .collect()
+}

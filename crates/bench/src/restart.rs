@@ -56,6 +56,16 @@ impl Way {
         ("cold", Way::Cold),
         ("service", Way::Service),
     ];
+
+    /// What the way is, for the command line's help (None: its name says
+    /// it).
+    pub fn help(self) -> Option<&'static str> {
+        match self {
+            Way::None => Some("No restart: the control, what the lab loses and the gaps it shows with the router left alone"),
+            Way::Service => Some("`systemctl restart` of the service (systemd's fd store, played by the bench: crate::service_manager)"),
+            _ => None,
+        }
+    }
 }
 
 pub struct Options {
@@ -520,6 +530,36 @@ fn forw_datagrams() -> Result<u64> {
         .find(|(n, _)| *n == "ForwDatagrams")
         .and_then(|(_, v)| v.parse().ok())
         .ok_or_else(|| anyhow!("no ForwDatagrams in /proc/thread-self/net/snmp"))
+}
+
+/// The header of the table `linerate bench restart` prints, a trial a row.
+pub fn table_header() -> String {
+    format!(
+        "{:<9} {:>9} {:>9} {:>6} {:>12} {:>10} {:>8} {:>10}  counters",
+        "way", "sent", "received", "lost", "fast path", "kernel", "gap ms", "restart ms"
+    )
+}
+
+impl std::fmt::Display for Trial {
+    /// The trial's row under [`table_header`].
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:<9} {:>9} {:>9} {:>6} {:>12} {:>10} {:>8.0} {:>10.0}  {}",
+            serde_json::to_value(self.way)
+                .unwrap()
+                .as_str()
+                .unwrap_or("?"),
+            self.sent,
+            self.received,
+            self.lost,
+            self.fast_path_forwarded,
+            self.kernel_forwarded,
+            self.gap_ms,
+            self.restart_ms,
+            if self.same_counters { "kept" } else { "new" }
+        )
+    }
 }
 
 #[cfg(test)]

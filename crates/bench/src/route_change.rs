@@ -317,3 +317,34 @@ impl Notes {
         let _ = self.thread.join();
     }
 }
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:<5} {:>9.1} us to the new next hop ({:>5} frames to the old one, {:>7} to the new; ip took {:.0} us){}",
+            self.kind,
+            self.delay_us,
+            self.old_packets,
+            self.new_packets,
+            self.ip_us,
+            if self.late_old_us > 0.0 { format!(", old next hop used {:.1} us after the switch", self.late_old_us) } else { String::new() }
+        )
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "route changes: median {:.1} us, worst {:.1} us ({} changes); neighbour changes: median {:.1} us, worst {:.1} us ({})",
+            self.route_delay_us.median, self.route_delay_us.worst, self.route_delay_us.n,
+            self.neigh_delay_us.median, self.neigh_delay_us.worst, self.neigh_delay_us.n
+        )?;
+        write!(
+            f,
+            "old next hop used after the switch: worst {:.1} us; {} frames received, {} lost, at {} pps",
+            self.worst_late_old_us, self.received, self.lost, self.rate_pps
+        )
+    }
+}

@@ -642,6 +642,55 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
     Ok(report)
 }
 
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:<8} {} routes in {:.2} s ({:.0} routes/s): fast path lag median {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} samples{})",
+            self.kind,
+            self.routes,
+            self.seconds,
+            self.rate,
+            self.lag_ms.median,
+            self.lag_ms.p99,
+            self.lag_ms.max,
+            self.samples,
+            if self.never > 0 { format!(", {} never followed", self.never) } else { String::new() }
+        )
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = &self.startup;
+        let mib = |kb: u64| kb as f64 / 1024.0;
+        writeln!(
+            f,
+            "start-up on a table of {} routes: {:.2} s; control plane {:.1} MiB, BPF maps mapped {:.1} MiB; the kernel's FIB {:.1} MiB (fib_trie), slab {:+.1} MiB",
+            s.table,
+            s.seconds,
+            mib(s.control_plane_kb),
+            mib(s.bpf_mapped_kb),
+            mib(s.kernel_fib_kb),
+            s.slab_delta_kb as f64 / 1024.0
+        )?;
+        writeln!(
+            f,
+            "{} routes: lag median {:.2} ms, p99 {:.2} ms, max {:.2} ms; {} notification overflows",
+            self.routes, self.lag_ms.median, self.lag_ms.p99, self.lag_ms.max, self.overflows
+        )?;
+        let m = &self.memory;
+        write!(
+            f,
+            "memory for them: control plane {:.1} MiB, BPF maps mapped {:.1} MiB; the kernel's FIB {:.1} MiB (fib_trie), slab {:+.1} MiB",
+            mib(m.control_plane_kb),
+            mib(m.bpf_mapped_kb),
+            mib(m.kernel_fib_kb),
+            m.slab_delta_kb as f64 / 1024.0
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

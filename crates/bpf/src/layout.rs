@@ -1,4 +1,4 @@
-//! Rust mirrors of the structs in `bpf/include/lab_maps.h`. The tests check
+//! Rust mirrors of the structs in `bpf/include/abi/lab.h`. The tests check
 //! every size and offset against the BTF that clang emitted for the C side,
 //! so the two definitions cannot drift apart silently.
 
@@ -110,7 +110,7 @@ pub struct RecvLatency {
 /// range (pkt-gen's -Z).
 pub const GEN_RANDOM_DST: u32 = 1;
 
-/// bpf/include/lab_maps.h `struct recv_watch`.
+/// bpf/include/abi/lab.h `struct recv_watch`.
 pub const RECV_WATCH: u32 = 4;
 
 #[repr(C)]

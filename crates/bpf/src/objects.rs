@@ -25,5 +25,5 @@ pub const REF_REDIRECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ref_re
 /// (bench firewall-cache).
 pub const FW_CACHE_PROBE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fw_cache_probe.bpf.o"));
 /// What finding a connection costs: the conntrack kfuncs against a hash of
-/// our own (bpf/ct_probe.bpf.c, `linerate bench conntrack`).
+/// our own (bpf/probe/ct_probe.bpf.c, `linerate bench conntrack`).
 pub const CT_PROBE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ct_probe.bpf.o"));

@@ -1,4 +1,4 @@
-//! The router's configuration file (issue 26): `/etc/linerate/linerate.toml`,
+//! The router's configuration file: `/etc/linerate/linerate.toml`,
 //! or `linerate route --config FILE`; `linerate check-config FILE` checks one
 //! without touching anything. Read and checked whole before anything is
 //! attached: an unknown key, a bad value or an interface the router's
@@ -44,6 +44,29 @@ pub struct RouteConfig {
     pub metrics: Option<SocketAddr>,
     /// error, warn, info or debug (crate::log).
     pub log_level: String,
+}
+
+impl RouteConfig {
+    /// What the router would do with it, in a line.
+    pub fn describe(&self) -> String {
+        format!(
+            "route between {} ({} XDP, IPv6 FIB {}, nice {}{}{})",
+            self.interfaces.join(", "),
+            self.mode,
+            Ipv6Layout::CHOICES
+                .iter()
+                .find(|(_, l)| *l == self.fib6)
+                .map_or("?", |(n, _)| n),
+            self.nice,
+            self.netns
+                .as_deref()
+                .map(|n| format!(", namespace {n}"))
+                .unwrap_or_default(),
+            self.metrics
+                .map(|m| format!(", metrics at http://{m}/metrics"))
+                .unwrap_or_default()
+        )
+    }
 }
 
 /// A file read and its values checked; the interfaces' places kept for
@@ -186,6 +209,19 @@ impl Loaded {
             text: text.to_string(),
             interface_spans,
         })
+    }
+
+    /// Each interface the file names exists in the file's namespace
+    /// (entered for the check, and left), or the caller's.
+    pub fn check_in_namespace(&self) -> Result<()> {
+        match &self.config.netns {
+            Some(ns) => {
+                let _in = linerate_host::netns::NetnsGuard::enter(ns)
+                    .map_err(|e| anyhow!("{}: netns: {ns}: {e:#}", self.source))?;
+                self.check_interfaces()
+            }
+            None => self.check_interfaces(),
+        }
     }
 
     /// Each interface the file names exists in the calling thread's

@@ -5,10 +5,13 @@
 //! the configuration file ([`config`]), the hand-over of a running fast
 //! path to the next router ([`handover`]), the Prometheus exporter
 //! ([`metrics`]), logging ([`log`]) and the service manager's protocol
-//! ([`service`]).
+//! ([`service`]); and the views of a running router from another
+//! process ([`stats`], [`queues`]).
 pub mod config;
 pub mod handover;
 pub mod log;
 pub mod metrics;
+pub mod queues;
 pub mod run;
 pub mod service;
+pub mod stats;

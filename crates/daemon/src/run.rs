@@ -139,7 +139,12 @@ pub enum Ended {
 }
 
 /// Runs until `stop`; calls `on_second` once a second. The calling thread
-/// must be in the router's network namespace.
+/// must be in the router's network namespace. In stages: the interfaces
+/// named, the fast path loaded (or a running router's taken over) and
+/// attached, the firewall's and conntrack's threads started, the kernel's
+/// tables mirrored and the ruleset read, the fast path put on the links,
+/// the record written; then the loop follows the kernel until `stop` or a
+/// successor, and the fast path is left as the way of ending asks.
 pub fn run(
     opts: &RouteOptions,
     stop: &AtomicBool,
@@ -150,18 +155,7 @@ pub fn run(
         bail!("-i: give the interfaces to route between (-i eth0,eth1)");
     }
     set_nice(opts.nice)?;
-    let mut ifindexes = Vec::new();
-    for name in &opts.interfaces {
-        let idx = loader::ifindex(name)
-            .map_err(|_| anyhow::anyhow!("-i: interface {name} does not exist"))?;
-        if idx >= linerate_dataplane::layout::ROUTER_IFACES {
-            bail!(
-                "-i: interface {name} has index {idx}; linerate handles indexes below {}",
-                linerate_dataplane::layout::ROUTER_IFACES
-            );
-        }
-        ifindexes.push(idx);
-    }
+    let ifindexes = interface_indexes(&opts.interfaces)?;
     // A router running here already: take its fast path over.
     let (fp, mut predecessor) = take_over_or_load(opts)?;
     let mut inherited = Vec::new();
@@ -173,99 +167,23 @@ pub fn run(
     // Attach everywhere or nowhere: the links made so far drop on error.
     let mut links = Vec::new();
     if predecessor.is_none() {
-        for name in &opts.interfaces {
-            links.push(
-                fp.attach(name, opts.mode)
-                    .with_context(|| format!("-i {name}"))?,
-            );
-        }
+        links = attach_all(&fp, opts)?;
     }
-    let mut monitor = Monitor::open()?;
-    // The stateful firewall's connection stage: on where the kernel has
-    // the conntrack kfuncs (said once if not).
-    let ct_maps = fp.ct_maps()?;
-    let ct_flags = ct_maps.flags();
-    let ct_on = ct_flags & linerate_dataplane::layout::FW_CT_ON != 0;
-    let fw_maps = fp.fw_maps()?;
-    ct_maps.publish_flags(ct_flags);
-    if !ct_on {
-        tracing::info!(
-            "the stateful firewall is off: this kernel has no XDP conntrack kfuncs; rulesets reading ct stay the kernel's"
-        );
-    }
-    let _ct_thread = if ct_on {
-        tracing::info!(
-            "the stateful firewall's connection cache: {}, sized for nf_conntrack_max {}",
-            ct_maps.describe(),
-            linerate_dataplane::ct_cache::CtMaps::conntrack_max_now()
-        );
-        Some(linerate_firewall::conntrack::CtThread::start(ct_maps)?)
-    } else {
-        None
-    };
-    let mut fw = FwThread::start(fw_maps, Some(opts.record.clone()), ct_on)?;
+    let monitor = Monitor::open()?;
+    let (_ct_thread, mut fw) = start_firewall(&fp, opts)?;
     let mut mirror = Mirror::new(fp)?;
-    // The first load is a resync of an empty mirror.
-    mirror.resync_with(|apply| route::dump_all_each(|c| apply(&c)))?;
-    trim_heap();
-    follow_netfilter(&mut mirror);
-    // Interfaces go in once the FIB is loaded: until then every frame
-    // passes (not ours).
-    for (&idx, name) in ifindexes.iter().zip(&opts.interfaces) {
-        mirror.set_ipv6_enabled(idx, linerate_netlink::netconf::ipv6_enabled(name))?;
-        mirror
-            .add_ingress(idx)
-            .with_context(|| format!("-i: interface {name}"))?;
-    }
-    follow_tc(&mut mirror);
-    follow_xdp_features(&mut mirror);
-    // The firewall's first reading, before the router says it is ready:
-    // until it is in, a family netfilter sees goes to the kernel. The
-    // kernel takes 15 s to dump a set of a million elements (its dump
-    // walks the set from the start for each message): a minute at most.
-    let mut fw_names = names_of(&mirror);
-    fw.reread(fw_names.clone());
-    let mut fw_said = FirewallSaid::default();
-    let first = Instant::now();
-    while first.elapsed() < FIRST_FIREWALL_READ {
-        if let Some(news) = fw.news() {
-            fw_said.apply(&mut mirror, news);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    first_sync(&mut mirror, &ifindexes, &opts.interfaces)?;
+    let (fw_names, fw_said) = first_firewall_read(&mut fw, &mut mirror);
     // Tables built: the links run this program from now, and the router
     // that made them ends.
     let mut took_over = false;
     if let Some(p) = predecessor.take() {
-        let (pid, version, stored) = (p.offer.pid, p.offer.version.clone(), p.stored());
-        match replace_programs(mirror.fast_path(), &inherited) {
-            Ok(mb) => {
-                links = inherited.into_iter().zip(mb).collect();
-                p.leave()?;
+        match take_the_links(&mirror, p, inherited, opts)? {
+            Links::Inherited(l) => {
+                links = l;
                 took_over = true;
-                tracing::info!(
-                    "took over the fast path of linerate {version} (pid {pid}){}",
-                    if stored {
-                        ", left with the service manager"
-                    } else {
-                        "; it has ended"
-                    }
-                );
             }
-            Err(e) => {
-                tracing::warn!("{e:#}; linerate route (pid {pid}) is stopped and this one attaches anew: the kernel forwards meanwhile");
-                drop(inherited);
-                p.stop()?;
-                for name in &opts.interfaces {
-                    links.push(
-                        mirror
-                            .fast_path()
-                            .attach(name, opts.mode)
-                            .with_context(|| format!("-i {name}"))?,
-                    );
-                }
-            }
+            Links::Attached(l) => links = l,
         }
     }
     let record = linerate_dataplane::record::RouterRecord {
@@ -280,13 +198,207 @@ pub fn run(
             .collect(),
     };
     let record_guard = linerate_dataplane::record::write_record(&opts.record, &record)?;
-    let mut publish = Publisher {
+    let publish = Publisher {
         status: opts.status.clone(),
         changes: 0,
         last_change: None,
         resyncs: 0,
     };
     publish.at_start(&record);
+    say_attached(&mirror, &links, &opts.interfaces, took_over);
+    publish.now(&mirror, fw_said.last.clone());
+    // Its successor's way in.
+    let offering = Offering::start(
+        &opts.record,
+        handover::dup(mirror.fast_path().stats_map_fd()?)?,
+        links
+            .iter()
+            .map(|(l, _)| Ok((l.ifname.clone(), handover::dup(l.link_fd())?)))
+            .collect::<Result<Vec<_>>>()?,
+    )?;
+    ready.store(true, Ordering::SeqCst);
+    let mut router = Following {
+        ingress: mirror.ingress().clone(),
+        last: counters(&mirror, &ifindexes)?,
+        mirror,
+        monitor,
+        fw,
+        fw_names,
+        fw_said,
+        publish,
+        poller: Poller::start()?,
+        tick: Instant::now(),
+        freed_at: None,
+        resyncs: 0,
+        generation: 0,
+        ifindexes,
+    };
+    let (mut ended, told_to_stop) = router.follow(opts, stop, &offering, &mut on_second)?;
+    // The offering thread's copies of the links first: they would keep
+    // them attached.
+    drop(offering);
+    if ended == Ended::Detached && !told_to_stop && opts.service_manager {
+        ended = leave_with_service_manager(&router.mirror, &links)?;
+    }
+    if let Ended::HandedOver(_) = ended {
+        // The successor's now: its records, its links.
+        std::mem::forget(record_guard);
+        router.fw.keep_record();
+    }
+    drop(links);
+    Ok(ended)
+}
+
+/// The index of each interface named, refused if it is not there or past
+/// what the fast path's arrays hold.
+fn interface_indexes(names: &[String]) -> Result<Vec<u32>> {
+    let mut ifindexes = Vec::new();
+    for name in names {
+        let idx = loader::ifindex(name)
+            .map_err(|_| anyhow::anyhow!("-i: interface {name} does not exist"))?;
+        if idx >= linerate_dataplane::layout::ROUTER_IFACES {
+            bail!(
+                "-i: interface {name} has index {idx}; linerate handles indexes below {}",
+                linerate_dataplane::layout::ROUTER_IFACES
+            );
+        }
+        ifindexes.push(idx);
+    }
+    Ok(ifindexes)
+}
+
+/// The fast path attached to every interface of `opts`, or to none (the
+/// links made so far drop on error); whether each runs the multi-buffer
+/// program.
+fn attach_all(fp: &FastPath, opts: &RouteOptions) -> Result<Vec<(XdpAttachment, bool)>> {
+    opts.interfaces
+        .iter()
+        .map(|name| {
+            fp.attach(name, opts.mode)
+                .with_context(|| format!("-i {name}"))
+        })
+        .collect()
+}
+
+/// The stateful firewall's connection stage (on where the kernel has the
+/// conntrack kfuncs, said once if not) and the firewall's thread.
+fn start_firewall(
+    fp: &FastPath,
+    opts: &RouteOptions,
+) -> Result<(Option<linerate_firewall::conntrack::CtThread>, FwThread)> {
+    let ct_maps = fp.ct_maps()?;
+    let ct_flags = ct_maps.flags();
+    let ct_on = ct_flags & linerate_dataplane::layout::FW_CT_ON != 0;
+    let fw_maps = fp.fw_maps()?;
+    ct_maps.publish_flags(ct_flags);
+    if !ct_on {
+        tracing::info!(
+            "the stateful firewall is off: this kernel has no XDP conntrack kfuncs; rulesets reading ct stay the kernel's"
+        );
+    }
+    let ct_thread = if ct_on {
+        tracing::info!(
+            "the stateful firewall's connection cache: {}, sized for nf_conntrack_max {}",
+            ct_maps.describe(),
+            linerate_dataplane::ct_cache::CtMaps::conntrack_max_now()
+        );
+        Some(linerate_firewall::conntrack::CtThread::start(ct_maps)?)
+    } else {
+        None
+    };
+    let fw = FwThread::start(fw_maps, Some(opts.record.clone()), ct_on)?;
+    Ok((ct_thread, fw))
+}
+
+/// The kernel's tables mirrored (the first load is a resync of an empty
+/// mirror), then the interfaces: until they are in, every frame passes
+/// (not ours).
+fn first_sync(mirror: &mut Mirror<FastPath>, ifindexes: &[u32], names: &[String]) -> Result<()> {
+    mirror.resync_with(|apply| route::dump_all_each(|c| apply(&c)))?;
+    trim_heap();
+    follow_netfilter(mirror);
+    for (&idx, name) in ifindexes.iter().zip(names) {
+        mirror.set_ipv6_enabled(idx, linerate_netlink::netconf::ipv6_enabled(name))?;
+        mirror
+            .add_ingress(idx)
+            .with_context(|| format!("-i: interface {name}"))?;
+    }
+    follow_tc(mirror);
+    follow_xdp_features(mirror);
+    Ok(())
+}
+
+/// The firewall's first reading, before the router says it is ready:
+/// until it is in, a family netfilter sees goes to the kernel. The kernel
+/// takes 15 s to dump a set of a million elements (its dump walks the set
+/// from the start for each message): a minute at most. The interface
+/// names it was read with, and what it said.
+fn first_firewall_read(
+    fw: &mut FwThread,
+    mirror: &mut Mirror<FastPath>,
+) -> (BTreeMap<u32, String>, FirewallSaid) {
+    let fw_names = names_of(mirror);
+    fw.reread(fw_names.clone());
+    let mut fw_said = FirewallSaid::default();
+    let first = Instant::now();
+    while first.elapsed() < FIRST_FIREWALL_READ {
+        if let Some(news) = fw.news() {
+            fw_said.apply(mirror, news);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    (fw_names, fw_said)
+}
+
+/// Whose links the router runs on.
+enum Links {
+    /// Its predecessor's, now running this program.
+    Inherited(Vec<(XdpAttachment, bool)>),
+    /// Its own: the predecessor could not hand its over and was stopped.
+    Attached(Vec<(XdpAttachment, bool)>),
+}
+
+/// Puts this fast path's program on predecessor `p`'s links (`inherited`)
+/// and lets it end; where that fails, stops it and attaches anew (the
+/// kernel forwards meanwhile).
+fn take_the_links(
+    mirror: &Mirror<FastPath>,
+    p: Predecessor,
+    inherited: Vec<XdpAttachment>,
+    opts: &RouteOptions,
+) -> Result<Links> {
+    let (pid, version, stored) = (p.offer.pid, p.offer.version.clone(), p.stored());
+    match replace_programs(mirror.fast_path(), &inherited) {
+        Ok(mb) => {
+            let links = inherited.into_iter().zip(mb).collect();
+            p.leave()?;
+            tracing::info!(
+                "took over the fast path of linerate {version} (pid {pid}){}",
+                if stored {
+                    ", left with the service manager"
+                } else {
+                    "; it has ended"
+                }
+            );
+            Ok(Links::Inherited(links))
+        }
+        Err(e) => {
+            tracing::warn!("{e:#}; linerate route (pid {pid}) is stopped and this one attaches anew: the kernel forwards meanwhile");
+            drop(inherited);
+            p.stop()?;
+            Ok(Links::Attached(attach_all(mirror.fast_path(), opts)?))
+        }
+    }
+}
+
+/// Says where the router runs, and how much it mirrored.
+fn say_attached(
+    mirror: &Mirror<FastPath>,
+    links: &[(XdpAttachment, bool)],
+    interfaces: &[String],
+    took_over: bool,
+) {
     let (v4, v6) = mirror.routes();
     let multibuf: Vec<&str> = links
         .iter()
@@ -300,7 +412,7 @@ pub fn run(
         } else {
             "attached to"
         },
-        opts.interfaces.join(", "),
+        interfaces.join(", "),
         if multibuf.is_empty() {
             String::new()
         } else {
@@ -311,153 +423,206 @@ pub fn run(
             )
         }
     );
-    publish.now(&mirror, fw_said.last.clone());
-    // Its successor's way in.
-    let offering = Offering::start(
-        &opts.record,
-        handover::dup(mirror.fast_path().stats_map_fd()?)?,
-        links
-            .iter()
-            .map(|(l, _)| Ok((l.ifname.clone(), handover::dup(l.link_fd())?)))
-            .collect::<Result<Vec<_>>>()?,
-    )?;
-    ready.store(true, Ordering::SeqCst);
-    let counters = |m: &Mirror| -> Result<RouterCounters> {
-        let mut sum = RouterCounters::default();
-        for &i in &ifindexes {
-            sum.add(&m.fast_path().counters(i)?);
-        }
-        Ok(sum)
-    };
-    let (mut tick, mut last) = (Instant::now(), counters(&mirror)?);
-    let mut freed_at: Option<Instant> = None;
-    let mut ingress = mirror.ingress().clone();
-    let mut resyncs = 0;
-    let mut poller = Poller::start()?;
-    // Counts the loop's own reads of what the poller reads.
-    let mut generation: u64 = 0;
-    let mut ended = Ended::Detached;
-    let mut told_to_stop = false;
-    while !stop.load(Ordering::Relaxed) {
-        match offering.told() {
-            Told::Nothing => {}
-            Told::HandedOver(pid) => {
-                ended = Ended::HandedOver(pid);
-                break;
+}
+
+/// The fast path's counters summed over the router's interfaces.
+fn counters(mirror: &Mirror<FastPath>, ifindexes: &[u32]) -> Result<RouterCounters> {
+    let mut sum = RouterCounters::default();
+    for &i in ifindexes {
+        sum.add(&mirror.fast_path().counters(i)?);
+    }
+    Ok(sum)
+}
+
+/// Leaves the fast path (its links and counters) in the service manager's
+/// fd store for the service's next start; detached where it cannot.
+fn leave_with_service_manager(
+    mirror: &Mirror<FastPath>,
+    links: &[(XdpAttachment, bool)],
+) -> Result<Ended> {
+    let fds: Vec<(String, std::os::fd::BorrowedFd)> = links
+        .iter()
+        .map(|(l, _)| (l.ifname.clone(), l.link_fd()))
+        .collect();
+    let stats = mirror.fast_path().stats_map_fd()?;
+    Ok(
+        match handover::store_in_service_manager(stats.as_fd(), &fds) {
+            Ok(()) => Ended::Stored,
+            Err(e) => {
+                tracing::warn!("cannot leave the fast path with the service manager: {e:#}");
+                Ended::Detached
             }
-            Told::Stop(pid) => {
-                tracing::warn!("linerate route (pid {pid}) cannot take over and asked this one to end: detaching");
-                told_to_stop = true;
-                break;
+        },
+    )
+}
+
+/// The running router: what the loop follows the kernel with.
+struct Following {
+    mirror: Mirror<FastPath>,
+    monitor: Monitor,
+    fw: FwThread,
+    /// The interface names the firewall's ruleset was last read with
+    /// (iifname and oifname compare them).
+    fw_names: BTreeMap<u32, String>,
+    fw_said: FirewallSaid,
+    publish: Publisher,
+    poller: Poller,
+    /// The start of this second, and the counters at it.
+    tick: Instant,
+    last: RouterCounters,
+    /// When FIB groups were last freed (reused once no reader can see them).
+    freed_at: Option<Instant>,
+    /// The router's interfaces and their MACs as last said.
+    ingress: BTreeMap<u32, [u8; 6]>,
+    resyncs: u64,
+    /// Counts the loop's own reads of what the poller reads.
+    generation: u64,
+    ifindexes: Vec<u32>,
+}
+
+impl Following {
+    /// The loop, until `stop` or a successor: how it ended, and whether a
+    /// successor that could not take over asked it to stop.
+    fn follow(
+        &mut self,
+        opts: &RouteOptions,
+        stop: &AtomicBool,
+        offering: &Offering,
+        on_second: &mut impl FnMut(&Second),
+    ) -> Result<(Ended, bool)> {
+        while !stop.load(Ordering::Relaxed) {
+            match offering.told() {
+                Told::Nothing => {}
+                Told::HandedOver(pid) => return Ok((Ended::HandedOver(pid), false)),
+                Told::Stop(pid) => {
+                    tracing::warn!("linerate route (pid {pid}) cannot take over and asked this one to end: detaching");
+                    return Ok((Ended::Detached, true));
+                }
+            }
+            let changed = self.apply_kernel_changes()?;
+            // iifname and oifname compare the names cached verdicts were
+            // judged with.
+            if changed && names_of(&self.mirror) != self.fw_names {
+                self.fw_names = names_of(&self.mirror);
+                self.fw.reread(self.fw_names.clone());
+            }
+            if let Some(news) = self.fw.news() {
+                self.fw_said.apply(&mut self.mirror, news);
+                self.publish.now(&self.mirror, self.fw_said.last.clone());
+            }
+            let second = self.tick.elapsed() >= Duration::from_secs(1);
+            if changed || second {
+                follow_ipv6_switches(&mut self.mirror);
+            }
+            self.apply_unnotified(second);
+            if changed {
+                report_ingress_changes(
+                    &mut self.ingress,
+                    self.mirror.ingress(),
+                    &opts.interfaces,
+                    &self.ifindexes,
+                )?;
+            }
+            self.release_freed_groups(changed);
+            if second {
+                self.each_second(on_second)?;
             }
         }
-        let changed = match monitor.wait(Duration::from_millis(50)) {
+        Ok((Ended::Detached, false))
+    }
+
+    /// The kernel's notifications, applied; a full read of its tables
+    /// where some were lost. Whether anything changed.
+    fn apply_kernel_changes(&mut self) -> Result<bool> {
+        match self.monitor.wait(Duration::from_millis(50)) {
             Ok(msgs) => {
                 let read_at = Instant::now();
                 // Stale at once, before anything else is read.
-                if route::rereads(&msgs).netfilter && !fw.follows_nftables() {
-                    fw.reread(names_of(&mirror));
+                if route::rereads(&msgs).netfilter && !self.fw.follows_nftables() {
+                    self.fw.reread(names_of(&self.mirror));
                 }
-                if apply_notifications(&mut mirror, &msgs) {
-                    generation += 1;
+                if apply_notifications(&mut self.mirror, &msgs) {
+                    self.generation += 1;
                 }
                 if !msgs.is_empty() {
-                    publish.changes += msgs.len() as u64;
-                    publish.last_change = Some(read_at.elapsed());
+                    self.publish.changes += msgs.len() as u64;
+                    self.publish.last_change = Some(read_at.elapsed());
                 }
-                !msgs.is_empty()
+                Ok(!msgs.is_empty())
             }
             Err(e) => {
                 // Lost notifications: read everything again, and drop
                 // what the kernel no longer has.
                 tracing::warn!("{e:#}; resyncing");
-                resyncs += 1;
-                monitor = Monitor::open()?;
-                if let Err(e) = mirror.resync_with(|apply| route::dump_all_each(|c| apply(&c))) {
+                self.resyncs += 1;
+                self.monitor = Monitor::open()?;
+                if let Err(e) = self
+                    .mirror
+                    .resync_with(|apply| route::dump_all_each(|c| apply(&c)))
+                {
                     tracing::warn!("{e:#}");
                 }
                 trim_heap();
-                follow_netfilter(&mut mirror);
-                follow_tc(&mut mirror);
-                fw.reread(names_of(&mirror));
-                generation += 1;
-                true
+                follow_netfilter(&mut self.mirror);
+                follow_tc(&mut self.mirror);
+                self.fw.reread(names_of(&self.mirror));
+                self.generation += 1;
+                Ok(true)
             }
-        };
-        // iifname and oifname compare the names cached verdicts were
-        // judged with.
-        if changed && names_of(&mirror) != fw_names {
-            fw_names = names_of(&mirror);
-            fw.reread(fw_names.clone());
         }
-        if let Some(news) = fw.news() {
-            fw_said.apply(&mut mirror, news);
-            publish.now(&mirror, fw_said.last.clone());
+    }
+
+    /// Legacy iptables tables and tcx programs come and go unnotified:
+    /// asked for once a `second`, off this loop, and applied as they come.
+    fn apply_unnotified(&mut self, second: bool) {
+        if second {
+            self.poller.ask(
+                self.mirror.ingress().keys().copied().collect(),
+                self.generation,
+            );
         }
-        if changed || tick.elapsed() >= Duration::from_secs(1) {
-            follow_ipv6_switches(&mut mirror);
-        }
-        // Legacy iptables tables and tcx programs come and go unnotified:
-        // read once a second, off this loop.
-        if tick.elapsed() >= Duration::from_secs(1) {
-            poller.ask(mirror.ingress().keys().copied().collect(), generation);
-        }
-        if let Some(u) = poller.answer(generation) {
-            apply_netfilter(&mut mirror, u.netfilter);
-            apply_tc(&mut mirror, u.tc);
+        if let Some(u) = self.poller.answer(self.generation) {
+            apply_netfilter(&mut self.mirror, u.netfilter);
+            apply_tc(&mut self.mirror, u.tc);
             if let Some(known) = u.xdp {
-                apply_xdp_features(&mut mirror, known);
+                apply_xdp_features(&mut self.mirror, known);
             }
         }
-        if changed {
-            report_ingress_changes(&mut ingress, mirror.ingress(), &opts.interfaces, &ifindexes)?;
+    }
+
+    /// Freed FIB groups may be reused once every reader that saw them is
+    /// done: XDP programs run in RCU read sections of nanoseconds.
+    fn release_freed_groups(&mut self, changed: bool) {
+        if changed && self.freed_at.is_none() {
+            self.freed_at = Some(Instant::now());
         }
-        if changed && freed_at.is_none() {
-            freed_at = Some(Instant::now());
-        }
-        // Freed FIB groups may be reused once every reader that saw them
-        // is done: XDP programs run in RCU read sections of nanoseconds.
-        if freed_at.is_some_and(|t| t.elapsed() > Duration::from_millis(100)) {
-            if let Err(e) = mirror.release_quarantine() {
+        if self
+            .freed_at
+            .is_some_and(|t| t.elapsed() > Duration::from_millis(100))
+        {
+            if let Err(e) = self.mirror.release_quarantine() {
                 tracing::warn!("{e:#}");
             }
-            freed_at = None;
-        }
-        if tick.elapsed() >= Duration::from_secs(1) {
-            poller.mark_used(mirror.neighbours_in_use());
-            let now = counters(&mirror)?;
-            let delta = now.since(&last);
-            on_second(&Second {
-                usec: tick.elapsed().as_micros() as u64,
-                delta,
-                resyncs,
-            });
-            publish.resyncs = resyncs;
-            publish.now(&mirror, fw_said.last.clone());
-            (tick, last) = (Instant::now(), now);
+            self.freed_at = None;
         }
     }
-    // The offering thread's copies of the links first: they would keep
-    // them attached.
-    drop(offering);
-    if ended == Ended::Detached && !told_to_stop && opts.service_manager {
-        let fds: Vec<(String, std::os::fd::BorrowedFd)> = links
-            .iter()
-            .map(|(l, _)| (l.ifname.clone(), l.link_fd()))
-            .collect();
-        let stats = mirror.fast_path().stats_map_fd()?;
-        match handover::store_in_service_manager(stats.as_fd(), &fds) {
-            Ok(()) => ended = Ended::Stored,
-            Err(e) => tracing::warn!("cannot leave the fast path with the service manager: {e:#}"),
-        }
+
+    /// Once a second: the neighbours used marked in the kernel, the
+    /// second's counters handed on, what the metrics show published.
+    fn each_second(&mut self, on_second: &mut impl FnMut(&Second)) -> Result<()> {
+        self.poller.mark_used(self.mirror.neighbours_in_use());
+        let now = counters(&self.mirror, &self.ifindexes)?;
+        let delta = now.since(&self.last);
+        on_second(&Second {
+            usec: self.tick.elapsed().as_micros() as u64,
+            delta,
+            resyncs: self.resyncs,
+        });
+        self.publish.resyncs = self.resyncs;
+        self.publish.now(&self.mirror, self.fw_said.last.clone());
+        (self.tick, self.last) = (Instant::now(), now);
+        Ok(())
     }
-    if let Ended::HandedOver(_) = ended {
-        // The successor's now: its records, its links.
-        std::mem::forget(record_guard);
-        fw.keep_record();
-    }
-    drop(links);
-    Ok(ended)
 }
 
 /// The router already running under this record, if one answers, and the

@@ -1,4 +1,4 @@
-//! The fast path's connection cache (bpf/include/conntrack.h): its
+//! The fast path's connection cache (bpf/include/router/ct_judge.h): its
 //! layout's arithmetic (keys, sets, sizes), its maps, and the sweep's
 //! program that checks and refreshes the kernel's entries for the
 //! connections it holds. The thread that runs the sweep and follows
@@ -400,7 +400,7 @@ impl CtMaps {
 
     /// Makes `t` the timeouts a packet the fast path carries after
     /// finding its connection in the kernel's table sets (fw_state's
-    /// ct_timeout_ms; conntrack.h, ct_ask_kernel).
+    /// ct_timeout_ms; router/ct_judge.h, ct_ask_kernel).
     pub fn publish_timeouts(&self, t: &Timeouts) {
         let ms = |d: Duration| d.as_millis().clamp(1, u32::MAX as u128) as u32;
         for (i, d) in [t.udp, t.tcp].into_iter().enumerate() {

@@ -1,4 +1,4 @@
-//! The verdict cache's layout (bpf/include/firewall.h): where a key
+//! The verdict cache's layout (bpf/include/router/firewall.h): where a key
 //! lives (its set and ways), which way a new verdict takes, and the trait
 //! of what holds the cache (the fast path's maps or the model's copy).
 use crate::layout::{FwKey, FwReads, FwSlot, FW_CACHE_SETS, FW_CACHE_WAYS};
@@ -22,7 +22,7 @@ fn words(k: &FwKey) -> [u64; 8] {
     std::array::from_fn(|i| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap()))
 }
 
-/// The set the program looks a key up in (bpf/include/firewall.h,
+/// The set the program looks a key up in (bpf/include/router/firewall.h,
 /// fw_set_of).
 pub fn set_of(k: &FwKey) -> u32 {
     let w = words(k);

@@ -1,4 +1,4 @@
-//! The firewall's maps in the loaded fast path (bpf/include/router_maps.h,
+//! The firewall's maps in the loaded fast path (bpf/include/router/maps.h,
 //! `fw_*`): the verdict cache and the generation, mapped into this process
 //! and written without a syscall; the misses' ring buffer; the rule
 //! counters. They perform what linerate_firewall::compile decides, and can move to

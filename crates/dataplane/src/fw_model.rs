@@ -1,4 +1,4 @@
-//! The firewall stage of the model (crate::model): bpf/include/firewall.h
+//! The firewall stage of the model (crate::model): bpf/include/router/firewall.h
 //! in Rust, over an in-memory copy of the verdict cache, the generation
 //! and the rule counters. The root tests hold the program to it (the keys
 //! it reports, the verdicts, the counts), as the rest of the model.
@@ -74,7 +74,7 @@ impl FwModel {
             k.flow.nexthdr = f.nexthdr;
         }
         k.flow.ipv6 = f.ipv6 as u8;
-        // The connection stage (bpf/include/conntrack.h) reads the kernel's
+        // The connection stage (bpf/include/router/ct_judge.h) reads the kernel's
         // conntrack table, which the model does not hold: it is held to
         // the kernel itself (crates/linerate/tests/stateful_cli.rs). Off,
         // the program passes such frames, and so does the model.

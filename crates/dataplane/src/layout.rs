@@ -1,4 +1,4 @@
-//! Rust mirrors of `bpf/include/router_maps.h`; the tests check sizes and
+//! Rust mirrors of `bpf/include/router/maps.h`; the tests check sizes and
 //! offsets against the BTF clang emitted for the C side.
 use linerate_bpf::layout::Pod;
 
@@ -147,7 +147,7 @@ pub const IFACE_XMIT_SG: u16 = 512;
 pub const IFACE_FIREWALL4: u16 = 1024;
 pub const IFACE_FIREWALL6: u16 = 2048;
 
-/// The firewall's verdict cache (bpf/include/router_maps.h, `fw_*`).
+/// The firewall's verdict cache (bpf/include/router/maps.h, `fw_*`).
 pub const FW_CACHE_SETS: u32 = 1 << 17;
 pub const FW_CACHE_WAYS: u32 = 2;
 pub const FW_RULE_COUNTERS: u32 = 65536;
@@ -214,7 +214,7 @@ pub struct FwState {
 /// and every port; a ruleset reading further is not cached.
 pub const TRANSPORT_BYTES: usize = 16;
 
-/// A forwarded packet as the verdict cache knows it (bpf/include/router_maps.h,
+/// A forwarded packet as the verdict cache knows it (bpf/include/router/maps.h,
 /// `struct fw_key`): only what the ruleset reads, the rest zero
 /// (linerate_firewall::cache builds it from a packet and back).
 #[repr(C)]
@@ -247,7 +247,7 @@ pub struct FwKey {
 }
 
 /// A connection the fast path carries: its two ends in canonical order
-/// (bpf/include/conntrack.h, ct_key_of).
+/// (bpf/include/router/ct_judge.h, ct_key_of).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CtFlowKey {
@@ -406,13 +406,14 @@ unsafe impl Pod for FwReads {}
 unsafe impl Pod for FwSlot {}
 unsafe impl Pod for FwMiss {}
 unsafe impl Pod for FwKey {}
+unsafe impl Pod for FlowKey {}
 unsafe impl Pod for FwRuleCounter {}
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The named indices are where the program counts (bpf/include/router_maps.h).
+    /// The named indices are where the program counts (bpf/include/router/maps.h).
     #[test]
     fn named_reasons_are_where_the_program_counts() {
         assert_eq!(REASONS[R_FORWARDED], "forwarded");
@@ -529,7 +530,7 @@ mod tests {
             ],
         );
         // No map holds a fw_miss (a ring buffer has no value type), so
-        // clang emits no BTF for it: firewall.h asserts the same offsets.
+        // clang emits no BTF for it: router/firewall.h asserts the same offsets.
         assert_eq!(
             (
                 size_of::<FwMiss>(),

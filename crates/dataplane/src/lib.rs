@@ -1,5 +1,5 @@
 //! linerate's dataplane as the control plane sees it: the router
-//! program's (bpf/router.bpf.c) map layouts, mirrored from its headers and
+//! program's (bpf/router/router.bpf.c) map layouts, mirrored from its headers and
 //! checked against its BTF ([`layout`]); [`fastpath::FastPath`], which
 //! loads the program and performs the writes the control plane decides;
 //! the [`dataplane::Dataplane`] trait those writes go through; and

@@ -1,5 +1,5 @@
 //! The router's own IPv4 addresses as the fast path's bit set
-//! (`local_src4` in bpf/include/router_maps.h): a frame from one of them is
+//! (`local_src4` in bpf/include/router/maps.h): a frame from one of them is
 //! a martian source, which the kernel drops, so the fast path passes it.
 use std::collections::BTreeSet;
 

@@ -1,5 +1,5 @@
 //! The fast path in Rust: the entries the mirror writes, held in memory,
-//! and `bpf/router.bpf.c`'s decision on a frame over them, step for step
+//! and `bpf/router/router.bpf.c`'s decision on a frame over them, step for step
 //! (the single-buffer `router` entry). It lets the mirror's logic be
 //! tested without root or a kernel; the router's root tests run the same
 //! scenarios on the BPF maps and this model side by side and require the

@@ -7,9 +7,9 @@ use etherparse::{NetSlice, PacketBuilder, SlicedPacket};
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{Nexthop, NH_KERNEL, NH_RESOLVED, NH_VALID, REASONS};
 use linerate_fib::{Fib, Shape};
-use linerate_traffic::synth::fix_ipv4_checksum;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use linerate_testkit::frames;
 use linerate_testkit::plane::{MAC_IN, MAC_OUT};
 
 const MAC_GEN: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -119,23 +119,23 @@ fn every_verdict() {
     let (fp, fp0, fp1) = (&r.fp, r.fp0, r.fp1);
     let fwd4 = udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 64, 18);
     let mut options = fwd4.clone();
-    options.splice(34..34, [1u8, 1, 1, 0]); // NOP NOP NOP EOL
-    options[14] = 0x46;
-    let tot = u16::from_be_bytes([options[16], options[17]]) + 4;
-    options[16..18].copy_from_slice(&tot.to_be_bytes());
-    fix_ipv4_checksum(&mut options);
+    frames::add_ipv4_options(&mut options, &[1, 1, 1, 0]); // NOP NOP NOP EOL
     let mut bad_csum = fwd4.clone();
-    bad_csum[25] ^= 0xff;
+    frames::spoil_ipv4_checksum(&mut bad_csum, 0xff);
     let mut fragment = fwd4.clone();
-    fragment[20] = 0x20; // MF
-    fix_ipv4_checksum(&mut fragment);
+    frames::edit_ipv4(&mut fragment, |h| {
+        h.dont_fragment = false;
+        h.more_fragments = true;
+    });
     let mut arp = fwd4.clone();
-    arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+    frames::set_ethertype(&mut arp, 0x0806);
     let mut too_long = fwd4.clone();
-    too_long[16..18].copy_from_slice(&200u16.to_be_bytes());
-    fix_ipv4_checksum(&mut too_long);
+    frames::edit_ipv4(&mut too_long, |h| h.total_len = 200);
     let mut hbh = udp6("2001:2::1", "2001:2:0:8000::1", 64, 18);
-    hbh[20] = 0; // next header: hop-by-hop
+    // The next header says hop-by-hop (none follows: the kernel's to read).
+    frames::edit_ipv6(&mut hbh, |h| {
+        h.next_header = etherparse::IpNumber::IPV6_HEADER_HOP_BY_HOP
+    });
     let mut v6_short = udp6("2001:2::1", "2001:2:0:8000::1", 64, 18);
     v6_short.truncate(70);
 
@@ -417,10 +417,13 @@ fn ipv4_header_checksums_are_checked_on_random_headers() {
             ttl,
             ((x >> 40) % 64) as usize,
         );
-        f[15] = (x >> 48) as u8; // TOS
-        f[18..20].copy_from_slice(&((x >> 56) as u16 * 257).to_be_bytes()); // ID
-        f[20] = if x & (1 << 47) != 0 { 0x40 } else { 0 }; // DF
-        fix_ipv4_checksum(&mut f);
+        let tos = (x >> 48) as u8;
+        frames::edit_ipv4(&mut f, |h| {
+            h.dscp = etherparse::IpDscp::try_new(tos >> 2).unwrap();
+            h.ecn = etherparse::IpEcn::try_new(tos & 3).unwrap();
+            h.identification = (x >> 56) as u16 * 257;
+            h.dont_fragment = x & (1 << 47) != 0;
+        });
         let (verdict, out) = r.fp.run(&f, r.fp0).unwrap();
         assert_eq!(
             verdict,
@@ -502,10 +505,9 @@ fn what_follows_the_ip_packet_is_cut() {
         e[0..6].copy_from_slice(&MAC_RECV);
         e[6..12].copy_from_slice(&MAC_OUT);
         if e[12..14] == [8, 0] {
-            e[22] -= 1;
-            fix_ipv4_checksum(&mut e);
+            frames::edit_ipv4(&mut e, |h| h.time_to_live -= 1);
         } else {
-            e[21] -= 1;
+            frames::edit_ipv6(&mut e, |h| h.hop_limit -= 1);
         }
         e
     };
@@ -521,12 +523,11 @@ fn what_follows_the_ip_packet_is_cut() {
     let noise: Vec<u8> = pseudo_random.by_ref().collect();
     let v6 = udp6("2001:2::1", "2001:2:0:8000::1", 64, 18);
     let mut v6_empty = udp6("2001:2::1", "2001:2:0:8000::1", 64, 88);
-    v6_empty[18..20].copy_from_slice(&0u16.to_be_bytes()); // payload length 0, next header UDP
+    frames::edit_ipv6(&mut v6_empty, |h| h.payload_length = 0); // next header UDP
     let mut short_len4 = udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 64, 200);
-    short_len4[16..18].copy_from_slice(&100u16.to_be_bytes()); // says 100 of 228 bytes
-    fix_ipv4_checksum(&mut short_len4);
+    frames::edit_ipv4(&mut short_len4, |h| h.total_len = 100); // says 100 of 228 bytes
     let mut short_len6 = udp6("2001:2::1", "2001:2:0:8000::1", 64, 200);
-    short_len6[18..20].copy_from_slice(&30u16.to_be_bytes());
+    frames::edit_ipv6(&mut short_len6, |h| h.payload_length = 30);
     let cases: Vec<(&str, Vec<u8>, usize)> = vec![
         ("zero padding to 60 bytes", with(ack.clone(), &[0; 6]), 40),
         ("non-zero padding", with(ack.clone(), &noise[..6]), 40),

@@ -1006,6 +1006,80 @@ pub struct Stats {
     pub control_bytes: u64,
 }
 
+impl std::fmt::Display for Stats {
+    /// As `linerate fib stats` prints a table's statistics.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self;
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        writeln!(f, "{} table: {} routes", s.family, s.routes)?;
+        writeln!(
+            f,
+            "  layout: {} bits, then groups of {} bits ({} entries); at most {} reads per lookup in this table",
+            s.first_level_bits,
+            s.stride_bits,
+            1u32 << s.stride_bits,
+            s.max_reads
+        )?;
+        writeln!(
+            f,
+            "  root: {} entries, {} routed ({:.1}%)",
+            s.root_entries,
+            s.root_filled,
+            100.0 * s.root_filled as f64 / s.root_entries as f64
+        )?;
+        writeln!(
+            f,
+            "  groups: {} in use of {} ({:.1}%), {} quarantined; per level: {}",
+            s.groups_in_use,
+            s.groups_capacity,
+            100.0 * s.groups_in_use as f64 / s.groups_capacity as f64,
+            s.groups_quarantined,
+            s.groups_per_level[1..]
+                .iter()
+                .enumerate()
+                .filter(|(_, &n)| n > 0)
+                .map(|(i, n)| format!("L{}:{n}", i + 1))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )?;
+        if s.shortcut_slots > 0 {
+            let held: u64 = s.shortcut_held.iter().map(|&(_, n)| n).sum();
+            let per_length: Vec<String> = s
+                .shortcut_held
+                .iter()
+                .map(|&(bits, n)| format!("{n} /{bits}s"))
+                .collect();
+            writeln!(
+                f,
+                "  shortcut: {} held in {} slots ({:.1}% full)",
+                per_length.join(" + "),
+                s.shortcut_slots,
+                100.0 * held as f64 / s.shortcut_slots as f64
+            )?;
+        }
+        writeln!(
+            f,
+            "  memory: fast path {:.1} MiB in use (arena space reserved {:.1} MiB, allocated as written), control plane {:.1} MiB",
+            mib(s.fast_path_bytes),
+            mib(s.map_bytes),
+            mib(s.control_bytes)
+        )?;
+        writeln!(f, "  prefix lengths:")?;
+        for chunk in s.prefix_lengths.chunks(6) {
+            writeln!(
+                f,
+                "   {}",
+                chunk
+                    .iter()
+                    .map(|(l, n)| format!("/{l:<3} {n:>8}"))
+                    .collect::<Vec<_>>()
+                    .join("  ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,19 +8,24 @@ use linerate_bpf::{loader, objects, test_run};
 use linerate_fib::{shortcut, synthetic, Fib, Key, Shape, Table, Write};
 use std::os::fd::AsFd;
 
+/// A UDP frame to `a`: what the probe reads is the destination.
 fn frame_v4(a: u32) -> Vec<u8> {
-    let mut f = vec![0u8; 14 + 20 + 8];
-    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-    f[14] = 0x45;
-    f[30..34].copy_from_slice(&a.to_be_bytes());
+    let mut f = Vec::new();
+    etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
+        .ipv4([0; 4], a.to_be_bytes(), 64)
+        .udp(0, 0)
+        .write(&mut f, &[])
+        .unwrap();
     f
 }
 
 fn frame_v6(a: u128) -> Vec<u8> {
-    let mut f = vec![0u8; 14 + 40 + 8];
-    f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-    f[14] = 0x60;
-    f[38..54].copy_from_slice(&a.to_be_bytes());
+    let mut f = Vec::new();
+    etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
+        .ipv6([0; 16], a.to_be_bytes(), 64)
+        .udp(0, 0)
+        .write(&mut f, &[])
+        .unwrap();
     f
 }
 

@@ -14,8 +14,8 @@
 //! a ruleset into one generation of the verdict cache's contents,
 //! [`thread`] follows nf_tables and fills the cache with the verdicts the
 //! fast path asks for, [`conntrack`] keeps the kernel's entries of the
-//! connections the fast path carries, and [`listing`] sets the fast
-//! path's rule counters beside the kernel's.
+//! connections the fast path carries, and [`listing`] and [`view`] set
+//! the fast path's rule counters beside the kernel's.
 pub mod cache;
 pub mod compile;
 pub mod conntrack;
@@ -27,6 +27,7 @@ pub mod ruleset;
 pub mod seeds;
 pub mod symbols;
 pub mod thread;
+pub mod view;
 
 pub use eval::{judge, Judgement, Packet, Verdict};
 pub use read::{parse, read_current};

@@ -255,7 +255,7 @@ fn start_xdp_fib_lookup(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding
     })
 }
 
-/// The machine's XDP limit (bpf/ref_redirect.bpf.c) on the DUT's ingress:
+/// The machine's XDP limit (bpf/ref/ref_redirect.bpf.c) on the DUT's ingress:
 /// what comes in gets the receiver's MACs and goes out of the egress.
 fn start_xdp_redirect(netns: &str, [ingress, egress]: [&str; 2]) -> Result<Forwarding> {
     use linerate_bpf::{loader, maps, objects};
@@ -282,7 +282,7 @@ fn start_xdp_redirect(netns: &str, [ingress, egress]: [&str; 2]) -> Result<Forwa
     })
 }
 
-/// `struct next_hop` of bpf/ref_redirect.bpf.c.
+/// `struct next_hop` of bpf/ref/ref_redirect.bpf.c.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 struct RefNextHop {

@@ -841,6 +841,79 @@ pub fn utc_now() -> String {
     )
 }
 
+/// A trial as `linerate lab run` shows it, under its run.
+pub fn trial_line(t: &linerate_search::Trial) -> String {
+    format!(
+        "    trial {} ({}): {:.3} Mpps asked for {:.2} s, offered {:.3}, received {:.3}, loss {:.4}%{}",
+        t.index,
+        t.step,
+        t.measurement.requested_pps / 1e6,
+        t.duration,
+        t.measurement.offered_pps() / 1e6,
+        t.measurement.forwarding_pps() / 1e6,
+        t.loss_ratio * 100.0,
+        if t.measurement.valid { "" } else { " INVALID (generator short)" }
+    )
+}
+
+impl RunRecord {
+    /// The run as `linerate lab run` shows it when it ends.
+    pub fn line(&self) -> String {
+        let r = self;
+        let detail = match (r.offered_pps, r.loss_ratio) {
+            (Some(o), Some(l)) => format!(
+                " (offered {:.3} Mpps, {:.1}% lost{})",
+                o / 1e6,
+                l * 100.0,
+                if r.overloaded == Some(false) {
+                    ", DUT not overloaded"
+                } else {
+                    ""
+                }
+            ),
+            _ => format!(" ({} trials)", r.trials.len()),
+        };
+        let queues = match &r.queue_pps {
+            Some(q) if q.len() > 1 => {
+                let q: Vec<String> = q
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| format!("Q{i} {:.3}", v / 1e6))
+                    .collect();
+                format!(" [{} Mpps]", q.join(" "))
+            }
+            _ => String::new(),
+        };
+        format!(
+            "{} {} run {}: {:.3} Mpps{detail}{queues}",
+            r.dut,
+            r.profile,
+            r.repeat,
+            r.value_pps / 1e6
+        )
+    }
+}
+
+/// What `linerate lab run` says at the end: the medians, ministat's
+/// comparisons, and where the results are (`out`).
+pub fn summary(r: &Results, out: &std::path::Path) -> String {
+    format!(
+        "\n{}\n{}\nresults in {}: report.md, results.json, plot.svg, plot.png, {}",
+        medians_table(r),
+        r.ministat
+            .iter()
+            .map(|(p, t)| format!("ministat, {p}:\n{t}"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        out.display(),
+        r.results
+            .iter()
+            .map(|x| x.file.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

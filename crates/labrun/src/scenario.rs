@@ -169,7 +169,7 @@ pub enum Forwarder {
     XdpFibLookup,
     /// The machine's XDP limit: every IP frame given the receiver's MACs
     /// and redirected out of dut1, no parsing, no lookup
-    /// (bpf/ref_redirect.bpf.c); a report says how far the others are
+    /// (bpf/ref/ref_redirect.bpf.c); a report says how far the others are
     /// from it, round by round.
     XdpRedirect,
 }

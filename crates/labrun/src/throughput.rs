@@ -104,6 +104,114 @@ pub fn run(
     })
 }
 
+/// A line onto a String.
+macro_rules! say {
+    ($o:expr, $($arg:tt)*) => {{
+        use std::fmt::Write;
+        let _ = writeln!($o, $($arg)*);
+    }};
+}
+
+/// A trial as `linerate search` shows it.
+pub fn trial_line(t: &linerate_search::Trial) -> String {
+    format!(
+        "trial {:>2} {:<14} {:>9} Kpps {:>5.2} s: offered {:>9} received {:>9} Kpps, loss {:.4}%{}",
+        t.index,
+        t.step,
+        equilibrium::kpps(t.measurement.requested_pps),
+        t.duration,
+        equilibrium::kpps(t.measurement.offered_pps()),
+        equilibrium::kpps(t.measurement.forwarding_pps()),
+        t.loss_ratio * 100.0,
+        if t.measurement.valid {
+            ""
+        } else {
+            " INVALID (the generator fell short)"
+        }
+    )
+}
+
+/// The equilibrium search's preamble, in BSDRP's words.
+pub fn equilibrium_preamble(frame_size: &str, max_pps: f64, tolerance: f64) -> String {
+    format!(
+        "Benchmark tool using equilibrium throughput method\n- Benchmark mode: Throughput (pps) for Router\n- Frame size = {frame_size}\n- Link rate = {} Kpps\n- Tolerance = {tolerance}\n",
+        equilibrium::kpps(max_pps)
+    )
+}
+
+/// An equilibrium iteration, in BSDRP's words.
+pub fn iteration_text(i: &equilibrium::Iteration) -> String {
+    let trend = match i.trend {
+        Some(equilibrium::Trend::Increasing) => "\n- Trend = increasing",
+        Some(equilibrium::Trend::Decreasing) => "\n- Trend = decreasing",
+        None => "",
+    };
+    format!(
+        "Iteration {}\n- Offering load = {} Kpps\n- Step = {} Kpps{trend}",
+        i.number,
+        equilibrium::kpps(i.load_pps),
+        equilibrium::kpps(i.step_pps)
+    )
+}
+
+impl SearchOutcome {
+    /// The search's result in the words of its method (`max`: the
+    /// highest load, for the RFC 2544 search's floor).
+    pub fn text(&self, max: f64) -> String {
+        let mut out = String::new();
+        match self {
+            SearchOutcome::Equilibrium(o) => {
+                say!(out, "{}", o.line());
+                if o.generator_limited {
+                    say!(out, "(some loads could not be offered by the generator: the estimate may be the generator's limit)");
+                }
+            }
+            SearchOutcome::Rfc2544(o) => match o.throughput_pps {
+                Some(t) => say!(
+                    out,
+                    "RFC 2544 throughput (zero loss) = {} Kpps{}",
+                    equilibrium::kpps(t),
+                    o.generator_ceiling_pps
+                        .map(|c| format!(
+                            " (the generator could offer no more than {} Kpps)",
+                            equilibrium::kpps(c)
+                        ))
+                        .unwrap_or_default()
+                ),
+                None => say!(
+                    out,
+                    "RFC 2544 throughput: none, frames were lost even at {} Kpps",
+                    equilibrium::kpps(binary::Config::new(max).min_pps)
+                ),
+            },
+            SearchOutcome::NdrPdr(o) => {
+                for g in &o.goals {
+                    match g.lower_pps {
+                    Some(l) => say!(
+                out,
+                        "{} (loss ratio {}, exceed ratio {}, {} s of final trials) = {} Kpps (upper bound {})",
+                        g.name.to_uppercase(),
+                        g.loss_ratio,
+                        g.exceed_ratio,
+                        g.duration_sum,
+                        equilibrium::kpps(l),
+                        g.upper_pps
+                            .map(|u| format!("{} Kpps", equilibrium::kpps(u)))
+                            .unwrap_or("none: met at the maximum".into())
+                    ),
+                    None => say!(
+                out,
+                        "{}: not met even at the minimum load",
+                        g.name.to_uppercase()
+                    ),
+                }
+                }
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -256,7 +256,7 @@ pub struct BenchRestartArgs {
     /// The ways to restart, one trial each, in this order.
     #[arg(
         long,
-        value_parser = choice(linerate_bench::restart::Way::CHOICES),
+        value_parser = restart_way(),
         value_delimiter = ',',
         default_value = "takeover,upgrade,kill9,cold"
     )]
@@ -936,6 +936,26 @@ mod tests {
 /// equal to what this build's `--help` says. After a change of the
 /// command line: `LINERATE_WRITE_MANPAGES=1 cargo test -p linerate --bin
 /// linerate man_pages`.
+/// `--ways`: the names of linerate_bench::restart::Way, with their help.
+fn restart_way() -> impl clap::builder::TypedValueParser<Value = linerate_bench::restart::Way> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+    use linerate_bench::restart::Way;
+    let values = Way::CHOICES.iter().map(|(name, way)| {
+        let v = PossibleValue::new(*name);
+        match way.help() {
+            Some(h) => v.help(h),
+            None => v,
+        }
+    });
+    PossibleValuesParser::new(values).map(|name: String| {
+        Way::CHOICES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, w)| *w)
+            .expect("clap accepts only the listed names")
+    })
+}
+
 #[cfg(test)]
 mod man_pages {
     use clap::CommandFactory;

@@ -1,9 +1,9 @@
 //! `linerate lab run`: the scenario runner on the terminal, with a
 //! progress bar, a line per run, and ministat's comparison at the end.
 use crate::cli::RunArgs;
-use crate::stop;
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
+use linerate_host::stop;
 use linerate_labrun::report::{self, Results, RunRecord};
 use linerate_labrun::scenario::{Overrides, Scenario, DEFAULT};
 use linerate_labrun::{self as labrun, Progress};
@@ -34,52 +34,12 @@ impl Progress for Terminal {
     }
 
     fn trial(&mut self, t: &Trial) {
-        self.say(&format!(
-            "    trial {} ({}): {:.3} Mpps asked for {:.2} s, offered {:.3}, received {:.3}, loss {:.4}%{}",
-            t.index,
-            t.step,
-            t.measurement.requested_pps / 1e6,
-            t.duration,
-            t.measurement.offered_pps() / 1e6,
-            t.measurement.forwarding_pps() / 1e6,
-            t.loss_ratio * 100.0,
-            if t.measurement.valid { "" } else { " INVALID (generator short)" }
-        ));
+        self.say(&report::trial_line(t));
     }
 
     fn run_done(&mut self, r: &RunRecord) {
         self.bar.inc(1);
-        let detail = match (r.offered_pps, r.loss_ratio) {
-            (Some(o), Some(l)) => format!(
-                " (offered {:.3} Mpps, {:.1}% lost{})",
-                o / 1e6,
-                l * 100.0,
-                if r.overloaded == Some(false) {
-                    ", DUT not overloaded"
-                } else {
-                    ""
-                }
-            ),
-            _ => format!(" ({} trials)", r.trials.len()),
-        };
-        let queues = match &r.queue_pps {
-            Some(q) if q.len() > 1 => {
-                let q: Vec<String> = q
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| format!("Q{i} {:.3}", v / 1e6))
-                    .collect();
-                format!(" [{} Mpps]", q.join(" "))
-            }
-            _ => String::new(),
-        };
-        self.say(&format!(
-            "{} {} run {}: {:.3} Mpps{detail}{queues}",
-            r.dut,
-            r.profile,
-            r.repeat,
-            r.value_pps / 1e6
-        ));
+        self.say(&r.line());
     }
 
     fn note(&mut self, line: &str) {
@@ -174,21 +134,7 @@ pub fn run(a: RunArgs) -> Result<()> {
 }
 
 fn print_summary(r: &Results, out: &std::path::Path, json: bool) -> Result<()> {
-    let text = format!(
-        "\n{}\n{}\nresults in {}: report.md, results.json, plot.svg, plot.png, {}",
-        report::medians_table(r),
-        r.ministat
-            .iter()
-            .map(|(p, t)| format!("ministat, {p}:\n{t}"))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        out.display(),
-        r.results
-            .iter()
-            .map(|x| x.file.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    let text = report::summary(r, out);
     if json {
         eprintln!("{text}");
         println!("{}", serde_json::to_string_pretty(r)?);

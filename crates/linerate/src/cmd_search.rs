@@ -1,13 +1,13 @@
 //! `linerate search`: one throughput search against a DUT, through a lab
 //! that is up or through named interfaces.
 use crate::cli::{PathArgs, SearchArgs, SearchMethod, TrafficArgs};
-use crate::stop;
 use anyhow::{anyhow, bail, Result};
+use linerate_host::stop;
 use linerate_lab::topology;
 use linerate_labrun::measure::{LabTrials, Path, Runner};
 use linerate_labrun::scenario::{Family, Profile};
-use linerate_labrun::throughput::{self, SearchOutcome, SearchPlan};
-use linerate_search::{binary, equilibrium, Dut, Trial, Trials};
+use linerate_labrun::throughput::{self, SearchPlan};
+use linerate_search::{equilibrium, Dut, Trial, Trials};
 use linerate_traffic::frame::parse_mac;
 use linerate_traffic::profile::{Sender, Traffic};
 use serde_json::json;
@@ -184,17 +184,7 @@ pub fn run(a: SearchArgs) -> Result<()> {
             t.index
         ));
         if !json && a.method != SearchMethod::Equilibrium {
-            say(format!(
-                "trial {:>2} {:<14} {:>9} Kpps {:>5.2} s: offered {:>9} received {:>9} Kpps, loss {:.4}%{}",
-                t.index,
-                t.step,
-                equilibrium::kpps(t.measurement.requested_pps),
-                t.duration,
-                equilibrium::kpps(t.measurement.offered_pps()),
-                equilibrium::kpps(t.measurement.forwarding_pps()),
-                t.loss_ratio * 100.0,
-                if t.measurement.valid { "" } else { " INVALID (the generator fell short)" }
-            ));
+            say(throughput::trial_line(t));
         }
         if !json && a.method == SearchMethod::Equilibrium {
             say(format!(
@@ -218,11 +208,10 @@ pub fn run(a: SearchArgs) -> Result<()> {
         duration_sum: a.duration_sum,
     };
     if !json && plan.method == throughput::SearchMethod::Equilibrium {
-        println!("Benchmark tool using equilibrium throughput method");
-        println!("- Benchmark mode: Throughput (pps) for Router");
-        println!("- Frame size = {}", a.traffic.len);
-        println!("- Link rate = {} Kpps", equilibrium::kpps(max));
-        println!("- Tolerance = {}", a.tolerance);
+        print!(
+            "{}",
+            throughput::equilibrium_preamble(&a.traffic.len, max, a.tolerance)
+        );
     }
     let dut: &mut dyn Dut = match lab.as_mut() {
         Some(lab) => lab,
@@ -230,21 +219,11 @@ pub fn run(a: SearchArgs) -> Result<()> {
     };
     let outcome = throughput::run(dut, &plan, max, &mut trials, |i| {
         if !json {
-            let trend = match i.trend {
-                Some(equilibrium::Trend::Increasing) => "\n- Trend = increasing",
-                Some(equilibrium::Trend::Decreasing) => "\n- Trend = decreasing",
-                None => "",
-            };
-            say(format!(
-                "Iteration {}\n- Offering load = {} Kpps\n- Step = {} Kpps{trend}",
-                i.number,
-                equilibrium::kpps(i.load_pps),
-                equilibrium::kpps(i.step_pps)
-            ));
+            say(throughput::iteration_text(i));
         }
     })?;
     if !json {
-        print_outcome(&outcome, max);
+        print!("{}", outcome.text(max));
     }
     let result = json!(outcome);
     let seconds = trials.seconds();
@@ -264,53 +243,4 @@ pub fn run(a: SearchArgs) -> Result<()> {
         println!("{} trials, {:.0} trial-seconds", trials.list.len(), seconds);
     }
     Ok(())
-}
-
-/// The search's result in the words of its method.
-fn print_outcome(outcome: &SearchOutcome, max: f64) {
-    match outcome {
-        SearchOutcome::Equilibrium(o) => {
-            println!("{}", o.line());
-            if o.generator_limited {
-                println!("(some loads could not be offered by the generator: the estimate may be the generator's limit)");
-            }
-        }
-        SearchOutcome::Rfc2544(o) => match o.throughput_pps {
-            Some(t) => println!(
-                "RFC 2544 throughput (zero loss) = {} Kpps{}",
-                equilibrium::kpps(t),
-                o.generator_ceiling_pps
-                    .map(|c| format!(
-                        " (the generator could offer no more than {} Kpps)",
-                        equilibrium::kpps(c)
-                    ))
-                    .unwrap_or_default()
-            ),
-            None => println!(
-                "RFC 2544 throughput: none, frames were lost even at {} Kpps",
-                equilibrium::kpps(binary::Config::new(max).min_pps)
-            ),
-        },
-        SearchOutcome::NdrPdr(o) => {
-            for g in &o.goals {
-                match g.lower_pps {
-                    Some(l) => println!(
-                        "{} (loss ratio {}, exceed ratio {}, {} s of final trials) = {} Kpps (upper bound {})",
-                        g.name.to_uppercase(),
-                        g.loss_ratio,
-                        g.exceed_ratio,
-                        g.duration_sum,
-                        equilibrium::kpps(l),
-                        g.upper_pps
-                            .map(|u| format!("{} Kpps", equilibrium::kpps(u)))
-                            .unwrap_or("none: met at the maximum".into())
-                    ),
-                    None => println!(
-                        "{}: not met even at the minimum load",
-                        g.name.to_uppercase()
-                    ),
-                }
-            }
-        }
-    }
 }

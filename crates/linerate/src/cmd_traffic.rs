@@ -1,17 +1,15 @@
 //! `linerate gen` and `linerate recv`.
 use crate::cli::{GenArgs, RecvArgs};
-use crate::stop;
 use anyhow::{bail, Result};
 use linerate_bpf::loader::XdpMode;
+use linerate_host::stop;
 use linerate_traffic::flows;
 use linerate_traffic::frame::{parse_mac, FrameSpec};
-use linerate_traffic::gen::{GenOptions, GenReport, Generator};
-use linerate_traffic::latency;
-use linerate_traffic::recv::{self, Receiver, ReceiverMode, Ticker};
+use linerate_traffic::gen::{GenOptions, Generator};
+use linerate_traffic::recv::{self, Receiver};
 use linerate_traffic::sizes::SizeMix;
 use linerate_traffic::units::rate_line;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use linerate_traffic::profile::{DST_V4, DST_V6, SRC_V4, SRC_V6};
 
@@ -142,29 +140,12 @@ pub fn gen(a: GenArgs) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print_gen_summary(&r);
+        println!("{}", r.summary());
     }
     for w in &r.warnings {
         eprintln!("warning: {w}");
     }
     Ok(())
-}
-
-fn print_gen_summary(r: &GenReport) {
-    println!(
-        "Sent {} packets {} bytes in {:.3} seconds ({} mode, {} thread{}, -l {}): {}",
-        r.sent_packets,
-        r.sent_bytes,
-        r.seconds,
-        serde_json::to_value(r.mode)
-            .unwrap_or_default()
-            .as_str()
-            .unwrap_or("?"),
-        r.threads,
-        if r.threads == 1 { "" } else { "s" },
-        r.frame_sizes,
-        rate_line(r.sent_packets, r.sent_bytes, (r.seconds * 1e6) as u64)
-    );
 }
 
 fn interface_mac(ifname: &str) -> Result<String> {
@@ -202,84 +183,5 @@ pub fn recv(a: RecvArgs) -> Result<()> {
     // On stderr, once attached: a lab that starts a receiver on another
     // host over SSH starts its generator when it reads this line.
     eprintln!("linerate recv: counting on {}", a.iface);
-    let stop = stop::flag();
-    let start = Instant::now();
-    let mut ticker = Ticker::new(&r)?;
-    let end = a.seconds.map(Duration::from_secs_f64);
-    while !stop.load(Ordering::Relaxed) && end.is_none_or(|e| start.elapsed() < e) {
-        std::thread::sleep(Duration::from_millis(20));
-        if let Some(t) = ticker.poll(&r)? {
-            if !a.json {
-                println!("{}", rate_line(t.delta.packets, t.delta.bytes, t.usec));
-            }
-        }
-    }
-    let t = r.total()?;
-    let secs = start.elapsed().as_secs_f64();
-    // Only the full receiver tracks sequences and latency; the others
-    // report them as absent, not as zero.
-    let full = a.receiver == ReceiverMode::Full;
-    let streams = r.streams()?;
-    let seq = recv::totals(&streams);
-    let lat = r.latency()?;
-    if a.json {
-        let (seq, lat, streams) = if full {
-            (Some(seq), Some(lat), Some(streams))
-        } else {
-            (None, None, None)
-        };
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "receiver": a.receiver.label(),
-                "received_packets": t.packets, "received_bytes": t.bytes,
-                "stamped_packets": (a.receiver != ReceiverMode::Frames).then_some(t.stamped),
-                "unknown_stream_packets": full.then_some(t.bad_stream),
-                "seconds": secs, "pps": t.packets as f64 / secs, "bps": t.bytes as f64 * 8.0 / secs,
-                "lost": seq.as_ref().map(|s| s.lost),
-                "reordered": seq.as_ref().map(|s| s.reordered),
-                "duplicated": seq.as_ref().map(|s| s.duplicated),
-                "late": seq.as_ref().map(|s| s.late), "latency_ns": lat, "streams": streams,
-            }))?
-        );
-        return Ok(());
-    }
-    println!(
-        "Received {} packets {} bytes in {:.3} seconds: {}",
-        t.packets,
-        t.bytes,
-        secs,
-        rate_line(t.packets, t.bytes, (secs * 1e6) as u64)
-    );
-    match a.receiver {
-        ReceiverMode::Frames => {
-            println!("frames counted unread (--receiver frames): no stamps, loss or latency")
-        }
-        ReceiverMode::Count => println!(
-            "stamped {} (--receiver count: no loss or latency)",
-            t.stamped
-        ),
-        ReceiverMode::Answer => println!(
-            "stamped {} (--receiver answer: each UDP frame sent back, addresses and ports swapped)",
-            t.stamped
-        ),
-        ReceiverMode::Full => println!(
-            "stamped {} in {} stream{}: lost {} duplicated {} reordered {} (late {})",
-            t.stamped,
-            streams.len(),
-            if streams.len() == 1 { "" } else { "s" },
-            seq.lost,
-            seq.duplicated,
-            seq.reordered,
-            seq.late
-        ),
-    }
-    if lat.count > 0 {
-        println!(
-            "latency ns: min {} mean {:.0} p50 {:.0} p99 {:.0} max {}",
-            lat.min, lat.mean, lat.p50, lat.p99, lat.max
-        );
-        print!("{}", latency::render(&lat));
-    }
-    Ok(())
+    recv::count(&r, a.receiver, a.seconds, a.json, stop::flag())
 }

@@ -4,8 +4,8 @@
 //! MLRsearch, scripts) can call.
 use crate::cli::{SimArgs, TrialArgs};
 use crate::cmd_search::{path, traffic};
-use crate::stop;
 use anyhow::{bail, Result};
+use linerate_host::stop;
 use linerate_labrun::measure::{LabTrials, Runner};
 use linerate_search::{equilibrium::kpps, sim::SimDut, Dut};
 use serde_json::json;

@@ -13,7 +13,6 @@ mod cmd_route;
 mod cmd_search;
 mod cmd_traffic;
 mod cmd_trial;
-mod stop;
 
 use clap::Parser;
 use linerate_daemon::log;

@@ -14,7 +14,7 @@
 //! Needs root.
 use etherparse::PacketBuilder;
 use linerate_host::cmd::ip;
-use linerate_traffic::synth::fix_ipv4_checksum;
+use linerate_testkit::frames;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
@@ -80,33 +80,28 @@ fn corpus() -> Vec<Vec<u8>> {
     ];
     // Without DF: the kernel fragments.
     let mut nodf = udp4(to, 64, 1350, DUT_IN);
-    nodf[20] = 0;
-    fix_ipv4_checksum(&mut nodf);
+    frames::edit_ipv4(&mut nodf, |h| h.dont_fragment = false);
     c.push(nodf);
     let mut df = udp4(to, 64, 1350, DUT_IN);
-    df[20] = 0x40;
-    fix_ipv4_checksum(&mut df);
+    frames::edit_ipv4(&mut df, |h| h.dont_fragment = true);
     c.push(df);
     let mut options = udp4(to, 64, 18, DUT_IN);
-    options.splice(34..34, [1u8, 1, 1, 0]);
-    options[14] = 0x46;
-    let tot = u16::from_be_bytes([options[16], options[17]]) + 4;
-    options[16..18].copy_from_slice(&tot.to_be_bytes());
-    fix_ipv4_checksum(&mut options);
+    frames::add_ipv4_options(&mut options, &[1, 1, 1, 0]);
     c.push(options);
     let mut bad = udp4(to, 64, 18, DUT_IN);
-    bad[25] ^= 0x5a;
+    frames::spoil_ipv4_checksum(&mut bad, 0x5a);
     c.push(bad);
     let mut frag = udp4(to, 64, 18, DUT_IN);
-    frag[20] = 0x20;
-    fix_ipv4_checksum(&mut frag);
+    frames::edit_ipv4(&mut frag, |h| {
+        h.dont_fragment = false;
+        h.more_fragments = true;
+    });
     c.push(frag);
     let mut trunc = udp4(to, 64, 18, DUT_IN);
-    trunc[16..18].copy_from_slice(&300u16.to_be_bytes());
-    fix_ipv4_checksum(&mut trunc);
+    frames::edit_ipv4(&mut trunc, |h| h.total_len = 300);
     c.push(trunc);
     let mut non_ip = udp4(to, 64, 18, DUT_IN);
-    non_ip[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+    frames::set_ethertype(&mut non_ip, 0x88b5);
     c.push(non_ip);
     // IPv6 transit goes beyond the receiver's /64, through its /49 route.
     c.extend([
@@ -124,10 +119,7 @@ fn corpus() -> Vec<Vec<u8>> {
     ]);
     let mut hbh = udp6("2001:2:0:8001::10:1", 64, 18);
     // Hop-by-hop header (8 bytes: next UDP, len 0, PadN 4) before UDP.
-    hbh[20] = 0;
-    hbh.splice(54..54, [17u8, 0, 1, 4, 0, 0, 0, 0]);
-    let pl = u16::from_be_bytes([hbh[18], hbh[19]]) + 8;
-    hbh[18..20].copy_from_slice(&pl.to_be_bytes());
+    frames::add_ipv6_hop_by_hop(&mut hbh);
     c.push(hbh);
     c.extend(beyond_the_ip_packet());
     c
@@ -169,16 +161,15 @@ fn beyond_the_ip_packet() -> Vec<Vec<u8>> {
     ];
     // The IPv4 total length covers the UDP header and 10 of 200 bytes.
     let mut short4 = udp4(to, 64, 200, DUT_IN);
-    short4[16..18].copy_from_slice(&38u16.to_be_bytes());
-    fix_ipv4_checksum(&mut short4);
+    frames::edit_ipv4(&mut short4, |h| h.total_len = 38);
     c.push(short4);
     let mut short6 = udp6(to6, 64, 200);
-    short6[18..20].copy_from_slice(&18u16.to_be_bytes());
+    frames::edit_ipv6(&mut short6, |h| h.payload_length = 18);
     c.push(short6);
     // Payload length 0 and next header UDP: not a jumbogram (no hop-by-hop
     // header), so the packet is the bare IPv6 header.
     let mut empty6 = udp6(to6, 64, 18);
-    empty6[18..20].copy_from_slice(&0u16.to_be_bytes());
+    frames::edit_ipv6(&mut empty6, |h| h.payload_length = 0);
     c.push(empty6);
     c
 }

@@ -367,7 +367,7 @@ const SHARING_CLIENTS: [&str; 4] = ["198.18.1.1", "198.18.1.2", "198.18.1.3", "1
 /// Three (client address, port) pairs whose connections to SERVER:PORT
 /// fall in one set of the fast path's connection cache as sized for
 /// nf_conntrack_max `max` (conntrack.rs computes the set as
-/// bpf/include/conntrack.h does; a router unit test holds the two equal).
+/// bpf/include/router/ct_judge.h does; a router unit test holds the two equal).
 fn sharing_one_set(max: u64) -> Vec<(std::net::Ipv4Addr, u16)> {
     use linerate_dataplane::ct_cache::{cache_sets, key_of, set_of, End};
     let bits = cache_sets(Some(max)).map(|s| s.trailing_zeros());

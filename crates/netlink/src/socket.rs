@@ -32,16 +32,27 @@ pub const NOTIFY_RCVBUF: usize = 128 << 20;
 /// Sets `s`'s receive buffer to `bytes` (SO_RCVBUFFORCE: root may exceed
 /// net.core.rmem_max); a refusal leaves the default.
 pub fn force_rcvbuf(s: &Socket, bytes: usize) {
+    let _ = try_force_rcvbuf(s, bytes);
+}
+
+/// [`force_rcvbuf`], saying whether the kernel took it (a listener that
+/// must hear every notification refuses to run without it).
+pub fn try_force_rcvbuf(s: &Socket, bytes: usize) -> std::io::Result<()> {
     let size = bytes.min(i32::MAX as usize / 2) as libc::c_int;
     // SAFETY: a valid socket and option value.
-    unsafe {
+    let r = unsafe {
         libc::setsockopt(
             s.as_raw_fd(),
             libc::SOL_SOCKET,
             libc::SO_RCVBUFFORCE,
             &size as *const _ as *const libc::c_void,
             std::mem::size_of_val(&size) as libc::socklen_t,
-        );
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
     }
 }
 

@@ -1,6 +1,6 @@
 //! ECMP groups as the fast path holds them: each member next hop gets a
 //! share of the group's buckets in proportion to its weight, and a flow's
-//! hash picks a bucket (bpf/router.bpf.c, flow_bucket). The kernel's
+//! hash picks a bucket (bpf/router/router.bpf.c, flow_bucket). The kernel's
 //! hash-threshold does the same over its weights, at a finer grain.
 use linerate_dataplane::layout::NH_GROUP_BUCKETS;
 

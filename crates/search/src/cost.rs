@@ -70,3 +70,63 @@ pub fn compare(capacity_pps: f64, noise: f64, seed: u64, cfg: &mlr::Config) -> R
         binary_pdr_pps: found.get(1).copied().flatten(),
     })
 }
+
+/// The noise levels `linerate bench search` simulates.
+pub const NOISES: [f64; 3] = [0.0, 0.002, 0.01];
+
+/// Rows for `duts` simulated DUTs of capacities spread over 0.1-10 Mpps
+/// (log scale) at each of [`NOISES`].
+pub fn rows(duts: usize, cfg: &mlr::Config) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for noise in NOISES {
+        for i in 0..duts {
+            let cap = 1e5 * 100f64.powf(i as f64 / duts.max(2).saturating_sub(1) as f64);
+            rows.push(compare(cap, noise, i as u64, cfg)?);
+        }
+    }
+    Ok(rows)
+}
+
+/// The rows' table, a line a noise level: medians over the DUTs.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "noise   DUTs  MLR trials  MLR s (median)  binary trials  binary s (median)  saving (median, min-max)\n",
+    );
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        (
+            if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            },
+            v[0],
+            v[n - 1],
+        )
+    };
+    for noise in NOISES {
+        let r: Vec<&Row> = rows.iter().filter(|r| r.noise == noise).collect();
+        if r.is_empty() {
+            continue;
+        }
+        let mt = med(r.iter().map(|x| x.mlr_trials as f64).collect());
+        let ms = med(r.iter().map(|x| x.mlr_seconds).collect());
+        let bt = med(r.iter().map(|x| x.binary_trials as f64).collect());
+        let bs = med(r.iter().map(|x| x.binary_seconds).collect());
+        let sv = med(r.iter().map(|x| x.saving).collect());
+        out += &format!(
+            "{:<6.3} {:>5} {:>11.0} {:>15.0} {:>14.0} {:>18.0}  {:.2}x ({:.2}-{:.2})\n",
+            noise,
+            r.len(),
+            mt.0,
+            ms.0,
+            bt.0,
+            bs.0,
+            sv.0,
+            sv.1,
+            sv.2
+        );
+    }
+    out
+}

@@ -345,3 +345,70 @@ pub fn run(b: &GenBench, mut progress: impl FnMut(&str)) -> Result<GenBenchRepor
 fn built(r: &GenReport) -> f64 {
     (r.sent_packets + r.xmit_errors) as f64 / r.seconds
 }
+
+impl GenBenchReport {
+    /// What `linerate bench gen` prints of it (`repeat` runs each).
+    pub fn summary(&self, repeat: usize) -> String {
+        use std::fmt::Write;
+        let r = self;
+        let mut out = format!(
+            "\ngenerator on CPU {}, -l {}, {} s per run, {} runs each, into a drop-only sink (median [min..max]):\n",
+            r.cpu, r.frame_sizes, r.seconds, repeat
+        );
+        let mut show = |name: &str, s: &Spread, unit: f64, suffix: &str| {
+            let _ = writeln!(
+                out,
+                "  {name:<10} {:>8.3}{suffix} [{:.3}..{:.3}]",
+                s.median / unit,
+                s.min / unit,
+                s.max / unit
+            );
+        };
+        show("xdp", &r.xdp_pps, 1e6, " Mpps");
+        show("afpacket", &r.afpacket_pps, 1e6, " Mpps");
+        show("xdp/afp", &r.ratio, 1.0, "x   ");
+        for c in &r.rate_control {
+            let _ = writeln!(
+                out,
+                "  -R {:>9} ({:>3.0}% of max): offered {:>11.0} pps, error {:+.3}% over the run, {:.3}% worst second{}; the sink took {:.0} pps",
+                c.rate_pps,
+                c.fraction_of_max * 100.0,
+                c.offered_pps,
+                c.error_percent,
+                c.worst_second_error_percent,
+                c.worst_second_note(),
+                c.sent_pps
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  into the drop-only sink the generator built {:.3} Mpps, the wire took {:.3} Mpps (the veth refused the rest)",
+            r.xdp_built_pps.median / 1e6,
+            r.xdp_pps.median / 1e6
+        );
+        let _ = writeln!(
+            out,
+            "  receivers, each round against the drop-only sink (it took {:.3} Mpps [{:.3}..{:.3}] in these rounds):",
+            r.receivers_drop_sink_pps.median / 1e6,
+            r.receivers_drop_sink_pps.min / 1e6,
+            r.receivers_drop_sink_pps.max / 1e6
+        );
+        for (name, rc) in [
+            ("--receiver full", &r.receiver),
+            ("--receiver count", &r.receiver_count),
+            ("--receiver frames", &r.receiver_frames),
+        ] {
+            let _ = writeln!(
+                out,
+                "    {name:<18} generator built {:.3} Mpps, the wire took {:.3} Mpps, {:.2}x the drop sink's [{:.2}..{:.2}], the receiver counted {:.4} of those (lowest run)",
+                rc.built_pps.median / 1e6,
+                rc.sent_pps.median / 1e6,
+                rc.of_drop_sink.median,
+                rc.of_drop_sink.min,
+                rc.of_drop_sink.max,
+                rc.counted_ratio_min
+            );
+        }
+        out
+    }
+}

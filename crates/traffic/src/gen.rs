@@ -627,7 +627,7 @@ impl Generator {
                 break;
             }
             // Whole batches, so that the program's clock reads fall on batch
-            // starts (bpf/gen.bpf.c, batch_clock); runs past a quota are
+            // starts (bpf/lab/gen.bpf.c, batch_clock); runs past a quota are
             // dropped by the program's own limit.
             let n = n.next_multiple_of(opts.batch_size as u64);
             let t0 = Instant::now();
@@ -755,3 +755,24 @@ pub fn tx_counters(ifname: &str) -> Result<(u64, u64)> {
 }
 
 pub use linerate_host::clock::monotonic_ns;
+
+impl GenReport {
+    /// The line `linerate gen` ends with, pkt-gen's way.
+    pub fn summary(&self) -> String {
+        let r = self;
+        format!(
+            "Sent {} packets {} bytes in {:.3} seconds ({} mode, {} thread{}, -l {}): {}",
+            r.sent_packets,
+            r.sent_bytes,
+            r.seconds,
+            serde_json::to_value(r.mode)
+                .unwrap_or_default()
+                .as_str()
+                .unwrap_or("?"),
+            r.threads,
+            if r.threads == 1 { "" } else { "s" },
+            r.frame_sizes,
+            crate::units::rate_line(r.sent_packets, r.sent_bytes, (r.seconds * 1e6) as u64)
+        )
+    }
+}

@@ -1,6 +1,6 @@
 //! One-way latency from the receiver's histogram: 16 linear sub-buckets
 //! per power of two (HdrHistogram with 4 bits of precision), the layout
-//! `latency_bucket()` in bpf/recv.bpf.c fills.
+//! `latency_bucket()` in bpf/lab/recv.bpf.c fills.
 use linerate_bpf::layout::{RecvLatency, RECV_LAT_BUCKETS};
 use serde::{Deserialize, Serialize};
 

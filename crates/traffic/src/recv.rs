@@ -48,7 +48,7 @@ impl ReceiverMode {
         }
     }
 
-    /// Its program in bpf/recv.bpf.c.
+    /// Its program in bpf/lab/recv.bpf.c.
     pub fn program(self) -> &'static str {
         match self {
             ReceiverMode::Full => "lab_recv",
@@ -365,4 +365,99 @@ impl Ticker {
         self.last = now;
         Ok(Some(Tick { delta, usec }))
     }
+}
+
+/// `linerate recv`'s count on `r`, a receiver of `mode`: a line a second
+/// (pkt-gen's) until `stop` or `seconds`, then the totals, as text or
+/// (`json`) JSON, on stdout.
+pub fn count(
+    r: &Receiver,
+    mode: ReceiverMode,
+    seconds: Option<f64>,
+    json: bool,
+    stop: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<()> {
+    use crate::latency;
+    use crate::units::rate_line;
+    use std::sync::atomic::Ordering;
+    use std::time::{Duration, Instant};
+    let start = Instant::now();
+    let mut ticker = Ticker::new(r)?;
+    let end = seconds.map(Duration::from_secs_f64);
+    while !stop.load(Ordering::Relaxed) && end.is_none_or(|e| start.elapsed() < e) {
+        std::thread::sleep(Duration::from_millis(20));
+        if let Some(t) = ticker.poll(r)? {
+            if !json {
+                println!("{}", rate_line(t.delta.packets, t.delta.bytes, t.usec));
+            }
+        }
+    }
+    let t = r.total()?;
+    let secs = start.elapsed().as_secs_f64();
+    // Only the full receiver tracks sequences and latency; the others
+    // report them as absent, not as zero.
+    let full = mode == ReceiverMode::Full;
+    let streams = r.streams()?;
+    let seq = totals(&streams);
+    let lat = r.latency()?;
+    if json {
+        let (seq, lat, streams) = if full {
+            (Some(seq), Some(lat), Some(streams))
+        } else {
+            (None, None, None)
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "receiver": mode.label(),
+                "received_packets": t.packets, "received_bytes": t.bytes,
+                "stamped_packets": (mode != ReceiverMode::Frames).then_some(t.stamped),
+                "unknown_stream_packets": full.then_some(t.bad_stream),
+                "seconds": secs, "pps": t.packets as f64 / secs, "bps": t.bytes as f64 * 8.0 / secs,
+                "lost": seq.as_ref().map(|s| s.lost),
+                "reordered": seq.as_ref().map(|s| s.reordered),
+                "duplicated": seq.as_ref().map(|s| s.duplicated),
+                "late": seq.as_ref().map(|s| s.late), "latency_ns": lat, "streams": streams,
+            }))?
+        );
+        return Ok(());
+    }
+    println!(
+        "Received {} packets {} bytes in {:.3} seconds: {}",
+        t.packets,
+        t.bytes,
+        secs,
+        rate_line(t.packets, t.bytes, (secs * 1e6) as u64)
+    );
+    match mode {
+        ReceiverMode::Frames => {
+            println!("frames counted unread (--receiver frames): no stamps, loss or latency")
+        }
+        ReceiverMode::Count => println!(
+            "stamped {} (--receiver count: no loss or latency)",
+            t.stamped
+        ),
+        ReceiverMode::Answer => println!(
+            "stamped {} (--receiver answer: each UDP frame sent back, addresses and ports swapped)",
+            t.stamped
+        ),
+        ReceiverMode::Full => println!(
+            "stamped {} in {} stream{}: lost {} duplicated {} reordered {} (late {})",
+            t.stamped,
+            streams.len(),
+            if streams.len() == 1 { "" } else { "s" },
+            seq.lost,
+            seq.duplicated,
+            seq.reordered,
+            seq.late
+        ),
+    }
+    if lat.count > 0 {
+        println!(
+            "latency ns: min {} mean {:.0} p50 {:.0} p99 {:.0} max {}",
+            lat.min, lat.mean, lat.p50, lat.p99, lat.max
+        );
+        print!("{}", latency::render(&lat));
+    }
+    Ok(())
 }

@@ -182,7 +182,7 @@ fn a_dirtied_frame_is_rewritten() {
     let dirty = {
         let mut f = clean.clone();
         f[0..6].copy_from_slice(&[2, 0, 0, 0, 0, 4]); // DUT's MAC rewrite
-        f[22] = 1; // TTL run down
+        linerate_testkit::frames::edit_ipv4(&mut f, |h| h.time_to_live = 1); // TTL run down
         f
     };
     let out = g.sample_from(&dirty, 1).unwrap().remove(0);

@@ -567,6 +567,58 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
     Ok(report)
 }
 
+impl std::fmt::Display for Followed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "lag median {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} samples{}{})",
+            self.lag_ms.median,
+            self.lag_ms.p99,
+            self.lag_ms.max,
+            self.samples,
+            if self.never > 0 {
+                format!(", {} never followed", self.never)
+            } else {
+                String::new()
+            },
+            if self.unheard > 0 {
+                format!(", {} never changed in the kernel", self.unheard)
+            } else {
+                String::new()
+            },
+        )
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:<10} kernel done in {:.2} s; IPv4 {}; IPv6 {}; during: {} of {} frames arrived; settled: IPv4 {} of {}, IPv6 {} of {}",
+            self.kind,
+            self.seconds,
+            self.ipv4,
+            self.ipv6,
+            self.during.received,
+            self.during.offered,
+            self.settled_ipv4.received,
+            self.settled_ipv4.offered,
+            self.settled_ipv6.received,
+            self.settled_ipv6.offered,
+        )
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} with {} IPv4 and {} IPv6 routes: lag median {:.2} ms, p99 {:.2} ms, max {:.2} ms; {} notification overflows",
+            self.speaker, self.routes, self.routes6, self.lag_ms.median, self.lag_ms.p99, self.lag_ms.max, self.overflows
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,7 +22,7 @@ use std::time::Duration;
 const RTMGRP_IPV4_ROUTE: u32 = 0x40;
 const RTMGRP_IPV6_ROUTE: u32 = 0x400;
 /// Big enough for a million routes' notifications unread.
-const RCVBUF: i32 = 512 << 20;
+const RCVBUF: usize = 512 << 20;
 
 /// What the listener records; shared with the prober and the run.
 pub struct Heard {
@@ -70,43 +70,35 @@ pub struct Change {
 /// others, and anything not a route, are skipped).
 pub fn changes(buf: &[u8]) -> Vec<Change> {
     let mut out = Vec::new();
-    let mut at = 0;
-    while at + 16 <= buf.len() {
-        let len = u32::from_ne_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
-        if len < 16 || at + len > buf.len() {
-            break;
-        }
-        if let Ok(m) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&buf[at..at + len]) {
-            let (added, r) = match m.payload {
-                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) => (true, r),
-                NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelRoute(r)) => (false, r),
-                _ => {
-                    at += (len + 3) & !3;
-                    continue;
-                }
-            };
-            let table = r
-                .attributes
-                .iter()
-                .find_map(|a| match a {
-                    RouteAttribute::Table(t) => Some(*t),
-                    _ => None,
-                })
-                .unwrap_or(r.header.table as u32);
-            let dst = r.attributes.iter().find_map(|a| match a {
-                RouteAttribute::Destination(RouteAddress::Inet(v4)) => Some(IpAddr::V4(*v4)),
-                RouteAttribute::Destination(RouteAddress::Inet6(v6)) => Some(IpAddr::V6(*v6)),
+    for m in linerate_netlink::wire::messages(buf).map_while(Result::ok) {
+        let Ok(m) = NetlinkMessage::<RouteNetlinkMessage>::deserialize(m.bytes()) else {
+            continue;
+        };
+        let (added, r) = match m.payload {
+            NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r)) => (true, r),
+            NetlinkPayload::InnerMessage(RouteNetlinkMessage::DelRoute(r)) => (false, r),
+            _ => continue,
+        };
+        let table = r
+            .attributes
+            .iter()
+            .find_map(|a| match a {
+                RouteAttribute::Table(t) => Some(*t),
                 _ => None,
+            })
+            .unwrap_or(r.header.table as u32);
+        let dst = r.attributes.iter().find_map(|a| match a {
+            RouteAttribute::Destination(RouteAddress::Inet(v4)) => Some(IpAddr::V4(*v4)),
+            RouteAttribute::Destination(RouteAddress::Inet6(v6)) => Some(IpAddr::V6(*v6)),
+            _ => None,
+        });
+        if let (254, Some(dst)) = (table, dst) {
+            out.push(Change {
+                added,
+                dst,
+                len: r.header.destination_prefix_length,
             });
-            if let (254, Some(dst)) = (table, dst) {
-                out.push(Change {
-                    added,
-                    dst,
-                    len: r.header.destination_prefix_length,
-                });
-            }
         }
-        at += (len + 3) & !3;
     }
     out
 }
@@ -129,7 +121,8 @@ pub fn listen(
         attach_filter(&sock, f)?;
     }
     sock.bind(&SocketAddr::new(0, RTMGRP_IPV4_ROUTE | RTMGRP_IPV6_ROUTE))?;
-    force_rcvbuf(&sock)?;
+    linerate_netlink::socket::try_force_rcvbuf(&sock, RCVBUF)
+        .map_err(|e| anyhow::anyhow!("SO_RCVBUFFORCE: {e}"))?;
     set_timeout(&sock, Duration::from_millis(100))?;
     ready.store(true, Ordering::SeqCst);
     let mut buf = vec![0u8; 1 << 20];
@@ -289,25 +282,6 @@ fn attach_filter(sock: &Socket, f: &[libc::sock_filter]) -> Result<()> {
     };
     if r != 0 {
         bail!("SO_ATTACH_FILTER: {}", std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-fn force_rcvbuf(sock: &Socket) -> Result<()> {
-    use std::os::fd::AsRawFd;
-    let v = RCVBUF;
-    // SAFETY: setsockopt on our socket with an int.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            &v as *const i32 as *const libc::c_void,
-            std::mem::size_of::<i32>() as u32,
-        )
-    };
-    if r != 0 {
-        bail!("SO_RCVBUFFORCE: {}", std::io::Error::last_os_error());
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! differential tests compare, byte for byte.
 #![allow(dead_code)] // not every test binary uses all
 use linerate_host::netns::NetnsGuard;
+use linerate_testkit::frames::ETH_LEN;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -99,14 +100,21 @@ pub fn is_chatter(f: &[u8]) -> bool {
 /// Zeroes the IPv4 ID and header checksum of packets the DUT or the
 /// receiver originates (its errors back).
 pub fn normalise(mut f: Vec<u8>) -> Vec<u8> {
-    if u16::from_be_bytes([f[12], f[13]]) == 0x0800 && f.len() >= 34 {
-        let src = [f[26], f[27], f[28], f[29]];
-        if [[198, 18, 0, 254], [198, 19, 0, 254], [198, 19, 0, 1]].contains(&src) {
-            f[18] = 0;
-            f[19] = 0;
-            f[24] = 0;
-            f[25] = 0;
-        }
+    let ours =
+        |src: [u8; 4]| [[198, 18, 0, 254], [198, 19, 0, 254], [198, 19, 0, 1]].contains(&src);
+    let is_ipv4 = etherparse::Ethernet2Header::from_slice(&f)
+        .is_ok_and(|(e, _)| e.ether_type == etherparse::EtherType::IPV4);
+    if !is_ipv4 {
+        return f;
+    }
+    let Ok((mut h, _)) = etherparse::Ipv4Header::from_slice(&f[ETH_LEN..]) else {
+        return f;
+    };
+    if ours(h.source) {
+        let len = h.header_len();
+        h.identification = 0;
+        h.header_checksum = 0;
+        f[ETH_LEN..ETH_LEN + len].copy_from_slice(&h.to_bytes());
     }
     f
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* What a verdict cache lookup costs the fast path (issue 23, docs/firewall.md):
- * three programs build the same 64-byte flow key from an IPv4 UDP frame;
+/* What a verdict cache lookup costs the fast path (docs/firewall.md):
+ * three programs build the same 64-byte flow key (the fast path's
+ * fw_key, abi/firewall.h) from an IPv4 UDP frame;
  * `fw_key_only` stops there, `fw_lru` looks it up in a BPF LRU hash,
  * `fw_direct` in a direct-mapped table (a mappable array indexed by a
  * multiply-shift hash of the key, each slot holding its key, compared, and
@@ -16,22 +17,12 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+#include "abi/firewall.h"
+
 #define FW_SLOTS (1 << 20)
 
-struct fw_key {
-	__u8 saddr[16];
-	__u8 daddr[16];
-	__u32 iif;
-	__u32 oif;
-	__u8 transport[16];
-	__u8 transport_len;
-	__u8 l4proto;
-	__u8 nexthdr;
-	__u8 ipv6;
-	__u32 pad;
-};
-
-struct fw_entry {
+/* The shapes measured: an LRU hash's value, and a direct-mapped slot. */
+struct probe_entry {
 	__u32 generation;
 	__u8 verdict;
 	__u8 counters_n;
@@ -39,18 +30,18 @@ struct fw_entry {
 	__u16 pad;
 };
 
-struct fw_slot {
+struct probe_slot {
 	__u32 seq;
 	__u32 pad;
 	struct fw_key key;
-	struct fw_entry entry;
+	struct probe_entry entry;
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, FW_SLOTS);
 	__type(key, struct fw_key);
-	__type(value, struct fw_entry);
+	__type(value, struct probe_entry);
 } cache_lru SEC(".maps");
 
 struct {
@@ -58,7 +49,7 @@ struct {
 	__uint(max_entries, FW_SLOTS);
 	__uint(map_flags, BPF_F_MMAPABLE);
 	__type(key, __u32);
-	__type(value, struct fw_slot);
+	__type(value, struct probe_slot);
 } cache_direct SEC(".maps");
 
 /* The key of an IPv4 UDP frame: addresses, the ports (the transport
@@ -114,7 +105,7 @@ SEC("xdp")
 int fw_lru(struct xdp_md *ctx)
 {
 	struct fw_key k;
-	struct fw_entry *e;
+	struct probe_entry *e;
 
 	if (!build_key(ctx, &k))
 		return XDP_DROP;
@@ -126,7 +117,7 @@ SEC("xdp")
 int fw_direct(struct xdp_md *ctx)
 {
 	struct fw_key k;
-	struct fw_slot *s;
+	struct probe_slot *s;
 	__u32 i;
 
 	if (!build_key(ctx, &k))

@@ -18,9 +18,9 @@
 #include <bpf/bpf_endian.h>
 
 #include "fib.h"
-#include "router_maps.h"
+#include "router/maps.h"
 #include "parse.h"
-#include "firewall.h"
+#include "router/firewall.h"
 
 #define IP_MF_OFFSET 0x3fff
 #define NEXTHDR_HOP 0
@@ -390,7 +390,7 @@ int router_mb(struct xdp_md *ctx)
 }
 
 /* The control plane's keeper of the kernel's entries for the connections
- * the fast path carries (conntrack.h), run with BPF_PROG_TEST_RUN: the
+ * the fast path carries (router/ct_cache.h), run with BPF_PROG_TEST_RUN: the
  * frame is up to CT_KEEP_BATCH records. For each, the kernel's entry is
  * looked up; if it is there and still one the fast path may carry
  * (ct_carried: a TCP connection only while established), its timeout is set to `timeout_ms` from now (0: left alone) and the result
@@ -399,7 +399,7 @@ int router_mb(struct xdp_md *ctx)
  * kfuncs. */
 _Static_assert(sizeof(struct ct_keep) == 48 && __builtin_offsetof(struct ct_keep, timeout_ms) == 40 &&
 		       __builtin_offsetof(struct ct_keep, result) == 44,
-	       "ct_keep: crates/router/src/layout.rs asserts the same");
+	       "ct_keep: crates/dataplane/src/layout.rs asserts the same");
 
 SEC("xdp")
 int ct_keeper(struct xdp_md *ctx)

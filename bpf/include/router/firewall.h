@@ -1,8 +1,8 @@
-/* The fast path's firewall stage (issue 23, docs/firewall.md): a forwarded
+/* The fast path's firewall stage (docs/firewall.md): a forwarded
  * frame's verdict under the kernel's nftables ruleset, from the verdict
- * cache the control plane fills (router_maps.h, fw_*). Runs after the FIB
+ * cache the control plane fills (router/maps.h, fw_*). Runs after the FIB
  * lookup, so that the output interface is known, and before anything is
- * written to the frame. crates/router/src/model.rs decides the same. */
+ * written to the frame. crates/dataplane/src/model.rs decides the same. */
 #ifndef LINERATE_FIREWALL_H
 #define LINERATE_FIREWALL_H
 
@@ -10,8 +10,8 @@
 #include <linux/ipv6.h>
 #include <bpf/bpf_helpers.h>
 
-#include "router_maps.h"
-#include "conntrack.h"
+#include "router/maps.h"
+#include "router/ct_judge.h"
 
 /* What a hit brings: the rules whose counters the frame reaches. */
 struct fw_hit {
@@ -24,7 +24,7 @@ struct fw_hit {
  * other's result: 0.6-0.7 ns a packet less in `linerate bench firewall`),
  * then a xorshift and a last multiply; top bits. Keys are compared whole, so a
  * weaker mix only costs collisions, never a wrong verdict.
- * crates/router/src/firewall.rs computes the same. */
+ * crates/dataplane/src/fw_cache.rs computes the same. */
 static __always_inline __u32 fw_set_of(const struct fw_key *k)
 {
 	const __u64 *w = (const __u64 *)k;
@@ -39,7 +39,7 @@ static __always_inline __u32 fw_set_of(const struct fw_key *k)
 _Static_assert(FW_CACHE_SETS == 1 << 17, "fw_set_of takes 17 bits");
 _Static_assert(sizeof(struct fw_key) == 64, "fw_key is eight words");
 _Static_assert(sizeof(struct fw_slot) == 96, "fw_slot: two slots in three lines");
-/* crates/router/src/layout.rs asserts the same (no BTF for it). */
+/* crates/dataplane/src/layout.rs asserts the same (no BTF for it). */
 _Static_assert(sizeof(struct fw_miss) == 72 && __builtin_offsetof(struct fw_miss, generation) == 64,
 	       "fw_miss: the key, then the generation");
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* What finding a packet's connection costs the fast path (issue 24,
- * docs/firewall.md "States"): in the kernel's conntrack table through the
+/* What finding a packet's connection costs the fast path (docs/firewall.md
+ * "States"): in the kernel's conntrack table through the
  * XDP conntrack kfuncs, or in a BPF hash of our own, with as many states in
  * each. Run with BPF_PROG_TEST_RUN by `linerate bench conntrack`
  * (crates/bench/src/conntrack.rs), in a namespace of its own:
@@ -28,33 +28,9 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
-#define IPS_SEEN_REPLY (1 << 1)
-#define IPS_ASSURED (1 << 2)
+#include "kernel.h"
+
 #define FLOWS_MAX (1 << 21)
-
-/* A struct, not a forward declaration: libbpf holds a kfunc's argument
- * types to the kernel's by kind, and a FWD is not a STRUCT. Its one field
- * is read relocated against the kernel's BTF (CO-RE). */
-struct nf_conn {
-	unsigned long status;
-} __attribute__((preserve_access_index));
-
-struct bpf_ct_opts___local {
-	__s32 netns_id;
-	__s32 error;
-	__u8 l4proto;
-	__u8 reserved[3];
-} __attribute__((preserve_access_index));
-
-struct nf_conn *bpf_xdp_ct_alloc(struct xdp_md *, struct bpf_sock_tuple *, __u32,
-				 struct bpf_ct_opts___local *, __u32) __ksym;
-struct nf_conn *bpf_xdp_ct_lookup(struct xdp_md *, struct bpf_sock_tuple *, __u32,
-				  struct bpf_ct_opts___local *, __u32) __ksym;
-struct nf_conn *bpf_ct_insert_entry(struct nf_conn *) __ksym;
-void bpf_ct_release(struct nf_conn *) __ksym;
-void bpf_ct_set_timeout(struct nf_conn *, __u32) __ksym;
-int bpf_ct_change_timeout(struct nf_conn *, __u32) __ksym;
-int bpf_ct_set_status(struct nf_conn *, __u32) __ksym;
 
 /* The flow ct_fill inserts next, what came of the fills, and the
  * timeouts: one entry, read and written by the bench. */

@@ -1,0 +1,74 @@
+/* The connection cache's layouts shared with the control plane (the
+ * stateful firewall, router/ct_cache.h): a connection's key, the ways of
+ * each family's table, and the keeper's batch records.
+ * crates/dataplane/src/layout.rs mirrors them (checked against BTF). */
+#ifndef LINERATE_ABI_CONNTRACK_H
+#define LINERATE_ABI_CONNTRACK_H
+
+#include <linux/types.h>
+
+/* A connection the fast path carries (router/ct_cache.h): its two ends in a
+ * canonical order, a before b. */
+struct ct_flow_key {
+	__u8 a[16];       /* network order; IPv4 in the first four bytes */
+	__u8 b[16];
+	__be16 aport;
+	__be16 bport;
+	__u8 l4proto;
+	__u8 ipv6;
+	__u8 pad[2];
+};
+
+/* The fast path's connection cache (router/ct_cache.h): sets of two ways, the
+ * set chosen by the key's hash, one table per family. The fast path fills
+ * ways (on several CPUs at once, for connections hashing to one set) and
+ * the control plane empties them, each after making `seq` odd with a
+ * compare-and-swap; `seq` even again after. A reader takes a way whose
+ * `seq` is odd, or changed while it read, for a miss.
+ *
+ * An IPv4 connection's way: 32 bytes, a set's two in one cache line (the
+ * table is a mappable array, its values page-aligned), so that a lookup
+ * costs one line where a million connections make every one a miss. */
+struct ct_way4 {
+	__u32 seq;
+	__be16 aport;
+	__be16 bport;
+	__be32 a;         /* a before b (ct_side_first) */
+	__be32 b;
+	__u8 l4proto;     /* 0: empty */
+	__u8 orig_from_a; /* its original direction goes from a to b */
+	__u8 pad[6];
+	/* bpf_jiffies64 of the last packet carried: the control plane keeps
+	 * the kernel's timeout running from it. */
+	__u64 seen;
+};
+
+/* An IPv6 connection's way: 64 bytes. */
+struct ct_slot {
+	__u32 seq;
+	__u8 orig_from_a;
+	__u8 pad[3];
+	__u64 seen;
+	struct ct_flow_key key;  /* l4proto 0: empty */
+	__u8 reserved[8];
+};
+
+#define CT_CACHE_WAYS 2
+/* The tables' largest sizes; the control plane sizes them at load (from
+ * nf_conntrack_max: for the kernel's default of 262144, 256k sets of
+ * IPv4 connections, 16 MiB, and 64k of IPv6 ones, 8 MiB). */
+#define CT4_SETS_MAX (1 << 21)
+#define CT6_SETS_MAX (1 << 19)
+
+/* One record of ct_keeper's batch (router/router.bpf.c). */
+struct ct_keep {
+	struct ct_flow_key key;
+	__u32 timeout_ms;  /* in: the kernel's entry's timeout from now; 0: left alone */
+	__u32 result;      /* out: CT_KEEP_* */
+};
+
+#define CT_KEEP_BATCH 64
+#define CT_KEEP_GONE 1
+#define CT_KEEP_KEPT 2
+
+#endif

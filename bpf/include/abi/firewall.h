@@ -1,0 +1,121 @@
+/* The firewall's layouts shared with the control plane: the verdict
+ * cache's key and slots, what a ruleset reads, the state the control plane
+ * publishes, misses and rule counters. crates/dataplane/src/layout.rs
+ * mirrors them (checked against BTF). */
+#ifndef LINERATE_ABI_FIREWALL_H
+#define LINERATE_ABI_FIREWALL_H
+
+#include <linux/types.h>
+
+/* The firewall (docs/firewall.md): a verdict cache. A forwarded
+ * frame's key holds the fields the family's ruleset reads (the others
+ * zero, so that flows the ruleset cannot tell apart share an entry); a
+ * direct-mapped table of two ways a set gives the verdict the control
+ * plane judged for the key under the ruleset's current generation. A miss
+ * passes the frame to the kernel, which judges it by its own nftables, and
+ * reports the key (fw_misses) for the control plane to judge. The layout
+ * of fw_key is the dataplane's FlowKey. */
+#define FW_CACHE_SETS (1 << 17)
+#define FW_CACHE_WAYS 2
+#define FW_TRANSPORT_BYTES 16
+#define FW_ENTRY_COUNTERS 4
+#define FW_RULE_COUNTERS 65536
+
+/* What a family's ruleset reads (fw_reads.fields). */
+#define FW_READ_IIF 1
+#define FW_READ_OIF 2
+#define FW_READ_SADDR 4
+#define FW_READ_DADDR 8
+#define FW_READ_L4PROTO 16
+#define FW_READ_NEXTHDR 32
+#define FW_READ_CT 64
+
+struct fw_reads {
+	/* 0xff for each transport byte some rule reads (little-endian words:
+	 * byte i of the header is byte i of the pair). */
+	__u64 transport_mask[2];
+	__u8 fields;          /* FW_READ_* */
+	__u8 transport_end;   /* one past the last transport byte read */
+	__u8 pad[6];
+};
+
+/* The ruleset's generation, and what each family reads in it. The reads
+ * are double-buffered by the generation's parity: the control plane fills
+ * those of the next generation, then publishes it, so that a frame never
+ * builds its key by one generation's reads and matches another's entries. */
+/* fw_state.ct_flags */
+#define FW_CT_ON 1        /* the conntrack kfuncs work here (the control plane checked) */
+#define FW_CT_CHECKSUM 2  /* net.netfilter.nf_conntrack_checksum: conntrack checks checksums */
+#define FW_CT_TCP_LIBERAL 4  /* net.netfilter.nf_conntrack_tcp_be_liberal: no TCP window checks */
+
+/* fw_key.ct */
+#define FW_CT_ESTABLISHED 2  /* ct state established (NF_CT_STATE_BIT(IP_CT_ESTABLISHED)) */
+#define FW_CT_REPLY 0x80
+
+struct fw_state {
+	__u32 generation;
+	__u32 ct_flags;   /* FW_CT_* */
+	/* Jiffies a connection's way is kept for after its last packet, while
+	 * others want its set (0: none: the least recent goes). Written by the
+	 * control plane, which knows the tick's length. */
+	__u32 ct_idle;
+	/* Bits of a connection's hash that pick its set: [ipv6], each table
+	 * holding 2 << bits ways (sized at load, from nf_conntrack_max;
+	 * crates/dataplane/src/ct_cache.rs). */
+	__u8 ct_bits[2];
+	__u8 pad[2];
+	struct fw_reads reads[2][2];  /* [generation & 1][ipv6] */
+	/* What the kernel sets a carried connection's timeout to on each of
+	 * its packets, in ms: [0] UDP (nf_conntrack_udp_timeout_stream), [1]
+	 * TCP (nf_conntrack_tcp_timeout_established); 0 until the control
+	 * plane has read them. */
+	__u32 ct_timeout_ms[2];
+};
+
+struct fw_key {
+	__u8 saddr[16];   /* network order; IPv4 in the first four bytes */
+	__u8 daddr[16];
+	__u32 iif;
+	__u32 oif;
+	__u8 transport[FW_TRANSPORT_BYTES];
+	__u8 transport_len; /* the packet's transport bytes up to transport_end */
+	__u8 l4proto;
+	__u8 nexthdr;
+	__u8 ipv6;
+	/* The connection as the fast path found it (FW_READ_CT): its ct state
+	 * bit, FW_CT_REPLY for the reply direction. */
+	__u8 ct;
+	__u8 pad[3];
+};
+
+#define FW_ACCEPT 1
+#define FW_DROP 2
+#define FW_KERNEL 3
+
+/* A cached verdict. The control plane makes `seq` odd while it writes the
+ * slot and even after: a frame that sees it odd, or changed by the time it
+ * has read the slot, takes it for a miss. */
+struct fw_slot {
+	__u32 seq;
+	__u32 generation;
+	struct fw_key key;
+	__u8 verdict;     /* FW_*; 0: empty */
+	__u8 counters_n;
+	/* The rules whose counters the key's packets reach (fw_counters). */
+	__u16 counters[FW_ENTRY_COUNTERS];
+	__u8 reserved[14];
+};
+
+/* A miss, as reported: the key built by the generation's reads. */
+struct fw_miss {
+	struct fw_key key;
+	__u32 generation;
+	__u32 pad;
+};
+
+struct fw_rule_counter {
+	__u64 packets;
+	__u64 bytes;    /* IP packet bytes, as nftables' counter counts */
+};
+
+#endif

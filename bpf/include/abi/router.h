@@ -1,0 +1,147 @@
+/* The router's layouts shared with the control plane: why a frame got its
+ * verdict, the counters, next hops and interfaces, and the sizes of their
+ * maps (router/maps.h). crates/dataplane/src/layout.rs mirrors every struct
+ * and constant and checks the structs against the BTF clang emits. */
+#ifndef LINERATE_ABI_ROUTER_H
+#define LINERATE_ABI_ROUTER_H
+
+#include <linux/types.h>
+
+/* Interfaces are slots of small arrays indexed by ifindex; larger ifindexes
+ * share slot 0 (counters) and are not ours (ifaces). */
+#define ROUTER_IFACES 1024
+#define ROUTER_NEXTHOPS 65536
+
+/* Why a frame got its verdict: one counter each, per interface and CPU. */
+enum reason {
+	R_FORWARDED = 0,
+	R_PASS_NOT_IP,       /* ARP, LLDP, anything not IPv4/IPv6 */
+	R_PASS_NOT_OURS,     /* unicast to another MAC, or an interface not configured */
+	R_PASS_SPECIAL,      /* multicast, broadcast, link-local, loopback, martians */
+	R_PASS_TTL,          /* TTL / hop limit <= 1: the kernel sends the ICMP error */
+	R_PASS_OPTIONS,      /* IPv4 options */
+	R_PASS_FRAGMENT,     /* IPv4 fragments */
+	R_PASS_BAD_CSUM,     /* IPv4 header checksum wrong: the kernel drops and counts */
+	R_PASS_EXT_HDR,      /* IPv6 hop-by-hop options */
+	R_PASS_LOCAL,        /* local address, connected network, unsupported route */
+	R_PASS_NO_ROUTE,
+	R_PASS_NO_NEIGH,     /* next hop not resolved yet */
+	R_PASS_MTU,          /* too big for the egress: fragmentation or ICMP */
+	R_PASS_SAME_IF,      /* would leave where it came in: the kernel may redirect */
+	R_PASS_NO_PORT,      /* egress interface not attached */
+	R_PASS_NOT_FORWARDING, /* the kernel does not forward this family from here (sysctl) */
+	R_PASS_RP_FILTER,    /* rp_filter on, and the source's route not one judged here */
+	R_PASS_POLICY,       /* routed by policy rules (ip rule) or as an enslaved device */
+	R_PASS_NETFILTER,    /* netfilter hooks (nftables, iptables) see forwarded packets */
+	R_PASS_TC,           /* tc acts on the ingress or the egress (filters, a configured qdisc) */
+	R_PASS_MULTIBUF,     /* a multi-buffer frame the fast path does not send: its headers run past
+			      * the first buffer, or the egress cannot send multi-buffer XDP frames */
+	R_PASS_FW_MISS,      /* the firewall's verdict on the flow is not cached: the kernel judges it */
+	R_PASS_FW_KERNEL,    /* the firewall leaves it to the kernel (reject, too many counters) */
+	/* The ruleset reads the connection (ct state), and the kernel's
+	 * conntrack must see this packet (router/ct_judge.h): */
+	R_PASS_CT_NONE,      /* no entry in the kernel's table: a new connection, or one gone */
+	R_PASS_CT_YOUNG,     /* an entry not yet established and assured */
+	R_PASS_CT_UNCARRIED, /* an entry with NAT, a helper, offloaded, or dying */
+	R_PASS_CT_PROTO,     /* a protocol the fast path does not carry connections of (TCP, ICMP, ...) */
+	R_PASS_CT_INVALID,   /* conntrack would find it invalid (length, checksum, TCP flags) */
+	R_PASS_CT_STATE,     /* a TCP SYN, FIN or RST: the kernel tracks the connection's state */
+	R_PASS_CT_WINDOW,    /* TCP with its windows checked: each segment moves them, in the kernel */
+	R_PASS_CT_OFF,       /* the stateful stage is off (no conntrack kfuncs in this kernel) */
+	R_DROP_MALFORMED,    /* shorter than the headers it claims */
+	R_DROP_FIREWALL,     /* dropped by the nftables ruleset, as the kernel would */
+	R_MAX
+};
+
+struct router_counters {
+	__u64 packets[R_MAX];
+	__u64 bytes[R_MAX];
+};
+
+#define NH_VALID    1  /* the entry is in use */
+#define NH_RESOLVED 2  /* dmac is the neighbour's */
+#define NH_KERNEL   4  /* hand to the kernel: local, connected, unsupported */
+#define NH_GROUP    8  /* ECMP: `ifindex` is the index of an nh_groups entry */
+/* tc acts on the egress (a configured qdisc, egress filters), which a
+ * redirected frame would skip: set without NH_RESOLVED, so that the fast
+ * path's one test of that bit still decides; this one only names why. */
+#define NH_TC      16
+
+/* An ECMP route's members, as next-hop ids spread over buckets in
+ * proportion to their weights; a flow's hash picks the bucket, so a flow
+ * keeps its path and flows spread like the kernel's (hash-threshold over
+ * the weights, 1/64 granularity). */
+#define NH_GROUP_BUCKETS 64
+#define ROUTER_NH_GROUPS 4096
+
+struct nh_group {
+	__u32 bucket[NH_GROUP_BUCKETS];
+};
+
+struct nexthop {
+	__u32 ifindex;
+	__u16 mtu;
+	__u8  flags;
+	/* Set by the fast path when it sends through this next hop; the
+	 * control plane reads and clears it, and tells the kernel that the
+	 * neighbour is in use (NTF_USE), as its own forwarding would. */
+	__u8  used;
+	__u8  dmac[6];
+	__u8  smac[6];
+};
+
+struct iface {
+	__u32 ifindex;  /* 0: slot unused */
+	__u8  mac[6];
+	__u16 flags;    /* IFACE_* */
+};
+
+/* What the kernel forwards when it comes in on the interface: IPv4 by the
+ * interface's own forwarding sysctl, IPv6 by conf.all's. */
+#define IFACE_FORWARD4 1
+#define IFACE_FORWARD6 2
+/* IPv4 reverse path filtering on the interface (rp_filter 1 and 2: the
+ * larger of conf.all's and the interface's). */
+#define IFACE_RPF_STRICT 4
+#define IFACE_RPF_LOOSE 8
+/* The kernel forwards the family from here, but not by the main table
+ * alone: a policy rule (ip rule) may route it elsewhere, or the interface
+ * is enslaved (a VRF's, a bridge's port). Set without IFACE_FORWARD4/6,
+ * so the fast path's one test of those bits still decides; this one only
+ * names the reason. */
+#define IFACE_POLICY4 16
+#define IFACE_POLICY6 32
+/* Netfilter sees what the kernel forwards of the family (a firewall, NAT,
+ * conntrack): the kernel forwards it, so that they are not bypassed. As
+ * above, set without IFACE_FORWARD4/6, naming the reason only. */
+#define IFACE_NETFILTER4 64
+#define IFACE_NETFILTER6 128
+/* tc acts on what comes in here (ingress filters, tcx programs), which XDP
+ * runs before: both families go to the kernel. Set without IFACE_FORWARD4
+ * and IFACE_FORWARD6, naming the reason only. */
+#define IFACE_TC 256
+/* The driver sends multi-buffer XDP frames (NETDEV_XDP_ACT_NDO_XMIT_SG):
+ * a jumbo frame that arrived in several buffers may be redirected here.
+ * Without it the kernel would drop such a redirect, so the frame passes. */
+#define IFACE_XMIT_SG 512
+/* Netfilter sees what the kernel forwards of IPv4 (IPv6), and all it
+ * sees is nftables filter chains linerate judges (docs/firewall.md): set
+ * with IFACE_FORWARD4 (6), forwarded frames of the family are judged by
+ * the firewall's verdict cache before they are sent. */
+#define IFACE_FIREWALL4 1024
+#define IFACE_FIREWALL6 2048
+
+/* The router's own IPv4 addresses as a bit set of 2^16 bits, by a hash
+ * (local_src_bit, router/maps.h): a frame from one of them is a martian source the kernel
+ * drops (fib_validate_source), so the fast path passes it. Another source
+ * whose bit a local address shares passes too, to the same verdict. 8 KiB:
+ * always cached, where a lookup of the source in the FIB would not be. */
+#define LOCAL_SRC_WORDS 1024
+
+/* Frames by interface and receive queue (`linerate queues`, in the spirit
+ * of nic-queue-usage): entry ifindex * ROUTER_RXQ + queue, the
+ * last queue slot taking the queues beyond it. Every frame the program
+ * sees, whatever becomes of it. */
+#define ROUTER_RXQ 64
+
+#endif

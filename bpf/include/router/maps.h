@@ -1,0 +1,137 @@
+/* Every map of the router program apart from the FIB's (fib.h): next
+ * hops, local sources, ECMP groups, interfaces, egress ports, counters,
+ * the connection cache and the firewall's. Their layouts are the ABI
+ * headers' (abi/). */
+#ifndef LINERATE_ROUTER_MAPS_H
+#define LINERATE_ROUTER_MAPS_H
+
+#include <linux/types.h>
+#include <bpf/bpf_helpers.h>
+
+#include "abi/router.h"
+#include "abi/firewall.h"
+#include "abi/conntrack.h"
+
+/* Mappable: the control plane sweeps the `used` marks of every gateway
+ * once a second from its mapping, without a syscall per entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ROUTER_NEXTHOPS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct nexthop);
+} nexthops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, LOCAL_SRC_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} local_src4 SEC(".maps");
+
+/* The bit of local_src4 for address `a` (host order): the top 16 bits of a
+ * multiplicative hash. crates/dataplane/src/local.rs computes the same. */
+static __always_inline __u32 local_src_bit(__u32 a)
+{
+	return (a * 0x9E3779B1u) >> 16;
+}
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ROUTER_NH_GROUPS);
+	__type(key, __u32);
+	__type(value, struct nh_group);
+} nh_groups SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ROUTER_IFACES);
+	__type(key, __u32);
+	__type(value, struct iface);
+} ifaces SEC(".maps");
+
+/* Egress ports by ifindex. An array devmap, not a hash: the fast path
+ * looks a port up twice per frame (is it attached, then the redirect), and
+ * an array lookup is a bounds check and one load. */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, ROUTER_IFACES);
+	__type(key, __u32);
+	__type(value, __u32);
+} tx_ports SEC(".maps");
+
+/* The same ports for the multi-buffer program: a devmap takes redirects
+ * from programs of one kind only (the kernel records whether the first
+ * program using it was declared for multi-buffer frames). The control
+ * plane writes both. */
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, ROUTER_IFACES);
+	__type(key, __u32);
+	__type(value, __u32);
+} tx_ports_mb SEC(".maps");
+
+#define TX_PORTS(multibuf) ((multibuf) ? (void *)&tx_ports_mb : (void *)&tx_ports)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ROUTER_IFACES);
+	__type(key, __u32);
+	__type(value, struct router_counters);
+} router_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, ROUTER_IFACES * ROUTER_RXQ);
+	__type(key, __u32);
+	__type(value, __u64);
+} router_rxq SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CT4_SETS_MAX * CT_CACHE_WAYS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ct_way4);
+} ct_cache4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CT6_SETS_MAX * CT_CACHE_WAYS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct ct_slot);
+} ct_cache6 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fw_state);
+} fw_state SEC(".maps");
+
+/* Set i's ways are slots 2i and 2i+1 (192 adjacent bytes). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FW_CACHE_SETS * FW_CACHE_WAYS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fw_slot);
+} fw_cache SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 18);
+} fw_misses SEC(".maps");
+
+/* Per rule (an id the control plane gives: IPv4's below 32768, IPv6's
+ * from it), what the fast path counted for its `counter`. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FW_RULE_COUNTERS);
+	__type(key, __u32);
+	__type(value, struct fw_rule_counter);
+} fw_counters SEC(".maps");
+
+#endif
