@@ -17,6 +17,7 @@
 //! connections the fast path carries, and [`listing`] and [`view`] set
 //! the fast path's rule counters beside the kernel's.
 pub mod cache;
+pub mod classify;
 pub mod compile;
 pub mod conntrack;
 pub mod eval;

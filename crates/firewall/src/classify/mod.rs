@@ -1,0 +1,43 @@
+//! The compiled ruleset judged in the fast path: a family's filter as a
+//! classifier the XDP program runs for a key its verdict cache does not
+//! hold, so that a new flow, or every flow after a ruleset change, is
+//! judged at the fast path's speed instead of waiting for the kernel and
+//! the control plane. The evaluator (crate::eval) stays the reference:
+//! the classifier's verdict and counters for a key are the evaluator's
+//! for the packet the key stands for (crate::cache::entry), which the
+//! tests hold it to over random rulesets and keys.
+//!
+//! Two stages: [`terms`] flattens the chains into terms (conditions on
+//! key fields and an action, in the order nf_tables meets them);
+//! [`tables`] turns them into one lookup table per key field and rows of
+//! bits to AND. A filter the terms cannot say (a negated concatenation,
+//! overlapping concatenated elements, more terms than [`MAX_TERMS`]) is
+//! refused, with why: the verdict cache then learns its flows from the
+//! kernel as before.
+pub mod tables;
+pub mod terms;
+pub mod values;
+
+use crate::cache::Reads;
+use crate::ruleset::Filter;
+use std::collections::{BTreeMap, BTreeSet};
+pub use tables::{Tables, Walked};
+pub use terms::Refused;
+
+/// The most terms a family's classifier holds: 256 words a row.
+pub const MAX_TERMS: usize = 16384;
+
+/// The classifier of a family's filter (`ipv6` its family; `reads` what
+/// its rules read, as the verdict cache's key keeps it), interface names
+/// by index as the firewall knows them.
+pub fn compile(
+    f: &Filter,
+    ipv6: bool,
+    reads: &Reads,
+    names: &BTreeMap<u32, String>,
+) -> Result<Tables, Refused> {
+    let name = |i: u32| names.get(&i).cloned().unwrap_or_default();
+    let terms = terms::terms(f, ipv6, &name, MAX_TERMS)?;
+    let known: BTreeSet<u32> = names.keys().copied().collect();
+    Ok(Tables::new(&terms, ipv6, &known, reads.iif, reads.oif))
+}
