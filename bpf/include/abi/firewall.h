@@ -118,4 +118,78 @@ struct fw_rule_counter {
 	__u64 bytes;    /* IP packet bytes, as nftables' counter counts */
 };
 
+/* The classifier (crates/firewall/src/classify, docs/firewall.md): a
+ * family's ruleset as bit-vector classification, judged in the program
+ * for a key its verdict cache does not hold. Its tables live in the
+ * router's arena (fib.h), one region per [generation & 1][ipv6]: a
+ * header (fwc_header) at the region's start, then each field's lookup
+ * (a u32 row id per value, or fwc_range intervals), its rows (two u32,
+ * the first and last non-zero word, then `words` u64 of term bits), and
+ * the terms' actions (u32 each). Offsets are from the arena's start. */
+#define FWC_ARENA_OFF (2304ull << 20)
+#define FWC_REGION (384ull << 20)
+#define FWC_FIELDS 16
+#define FWC_WORDS 256
+#define FWC_TERMS (FWC_WORDS * 64)
+#define FWC_MAX_STEPS 32
+
+/* Where a field's value comes from (fwc_field.source). */
+#define FWC_SRC_IIF 0
+#define FWC_SRC_OIF 1
+#define FWC_SRC_SADDR 2
+#define FWC_SRC_DADDR 3
+#define FWC_SRC_L4PROTO 4
+#define FWC_SRC_NEXTHDR 5
+#define FWC_SRC_CT 6
+#define FWC_SRC_TRANSPORT 7
+
+/* How it finds its row (fwc_field.kind). */
+#define FWC_DIRECT 0   /* a u32 row id per value; the last for a lacking one */
+#define FWC_RANGES 1   /* fwc_range by start, searched */
+
+/* A row id the kernel judges (an interface the firewall has no name for). */
+#define FWC_KERNEL_ROW 0xffffffffu
+
+/* A term's action: the kind in the top byte, its argument below. */
+#define FWC_ACT_COUNT (1u << 24)   /* rule counter id, then the next term */
+#define FWC_ACT_SKIP (2u << 24)    /* go on at term `arg` */
+#define FWC_ACT_ACCEPT (3u << 24)
+#define FWC_ACT_DROP (4u << 24)
+#define FWC_ACT_KERNEL (5u << 24)
+#define FWC_ACT_KIND 0xff000000u
+#define FWC_ACT_ARG 0x00ffffffu
+
+/* The value a transport field the packet lacks reads as: above every
+ * 32-bit value (1 << 64 as the 128-bit hi:lo pair). */
+#define FWC_LACKING_HI 1ull
+
+struct fwc_field {
+	__u8 source;      /* FWC_SRC_* */
+	__u8 offset;      /* transport: its first byte */
+	__u8 len;         /* transport: 1, 2 or 4 bytes */
+	__u8 kind;        /* FWC_DIRECT, FWC_RANGES */
+	__u32 count;      /* direct: values (the lacking one included); ranges: intervals */
+	__u64 mask_hi;    /* the mask, all ones for none */
+	__u64 mask_lo;
+	__u64 lookup;     /* arena offset of the u32 row ids or the fwc_range intervals */
+	__u64 rows;       /* arena offset of row 0 */
+};
+
+struct fwc_header {
+	__u32 on;         /* 1: the tables are whole and the family judged by them */
+	__u32 fields;     /* how many of `field` */
+	__u32 words;      /* words a row has */
+	__u32 terms;
+	__u64 acts;       /* arena offset of the terms' actions */
+	struct fwc_field field[FWC_FIELDS];
+};
+
+/* An interval of a wide field: it starts at hi:lo and runs to the next. */
+struct fwc_range {
+	__u64 hi;
+	__u64 lo;
+	__u32 row;
+	__u32 pad;
+};
+
 #endif

@@ -12,12 +12,7 @@
 
 #include "router/maps.h"
 #include "router/ct_judge.h"
-
-/* What a hit brings: the rules whose counters the frame reaches. */
-struct fw_hit {
-	__u32 n;
-	__u16 id[FW_ENTRY_COUNTERS];
-};
+#include "router/classify.h"
 
 /* The set of a key: four independent multiplies over its eight words
  * folded in pairs (side by side, where a chain of eight waits on each
@@ -174,6 +169,13 @@ static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, 
 	__u32 verdict = fw_probe(set * FW_CACHE_WAYS, &k, generation, hit);
 	if (!verdict)
 		verdict = fw_probe(set * FW_CACHE_WAYS + 1, &k, generation, hit);
+	if (!verdict) {
+		/* Not cached: the classifier judges it, where the family has
+		 * one in this generation, and its verdict is cached. */
+		verdict = fwc_judge(&k, generation, v6, hit);
+		if (verdict)
+			fwc_learn(set, &k, generation, verdict, hit);
+	}
 	switch (verdict) {
 	case FW_ACCEPT:
 		return R_FORWARDED;
@@ -182,12 +184,18 @@ static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, 
 	case FW_KERNEL:
 		return R_PASS_FW_KERNEL;
 	}
-	struct fw_miss m = { .generation = generation };
+	/* Written in the ring, not on the stack (the classifier's calls need
+	 * its room). Default wake-up: only when the reader has caught up, so
+	 * a burst of misses wakes it once. A full ring loses the report, not
+	 * the frame. */
+	struct fw_miss *m = bpf_ringbuf_reserve(&fw_misses, sizeof(*m), 0);
 
-	__builtin_memcpy(&m.key, &k, sizeof(k));
-	/* Default wake-up: only when the reader has caught up, so a burst of
-	 * misses wakes it once. A full ring loses the report, not the frame. */
-	bpf_ringbuf_output(&fw_misses, &m, sizeof(m), 0);
+	if (m) {
+		__builtin_memcpy(&m->key, &k, sizeof(k));
+		m->generation = generation;
+		m->pad = 0;
+		bpf_ringbuf_submit(m, 0);
+	}
 	return R_PASS_FW_MISS;
 }
 

@@ -1,12 +1,12 @@
 //! `linerate bench firewall`: what the firewall costs the fast path per
-//! packet, by the ruleset's size (issue 23's goals: N rules with traffic
+//! packet, by the ruleset's size (N rules with traffic
 //! matching the last, the seeds' worst case; sets of M addresses), against
 //! the same fast path without a firewall, side by side.
 //!
 //! Each ruleset is the kernel's: loaded with `nft -f` in a scratch
 //! namespace, read back as `linerate route` reads it, compiled and
-//! published; the flows' first frames miss the verdict cache and are
-//! learned from the program's reports, as in the router. Every frame must
+//! published without its classifiers; the flows' first frames miss the
+//! verdict cache and are learned from the program's reports. Every frame must
 //! then be judged in the fast path (forwarded: the traffic is accepted by
 //! the last rule) before anything is measured. Then, round after round,
 //! each ruleset is published again (a new generation, learned again) and
@@ -376,6 +376,9 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
         if let Some(why) = refused[0].as_ref() {
             bail!("{name}: the firewall cannot judge it: {why}");
         }
+        // The verdict cache's cost: its keys learned from the program's
+        // reports (the classifier, built above, is left out).
+        let c = c.without_classifiers();
         s.generation += 1;
         compile::publish(
             &mut s.maps,
@@ -435,6 +438,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
         if let Some(why) = refused[0].as_ref() {
             bail!("the stateful ruleset: the firewall cannot judge it: {why}");
         }
+        let c = c.without_classifiers();
         let mut filled = 0;
         for &n in &states {
             let t = Instant::now();

@@ -216,6 +216,24 @@ impl FibArena {
             .store(shortcut_word(fib, index, word), Ordering::Release);
     }
 
+    /// Writes `bytes` (whole 32-bit words) at byte offset `offset` of the
+    /// arena, each word in one store, all visible before what is written
+    /// after (the classifiers' tables, linerate_dataplane::fwc).
+    pub fn write_bytes(&self, offset: usize, bytes: &[u8]) {
+        assert!(
+            offset.is_multiple_of(4) && bytes.len().is_multiple_of(4),
+            "whole words"
+        );
+        assert!(offset + bytes.len() <= self.len, "past the arena");
+        for (i, w) in bytes.chunks_exact(4).enumerate() {
+            // In bounds (checked above), 4-byte aligned, accessed
+            // atomically only.
+            let word = unsafe { &*self.base.add(offset + i * 4).cast::<AtomicU32>() };
+            word.store(u32::from_le_bytes(w.try_into().unwrap()), Ordering::Relaxed);
+        }
+        std::sync::atomic::fence(Ordering::Release);
+    }
+
     /// Copies a whole table (root entries, the pool, then the shortcut)
     /// into a fresh arena. Zero entries (no route, empty slots) are
     /// skipped: pages never written read as zero and take no memory.

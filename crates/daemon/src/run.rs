@@ -170,8 +170,10 @@ pub fn run(
         links = attach_all(&fp, opts)?;
     }
     let monitor = Monitor::open()?;
-    let (_ct_thread, mut fw) = start_firewall(&fp, opts)?;
     let mut mirror = Mirror::new(fp)?;
+    // After the mirror, so that they end before the fast path is unloaded
+    // (the firewall's thread writes its arena).
+    let (_ct_thread, mut fw) = start_firewall(mirror.fast_path(), opts)?;
     first_sync(&mut mirror, &ifindexes, &opts.interfaces)?;
     let (fw_names, fw_said) = first_firewall_read(&mut fw, &mut mirror);
     // Tables built: the links run this program from now, and the router
@@ -456,11 +458,13 @@ fn leave_with_service_manager(
     )
 }
 
-/// The running router: what the loop follows the kernel with.
+/// The running router: what the loop follows the kernel with. Its fields
+/// drop in order: the firewall's thread ends before the fast path whose
+/// arena it writes is unloaded.
 struct Following {
+    fw: FwThread,
     mirror: Mirror<FastPath>,
     monitor: Monitor,
-    fw: FwThread,
     /// The interface names the firewall's ruleset was last read with
     /// (iifname and oifname compare them).
     fw_names: BTreeMap<u32, String>,

@@ -1,7 +1,8 @@
 //! The verdict cache's layout (bpf/include/router/firewall.h): where a key
 //! lives (its set and ways), which way a new verdict takes, and the trait
 //! of what holds the cache (the fast path's maps or the model's copy).
-use crate::layout::{FwKey, FwReads, FwSlot, FW_CACHE_SETS, FW_CACHE_WAYS};
+use crate::fwc::Tables;
+use crate::layout::{FlowKey, FwKey, FwReads, FwSlot, FW_CACHE_SETS, FW_CACHE_WAYS};
 
 /// Where the verdict cache lives: the fast path's maps
 /// ([`crate::fw_maps::FwMaps`]) or the model's copy ([`crate::model::Model`]).
@@ -12,8 +13,10 @@ pub trait FwTable {
     /// takes it half-written for a hit.
     fn write_slot(&mut self, index: u32, slot: &FwSlot);
     /// Makes `generation` the one frames are judged by, with what each
-    /// family reads in it (`[ipv6]`); its reads are in place before it is.
-    fn publish(&mut self, generation: u32, reads: [FwReads; 2]);
+    /// family reads in it (`[ipv6]`) and the classifier it judges a key
+    /// the cache lacks by (None: the key is reported, and the kernel
+    /// judges); both are in place before the generation is.
+    fn publish(&mut self, generation: u32, reads: [FwReads; 2], classifiers: [Option<&Tables>; 2]);
 }
 
 /// The key's eight words as the program loads them.
@@ -54,4 +57,25 @@ pub fn way_for(ways: &[FwSlot; 2], new: &FwSlot, evict: bool) -> Option<usize> {
             .position(|s| !current(s))
             .unwrap_or(evict as usize),
     )
+}
+
+/// Which way a key the program judged takes when both of its set's ways
+/// hold verdicts of the current generation (bpf/include/router/
+/// classify.h, fwc_evict): a bit of the key's addresses and ports, so
+/// that the program and the model choose alike.
+pub fn evict_bit(k: &FlowKey) -> usize {
+    ((k.saddr[3] ^ k.daddr[3] ^ k.transport[1] ^ k.transport[3]) & 1) as usize
+}
+
+/// The way of a set the program writes a key it judged into: one that
+/// holds nothing of the generation, else the one [`evict_bit`] picks.
+pub fn judged_way(ways: &[FwSlot; 2], generation: u32, key: &FlowKey) -> usize {
+    let stale = |s: &FwSlot| s.verdict == 0 || s.generation != generation;
+    if stale(&ways[0]) {
+        0
+    } else if stale(&ways[1]) {
+        1
+    } else {
+        evict_bit(key)
+    }
 }

@@ -4,9 +4,11 @@
 //! counters. They perform what linerate_firewall::compile decides, and can move to
 //! the thread that learns (Send).
 use crate::fw_cache::FwTable;
+use crate::fwc::{self, Tables};
 use crate::layout::{FwReads, FwRuleCounter, FwSlot, FwState};
 use anyhow::{Context, Result};
 use libbpf_rs::MapHandle;
+use linerate_bpf::fib_arena::FibArena;
 use linerate_bpf::layout::Pod;
 use linerate_bpf::maps::{self, MappedArray};
 use std::mem::{offset_of, size_of};
@@ -24,6 +26,8 @@ pub struct FwMaps {
     state: MappedArray,
     counters: MapHandle,
     misses: MapHandle,
+    /// The router's arena, where the classifiers' tables go.
+    arena: FibArena,
     published: Option<Instant>,
 }
 
@@ -39,6 +43,7 @@ impl FwMaps {
             state: MappedArray::open(&map("fw_state")?)?,
             counters: handle("fw_counters")?,
             misses: handle("fw_misses")?,
+            arena: FibArena::open(obj)?,
             published: None,
         })
     }
@@ -79,8 +84,19 @@ impl FwTable for FwMaps {
 
     fn write_slot(&mut self, index: u32, slot: &FwSlot) {
         let seq = self.cache.word(index, offset_of!(FwSlot, seq));
-        let s = seq.load(Ordering::Relaxed) & !1;
-        seq.store(s + 1, Ordering::Relaxed);
+        // Claimed as the program claims a way it writes (an odd word set
+        // by compare-and-swap): waits out a frame writing it.
+        let s = loop {
+            let s = seq.load(Ordering::Relaxed);
+            if s & 1 == 0
+                && seq
+                    .compare_exchange(s, s + 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                break s;
+            }
+            std::hint::spin_loop();
+        };
         // The odd word is seen before any field changes...
         fence(Ordering::SeqCst);
         let bytes = slot.as_bytes();
@@ -91,10 +107,20 @@ impl FwTable for FwMaps {
         seq.store(s + 2, Ordering::Release);
     }
 
-    fn publish(&mut self, generation: u32, reads: [FwReads; 2]) {
+    fn publish(&mut self, generation: u32, reads: [FwReads; 2], classifiers: [Option<&Tables>; 2]) {
         if let Some(t) = self.published {
             if let Some(left) = READS_GRACE.checked_sub(t.elapsed()) {
                 std::thread::sleep(left);
+            }
+        }
+        // The generation's regions: off while they are written, on once
+        // whole (a family without a classifier stays off).
+        for (ipv6, t) in classifiers.iter().enumerate() {
+            let at = fwc::region(generation, ipv6 == 1);
+            self.arena.write_bytes(at as usize, &0u32.to_le_bytes());
+            if let Some(bytes) = t.and_then(|t| t.encode(at).ok()) {
+                self.arena.write_bytes(at as usize + 4, &bytes[4..]);
+                self.arena.write_bytes(at as usize, &bytes[..4]);
             }
         }
         for (ipv6, r) in reads.iter().enumerate() {

@@ -2,7 +2,8 @@
 //! in Rust, over an in-memory copy of the verdict cache, the generation
 //! and the rule counters. The root tests hold the program to it (the keys
 //! it reports, the verdicts, the counts), as the rest of the model.
-use crate::fw_cache::{set_of, slot_index, FwTable};
+use crate::fw_cache::{judged_way, set_of, slot_index, FwTable};
+use crate::fwc::Tables;
 use crate::layout::TRANSPORT_BYTES;
 use crate::layout::{
     FwKey, FwMiss, FwReads, FwRuleCounter, FwSlot, FwState, FW_ACCEPT, FW_CT_ON, FW_DROP,
@@ -40,7 +41,9 @@ pub struct FwFrame<'a> {
 #[derive(Default)]
 pub struct FwModel {
     state: FwState,
-    slots: HashMap<u32, FwSlot>,
+    slots: RefCell<HashMap<u32, FwSlot>>,
+    /// The classifiers, [generation & 1][ipv6], as published.
+    classifiers: [[Option<Tables>; 2]; 2],
     counters: RefCell<BTreeMap<u16, FwRuleCounter>>,
     misses: RefCell<Vec<FwMiss>>,
 }
@@ -101,19 +104,27 @@ impl FwModel {
         }
         let set = set_of(&k);
         let hit = (0..2)
-            .map(|w| self.slots.get(&slot_index(set, w)))
+            .map(|w| self.slots.borrow().get(&slot_index(set, w)).copied())
             .find_map(|s| {
                 s.filter(|s| {
                     s.seq & 1 == 0 && s.key == k && s.generation == generation && s.verdict != 0
                 })
             });
-        let Some(s) = hit else {
-            self.misses.borrow_mut().push(FwMiss {
-                key: k,
-                generation,
-                pad: 0,
-            });
-            return FwOutcome::Pass(reason::FW_MISS);
+        let s = match hit {
+            Some(s) => s,
+            None => match &self.classifiers[generation as usize & 1][f.ipv6 as usize] {
+                // Judged by the classifier, and its verdict cached, as the
+                // program does (fwc_judge, fwc_learn).
+                Some(t) => self.judged(t, set, k, generation),
+                None => {
+                    self.misses.borrow_mut().push(FwMiss {
+                        key: k,
+                        generation,
+                        pad: 0,
+                    });
+                    return FwOutcome::Pass(reason::FW_MISS);
+                }
+            },
         };
         let ids = s.counters[..s.counters_n as usize].to_vec();
         match s.verdict {
@@ -125,6 +136,40 @@ impl FwModel {
     }
 
     /// fw_count: a judged frame of `bytes` (its IP packet) at its rules.
+    /// The slot the classifier `t` makes for key `k`, written into the
+    /// way the program would write it.
+    fn judged(&self, t: &Tables, set: u32, k: FwKey, generation: u32) -> FwSlot {
+        let w = t.walk(&k.flow);
+        let mut counters = [0u16; crate::layout::FW_ENTRY_COUNTERS];
+        for (c, id) in counters.iter_mut().zip(&w.counted) {
+            *c = *id as u16;
+        }
+        let slot = FwSlot {
+            seq: 0,
+            generation,
+            key: k,
+            verdict: w.verdict,
+            counters_n: if w.verdict == FW_KERNEL {
+                0
+            } else {
+                w.counted.len() as u8
+            },
+            counters,
+            reserved: [0; 14],
+        };
+        let ways = [0, 1].map(|w| self.slot(slot_index(set, w)));
+        let index = slot_index(set, judged_way(&ways, generation, &k.flow));
+        let seq = ways[(index & 1) as usize].seq & !1;
+        self.slots.borrow_mut().insert(
+            index,
+            FwSlot {
+                seq: seq + 2,
+                ..slot
+            },
+        );
+        slot
+    }
+
     pub fn count(&self, ids: &[u16], bytes: usize) {
         let mut c = self.counters.borrow_mut();
         for id in ids {
@@ -151,12 +196,12 @@ impl FwModel {
 
 impl FwTable for FwModel {
     fn slot(&self, index: u32) -> FwSlot {
-        self.slots.get(&index).copied().unwrap_or_default()
+        self.slots.borrow().get(&index).copied().unwrap_or_default()
     }
 
     fn write_slot(&mut self, index: u32, slot: &FwSlot) {
         let seq = self.slot(index).seq & !1;
-        self.slots.insert(
+        self.slots.get_mut().insert(
             index,
             FwSlot {
                 seq: seq + 2,
@@ -165,8 +210,9 @@ impl FwTable for FwModel {
         );
     }
 
-    fn publish(&mut self, generation: u32, reads: [FwReads; 2]) {
+    fn publish(&mut self, generation: u32, reads: [FwReads; 2], classifiers: [Option<&Tables>; 2]) {
         self.state.reads[generation as usize & 1] = reads;
+        self.classifiers[generation as usize & 1] = classifiers.map(|t| t.cloned());
         self.state.generation = generation;
     }
 }

@@ -5,7 +5,8 @@
 //! the [`dataplane::Dataplane`] trait those writes go through; and
 //! [`model::Model`], the same maps in memory with the program's verdicts
 //! in Rust, held to the program by the tests. The verdict cache's and
-//! the connection cache's arithmetic ([`fw_cache`], [`ct_cache`]) and the
+//! the connection cache's arithmetic ([`fw_cache`], [`ct_cache`]), the
+//! firewall's classifier as the program holds and walks it ([`fwc`]), and the
 //! record by which other processes find a running router's maps
 //! ([`record`]) are the program's contract too.
 pub mod ct_cache;
@@ -14,6 +15,7 @@ pub mod fastpath;
 pub mod fw_cache;
 pub mod fw_maps;
 pub mod fw_model;
+pub mod fwc;
 pub mod layout;
 pub mod local;
 pub mod model;

@@ -13,11 +13,16 @@ use crate::cache::{self, FlowKey, KeyOf, Reads};
 use crate::ruleset::{Filter, Judged, Ruleset};
 use crate::Verdict;
 use linerate_dataplane::fw_cache::{set_of, slot_index, way_for, FwTable};
+use linerate_dataplane::fwc::{self, Act, Tables};
 use linerate_dataplane::layout::{
     FwKey, FwReads, FwSlot, FW_ACCEPT, FW_DROP, FW_ENTRY_COUNTERS, FW_KERNEL, FW_READ_CT,
     FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR, FW_READ_OIF, FW_READ_SADDR,
 };
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The most set elements a family's classifier holds (named sets, all
+/// together).
+pub const CLASSIFIER_SET_ELEMENTS: usize = 65536;
 
 /// Rule counter ids a family has: IPv4's are 0..32768, IPv6's follow.
 pub const FAMILY_COUNTERS: usize = 32768;
@@ -27,6 +32,10 @@ pub const FAMILY_COUNTERS: usize = 32768;
 pub struct Family {
     pub filter: Filter,
     pub reads: Reads,
+    /// The classifier the program judges a key its cache lacks by, or why
+    /// there is none (the key is then reported and judged here, and the
+    /// kernel judges its packets until the verdict is cached).
+    pub classifier: Result<Tables, String>,
 }
 
 /// A rule, as `nft list` names it: what a counter id stands for.
@@ -69,7 +78,12 @@ impl Compiled {
         for ipv6 in [false, true] {
             let i = ipv6 as usize;
             match family_of(ruleset.family(ipv6), ct) {
-                Ok(f) => families[i] = f,
+                Ok(mut f) => {
+                    if let Some(f) = &mut f {
+                        f.classifier = classifier(f, ipv6, &names, generation);
+                    }
+                    families[i] = f
+                }
                 Err(e) => why[i] = Some(e),
             }
         }
@@ -81,6 +95,37 @@ impl Compiled {
             },
             why,
         )
+    }
+
+    /// The same generation without classifiers: every key the cache
+    /// lacks is reported and judged here (the verdict cache alone).
+    pub fn without_classifiers(mut self) -> Compiled {
+        for f in self.families.iter_mut().flatten() {
+            f.classifier = Err("the classifier is off".into());
+        }
+        self
+    }
+
+    /// The classifiers of the generation, `[ipv6]`.
+    pub fn classifiers(&self) -> [Option<&Tables>; 2] {
+        [0, 1].map(|i| {
+            self.families[i]
+                .as_ref()
+                .and_then(|f| f.classifier.as_ref().ok())
+        })
+    }
+
+    /// The rule counters the classifiers count at.
+    pub fn classifier_counters(&self) -> BTreeSet<u16> {
+        self.classifiers()
+            .iter()
+            .flatten()
+            .flat_map(|t| t.acts.iter())
+            .filter_map(|a| match a {
+                Act::Count(id) => Some(*id as u16),
+                _ => None,
+            })
+            .collect()
     }
 
     /// An empty generation: nothing judged, every lookup misses.
@@ -274,6 +319,12 @@ impl Compiled {
             }
         }
         self.generation = generation;
+        // The classifiers again, with the elements as they are now.
+        for (i, f) in self.families.iter_mut().enumerate() {
+            if let Some(f) = f {
+                f.classifier = classifier(f, i == 1, &self.names, generation);
+            }
+        }
         Ok(())
     }
 
@@ -323,7 +374,35 @@ impl Compiled {
 /// Makes `c` the generation frames are judged by: every entry cached
 /// before is stale at once.
 pub fn publish(table: &mut impl FwTable, c: &Compiled) {
-    table.publish(c.generation, [c.reads(false), c.reads(true)]);
+    table.publish(
+        c.generation,
+        [c.reads(false), c.reads(true)],
+        c.classifiers(),
+    );
+}
+
+/// The classifier of family `f` for generation `generation`, or why it
+/// has none: a filter the classifier cannot say, or tables larger than
+/// the program reads.
+fn classifier(
+    f: &Family,
+    ipv6: bool,
+    names: &BTreeMap<u32, String>,
+    generation: u32,
+) -> Result<Tables, String> {
+    // Large sets stay the verdict cache's: the tables are built whole for
+    // each generation, and a set's element changes come many a second.
+    let elements: usize = f.filter.sets.iter().map(|s| s.elements.keys.len()).sum();
+    if elements > CLASSIFIER_SET_ELEMENTS {
+        return Err(format!(
+            "its sets hold {elements} elements, more than the classifier takes ({CLASSIFIER_SET_ELEMENTS})"
+        ));
+    }
+    let t =
+        crate::classify::compile(&f.filter, ipv6, &f.reads, names).map_err(|e| e.to_string())?;
+    t.encode(fwc::region(generation, ipv6))
+        .map_err(|e| e.to_string())?;
+    Ok(t)
 }
 
 /// Caches the verdict for a reported key under `c`: the slot written, or
@@ -365,6 +444,7 @@ fn family_of(j: &Judged, ct: bool) -> Result<Option<Family>, String> {
             Ok(Some(Family {
                 filter: f.clone(),
                 reads,
+                classifier: Err("not built yet".into()),
             }))
         }
     }

@@ -11,12 +11,14 @@
 //! which chains the fast path now judges (`news`), which decide the
 //! interfaces' IFACE_FIREWALL flags.
 //!
-//! A change is applied invalidate-first: on the word that nf_tables
-//! changed, every cached verdict is made stale at once (a generation that
-//! judges nothing: every frame of a judged family goes to the kernel,
-//! which has the new ruleset already); then the ruleset is read, compiled
-//! and published as the next generation. No frame is judged by a mix, and
-//! none by the old ruleset once the notification is in.
+//! A change is built beside the generation in force: the ruleset read
+//! (or the elements applied), compiled with its classifiers, and
+//! published as the next generation in one step, as the kernel's own
+//! transaction gives a packet the old ruleset or the new. Until then the
+//! old generation judges, its cached verdicts and its classifiers alike;
+//! after, every cached verdict is stale and the new classifiers judge each
+//! key at the fast path's speed. No frame is judged by a mix, or by
+//! nobody. A ruleset that cannot be read leaves everything to the kernel.
 use crate::compile::{self, Compiled, RuleRef};
 use anyhow::{Context, Result};
 use linerate_bpf::layout::Pod;
@@ -221,8 +223,11 @@ impl Learner {
     /// counts into them any more, past frames in flight).
     fn publish(&mut self, c: Compiled) {
         compile::publish(&mut self.maps, &c);
+        // The program counts at every counter its classifiers name.
+        let counted_by_program = c.classifier_counters();
         let old = std::mem::replace(&mut self.compiled, c);
-        for id in std::mem::take(&mut self.used) {
+        let used = std::mem::replace(&mut self.used, counted_by_program);
+        for id in used {
             if let (Some(rule), Ok(n)) = (old.rule_of(id), self.maps.counter(id)) {
                 let e = self.before.entry(rule).or_default();
                 e.packets += n.packets;
@@ -397,13 +402,9 @@ fn run(
                             (other, pending) = (false, Vec::new());
                             (pending_busy, since) = (Duration::ZERO, Instant::now());
                         }
-                        // Stale at once, before the rest is read.
-                        Ok(NftEvent::Other) | Err(_) => {
-                            if !other {
-                                l.invalidate();
-                            }
-                            other = true;
-                        }
+                        // Read again once committed; the generation in
+                        // force judges until the next is whole.
+                        Ok(NftEvent::Other) | Err(_) => other = true,
                     }
                 }
             }
@@ -416,7 +417,10 @@ fn run(
         }
         if reread {
             let started = Instant::now();
-            l.invalidate();
+            // The generation in force judges until the next is whole, as
+            // the kernel's transaction gives a packet the old ruleset or
+            // the new: the cache's entries and the classifier stay, and
+            // the fast path keeps its speed through the change.
             l.reads += 1;
             let answer = match crate::read::read_current_with(&|t, s| {
                 linerate_netlink::nft_elements::dump(t, s)
@@ -435,6 +439,8 @@ fn run(
                     Ok(last_news.clone())
                 }
                 Err(e) => {
+                    // Unread, the ruleset is the kernel's alone.
+                    l.invalidate();
                     last_news = FwNews {
                         generation: l.compiled.generation,
                         ..Default::default()

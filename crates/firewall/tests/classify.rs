@@ -6,8 +6,10 @@
 //! the filter, or (rarely) gives up and leaves the key to the kernel.
 mod common;
 use common::{filter, name, packet, NAMES};
+use linerate_dataplane::layout::{FW_ACCEPT, FW_DROP, FW_KERNEL};
 use linerate_firewall::cache::{entry, FlowKey, KeyOf, Reads};
 use linerate_firewall::classify::{self, Refused};
+use linerate_firewall::compile::FAMILY_COUNTERS;
 use linerate_firewall::eval::Verdict;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -54,19 +56,31 @@ fn the_classifier_judges_a_key_as_the_evaluator_judges_its_packet() {
             keys += 1;
             if w.gave_up {
                 gave_up += 1;
-                assert_eq!(w.verdict, Verdict::Kernel);
+                assert_eq!(w.verdict, FW_KERNEL);
                 continue;
             }
+            // What the control plane would cache for the key
+            // (Compiled::slot): the evaluator's entry, its rules as the
+            // fast path's counter ids; an unnamed interface's the kernel's.
             let unnamed = reads.iif && key.iif != 0 && !names.contains_key(&key.iif);
             let e = entry(&f, &key, &name);
+            let base = if ipv6 { FAMILY_COUNTERS as u32 } else { 0 };
             let (verdict, counters): (Verdict, Vec<u32>) = if unnamed {
                 (Verdict::Kernel, vec![])
             } else {
-                (e.verdict, e.counters.iter().map(|&c| c as u32).collect())
+                (
+                    e.verdict,
+                    e.counters.iter().map(|&c| base + c as u32).collect(),
+                )
+            };
+            let code = match verdict {
+                Verdict::Accept => FW_ACCEPT,
+                Verdict::Drop => FW_DROP,
+                Verdict::Kernel => FW_KERNEL,
             };
             assert_eq!(
                 (w.verdict, &w.counted),
-                (verdict, &counters),
+                (code, &counters),
                 "key {key:?}\npacket {p:?}\nfilter {f:#?}"
             );
             verdicts[verdict as usize] += 1;
@@ -154,7 +168,7 @@ fn an_access_list_narrows_each_key_to_a_few_words() {
     let daddr = t
         .fields
         .iter()
-        .find(|x| x.field.source == classify::values::Source::Daddr)
+        .find(|x| x.field.source == linerate_dataplane::fwc::Source::Daddr)
         .unwrap();
     // A row for each /24, the /16, and the rest.
     assert_eq!(daddr.rows.len(), 2002);
@@ -169,11 +183,11 @@ fn an_access_list_narrows_each_key_to_a_few_words() {
         p.iif = 1;
         FlowKey::of(&p, &reads)
     };
-    assert_eq!(t.walk(&key(0xc613_0101, 53)).verdict, Verdict::Accept);
-    assert_eq!(t.walk(&key(0x0a00_0505, 1005)).verdict, Verdict::Drop);
+    assert_eq!(t.walk(&key(0xc613_0101, 53)).verdict, FW_ACCEPT);
+    assert_eq!(t.walk(&key(0x0a00_0505, 1005)).verdict, FW_DROP);
     assert_eq!(
         t.walk(&key(0x0a00_0505, 1006)).verdict,
-        Verdict::Drop,
+        FW_DROP,
         "the policy"
     );
     // The /16's row has its own term's word and the policy's only.

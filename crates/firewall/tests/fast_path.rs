@@ -221,6 +221,10 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     let ruleset = linerate_firewall::read_current().unwrap();
     let (c, why) = Compiled::new(1, &ruleset, names.clone(), false);
     assert_eq!(why, [None, None]);
+    // First the verdict cache alone: every key learned through the
+    // control plane.
+    let classified = c.clone();
+    let c = c.without_classifiers();
 
     // The program and the model: one route a family, out through fwt1.
     let mut model = Model::new(Default::default());
@@ -334,13 +338,78 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
 
     // A new generation: every entry stale at once.
     let (c2, _) = Compiled::new(2, &ruleset, names.clone(), false);
+    let c2 = c2.without_classifiers();
     compile::publish(&mut maps, &c2);
     compile::publish(model.fw_mut(), &c2);
     for f in &frames {
         assert_eq!(run(f, &model), "pass_fw_miss");
     }
     assert_eq!(program_misses(&maps).len(), frames.len());
+    assert_eq!(model.fw().take_misses().len(), frames.len());
     assert_eq!(maps.slot(0).seq % 2, 0);
+
+    // With the classifiers: nothing misses; every frame, the first of its
+    // key too, gets the evaluator's verdict and counts where it counted,
+    // in the program and the model alike.
+    drop(classified);
+    let (c3, _) = Compiled::new(3, &ruleset, names.clone(), false);
+    for f in c3.families.iter().flatten() {
+        assert!(
+            f.classifier.is_ok(),
+            "classified: {:?}",
+            f.classifier.as_ref().err()
+        );
+    }
+    compile::publish(&mut maps, &c3);
+    compile::publish(model.fw_mut(), &c3);
+    let before: BTreeMap<u16, (u64, u64)> = want_counts
+        .keys()
+        .map(|id| {
+            let n = maps.counter(*id).unwrap();
+            (*id, (n.packets, n.bytes))
+        })
+        .collect();
+    let mut counted: BTreeMap<u16, (u64, u64)> = BTreeMap::new();
+    let mut seen = BTreeMap::new();
+    for _ in 0..2 {
+        for f in &frames {
+            let reason = run(f, &model);
+            let p = packet_of(f, if0, if1, &names);
+            let filter = &c3.families[p.ipv6 as usize].as_ref().unwrap().filter;
+            let j = judge(filter, &p);
+            let want = match j.verdict {
+                Verdict::Accept => "forwarded",
+                Verdict::Drop => "drop_firewall",
+                Verdict::Kernel => "pass_fw_kernel",
+            };
+            assert_eq!(reason, want, "{p:?}: {j:?}");
+            *seen.entry(reason).or_insert(0) += 1;
+            if j.verdict != Verdict::Kernel {
+                let offsets = linerate_firewall::cache::chain_offsets(filter);
+                for (chain, rule) in &j.counted {
+                    let id = offsets[*chain] + rule + if p.ipv6 { FAMILY_COUNTERS } else { 0 };
+                    let e = counted.entry(id as u16).or_default();
+                    e.0 += 1;
+                    e.1 += (p.transport.len() + if p.ipv6 { 40 } else { 20 }) as u64;
+                }
+            }
+        }
+    }
+    assert!(seen.len() == 3, "every verdict seen: {seen:?}");
+    assert!(
+        program_misses(&maps).is_empty(),
+        "the classifier judged every key"
+    );
+    assert!(model.fw().take_misses().is_empty());
+    for (id, (packets, bytes)) in &counted {
+        let got = maps.counter(*id).unwrap();
+        let (p0, b0) = before.get(id).copied().unwrap_or_default();
+        assert_eq!(
+            (got.packets - p0, got.bytes - b0),
+            (*packets, *bytes),
+            "rule counter {id} under the classifier"
+        );
+    }
     drop(fp);
     drop(pair);
 }

@@ -19,9 +19,11 @@ pub mod terms;
 pub mod values;
 
 use crate::cache::Reads;
+use crate::compile::FAMILY_COUNTERS;
 use crate::ruleset::Filter;
+use linerate_dataplane::fwc::Act;
+pub use linerate_dataplane::fwc::{Tables, Walked};
 use std::collections::{BTreeMap, BTreeSet};
-pub use tables::{Tables, Walked};
 pub use terms::Refused;
 
 /// The most terms a family's classifier holds: 256 words a row.
@@ -37,7 +39,19 @@ pub fn compile(
     names: &BTreeMap<u32, String>,
 ) -> Result<Tables, Refused> {
     let name = |i: u32| names.get(&i).cloned().unwrap_or_default();
-    let terms = terms::terms(f, ipv6, &name, MAX_TERMS)?;
+    let mut terms = terms::terms(f, ipv6, &name, MAX_TERMS)?;
+    // Rule ids become the fast path's counter ids (IPv6's after IPv4's); a
+    // rule past them is the kernel's to count, as the verdict cache has
+    // it (crate::compile::Compiled::slot).
+    let base = if ipv6 { FAMILY_COUNTERS } else { 0 };
+    for t in &mut terms {
+        if let Act::Count(id) = t.act {
+            t.act = match (id as usize) < FAMILY_COUNTERS {
+                true => Act::Count((base + id as usize) as u32),
+                false => Act::Kernel,
+            };
+        }
+    }
     let known: BTreeSet<u32> = names.keys().copied().collect();
-    Ok(Tables::new(&terms, ipv6, &known, reads.iif, reads.oif))
+    Ok(tables::tables(&terms, ipv6, &known, reads.iif, reads.oif))
 }

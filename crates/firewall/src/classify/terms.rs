@@ -14,27 +14,14 @@
 //! is one alternative per element. A test of a concatenation is one
 //! alternative per element too. The kernel's jump stack (16 deep) is
 //! kept: a jump past it is the kernel's, as it is in nf_tables.
-use super::values::{KeyField, Source, Values, IFACES};
+use super::values::{domain, KeyField, Source, Values, IFACES};
 use crate::ruleset::{ct_state, Action, Atom, Field, Filter, Hook, Step, Test};
+pub use linerate_dataplane::fwc::Act;
 use std::collections::BTreeMap;
 
 /// The conditions of a term, by key field: the values allowed (a field
 /// not named allows every value).
 pub type Conditions = BTreeMap<KeyField, Values>;
-
-/// What a term does when the packet meets it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Act {
-    /// Counts rule `id` (crate::cache::chain_offsets) and goes on.
-    Count(u32),
-    /// Goes on at term `to` (a later one).
-    Skip(u32),
-    /// The packet's verdict: accepted by every base chain, dropped, or
-    /// left to the kernel.
-    Accept,
-    Drop,
-    Kernel,
-}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Term {
@@ -399,7 +386,7 @@ impl Builder<'_> {
             let mine = rest
                 .get(field)
                 .cloned()
-                .unwrap_or_else(|| field.domain(self.ipv6));
+                .unwrap_or_else(|| domain(field, self.ipv6));
             let outside = mine.minus(allowed);
             let inside = mine.intersect(allowed);
             if inside.is_empty() {

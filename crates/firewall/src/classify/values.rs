@@ -1,125 +1,17 @@
-//! What the classifier reads of a key, and the sets of values a rule's
-//! conditions allow. A key field is one of the key's parts ([`Source`]),
-//! optionally masked; its values are numbers in a domain of the source's
-//! width, plus [`LACKING`] for a transport field the packet does not have
-//! (a test on it fails whatever its polarity).
-use linerate_dataplane::layout::{FlowKey, TRANSPORT_BYTES};
+//! The sets of values a rule's conditions allow on a key field
+//! (linerate_dataplane::fwc: a source of the key, optionally masked),
+//! each a set of ranges; a transport field the packet lacks reads as
+//! [`LACKING`], which a test never allows, whatever its polarity.
+pub use linerate_dataplane::fwc::{KeyField, Source, IFACES, LACKING};
 
-/// Where a field's value comes from in a [`FlowKey`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Source {
-    /// The input and output interface indexes.
-    Iif,
-    Oif,
-    /// The addresses: 32 bits (IPv4) or 128 (IPv6), network order read
-    /// big-endian.
-    Saddr,
-    Daddr,
-    /// The transport protocol, and IPv4's protocol or IPv6's first next
-    /// header.
-    L4proto,
-    Nexthdr,
-    /// The key's connection byte: its `ct state` bit and the reply bit.
-    Ct,
-    /// `len` bytes (1, 2 or 4) of the transport header from `offset`,
-    /// big-endian; [`LACKING`] past the key's `transport_len`.
-    Transport {
-        offset: u8,
-        len: u8,
-    },
-}
-
-/// The value of a transport field the packet does not have: one past
-/// every value of its width (no width reaches 128 bits).
-pub const LACKING: u128 = 1 << 64;
-
-/// Interface indexes the fast path has slots for (ROUTER_IFACES).
-pub const IFACES: u128 = 1024;
-
-impl Source {
-    /// The largest value the source holds in a family (LACKING apart).
-    pub fn max(self, ipv6: bool) -> u128 {
-        match self {
-            Source::Iif | Source::Oif => IFACES - 1,
-            Source::Saddr | Source::Daddr if ipv6 => u128::MAX,
-            Source::Saddr | Source::Daddr => u32::MAX as u128,
-            Source::L4proto | Source::Nexthdr | Source::Ct => 0xff,
-            Source::Transport { len, .. } => (1u128 << (8 * len as u32)) - 1,
-        }
+/// Every value a field can have in a family: the source's domain, and
+/// LACKING where the source can lack one.
+pub fn domain(field: &KeyField, ipv6: bool) -> Values {
+    let mut d = Values::range(0, field.source.max(ipv6));
+    if field.source.can_lack() {
+        d = d.union(&Values::value(LACKING));
     }
-
-    /// Whether the source can lack a value.
-    pub fn can_lack(self) -> bool {
-        matches!(self, Source::Transport { .. })
-    }
-
-    /// Whether its values are few enough for a direct table (an array
-    /// indexed by the value) rather than sorted ranges.
-    pub fn is_small(self, ipv6: bool) -> bool {
-        self.max(ipv6) <= u16::MAX as u128
-    }
-
-    /// The source's value in `key`.
-    pub fn of(self, key: &FlowKey) -> u128 {
-        let ipv6 = key.ipv6 != 0;
-        let addr = |b: &[u8; 16]| {
-            if ipv6 {
-                u128::from_be_bytes(*b)
-            } else {
-                u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u128
-            }
-        };
-        match self {
-            Source::Iif => key.iif as u128,
-            Source::Oif => key.oif as u128,
-            Source::Saddr => addr(&key.saddr),
-            Source::Daddr => addr(&key.daddr),
-            Source::L4proto => key.l4proto as u128,
-            Source::Nexthdr => key.nexthdr as u128,
-            Source::Ct => key.ct as u128,
-            Source::Transport { offset, len } => {
-                let end = offset as usize + len as usize;
-                if end > key.transport_len as usize || end > TRANSPORT_BYTES {
-                    return LACKING;
-                }
-                key.transport[offset as usize..end]
-                    .iter()
-                    .fold(0u128, |acc, b| acc << 8 | *b as u128)
-            }
-        }
-    }
-}
-
-/// A key field: a source and the mask applied to it (nft's `& mask`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct KeyField {
-    pub source: Source,
-    pub mask: Option<u128>,
-}
-
-impl KeyField {
-    pub fn plain(source: Source) -> KeyField {
-        KeyField { source, mask: None }
-    }
-
-    /// The field's value in `key` (a lacking value stays lacking).
-    pub fn of(&self, key: &FlowKey) -> u128 {
-        let v = self.source.of(key);
-        match self.mask {
-            Some(m) if v != LACKING => v & m,
-            _ => v,
-        }
-    }
-
-    /// Every value the field can have in a family: the source's domain,
-    /// and LACKING where the source can lack one.
-    pub fn domain(&self, ipv6: bool) -> Values {
-        let mut d = Values::range(0, self.source.max(ipv6));
-        if self.source.can_lack() {
-            d = d.union(&Values::value(LACKING));
-        }
-        d
-    }
+    d
 }
 
 /// A set of values: sorted, disjoint, non-adjacent inclusive ranges.
@@ -278,23 +170,5 @@ mod tests {
             Values::value(0).complement_in(&all),
             Values::range(1, u128::MAX)
         );
-    }
-
-    #[test]
-    fn a_transport_field_past_the_keys_bytes_is_lacking() {
-        let mut k = FlowKey {
-            transport_len: 4,
-            ..Default::default()
-        };
-        k.transport[..4].copy_from_slice(&[0, 53, 1, 187]);
-        let port = |offset| Source::Transport { offset, len: 2 }.of(&k);
-        assert_eq!(port(0), 53);
-        assert_eq!(port(2), 443);
-        assert_eq!(port(3), LACKING);
-        let masked = KeyField {
-            source: Source::Transport { offset: 2, len: 2 },
-            mask: Some(0xff),
-        };
-        assert_eq!(masked.of(&k), 187);
     }
 }

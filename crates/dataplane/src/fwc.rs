@@ -1,0 +1,452 @@
+//! The firewall's classifier as the fast path holds it (bpf/include/
+//! abi/firewall.h, `fwc_*`; bpf/include/router/classify.h walks it): one
+//! lookup per key field to a row of term bits, the terms' actions, and
+//! the walk that ANDs a key's rows and follows the terms it meets. The
+//! tables are built by linerate_firewall::classify; [`Tables::walk`] is
+//! the program's walk in Rust (the model's, and the reference the
+//! program is tested against), and [`Tables::encode`] lays the tables
+//! out as the program reads them in the router's arena.
+//!
+//! Bit-vector classification (as bpf-iptables and the kernel's pipapo
+//! set do): for each key field, its values cut into intervals at every
+//! boundary a term names, each interval mapped to a row: the bits of the
+//! terms whose condition on the field the interval meets (every term that
+//! names no condition on the field). A key's terms are the AND of its
+//! fields' rows; the first set bit from the cursor is the term it meets.
+//! Equal rows are kept once. A row also says its first and last non-zero
+//! word: the AND starts at the largest first and ends at the smallest
+//! last, so a key that one field narrows (an address in one rule's
+//! prefix) reads a few words whatever the number of rules.
+use crate::layout::{FlowKey, FW_ACCEPT, FW_DROP, FW_KERNEL, TRANSPORT_BYTES};
+
+/// Where a field's value comes from in a [`FlowKey`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    /// The input and output interface indexes.
+    Iif,
+    Oif,
+    /// The addresses: 32 bits (IPv4) or 128 (IPv6), network order read
+    /// big-endian.
+    Saddr,
+    Daddr,
+    /// The transport protocol, and IPv4's protocol or IPv6's first next
+    /// header.
+    L4proto,
+    Nexthdr,
+    /// The key's connection byte: its `ct state` bit and the reply bit.
+    Ct,
+    /// `len` bytes (1, 2 or 4) of the transport header from `offset`,
+    /// big-endian; [`LACKING`] past the key's `transport_len`.
+    Transport {
+        offset: u8,
+        len: u8,
+    },
+}
+
+/// The value of a transport field the packet does not have: one past
+/// every value of its width (no width reaches 128 bits).
+pub const LACKING: u128 = 1 << 64;
+
+/// Interface indexes the fast path has slots for (ROUTER_IFACES).
+pub const IFACES: u128 = 1024;
+
+impl Source {
+    /// The largest value the source holds in a family (LACKING apart).
+    pub fn max(self, ipv6: bool) -> u128 {
+        match self {
+            Source::Iif | Source::Oif => IFACES - 1,
+            Source::Saddr | Source::Daddr if ipv6 => u128::MAX,
+            Source::Saddr | Source::Daddr => u32::MAX as u128,
+            Source::L4proto | Source::Nexthdr | Source::Ct => 0xff,
+            Source::Transport { len, .. } => (1u128 << (8 * len as u32)) - 1,
+        }
+    }
+
+    /// Whether the source can lack a value.
+    pub fn can_lack(self) -> bool {
+        matches!(self, Source::Transport { .. })
+    }
+
+    /// Whether its values are few enough for a direct table (an array
+    /// indexed by the value) rather than sorted ranges.
+    pub fn is_small(self, ipv6: bool) -> bool {
+        self.max(ipv6) <= u16::MAX as u128
+    }
+
+    /// The source's value in `key`.
+    pub fn of(self, key: &FlowKey) -> u128 {
+        let ipv6 = key.ipv6 != 0;
+        let addr = |b: &[u8; 16]| {
+            if ipv6 {
+                u128::from_be_bytes(*b)
+            } else {
+                u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u128
+            }
+        };
+        match self {
+            Source::Iif => key.iif as u128,
+            Source::Oif => key.oif as u128,
+            Source::Saddr => addr(&key.saddr),
+            Source::Daddr => addr(&key.daddr),
+            Source::L4proto => key.l4proto as u128,
+            Source::Nexthdr => key.nexthdr as u128,
+            Source::Ct => key.ct as u128,
+            Source::Transport { offset, len } => {
+                let end = offset as usize + len as usize;
+                if end > key.transport_len as usize || end > TRANSPORT_BYTES {
+                    return LACKING;
+                }
+                key.transport[offset as usize..end]
+                    .iter()
+                    .fold(0u128, |acc, b| acc << 8 | *b as u128)
+            }
+        }
+    }
+}
+
+/// A key field: a source and the mask applied to it (nft's `& mask`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KeyField {
+    pub source: Source,
+    pub mask: Option<u128>,
+}
+
+impl KeyField {
+    pub fn plain(source: Source) -> KeyField {
+        KeyField { source, mask: None }
+    }
+
+    /// The field's value in `key` (a lacking value stays lacking).
+    pub fn of(&self, key: &FlowKey) -> u128 {
+        let v = self.source.of(key);
+        match self.mask {
+            Some(m) if v != LACKING => v & m,
+            _ => v,
+        }
+    }
+}
+
+/// What a term does when the packet meets it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Act {
+    /// Counts at counter `id` (the fast path's rule counter id) and goes
+    /// on.
+    Count(u32),
+    /// Goes on at term `to` (a later one).
+    Skip(u32),
+    /// The packet's verdict: accepted by every base chain, dropped, or
+    /// left to the kernel.
+    Accept,
+    Drop,
+    Kernel,
+}
+
+/// The row of a value the classifier leaves to the kernel: an interface
+/// index the control plane has no name for.
+pub const KERNEL_ROW: u32 = u32::MAX;
+
+/// The most terms a walk meets (counting ones, skips, the last): past it
+/// the kernel judges.
+pub const MAX_STEPS: usize = 32;
+
+/// The rules a key's packets are counted at, most: past it the kernel
+/// judges, as the verdict cache has it (FW_ENTRY_COUNTERS).
+pub const MAX_COUNTED: usize = crate::layout::FW_ENTRY_COUNTERS;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    pub bits: Vec<u64>,
+    /// The first and last word with a bit set (0 and 0 when none is).
+    pub first: u32,
+    pub last: u32,
+}
+
+impl Row {
+    pub fn of(bits: Vec<u64>) -> Row {
+        let first = bits.iter().position(|w| *w != 0).unwrap_or(0) as u32;
+        let last = bits.iter().rposition(|w| *w != 0).unwrap_or(0) as u32;
+        Row { bits, first, last }
+    }
+}
+
+/// How a field's value finds its row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// A row id per value from 0 (a small field), and LACKING's last.
+    Direct(Vec<u32>),
+    /// The start of each interval, in order, with its row id (a wide
+    /// field: addresses, 32 bits of transport).
+    Ranges(Vec<(u128, u32)>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldTable {
+    pub field: KeyField,
+    pub lookup: Lookup,
+    pub rows: Vec<Row>,
+}
+
+impl FieldTable {
+    /// The row id of the field's value in `key`.
+    pub fn row_of(&self, key: &FlowKey) -> u32 {
+        let v = self.field.of(key);
+        match &self.lookup {
+            Lookup::Direct(rows) => {
+                // The last entry is a lacking value's; a value past the
+                // others (an interface index beyond the fast path's) is
+                // the kernel's.
+                if v == LACKING {
+                    rows[rows.len() - 1]
+                } else if v < rows.len() as u128 - 1 {
+                    rows[v as usize]
+                } else {
+                    KERNEL_ROW
+                }
+            }
+            Lookup::Ranges(starts) => {
+                let at = starts.partition_point(|(s, _)| *s <= v);
+                starts[at.checked_sub(1).expect("the first interval starts at 0")].1
+            }
+        }
+    }
+}
+
+/// One family's classifier.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tables {
+    pub ipv6: bool,
+    /// Each term's action, by its bit.
+    pub acts: Vec<Act>,
+    /// Words a row has.
+    pub words: usize,
+    pub fields: Vec<FieldTable>,
+}
+
+/// What a walk of the tables gives a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Walked {
+    /// FW_ACCEPT, FW_DROP or FW_KERNEL.
+    pub verdict: u8,
+    /// The rules counted, by id, in order.
+    pub counted: Vec<u32>,
+    /// The walk gave up after [`MAX_STEPS`] terms (the verdict is then
+    /// the kernel's).
+    pub gave_up: bool,
+}
+
+impl Tables {
+    /// The key's verdict and counted rules, as the fast path walks the
+    /// tables.
+    pub fn walk(&self, key: &FlowKey) -> Walked {
+        let kernel = |gave_up| Walked {
+            verdict: FW_KERNEL,
+            counted: vec![],
+            gave_up,
+        };
+        let mut rows = Vec::with_capacity(self.fields.len());
+        for f in &self.fields {
+            match f.row_of(key) {
+                KERNEL_ROW => return kernel(false),
+                r => rows.push(&f.rows[r as usize]),
+            }
+        }
+        let first = rows.iter().map(|r| r.first as usize).max().unwrap_or(0);
+        let last = rows
+            .iter()
+            .map(|r| r.last as usize)
+            .min()
+            .unwrap_or(self.words - 1);
+        let mut counted = Vec::new();
+        let mut cursor = 0usize;
+        for _ in 0..MAX_STEPS {
+            let Some(t) = first_set(&rows, cursor, first, last) else {
+                // Every chain ends in its policy, a term with no condition.
+                unreachable!("a walk past the last term")
+            };
+            match self.acts[t] {
+                Act::Count(id) => {
+                    // More counters than an entry holds: the kernel's, as
+                    // the verdict cache has it.
+                    if counted.len() == MAX_COUNTED {
+                        return kernel(false);
+                    }
+                    counted.push(id);
+                    cursor = t + 1;
+                }
+                Act::Skip(to) => cursor = to as usize,
+                Act::Accept => return self.done(FW_ACCEPT, counted),
+                Act::Drop => return self.done(FW_DROP, counted),
+                Act::Kernel => return kernel(false),
+            }
+        }
+        kernel(true)
+    }
+
+    fn done(&self, verdict: u8, counted: Vec<u32>) -> Walked {
+        Walked {
+            verdict,
+            counted,
+            gave_up: false,
+        }
+    }
+}
+
+/// The first term at or after `cursor` whose bit every row has, reading
+/// words `first..=last` only.
+fn first_set(rows: &[&Row], cursor: usize, first: usize, last: usize) -> Option<usize> {
+    let words = rows.first().map_or(usize::MAX, |r| r.bits.len());
+    let start = (cursor / 64).max(first);
+    let end = last.min(words.saturating_sub(1));
+    if rows.is_empty() {
+        return Some(cursor);
+    }
+    for w in start..=end {
+        let mut x = u64::MAX;
+        for r in rows {
+            x &= r.bits[w];
+        }
+        if w == cursor / 64 {
+            x &= u64::MAX << (cursor % 64);
+        }
+        if x != 0 {
+            return Some(w * 64 + x.trailing_zeros() as usize);
+        }
+    }
+    None
+}
+
+/// The arena's classifier regions (abi/firewall.h): one per
+/// [generation & 1][ipv6], from FWC_ARENA_OFF.
+pub const ARENA_OFF: u64 = 2304 << 20;
+pub const REGION: u64 = 384 << 20;
+/// The most key fields and row words a family's tables have.
+pub const FIELDS: usize = 16;
+pub const WORDS: usize = 256;
+/// Sizes of struct fwc_header, fwc_field and fwc_range.
+const HEADER_BYTES: usize = 24 + FIELDS * FIELD_BYTES;
+const FIELD_BYTES: usize = 40;
+const RANGE_BYTES: usize = 24;
+
+/// The arena offset of the region of [generation & 1][ipv6].
+pub fn region(generation: u32, ipv6: bool) -> u64 {
+    ARENA_OFF + ((generation as u64 & 1) * 2 + ipv6 as u64) * REGION
+}
+
+/// Why tables do not fit the program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TooBig {
+    Fields(usize),
+    Words(usize),
+    Bytes(usize),
+}
+
+impl std::fmt::Display for TooBig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TooBig::Fields(n) => write!(f, "{n} key fields (the fast path reads {FIELDS})"),
+            TooBig::Words(n) => write!(f, "{n} words of terms (the fast path reads {WORDS})"),
+            TooBig::Bytes(n) => write!(f, "{n} bytes of tables (a region holds {REGION})"),
+        }
+    }
+}
+
+impl Source {
+    /// FWC_SRC_*, and the transport field's offset and length.
+    fn code(self) -> (u8, u8, u8) {
+        match self {
+            Source::Iif => (0, 0, 0),
+            Source::Oif => (1, 0, 0),
+            Source::Saddr => (2, 0, 0),
+            Source::Daddr => (3, 0, 0),
+            Source::L4proto => (4, 0, 0),
+            Source::Nexthdr => (5, 0, 0),
+            Source::Ct => (6, 0, 0),
+            Source::Transport { offset, len } => (7, offset, len),
+        }
+    }
+}
+
+impl Act {
+    /// FWC_ACT_*: the kind in the top byte, the argument below.
+    pub fn code(self) -> u32 {
+        match self {
+            Act::Count(id) => 1 << 24 | id,
+            Act::Skip(to) => 2 << 24 | to,
+            Act::Accept => 3 << 24,
+            Act::Drop => 4 << 24,
+            Act::Kernel => 5 << 24,
+        }
+    }
+}
+
+impl Tables {
+    /// The region's bytes for these tables at arena offset `at` (offsets
+    /// in them are the arena's), header first, `on` set.
+    pub fn encode(&self, at: u64) -> Result<Vec<u8>, TooBig> {
+        if self.fields.len() > FIELDS {
+            return Err(TooBig::Fields(self.fields.len()));
+        }
+        if self.words > WORDS {
+            return Err(TooBig::Words(self.words));
+        }
+        let mut out = vec![0u8; HEADER_BYTES];
+        let put32 = |out: &mut Vec<u8>, pos: usize, v: u32| {
+            out[pos..pos + 4].copy_from_slice(&v.to_le_bytes())
+        };
+        let put64 = |out: &mut Vec<u8>, pos: usize, v: u64| {
+            out[pos..pos + 8].copy_from_slice(&v.to_le_bytes())
+        };
+        let align = |out: &mut Vec<u8>| out.resize(out.len().div_ceil(8) * 8, 0);
+        put32(&mut out, 0, 1);
+        put32(&mut out, 4, self.fields.len() as u32);
+        put32(&mut out, 8, self.words as u32);
+        put32(&mut out, 12, self.acts.len() as u32);
+        let here = at + out.len() as u64;
+        put64(&mut out, 16, here);
+        for a in &self.acts {
+            out.extend(a.code().to_le_bytes());
+        }
+        for (i, f) in self.fields.iter().enumerate() {
+            align(&mut out);
+            let d = 24 + i * FIELD_BYTES;
+            let (source, offset, len) = f.field.source.code();
+            let mask = f.field.mask.unwrap_or(u128::MAX);
+            let (kind, count) = match &f.lookup {
+                Lookup::Direct(rows) => (0u8, rows.len()),
+                Lookup::Ranges(starts) => (1u8, starts.len()),
+            };
+            out[d..d + 4].copy_from_slice(&[source, offset, len, kind]);
+            put32(&mut out, d + 4, count as u32);
+            put64(&mut out, d + 8, (mask >> 64) as u64);
+            put64(&mut out, d + 16, mask as u64);
+            let here = at + out.len() as u64;
+            put64(&mut out, d + 24, here);
+            match &f.lookup {
+                Lookup::Direct(rows) => rows.iter().for_each(|r| out.extend(r.to_le_bytes())),
+                Lookup::Ranges(starts) => {
+                    for (start, row) in starts {
+                        out.extend(((start >> 64) as u64).to_le_bytes());
+                        out.extend((*start as u64).to_le_bytes());
+                        out.extend(row.to_le_bytes());
+                        out.extend(0u32.to_le_bytes());
+                    }
+                }
+            }
+            align(&mut out);
+            let here = at + out.len() as u64;
+            put64(&mut out, d + 32, here);
+            for r in &f.rows {
+                out.extend(r.first.to_le_bytes());
+                out.extend(r.last.to_le_bytes());
+                for w in &r.bits {
+                    out.extend(w.to_le_bytes());
+                }
+            }
+            if out.len() as u64 > REGION {
+                return Err(TooBig::Bytes(out.len()));
+            }
+        }
+        debug_assert_eq!(RANGE_BYTES, 24);
+        Ok(out)
+    }
+}
