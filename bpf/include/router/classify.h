@@ -21,6 +21,11 @@ struct fw_hit {
 	__u16 id[FW_ENTRY_COUNTERS];
 };
 
+/* crates/dataplane/src/fwc.rs lays the tables out by these sizes. */
+_Static_assert(sizeof(struct fwc_field) == 40, "fwc_field: 40 bytes");
+_Static_assert(sizeof(struct fwc_header) == 24 + FWC_FIELDS * 40, "fwc_header: 24 bytes, then the fields");
+_Static_assert(sizeof(struct fwc_range) == 24, "fwc_range: 24 bytes");
+
 /* Reads of the arena, by byte offset from its base. */
 static __always_inline __u32 fwc_u32(__u64 at)
 {

@@ -450,3 +450,82 @@ impl Tables {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The C header's numbers are these (abi/firewall.h: no BTF carries
+    /// a #define).
+    #[test]
+    fn the_regions_and_limits_are_the_programs() {
+        let header = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../bpf/include/abi/firewall.h"
+        ))
+        .unwrap();
+        let define = |name: &str| -> String {
+            header
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("#define {name}"))
+                .split("/*")
+                .next()
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        assert_eq!(
+            define("FWC_ARENA_OFF"),
+            format!("({}ull << 20)", ARENA_OFF >> 20)
+        );
+        assert_eq!(define("FWC_REGION"), format!("({}ull << 20)", REGION >> 20));
+        assert_eq!(define("FWC_FIELDS"), FIELDS.to_string());
+        assert_eq!(define("FWC_WORDS"), WORDS.to_string());
+        assert_eq!(define("FWC_MAX_STEPS"), MAX_STEPS.to_string());
+        for (code, act) in [
+            (1, Act::Count(0)),
+            (2, Act::Skip(0)),
+            (3, Act::Accept),
+            (4, Act::Drop),
+            (5, Act::Kernel),
+        ] {
+            assert_eq!(act.code() >> 24, code);
+        }
+    }
+
+    /// The classifiers' regions lie past the FIB's in the arena, and
+    /// within it.
+    #[test]
+    fn the_regions_leave_the_fib_its_room() {
+        use linerate_bpf::fib_arena::{ARENA_PAGES, FIB4, FIB6, FIB6_COMPACT};
+        for fib in [FIB4, FIB6, FIB6_COMPACT] {
+            for r in [fib.root, fib.groups, fib.shortcut] {
+                assert!((r.offset + r.entries * 4) as u64 <= ARENA_OFF, "{r:?}");
+            }
+        }
+        assert!(region(1, true) + REGION <= (ARENA_PAGES * 4096) as u64);
+        assert_ne!(region(0, false), region(1, false));
+        assert_ne!(region(0, false), region(0, true));
+    }
+
+    /// A transport field past the key's bytes is lacking; a masked one is
+    /// read under its mask.
+    #[test]
+    fn a_transport_field_past_the_keys_bytes_is_lacking() {
+        let mut k = FlowKey {
+            transport_len: 4,
+            ..Default::default()
+        };
+        k.transport[..4].copy_from_slice(&[0, 53, 1, 187]);
+        let port = |offset| Source::Transport { offset, len: 2 }.of(&k);
+        assert_eq!(port(0), 53);
+        assert_eq!(port(2), 443);
+        assert_eq!(port(3), LACKING);
+        let masked = KeyField {
+            source: Source::Transport { offset: 2, len: 2 },
+            mask: Some(0xff),
+        };
+        assert_eq!(masked.of(&k), 187);
+    }
+}
