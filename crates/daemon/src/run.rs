@@ -739,7 +739,7 @@ impl FirewallSaid {
             Err(_) => Default::default(),
         };
         let said = |n: &Result<FwNews, String>| match n {
-            Ok(n) => Ok((n.covered.clone(), n.refused.clone())),
+            Ok(n) => Ok((n.covered.clone(), n.refused.clone(), n.unclassified.clone())),
             Err(e) => Err(e.clone()),
         };
         if self.last.as_ref().map(said) != Some(said(&news)) {
@@ -751,8 +751,14 @@ impl FirewallSaid {
                         } else if !n.covered[i].is_empty() {
                             let chains: Vec<&str> =
                                 n.covered[i].iter().map(String::as_str).collect();
+                            let new_flows = match &n.unclassified[i] {
+                                None => "new flows judged in the fast path".to_string(),
+                                Some(why) => format!(
+                                    "new flows judged by the kernel until their verdict is cached: the classifier cannot hold the ruleset ({why})"
+                                ),
+                            };
                             tracing::info!(
-                                "the firewall judges forwarded {family} by {} (generation {}, read in {} ms)",
+                                "the firewall judges forwarded {family} by {} (generation {}, read in {} ms); {new_flows}",
                                 chains.join(", "),
                                 n.generation,
                                 n.took.as_millis()

@@ -115,6 +115,16 @@ impl Compiled {
         })
     }
 
+    /// Per family judged here, why it has no classifier (None: it has
+    /// one, or the family is not judged here).
+    pub fn unclassified(&self) -> [Option<String>; 2] {
+        [0, 1].map(|i| {
+            self.families[i]
+                .as_ref()
+                .and_then(|f| f.classifier.as_ref().err().cloned())
+        })
+    }
+
     /// The rule counters the classifiers count at.
     pub fn classifier_counters(&self) -> BTreeSet<u16> {
         self.classifiers()

@@ -41,6 +41,10 @@ pub struct FwNews {
     /// Per family, why the fast path judges none of it (None: it does, or
     /// nothing filters it).
     pub refused: [Option<String>; 2],
+    /// Per family the fast path judges, why it has no classifier (None:
+    /// it has one, and judges a new flow's first packet itself): its new
+    /// flows then go to the kernel until their verdict is cached.
+    pub unclassified: [Option<String>; 2],
     /// The generation published, and how long from the word of a change
     /// to its publication.
     pub generation: u32,
@@ -411,6 +415,7 @@ fn run(
             pending_busy += since.elapsed();
             if let Some(took) = applied {
                 last_news.generation = l.compiled.generation;
+                last_news.unclassified = l.compiled.unclassified();
                 last_news.took = took;
                 keep_record(&l, &last_news, &mut written);
             }
@@ -428,11 +433,13 @@ fn run(
                 Ok(rs) => {
                     let (c, refused) = Compiled::new(l.next_generation(), &rs, names.clone(), ct);
                     let covered = c.covered();
+                    let unclassified = c.unclassified();
                     let generation = c.generation;
                     l.publish_ruleset(c);
                     last_news = FwNews {
                         covered,
                         refused,
+                        unclassified,
                         generation,
                         took: started.elapsed(),
                     };

@@ -204,6 +204,37 @@ fn program_misses(maps: &FwMaps) -> Vec<FwMiss> {
     got
 }
 
+/// Checks that frame `f` got (`reason`) the evaluator's verdict under
+/// `c`, and adds what the evaluator counted to `counts` (rule counter id:
+/// packets, IP bytes as nftables counts them).
+fn judged_as_the_evaluator(
+    f: &[u8],
+    reason: &str,
+    c: &Compiled,
+    (if0, if1): (u32, u32),
+    names: &BTreeMap<u32, String>,
+    counts: &mut BTreeMap<u16, (u64, u64)>,
+) {
+    let p = packet_of(f, if0, if1, names);
+    let filter = &c.families[p.ipv6 as usize].as_ref().unwrap().filter;
+    let j = judge(filter, &p);
+    let want = match j.verdict {
+        Verdict::Accept => "forwarded",
+        Verdict::Drop => "drop_firewall",
+        Verdict::Kernel => "pass_fw_kernel",
+    };
+    assert_eq!(reason, want, "{p:?}: {j:?}");
+    if j.verdict != Verdict::Kernel {
+        let offsets = linerate_firewall::cache::chain_offsets(filter);
+        for (chain, rule) in &j.counted {
+            let id = offsets[*chain] + rule + if p.ipv6 { FAMILY_COUNTERS } else { 0 };
+            let e = counts.entry(id as u16).or_default();
+            e.0 += 1;
+            e.1 += (p.transport.len() + if p.ipv6 { 40 } else { 20 }) as u64;
+        }
+    }
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "privileged"),
@@ -223,7 +254,6 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     assert_eq!(why, [None, None]);
     // First the verdict cache alone: every key learned through the
     // control plane.
-    let classified = c.clone();
     let c = c.without_classifiers();
 
     // The program and the model: one route a family, out through fwt1.
@@ -302,26 +332,8 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     let mut seen = BTreeMap::new();
     for f in &frames {
         let reason = run(f, &model);
-        let p = packet_of(f, if0, if1, &names);
-        let filter = &c.families[p.ipv6 as usize].as_ref().unwrap().filter;
-        let j = judge(filter, &p);
-        let want = match j.verdict {
-            Verdict::Accept => "forwarded",
-            Verdict::Drop => "drop_firewall",
-            Verdict::Kernel => "pass_fw_kernel",
-        };
-        assert_eq!(reason, want, "{p:?}: {j:?}");
         *seen.entry(reason).or_insert(0) += 1;
-        if j.verdict != Verdict::Kernel {
-            let offsets = linerate_firewall::cache::chain_offsets(filter);
-            for (chain, rule) in &j.counted {
-                let id = offsets[*chain] + rule + if p.ipv6 { FAMILY_COUNTERS } else { 0 };
-                let e = want_counts.entry(id as u16).or_default();
-                e.0 += 1;
-                // nftables counts the IP packet.
-                e.1 += (p.transport.len() + if p.ipv6 { 40 } else { 20 }) as u64;
-            }
-        }
+        judged_as_the_evaluator(f, reason, &c, (if0, if1), &names, &mut want_counts);
     }
     assert!(seen.len() == 3, "every verdict seen: {seen:?}");
     for (id, (packets, bytes)) in &want_counts {
@@ -351,7 +363,6 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     // With the classifiers: nothing misses; every frame, the first of its
     // key too, gets the evaluator's verdict and counts where it counted,
     // in the program and the model alike.
-    drop(classified);
     let (c3, _) = Compiled::new(3, &ruleset, names.clone(), false);
     for f in c3.families.iter().flatten() {
         assert!(
@@ -374,25 +385,8 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     for _ in 0..2 {
         for f in &frames {
             let reason = run(f, &model);
-            let p = packet_of(f, if0, if1, &names);
-            let filter = &c3.families[p.ipv6 as usize].as_ref().unwrap().filter;
-            let j = judge(filter, &p);
-            let want = match j.verdict {
-                Verdict::Accept => "forwarded",
-                Verdict::Drop => "drop_firewall",
-                Verdict::Kernel => "pass_fw_kernel",
-            };
-            assert_eq!(reason, want, "{p:?}: {j:?}");
             *seen.entry(reason).or_insert(0) += 1;
-            if j.verdict != Verdict::Kernel {
-                let offsets = linerate_firewall::cache::chain_offsets(filter);
-                for (chain, rule) in &j.counted {
-                    let id = offsets[*chain] + rule + if p.ipv6 { FAMILY_COUNTERS } else { 0 };
-                    let e = counted.entry(id as u16).or_default();
-                    e.0 += 1;
-                    e.1 += (p.transport.len() + if p.ipv6 { 40 } else { 20 }) as u64;
-                }
-            }
+            judged_as_the_evaluator(f, reason, &c3, (if0, if1), &names, &mut counted);
         }
     }
     assert!(seen.len() == 3, "every verdict seen: {seen:?}");
