@@ -44,6 +44,9 @@ pub struct FirewallBench {
     pub egress: String,
     pub rules: Vec<u32>,
     pub set_sizes: Vec<u32>,
+    /// Rule counts of the access-list shape (linerate_firewall::seeds::
+    /// access_list): distinct prefixes and ports.
+    pub access_lists: Vec<u32>,
     /// State counts for the stateful ruleset (linerate_firewall::seeds::
     /// stateful): the kernel's conntrack table holds this many established
     /// UDP connections, and the fast path carries every one of them; the
@@ -95,6 +98,24 @@ pub struct Case {
     /// Each round's cost over its baseline's, and their median.
     pub ratio: f64,
     pub round_ratios: Vec<f64>,
+    /// A key the cache lacks, judged by the classifier in the program
+    /// (None: the ruleset has no classifier, or a stateful case).
+    pub classifier: Option<ClassifierCost>,
+}
+
+/// What the classifier costs a key the cache lacks: each round a new
+/// generation (every entry stale), then each of the first frames (each
+/// its own key) run once, judged by the classifier and cached, then once
+/// more, a hit. Single runs both, so that their overheads are alike.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClassifierCost {
+    /// Medians of the rounds' means, ns a packet.
+    pub miss_ns: f64,
+    pub hit_ns: f64,
+    pub rounds_miss_ns: Vec<f64>,
+    pub rounds_hit_ns: Vec<f64>,
+    /// The frames (keys) a round judges.
+    pub keys: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -136,6 +157,7 @@ impl Case {
             baseline_rounds_ns_per_packet: Vec::new(),
             ratio: 0.0,
             round_ratios: Vec::new(),
+            classifier: None,
         }
     }
 }
@@ -271,6 +293,39 @@ impl Setup {
         Ok(learned)
     }
 
+    /// The classifier's cost for a key the cache lacks, and a hit after it
+    /// (ClassifierCost), with generation `c`'s classifiers, over `rounds`.
+    fn classifier_cost(
+        &mut self,
+        c: &Compiled,
+        frames: &[Vec<u8>],
+        rounds: usize,
+    ) -> Result<ClassifierCost> {
+        // Each its own key under every shape (the flows differ in their
+        // destination, and their ports by 100).
+        let keys = &frames[..frames.len().min(100)];
+        let (mut miss, mut hit) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            self.generation += 1;
+            compile::publish(
+                &mut self.maps,
+                &Compiled {
+                    generation: self.generation,
+                    ..c.clone()
+                },
+            );
+            miss.push(self.mean_ns(keys, 1)?);
+            hit.push(self.mean_ns(keys, 1)?);
+        }
+        Ok(ClassifierCost {
+            miss_ns: median(&miss),
+            hit_ns: median(&hit),
+            rounds_miss_ns: miss,
+            rounds_hit_ns: hit,
+            keys: keys.len(),
+        })
+    }
+
     /// The frames' mean cost, `repeat` runs each.
     fn mean_ns(&self, frames: &[Vec<u8>], repeat: u32) -> Result<f64> {
         let prog = self.fp.program()?;
@@ -357,7 +412,15 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
             b.set_sizes
                 .iter()
                 .map(|&m| (format!("set-{m}"), linerate_firewall::seeds::set(m), 3, m)),
-        );
+        )
+        .chain(b.access_lists.iter().map(|&n| {
+            (
+                format!("acl-{n}"),
+                linerate_firewall::seeds::access_list(n),
+                n as usize,
+                0,
+            )
+        }));
     for (name, text, rules, set_size) in wanted {
         progress(&format!("{name}: loading"));
         nft(ns, &["flush", "ruleset"])?;
@@ -377,7 +440,8 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
             bail!("{name}: the firewall cannot judge it: {why}");
         }
         // The verdict cache's cost: its keys learned from the program's
-        // reports (the classifier, built above, is left out).
+        // reports (the classifier, built above, is measured apart).
+        let classified = c.classifiers()[0].is_some().then(|| c.clone());
         let c = c.without_classifiers();
         s.generation += 1;
         compile::publish(
@@ -393,22 +457,23 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
         progress(&format!(
             "{name}: nft -f {nft_load_ms:.0} ms, read {read_ms:.0} ms, compiled and published {compile_publish_ms:.1} ms; {entries} entries"
         ));
-        cases.push((
-            c,
-            frames.clone(),
-            Case::unmeasured(
-                name,
-                rules,
-                set_size,
-                0,
-                LoadTimes {
-                    nft_load_ms,
-                    read_ms,
-                    compile_publish_ms,
-                },
-                entries,
-            ),
-        ));
+        let mut case = Case::unmeasured(
+            name,
+            rules,
+            set_size,
+            0,
+            LoadTimes {
+                nft_load_ms,
+                read_ms,
+                compile_publish_ms,
+            },
+            entries,
+        );
+        if let Some(full) = &classified {
+            case.classifier = Some(s.classifier_cost(full, &frames, b.rounds)?);
+            s.publish_and_learn(&c, &frames)?;
+        }
+        cases.push((c, frames.clone(), case));
     }
     nft(ns, &["flush", "ruleset"])?;
 
@@ -666,6 +731,22 @@ pub fn report(cases: &[Case], rates: &[ElementRate]) -> String {
             c.load.read_ms,
             c.load.compile_publish_ms
         );
+    }
+    for c in cases {
+        if let Some(k) = &c.classifier {
+            let _ = writeln!(
+                out,
+                "{}: a key the cache lacks, judged by the classifier in the program: {:.1} ns a packet (rounds {:?}); a hit after it {:.1} ns ({} keys a round, single runs)",
+                c.name,
+                k.miss_ns,
+                k.rounds_miss_ns
+                    .iter()
+                    .map(|v| (v * 10.0).round() / 10.0)
+                    .collect::<Vec<_>>(),
+                k.hit_ns,
+                k.keys
+            );
+        }
     }
     for c in cases {
         if let Some(s) = &c.sweep {

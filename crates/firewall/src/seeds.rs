@@ -29,6 +29,31 @@ pub fn rules(n: u32) -> String {
     s
 }
 
+/// An access list as people write one: N rules, N-1 of them `ip daddr
+/// 10.A.B.0/24 udp dport P drop` with distinct prefixes and ports, then
+/// the one the lab's traffic matches, `ip daddr 198.19.0.0/16 accept`
+/// (and the IPv6 receiver side's); policy drop.
+pub fn access_list(n: u32) -> String {
+    let mut s = String::from(
+        "table inet linerate {\n  chain forward {\n    type filter hook forward priority 0; policy drop;\n",
+    );
+    for i in 1..n {
+        let j = i - 1;
+        writeln!(
+            s,
+            "    ip daddr 10.{}.{}.0/24 udp dport {} drop",
+            (j >> 8) & 0xff,
+            j & 0xff,
+            1000 + j % 60000
+        )
+        .unwrap();
+    }
+    s.push_str(
+        "    ip daddr 198.19.0.0/16 accept\n    ip6 daddr 2001:2:0:8000::/49 accept\n  }\n}\n",
+    );
+    s
+}
+
 /// The seeds' stateful ruleset (ipfw's `check-state` / `keep-state`,
 /// pf's `keep state`): established and related connections through, new
 /// ones allowed; a packet of neither (invalid) dropped.

@@ -352,6 +352,11 @@ pub struct BenchFirewallArgs {
         default_value = "1,1000,100000,1000000"
     )]
     pub set_size: Vec<u32>,
+    /// Rule counts of an access list (`ip daddr 10.A.B.0/24 udp dport P
+    /// drop` with distinct prefixes and ports, then the traffic's /16
+    /// accepted), comma-separated (0: none).
+    #[arg(long = "access-lists", value_delimiter = ',', default_value = "0")]
+    pub access_lists: Vec<u32>,
     /// State counts for the stateful ruleset (`ct state
     /// established,related accept; ct state new accept`), comma-separated
     /// (0: none): established UDP connections in the kernel's conntrack

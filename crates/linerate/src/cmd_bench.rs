@@ -300,8 +300,12 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
     let rules: Vec<u32> = a.rules.iter().copied().filter(|&n| n > 0).collect();
     let sets: Vec<u32> = a.set_size.iter().copied().filter(|&m| m > 0).collect();
     let states: Vec<u32> = a.states.iter().copied().filter(|&n| n > 0).collect();
-    if rules.is_empty() && sets.is_empty() && states.is_empty() {
-        bail!("--rules, --set-size and --states: give at least one rule count, set size or state count");
+    let acls: Vec<u32> = a.access_lists.iter().copied().filter(|&n| n > 0).collect();
+    if let Some(n) = acls.iter().find(|&&n| n > 16000) {
+        bail!("--access-lists: at most 16000 (the classifier's terms), got {n}");
+    }
+    if rules.is_empty() && sets.is_empty() && states.is_empty() && acls.is_empty() {
+        bail!("--rules, --set-size, --states and --access-lists: give at least one rule count, set size, state count or access list");
     }
     if let Some(n) = states.iter().find(|&&n| n > 2_000_000) {
         bail!("--states: at most 2000000, got {n}");
@@ -332,6 +336,7 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
         egress: pair.rx.clone(),
         rules,
         set_sizes: sets,
+        access_lists: acls,
         states,
         flows: a.flows,
         repeat: a.repeat,
