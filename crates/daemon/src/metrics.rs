@@ -537,4 +537,100 @@ mod tests {
             "{open}"
         );
     }
+
+    /// The families the exporter's code names (`"linerate_..."` literals
+    /// outside the tests), each once.
+    fn exported_families() -> Vec<String> {
+        let code = include_str!("metrics.rs")
+            .split("#[cfg(test)]")
+            .next()
+            .unwrap();
+        let mut names: Vec<String> = code
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .filter(|s| {
+                s.starts_with("linerate_") && s.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            })
+            .map(str::to_string)
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// docs/reference/metrics.md's rows: (metric, type).
+    fn reference_rows() -> Vec<(String, String)> {
+        let page = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/reference/metrics.md"
+        ))
+        .expect("docs/reference/metrics.md");
+        page.lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .map(|l| {
+                let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+                (
+                    cells[0].trim_end_matches('`').to_string(),
+                    cells[1].to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// Every family the exporter has, a row in the reference, and no row
+    /// the exporter lacks; where a render shows a family, its type is the
+    /// row's (the rest are held to it by metrics_cli's scrape of a router).
+    #[test]
+    fn every_family_has_its_row() {
+        let families = exported_families();
+        let mut dup = families.clone();
+        dup.dedup();
+        assert_eq!(dup, families, "a family named twice in the code");
+        let rows = reference_rows();
+        let mut documented: Vec<String> = rows.iter().map(|(m, _)| m.clone()).collect();
+        documented.sort();
+        let missing: Vec<_> = families
+            .iter()
+            .filter(|f| !documented.contains(f))
+            .collect();
+        let unknown: Vec<_> = documented
+            .iter()
+            .filter(|d| !families.contains(d))
+            .collect();
+        assert!(missing.is_empty(), "families without a row: {missing:?}");
+        assert!(unknown.is_empty(), "rows naming no family: {unknown:?}");
+        let status = Status::default();
+        {
+            let mut p = status.lock().unwrap();
+            p.last_change = Some(Duration::from_micros(1));
+            p.firewall = Some(Ok(FwNews {
+                refused: [Some("x".into()), None],
+                ..Default::default()
+            }));
+        }
+        let text = render("no-such-router", &status, false);
+        let mut typed = 0;
+        for l in text.lines() {
+            if let Some(t) = l.strip_prefix("# TYPE ") {
+                let (name, kind) = t.split_once(' ').unwrap();
+                let row = rows
+                    .iter()
+                    .find(|(m, _)| m == name || format!("{m}_total") == name);
+                let row = row.unwrap_or_else(|| panic!("{name}: no row"));
+                assert_eq!(row.1, kind, "{name}'s type");
+                typed += 1;
+            }
+        }
+        assert!(typed >= 13, "{typed} families rendered:\n{text}");
+    }
+
+    #[test]
+    fn the_reference_parser_reads_the_table() {
+        let rows = reference_rows();
+        assert!(
+            rows.contains(&("linerate_ready".to_string(), "gauge".to_string())),
+            "{rows:?}"
+        );
+        assert!(exported_families().contains(&"linerate_packets".to_string()));
+    }
 }

@@ -108,6 +108,38 @@ fn ip_dut(args: &[&str]) {
     assert!(o.status.success(), "ip {args:?}: {o:?}");
 }
 
+/// Every family in `body` (its `# TYPE` line) has its row in
+/// docs/reference/metrics.md, of its type: how many families.
+fn typed_as_the_reference(body: &str) -> usize {
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/reference/metrics.md"
+    ))
+    .unwrap();
+    let rows: Vec<(String, String)> = page
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            (
+                cells[0].trim_end_matches('`').to_string(),
+                cells[1].to_string(),
+            )
+        })
+        .collect();
+    let mut n = 0;
+    for t in body.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let (name, kind) = t.split_once(' ').unwrap();
+        let row = rows
+            .iter()
+            .find(|(m, _)| m == name || format!("{m}_total") == name)
+            .unwrap_or_else(|| panic!("{name}: no row in docs/reference/metrics.md"));
+        assert_eq!(row.1, kind, "{name}'s type in docs/reference/metrics.md");
+        n += 1;
+    }
+    n
+}
+
 /// Scrapes until `done` holds for the samples, for up to 10 s.
 fn scrape_until(
     what: &str,
@@ -291,6 +323,10 @@ fn metrics_are_scraped_valid_and_count_what_happened() {
         ok && said.trim().is_empty(),
         "promtool check metrics: {said}\n{body}"
     );
+    // Every family a router with a ruleset has, typed as its reference
+    // says.
+    let typed = typed_as_the_reference(&body);
+    assert!(typed >= 20, "{typed} families:\n{body}");
 
     // A new router takes this one over: it binds the same address while
     // the old one still serves it, and the counts go on from the old
