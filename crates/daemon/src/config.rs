@@ -444,4 +444,56 @@ log_level = "debug"
         .unwrap();
         assert_eq!((c.mode.as_str(), c.nice), ("native", -10));
     }
+
+    /// The keys the parser takes, as its refusal of an unknown one lists
+    /// them ("expected one of `interfaces`, `mode`, ...").
+    fn accepted_keys() -> Vec<String> {
+        let e = Loaded::parse("/etc/l.toml", "interfaces = [\"a\"]\nno_such_key = 1\n")
+            .err()
+            .unwrap()
+            .to_string();
+        let listed = e
+            .split("expected one of")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{e}"));
+        let mut keys: Vec<String> = listed
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    #[test]
+    fn every_key_has_its_row() {
+        let page = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/reference/config.md"
+        ))
+        .unwrap();
+        let mut rows: Vec<String> = page
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .map(|l| l.split('`').next().unwrap().to_string())
+            .collect();
+        rows.sort();
+        let keys = accepted_keys();
+        assert!(keys.len() >= 8, "{keys:?}");
+        assert_eq!(
+            rows, keys,
+            "docs/reference/config.md's rows, and the keys the parser takes"
+        );
+        // The packaged example names only keys the parser takes.
+        let example = include_str!("../../../packaging/linerate.toml");
+        for l in example.lines().map(|l| l.trim_start_matches("# ")) {
+            if let Some((k, _)) = l.split_once(" = ") {
+                assert!(
+                    keys.contains(&k.to_string()),
+                    "packaging/linerate.toml: {k}"
+                );
+            }
+        }
+    }
 }
