@@ -1,6 +1,6 @@
 #!/bin/bash
 # Jumbo frames through a lab at MTU 9000, the kernel alone and then
-# `linerate route` (docs/router.md, session 14): frames offered by the
+# `linerate route` (docs/router.md, multi-buffer frames): frames offered by the
 # AF_PACKET generator and counted by the receiver, 3 runs of 5 seconds.
 # Usage: scripts/jumbo-lab.sh [path/to/linerate]; needs root.
 set -u

@@ -16,7 +16,7 @@ differences the firewall goals ask about. So beside the ratio of medians
   fitted within each DUT's runs and pooled), and its ratio to the
   baseline's. This holds only where the DUT does not change what the
   generator offers (refusals at the DUT's ring are counted apart and cost
-  the generator little: docs/firewall.md, session 21); the script prints
+  the generator little: docs/firewall.md); the script prints
   each DUT's median offered load so that can be checked.
 
 None of these replaces more runs. Usage:

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* The machine's XDP limit, as a reference DUT (`lab run`'s xdp-redirect,
- * issue 25): every IPv4 or IPv6 frame gets the fixed next hop's MACs and
+/* The machine's XDP limit, as a reference DUT (`lab run`'s xdp-redirect):
+ * every IPv4 or IPv6 frame gets the fixed next hop's MACs and
  * is redirected through a devmap, as linerate's fast path sends; no
  * header but Ethernet's read, no lookup, no check. Whatever a forwarder
  * does on top of this costs it rate against this DUT in the same run.

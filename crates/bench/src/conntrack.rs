@@ -1,5 +1,5 @@
 //! `linerate bench conntrack`: what finding a packet's connection costs the
-//! fast path (issue 24), by the number of states: in the kernel's
+//! fast path, by the number of states: in the kernel's
 //! conntrack table through the XDP kfuncs (`bpf_xdp_ct_lookup`, and with
 //! `bpf_ct_change_timeout` on every packet), or in a BPF hash of our own,
 //! against building the tuple alone (bpf/probe/ct_probe.bpf.c). For each state

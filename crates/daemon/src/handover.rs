@@ -1,4 +1,4 @@
-//! A running router hands its fast path to its successor (issue 26): a new
+//! A running router hands its fast path to its successor: a new
 //! `linerate route` (a restart, an upgrade to a rebuilt binary) takes over
 //! without a frame going to the kernel or being lost.
 //!

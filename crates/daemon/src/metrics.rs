@@ -1,4 +1,4 @@
-//! Prometheus metrics of a running router (issue 26): `linerate route
+//! Prometheus metrics of a running router: `linerate route
 //! --metrics ADDR` (or `metrics = "ADDR"` in its file) serves them at
 //! http://ADDR/metrics. The fast path's counters are read from its map at
 //! each scrape; what only the route-following loop knows (routes, next

@@ -107,14 +107,14 @@ impl Shape {
         shortcut: 21,
         // No /40 level: here a /33-/40 is three reads, and probing the /40
         // costs every other lookup about what it saves them (docs/router.md,
-        // session 8).
+        // the IPv6 shortcut).
         shortcut_levels: 1,
     };
     /// 16 bits, then 4 at a time: a group is 16 entries, one cache line; a
     /// /48 is 9 reads. 625k groups, 38 MiB for the generated 200k table.
     /// Its shortcut has half the wide one's pairs (16 MiB, which the
     /// hashing touches whole): the table's 330k held /48s and /40s fill
-    /// 16% of its slots, and the layout stays under 64 MiB (issue 25).
+    /// 16% of its slots, and the layout stays under 64 MiB.
     pub const IPV6_COMPACT: Shape = Shape {
         first: 16,
         stride: 4,
@@ -173,7 +173,7 @@ pub struct Fib<K: Key> {
     /// lengths are small enough to stay in cache. Maps that grow a slice at
     /// a time (griddle): a plain hash map of half a million /24s moves them
     /// all at once when it grows, a stall of tens of milliseconds in the
-    /// middle of a BGP burst (docs/router.md, session 17).
+    /// middle of a BGP burst (docs/router.md, bursts of route changes).
     routes: Vec<RouteMap<K>>,
     route_count: usize,
     /// Groups allocated by the change in progress, with what their entries

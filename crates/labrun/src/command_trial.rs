@@ -1,4 +1,4 @@
-//! A trial through commands on the lab's hosts (issue 27): `linerate
+//! A trial through commands on the lab's hosts: `linerate
 //! recv` started on the receiver's host and waited for, `linerate gen` on
 //! the generator's host, once an interface, then the receiver stopped after
 //! the frames in flight have arrived. The same binary and the same JSON the

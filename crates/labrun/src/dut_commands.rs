@@ -1,4 +1,4 @@
-//! A DUT configuration's own commands (issue 27): `setup` before a run,
+//! A DUT configuration's own commands: `setup` before a run,
 //! `teardown` after it (also after a failure or Ctrl-C), `record` into the
 //! results. They run on the DUT's host, in its namespace: a remote box over
 //! SSH, or the local lab's DUT namespace.

@@ -1,4 +1,4 @@
-//! The lab's hosts as a scenario names them (issue 27): the generator and
+//! The lab's hosts as a scenario names them: the generator and
 //! the receiver, each this machine or an SSH target with its interfaces
 //! and CPUs, and the DUT, an SSH target or a box known only by its MAC.
 //! Without a `[hosts]` table the lab is the local namespace lab (this

@@ -1,4 +1,4 @@
-//! Where the DUT's CPU goes (issue 25): `lab run --profile` records the
+//! Where the DUT's CPU goes: `lab run --profile` records the
 //! DUT's core during every run with `perf record` on the cpu-clock event
 //! (this machine has no PMU: a timer samples instead of a cycle counter),
 //! folds the stacks with inferno (`perf script`'s text, as

@@ -1,4 +1,4 @@
-//! The lab's hosts (issue 27): this machine, or a machine reached with the
+//! The lab's hosts: this machine, or a machine reached with the
 //! system's OpenSSH client. One master connection a host (ControlMaster),
 //! key authentication only, batch mode (never a prompt), a connect timeout,
 //! and a timeout on every command; errors name the host and what failed.

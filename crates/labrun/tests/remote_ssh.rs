@@ -1,4 +1,4 @@
-//! The lab's hosts over real SSH (issue 27's transport): Debian's sshd in
+//! The lab's hosts over real SSH (the transport): Debian's sshd in
 //! a network namespace the test makes, joined to this one by a veth, with a
 //! host key and a client key the test generates; the system's ssh client
 //! connects through one master connection. Commands run there (in that

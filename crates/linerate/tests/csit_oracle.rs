@@ -184,7 +184,7 @@ fn with_an_exceed_ratio_and_a_longer_duration_sum_too() {
     println!("{}", rows.join("\n"));
 }
 
-/// Issue 30's goal on simulated noisy DUTs: the knee moves by 0.5% a
+/// The searches' agreement goal on simulated noisy DUTs: the knee moves by 0.5% a
 /// trial and one trial in ten loses a few frames whatever its load. Each
 /// tool's NDR and PDR, measured again with a trial of 4 s, hold with a
 /// probability the simulated DUT knows exactly (`pass_probability`), so

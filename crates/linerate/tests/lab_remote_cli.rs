@@ -1,4 +1,4 @@
-//! `linerate lab run` on hosts over real SSH (issue 27). The test builds a
+//! `linerate lab run` on hosts over real SSH. The test builds a
 //! lab's three namespaces (generator, DUT, receiver, joined by the lab's
 //! veths), gives each a management veth to this namespace and Debian's
 //! sshd with a host key and a client key it generates, and runs scenarios

@@ -1,4 +1,4 @@
-//! `linerate route --metrics` (issue 26): scraped by a real HTTP client
+//! `linerate route --metrics`: scraped by a real HTTP client
 //! from the router's namespace, checked by Prometheus's own `promtool
 //! check metrics`, and held to what happened: the frames the generator
 //! sent and the receiver got, a route added, an nftables ruleset compiled

@@ -1,4 +1,4 @@
-//! The Debian package (issue 26): `cargo deb -p linerate` (cargo-deb, which
+//! The Debian package: `cargo deb -p linerate` (cargo-deb, which
 //! scripts/setup.sh installs) builds it; it installs with `dpkg -i` into a
 //! fresh root (its own dpkg database), holds the binary, the systemd unit,
 //! the default configuration as a conffile and the docs, and the binary

@@ -1,4 +1,4 @@
-//! `linerate queues` (issue 25) on a lab of two-queue veths: a veth takes a
+//! `linerate queues` on a lab of two-queue veths: a veth takes a
 //! frame on the receive queue of the CPU that sent it, so the generator
 //! pinned to CPU 0, then to CPU 1, puts its frames on dut0's queue 0, then
 //! queue 1; the fast path's per-queue counts say so, and they add up to

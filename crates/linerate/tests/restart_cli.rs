@@ -1,4 +1,4 @@
-//! Restarting the router under traffic (issue 26), measured by `linerate
+//! Restarting the router under traffic, measured by `linerate
 //! bench restart` in its own lab, at a rate the fast path holds: a new
 //! `linerate route` taking over, and one from another binary (a copy of
 //! this one: the test cannot rebuild), lose no frame (the receiver's

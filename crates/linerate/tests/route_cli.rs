@@ -270,7 +270,7 @@ fn route_forwards_refuses_doubles_and_leaves_the_kernel_forwarding() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("detached"));
 }
 
-/// The configuration file (issue 26): checked whole before anything is
+/// The configuration file: checked whole before anything is
 /// attached, each refusal naming the file, the line and the field, by
 /// `check-config` as by `route --config`; a good one drives the router,
 /// and flags override it.

@@ -1,4 +1,4 @@
-//! The stateful firewall with real connections (issue 24): UDP
+//! The stateful firewall with real connections: UDP
 //! conversations between sockets in a lab's generator and receiver
 //! namespaces, through linerate's router in the DUT under a stateful
 //! ruleset (established and related accepted, new only from the

@@ -1,4 +1,4 @@
-//! The stateful firewall is the kernel's, byte for byte (issue 24): one
+//! The stateful firewall is the kernel's, byte for byte: one
 //! script of frames from both sides (UDP conversations over IPv4 and IPv6
 //! that become established and assured and go on, a new connection
 //! opened from the outside, UDP datagrams conntrack finds invalid (a bad

@@ -1130,7 +1130,7 @@ fn reverse_path_filtering_is_the_kernels() {
     m.netconf(&rp_filter(m1 as i32, 1)).unwrap();
     assert_eq!(paths(&m), [fwd, fwd, fwd, fwd]);
     // A host on a connected network, once its neighbour is known, has an
-    // entry of its own (session 11): strict filtering judges it here, as
+    // entry of its own in the FIB: strict filtering judges it here, as
     // the kernel would (its connected route is on the ingress).
     m.netconf(&rp_filter(m0 as i32, 1)).unwrap();
     assert_eq!(paths(&m), [fwd, rpf, rpf, rpf]);

@@ -187,7 +187,7 @@ fn the_generator_ceiling_is_not_dut_loss() {
     let mut trials = Trials::new(|_| {});
     let out = binary::search(&mut mk(), &binary::Config::new(8e6), &mut trials).unwrap();
     // The ceiling is the highest load the generator offered in full
-    // (issue 30): within the search's width of what it can offer.
+    // (the generator's ceiling): within the search's width of what it can offer.
     let c = out.generator_ceiling_pps.unwrap();
     let highest_valid = trials.highest_valid_load().unwrap();
     assert_eq!(c, highest_valid);
