@@ -122,10 +122,13 @@ struct fw_rule_counter {
  * family's ruleset as bit-vector classification, judged in the program
  * for a key its verdict cache does not hold. Its tables live in the
  * router's arena (fib.h), one region per [generation & 1][ipv6]: a
- * header (fwc_header) at the region's start, then each field's lookup
- * (a u32 row id per value, or fwc_range intervals), its rows (two u32,
- * the first and last non-zero word, then `words` u64 of term bits), and
- * the terms' actions (u32 each). Offsets are from the arena's start. */
+ * header (fwc_header) at the region's start, the terms' actions (u32
+ * each), then each field's lookup (a u32 row per value, or fwc_range
+ * intervals) and its rows: first the bits every row of the field has
+ * (`words` u64, the shared row), then each row as four u32 (the first
+ * and last non-zero word of the whole row, the first word of its own
+ * bits and how many) and its own bits. A row is named by its place in
+ * u64s from the shared row. Offsets are from the arena's start. */
 #define FWC_ARENA_OFF (2304ull << 20)
 #define FWC_REGION (384ull << 20)
 #define FWC_FIELDS 16
@@ -144,10 +147,10 @@ struct fw_rule_counter {
 #define FWC_SRC_TRANSPORT 7
 
 /* How it finds its row (fwc_field.kind). */
-#define FWC_DIRECT 0   /* a u32 row id per value; the last for a lacking one */
+#define FWC_DIRECT 0   /* a u32 row per value; the last for a lacking one */
 #define FWC_RANGES 1   /* fwc_range by start, searched */
 
-/* A row id the kernel judges (an interface the firewall has no name for). */
+/* A row the kernel judges (an interface the firewall has no name for). */
 #define FWC_KERNEL_ROW 0xffffffffu
 
 /* A term's action: the kind in the top byte, its argument below. */
@@ -171,8 +174,8 @@ struct fwc_field {
 	__u32 count;      /* direct: values (the lacking one included); ranges: intervals */
 	__u64 mask_hi;    /* the mask, all ones for none */
 	__u64 mask_lo;
-	__u64 lookup;     /* arena offset of the u32 row ids or the fwc_range intervals */
-	__u64 rows;       /* arena offset of row 0 */
+	__u64 lookup;     /* arena offset of the u32 rows or the fwc_range intervals */
+	__u64 rows;       /* arena offset of the shared row, the rows after it */
 };
 
 struct fwc_header {

@@ -133,10 +133,14 @@ static __always_inline __u32 fwc_row_id(__u64 base, __u64 fa, __u64 hi, __u64 lo
 	return fwc_u32(lookup + (__u64)first * sizeof(struct fwc_range) + 16);
 }
 
-/* What the word scan reads: the rows' addresses (their first word), how
- * many, and the cursor. */
+/* What the word scan reads, for each field: its shared row's address,
+ * its own bits' (word w at own + w * 8) and their words [own_first,
+ * own_end); and the cursor. */
 struct fwc_scan {
-	__u64 row[FWC_FIELDS];
+	__u64 shared[FWC_FIELDS];
+	__u64 own[FWC_FIELDS];
+	__u32 own_first[FWC_FIELDS];
+	__u32 own_end[FWC_FIELDS];
 	__u32 fields;
 	__u32 start;
 	__u32 cursor;
@@ -150,7 +154,6 @@ struct fwc_walk {
 	__u64 base;       /* the arena's */
 	__u64 header;     /* the region's header */
 	__u64 acts;
-	__u64 row[FWC_FIELDS];
 	__u32 words;
 	__u32 first;      /* the words every row may have a bit in */
 	__u32 last;
@@ -195,10 +198,18 @@ static long fwc_field(__u64 i, void *data)
 		w->verdict = FW_KERNEL;
 		return 1;
 	}
-	__u64 row = w->base + fwc_u64(fa + 32) + (__u64)r * (8 + (__u64)w->words * 8);
+	/* The field's shared row, then its rows (fwc.rs, RowLayout): the
+	 * row id is its place in u64s from the shared row. */
+	__u64 shared = w->base + fwc_u64(fa + 32);
+	__u64 row = shared + (__u64)r * 8;
 	__u32 rf = fwc_u32(row), rl = fwc_u32(row + 4);
+	__u32 of = fwc_u32(row + 8), on = fwc_u32(row + 12);
+	__u32 k = i & (FWC_FIELDS - 1);
 
-	w->row[i & (FWC_FIELDS - 1)] = row;
+	w->scan.shared[k] = shared;
+	w->scan.own[k] = row + 16 - (__u64)of * 8;
+	w->scan.own_first[k] = of;
+	w->scan.own_end[k] = of + on;
 	if (rf > w->first)
 		w->first = rf;
 	if (rl < w->last)
@@ -222,9 +233,15 @@ static long fwc_scan_word(__u64 i, void *data)
 	if (w >= FWC_WORDS)
 		return 1;
 #pragma unroll
-	for (int f = 0; f < FWC_FIELDS; f++)
-		if (f < s->fields)
-			x &= fwc_u64(s->row[f] + 8 + (__u64)w * 8);
+	for (int f = 0; f < FWC_FIELDS; f++) {
+		if (f < s->fields) {
+			__u64 v = fwc_u64(s->shared[f] + (__u64)w * 8);
+
+			if (w >= s->own_first[f] && w < s->own_end[f])
+				v |= fwc_u64(s->own[f] + (__u64)w * 8);
+			x &= v;
+		}
+	}
 	if (w == s->cursor / 64)
 		x &= ~0ull << (s->cursor % 64);
 	if (!x)
@@ -251,9 +268,6 @@ static long fwc_step(__u64 i, void *data)
 	sc->start = from;
 	sc->cursor = w->cursor;
 	sc->found = FWC_TERMS;
-#pragma unroll
-	for (int f = 0; f < FWC_FIELDS; f++)
-		sc->row[f] = w->row[f];
 	if (fields)
 		bpf_loop(w->last >= from ? w->last - from + 1 : 0, fwc_scan_word, &zero, 0);
 	found = fields ? sc->found : w->cursor;

@@ -16,7 +16,9 @@
 //! Equal rows are kept once. A row also says its first and last non-zero
 //! word: the AND starts at the largest first and ends at the smallest
 //! last, so a key that one field narrows (an address in one rule's
-//! prefix) reads a few words whatever the number of rules.
+//! prefix) reads a few words whatever the number of rules. In the arena
+//! a row keeps only its own bits beside the field's shared ones
+//! ([`Row`]), so tables grow with the rules, not with their square.
 use crate::layout::{FlowKey, FW_ACCEPT, FW_DROP, FW_KERNEL, TRANSPORT_BYTES};
 
 /// Where a field's value comes from in a [`FlowKey`].
@@ -153,19 +155,83 @@ pub const MAX_STEPS: usize = 32;
 /// judges, as the verdict cache has it (FW_ENTRY_COUNTERS).
 pub const MAX_COUNTED: usize = crate::layout::FW_ENTRY_COUNTERS;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A field's row: the terms whose condition on the field its values
+/// meet, beside the field's shared terms (those with no condition on it:
+/// [`FieldTable::shared`]). Only its own words are kept, so an access
+/// list's tables grow with its rules, not with their square.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Row {
+    /// The first and last word of the whole row (shared and own bits)
+    /// with a bit set; 0 and 0 when none is.
+    pub first: u32,
+    pub last: u32,
+    /// The row's own bits, words from `own_first` on (none: empty).
+    pub own_first: u32,
+    pub own: Vec<u64>,
+}
+
+impl Row {
+    /// The row of terms `own` (bit numbers, ascending) beside `shared`.
+    pub fn of(own: &[u32], shared: &Shared) -> Row {
+        let (lo, hi) = match (own.first(), own.last()) {
+            (Some(a), Some(b)) => (*a as usize / 64, *b as usize / 64),
+            _ => {
+                return Row {
+                    first: shared.first,
+                    last: shared.last,
+                    own_first: 0,
+                    own: Vec::new(),
+                }
+            }
+        };
+        let mut words = vec![0u64; hi - lo + 1];
+        for &t in own {
+            words[t as usize / 64 - lo] |= 1 << (t % 64);
+        }
+        let (first, last) = if shared.any {
+            (shared.first.min(lo as u32), shared.last.max(hi as u32))
+        } else {
+            (lo as u32, hi as u32)
+        };
+        Row {
+            first,
+            last,
+            own_first: lo as u32,
+            own: words,
+        }
+    }
+
+    /// Word `w` of the whole row.
+    pub fn word(&self, shared: &[u64], w: usize) -> u64 {
+        let own = w
+            .checked_sub(self.own_first as usize)
+            .and_then(|i| self.own.get(i))
+            .copied()
+            .unwrap_or(0);
+        shared[w] | own
+    }
+}
+
+/// The bits every row of a field has: the terms with no condition on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shared {
     pub bits: Vec<u64>,
-    /// The first and last word with a bit set (0 and 0 when none is).
+    /// Whether any is set, and the first and last word that has one.
+    pub any: bool,
     pub first: u32,
     pub last: u32,
 }
 
-impl Row {
-    pub fn of(bits: Vec<u64>) -> Row {
-        let first = bits.iter().position(|w| *w != 0).unwrap_or(0) as u32;
+impl Shared {
+    pub fn of(bits: Vec<u64>) -> Shared {
+        let first = bits.iter().position(|w| *w != 0);
         let last = bits.iter().rposition(|w| *w != 0).unwrap_or(0) as u32;
-        Row { bits, first, last }
+        Shared {
+            any: first.is_some(),
+            first: first.unwrap_or(0) as u32,
+            last,
+            bits,
+        }
     }
 }
 
@@ -183,6 +249,7 @@ pub enum Lookup {
 pub struct FieldTable {
     pub field: KeyField,
     pub lookup: Lookup,
+    pub shared: Shared,
     pub rows: Vec<Row>,
 }
 
@@ -247,13 +314,17 @@ impl Tables {
         for f in &self.fields {
             match f.row_of(key) {
                 KERNEL_ROW => return kernel(false),
-                r => rows.push(&f.rows[r as usize]),
+                r => rows.push((&f.rows[r as usize], &f.shared.bits[..])),
             }
         }
-        let first = rows.iter().map(|r| r.first as usize).max().unwrap_or(0);
+        let first = rows
+            .iter()
+            .map(|(r, _)| r.first as usize)
+            .max()
+            .unwrap_or(0);
         let last = rows
             .iter()
-            .map(|r| r.last as usize)
+            .map(|(r, _)| r.last as usize)
             .min()
             .unwrap_or(self.words - 1);
         let mut counted = Vec::new();
@@ -293,8 +364,8 @@ impl Tables {
 
 /// The first term at or after `cursor` whose bit every row has, reading
 /// words `first..=last` only.
-fn first_set(rows: &[&Row], cursor: usize, first: usize, last: usize) -> Option<usize> {
-    let words = rows.first().map_or(usize::MAX, |r| r.bits.len());
+fn first_set(rows: &[(&Row, &[u64])], cursor: usize, first: usize, last: usize) -> Option<usize> {
+    let words = rows.first().map_or(usize::MAX, |(_, s)| s.len());
     let start = (cursor / 64).max(first);
     let end = last.min(words.saturating_sub(1));
     if rows.is_empty() {
@@ -302,8 +373,8 @@ fn first_set(rows: &[&Row], cursor: usize, first: usize, last: usize) -> Option<
     }
     for w in start..=end {
         let mut x = u64::MAX;
-        for r in rows {
-            x &= r.bits[w];
+        for (r, shared) in rows {
+            x &= r.word(shared, w);
         }
         if w == cursor / 64 {
             x &= u64::MAX << (cursor % 64);
@@ -421,13 +492,34 @@ impl Tables {
             put64(&mut out, d + 16, mask as u64);
             let here = at + out.len() as u64;
             put64(&mut out, d + 24, here);
+            // The field's shared row, then each row as four u32 (first,
+            // last, own_first, own words) and its own words; a row is
+            // named by its place in u64s from the shared row.
+            let mut placed = Vec::with_capacity(f.rows.len());
+            let mut rows = Vec::new();
+            for r in &f.rows {
+                placed.push((self.words + rows.len() / 8) as u32);
+                for v in [r.first, r.last, r.own_first, r.own.len() as u32] {
+                    rows.extend(v.to_le_bytes());
+                }
+                r.own.iter().for_each(|w| rows.extend(w.to_le_bytes()));
+            }
+            let place = |r: u32| {
+                if r == KERNEL_ROW {
+                    r
+                } else {
+                    placed[r as usize]
+                }
+            };
             match &f.lookup {
-                Lookup::Direct(rows) => rows.iter().for_each(|r| out.extend(r.to_le_bytes())),
+                Lookup::Direct(rows) => rows
+                    .iter()
+                    .for_each(|r| out.extend(place(*r).to_le_bytes())),
                 Lookup::Ranges(starts) => {
                     for (start, row) in starts {
                         out.extend(((start >> 64) as u64).to_le_bytes());
                         out.extend((*start as u64).to_le_bytes());
-                        out.extend(row.to_le_bytes());
+                        out.extend(place(*row).to_le_bytes());
                         out.extend(0u32.to_le_bytes());
                     }
                 }
@@ -435,13 +527,11 @@ impl Tables {
             align(&mut out);
             let here = at + out.len() as u64;
             put64(&mut out, d + 32, here);
-            for r in &f.rows {
-                out.extend(r.first.to_le_bytes());
-                out.extend(r.last.to_le_bytes());
-                for w in &r.bits {
-                    out.extend(w.to_le_bytes());
-                }
-            }
+            f.shared
+                .bits
+                .iter()
+                .for_each(|w| out.extend(w.to_le_bytes()));
+            out.extend(rows);
             if out.len() as u64 > REGION {
                 return Err(TooBig::Bytes(out.len()));
             }

@@ -10,10 +10,10 @@
 //! evaluator accepts must arrive at the receiver and no other, and every
 //! rule's counter must hold what the evaluator counted. The second test
 //! does the same with linerate's router attached to the DUT, following
-//! each ruleset as it is loaded: the frames are sent twice (the kernel
-//! judges the first, the fast path's verdict cache what it learned), and
-//! the kernel's counters plus the fast path's must hold twice what the
-//! evaluator counted. Needs root.
+//! each ruleset as it is loaded: the frames are sent twice (the first
+//! pass's keys are new, judged by the classifier in the program; the
+//! second's are its verdict cache's), and the kernel's counters plus the
+//! fast path's must hold twice what the evaluator counted. Needs root.
 use etherparse::PacketBuilder;
 use linerate_firewall::eval::{judge, Packet, Verdict};
 use linerate_firewall::ruleset::Filter;
@@ -694,7 +694,7 @@ fn oracle(lab: &'static str, routed: bool) {
     );
     let record = format!("{lab}-dut");
     let _router = routed.then(|| common::lab::start_router(lab));
-    let (mut fast_judged, mut second_pass) = (0u64, 0u64);
+    let (mut first_judged, mut fast_judged, mut second_pass) = (0u64, 0u64, 0u64);
     let rulesets: u64 = std::env::var("FIREWALL_ORACLE_RULESETS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -807,7 +807,11 @@ fn oracle(lab: &'static str, routed: bool) {
                 .flatten()
                 .collect()
         };
+        let before = routed.then(|| fast_path_judged(&record, ifs.0));
         let mut arrived = arrivals(&send_all());
+        if let Some(before) = before {
+            first_judged += fast_path_judged(&record, ifs.0) - before;
+        }
         let passes = if routed {
             // Learned meanwhile: the fast path judges what it can.
             std::thread::sleep(Duration::from_millis(200));
@@ -896,7 +900,11 @@ fn oracle(lab: &'static str, routed: bool) {
     }
     let _ = nft(lab, &["flush", "ruleset"]);
     if routed {
-        eprintln!("the fast path judged {fast_judged} of the {second_pass} frames of second passes it could judge");
+        eprintln!("the fast path judged {first_judged} frames of first passes (the classifier's verdicts) and {fast_judged} of second passes (the cache's), of the {second_pass} a pass it could judge");
+        assert!(
+            first_judged * 10 >= second_pass * 8,
+            "the classifier judged most first passes: {first_judged} of {second_pass}"
+        );
         assert!(
             fast_judged * 10 >= second_pass * 8,
             "the fast path judged most second passes: {fast_judged} of {second_pass}"

@@ -5,7 +5,7 @@
 //! row merged.
 use super::terms::Term;
 use super::values::{domain, KeyField, Source, LACKING};
-use linerate_dataplane::fwc::{FieldTable, Lookup, Row, Tables, KERNEL_ROW};
+use linerate_dataplane::fwc::{FieldTable, Lookup, Row, Shared, Tables, KERNEL_ROW};
 use std::collections::{BTreeSet, HashMap};
 
 /// The tables of `terms`; `known` the interface indexes with a name
@@ -66,32 +66,34 @@ fn field_table(field: KeyField, terms: &[Term], ipv6: bool, words: usize) -> Fie
         }
     }
     let starts: Vec<u128> = cuts.into_iter().filter(|c| domain.contains(*c)).collect();
-    // Terms without a condition on the field are in every row.
+    // Terms without a condition on the field are in every row: the
+    // field's shared bits. A row keeps the others its interval meets.
     let mut base = vec![0u64; words];
+    let mut own: Vec<Vec<u32>> = vec![Vec::new(); starts.len()];
     for (i, t) in terms.iter().enumerate() {
-        if !t.when.contains_key(&field) {
-            base[i / 64] |= 1 << (i % 64);
-        }
-    }
-    let mut bits: Vec<Vec<u64>> = vec![base; starts.len()];
-    for (i, t) in terms.iter().enumerate() {
-        if let Some(v) = t.when.get(&field) {
-            for &(lo, hi) in v.ranges() {
-                let from = starts.partition_point(|s| *s < lo);
-                let to = starts.partition_point(|s| *s <= hi);
-                for b in &mut bits[from..to] {
-                    b[i / 64] |= 1 << (i % 64);
+        match t.when.get(&field) {
+            None => base[i / 64] |= 1 << (i % 64),
+            Some(v) => {
+                for &(lo, hi) in v.ranges() {
+                    let from = starts.partition_point(|s| *s < lo);
+                    let to = starts.partition_point(|s| *s <= hi);
+                    for o in &mut own[from..to] {
+                        o.push(i as u32);
+                    }
                 }
             }
         }
     }
+    let shared = Shared::of(base);
     // Equal rows once; adjacent intervals of one row merged.
-    let mut ids: HashMap<Vec<u64>, u32> = HashMap::new();
+    let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
     let mut rows = Vec::new();
     let mut intervals: Vec<(u128, u32)> = Vec::new();
-    for (start, b) in starts.iter().zip(bits) {
-        let id = *ids.entry(b.clone()).or_insert_with(|| {
-            rows.push(Row::of(b));
+    for (start, mut o) in starts.iter().zip(own) {
+        // A term's ranges are disjoint: each bit once, in term order.
+        o.dedup();
+        let id = *ids.entry(o).or_insert_with_key(|o| {
+            rows.push(Row::of(o, &shared));
             rows.len() as u32 - 1
         });
         if intervals.last().is_none_or(|(_, last)| *last != id) {
@@ -121,6 +123,7 @@ fn field_table(field: KeyField, terms: &[Term], ipv6: bool, words: usize) -> Fie
     FieldTable {
         field,
         lookup,
+        shared,
         rows,
     }
 }
