@@ -68,8 +68,20 @@ static __always_inline void next_flow(const struct gen_config *c, struct gen_sta
 	f->saddr = c->src_addr_first + st->saddr_off;
 	f->dport = c->dst_port_first + st->dport_off;
 	f->daddr = c->dst_addr_first + st->daddr_off;
-	if ((c->flags & GEN_RANDOM_DST) && c->dst_addr_count)
-		f->daddr = c->dst_addr_first + bpf_get_prandom_u32() % c->dst_addr_count;
+	/* At random (pkt-gen's -Z and -z): a division a field, the price of
+	 * every frame a new flow. */
+	if (c->flags & GEN_RANDOM_DST) {
+		if (c->dst_addr_count > 1)
+			f->daddr = c->dst_addr_first + bpf_get_prandom_u32() % c->dst_addr_count;
+		if (c->dst_port_count > 1)
+			f->dport = c->dst_port_first + bpf_get_prandom_u32() % c->dst_port_count;
+	}
+	if (c->flags & GEN_RANDOM_SRC) {
+		if (c->src_addr_count > 1)
+			f->saddr = c->src_addr_first + bpf_get_prandom_u32() % c->src_addr_count;
+		if (c->src_port_count > 1)
+			f->sport = c->src_port_first + bpf_get_prandom_u32() % c->src_port_count;
+	}
 	step(&st->sport_off, c->src_port_count, &carry);
 	step(&st->saddr_off, c->src_addr_count, &carry);
 	step(&st->dport_off, c->dst_port_count, &carry);

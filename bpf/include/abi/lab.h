@@ -49,7 +49,7 @@ struct gen_config {
 	__u32 dst_port_count;
 	__u32 stream_base;     /* stream id = stream_base + cpu */
 	__u32 size_count;      /* frame n has size sizes[n % size_count] */
-	__u32 flags;           /* GEN_RANDOM_DST */
+	__u32 flags;           /* GEN_RANDOM_DST, GEN_RANDOM_SRC */
 	struct gen_size sizes[GEN_SIZES_MAX];
 	/* Frames per second per CPU; 0 = as fast as possible. Frames ahead of
 	 * the schedule are dropped before they leave (XDP_DROP), so the wire
@@ -69,10 +69,12 @@ struct gen_config {
 	__u32 _pad;
 };
 
-/* Each frame's destination address is drawn at random from its range
- * (netmap pkt-gen's -Z), instead of stepping through it: to spread
- * lookups over a large routing table. */
+/* Each frame's destination address and port are drawn at random from
+ * their ranges (netmap pkt-gen's -Z), instead of stepping through them:
+ * to spread lookups over a large routing table, or to make every frame a
+ * new flow. GEN_RANDOM_SRC does the same for the source (pkt-gen's -z). */
 #define GEN_RANDOM_DST 1
+#define GEN_RANDOM_SRC 2
 
 /* Generator per-CPU state. */
 struct gen_state {

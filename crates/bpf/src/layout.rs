@@ -106,9 +106,10 @@ pub struct RecvLatency {
     pub hist: [u64; RECV_LAT_BUCKETS],
 }
 
-/// `GenConfig::flags`: each frame's destination drawn at random from its
-/// range (pkt-gen's -Z).
+/// `GenConfig::flags`: each frame's destination address and port drawn at
+/// random from their ranges (pkt-gen's -Z); the source's (pkt-gen's -z).
 pub const GEN_RANDOM_DST: u32 = 1;
+pub const GEN_RANDOM_SRC: u32 = 2;
 
 /// bpf/include/abi/lab.h `struct recv_watch`.
 pub const RECV_WATCH: u32 = 4;

@@ -98,6 +98,9 @@ impl CommandPath {
         if profile.random_dst {
             a.push("-Z".into());
         }
+        if profile.random_src {
+            a.push("-z".into());
+        }
         a.extend(["-D".into(), self.dut_mac.clone()]);
         if let Some(r) = rate {
             // The rate is shared: the first interfaces take the remainder.
@@ -313,6 +316,7 @@ mod tests {
             src: Some("2001:2::1-2001:2::9".into()),
             dst: None,
             random_dst: true,
+            random_src: false,
         };
         let a = p.gen_args(1, &prof, Some(1_000_001), 2.5).join(" ");
         assert_eq!(

@@ -848,10 +848,15 @@ pub struct GenArgs {
     /// xdp (live frames) or afpacket (sendmmsg, for interfaces without XDP).
     #[arg(long, value_parser = choice(linerate_traffic::gen::Mode::CHOICES), default_value = "xdp")]
     pub mode: linerate_traffic::gen::Mode,
-    /// Draw each frame's destination address at random from the -d range
-    /// (pkt-gen's -Z), to spread lookups over a large table. xdp mode.
+    /// Draw each frame's destination address and port at random from the
+    /// -d ranges (pkt-gen's -Z), to spread lookups over a large table or
+    /// make every frame a new flow. xdp mode.
     #[arg(short = 'Z', long)]
     pub random_dst: bool,
+    /// Draw each frame's source address and port at random from the -s
+    /// ranges (pkt-gen's -z). xdp mode.
+    #[arg(short = 'z', long)]
+    pub random_src: bool,
     /// Frames per kernel batch in xdp mode (1..256).
     #[arg(long, default_value_t = 64)]
     pub batch: u32,

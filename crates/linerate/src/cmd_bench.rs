@@ -248,6 +248,7 @@ fn gen(a: BenchGenArgs) -> Result<()> {
         src: None,
         dst: None,
         random_dst: false,
+        random_src: false,
     }
     .check()
     .map_err(|e| anyhow::anyhow!("-l: {}", e.reason))?;

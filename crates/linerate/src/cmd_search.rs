@@ -85,6 +85,7 @@ pub fn traffic(a: &TrafficArgs) -> Result<Traffic> {
         src: a.src.clone(),
         dst: a.dst.clone(),
         random_dst: false,
+        random_src: false,
     };
     profile.check().map_err(|e| {
         let flag = match e.field {

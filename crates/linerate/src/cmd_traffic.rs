@@ -99,6 +99,7 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
         cpus,
         mode: a.mode,
         random_dst: a.random_dst,
+        random_src: a.random_src,
     };
     opts.check().map_err(|e| {
         let flag = match e.field {
@@ -107,6 +108,7 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
             "rate_pps" => "-R",
             "frame" => "-l",
             "random_dst" => "-Z",
+            "random_src" => "-z",
             "batch_size" => "--batch",
             _ => e.field,
         };

@@ -54,9 +54,12 @@ pub struct GenOptions {
     /// sequence numbers are per CPU. At least one.
     pub cpus: Vec<usize>,
     pub mode: Mode,
-    /// Each frame's destination drawn at random from `dst` (pkt-gen's -Z),
-    /// to spread lookups over a large table. XDP mode only.
+    /// Each frame's destination address and port drawn at random from
+    /// `dst` (pkt-gen's -Z), to spread lookups over a large table or make
+    /// every frame a new flow. XDP mode only.
     pub random_dst: bool,
+    /// The same for the source (pkt-gen's -z).
+    pub random_src: bool,
 }
 
 impl GenOptions {
@@ -85,6 +88,9 @@ impl GenOptions {
         }
         if self.random_dst && self.mode == Mode::Afpacket {
             return fail("random_dst", "random destinations need the XDP mode".into());
+        }
+        if self.random_src && self.mode == Mode::Afpacket {
+            return fail("random_src", "random sources need the XDP mode".into());
         }
         if !(1..=256).contains(&self.batch_size) {
             return fail(
@@ -244,6 +250,9 @@ impl Generator {
             .gen_config(&opts.src, &opts.dst, opts.stream_base, per_thread)?;
         if opts.random_dst {
             cfg.flags |= linerate_bpf::layout::GEN_RANDOM_DST;
+        }
+        if opts.random_src {
+            cfg.flags |= linerate_bpf::layout::GEN_RANDOM_SRC;
         }
         cfg.clock_every = opts.batch_size;
         let obj = match opts.mode {

@@ -42,9 +42,14 @@ pub struct Profile {
     /// `-s` and `-d` ranges (default: 20 sources x 100 destinations).
     pub src: Option<String>,
     pub dst: Option<String>,
-    /// Each frame's destination drawn at random from `dst` (`gen -Z`).
+    /// Each frame's destination address and port drawn at random from
+    /// `dst` (`gen -Z`).
     #[serde(default)]
     pub random_dst: bool,
+    /// Each frame's source address and port drawn at random from `src`
+    /// (`gen -z`).
+    #[serde(default)]
+    pub random_src: bool,
 }
 
 /// Why a profile is not good: the field (`len`, `src` or `dst`) and the
@@ -59,6 +64,7 @@ pub struct Traffic {
     pub src: Endpoints,
     pub dst: Endpoints,
     pub random_dst: bool,
+    pub random_src: bool,
 }
 
 impl Profile {
@@ -97,6 +103,7 @@ impl Profile {
             src: range("src", &self.src, src_default)?,
             dst: range("dst", &self.dst, dst_default)?,
             random_dst: self.random_dst,
+            random_src: self.random_src,
         })
     }
 }
@@ -153,6 +160,7 @@ impl Traffic {
             cpus: vec![sender.cpu],
             mode: Mode::Xdp,
             random_dst: self.random_dst,
+            random_src: self.random_src,
         })
     }
 }
@@ -164,6 +172,7 @@ pub fn builtin_profile(name: &str) -> Option<Profile> {
         src: None,
         dst: None,
         random_dst: false,
+        random_src: false,
     };
     match name {
         "ipv4-60" => Some(p(Family::Ipv4, "60")),

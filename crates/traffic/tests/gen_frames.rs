@@ -35,6 +35,7 @@ fn opts(src: &str, dst: &str, len: &str) -> GenOptions {
         cpus: vec![0],
         mode: Mode::Xdp,
         random_dst: false,
+        random_src: false,
     }
 }
 
@@ -363,6 +364,54 @@ fn random_destinations_stay_in_the_range_and_spread_over_it() {
             .contains("random destinations need the XDP mode"),
         "{e}"
     );
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn random_flows_draw_every_address_and_port_from_their_ranges() {
+    // -Z and -z over a /16 and 64k ports each way: every frame valid,
+    // inside its ranges, and nearly every one a flow of its own (a 4-tuple
+    // over 2^64 values: 4000 draws repeat one with odds of 1 in 10^12).
+    let mut o = opts(
+        "198.18.0.1-198.18.255.254:1024-65535",
+        "198.19.0.1-198.19.255.254:1-65535",
+        "60",
+    );
+    o.random_dst = true;
+    o.random_src = true;
+    let g = Generator::new(&o).unwrap();
+    let d: Vec<Decoded> = g.sample(4000).unwrap().iter().map(|f| decode(f)).collect();
+    let v4 = |a: std::net::IpAddr| match a {
+        std::net::IpAddr::V4(a) => u32::from(a),
+        _ => panic!("IPv4"),
+    };
+    for x in &d {
+        assert!((0xc612_0001..=0xc612_fffe).contains(&v4(x.src)), "{}", x.src);
+        assert!((0xc613_0001..=0xc613_fffe).contains(&v4(x.dst)), "{}", x.dst);
+        assert!(x.sport >= 1024 && x.dport >= 1);
+    }
+    let flows: std::collections::HashSet<(u32, u32, u16, u16)> = d
+        .iter()
+        .map(|x| (v4(x.src), v4(x.dst), x.sport, x.dport))
+        .collect();
+    assert_eq!(flows.len(), d.len());
+    // Each field spread over its range: its top and bottom halves both.
+    let halves = |f: &dyn Fn(&Decoded) -> bool| d.iter().filter(|x| f(x)).count();
+    for (what, n) in [
+        ("sport", halves(&|x| x.sport >= 33280)),
+        ("dport", halves(&|x| x.dport >= 32768)),
+        ("src", halves(&|x| v4(x.src) >= 0xc612_8000)),
+        ("dst", halves(&|x| v4(x.dst) >= 0xc613_8000)),
+    ] {
+        assert!((1600..=2400).contains(&n), "{what}: {n} of 4000 in the top half");
+    }
+    o.random_src = true;
+    o.random_dst = false;
+    o.mode = Mode::Afpacket;
+    assert_eq!(o.check().unwrap_err().field, "random_src");
 }
 
 #[test]

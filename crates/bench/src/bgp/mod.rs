@@ -306,6 +306,7 @@ impl Traffic {
                     host_in(addrs::prefix4(self.routes4 - 1).into())
                 )),
                 random_dst: true,
+                random_src: false,
             },
             Some(d) => Profile {
                 family: if d.is_ipv4() {
@@ -317,6 +318,7 @@ impl Traffic {
                 src: None,
                 dst: Some(d.to_string()),
                 random_dst: false,
+                random_src: false,
             },
         };
         let traffic = profile.check()?;
