@@ -20,7 +20,7 @@
  * then a xorshift and a last multiply; top bits. Keys are compared whole, so a
  * weaker mix only costs collisions, never a wrong verdict.
  * crates/dataplane/src/fw_cache.rs computes the same. */
-static __always_inline __u32 fw_set_of(const struct fw_key *k)
+static __always_inline __u32 fw_set_of(const struct fw_key *k, __u32 bits)
 {
 	const __u64 *w = (const __u64 *)k;
 	__u64 h = ((w[0] ^ w[4]) * 0x9e3779b97f4a7c15ull) ^ ((w[1] ^ w[5]) * 0xc2b2ae3d27d4eb4full) ^
@@ -28,10 +28,12 @@ static __always_inline __u32 fw_set_of(const struct fw_key *k)
 
 	h ^= h >> 29;
 	h *= 0xff51afd7ed558ccdull;
-	return h >> (64 - 17);
+	if (bits == 0 || bits > FW_SET_BITS_ALL)
+		bits = FW_SET_BITS_ALL;
+	return h >> (64 - bits);
 }
 
-_Static_assert(FW_CACHE_SETS == 1 << 17, "fw_set_of takes 17 bits");
+_Static_assert(FW_CACHE_SETS == 1 << FW_SET_BITS_ALL, "fw_set_of takes up to FW_SET_BITS_ALL bits");
 _Static_assert(sizeof(struct fw_key) == 64, "fw_key is eight words");
 _Static_assert(sizeof(struct fw_slot) == 96, "fw_slot: two slots in three lines");
 /* crates/dataplane/src/layout.rs asserts the same (no BTF for it). */
@@ -165,7 +167,7 @@ static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, 
 		k.transport_len = have;
 	}
 
-	__u32 set = fw_set_of(&k);
+	__u32 set = fw_set_of(&k, rd->set_bits);
 	__u32 verdict = fw_probe(set * FW_CACHE_WAYS, &k, generation, hit);
 	if (!verdict)
 		verdict = fw_probe(set * FW_CACHE_WAYS + 1, &k, generation, hit);

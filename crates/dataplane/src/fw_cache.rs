@@ -2,7 +2,7 @@
 //! lives (its set and ways), which way a new verdict takes, and the trait
 //! of what holds the cache (the fast path's maps or the model's copy).
 use crate::fwc::Tables;
-use crate::layout::{FlowKey, FwKey, FwReads, FwSlot, FW_CACHE_SETS, FW_CACHE_WAYS};
+use crate::layout::{FlowKey, FwKey, FwReads, FwSlot, FW_CACHE_WAYS, FW_SET_BITS_ALL};
 
 /// Where the verdict cache lives: the fast path's maps
 /// ([`crate::fw_maps::FwMaps`]) or the model's copy ([`crate::model::Model`]).
@@ -26,8 +26,13 @@ fn words(k: &FwKey) -> [u64; 8] {
 }
 
 /// The set the program looks a key up in (bpf/include/router/firewall.h,
-/// fw_set_of).
-pub fn set_of(k: &FwKey) -> u32 {
+/// fw_set_of), of the 1 << `bits` its family's keys take.
+pub fn set_of(k: &FwKey, bits: u8) -> u32 {
+    let bits = if bits == 0 || bits > FW_SET_BITS_ALL {
+        FW_SET_BITS_ALL
+    } else {
+        bits
+    };
     let w = words(k);
     let mut h = (w[0] ^ w[4]).wrapping_mul(0x9e3779b97f4a7c15)
         ^ (w[1] ^ w[5]).wrapping_mul(0xc2b2ae3d27d4eb4f)
@@ -35,7 +40,7 @@ pub fn set_of(k: &FwKey) -> u32 {
         ^ (w[3] ^ w[7]).wrapping_mul(0xd6e8feb86659fd93);
     h ^= h >> 29;
     h = h.wrapping_mul(0xff51afd7ed558ccd);
-    (h >> (64 - FW_CACHE_SETS.trailing_zeros())) as u32
+    (h >> (64 - bits as u32)) as u32
 }
 
 /// The slot index of way `way` of set `set`.

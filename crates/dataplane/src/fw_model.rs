@@ -102,7 +102,7 @@ impl FwModel {
             }
             k.flow.transport_len = have as u8;
         }
-        let set = set_of(&k);
+        let set = set_of(&k, rd.set_bits);
         let hit = (0..2)
             .map(|w| self.slots.borrow().get(&slot_index(set, w)).copied())
             .find_map(|s| {

@@ -573,6 +573,13 @@ mod tests {
         assert_eq!(define("FWC_FIELDS"), FIELDS.to_string());
         assert_eq!(define("FWC_WORDS"), WORDS.to_string());
         assert_eq!(define("FWC_MAX_STEPS"), MAX_STEPS.to_string());
+        use crate::layout::{FW_CACHE_SETS, FW_SET_BITS_ALL, FW_SET_BITS_CLASSIFIED};
+        assert_eq!(
+            define("FW_SET_BITS_CLASSIFIED"),
+            FW_SET_BITS_CLASSIFIED.to_string()
+        );
+        assert_eq!(define("FW_SET_BITS_ALL"), FW_SET_BITS_ALL.to_string());
+        assert_eq!(FW_CACHE_SETS, 1 << FW_SET_BITS_ALL);
         for (code, act) in [
             (1, Act::Count(0)),
             (2, Act::Skip(0)),

@@ -150,6 +150,10 @@ pub const IFACE_FIREWALL6: u16 = 2048;
 /// The firewall's verdict cache (bpf/include/router/maps.h, `fw_*`).
 pub const FW_CACHE_SETS: u32 = 1 << 17;
 pub const FW_CACHE_WAYS: u32 = 2;
+/// The sets a family's keys take, as bits (abi/firewall.h): 2^13 with a
+/// classifier (its slots stay in the CPU's caches), all of them without.
+pub const FW_SET_BITS_CLASSIFIED: u8 = 13;
+pub const FW_SET_BITS_ALL: u8 = 17;
 pub const FW_RULE_COUNTERS: u32 = 65536;
 pub const FW_ENTRY_COUNTERS: usize = 4;
 pub const FW_READ_IIF: u8 = 1;
@@ -187,7 +191,9 @@ pub struct FwReads {
     pub transport_mask: [u64; 2],
     pub fields: u8,
     pub transport_end: u8,
-    pub pad: [u8; 6],
+    /// The cache's sets the family's keys take: 1 << set_bits.
+    pub set_bits: u8,
+    pub pad: [u8; 5],
 }
 
 /// The generation, and each family's reads for either parity.
@@ -482,6 +488,7 @@ mod tests {
                 ("transport_mask", offset_of!(FwReads, transport_mask)),
                 ("fields", offset_of!(FwReads, fields)),
                 ("transport_end", offset_of!(FwReads, transport_end)),
+                ("set_bits", offset_of!(FwReads, set_bits)),
                 ("pad", offset_of!(FwReads, pad)),
             ],
         );

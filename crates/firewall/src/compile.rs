@@ -17,6 +17,7 @@ use linerate_dataplane::fwc::{self, Act, Tables};
 use linerate_dataplane::layout::{
     FwKey, FwReads, FwSlot, FW_ACCEPT, FW_DROP, FW_ENTRY_COUNTERS, FW_KERNEL, FW_READ_CT,
     FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR, FW_READ_OIF, FW_READ_SADDR,
+    FW_SET_BITS_ALL, FW_SET_BITS_CLASSIFIED,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -151,7 +152,14 @@ impl Compiled {
     pub fn reads(&self, ipv6: bool) -> FwReads {
         self.families[ipv6 as usize]
             .as_ref()
-            .map_or_else(FwReads::default, |f| fw_reads(&f.reads))
+            .map_or_else(FwReads::default, |f| FwReads {
+                set_bits: if f.classifier.is_ok() {
+                    FW_SET_BITS_CLASSIFIED
+                } else {
+                    FW_SET_BITS_ALL
+                },
+                ..fw_reads(&f.reads)
+            })
     }
 
     /// The base chains the fast path judges, per family, named as
@@ -420,7 +428,7 @@ fn classifier(
 /// picks the way a full set gives up (the caller alternates it).
 pub fn learn(table: &mut impl FwTable, c: &Compiled, key: &FlowKey, evict: bool) -> Option<u32> {
     let new = c.slot(key)?;
-    let set = set_of(&new.key);
+    let set = set_of(&new.key, c.reads(new.key.flow.ipv6 != 0).set_bits);
     let ways = [
         table.slot(slot_index(set, 0)),
         table.slot(slot_index(set, 1)),
@@ -487,7 +495,8 @@ pub fn fw_reads(r: &Reads) -> FwReads {
         ],
         fields,
         transport_end: r.transport_end() as u8,
-        pad: [0; 6],
+        set_bits: FW_SET_BITS_ALL,
+        pad: [0; 5],
     }
 }
 
@@ -834,7 +843,18 @@ mod tests {
         assert_eq!(way_for(&[slot(53), old], &slot(81), false), Some(1));
         // The same key of an older generation is rewritten.
         assert_eq!(way_for(&[old, slot(53)], &slot(80), true), Some(0));
-        assert!(set_of(&slot(53).key) < FW_CACHE_SETS);
-        assert_ne!(set_of(&slot(53).key), set_of(&slot(80).key));
+        assert!(set_of(&slot(53).key, FW_SET_BITS_ALL) < FW_CACHE_SETS);
+        assert_ne!(
+            set_of(&slot(53).key, FW_SET_BITS_ALL),
+            set_of(&slot(80).key, FW_SET_BITS_ALL)
+        );
+        // A classified family's keys take the first 2^13 sets: the same
+        // hash's top bits.
+        let k = &slot(53).key;
+        assert!(set_of(k, FW_SET_BITS_CLASSIFIED) < 1 << FW_SET_BITS_CLASSIFIED);
+        assert_eq!(
+            set_of(k, FW_SET_BITS_CLASSIFIED),
+            set_of(k, FW_SET_BITS_ALL) >> (FW_SET_BITS_ALL - FW_SET_BITS_CLASSIFIED)
+        );
     }
 }

@@ -4,7 +4,9 @@
 //! looked up in a set of M addresses that does not hold it. The same
 //! ruleset under the kernel alone (`linux-nft-rules-N`,
 //! `linux-nft-set-M`) and under linerate (`linerate-nft-rules-N`,
-//! `linerate-nft-set-M`). The rulesets are linerate_firewall::seeds'.
+//! `linerate-nft-set-M`). An access list as people write one,
+//! whose rules each read an address and a port (`...-nft-acl-N`). The
+//! rulesets are linerate_firewall::seeds'.
 //! And the seeds' stateful ones (`...-nft-stateful`, `...-nft-stateful-strict`:
 //! new connections only from the generator's side), whose runs first
 //! establish the profile's flows (scenario::DutDef::establish).
@@ -19,7 +21,7 @@ pub fn is_stateful(name: &str) -> bool {
 pub const STATEFUL_CONNTRACK_MAX: u64 = 2_000_000;
 pub const STATEFUL_CONNTRACK_BUCKETS: u64 = 1 << 20;
 
-use linerate_firewall::seeds::{rules, set, RULES, SET_SIZES};
+use linerate_firewall::seeds::{access_list, rules, set, RULES, SET_SIZES};
 
 /// The ruleset a built-in firewall configuration names, and whether
 /// linerate forwards (else the kernel alone).
@@ -40,6 +42,10 @@ pub fn by_name(name: &str) -> Option<(bool, String)> {
         let n: u32 = n.parse().ok()?;
         return RULES.contains(&n).then(|| (linerate, rules(n)));
     }
+    if let Some(n) = rest.strip_prefix("acl-") {
+        let n: u32 = n.parse().ok()?;
+        return RULES.contains(&n).then(|| (linerate, access_list(n)));
+    }
     let m: u32 = rest.strip_prefix("set-")?.parse().ok()?;
     SET_SIZES.contains(&m).then(|| (linerate, set(m)))
 }
@@ -50,6 +56,7 @@ pub fn names() -> Vec<String> {
     for who in ["linux", "linerate"] {
         v.extend(RULES.iter().map(|n| format!("{who}-nft-rules-{n}")));
         v.extend(SET_SIZES.iter().map(|m| format!("{who}-nft-set-{m}")));
+        v.extend(RULES.iter().map(|n| format!("{who}-nft-acl-{n}")));
         v.push(format!("{who}-nft-stateful"));
         v.push(format!("{who}-nft-stateful-strict"));
     }
@@ -66,7 +73,14 @@ mod tests {
         assert_eq!(by_name("linerate-nft-set-1000000").map(|r| r.0), Some(true));
         assert_eq!(by_name("linux-nft-rules-7"), None);
         assert_eq!(by_name("linux-nft-set-x"), None);
-        assert_eq!(names().len(), 20);
+        assert_eq!(names().len(), 28);
+        let acl = by_name("linux-nft-acl-10000").unwrap();
+        assert!(
+            !acl.0
+                && acl
+                    .1
+                    .contains("ip daddr 10.39.14.0/24 udp dport 10998 drop")
+        );
         let strict = by_name("linerate-nft-stateful-strict").unwrap();
         assert!(strict.0 && strict.1.contains("ct state new iifname \"dut0\" accept"));
         assert!(is_stateful("linux-nft-stateful") && !is_stateful("linux-nft-rules-1"));

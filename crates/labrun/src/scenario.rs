@@ -309,6 +309,7 @@ pub const BUILTIN_DUTS: &[&str] = &[
     "linerate-1m",
     "linux-nft-rules-N and linerate-nft-rules-N (N: 1, 100, 1000, 10000)",
     "linux-nft-set-M and linerate-nft-set-M (M: 1, 1000, 100000, 1000000)",
+    "linux-nft-acl-N and linerate-nft-acl-N (an access list of N rules, each an address prefix and a port; N: 1, 100, 1000, 10000)",
     "linux-nft-stateful, linerate-nft-stateful and their -strict variants (flows established first)",
 ];
 

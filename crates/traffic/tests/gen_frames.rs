@@ -389,8 +389,16 @@ fn random_flows_draw_every_address_and_port_from_their_ranges() {
         _ => panic!("IPv4"),
     };
     for x in &d {
-        assert!((0xc612_0001..=0xc612_fffe).contains(&v4(x.src)), "{}", x.src);
-        assert!((0xc613_0001..=0xc613_fffe).contains(&v4(x.dst)), "{}", x.dst);
+        assert!(
+            (0xc612_0001..=0xc612_fffe).contains(&v4(x.src)),
+            "{}",
+            x.src
+        );
+        assert!(
+            (0xc613_0001..=0xc613_fffe).contains(&v4(x.dst)),
+            "{}",
+            x.dst
+        );
         assert!(x.sport >= 1024 && x.dport >= 1);
     }
     let flows: std::collections::HashSet<(u32, u32, u16, u16)> = d
@@ -406,7 +414,10 @@ fn random_flows_draw_every_address_and_port_from_their_ranges() {
         ("src", halves(&|x| v4(x.src) >= 0xc612_8000)),
         ("dst", halves(&|x| v4(x.dst) >= 0xc613_8000)),
     ] {
-        assert!((1600..=2400).contains(&n), "{what}: {n} of 4000 in the top half");
+        assert!(
+            (1600..=2400).contains(&n),
+            "{what}: {n} of 4000 in the top half"
+        );
     }
     o.random_src = true;
     o.random_dst = false;
