@@ -113,12 +113,13 @@ pub struct ClassifierCost {
     /// Medians of the rounds' means, ns a packet.
     pub miss_ns: f64,
     pub hit_ns: f64,
-    /// A key never seen before, judged: its cache slot out of the CPU's
-    /// caches where the ruleset reads the address (a new flow's cost).
-    pub new_key_ns: f64,
+    /// A new flow's first frame (a flow never sent before), judged: where
+    /// the ruleset reads the address, its key is new and its cache slot
+    /// out of the CPU's caches.
+    pub new_flow_ns: f64,
     pub rounds_miss_ns: Vec<f64>,
     pub rounds_hit_ns: Vec<f64>,
-    pub rounds_new_key_ns: Vec<f64>,
+    pub rounds_new_flow_ns: Vec<f64>,
     /// The frames (keys) a round judges.
     pub keys: usize,
 }
@@ -341,10 +342,10 @@ impl Setup {
         Ok(ClassifierCost {
             miss_ns: median(&miss),
             hit_ns: median(&hit),
-            new_key_ns: median(&new),
+            new_flow_ns: median(&new),
             rounds_miss_ns: miss,
             rounds_hit_ns: hit,
-            rounds_new_key_ns: new,
+            rounds_new_flow_ns: new,
             keys: keys.len(),
         })
     }
@@ -759,19 +760,19 @@ pub fn report(cases: &[Case], rates: &[ElementRate]) -> String {
         if let Some(k) = &c.classifier {
             let _ = writeln!(
                 out,
-                "{}: a key the cache lacks, judged by the classifier in the program: {:.1} ns a packet (rounds {:?}); a hit after it {:.1} ns; a key never seen {:.1} ns (rounds {:?}) ({} keys a round, single runs)",
+                "{}: after a change, a new flow's first frame {:.1} ns (rounds {:?}); a known flow's first frame, judged by the classifier in the program, {:.1} ns (rounds {:?}); a hit after it {:.1} ns ({} keys a round, single runs)",
                 c.name,
+                k.new_flow_ns,
+                k.rounds_new_flow_ns
+                    .iter()
+                    .map(|v| (v * 10.0).round() / 10.0)
+                    .collect::<Vec<_>>(),
                 k.miss_ns,
                 k.rounds_miss_ns
                     .iter()
                     .map(|v| (v * 10.0).round() / 10.0)
                     .collect::<Vec<_>>(),
                 k.hit_ns,
-                k.new_key_ns,
-                k.rounds_new_key_ns
-                    .iter()
-                    .map(|v| (v * 10.0).round() / 10.0)
-                    .collect::<Vec<_>>(),
                 k.keys
             );
         }

@@ -17,6 +17,7 @@ pub mod conntrack;
 pub mod fastpath;
 pub mod fib;
 pub mod firewall;
+pub mod firewall_change;
 pub mod follow;
 pub mod fw_cache;
 pub mod probe;

@@ -222,6 +222,10 @@ pub enum BenchCmd {
     /// How fast linerate follows `ip route` / `ip neigh` changes under
     /// traffic, and that it never uses a removed next hop after that.
     RouteChange(BenchRouteChangeArgs),
+    /// What a ruleset change costs traffic already flowing: rules inserted
+    /// and set elements added to an access list under overload, the
+    /// forwarding rate over 100 ms windows against the steady rate.
+    FirewallChange(BenchFirewallChangeArgs),
     /// How far the fast path lags the kernel during a burst of route
     /// changes (a BGP table arriving, then withdrawn): the lag from each
     /// kernel change to the fast path, and the notification overflows.
@@ -427,6 +431,27 @@ pub struct BenchRouteChangeArgs {
     /// Offered rate, pps.
     #[arg(short = 'R', long, default_value_t = 200_000)]
     pub rate: u64,
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchFirewallChangeArgs {
+    /// Rules of the access list (each an address prefix and a port).
+    #[arg(long, default_value_t = 10_000)]
+    pub rules: u32,
+    /// Changes to make (rule insertions and element additions alternate).
+    #[arg(long, default_value_t = 10)]
+    pub changes: usize,
+    /// Seconds between changes.
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
+    /// Every frame a new flow (addresses and ports at random), instead of
+    /// the lab's 2,000 flows.
+    #[arg(long)]
+    pub new_flows: bool,
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,
     #[arg(long)]

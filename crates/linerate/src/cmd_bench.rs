@@ -12,6 +12,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Fastpath(a) => fastpath(a),
         BenchCmd::Search(a) => search(a),
         BenchCmd::RouteChange(a) => route_change(a),
+        BenchCmd::FirewallChange(a) => firewall_change(a),
         BenchCmd::RouteChurn(a) => route_churn(a),
         BenchCmd::FirewallCache(a) => firewall_cache(a),
         BenchCmd::Conntrack(a) => conntrack(a),
@@ -114,6 +115,48 @@ fn route_change(a: crate::cli::BenchRouteChangeArgs) -> Result<()> {
             changes: a.changes,
             interval: std::time::Duration::from_secs_f64(a.interval),
             rate_pps: a.rate,
+            gen_cpu: a.gen_cpu,
+        },
+        linerate_host::stop::flag(),
+        |c| {
+            if !json {
+                println!("{c}");
+            }
+        },
+    )?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        println!("{r}");
+    }
+    Ok(())
+}
+
+fn firewall_change(a: crate::cli::BenchFirewallChangeArgs) -> Result<()> {
+    use linerate_bench::firewall_change::{run, Options};
+    linerate_host::privilege::require_root("linerate bench firewall-change")?;
+    if !(1..=60_000).contains(&a.rules) {
+        bail!(
+            "--rules: 1 to 60000 (the access list's distinct ports), got {}",
+            a.rules
+        );
+    }
+    if a.changes == 0 {
+        bail!("--changes: at least 1");
+    }
+    if !(a.interval >= 0.2 && a.interval <= 60.0) {
+        bail!(
+            "--interval: 0.2 to 60 s (a change's windows are 100 ms), got {}",
+            a.interval
+        );
+    }
+    let json = a.json;
+    let r = run(
+        &Options {
+            rules: a.rules,
+            changes: a.changes,
+            interval: std::time::Duration::from_secs_f64(a.interval),
+            new_flows: a.new_flows,
             gen_cpu: a.gen_cpu,
         },
         linerate_host::stop::flag(),

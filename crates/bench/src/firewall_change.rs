@@ -1,0 +1,394 @@
+//! `linerate bench firewall-change`: what a ruleset change costs traffic
+//! already flowing. A lab with linerate as the DUT under an access list
+//! (linerate_firewall::seeds::access_list, plus a set of blocked sources
+//! that a first rule reads), the generator offering more than the DUT
+//! forwards; while it runs, rules are inserted and elements added to the
+//! set, alternately, in the DUT's namespace with `nft`. The receiver's
+//! count is read every 10 ms: the forwarding rate over each 100 ms window
+//! is held to the steady rate before the first change. A change that
+//! stops the fast path (every verdict back to the kernel) shows as a
+//! window far under it; one judged beside the old generation does not.
+use anyhow::{anyhow, bail, Result};
+use linerate_bpf::loader::XdpMode;
+use linerate_dataplane::layout::REASONS;
+use linerate_host::clock::monotonic_ns;
+use linerate_host::cmd;
+use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
+use linerate_labrun::dut_setup::RunningDut;
+use linerate_labrun::scenario::builtin_dut;
+use linerate_traffic::frame::parse_mac;
+use linerate_traffic::gen::Generator;
+use linerate_traffic::profile::{builtin_profile, Family, Profile, Sender};
+use linerate_traffic::recv::Receiver;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often the receiver's count is read, and the window rates are
+/// taken over.
+const SAMPLE: Duration = Duration::from_millis(10);
+const WINDOW_NS: u64 = 100_000_000;
+/// A window under this share of the steady rate is a dip.
+const DIP: f64 = 0.9;
+/// Traffic before the first change: the generator's warm-up, then the
+/// steady rate's windows.
+const WARM_UP: Duration = Duration::from_millis(700);
+const STEADY: Duration = Duration::from_millis(1500);
+
+pub struct Options {
+    /// Rules of the access list.
+    pub rules: u32,
+    pub changes: usize,
+    pub interval: Duration,
+    /// Every frame a new flow (addresses and ports at random both ways),
+    /// else the lab's 2,000 flows.
+    pub new_flows: bool,
+    pub gen_cpu: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Change {
+    pub command: String,
+    /// How long `nft` took.
+    pub nft_ms: f64,
+    /// The lowest 100 ms window from the change to the next, as a share of
+    /// the steady rate.
+    pub lowest: f64,
+    /// Time the trailing 100 ms window spent under 0.9 of the steady rate.
+    pub under_ms: f64,
+    /// Where the DUT's frames went from the change to the next: the
+    /// fast path's reasons, by packets (the ones that moved).
+    pub reasons: Vec<(String, u64)>,
+}
+
+/// A change as its thread made it.
+#[derive(Clone)]
+struct Made {
+    at: u64,
+    nft_ms: f64,
+    command: String,
+    reasons: Vec<(String, u64)>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub rules: u32,
+    pub traffic: &'static str,
+    /// Frames a second before the first change (the median window).
+    pub steady_pps: f64,
+    pub changes: Vec<Change>,
+    pub worst_lowest: f64,
+    pub worst_under_ms: f64,
+}
+
+/// The access list of `rules`, with a set of blocked sources its first
+/// rule reads (empty: nothing of the lab's is blocked).
+fn ruleset(rules: u32) -> String {
+    linerate_firewall::seeds::access_list(rules)
+        .replacen(
+            "table inet linerate {\n",
+            "table inet linerate {\n  set blocked { type ipv4_addr; }\n",
+            1,
+        )
+        .replacen(
+            "policy drop;\n",
+            "policy drop;\n    ip saddr @blocked drop\n",
+            1,
+        )
+}
+
+/// Change `i`: a rule inserted at the chain's top (even), an element
+/// added to the set (odd); none meets the lab's traffic.
+fn change(i: usize) -> Vec<String> {
+    let k = i / 2;
+    let text = if i % 2 == 0 {
+        format!(
+            "insert rule inet linerate forward ip daddr 10.250.{}.0/24 udp dport {} drop",
+            k % 256,
+            60_000 + k % 5000
+        )
+    } else {
+        format!(
+            "add element inet linerate blocked {{ 10.251.{}.{} }}",
+            k / 250 % 256,
+            k % 250 + 1
+        )
+    };
+    text.split(' ').map(String::from).collect()
+}
+
+/// Per change at `at` (ns), from it to the next (or `end`): the lowest
+/// window rate over `steady`, and the time the trailing window spent
+/// under DIP of it. `samples` are (ns, frames received so far).
+pub fn dips(samples: &[(u64, u64)], steady: f64, at: &[u64], end: u64) -> Vec<(f64, f64)> {
+    // The trailing window's rate at each sample that has a full window.
+    let mut rates = Vec::new();
+    let mut from = 0;
+    for (i, &(t, n)) in samples.iter().enumerate() {
+        while samples[from].0 + WINDOW_NS < t {
+            from += 1;
+        }
+        let (t0, n0) = samples[from];
+        if t - t0 >= WINDOW_NS * 9 / 10 && i > from {
+            rates.push((t, (n - n0) as f64 * 1e9 / (t - t0) as f64));
+        }
+    }
+    at.iter()
+        .enumerate()
+        .map(|(k, &t0)| {
+            let t1 = at.get(k + 1).copied().unwrap_or(end);
+            let mine: Vec<&(u64, f64)> =
+                rates.iter().filter(|(t, _)| *t > t0 && *t <= t1).collect();
+            let lowest = mine
+                .iter()
+                .map(|(_, r)| r / steady)
+                .fold(f64::INFINITY, f64::min);
+            let mut under = 0u64;
+            for w in mine.windows(2) {
+                if w[1].1 < DIP * steady {
+                    under += w[1].0 - w[0].0;
+                }
+            }
+            (lowest, under as f64 / 1e6)
+        })
+        .collect()
+}
+
+/// The index of interface `name` in namespace `ns` (`ip -o link`'s first
+/// column).
+fn ifindex(ns: &str, name: &str) -> Result<u32> {
+    let out = cmd::ip(Some(ns), &["-o", "link", "show", "dev", name])?;
+    out.split(':')
+        .next()
+        .and_then(|i| i.trim().parse().ok())
+        .ok_or_else(|| anyhow!("{name} in {ns}: no index in {out:?}"))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) -> Result<Report> {
+    let name = format!("lrfwc{}", std::process::id());
+    let (lab, outcome) = Lab::up(&LabSpec::new(&name), false)?;
+    if outcome == UpOutcome::AlreadyUp {
+        bail!("lab {name} is already up");
+    }
+    let ns = lab.namespaces();
+    let ifs = lab.interfaces();
+    let mut def = builtin_dut("linerate").expect("built-in");
+    def.nft = Some(ruleset(o.rules));
+    let result = (|| -> Result<Report> {
+        let router = RunningDut::start(&def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
+        let receiver = Receiver::attach(&ifs.recv, Some(&ns.recv), XdpMode::Native)?;
+        let sender = Sender {
+            ifname: ifs.gen.clone(),
+            src_mac: parse_mac("the lab's generator MAC", topology::mac::GEN)?,
+            dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_IN)?,
+            cpu: o.gen_cpu,
+        };
+        let profile = if o.new_flows {
+            Profile {
+                family: Family::Ipv4,
+                len: "60".into(),
+                src: Some("198.18.0.1:1024-198.18.255.254:65535".into()),
+                dst: Some("198.19.1.1:1-198.19.255.254:65535".into()),
+                random_dst: true,
+                random_src: true,
+            }
+        } else {
+            builtin_profile("ipv4-60").ok_or_else(|| anyhow!("no built-in profile ipv4-60"))?
+        };
+        let seconds =
+            (WARM_UP + STEADY).as_secs_f64() + o.changes as f64 * o.interval.as_secs_f64();
+        let gen_opts = profile.check()?.gen_options(&sender, None, seconds)?;
+        let gen_stop = Arc::new(AtomicBool::new(false));
+        let gen = {
+            let (ns, gen_stop, opts) = (ns.gen.clone(), gen_stop.clone(), gen_opts.clone());
+            std::thread::spawn(move || -> Result<()> {
+                linerate_host::netns::enter_for_good(&ns)?;
+                Generator::new(&opts)?
+                    .run(&opts, &gen_stop, |_| {})
+                    .map(drop)
+            })
+        };
+        // The changes, from their own thread: this one reads the receiver.
+        let start = monotonic_ns();
+        let made: Arc<Mutex<Vec<Made>>> = Arc::default();
+        let in_idx = ifindex(&ns.dut, &ifs.dut_in)?;
+        let changer = {
+            let (made, dut, n, interval) = (made.clone(), ns.dut.clone(), o.changes, o.interval);
+            std::thread::spawn(move || -> Result<()> {
+                let (_, record) = linerate_dataplane::record::open(&dut)?;
+                let counts = || linerate_dataplane::record::read(&record, in_idx);
+                std::thread::sleep(WARM_UP + STEADY);
+                for i in 0..n {
+                    let args = change(i);
+                    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+                    let before = counts()?;
+                    let t0 = monotonic_ns();
+                    cmd::in_netns(&dut, "nft", &a)?;
+                    let took = (monotonic_ns() - t0) as f64 / 1e6;
+                    std::thread::sleep(interval);
+                    let moved = counts()?.since(&before);
+                    let reasons = REASONS
+                        .iter()
+                        .map(|r| (r.to_string(), moved.packets_of(r)))
+                        .filter(|(_, n)| *n > 0)
+                        .collect();
+                    made.lock().unwrap().push(Made {
+                        at: t0,
+                        nft_ms: took,
+                        command: format!("nft {}", args.join(" ")),
+                        reasons,
+                    });
+                }
+                Ok(())
+            })
+        };
+        let mut samples = Vec::new();
+        while !changer.is_finished() && !gen.is_finished() && !stop.load(Ordering::Relaxed) {
+            samples.push((monotonic_ns(), receiver.total()?.stamped));
+            std::thread::sleep(SAMPLE);
+        }
+        let end = monotonic_ns();
+        gen_stop.store(true, Ordering::SeqCst);
+        let changed = changer
+            .join()
+            .map_err(|_| anyhow!("the changes' thread panicked"))?;
+        gen.join()
+            .map_err(|_| anyhow!("generator thread panicked"))??;
+        drop(receiver);
+        router.stop()?;
+        changed?;
+        if stop.load(Ordering::Relaxed) {
+            bail!("interrupted");
+        }
+        let made = made.lock().unwrap().clone();
+        let first = made
+            .first()
+            .map(|m| m.at)
+            .ok_or_else(|| anyhow!("no change made"))?;
+        let steady_from = start + WARM_UP.as_nanos() as u64;
+        let before: Vec<(u64, u64)> = samples
+            .iter()
+            .copied()
+            .filter(|(t, _)| *t >= steady_from && *t <= first)
+            .collect();
+        let windows: Vec<f64> = before
+            .windows(11)
+            .map(|w| (w[10].1 - w[0].1) as f64 * 1e9 / (w[10].0 - w[0].0) as f64)
+            .collect();
+        let steady_pps = median(windows);
+        if steady_pps <= 0.0 {
+            bail!("nothing was forwarded before the first change");
+        }
+        let at: Vec<u64> = made.iter().map(|m| m.at).collect();
+        let changes: Vec<Change> = dips(&samples, steady_pps, &at, end)
+            .into_iter()
+            .zip(made)
+            .map(|((lowest, under_ms), m)| Change {
+                command: m.command,
+                nft_ms: m.nft_ms,
+                lowest,
+                under_ms,
+                reasons: m.reasons,
+            })
+            .collect();
+        changes.iter().for_each(&mut progress);
+        Ok(Report {
+            rules: o.rules,
+            traffic: if o.new_flows {
+                "every frame a new flow"
+            } else {
+                "the lab's 2,000 flows"
+            },
+            steady_pps,
+            worst_lowest: changes
+                .iter()
+                .map(|c| c.lowest)
+                .fold(f64::INFINITY, f64::min),
+            worst_under_ms: changes.iter().map(|c| c.under_ms).fold(0.0, f64::max),
+            changes,
+        })
+    })();
+    lab.down()?;
+    result
+}
+
+impl std::fmt::Display for Change {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({:.0} ms): lowest 100 ms window {:.3}x the steady rate, {:.0} ms under 0.9x; the DUT's frames: {}",
+            self.command,
+            self.nft_ms,
+            self.lowest,
+            self.under_ms,
+            self.reasons
+                .iter()
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} rules, {}: steady {:.3} Mpps; over {} changes the lowest 100 ms window {:.3}x, at most {:.0} ms under 0.9x",
+            self.rules,
+            self.traffic,
+            self.steady_pps / 1e6,
+            self.changes.len(),
+            self.worst_lowest,
+            self.worst_under_ms
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A steady 1 Mpps, then 300 ms at half of it after the second change:
+    /// the first change has no dip, the second one its 300 ms (and the
+    /// windows that still hold part of them).
+    #[test]
+    fn dips_are_the_windows_under_the_steady_rate() {
+        let ms = 1_000_000u64;
+        let mut samples = Vec::new();
+        let mut n = 0u64;
+        for i in 0..300u64 {
+            let t = i * 10 * ms;
+            samples.push((t, n));
+            let slow = (1500..1800).contains(&(i * 10));
+            n += if slow { 5_000 } else { 10_000 };
+        }
+        let d = dips(&samples, 1e6, &[1000 * ms, 1500 * ms], 2990 * ms);
+        assert_eq!(d.len(), 2);
+        assert!((d[0].0 - 1.0).abs() < 1e-9 && d[0].1 == 0.0, "{:?}", d[0]);
+        assert!((d[1].0 - 0.5).abs() < 1e-9, "{:?}", d[1]);
+        // Under 0.9x from 20 ms into the slow part (the trailing window
+        // then holds more than 10% of it) to 80 ms past its end.
+        assert!((d[1].1 - 360.0).abs() <= 10.0, "{:?}", d[1]);
+    }
+
+    #[test]
+    fn changes_alternate_rules_and_elements_none_meeting_the_labs_traffic() {
+        assert!(change(0)
+            .join(" ")
+            .starts_with("insert rule inet linerate forward ip daddr 10.250.0.0/24"));
+        assert_eq!(
+            change(1).join(" "),
+            "add element inet linerate blocked { 10.251.0.1 }"
+        );
+        let r = ruleset(100);
+        assert!(r.contains("set blocked { type ipv4_addr; }"));
+        assert!(r.contains("policy drop;\n    ip saddr @blocked drop\n    ip daddr 10.0.0.0/24"));
+    }
+}
