@@ -102,7 +102,7 @@ fn ruleset(rules: u32) -> String {
 /// added to the set (odd); none meets the lab's traffic.
 fn change(i: usize) -> Vec<String> {
     let k = i / 2;
-    let text = if i % 2 == 0 {
+    let text = if i.is_multiple_of(2) {
         format!(
             "insert rule inet linerate forward ip daddr 10.250.{}.0/24 udp dport {} drop",
             k % 256,
