@@ -136,15 +136,17 @@ struct fw_rule_counter {
  * header (fwc_header) at the region's start, the terms' actions (u32
  * each), then each field's lookup (a u32 row per value, or fwc_range
  * intervals) and its rows: first the bits every row of the field has
- * (`words` u64, the shared row), then each row as four u32 (the first
- * and last non-zero word of the whole row, the first word of its own
- * bits and how many) and its own bits. A row is named by its place in
+ * (`words` u64, the shared row), then each row as its summary
+ * (FWC_SUMMARY u64: a bit for each word of the whole row with a bit set),
+ * two u32 (the first word of its own bits and how many) and its own
+ * bits. A row is named by its place in
  * u64s from the shared row. Offsets are from the arena's start. */
 #define FWC_ARENA_OFF (2304ull << 20)
 #define FWC_REGION (384ull << 20)
 #define FWC_FIELDS 16
 #define FWC_WORDS 256
 #define FWC_TERMS (FWC_WORDS * 64)
+#define FWC_SUMMARY (FWC_WORDS / 64)  /* u64s of a row's summary: a bit a word */
 #define FWC_MAX_STEPS 32
 
 /* Where a field's value comes from (fwc_field.source). */

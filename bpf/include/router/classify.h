@@ -135,14 +135,16 @@ static __always_inline __u32 fwc_row_id(__u64 base, __u64 fa, __u64 hi, __u64 lo
 
 /* What the word scan reads, for each field: its shared row's address,
  * its own bits' (word w at own + w * 8) and their words [own_first,
- * own_end); and the cursor. */
+ * own_end); the AND of the rows' summaries (the words every row has a
+ * bit in: the only ones read); the cursor, and the next word to try. */
 struct fwc_scan {
 	__u64 shared[FWC_FIELDS];
 	__u64 own[FWC_FIELDS];
 	__u32 own_first[FWC_FIELDS];
 	__u32 own_end[FWC_FIELDS];
+	__u64 summary[FWC_SUMMARY];
 	__u32 fields;
-	__u32 start;
+	__u32 next;
 	__u32 cursor;
 	__u32 found;  /* the term met, or FWC_TERMS */
 };
@@ -155,8 +157,6 @@ struct fwc_walk {
 	__u64 header;     /* the region's header */
 	__u64 acts;
 	__u32 words;
-	__u32 first;      /* the words every row may have a bit in */
-	__u32 last;
 	__u32 cursor;
 	__u32 verdict;    /* FW_*, 0 while walking */
 	__u32 n;          /* counters so far */
@@ -198,27 +198,26 @@ static long fwc_field(__u64 i, void *data)
 		w->verdict = FW_KERNEL;
 		return 1;
 	}
-	/* The field's shared row, then its rows (fwc.rs, RowLayout): the
-	 * row id is its place in u64s from the shared row. */
+	/* The field's shared row, then its rows (fwc.rs, Tables::encode):
+	 * the row id is its place in u64s from the shared row. */
 	__u64 shared = w->base + fwc_u64(fa + 32);
 	__u64 row = shared + (__u64)r * 8;
-	__u32 rf = fwc_u32(row), rl = fwc_u32(row + 4);
-	__u32 of = fwc_u32(row + 8), on = fwc_u32(row + 12);
+	__u32 of = fwc_u32(row + FWC_SUMMARY * 8), on = fwc_u32(row + FWC_SUMMARY * 8 + 4);
 	__u32 k = i & (FWC_FIELDS - 1);
 
+#pragma unroll
+	for (int j = 0; j < FWC_SUMMARY; j++)
+		w->scan.summary[j] &= fwc_u64(row + j * 8);
 	w->scan.shared[k] = shared;
-	w->scan.own[k] = row + 16 - (__u64)of * 8;
+	w->scan.own[k] = row + FWC_SUMMARY * 8 + 8 - (__u64)of * 8;
 	w->scan.own_first[k] = of;
 	w->scan.own_end[k] = of + on;
-	if (rf > w->first)
-		w->first = rf;
-	if (rl < w->last)
-		w->last = rl;
 	return 0;
 }
 
-/* One word of the AND (bpf_loop's callback): the scan ends at the first
- * word with a term every row has, at or after the cursor. */
+/* One word of the AND (bpf_loop's callback): the next word at or after
+ * `next` that every row's summary has; the scan ends at the first with a
+ * term every row has, at or after the cursor, or when no word is left. */
 static long fwc_scan_word(__u64 i, void *data)
 {
 	__u32 zero = 0;
@@ -227,9 +226,20 @@ static long fwc_scan_word(__u64 i, void *data)
 	if (!walk)
 		return 1;
 	struct fwc_scan *s = &walk->scan;
-	__u32 w = s->start + (__u32)i;
+	__u32 p = s->next, w = FWC_WORDS;
 	__u64 x = ~0ull;
 
+#pragma unroll
+	for (int j = 0; j < FWC_SUMMARY; j++) {
+		if (w == FWC_WORDS && p < (j + 1) * 64) {
+			__u64 m = s->summary[j];
+
+			if (p > j * 64)
+				m &= ~0ull << ((p - j * 64) & 63);
+			if (m)
+				w = j * 64 + __builtin_ctzll(m);
+		}
+	}
 	if (w >= FWC_WORDS)
 		return 1;
 #pragma unroll
@@ -244,10 +254,12 @@ static long fwc_scan_word(__u64 i, void *data)
 	}
 	if (w == s->cursor / 64)
 		x &= ~0ull << (s->cursor % 64);
-	if (!x)
-		return 0;
-	s->found = w * 64 + __builtin_ctzll(x);
-	return 1;
+	if (x) {
+		s->found = w * 64 + __builtin_ctzll(x);
+		return 1;
+	}
+	s->next = w + 1;
+	return 0;
 }
 
 /* One term met (bpf_loop's callback): the first term at or after the
@@ -260,16 +272,15 @@ static long fwc_step(__u64 i, void *data)
 	if (!w)
 		return 1;
 	__u32 fields = fwc_u32(w->header + 4);
-	__u32 from = w->cursor / 64 > w->first ? w->cursor / 64 : w->first;
 	struct fwc_scan *sc = &w->scan;
 	__u32 found;
 
 	sc->fields = fields;
-	sc->start = from;
+	sc->next = w->cursor / 64;
 	sc->cursor = w->cursor;
 	sc->found = FWC_TERMS;
 	if (fields)
-		bpf_loop(w->last >= from ? w->last - from + 1 : 0, fwc_scan_word, &zero, 0);
+		bpf_loop(FWC_WORDS, fwc_scan_word, &zero, 0);
 	found = fields ? sc->found : w->cursor;
 	if (found >= FWC_TERMS) {
 		w->verdict = FW_KERNEL;
@@ -368,8 +379,9 @@ __attribute__((noinline)) int fwc_judge(const struct fw_key *k, __u32 generation
 		((__u64 *)&w->key)[i] = x;
 	}
 	w->v6 = v6;
-	w->first = 0;
-	w->last = w->words - 1;
+#pragma unroll
+	for (int j = 0; j < FWC_SUMMARY; j++)
+		w->scan.summary[j] = ~0ull;
 	w->cursor = 0;
 	w->verdict = 0;
 	w->n = 0;

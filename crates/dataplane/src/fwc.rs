@@ -13,10 +13,11 @@
 //! terms whose condition on the field the interval meets (every term that
 //! names no condition on the field). A key's terms are the AND of its
 //! fields' rows; the first set bit from the cursor is the term it meets.
-//! Equal rows are kept once. A row also says its first and last non-zero
-//! word: the AND starts at the largest first and ends at the smallest
-//! last, so a key that one field narrows (an address in one rule's
-//! prefix) reads a few words whatever the number of rules. In the arena
+//! Equal rows are kept once. A row also carries its summary, a bit for
+//! each word with a bit set (the aggregated bit vector): the walk reads
+//! only the words every row's summary has, so a key that one field
+//! narrows (an address in one rule's prefix) reads a few words whatever
+//! the number of rules and whatever rules come first. In the arena
 //! a row keeps only its own bits beside the field's shared ones
 //! ([`Row`]), so tables grow with the rules, not with their square.
 use crate::layout::{FlowKey, FW_ACCEPT, FW_DROP, FW_KERNEL, TRANSPORT_BYTES};
@@ -165,6 +166,10 @@ pub struct Row {
     /// with a bit set; 0 and 0 when none is.
     pub first: u32,
     pub last: u32,
+    /// Which words of the whole row have a bit set, a bit a word (the
+    /// aggregated bit vector: the walk reads only the words every row's
+    /// summary has).
+    pub summary: [u64; SUMMARY_WORDS],
     /// The row's own bits, words from `own_first` on (none: empty).
     pub own_first: u32,
     pub own: Vec<u64>,
@@ -179,6 +184,7 @@ impl Row {
                 return Row {
                     first: shared.first,
                     last: shared.last,
+                    summary: shared.summary,
                     own_first: 0,
                     own: Vec::new(),
                 }
@@ -193,9 +199,16 @@ impl Row {
         } else {
             (lo as u32, hi as u32)
         };
+        let mut summary = shared.summary;
+        for (i, w) in words.iter().enumerate() {
+            if *w != 0 {
+                summary[(lo + i) / 64] |= 1 << ((lo + i) % 64);
+            }
+        }
         Row {
             first,
             last,
+            summary,
             own_first: lo as u32,
             own: words,
         }
@@ -220,16 +233,28 @@ pub struct Shared {
     pub any: bool,
     pub first: u32,
     pub last: u32,
+    /// Which words have a bit set.
+    pub summary: [u64; SUMMARY_WORDS],
 }
+
+/// u64s of a row's summary: a bit for each of [`WORDS`] words.
+pub const SUMMARY_WORDS: usize = WORDS / 64;
 
 impl Shared {
     pub fn of(bits: Vec<u64>) -> Shared {
         let first = bits.iter().position(|w| *w != 0);
         let last = bits.iter().rposition(|w| *w != 0).unwrap_or(0) as u32;
+        let mut summary = [0u64; SUMMARY_WORDS];
+        for (i, w) in bits.iter().enumerate().take(WORDS) {
+            if *w != 0 {
+                summary[i / 64] |= 1 << (i % 64);
+            }
+        }
         Shared {
             any: first.is_some(),
             first: first.unwrap_or(0) as u32,
             last,
+            summary,
             bits,
         }
     }
@@ -492,14 +517,15 @@ impl Tables {
             put64(&mut out, d + 16, mask as u64);
             let here = at + out.len() as u64;
             put64(&mut out, d + 24, here);
-            // The field's shared row, then each row as four u32 (first,
-            // last, own_first, own words) and its own words; a row is
-            // named by its place in u64s from the shared row.
+            // The field's shared row, then each row as its summary (four
+            // u64), two u32 (own_first, own words) and its own words; a
+            // row is named by its place in u64s from the shared row.
             let mut placed = Vec::with_capacity(f.rows.len());
             let mut rows = Vec::new();
             for r in &f.rows {
                 placed.push((self.words + rows.len() / 8) as u32);
-                for v in [r.first, r.last, r.own_first, r.own.len() as u32] {
+                r.summary.iter().for_each(|w| rows.extend(w.to_le_bytes()));
+                for v in [r.own_first, r.own.len() as u32] {
                     rows.extend(v.to_le_bytes());
                 }
                 r.own.iter().for_each(|w| rows.extend(w.to_le_bytes()));

@@ -487,3 +487,118 @@ table inet t {
     drop(fp);
     drop(pair);
 }
+
+/// A long access list whose first rule tests no address (so every
+/// address row has a bit in the first word, and the rows' first and last
+/// words narrow nothing): the walk reads only the words every row's
+/// summary has, and judges each key in the program as the evaluator
+/// judges its packet, deep rules, the accept and the policy alike.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_long_access_list_is_judged_in_the_program_as_the_evaluator_judges() {
+    let (pair, fp) = linerate_testkit::plane::scratch_pair("fwacl", "fwa");
+    let (if0, if1) = (pair.if0, pair.if1);
+    let names = BTreeMap::from([(if0, "fwa0".to_string()), (if1, "fwa1".to_string())]);
+    let rules = 700u32;
+    let mut text = String::from(
+        "table ip acl {\n chain f {\n  type filter hook forward priority 0; policy drop;\n  ip saddr 10.99.0.0/16 counter drop\n",
+    );
+    for i in 0..rules {
+        let counter = if i % 7 == 0 { "counter " } else { "" };
+        text.push_str(&format!(
+            "  ip daddr 10.{}.{}.0/24 udp dport {} {counter}drop\n",
+            i >> 8,
+            i & 0xff,
+            1000 + i
+        ));
+    }
+    text.push_str("  ip daddr 198.19.0.0/16 counter accept\n }\n}\n");
+    let path = std::env::temp_dir().join(format!("lrt-fwacl-{}.nft", std::process::id()));
+    std::fs::write(&path, &text).unwrap();
+    let loaded = linerate_host::cmd::in_netns(&pair.ns, "nft", &["-f", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    loaded.unwrap();
+    let ruleset = linerate_firewall::read_current().unwrap();
+    let (c, why) = Compiled::new(1, &ruleset, names.clone(), false);
+    assert_eq!(why, [None, None]);
+    let t = c.families[0].as_ref().unwrap().classifier.as_ref().unwrap();
+    assert!(t.words >= 11, "{} words", t.words);
+
+    let mut model = Model::new(Default::default());
+    let flags = IFACE_FORWARD4 | IFACE_FIREWALL4;
+    let nh = Nexthop {
+        ifindex: if1,
+        mtu: 1500,
+        flags: NH_VALID | NH_RESOLVED,
+        used: 0,
+        dmac: [2, 0, 0, 0, 0, 4],
+        smac: MAC_OUT,
+    };
+    let mut f4: Fib<u32> = Fib::new(Shape::IPV4);
+    let w4 = f4.insert(0, 0, 1).unwrap();
+    fp.add_interface(if0, MAC_IN, flags).unwrap();
+    fp.add_interface(if1, MAC_OUT, flags).unwrap();
+    fp.set_nexthop(1, &nh).unwrap();
+    fp.load_fib(&f4).unwrap();
+    model.set_interface(if0, MAC_IN, flags, true).unwrap();
+    model.set_interface(if1, MAC_OUT, flags, true).unwrap();
+    model.set_nexthop(1, &nh).unwrap();
+    model.apply_fib(&f4, &w4).unwrap();
+    let mut maps = fp.fw_maps().unwrap();
+    compile::publish(&mut maps, &c);
+    compile::publish(model.fw_mut(), &c);
+
+    let mut rng = rand::rngs::StdRng::seed_from_u64(29);
+    let mut seen = BTreeMap::new();
+    let mut counted = BTreeMap::new();
+    for _ in 0..1500 {
+        let i = rng.gen_range(0..rules);
+        let dst = match rng.gen_range(0..4) {
+            0 | 1 => [10, (i >> 8) as u8, (i & 0xff) as u8, rng.gen()],
+            2 => [198, 19, rng.gen(), rng.gen()],
+            _ => [rng.gen_range(11..200), rng.gen(), rng.gen(), rng.gen()],
+        };
+        let src = if rng.gen_bool(0.1) {
+            [10, 99, rng.gen(), rng.gen()]
+        } else {
+            [198, 18, rng.gen(), rng.gen()]
+        };
+        let dport = if rng.gen_bool(0.5) {
+            1000 + i as u16
+        } else {
+            rng.gen_range(1000..1000 + rules as u16)
+        };
+        let mut udp = vec![0u8; 8];
+        udp[0..2].copy_from_slice(&4000u16.to_be_bytes());
+        udp[2..4].copy_from_slice(&dport.to_be_bytes());
+        udp[4..6].copy_from_slice(&8u16.to_be_bytes());
+        let f = ipv4_frame(src, dst, 17, &udp);
+        let (action, reason, _) = program_verdict(&fp, if0, &f);
+        let m = model.run(&f, if0);
+        assert_eq!(
+            (action, reason),
+            (m.action, m.reason),
+            "program and model on {f:02x?}"
+        );
+        judged_as_the_evaluator(&f, reason, &c, (if0, if1), &names, &mut counted);
+        *seen.entry(reason).or_insert(0) += 1;
+    }
+    assert!(
+        program_misses(&maps).is_empty(),
+        "the classifier judged every key"
+    );
+    assert_eq!(seen.len(), 2, "accepted and dropped both: {seen:?}");
+    for (id, (packets, bytes)) in &counted {
+        let got = maps.counter(*id).unwrap();
+        assert_eq!(
+            (got.packets, got.bytes),
+            (*packets, *bytes),
+            "rule counter {id}"
+        );
+    }
+    drop(fp);
+    drop(pair);
+}
