@@ -56,6 +56,9 @@ pub struct FirewallBench {
     pub flows: u32,
     pub repeat: u32,
     pub rounds: usize,
+    /// Set on Ctrl-C or SIGTERM: the bench ends between cases and rounds,
+    /// and its caller removes the scratch namespace.
+    pub stop: &'static std::sync::atomic::AtomicBool,
 }
 
 /// How long a ruleset took to reach the fast path.
@@ -446,6 +449,9 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
             )
         }));
     for (name, text, rules, set_size) in wanted {
+        if b.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            bail!("interrupted");
+        }
         progress(&format!("{name}: loading"));
         nft(ns, &["flush", "ruleset"])?;
         let file = tempfile::NamedTempFile::new()?;
@@ -596,6 +602,9 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
     }
 
     for round in 0..b.rounds {
+        if b.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            bail!("interrupted");
+        }
         for (c, frames, case) in cases.iter_mut() {
             s.publish_and_learn(c, frames)?;
             s.firewall(false)?;

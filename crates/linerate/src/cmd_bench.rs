@@ -385,13 +385,14 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
         flows: a.flows,
         repeat: a.repeat,
         rounds: a.rounds,
+        stop: linerate_host::stop::flag(),
     };
     if a.per_transaction == 0 {
         bail!("--per-transaction: at least 1");
     }
     let json = a.json;
     let (elements, per_transaction) = (a.elements, a.per_transaction);
-    let (cases, rates) = std::thread::spawn(move || -> Result<_> {
+    let result = std::thread::spawn(move || -> Result<_> {
         linerate_host::netns::enter_for_good(&b.netns)?;
         let cases = run(&b, &mut |line| {
             if !json {
@@ -406,8 +407,10 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
         Ok((cases, rates))
     })
     .join()
-    .map_err(|_| anyhow::anyhow!("the bench thread panicked"))??;
+    .map_err(|_| anyhow::anyhow!("the bench thread panicked"))?;
+    // The scratch namespace goes whatever the bench's end.
     drop(pair);
+    let (cases, rates) = result?;
     if json {
         println!(
             "{}",

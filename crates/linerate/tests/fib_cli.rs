@@ -3,6 +3,8 @@
 use serde_json::Value;
 use std::process::{Command, Output};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 
 fn linerate(args: &[&str]) -> Output {
@@ -113,7 +115,7 @@ static SCRATCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
 )]
 fn bench_fastpath_json_has_the_named_fields() {
     let _one = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
-    let o = linerate(&[
+    let (o, left) = common::linerate_leaving_scratch(&[
         "bench", "fastpath", "--routes", "2000", "--keys", "200", "--repeat", "20", "--rounds",
         "3", "--json",
     ]);
@@ -144,8 +146,7 @@ fn bench_fastpath_json_has_the_named_fields() {
         // Both programs forwarded nearly every destination.
         assert!(x["destinations"].as_u64().unwrap() > 190, "{x}");
     }
-    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&ns.stdout).contains("lrbench-"));
+    assert!(!left, "the bench's scratch namespace was left behind");
 }
 
 #[test]

@@ -4,6 +4,8 @@
 use serde_json::Value;
 use std::process::{Command, Output};
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 
 fn linerate(args: &[&str]) -> Output {
@@ -53,7 +55,7 @@ fn bad_generator_arguments_name_the_option() {
     ignore = "needs root: --features privileged"
 )]
 fn bench_gen_counts_every_frame_paces_and_cleans_up() {
-    let o = linerate(&[
+    let (o, left) = common::linerate_leaving_scratch(&[
         "bench",
         "gen",
         "--repeat",
@@ -101,8 +103,7 @@ fn bench_gen_counts_every_frame_paces_and_cleans_up() {
             r[rc]
         );
     }
-    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&ns.stdout).contains("lrbench-"));
+    assert!(!left, "the bench's scratch namespace was left behind");
 }
 
 /// Removes the test's namespace however the test ends.
