@@ -3,7 +3,7 @@
 //! Read as JSON values, object by object, not through the `nftables`
 //! crate's typed schema: that crate fails the whole parse on a verdict
 //! map's elements as nft 1.0.6 prints them (`[[22, {"accept": null}]]`;
-//! nftables-rs issue #237, open) and on any construct it does not model,
+//! github.com/namib-project/nftables-rs/issues/237, open) and on any construct it does not model,
 //! where linerate must name the one rule it cannot compile and judge the
 //! other family still. What is not understood here is never guessed: the
 //! family (both, for an inet table) is the kernel's, with the table, chain
