@@ -47,6 +47,34 @@ pub struct Options {
     pub gen_cpu: usize,
 }
 
+impl Options {
+    /// The options of the command line, each checked (the flag named).
+    pub fn checked(
+        rules: u32,
+        changes: usize,
+        interval_s: f64,
+        new_flows: bool,
+        gen_cpu: usize,
+    ) -> Result<Options> {
+        if !(1..=60_000).contains(&rules) {
+            bail!("--rules: 1 to 60000 (the access list's distinct ports), got {rules}");
+        }
+        if changes == 0 {
+            bail!("--changes: at least 1");
+        }
+        if !(0.2..=60.0).contains(&interval_s) {
+            bail!("--interval: 0.2 to 60 s (a change's windows are 100 ms), got {interval_s}");
+        }
+        Ok(Options {
+            rules,
+            changes,
+            interval: Duration::from_secs_f64(interval_s),
+            new_flows,
+            gen_cpu,
+        })
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Change {
     pub command: String,

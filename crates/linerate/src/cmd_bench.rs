@@ -69,12 +69,7 @@ fn bgp(a: crate::cli::BenchBgpArgs) -> Result<()> {
             println!("{p}");
         }
     })?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        println!("{r}");
-    }
-    Ok(())
+    print_report(json, &r)
 }
 
 fn route_churn(a: crate::cli::BenchRouteChurnArgs) -> Result<()> {
@@ -95,12 +90,7 @@ fn route_churn(a: crate::cli::BenchRouteChurnArgs) -> Result<()> {
             println!("{p}");
         }
     })?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        println!("{r}");
-    }
-    Ok(())
+    print_report(json, &r)
 }
 
 fn route_change(a: crate::cli::BenchRouteChangeArgs) -> Result<()> {
@@ -124,50 +114,26 @@ fn route_change(a: crate::cli::BenchRouteChangeArgs) -> Result<()> {
             }
         },
     )?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        println!("{r}");
-    }
-    Ok(())
+    print_report(json, &r)
 }
 
 fn firewall_change(a: crate::cli::BenchFirewallChangeArgs) -> Result<()> {
     use linerate_bench::firewall_change::{run, Options};
     linerate_host::privilege::require_root("linerate bench firewall-change")?;
-    if !(1..=60_000).contains(&a.rules) {
-        bail!(
-            "--rules: 1 to 60000 (the access list's distinct ports), got {}",
-            a.rules
-        );
-    }
-    if a.changes == 0 {
-        bail!("--changes: at least 1");
-    }
-    if !(a.interval >= 0.2 && a.interval <= 60.0) {
-        bail!(
-            "--interval: 0.2 to 60 s (a change's windows are 100 ms), got {}",
-            a.interval
-        );
-    }
+    let o = Options::checked(a.rules, a.changes, a.interval, a.new_flows, a.gen_cpu)?;
     let json = a.json;
-    let r = run(
-        &Options {
-            rules: a.rules,
-            changes: a.changes,
-            interval: std::time::Duration::from_secs_f64(a.interval),
-            new_flows: a.new_flows,
-            gen_cpu: a.gen_cpu,
-        },
-        linerate_host::stop::flag(),
-        |c| {
-            if !json {
-                println!("{c}");
-            }
-        },
-    )?;
+    let r = run(&o, linerate_host::stop::flag(), |c| {
+        if !json {
+            println!("{c}");
+        }
+    })?;
+    print_report(json, &r)
+}
+
+/// Prints a bench's report: as JSON, or as its text.
+fn print_report<R: serde::Serialize + std::fmt::Display>(json: bool, r: &R) -> Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        println!("{}", serde_json::to_string_pretty(r)?);
     } else {
         println!("{r}");
     }
