@@ -235,6 +235,42 @@ fn judged_as_the_evaluator(
     }
 }
 
+/// The program and a model beside it, routing the IPv4 and IPv6
+/// prefixes given out of `if1` (one resolved next hop), frames arriving
+/// on `if0`; interface flags `flags` on both.
+fn routed(
+    fp: &linerate_dataplane::fastpath::FastPath,
+    (if0, if1): (u32, u32),
+    flags: u16,
+    (p4, l4): (u32, u8),
+    (p6, l6): (u128, u8),
+) -> Model {
+    let mut model = Model::new(Default::default());
+    let nh = Nexthop {
+        ifindex: if1,
+        mtu: 1500,
+        flags: NH_VALID | NH_RESOLVED,
+        used: 0,
+        dmac: [2, 0, 0, 0, 0, 4],
+        smac: MAC_OUT,
+    };
+    let mut f4: Fib<u32> = Fib::new(Shape::IPV4);
+    let w4 = f4.insert(p4, l4, 1).unwrap();
+    let mut f6: Fib<u128> = Fib::new(Shape::IPV6);
+    let w6 = f6.insert(p6, l6, 1).unwrap();
+    fp.add_interface(if0, MAC_IN, flags).unwrap();
+    fp.add_interface(if1, MAC_OUT, flags).unwrap();
+    fp.set_nexthop(1, &nh).unwrap();
+    fp.load_fib(&f4).unwrap();
+    fp.load_fib(&f6).unwrap();
+    model.set_interface(if0, MAC_IN, flags, true).unwrap();
+    model.set_interface(if1, MAC_OUT, flags, true).unwrap();
+    model.set_nexthop(1, &nh).unwrap();
+    model.apply_fib(&f4, &w4).unwrap();
+    model.apply_fib(&f6, &w6).unwrap();
+    model
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "privileged"),
@@ -257,30 +293,14 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     let c = c.without_classifiers();
 
     // The program and the model: one route a family, out through fwt1.
-    let mut model = Model::new(Default::default());
     let flags = IFACE_FORWARD4 | IFACE_FORWARD6 | IFACE_FIREWALL4 | IFACE_FIREWALL6;
-    let nh = Nexthop {
-        ifindex: if1,
-        mtu: 1500,
-        flags: NH_VALID | NH_RESOLVED,
-        used: 0,
-        dmac: [2, 0, 0, 0, 0, 4],
-        smac: MAC_OUT,
-    };
-    let mut f4: Fib<u32> = Fib::new(Shape::IPV4);
-    let w4 = f4.insert(0xc613_0000, 16, 1).unwrap();
-    let mut f6: Fib<u128> = Fib::new(Shape::IPV6);
-    let w6 = f6.insert(0x2001_0db8u128 << 96, 32, 1).unwrap();
-    fp.add_interface(if0, MAC_IN, flags).unwrap();
-    fp.add_interface(if1, MAC_OUT, flags).unwrap();
-    fp.set_nexthop(1, &nh).unwrap();
-    fp.load_fib(&f4).unwrap();
-    fp.load_fib(&f6).unwrap();
-    model.set_interface(if0, MAC_IN, flags, true).unwrap();
-    model.set_interface(if1, MAC_OUT, flags, true).unwrap();
-    model.set_nexthop(1, &nh).unwrap();
-    model.apply_fib(&f4, &w4).unwrap();
-    model.apply_fib(&f6, &w6).unwrap();
+    let mut model = routed(
+        &fp,
+        (if0, if1),
+        flags,
+        (0xc613_0000, 16),
+        (0x2001_0db8u128 << 96, 32),
+    );
     let mut maps = fp.fw_maps().unwrap();
     compile::publish(&mut maps, &c);
     compile::publish(model.fw_mut(), &c);
@@ -527,26 +547,8 @@ fn a_long_access_list_is_judged_in_the_program_as_the_evaluator_judges() {
     let t = c.families[0].as_ref().unwrap().classifier.as_ref().unwrap();
     assert!(t.words >= 11, "{} words", t.words);
 
-    let mut model = Model::new(Default::default());
     let flags = IFACE_FORWARD4 | IFACE_FIREWALL4;
-    let nh = Nexthop {
-        ifindex: if1,
-        mtu: 1500,
-        flags: NH_VALID | NH_RESOLVED,
-        used: 0,
-        dmac: [2, 0, 0, 0, 0, 4],
-        smac: MAC_OUT,
-    };
-    let mut f4: Fib<u32> = Fib::new(Shape::IPV4);
-    let w4 = f4.insert(0, 0, 1).unwrap();
-    fp.add_interface(if0, MAC_IN, flags).unwrap();
-    fp.add_interface(if1, MAC_OUT, flags).unwrap();
-    fp.set_nexthop(1, &nh).unwrap();
-    fp.load_fib(&f4).unwrap();
-    model.set_interface(if0, MAC_IN, flags, true).unwrap();
-    model.set_interface(if1, MAC_OUT, flags, true).unwrap();
-    model.set_nexthop(1, &nh).unwrap();
-    model.apply_fib(&f4, &w4).unwrap();
+    let mut model = routed(&fp, (if0, if1), flags, (0, 0), (0x2001_0db8u128 << 96, 32));
     let mut maps = fp.fw_maps().unwrap();
     compile::publish(&mut maps, &c);
     compile::publish(model.fw_mut(), &c);
