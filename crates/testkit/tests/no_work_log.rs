@@ -79,10 +79,6 @@ fn nothing_cites_a_session_or_an_issue_by_number() {
     assert!(all.len() > 200, "the house's files: {}", all.len());
     let mut found = Vec::new();
     for f in &all {
-        // This file's own examples.
-        if f.ends_with("crates/testkit/tests/no_work_log.rs") {
-            continue;
-        }
         // Text files only (plots, objects and the like are skipped).
         let Ok(text) = std::fs::read_to_string(f) else {
             continue;
@@ -102,14 +98,16 @@ fn nothing_cites_a_session_or_an_issue_by_number() {
 
 #[test]
 fn citations_are_told_from_other_words() {
+    // Built from their parts, so that this file cites nothing itself.
+    let n = 23;
     for yes in [
-        "as issue 23 asked",
-        "(session 19: the reader)",
-        "Sessions 7 and 8",
-        "see issue #5",
-        "ISSUE 3's goal",
+        format!("as issue {n} asked"),
+        format!("(session {n}: the reader)"),
+        format!("Sessions {n} and 8"),
+        format!("see issue #{n}"),
+        format!("ISSUE {n}'s goal"),
     ] {
-        assert!(cites(yes), "{yes}");
+        assert!(cites(&yes), "{yes}");
     }
     for no in [
         "a BGP session with 3 peers",
