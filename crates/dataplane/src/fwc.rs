@@ -162,10 +162,6 @@ pub const MAX_COUNTED: usize = crate::layout::FW_ENTRY_COUNTERS;
 /// list's tables grow with its rules, not with their square.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Row {
-    /// The first and last word of the whole row (shared and own bits)
-    /// with a bit set; 0 and 0 when none is.
-    pub first: u32,
-    pub last: u32,
     /// Which words of the whole row have a bit set, a bit a word (the
     /// aggregated bit vector: the walk reads only the words every row's
     /// summary has).
@@ -182,8 +178,6 @@ impl Row {
             (Some(a), Some(b)) => (*a as usize / 64, *b as usize / 64),
             _ => {
                 return Row {
-                    first: shared.first,
-                    last: shared.last,
                     summary: shared.summary,
                     own_first: 0,
                     own: Vec::new(),
@@ -194,11 +188,6 @@ impl Row {
         for &t in own {
             words[t as usize / 64 - lo] |= 1 << (t % 64);
         }
-        let (first, last) = if shared.any {
-            (shared.first.min(lo as u32), shared.last.max(hi as u32))
-        } else {
-            (lo as u32, hi as u32)
-        };
         let mut summary = shared.summary;
         for (i, w) in words.iter().enumerate() {
             if *w != 0 {
@@ -206,12 +195,25 @@ impl Row {
             }
         }
         Row {
-            first,
-            last,
             summary,
             own_first: lo as u32,
             own: words,
         }
+    }
+
+    /// The first and last word of the whole row with a bit set (0 and 0
+    /// when none is).
+    pub fn first(&self) -> usize {
+        (0..WORDS)
+            .find(|w| has_word(&self.summary, *w))
+            .unwrap_or(0)
+    }
+
+    pub fn last(&self) -> usize {
+        (0..WORDS)
+            .rev()
+            .find(|w| has_word(&self.summary, *w))
+            .unwrap_or(0)
     }
 
     /// Word `w` of the whole row.
@@ -229,10 +231,6 @@ impl Row {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shared {
     pub bits: Vec<u64>,
-    /// Whether any is set, and the first and last word that has one.
-    pub any: bool,
-    pub first: u32,
-    pub last: u32,
     /// Which words have a bit set.
     pub summary: [u64; SUMMARY_WORDS],
 }
@@ -242,22 +240,19 @@ pub const SUMMARY_WORDS: usize = WORDS / 64;
 
 impl Shared {
     pub fn of(bits: Vec<u64>) -> Shared {
-        let first = bits.iter().position(|w| *w != 0);
-        let last = bits.iter().rposition(|w| *w != 0).unwrap_or(0) as u32;
         let mut summary = [0u64; SUMMARY_WORDS];
         for (i, w) in bits.iter().enumerate().take(WORDS) {
             if *w != 0 {
                 summary[i / 64] |= 1 << (i % 64);
             }
         }
-        Shared {
-            any: first.is_some(),
-            first: first.unwrap_or(0) as u32,
-            last,
-            summary,
-            bits,
-        }
+        Shared { summary, bits }
     }
+}
+
+/// Whether `summary` has word `w`.
+fn has_word(summary: &[u64; SUMMARY_WORDS], w: usize) -> bool {
+    summary[w / 64] >> (w % 64) & 1 != 0
 }
 
 /// How a field's value finds its row.
@@ -342,20 +337,17 @@ impl Tables {
                 r => rows.push((&f.rows[r as usize], &f.shared.bits[..])),
             }
         }
-        let first = rows
-            .iter()
-            .map(|(r, _)| r.first as usize)
-            .max()
-            .unwrap_or(0);
-        let last = rows
-            .iter()
-            .map(|(r, _)| r.last as usize)
-            .min()
-            .unwrap_or(self.words - 1);
+        // The words every row has a bit in: the only ones the walk reads.
+        let mut summary = [u64::MAX; SUMMARY_WORDS];
+        for (r, _) in &rows {
+            for (s, w) in summary.iter_mut().zip(r.summary) {
+                *s &= w;
+            }
+        }
         let mut counted = Vec::new();
         let mut cursor = 0usize;
         for _ in 0..MAX_STEPS {
-            let Some(t) = first_set(&rows, cursor, first, last) else {
+            let Some(t) = first_set(&rows, &summary, cursor) else {
                 // Every chain ends in its policy, a term with no condition.
                 unreachable!("a walk past the last term")
             };
@@ -388,15 +380,17 @@ impl Tables {
 }
 
 /// The first term at or after `cursor` whose bit every row has, reading
-/// words `first..=last` only.
-fn first_set(rows: &[(&Row, &[u64])], cursor: usize, first: usize, last: usize) -> Option<usize> {
-    let words = rows.first().map_or(usize::MAX, |(_, s)| s.len());
-    let start = (cursor / 64).max(first);
-    let end = last.min(words.saturating_sub(1));
+/// only the words `summary` (the rows' summaries ANDed) has.
+fn first_set(
+    rows: &[(&Row, &[u64])],
+    summary: &[u64; SUMMARY_WORDS],
+    cursor: usize,
+) -> Option<usize> {
     if rows.is_empty() {
         return Some(cursor);
     }
-    for w in start..=end {
+    let words = rows[0].1.len();
+    for w in (cursor / 64..words).filter(|w| has_word(summary, *w)) {
         let mut x = u64::MAX;
         for (r, shared) in rows {
             x &= r.word(shared, w);

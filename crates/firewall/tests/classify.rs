@@ -193,5 +193,5 @@ fn an_access_list_narrows_each_key_to_a_few_words() {
     // The /16's row has its own term's word and the policy's only.
     let row = |k: &FlowKey| &daddr.rows[daddr.row_of(k) as usize];
     let r = row(&key(0xc613_0101, 53));
-    assert_eq!((r.first, r.last), (2000 / 64, 2001 / 64));
+    assert_eq!((r.first(), r.last()), (2000 / 64, 2001 / 64));
 }
