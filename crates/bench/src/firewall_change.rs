@@ -13,12 +13,10 @@ use linerate_bpf::loader::XdpMode;
 use linerate_dataplane::layout::REASONS;
 use linerate_host::clock::monotonic_ns;
 use linerate_host::cmd;
-use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
+use linerate_lab::{Lab, LabSpec, UpOutcome};
 use linerate_labrun::dut_setup::RunningDut;
 use linerate_labrun::scenario::builtin_dut;
-use linerate_traffic::frame::parse_mac;
-use linerate_traffic::gen::Generator;
-use linerate_traffic::profile::{builtin_profile, Family, Profile, Sender};
+use linerate_traffic::profile::{builtin_profile, Family, Profile};
 use linerate_traffic::recv::Receiver;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -211,12 +209,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
     let result = (|| -> Result<Report> {
         let router = RunningDut::start(&def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
         let receiver = Receiver::attach(&ifs.recv, Some(&ns.recv), XdpMode::Native)?;
-        let sender = Sender {
-            ifname: ifs.gen.clone(),
-            src_mac: parse_mac("the lab's generator MAC", topology::mac::GEN)?,
-            dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_IN)?,
-            cpu: o.gen_cpu,
-        };
+        let sender = crate::lab_traffic::sender(&ifs, o.gen_cpu)?;
         let profile = if o.new_flows {
             Profile {
                 family: Family::Ipv4,
@@ -233,15 +226,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
             (WARM_UP + STEADY).as_secs_f64() + o.changes as f64 * o.interval.as_secs_f64();
         let gen_opts = profile.check()?.gen_options(&sender, None, seconds)?;
         let gen_stop = Arc::new(AtomicBool::new(false));
-        let gen = {
-            let (ns, gen_stop, opts) = (ns.gen.clone(), gen_stop.clone(), gen_opts.clone());
-            std::thread::spawn(move || -> Result<()> {
-                linerate_host::netns::enter_for_good(&ns)?;
-                Generator::new(&opts)?
-                    .run(&opts, &gen_stop, |_| {})
-                    .map(drop)
-            })
-        };
+        let gen = crate::lab_traffic::spawn(&ns.gen, gen_opts, gen_stop.clone());
         // The changes, from their own thread: this one reads the receiver.
         let start = monotonic_ns();
         let made: Arc<Mutex<Vec<Made>>> = Arc::default();

@@ -20,6 +20,7 @@ pub mod firewall;
 pub mod firewall_change;
 pub mod follow;
 pub mod fw_cache;
+pub mod lab_traffic;
 pub mod probe;
 pub mod restart;
 pub mod route_change;

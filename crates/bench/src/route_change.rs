@@ -13,13 +13,11 @@ use linerate_bpf::loader::XdpMode;
 use linerate_host::clock::monotonic_ns;
 use linerate_host::cmd;
 use linerate_host::cmd::mac_text;
-use linerate_lab::{topology, Lab, LabSpec, UpOutcome};
+use linerate_lab::{Lab, LabSpec, UpOutcome};
 use linerate_labrun::dut_setup::RunningDut;
 use linerate_labrun::scenario::builtin_dut;
 use linerate_netlink::route::{topic, Monitor, Topic};
-use linerate_traffic::frame::parse_mac;
-use linerate_traffic::gen::Generator;
-use linerate_traffic::profile::{builtin_profile, Sender};
+use linerate_traffic::profile::builtin_profile;
 use linerate_traffic::recv::{self, Receiver};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -134,26 +132,13 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
 
     // Paced traffic for the whole test.
     let seconds = 1.0 + o.changes as f64 * o.interval.as_secs_f64();
-    let sender = Sender {
-        ifname: ifs.gen.clone(),
-        src_mac: parse_mac("the lab's generator MAC", topology::mac::GEN)?,
-        dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_IN)?,
-        cpu: o.gen_cpu,
-    };
+    let sender = crate::lab_traffic::sender(&ifs, o.gen_cpu)?;
     let gen_opts = builtin_profile("ipv4-60")
         .ok_or_else(|| anyhow::anyhow!("no built-in profile ipv4-60"))?
         .check()?
         .gen_options(&sender, Some(o.rate_pps), seconds)?;
     let gen_stop = Arc::new(AtomicBool::new(false));
-    let gen = {
-        let (ns, gen_stop, opts) = (ns.gen.clone(), gen_stop.clone(), gen_opts.clone());
-        std::thread::spawn(move || -> Result<()> {
-            linerate_host::netns::enter_for_good(&ns)?;
-            Generator::new(&opts)?
-                .run(&opts, &gen_stop, |_| {})
-                .map(drop)
-        })
-    };
+    let gen = crate::lab_traffic::spawn(&ns.gen, gen_opts, gen_stop.clone());
     // Past the generator's warm-up, traffic flowing via gateway 0.
     std::thread::sleep(Duration::from_millis(700));
     let mut gw = 0usize; // the prefix's gateway
