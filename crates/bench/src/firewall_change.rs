@@ -86,6 +86,12 @@ pub struct Change {
     /// Where the DUT's frames went from the change to the next: the
     /// fast path's reasons, by packets (the ones that moved).
     pub reasons: Vec<(String, u64)>,
+    /// From the start of `nft` to the fast path judging by the new
+    /// ruleset (its firewall record's generation moved), if it did before
+    /// the next change.
+    pub published_ms: Option<f64>,
+    /// The firewall read the ruleset whole for it (else: applied in place).
+    pub read_whole: bool,
 }
 
 /// A change as its thread made it.
@@ -95,6 +101,15 @@ struct Made {
     nft_ms: f64,
     command: String,
     reasons: Vec<(String, u64)>,
+    published_ms: Option<f64>,
+    read_whole: bool,
+}
+
+/// The DUT's firewall record's (generation, whole reads).
+fn firewall_state(dut: &str) -> Result<(u32, u64)> {
+    let r = linerate_dataplane::record::read_firewall(dut)?
+        .ok_or_else(|| anyhow!("the DUT keeps no firewall record"))?;
+    Ok((r.generation, r.reads))
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -241,10 +256,23 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
                     let args = change(i);
                     let a: Vec<&str> = args.iter().map(String::as_str).collect();
                     let before = counts()?;
+                    let (generation, reads) = firewall_state(&dut)?;
                     let t0 = monotonic_ns();
                     cmd::in_netns(&dut, "nft", &a)?;
                     let took = (monotonic_ns() - t0) as f64 / 1e6;
-                    std::thread::sleep(interval);
+                    // The record is written once the generation is
+                    // published: polled until then, or the next change.
+                    let until = t0 + interval.as_nanos() as u64;
+                    let mut published_ms = None;
+                    while monotonic_ns() < until {
+                        if firewall_state(&dut)?.0 != generation {
+                            published_ms = Some((monotonic_ns() - t0) as f64 / 1e6);
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    std::thread::sleep(Duration::from_nanos(until.saturating_sub(monotonic_ns())));
+                    let read_whole = firewall_state(&dut)?.1 != reads;
                     let moved = counts()?.since(&before);
                     let reasons = REASONS
                         .iter()
@@ -256,6 +284,8 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
                         nft_ms: took,
                         command: format!("nft {}", args.join(" ")),
                         reasons,
+                        published_ms,
+                        read_whole,
                     });
                 }
                 Ok(())
@@ -308,6 +338,8 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
                 lowest,
                 under_ms,
                 reasons: m.reasons,
+                published_ms: m.published_ms,
+                read_whole: m.read_whole,
             })
             .collect();
         changes.iter().for_each(&mut progress);
@@ -333,11 +365,17 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
 
 impl std::fmt::Display for Change {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let published = match self.published_ms {
+            Some(ms) => format!("in the fast path after {ms:.0} ms"),
+            None => "not in the fast path before the next change".into(),
+        };
         write!(
             f,
-            "{} ({:.0} ms): lowest 100 ms window {:.3}x the steady rate, {:.0} ms under 0.9x; the DUT's frames: {}",
+            "{} ({:.0} ms; {}, {}): lowest 100 ms window {:.3}x the steady rate, {:.0} ms under 0.9x; the DUT's frames: {}",
             self.command,
             self.nft_ms,
+            if self.read_whole { "ruleset read whole" } else { "applied in place" },
+            published,
             self.lowest,
             self.under_ms,
             self.reasons

@@ -314,6 +314,12 @@ impl RouterCollector {
             "The firewall thread's own time on those changes: receiving and decoding the notifications, applying, publishing.",
             [(vec![], ConstCounter::new(rec.elements_busy_us as f64 / 1e6))],
         )?;
+        family(
+            enc,
+            "linerate_firewall_rule_changes",
+            "Rules added or removed in place, from nf_tables' notifications.",
+            [(vec![], counter(rec.rules_changed))],
+        )?;
         let rule = |r: &linerate_dataplane::record::RuleCount| {
             labels([
                 ("family", FAMILIES[r.ipv6 as usize].to_string()),

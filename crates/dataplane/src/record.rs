@@ -66,6 +66,10 @@ pub struct FirewallRecord {
     /// microseconds.
     #[serde(default)]
     pub elements_busy_us: u64,
+    /// Rules added or removed in place (from nf_tables' notifications,
+    /// the rules added read from `nft monitor`, without a read).
+    #[serde(default)]
+    pub rules_changed: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

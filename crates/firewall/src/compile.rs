@@ -10,6 +10,7 @@
 //! says what to write and [`way_for`] where, and the firewall thread
 //! (crate::thread) writes it.
 use crate::cache::{self, FlowKey, KeyOf, Reads};
+use crate::ruleset::{Against, Rule, Step, Test};
 use crate::ruleset::{Filter, Judged, Ruleset};
 use crate::Verdict;
 use linerate_dataplane::fw_cache::{set_of, slot_index, way_for, FwTable};
@@ -19,7 +20,7 @@ use linerate_dataplane::layout::{
     FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR, FW_READ_OIF, FW_READ_SADDR,
     FW_SET_BITS_ALL, FW_SET_BITS_CLASSIFIED,
 };
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The most set elements a family's classifier holds (named sets, all
 /// together).
@@ -51,6 +52,23 @@ pub struct RuleRef {
     pub handle: u64,
 }
 
+/// A chain's rules as the kernel holds them after a transaction: their
+/// handles in order, and nft's JSON of the rules new to it.
+#[derive(Clone, Debug)]
+pub struct ChainRules {
+    pub table: crate::ruleset::TableId,
+    pub chain: String,
+    pub handles: Vec<u64>,
+    pub added: std::collections::HashMap<u64, serde_json::Value>,
+}
+
+/// A rule of a chain's new order: read from nft's JSON, or kept from
+/// its place in the chain before.
+enum Planned {
+    New(Rule),
+    Kept(usize),
+}
+
 /// The ruleset in one generation.
 #[derive(Clone, Debug, Default)]
 pub struct Compiled {
@@ -60,6 +78,8 @@ pub struct Compiled {
     pub families: [Option<Family>; 2],
     /// Interface names by index, for `iifname` and `oifname`.
     pub names: BTreeMap<u32, String>,
+    /// The fast path finds connections (a filter may read ct).
+    pub ct: bool,
 }
 
 impl Compiled {
@@ -93,6 +113,7 @@ impl Compiled {
                 generation,
                 families,
                 names,
+                ct,
             },
             why,
         )
@@ -229,18 +250,174 @@ impl Compiled {
         })
     }
 
-    /// Applies changes of named sets' elements (as notified) to the sets
-    /// the filters name, and makes it generation `generation`. A one-field
-    /// interval set's boundaries change as the kernel's rbtree does, and
-    /// its intervals are drawn from them again once the batch is in. Err:
-    /// not one the firewall applies in place (an interval set read without
-    /// its boundaries, a verdict to a chain not read, an element that does
-    /// not decode): the ruleset must be read again (this generation is
-    /// then half changed: not to be published).
-    pub fn apply_elements(
+    /// Applies a batch of transactions as notified, and makes it
+    /// generation `generation`: changes of named sets' elements to the
+    /// sets the filters name, and the rules of `chains` as the kernel now
+    /// holds them (the rules new to a chain read from their JSON). A
+    /// one-field interval set's boundaries change as the kernel's rbtree
+    /// does, and its intervals are drawn from them again once the batch is
+    /// in. Err: not one the firewall applies in place (an interval set read
+    /// without its boundaries, a verdict to a chain not read, an element
+    /// that does not decode, a rule that jumps to a chain or reads a set
+    /// the filter lacks or reads what a key cannot hold): the ruleset must
+    /// be read again (this generation is then half changed: not to be
+    /// published).
+    pub fn apply(
         &mut self,
         generation: u32,
-        changes: &[linerate_netlink::nft_elements::ElementChange],
+        changes: &[linerate_netlink::nft_events::ElementChange],
+        chains: &[ChainRules],
+        ifindex: &dyn Fn(&str) -> Option<u32>,
+    ) -> Result<(), String> {
+        // The chains' new rules: those new to them read before anything
+        // changes, the others moved from where they were after.
+        let mut plans = [Vec::new(), Vec::new()];
+        for (i, family) in self.families.iter().enumerate() {
+            let Some(family) = family else { continue };
+            let filter = &family.filter;
+            for ch in chains {
+                let Some(at) = filter
+                    .chains
+                    .iter()
+                    .position(|c| c.table == ch.table && c.name == ch.chain)
+                else {
+                    // A chain no base chain of the family reaches.
+                    continue;
+                };
+                let had: HashMap<u64, usize> = filter.chains[at]
+                    .rules
+                    .iter()
+                    .enumerate()
+                    .map(|(k, r)| (r.handle, k))
+                    .collect();
+                let mut plan = Vec::with_capacity(ch.handles.len());
+                for &h in &ch.handles {
+                    plan.push(match (had.get(&h), ch.added.get(&h)) {
+                        (_, Some(json)) => Planned::New(
+                            crate::read::rule_in(filter, &ch.table, json, ifindex).map_err(
+                                |e| {
+                                    format!(
+                                        "rule {h} of chain {} of table {}: {e:#}",
+                                        ch.chain, ch.table
+                                    )
+                                },
+                            )?,
+                        ),
+                        (Some(&k), None) => Planned::Kept(k),
+                        (None, None) => return Err(format!(
+                            "rule {h} of chain {} of table {} is new, and its text was not printed",
+                            ch.chain, ch.table
+                        )),
+                    });
+                }
+                plans[i].push((at, plan));
+            }
+        }
+        self.apply_elements(changes)?;
+        // The rules replaced, kept until the filters are checked: a
+        // refusal puts them back, so that rule counter ids stay what they
+        // stood for until the ruleset is read.
+        let mut replaced = Vec::new();
+        let mut refused = None;
+        for (i, family) in self.families.iter_mut().enumerate() {
+            let Some(family) = family else { continue };
+            for (at, plan) in std::mem::take(&mut plans[i]) {
+                let mut old: Vec<Option<Rule>> =
+                    std::mem::take(&mut family.filter.chains[at].rules)
+                        .into_iter()
+                        .map(Some)
+                        .collect();
+                let mut from = Vec::with_capacity(plan.len());
+                let new = plan
+                    .into_iter()
+                    .map(|p| match p {
+                        Planned::New(r) => {
+                            from.push(None);
+                            r
+                        }
+                        Planned::Kept(k) => {
+                            from.push(Some(k));
+                            old[k].take().expect("each kept once")
+                        }
+                    })
+                    .collect();
+                family.filter.chains[at].rules = new;
+                replaced.push((i, at, old, from));
+            }
+            let f = &family.filter;
+            refused = refused.or(if f.reads_ct() && !self.ct {
+                Some("a rule reads ct, and the fast path cannot find connections here")
+            } else if f.ct_before_conntrack().is_some() {
+                Some("a rule reads ct before conntrack's hook")
+            } else {
+                None
+            });
+            // A chain no rule reaches any more is not one a read keeps.
+            let mut reached = vec![false; f.chains.len()];
+            for b in &f.base {
+                for c in f.reachable(b.chain) {
+                    reached[c] = true;
+                }
+            }
+            if reached.contains(&false) {
+                refused = refused.or(Some("a chain is no longer reached"));
+            }
+            // Nor a set no rule reads.
+            let mut read = vec![false; f.sets.len()];
+            for step in f
+                .chains
+                .iter()
+                .flat_map(|c| &c.rules)
+                .flat_map(|r| &r.steps)
+            {
+                if let Step::Test(Test {
+                    against: Against::Named(i),
+                    ..
+                })
+                | Step::Vmap {
+                    map: Against::Named(i),
+                    ..
+                } = step
+                {
+                    read[*i] = true;
+                }
+            }
+            if read.contains(&false) {
+                refused = refused.or(Some("a set is no longer read"));
+            }
+            match Reads::of(f) {
+                Some(reads) => family.reads = reads,
+                None => refused = refused.or(Some("a rule reads past what a key holds")),
+            }
+        }
+        if let Some(why) = refused {
+            for (i, at, mut old, from) in replaced {
+                if let Some(f) = &mut self.families[i] {
+                    // The rules kept back in their places; those new dropped.
+                    let new = std::mem::take(&mut f.filter.chains[at].rules);
+                    for (r, k) in new.into_iter().zip(from) {
+                        if let Some(k) = k {
+                            old[k] = Some(r);
+                        }
+                    }
+                    f.filter.chains[at].rules = old.into_iter().flatten().collect();
+                }
+            }
+            return Err(why.into());
+        }
+        self.generation = generation;
+        // The classifiers again, with the elements and rules as they are now.
+        for (i, f) in self.families.iter_mut().enumerate() {
+            if let Some(f) = f {
+                f.classifier = classifier(f, i == 1, &self.names, generation);
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_elements(
+        &mut self,
+        changes: &[linerate_netlink::nft_events::ElementChange],
     ) -> Result<(), String> {
         use crate::raw_elements::{self, Boundary};
         for family in self.families.iter_mut().flatten() {
@@ -336,14 +513,19 @@ impl Compiled {
                 set.elements = crate::ruleset::Elements::of_ranges(ranges);
             }
         }
-        self.generation = generation;
-        // The classifiers again, with the elements as they are now.
-        for (i, f) in self.families.iter_mut().enumerate() {
-            if let Some(f) = f {
-                f.classifier = classifier(f, i == 1, &self.names, generation);
-            }
-        }
         Ok(())
+    }
+
+    /// The handles of chain `chain` of `table` in order, as a family
+    /// judges it (None: no family reaches it).
+    pub fn handles(&self, table: &crate::ruleset::TableId, chain: &str) -> Option<Vec<u64>> {
+        self.families.iter().flatten().find_map(|f| {
+            f.filter
+                .chains
+                .iter()
+                .find(|c| &c.table == table && c.name == chain)
+                .map(|c| c.rules.iter().map(|r| r.handle).collect())
+        })
     }
 
     /// Every rule of the generation.
@@ -666,7 +848,7 @@ mod tests {
             c.slot(&FlowKey::of(&p, reads)).unwrap().verdict
         };
         assert_eq!((verdict(&c, 53), verdict(&c, 80)), (FW_DROP, FW_ACCEPT));
-        let change = |add, set: &str, key: &[u8]| linerate_netlink::nft_elements::ElementChange {
+        let change = |add, set: &str, key: &[u8]| linerate_netlink::nft_events::ElementChange {
             add,
             table: crate::ruleset::TableId {
                 family: "inet".into(),
@@ -679,12 +861,14 @@ mod tests {
             }],
         };
         // inet_service: two bytes in network order, padded to four.
-        c.apply_elements(
+        c.apply(
             2,
             &[
                 change(true, "blocked", &[0, 80, 0, 0]),
                 change(false, "blocked", &[0, 53, 0, 0]),
             ],
+            &[],
+            &|_| None,
         )
         .unwrap();
         assert_eq!(c.generation, 2);
@@ -698,18 +882,18 @@ mod tests {
             1
         );
         // A set no rule names: nothing to do.
-        c.apply_elements(3, &[change(true, "unused", &[0, 1, 0, 0])])
+        c.apply(3, &[change(true, "unused", &[0, 1, 0, 0])], &[], &|_| None)
             .unwrap();
         // Interval boundaries: read again.
         let e = c
-            .apply_elements(4, &[change(true, "nets", &[11, 0, 0, 0])])
+            .apply(4, &[change(true, "nets", &[11, 0, 0, 0])], &[], &|_| None)
             .unwrap_err();
         assert!(e.contains("interval"), "{e}");
-        c.apply_elements(4, &[change(true, "blocked", &[0, 81])])
+        c.apply(4, &[change(true, "blocked", &[0, 81])], &[], &|_| None)
             .unwrap();
         assert_eq!(verdict(&c, 81), FW_DROP, "a key of the field's own width");
         let e = c
-            .apply_elements(5, &[change(true, "blocked", &[0, 80, 0])])
+            .apply(5, &[change(true, "blocked", &[0, 80, 0])], &[], &|_| None)
             .unwrap_err();
         assert!(e.contains("@blocked"), "{e}");
     }
@@ -775,7 +959,7 @@ mod tests {
                 } else {
                     kernel.remove(&point);
                 }
-                batch.push(linerate_netlink::nft_elements::ElementChange {
+                batch.push(linerate_netlink::nft_events::ElementChange {
                     add,
                     table: TableId {
                         family: "ip".into(),
@@ -785,7 +969,7 @@ mod tests {
                     elements: vec![raw(point.0, point.1)],
                 });
             }
-            c.apply_elements(generation, &batch).unwrap();
+            c.apply(generation, &batch, &[], &|_| None).unwrap();
             let set = &c.families[0].as_ref().unwrap().filter.sets[0];
             for x in 0..52u32 {
                 // The rbtree: at one value a start sorts after an end.

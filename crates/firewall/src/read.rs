@@ -54,7 +54,7 @@ fn nft_json(args: &[&str]) -> Result<String> {
 }
 
 /// An interface's index in the calling thread's namespace.
-fn if_index(name: &str) -> Option<u32> {
+pub fn if_index(name: &str) -> Option<u32> {
     let c = std::ffi::CString::new(name).ok()?;
     // SAFETY: a NUL-terminated name; the call reads it only.
     let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
@@ -152,6 +152,52 @@ pub fn parse_with(
     })
 }
 
+/// One rule of nft's JSON (`{"family", "table", "chain", "handle",
+/// "expr"}`, as `nft -j monitor` prints a rule added) read into `filter`,
+/// a family's filter already read: the chains it jumps to and the named
+/// sets it reads must be there already (else an error: the ruleset is to
+/// be read whole), as must its table.
+pub fn rule_in(
+    filter: &Filter,
+    table: &TableId,
+    rule: &Value,
+    ifindex: &dyn Fn(&str) -> Option<u32>,
+) -> Result<Rule> {
+    let handle = rule
+        .get("handle")
+        .and_then(Value::as_u64)
+        .context("a rule without its handle")?;
+    let exprs = rule
+        .get("expr")
+        .and_then(Value::as_array)
+        .context("a rule without its expressions")?;
+    let Some(table_handle) = filter
+        .chains
+        .iter()
+        .find(|c| &c.table == table)
+        .map(|c| c.table_handle)
+    else {
+        bail!("table {table} is not read");
+    };
+    let raw = Raw::default();
+    let mut r = TableReader::new(table, table_handle, &raw, ifindex, None);
+    for (i, c) in filter.chains.iter().enumerate() {
+        if &c.table == table {
+            r.chain_index.insert(c.name.clone(), i);
+        }
+    }
+    for (i, s) in filter.sets.iter().enumerate() {
+        if &s.table == table {
+            r.set_index.insert(s.name.clone(), i);
+        }
+    }
+    let steps = r.rule(exprs)?;
+    if let Some(c) = r.chains.first() {
+        bail!("a jump to chain {}, not read before", c.name);
+    }
+    Ok(Rule { handle, steps })
+}
+
 #[derive(Default)]
 struct Raw<'a> {
     chains: Vec<(TableId, &'a Value)>,
@@ -238,34 +284,22 @@ impl Family {
                 });
             }
         }
-        // Before conntrack's hook a packet has no connection yet: its
-        // `ct state` reads invalid there, which the fast path (judging
-        // with the connection's state) would not see.
-        for (b, _) in &keyed {
-            if b.hook != Hook::Prerouting || b.priority > CONNTRACK_PRIORITY {
-                continue;
-            }
-            if let Some(c) = f
-                .reachable(b.chain)
-                .into_iter()
-                .find(|&c| f.chain_reads_ct(c))
-            {
-                let (base, at) = (&f.chains[b.chain], &f.chains[c]);
-                refused.push(NotCompiled {
-                    table: at.table.clone(),
-                    chain: Some(at.name.clone()),
-                    handle: None,
-                    why: format!(
-                        "reads ct from prerouting chain {} at priority {}, before conntrack's ({CONNTRACK_PRIORITY})",
-                        base.name, b.priority
-                    ),
-                });
-            }
+        f.base = keyed.into_iter().map(|(b, _)| b).collect();
+        if let Some((base, c)) = f.ct_before_conntrack() {
+            let at = &f.chains[c];
+            refused.push(NotCompiled {
+                table: at.table.clone(),
+                chain: Some(at.name.clone()),
+                handle: None,
+                why: format!(
+                    "reads ct from prerouting chain {} at priority {}, before conntrack's ({CONNTRACK_PRIORITY})",
+                    f.chains[base.chain].name, base.priority
+                ),
+            });
         }
         if !refused.is_empty() {
             return Err(refused);
         }
-        f.base = keyed.into_iter().map(|(b, _)| b).collect();
         Ok(f)
     }
 }

@@ -490,6 +490,23 @@ impl Filter {
         (0..self.chains.len()).any(|c| self.chain_reads_ct(c))
     }
 
+    /// A chain reading ct that a prerouting base chain at conntrack's
+    /// priority or before reaches, with that base chain (before
+    /// conntrack's hook a packet has no connection yet: its `ct state`
+    /// reads invalid there, which the fast path, judging with the
+    /// connection's state, would not see).
+    pub fn ct_before_conntrack(&self) -> Option<(&BaseChain, usize)> {
+        self.base
+            .iter()
+            .filter(|b| b.hook == Hook::Prerouting && b.priority <= CONNTRACK_PRIORITY)
+            .find_map(|b| {
+                self.reachable(b.chain)
+                    .into_iter()
+                    .find(|&c| self.chain_reads_ct(c))
+                    .map(|c| (b, c))
+            })
+    }
+
     /// Rules, all chains.
     pub fn rules(&self) -> usize {
         self.chains.iter().map(|c| c.rules.len()).sum()
