@@ -38,6 +38,9 @@ pub struct Family {
     /// there is none (the key is then reported and judged here, and the
     /// kernel judges its packets until the verdict is cached).
     pub classifier: Result<Tables, String>,
+    /// The rules the classifier laid out, for the next generation's
+    /// (crate::classify::Memo).
+    pub memo: crate::classify::Memo,
 }
 
 /// A rule, as `nft list` names it: what a counter id stands for.
@@ -101,7 +104,7 @@ impl Compiled {
             match family_of(ruleset.family(ipv6), ct) {
                 Ok(mut f) => {
                     if let Some(f) = &mut f {
-                        f.classifier = classifier(f, ipv6, &names, generation);
+                        build_classifier(f, ipv6, &names, generation);
                     }
                     families[i] = f
                 }
@@ -304,10 +307,12 @@ impl Compiled {
                             )?,
                         ),
                         (Some(&k), None) => Planned::Kept(k),
-                        (None, None) => return Err(format!(
+                        (None, None) => {
+                            return Err(format!(
                             "rule {h} of chain {} of table {} is new, and its text was not printed",
                             ch.chain, ch.table
-                        )),
+                        ))
+                        }
                     });
                 }
                 plans[i].push((at, plan));
@@ -321,6 +326,10 @@ impl Compiled {
         let mut refused = None;
         for (i, family) in self.families.iter_mut().enumerate() {
             let Some(family) = family else { continue };
+            // Elements alone change none of what is checked below.
+            if plans[i].is_empty() {
+                continue;
+            }
             for (at, plan) in std::mem::take(&mut plans[i]) {
                 let mut old: Vec<Option<Rule>> =
                     std::mem::take(&mut family.filter.chains[at].rules)
@@ -409,7 +418,7 @@ impl Compiled {
         // The classifiers again, with the elements and rules as they are now.
         for (i, f) in self.families.iter_mut().enumerate() {
             if let Some(f) = f {
-                f.classifier = classifier(f, i == 1, &self.names, generation);
+                build_classifier(f, i == 1, &self.names, generation);
             }
         }
         Ok(())
@@ -581,28 +590,27 @@ pub fn publish(table: &mut impl FwTable, c: &Compiled) {
     );
 }
 
-/// The classifier of family `f` for generation `generation`, or why it
-/// has none: a filter the classifier cannot say, or tables larger than
-/// the program reads.
-fn classifier(
-    f: &Family,
-    ipv6: bool,
-    names: &BTreeMap<u32, String>,
-    generation: u32,
-) -> Result<Tables, String> {
+/// Builds the classifier of family `f` for generation `generation`, or
+/// says why it has none: a filter the classifier cannot say, or tables
+/// larger than the program reads.
+fn build_classifier(f: &mut Family, ipv6: bool, names: &BTreeMap<u32, String>, generation: u32) {
     // Large sets stay the verdict cache's: the tables are built whole for
     // each generation, and a set's element changes come many a second.
     let elements: usize = f.filter.sets.iter().map(|s| s.elements.keys.len()).sum();
     if elements > CLASSIFIER_SET_ELEMENTS {
-        return Err(format!(
+        f.classifier = Err(format!(
             "its sets hold {elements} elements, more than the classifier takes ({CLASSIFIER_SET_ELEMENTS})"
         ));
+        f.memo = Default::default();
+        return;
     }
-    let t =
-        crate::classify::compile(&f.filter, ipv6, &f.reads, names).map_err(|e| e.to_string())?;
-    t.encode(fwc::region(generation, ipv6))
-        .map_err(|e| e.to_string())?;
-    Ok(t)
+    let (t, memo) = crate::classify::compile_with(&f.filter, ipv6, &f.reads, names, &f.memo);
+    f.memo = memo;
+    f.classifier = t.map_err(|e| e.to_string()).and_then(|t| {
+        t.encode(fwc::region(generation, ipv6))
+            .map_err(|e| e.to_string())?;
+        Ok(t)
+    });
 }
 
 /// Caches the verdict for a reported key under `c`: the slot written, or
@@ -645,6 +653,7 @@ fn family_of(j: &Judged, ct: bool) -> Result<Option<Family>, String> {
                 filter: f.clone(),
                 reads,
                 classifier: Err("not built yet".into()),
+                memo: Default::default(),
             }))
         }
     }

@@ -276,8 +276,10 @@ impl Learner {
             }
         }
         self.used = self.compiled.classifier_counters();
-        let rules = self.compiled.rules();
-        self.before.retain(|r, _| rules.contains(r));
+        if !self.before.is_empty() {
+            let rules = self.compiled.rules();
+            self.before.retain(|r, _| rules.contains(r));
+        }
         Ok(())
     }
 

@@ -24,7 +24,7 @@ use crate::ruleset::Filter;
 use linerate_dataplane::fwc::Act;
 pub use linerate_dataplane::fwc::{Tables, Walked};
 use std::collections::{BTreeMap, BTreeSet};
-pub use terms::Refused;
+pub use terms::{Memo, Refused};
 
 /// The most terms a family's classifier holds: 256 words a row.
 pub const MAX_TERMS: usize = 16384;
@@ -38,8 +38,23 @@ pub fn compile(
     reads: &Reads,
     names: &BTreeMap<u32, String>,
 ) -> Result<Tables, Refused> {
+    compile_with(f, ipv6, reads, names, &Memo::default()).0
+}
+
+/// [`compile`], rules laid out in an earlier generation taken from `memo`
+/// ([`terms::Memo`]); with this generation's memo.
+pub fn compile_with(
+    f: &Filter,
+    ipv6: bool,
+    reads: &Reads,
+    names: &BTreeMap<u32, String>,
+    memo: &Memo,
+) -> (Result<Tables, Refused>, Memo) {
     let name = |i: u32| names.get(&i).cloned().unwrap_or_default();
-    let mut terms = terms::terms(f, ipv6, &name, MAX_TERMS)?;
+    let (mut terms, next) = match terms::terms_with(f, ipv6, &name, MAX_TERMS, memo) {
+        Ok(t) => t,
+        Err(e) => return (Err(e), Memo::default()),
+    };
     // Rule ids become the fast path's counter ids (IPv6's after IPv4's); a
     // rule past them is the kernel's to count, as the verdict cache has
     // it (crate::compile::Compiled::slot).
@@ -53,5 +68,8 @@ pub fn compile(
         }
     }
     let known: BTreeSet<u32> = names.keys().copied().collect();
-    Ok(tables::tables(&terms, ipv6, &known, reads.iif, reads.oif))
+    (
+        Ok(tables::tables(&terms, ipv6, &known, reads.iif, reads.oif)),
+        next,
+    )
 }

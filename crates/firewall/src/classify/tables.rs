@@ -6,7 +6,8 @@
 use super::terms::Term;
 use super::values::{domain, KeyField, Source, LACKING};
 use linerate_dataplane::fwc::{FieldTable, Lookup, Row, Shared, Tables, KERNEL_ROW};
-use std::collections::{BTreeSet, HashMap};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeSet;
 
 /// The tables of `terms`; `known` the interface indexes with a name
 /// (an index not among them, and not 0, is the kernel's when the
@@ -54,22 +55,25 @@ pub fn tables(
 fn field_table(field: KeyField, terms: &[Term], ipv6: bool, words: usize) -> FieldTable {
     let domain = domain(&field, ipv6);
     // Every value where some term's condition starts or stops.
-    let mut cuts: BTreeSet<u128> = domain.ranges().iter().map(|r| r.0).collect();
+    let mut starts: Vec<u128> = domain.ranges().iter().map(|r| r.0).collect();
     for t in terms {
         if let Some(v) = t.when.get(&field) {
             for &(lo, hi) in v.ranges() {
-                cuts.insert(lo);
-                if let Some(n) = hi.checked_add(1) {
-                    cuts.insert(n);
-                }
+                starts.push(lo);
+                starts.extend(hi.checked_add(1));
             }
         }
     }
-    let starts: Vec<u128> = cuts.into_iter().filter(|c| domain.contains(*c)).collect();
+    starts.sort_unstable();
+    starts.dedup();
+    starts.retain(|c| domain.contains(*c));
     // Terms without a condition on the field are in every row: the
-    // field's shared bits. A row keeps the others its interval meets.
+    // field's shared bits. A row keeps the others its interval meets:
+    // each term's intervals a span of them, the rows laid out one after
+    // the other (a term's ranges are disjoint: each bit once a row, in
+    // term order).
     let mut base = vec![0u64; words];
-    let mut own: Vec<Vec<u32>> = vec![Vec::new(); starts.len()];
+    let mut spans: Vec<(usize, usize, u32)> = Vec::new();
     for (i, t) in terms.iter().enumerate() {
         match t.when.get(&field) {
             None => base[i / 64] |= 1 << (i % 64),
@@ -77,22 +81,36 @@ fn field_table(field: KeyField, terms: &[Term], ipv6: bool, words: usize) -> Fie
                 for &(lo, hi) in v.ranges() {
                     let from = starts.partition_point(|s| *s < lo);
                     let to = starts.partition_point(|s| *s <= hi);
-                    for o in &mut own[from..to] {
-                        o.push(i as u32);
-                    }
+                    spans.push((from, to, i as u32));
                 }
             }
         }
     }
+    let mut at = vec![0usize; starts.len() + 1];
+    for &(from, to, _) in &spans {
+        for n in &mut at[from + 1..to + 1] {
+            *n += 1;
+        }
+    }
+    for i in 1..at.len() {
+        at[i] += at[i - 1];
+    }
+    let mut own = vec![0u32; at[starts.len()]];
+    let mut filled = at.clone();
+    for &(from, to, term) in &spans {
+        for f in &mut filled[from..to] {
+            own[*f] = term;
+            *f += 1;
+        }
+    }
     let shared = Shared::of(base);
     // Equal rows once; adjacent intervals of one row merged.
-    let mut ids: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut ids: FxHashMap<&[u32], u32> = FxHashMap::default();
     let mut rows = Vec::new();
     let mut intervals: Vec<(u128, u32)> = Vec::new();
-    for (start, mut o) in starts.iter().zip(own) {
-        // A term's ranges are disjoint: each bit once, in term order.
-        o.dedup();
-        let id = *ids.entry(o).or_insert_with_key(|o| {
+    for (k, start) in starts.iter().enumerate() {
+        let o = &own[at[k]..at[k + 1]];
+        let id = *ids.entry(o).or_insert_with(|| {
             rows.push(Row::of(o, &shared));
             rows.len() as u32 - 1
         });
@@ -108,8 +126,16 @@ fn field_table(field: KeyField, terms: &[Term], ipv6: bool, words: usize) -> Fie
             let at = intervals.partition_point(|(s, _)| *s <= v);
             intervals[at - 1].1
         };
-        for (v, r) in direct.iter_mut().enumerate().take(top + 1) {
-            *r = row_at(v as u128);
+        // The intervals cover the domain from 0, in order: each fills its
+        // values (a 16-bit field is 65,536 of them).
+        for (k, &(start, id)) in intervals.iter().enumerate() {
+            if start > top as u128 {
+                break;
+            }
+            let end = intervals
+                .get(k + 1)
+                .map_or(top as u128, |n| (n.0 - 1).min(top as u128));
+            direct[start as usize..=end as usize].fill(id);
         }
         direct[top + 1] = if field.source.can_lack() {
             row_at(LACKING)

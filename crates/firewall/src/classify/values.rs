@@ -3,6 +3,7 @@
 //! each a set of ranges; a transport field the packet lacks reads as
 //! [`LACKING`], which a test never allows, whatever its polarity.
 pub use linerate_dataplane::fwc::{KeyField, Source, IFACES, LACKING};
+use smallvec::{smallvec, SmallVec};
 
 /// Every value a field can have in a family: the source's domain, and
 /// LACKING where the source can lack one.
@@ -14,24 +15,25 @@ pub fn domain(field: &KeyField, ipv6: bool) -> Values {
     d
 }
 
-/// A set of values: sorted, disjoint, non-adjacent inclusive ranges.
+/// A set of values: sorted, disjoint, non-adjacent inclusive ranges (most
+/// sets a rule makes are one range: kept inline).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Values(Vec<(u128, u128)>);
+pub struct Values(SmallVec<[(u128, u128); 1]>);
 
 impl Values {
     pub fn empty() -> Values {
-        Values(Vec::new())
+        Values(SmallVec::new())
     }
 
     pub fn value(v: u128) -> Values {
-        Values(vec![(v, v)])
+        Values(smallvec![(v, v)])
     }
 
     pub fn range(lo: u128, hi: u128) -> Values {
         if lo > hi {
             Values::empty()
         } else {
-            Values(vec![(lo, hi)])
+            Values(smallvec![(lo, hi)])
         }
     }
 
@@ -39,7 +41,12 @@ impl Values {
     pub fn of_ranges(mut ranges: Vec<(u128, u128)>) -> Values {
         ranges.retain(|(lo, hi)| lo <= hi);
         ranges.sort_unstable();
-        let mut out: Vec<(u128, u128)> = Vec::with_capacity(ranges.len());
+        Values::of_sorted(ranges)
+    }
+
+    /// The union of ranges sorted by their start.
+    fn of_sorted(ranges: impl IntoIterator<Item = (u128, u128)>) -> Values {
+        let mut out: SmallVec<[(u128, u128); 1]> = SmallVec::new();
         for (lo, hi) in ranges {
             match out.last_mut() {
                 Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
@@ -63,11 +70,32 @@ impl Values {
     }
 
     pub fn union(&self, other: &Values) -> Values {
-        Values::of_ranges(self.0.iter().chain(&other.0).copied().collect())
+        if other.is_empty() {
+            return self.clone();
+        }
+        if self.is_empty() {
+            return other.clone();
+        }
+        // Both sorted: merged by their starts.
+        let (a, b) = (&self.0, &other.0);
+        let (mut i, mut j) = (0, 0);
+        Values::of_sorted(std::iter::from_fn(|| {
+            let next = match (a.get(i), b.get(j)) {
+                (Some(x), Some(y)) if x <= y => x,
+                (Some(_), Some(y)) | (None, Some(y)) => {
+                    j += 1;
+                    return Some(*y);
+                }
+                (Some(x), None) => x,
+                (None, None) => return None,
+            };
+            i += 1;
+            Some(*next)
+        }))
     }
 
     pub fn intersect(&self, other: &Values) -> Values {
-        let (mut i, mut j, mut out) = (0, 0, Vec::new());
+        let (mut i, mut j, mut out) = (0, 0, SmallVec::new());
         while i < self.0.len() && j < other.0.len() {
             let (a, b) = (self.0[i], other.0[j]);
             let (lo, hi) = (a.0.max(b.0), a.1.min(b.1));
@@ -85,7 +113,7 @@ impl Values {
 
     /// The values of `within` not in this set.
     pub fn complement_in(&self, within: &Values) -> Values {
-        let mut out = Vec::new();
+        let mut out = SmallVec::new();
         for &(lo, hi) in &within.0 {
             let mut at = lo;
             let mut done = false;
