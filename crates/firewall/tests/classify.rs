@@ -103,6 +103,65 @@ fn the_classifier_judges_a_key_as_the_evaluator_judges_its_packet() {
     assert!(gave_up * 1000 < keys, "{gave_up} of {keys} given up");
 }
 
+/// A filter compiled with the memo of an earlier one (its rules laid out
+/// before reused: classify::Memo) gives what it gives compiled afresh:
+/// the same filter, one with a rule removed, one with two rules swapped,
+/// one with a rule's steps changed under the same handle (the random
+/// filters' handles repeat across chains, as a table's never do: a rule
+/// is reused only where its steps are the same).
+#[test]
+fn rules_laid_out_before_are_reused_as_if_laid_out_again() {
+    let mut r = StdRng::seed_from_u64(12);
+    let names = names();
+    let mut reused = 0;
+    for _ in 0..2000 {
+        let ipv6 = r.gen_bool(0.5);
+        let f = filter(&mut r, ipv6);
+        let Some(reads) = Reads::of(&f) else { continue };
+        let (first, memo) =
+            classify::compile_with(&f, ipv6, &reads, &names, &classify::Memo::default());
+        let mut g = f.clone();
+        let c = r.gen_range(0..g.chains.len());
+        let rules = &mut g.chains[c].rules;
+        match (r.gen_range(0..4), rules.len()) {
+            (0, _) | (_, 0) => {}
+            (1, n) => {
+                rules.remove(r.gen_range(0..n));
+            }
+            (2, n) => rules.swap(r.gen_range(0..n), r.gen_range(0..n)),
+            (_, n) => {
+                // Another rule's steps, of this filter (its chains and
+                // sets are this filter's).
+                // A jump or goto could close a loop, which the kernel
+                // refuses: none taken.
+                use linerate_firewall::ruleset::{Action, Step};
+                let jumps = |s: &Step| {
+                    matches!(
+                        s,
+                        Step::Vmap { .. } | Step::Verdict(Action::Jump(_) | Action::Goto(_))
+                    )
+                };
+                let all: Vec<_> = f
+                    .chains
+                    .iter()
+                    .flat_map(|c| &c.rules)
+                    .filter(|r| !r.steps.iter().any(jumps))
+                    .collect();
+                if !all.is_empty() {
+                    let steps = all[r.gen_range(0..all.len())].steps.clone();
+                    rules[r.gen_range(0..n)].steps = steps;
+                }
+            }
+        }
+        let Some(reads) = Reads::of(&g) else { continue };
+        let fresh = classify::compile(&g, ipv6, &reads, &names);
+        let (again, _) = classify::compile_with(&g, ipv6, &reads, &names, &memo);
+        assert_eq!(fresh, again, "filter {g:#?}");
+        reused += first.is_ok() as usize;
+    }
+    assert!(reused > 1000, "{reused}");
+}
+
 /// Rows are kept once: an access list of many prefixes and ports has as
 /// many rows on its address field as prefixes (plus the rest of the
 /// space), and a key one prefix narrows reads a few words.

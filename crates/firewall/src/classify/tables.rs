@@ -4,7 +4,7 @@
 //! the field it meets; equal rows kept once, adjacent intervals of one
 //! row merged.
 use super::terms::Term;
-use super::values::{domain, KeyField, Source, LACKING};
+use super::values::{domain, KeyField, Source, Values, LACKING};
 use linerate_dataplane::fwc::{FieldTable, Lookup, Row, Shared, Tables, KERNEL_ROW};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
@@ -20,17 +20,28 @@ pub fn tables(
     reads_oif: bool,
 ) -> Tables {
     let words = terms.len().div_ceil(64).max(1);
-    let mut fields: BTreeSet<KeyField> =
-        terms.iter().flat_map(|t| t.when.keys().copied()).collect();
-    for (reads, source) in [(reads_iif, Source::Iif), (reads_oif, Source::Oif)] {
-        if reads {
-            fields.insert(KeyField::plain(source));
+    // Each field's conditions, by term, gathered in one pass over the
+    // terms (a ruleset names a few fields; its terms are many).
+    let mut by_field: Vec<(KeyField, Vec<(u32, &Values)>)> = Vec::new();
+    for (i, t) in terms.iter().enumerate() {
+        for (f, v) in t.when.iter() {
+            match by_field.iter_mut().find(|(k, _)| k == f) {
+                Some((_, list)) => list.push((i as u32, v)),
+                None => by_field.push((*f, vec![(i as u32, v)])),
+            }
         }
     }
-    let fields = fields
+    for (reads, source) in [(reads_iif, Source::Iif), (reads_oif, Source::Oif)] {
+        let f = KeyField::plain(source);
+        if reads && !by_field.iter().any(|(k, _)| *k == f) {
+            by_field.push((f, Vec::new()));
+        }
+    }
+    by_field.sort_by_key(|(k, _)| *k);
+    let fields = by_field
         .into_iter()
-        .map(|f| {
-            let mut t = field_table(f, terms, ipv6, words);
+        .map(|(f, conditions)| {
+            let mut t = field_table(f, &conditions, terms.len(), ipv6, words);
             if matches!(f.source, Source::Iif | Source::Oif) && f.mask.is_none() {
                 if let Lookup::Direct(rows) = &mut t.lookup {
                     for (i, r) in rows.iter_mut().enumerate() {
@@ -51,17 +62,23 @@ pub fn tables(
     }
 }
 
-/// The table of one field: its intervals and their rows.
-fn field_table(field: KeyField, terms: &[Term], ipv6: bool, words: usize) -> FieldTable {
+/// The table of one field: its intervals and their rows. `conditions`:
+/// the terms (of `count`) with a condition on the field, in order, with
+/// the values it allows.
+fn field_table(
+    field: KeyField,
+    conditions: &[(u32, &Values)],
+    count: usize,
+    ipv6: bool,
+    words: usize,
+) -> FieldTable {
     let domain = domain(&field, ipv6);
     // Every value where some term's condition starts or stops.
     let mut starts: Vec<u128> = domain.ranges().iter().map(|r| r.0).collect();
-    for t in terms {
-        if let Some(v) = t.when.get(&field) {
-            for &(lo, hi) in v.ranges() {
-                starts.push(lo);
-                starts.extend(hi.checked_add(1));
-            }
+    for (_, v) in conditions {
+        for &(lo, hi) in v.ranges() {
+            starts.push(lo);
+            starts.extend(hi.checked_add(1));
         }
     }
     starts.sort_unstable();
@@ -73,17 +90,16 @@ fn field_table(field: KeyField, terms: &[Term], ipv6: bool, words: usize) -> Fie
     // the other (a term's ranges are disjoint: each bit once a row, in
     // term order).
     let mut base = vec![0u64; words];
-    let mut spans: Vec<(usize, usize, u32)> = Vec::new();
-    for (i, t) in terms.iter().enumerate() {
-        match t.when.get(&field) {
-            None => base[i / 64] |= 1 << (i % 64),
-            Some(v) => {
-                for &(lo, hi) in v.ranges() {
-                    let from = starts.partition_point(|s| *s < lo);
-                    let to = starts.partition_point(|s| *s <= hi);
-                    spans.push((from, to, i as u32));
-                }
-            }
+    for i in 0..count {
+        base[i / 64] |= 1 << (i % 64);
+    }
+    let mut spans: Vec<(usize, usize, u32)> = Vec::with_capacity(conditions.len());
+    for &(i, v) in conditions {
+        base[i as usize / 64] &= !(1 << (i % 64));
+        for &(lo, hi) in v.ranges() {
+            let from = starts.partition_point(|s| *s < lo);
+            let to = starts.partition_point(|s| *s <= hi);
+            spans.push((from, to, i));
         }
     }
     let mut at = vec![0usize; starts.len() + 1];

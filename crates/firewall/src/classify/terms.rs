@@ -90,7 +90,9 @@ impl FromIterator<(KeyField, Values)> for Conditions {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Term {
-    pub when: Conditions,
+    /// Shared with the memo's (crate::classify::Memo): a rule laid out
+    /// before is not copied.
+    pub when: Arc<Conditions>,
     pub act: Act,
 }
 
@@ -210,7 +212,7 @@ pub struct Memo(FxHashMap<(u64, u64), Arc<Laid>>);
 struct Laid {
     hook: Hook,
     steps: Vec<Step>,
-    terms: Vec<(Conditions, Template)>,
+    terms: Vec<(Arc<Conditions>, Template)>,
 }
 
 /// A laid out rule's action, apart from where the rule is.
@@ -293,7 +295,7 @@ struct Builder<'a> {
     name: &'a dyn Fn(u32) -> String,
     max: usize,
     offsets: Vec<usize>,
-    out: Vec<(Conditions, Pending)>,
+    out: Vec<(Arc<Conditions>, Pending)>,
     /// Labels' term positions, once placed.
     labels: Vec<Option<usize>>,
     /// Rules laid out before, and those laid out now.
@@ -312,6 +314,10 @@ impl Builder<'_> {
     }
 
     fn push(&mut self, when: Conditions, act: Pending) -> Result<(), Refused> {
+        self.push_shared(Arc::new(when), act)
+    }
+
+    fn push_shared(&mut self, when: Arc<Conditions>, act: Pending) -> Result<(), Refused> {
         if self.out.len() >= self.max {
             return Err(Refused::TooManyTerms(self.max));
         }
@@ -349,7 +355,7 @@ impl Builder<'_> {
                 before.filter(|l| l.hook == frame.hook && same(&l.steps, &rule.steps))
             {
                 for (c, t) in &laid.terms {
-                    self.push(c.clone(), t.pending(id, frame))?;
+                    self.push_shared(c.clone(), t.pending(id, frame))?;
                 }
                 self.next.0.insert(key, laid.clone());
                 continue;
