@@ -3,9 +3,11 @@
 //! (linerate_firewall::seeds::access_list, plus a set of blocked sources
 //! that a first rule reads), the generator offering more than the DUT
 //! forwards; while it runs, rules are inserted and elements added to the
-//! set, alternately, in the DUT's namespace with `nft`. The receiver's
-//! count is read every 10 ms: the forwarding rate over each 100 ms window
-//! is held to the steady rate before the first change. A change that
+//! set, in turn with nft run changing nothing (the floor: on this
+//! two-core machine nft's own run takes CPU from the traffic), in the
+//! DUT's namespace. The receiver's count is read every 10 ms: the
+//! forwarding rate over each 100 ms window is held to the steady rate
+//! before the first change. A change that
 //! stops the fast path (every verdict back to the kernel) shows as a
 //! window far under it; one judged beside the old generation does not.
 use anyhow::{anyhow, bail, Result};
@@ -75,6 +77,7 @@ impl Options {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Change {
+    pub kind: Kind,
     pub command: String,
     /// How long `nft` took.
     pub nft_ms: f64,
@@ -97,6 +100,7 @@ pub struct Change {
 /// A change as its thread made it.
 #[derive(Clone)]
 struct Made {
+    kind: Kind,
     at: u64,
     nft_ms: f64,
     command: String,
@@ -112,6 +116,19 @@ fn firewall_state(dut: &str) -> Result<(u32, u64)> {
     Ok((r.generation, r.reads))
 }
 
+/// The changes of one kind: medians and the worst.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub kind: Kind,
+    pub changes: usize,
+    pub median_lowest: f64,
+    pub worst_lowest: f64,
+    pub median_under_ms: f64,
+    pub worst_under_ms: f64,
+    /// From nft's start to the fast path judging by the new ruleset.
+    pub median_published_ms: Option<f64>,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub rules: u32,
@@ -119,8 +136,33 @@ pub struct Report {
     /// Frames a second before the first change (the median window).
     pub steady_pps: f64,
     pub changes: Vec<Change>,
-    pub worst_lowest: f64,
-    pub worst_under_ms: f64,
+    /// Per kind of change.
+    pub kinds: Vec<Summary>,
+}
+
+/// The summaries of `changes`, per kind.
+fn summaries(changes: &[Change]) -> Vec<Summary> {
+    Kind::ALL
+        .iter()
+        .filter_map(|&kind| {
+            let mine: Vec<&Change> = changes.iter().filter(|c| c.kind == kind).collect();
+            if mine.is_empty() {
+                return None;
+            }
+            let lowest: Vec<f64> = mine.iter().map(|c| c.lowest).collect();
+            let under: Vec<f64> = mine.iter().map(|c| c.under_ms).collect();
+            let published: Vec<f64> = mine.iter().filter_map(|c| c.published_ms).collect();
+            Some(Summary {
+                kind,
+                changes: mine.len(),
+                median_lowest: median(lowest.clone()),
+                worst_lowest: lowest.iter().copied().fold(f64::INFINITY, f64::min),
+                median_under_ms: median(under.clone()),
+                worst_under_ms: under.iter().copied().fold(0.0, f64::max),
+                median_published_ms: (!published.is_empty()).then(|| median(published)),
+            })
+        })
+        .collect()
 }
 
 /// The access list of `rules`, with a set of blocked sources its first
@@ -139,24 +181,57 @@ fn ruleset(rules: u32) -> String {
         )
 }
 
-/// Change `i`: a rule inserted at the chain's top (even), an element
-/// added to the set (odd); none meets the lab's traffic.
-fn change(i: usize) -> Vec<String> {
-    let k = i / 2;
-    let text = if i.is_multiple_of(2) {
-        format!(
-            "insert rule inet linerate forward ip daddr 10.250.{}.0/24 udp dport {} drop",
-            k % 256,
-            60_000 + k % 5000
-        )
-    } else {
-        format!(
-            "add element inet linerate blocked {{ 10.251.{}.{} }}",
-            k / 250 % 256,
-            k % 250 + 1
-        )
+/// What a change does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A rule inserted at the chain's top.
+    Rule,
+    /// An element added to the set the first rule reads.
+    Element,
+    /// `nft` run, nothing changed: what running nft alone costs the
+    /// lab's traffic (this two-core machine runs it beside the traffic),
+    /// the floor under the others.
+    Nothing,
+}
+
+impl Kind {
+    const ALL: [Kind; 3] = [Kind::Rule, Kind::Element, Kind::Nothing];
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Rule => "a rule inserted",
+            Kind::Element => "an element added",
+            Kind::Nothing => "nft run, nothing changed",
+        }
+    }
+}
+
+/// Change `i`, in turn a rule inserted at the chain's top, an element
+/// added to the set, and nothing (`nft list set`); none meets the lab's
+/// traffic.
+fn change(i: usize) -> (Kind, Vec<String>) {
+    let k = i / 3;
+    let (kind, text) = match i % 3 {
+        0 => (
+            Kind::Rule,
+            format!(
+                "insert rule inet linerate forward ip daddr 10.250.{}.0/24 udp dport {} drop",
+                k % 256,
+                60_000 + k % 5000
+            ),
+        ),
+        1 => (
+            Kind::Element,
+            format!(
+                "add element inet linerate blocked {{ 10.251.{}.{} }}",
+                k / 250 % 256,
+                k % 250 + 1
+            ),
+        ),
+        _ => (Kind::Nothing, "list set inet linerate blocked".to_string()),
     };
-    text.split(' ').map(String::from).collect()
+    (kind, text.split(' ').map(String::from).collect())
 }
 
 /// Per change at `at` (ns), from it to the next (or `end`): the lowest
@@ -253,7 +328,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
                 let counts = || linerate_dataplane::record::read(&record, in_idx);
                 std::thread::sleep(WARM_UP + STEADY);
                 for i in 0..n {
-                    let args = change(i);
+                    let (kind, args) = change(i);
                     let a: Vec<&str> = args.iter().map(String::as_str).collect();
                     let before = counts()?;
                     let (generation, reads) = firewall_state(&dut)?;
@@ -280,6 +355,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
                         .filter(|(_, n)| *n > 0)
                         .collect();
                     made.lock().unwrap().push(Made {
+                        kind,
                         at: t0,
                         nft_ms: took,
                         command: format!("nft {}", args.join(" ")),
@@ -333,6 +409,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
             .into_iter()
             .zip(made)
             .map(|((lowest, under_ms), m)| Change {
+                kind: m.kind,
                 command: m.command,
                 nft_ms: m.nft_ms,
                 lowest,
@@ -351,11 +428,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
                 "the lab's 2,000 flows"
             },
             steady_pps,
-            worst_lowest: changes
-                .iter()
-                .map(|c| c.lowest)
-                .fold(f64::INFINITY, f64::min),
-            worst_under_ms: changes.iter().map(|c| c.under_ms).fold(0.0, f64::max),
+            kinds: summaries(&changes),
             changes,
         })
     })();
@@ -365,17 +438,24 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
 
 impl std::fmt::Display for Change {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let published = match self.published_ms {
-            Some(ms) => format!("in the fast path after {ms:.0} ms"),
-            None => "not in the fast path before the next change".into(),
+        let applied = match (self.kind, self.published_ms, self.read_whole) {
+            (Kind::Nothing, ..) => String::new(),
+            (_, Some(ms), whole) => format!(
+                "; {}, in the fast path after {ms:.0} ms",
+                if whole {
+                    "ruleset read whole"
+                } else {
+                    "applied in place"
+                }
+            ),
+            (_, None, _) => "; not in the fast path before the next change".into(),
         };
         write!(
             f,
-            "{} ({:.0} ms; {}, {}): lowest 100 ms window {:.3}x the steady rate, {:.0} ms under 0.9x; the DUT's frames: {}",
+            "{} ({:.0} ms{}): lowest 100 ms window {:.3}x the steady rate, {:.0} ms under 0.9x; the DUT's frames: {}",
             self.command,
             self.nft_ms,
-            if self.read_whole { "ruleset read whole" } else { "applied in place" },
-            published,
+            applied,
             self.lowest,
             self.under_ms,
             self.reasons
@@ -391,14 +471,27 @@ impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} rules, {}: steady {:.3} Mpps; over {} changes the lowest 100 ms window {:.3}x, at most {:.0} ms under 0.9x",
+            "{} rules, {}: steady {:.3} Mpps",
             self.rules,
             self.traffic,
-            self.steady_pps / 1e6,
-            self.changes.len(),
-            self.worst_lowest,
-            self.worst_under_ms
-        )
+            self.steady_pps / 1e6
+        )?;
+        for k in &self.kinds {
+            write!(
+                f,
+                "\n  {} ({}x): lowest 100 ms window median {:.3}x (worst {:.3}x), under 0.9x median {:.0} ms (worst {:.0} ms)",
+                k.kind.name(),
+                k.changes,
+                k.median_lowest,
+                k.worst_lowest,
+                k.median_under_ms,
+                k.worst_under_ms
+            )?;
+            if let Some(p) = k.median_published_ms {
+                write!(f, ", in the fast path {p:.0} ms after nft started (median)")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -430,16 +523,51 @@ mod tests {
     }
 
     #[test]
-    fn changes_alternate_rules_and_elements_none_meeting_the_labs_traffic() {
-        assert!(change(0)
+    fn changes_take_turns_none_meeting_the_labs_traffic() {
+        let (kind, rule) = change(0);
+        assert_eq!(kind, Kind::Rule);
+        assert!(rule
             .join(" ")
             .starts_with("insert rule inet linerate forward ip daddr 10.250.0.0/24"));
         assert_eq!(
-            change(1).join(" "),
-            "add element inet linerate blocked { 10.251.0.1 }"
+            change(1),
+            (
+                Kind::Element,
+                "add element inet linerate blocked { 10.251.0.1 }"
+                    .split(' ')
+                    .map(String::from)
+                    .collect()
+            )
         );
+        assert_eq!(change(2).0, Kind::Nothing);
+        assert!(change(3).1.join(" ").contains("10.250.1.0/24"));
         let r = ruleset(100);
         assert!(r.contains("set blocked { type ipv4_addr; }"));
         assert!(r.contains("policy drop;\n    ip saddr @blocked drop\n    ip daddr 10.0.0.0/24"));
+    }
+
+    #[test]
+    fn summaries_are_per_kind() {
+        let c = |kind, lowest, under_ms| Change {
+            kind,
+            command: String::new(),
+            nft_ms: 1.0,
+            lowest,
+            under_ms,
+            reasons: vec![],
+            published_ms: Some(5.0),
+            read_whole: false,
+        };
+        let s = summaries(&[
+            c(Kind::Rule, 0.5, 120.0),
+            c(Kind::Nothing, 0.95, 0.0),
+            c(Kind::Rule, 0.7, 80.0),
+            c(Kind::Rule, 0.6, 100.0),
+        ]);
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].kind, s[0].changes), (Kind::Rule, 3));
+        assert_eq!((s[0].median_under_ms, s[0].worst_under_ms), (100.0, 120.0));
+        assert_eq!((s[0].median_lowest, s[0].worst_lowest), (0.6, 0.5));
+        assert_eq!((s[1].kind, s[1].changes), (Kind::Nothing, 1));
     }
 }

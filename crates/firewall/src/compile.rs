@@ -20,7 +20,7 @@ use linerate_dataplane::layout::{
     FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR, FW_READ_OIF, FW_READ_SADDR,
     FW_SET_BITS_ALL, FW_SET_BITS_CLASSIFIED,
 };
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The most set elements a family's classifier holds (named sets, all
 /// together).
@@ -287,7 +287,7 @@ impl Compiled {
                     // A chain no base chain of the family reaches.
                     continue;
                 };
-                let had: HashMap<u64, usize> = filter.chains[at]
+                let had: rustc_hash::FxHashMap<u64, usize> = filter.chains[at]
                     .rules
                     .iter()
                     .enumerate()
@@ -354,7 +354,7 @@ impl Compiled {
                 replaced.push((i, at, old, from));
             }
             let f = &family.filter;
-            refused = refused.or(if f.reads_ct() && !self.ct {
+            refused = refused.or(if !self.ct && f.reads_ct() {
                 Some("a rule reads ct, and the fast path cannot find connections here")
             } else if f.ct_before_conntrack().is_some() {
                 Some("a rule reads ct before conntrack's hook")

@@ -195,7 +195,7 @@ pub fn rule_in(
     if let Some(c) = r.chains.first() {
         bail!("a jump to chain {}, not read before", c.name);
     }
-    Ok(Rule { handle, steps })
+    Ok(Rule::new(handle, steps))
 }
 
 #[derive(Default)]
@@ -500,7 +500,7 @@ impl<'a> TableReader<'a> {
                 .cloned()
                 .unwrap_or_default();
             match self.rule(&exprs) {
-                Ok(steps) => rules.push(Rule { handle, steps }),
+                Ok(steps) => rules.push(Rule::new(handle, steps)),
                 Err(e) => self.refuse(Some(name), Some(handle), format!("{e:#}")),
             }
         }

@@ -396,8 +396,44 @@ pub enum Step {
 pub struct Rule {
     /// The kernel's handle: `nft ... handle N`.
     pub handle: u64,
+    /// Not changed once read: a rule changed is a new rule.
     pub steps: Vec<Step>,
+    pub identity: Identity,
 }
+
+impl Rule {
+    /// A rule read, with an identity of its own.
+    pub fn new(handle: u64, steps: Vec<Step>) -> Rule {
+        Rule {
+            handle,
+            steps,
+            identity: Identity::fresh(),
+        }
+    }
+}
+
+/// A rule's identity in this process: kept with the rule from one
+/// generation to the next (and by its clones), new for every rule read
+/// (again), so that what was made of a rule before is found again without
+/// comparing its steps (crate::classify::Memo). Not part of what the rule
+/// is: rules read twice are equal.
+#[derive(Clone, Copy, Debug)]
+pub struct Identity(pub u64);
+
+impl Identity {
+    pub fn fresh() -> Identity {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Identity(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+impl PartialEq for Identity {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Identity {}
 
 /// A table by family and name ("inet filter"), as nf_tables names it.
 pub use linerate_netlink::nft_elements::TableId;

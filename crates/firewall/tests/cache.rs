@@ -68,9 +68,9 @@ fn keys_hold_only_what_the_ruleset_reads() {
             },
             table_handle: 1,
             name: "c".into(),
-            rules: vec![Rule {
-                handle: 1,
-                steps: vec![
+            rules: vec![Rule::new(
+                1,
+                vec![
                     Step::Test(Test {
                         key,
                         mask: None,
@@ -82,7 +82,7 @@ fn keys_hold_only_what_the_ruleset_reads() {
                     }),
                     Step::Verdict(Action::Drop),
                 ],
-            }],
+            )],
         }],
         sets: vec![],
     };

@@ -134,7 +134,7 @@ fn rules_laid_out_before_are_reused_as_if_laid_out_again() {
                 // sets are this filter's).
                 // A jump or goto could close a loop, which the kernel
                 // refuses: none taken.
-                use linerate_firewall::ruleset::{Action, Step};
+                use linerate_firewall::ruleset::{Action, Rule, Step};
                 let jumps = |s: &Step| {
                     matches!(
                         s,
@@ -148,8 +148,11 @@ fn rules_laid_out_before_are_reused_as_if_laid_out_again() {
                     .filter(|r| !r.steps.iter().any(jumps))
                     .collect();
                 if !all.is_empty() {
+                    // A rule changed is a new rule (its steps are not
+                    // changed in place): under the same handle.
                     let steps = all[r.gen_range(0..all.len())].steps.clone();
-                    rules[r.gen_range(0..n)].steps = steps;
+                    let k = r.gen_range(0..n);
+                    rules[k] = Rule::new(rules[k].handle, steps);
                 }
             }
         }
@@ -187,23 +190,23 @@ fn an_access_list_narrows_each_key_to_a_few_words() {
     let mut rules: Vec<Rule> = (0..2000u128)
         .map(|i| {
             let net = 0x0a00_0000 | (i << 8);
-            Rule {
-                handle: i as u64,
-                steps: vec![
+            Rule::new(
+                i as u64,
+                vec![
                     test(Field::Daddr4, net, net | 0xff),
                     test(udp_dport, 1000 + i, 1000 + i),
                     Step::Verdict(Action::Drop),
                 ],
-            }
+            )
         })
         .collect();
-    rules.push(Rule {
-        handle: 5000,
-        steps: vec![
+    rules.push(Rule::new(
+        5000,
+        vec![
             test(Field::Daddr4, 0xc613_0000, 0xc613_ffff),
             Step::Verdict(Action::Accept),
         ],
-    });
+    ));
     let f = Filter {
         base: vec![BaseChain {
             hook: Hook::Forward,

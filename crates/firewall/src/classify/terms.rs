@@ -203,7 +203,8 @@ pub fn terms_with(
 /// Rules as they were laid out, by table handle and rule handle: a rule
 /// of a base chain (under no conditions) whose steps read no named set and
 /// jump nowhere lays out the same terms in every generation, but for its
-/// counter id and where `accept` and `return` go. 10,000 rules are laid
+/// counter id and where `accept` and `return` go, for as long as it is the
+/// same rule (its identity: a rule replaced under its handle is another). 10,000 rules are laid
 /// out in about 10 ms; a rule inserted among them need not cost that.
 #[derive(Clone, Debug, Default)]
 pub struct Memo(FxHashMap<(u64, u64), Arc<Laid>>);
@@ -211,7 +212,9 @@ pub struct Memo(FxHashMap<(u64, u64), Arc<Laid>>);
 #[derive(Debug)]
 struct Laid {
     hook: Hook,
-    steps: Vec<Step>,
+    /// The rule's identity (crate::ruleset::Identity): its steps are the
+    /// same while it is.
+    rule: u64,
     terms: Vec<(Arc<Conditions>, Template)>,
 }
 
@@ -247,23 +250,6 @@ impl Template {
             Template::Act(a) => Pending::Act(a),
         }
     }
-}
-
-/// Whether two rules' steps are the same: a rule kept from one generation
-/// to the next shares its inline values (compared by address first).
-fn same(a: &[Step], b: &[Step]) -> bool {
-    use crate::ruleset::Against;
-    a.len() == b.len()
-        && a.iter().zip(b).all(|(x, y)| match (x, y) {
-            (Step::Test(s), Step::Test(t)) => {
-                let against = match (&s.against, &t.against) {
-                    (Against::Inline(e), Against::Inline(f)) => Arc::ptr_eq(e, f) || e == f,
-                    (e, f) => e == f,
-                };
-                against && s.key == t.key && s.mask == t.mask && s.negate == t.negate
-            }
-            (x, y) => x == y,
-        })
 }
 
 /// Whether a rule's terms depend on nothing but its steps and its place:
@@ -351,8 +337,7 @@ impl Builder<'_> {
             // Only a rule that may be memoized is in the memo.
             let key = (chain.table_handle, rule.handle);
             let before = self.memo.0.get(&key);
-            if let Some(laid) =
-                before.filter(|l| l.hook == frame.hook && same(&l.steps, &rule.steps))
+            if let Some(laid) = before.filter(|l| l.hook == frame.hook && l.rule == rule.identity.0)
             {
                 for (c, t) in &laid.terms {
                     self.push_shared(c.clone(), t.pending(id, frame))?;
@@ -373,7 +358,7 @@ impl Builder<'_> {
             if let Some(terms) = terms {
                 let laid = Laid {
                     hook: frame.hook,
-                    steps: rule.steps.clone(),
+                    rule: rule.identity.0,
                     terms,
                 };
                 self.next.0.insert(key, Arc::new(laid));

@@ -182,7 +182,7 @@ pub fn filter(r: &mut StdRng, ipv6: bool) -> Filter {
                 }
                 steps.push(Step::Verdict(a));
             }
-            rules.push(Rule { handle, steps });
+            rules.push(Rule::new(handle, steps));
         }
         f.chains.push(Chain {
             table: table.clone(),
