@@ -79,12 +79,16 @@ impl Options {
 pub struct Change {
     pub kind: Kind,
     pub command: String,
+    /// Frames a second just before the change (the median 100 ms window
+    /// of the half second before): what its windows are held to.
+    pub baseline_pps: f64,
     /// How long `nft` took.
     pub nft_ms: f64,
     /// The lowest 100 ms window from the change to the next, as a share of
-    /// the steady rate.
+    /// the rate before it.
     pub lowest: f64,
-    /// Time the trailing 100 ms window spent under 0.9 of the steady rate.
+    /// Time the trailing 100 ms window spent under 0.9 of the rate before
+    /// the change.
     pub under_ms: f64,
     /// Where the DUT's frames went from the change to the next: the
     /// fast path's reasons, by packets (the ones that moved).
@@ -166,7 +170,8 @@ fn summaries(changes: &[Change]) -> Vec<Summary> {
 }
 
 /// The access list of `rules`, with a set of blocked sources its first
-/// rule reads (empty: nothing of the lab's is blocked).
+/// rule reads (empty: nothing of the lab's is blocked), and another table
+/// with a chain no hook reaches.
 fn ruleset(rules: u32) -> String {
     linerate_firewall::seeds::access_list(rules)
         .replacen(
@@ -179,6 +184,7 @@ fn ruleset(rules: u32) -> String {
             "policy drop;\n    ip saddr @blocked drop\n",
             1,
         )
+        + "table inet spare {\n  chain unused {\n  }\n}\n"
 }
 
 /// What a change does.
@@ -189,6 +195,10 @@ pub enum Kind {
     Rule,
     /// An element added to the set the first rule reads.
     Element,
+    /// A rule inserted into another table's chain, which no packet meets:
+    /// what a rule insertion costs nft and the kernel (its transaction is
+    /// notified, and the fast path's generation stays).
+    Elsewhere,
     /// `nft` run, nothing changed: what running nft alone costs the
     /// lab's traffic (this two-core machine runs it beside the traffic),
     /// the floor under the others.
@@ -196,30 +206,32 @@ pub enum Kind {
 }
 
 impl Kind {
-    const ALL: [Kind; 3] = [Kind::Rule, Kind::Element, Kind::Nothing];
+    const ALL: [Kind; 4] = [Kind::Rule, Kind::Element, Kind::Elsewhere, Kind::Nothing];
 
     fn name(self) -> &'static str {
         match self {
             Kind::Rule => "a rule inserted",
             Kind::Element => "an element added",
+            Kind::Elsewhere => "a rule inserted in another table",
             Kind::Nothing => "nft run, nothing changed",
         }
     }
 }
 
-/// Change `i`, in turn a rule inserted at the chain's top, an element
-/// added to the set, and nothing (`nft list set`); none meets the lab's
-/// traffic.
+/// Change `i`, in turn: a rule inserted at the chain's top, an element
+/// added to the set, a rule inserted in another table, and nothing (`nft
+/// list set`); none meets the lab's traffic.
 fn change(i: usize) -> (Kind, Vec<String>) {
-    let k = i / 3;
-    let (kind, text) = match i % 3 {
+    let k = i / 4;
+    let rule = format!(
+        "ip daddr 10.250.{}.0/24 udp dport {} drop",
+        k % 256,
+        60_000 + k % 5000
+    );
+    let (kind, text) = match i % 4 {
         0 => (
             Kind::Rule,
-            format!(
-                "insert rule inet linerate forward ip daddr 10.250.{}.0/24 udp dport {} drop",
-                k % 256,
-                60_000 + k % 5000
-            ),
+            format!("insert rule inet linerate forward {rule}"),
         ),
         1 => (
             Kind::Element,
@@ -229,15 +241,26 @@ fn change(i: usize) -> (Kind, Vec<String>) {
                 k % 250 + 1
             ),
         ),
+        2 => (
+            Kind::Elsewhere,
+            format!("insert rule inet spare unused {rule}"),
+        ),
         _ => (Kind::Nothing, "list set inet linerate blocked".to_string()),
     };
     (kind, text.split(' ').map(String::from).collect())
 }
 
+/// How long before a change its baseline is taken: the median window of
+/// that half second (the lab's rate drifts over a run, with every frame a
+/// new flow most).
+const BASELINE_NS: u64 = 500_000_000;
+
 /// Per change at `at` (ns), from it to the next (or `end`): the lowest
-/// window rate over `steady`, and the time the trailing window spent
-/// under DIP of it. `samples` are (ns, frames received so far).
-pub fn dips(samples: &[(u64, u64)], steady: f64, at: &[u64], end: u64) -> Vec<(f64, f64)> {
+/// window rate over the rate just before it (the median window of the
+/// BASELINE_NS before; `steady` if there is none), the time the trailing
+/// window spent under DIP of it, and that rate. `samples` are (ns, frames
+/// received so far).
+pub fn dips(samples: &[(u64, u64)], steady: f64, at: &[u64], end: u64) -> Vec<(f64, f64, f64)> {
     // The trailing window's rate at each sample that has a full window.
     let mut rates = Vec::new();
     let mut from = 0;
@@ -253,20 +276,30 @@ pub fn dips(samples: &[(u64, u64)], steady: f64, at: &[u64], end: u64) -> Vec<(f
     at.iter()
         .enumerate()
         .map(|(k, &t0)| {
+            let before: Vec<f64> = rates
+                .iter()
+                .filter(|(t, _)| *t <= t0 && *t + BASELINE_NS > t0)
+                .map(|(_, r)| *r)
+                .collect();
+            let base = if before.is_empty() {
+                steady
+            } else {
+                median(before)
+            };
             let t1 = at.get(k + 1).copied().unwrap_or(end);
             let mine: Vec<&(u64, f64)> =
                 rates.iter().filter(|(t, _)| *t > t0 && *t <= t1).collect();
             let lowest = mine
                 .iter()
-                .map(|(_, r)| r / steady)
+                .map(|(_, r)| r / base)
                 .fold(f64::INFINITY, f64::min);
             let mut under = 0u64;
             for w in mine.windows(2) {
-                if w[1].1 < DIP * steady {
+                if w[1].1 < DIP * base {
                     under += w[1].0 - w[0].0;
                 }
             }
-            (lowest, under as f64 / 1e6)
+            (lowest, under as f64 / 1e6, base)
         })
         .collect()
 }
@@ -408,8 +441,9 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
         let changes: Vec<Change> = dips(&samples, steady_pps, &at, end)
             .into_iter()
             .zip(made)
-            .map(|((lowest, under_ms), m)| Change {
+            .map(|((lowest, under_ms, baseline_pps), m)| Change {
                 kind: m.kind,
+                baseline_pps,
                 command: m.command,
                 nft_ms: m.nft_ms,
                 lowest,
@@ -452,11 +486,12 @@ impl std::fmt::Display for Change {
         };
         write!(
             f,
-            "{} ({:.0} ms{}): lowest 100 ms window {:.3}x the steady rate, {:.0} ms under 0.9x; the DUT's frames: {}",
+            "{} ({:.0} ms{}): lowest 100 ms window {:.3}x the rate before ({:.3} Mpps), {:.0} ms under 0.9x; the DUT's frames: {}",
             self.command,
             self.nft_ms,
             applied,
             self.lowest,
+            self.baseline_pps / 1e6,
             self.under_ms,
             self.reasons
                 .iter()
@@ -517,9 +552,28 @@ mod tests {
         assert_eq!(d.len(), 2);
         assert!((d[0].0 - 1.0).abs() < 1e-9 && d[0].1 == 0.0, "{:?}", d[0]);
         assert!((d[1].0 - 0.5).abs() < 1e-9, "{:?}", d[1]);
+        // Each held to the rate just before it.
+        assert!((d[0].2 - 1e6).abs() < 1.0 && (d[1].2 - 1e6).abs() < 1.0);
         // Under 0.9x from 20 ms into the slow part (the trailing window
         // then holds more than 10% of it) to 80 ms past its end.
         assert!((d[1].1 - 360.0).abs() <= 10.0, "{:?}", d[1]);
+    }
+
+    /// A rate that falls slowly (1 Mpps to 0.85 over 3 s) and no dip: a
+    /// change late in it is held to the rate just before it, not to the
+    /// rate at the start (under 0.9 of which the end is).
+    #[test]
+    fn a_rate_that_drifts_is_held_to_the_rate_before_each_change() {
+        let ms = 1_000_000u64;
+        let mut samples = Vec::new();
+        let mut n = 0u64;
+        for i in 0..300u64 {
+            samples.push((i * 10 * ms, n));
+            n += 10_000 - 1_500 * i / 300;
+        }
+        let d = dips(&samples, 1e6, &[2500 * ms], 2990 * ms);
+        assert_eq!(d[0].1, 0.0, "{:?}", d[0]);
+        assert!(d[0].0 > 0.95 && d[0].2 < 0.9e6, "{:?}", d[0]);
     }
 
     #[test]
@@ -539,11 +593,17 @@ mod tests {
                     .collect()
             )
         );
-        assert_eq!(change(2).0, Kind::Nothing);
-        assert!(change(3).1.join(" ").contains("10.250.1.0/24"));
+        assert_eq!(change(2).0, Kind::Elsewhere);
+        assert!(change(2)
+            .1
+            .join(" ")
+            .starts_with("insert rule inet spare unused"));
+        assert_eq!(change(3).0, Kind::Nothing);
+        assert!(change(4).1.join(" ").contains("10.250.1.0/24"));
         let r = ruleset(100);
         assert!(r.contains("set blocked { type ipv4_addr; }"));
         assert!(r.contains("policy drop;\n    ip saddr @blocked drop\n    ip daddr 10.0.0.0/24"));
+        assert!(r.ends_with("table inet spare {\n  chain unused {\n  }\n}\n"));
     }
 
     #[test]
@@ -551,6 +611,7 @@ mod tests {
         let c = |kind, lowest, under_ms| Change {
             kind,
             command: String::new(),
+            baseline_pps: 1e6,
             nft_ms: 1.0,
             lowest,
             under_ms,

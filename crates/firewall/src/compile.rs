@@ -259,19 +259,20 @@ impl Compiled {
     /// holds them (the rules new to a chain read from their JSON). A
     /// one-field interval set's boundaries change as the kernel's rbtree
     /// does, and its intervals are drawn from them again once the batch is
-    /// in. Err: not one the firewall applies in place (an interval set read
-    /// without its boundaries, a verdict to a chain not read, an element
-    /// that does not decode, a rule that jumps to a chain or reads a set
-    /// the filter lacks or reads what a key cannot hold): the ruleset must
-    /// be read again (this generation is then half changed: not to be
-    /// published).
+    /// in. Ok(false): the batch changes nothing the filters hold, and the
+    /// generation stays. Err: not one the firewall applies in place (an
+    /// interval set read without its boundaries, a verdict to a chain not
+    /// read, an element that does not decode, a rule that jumps to a chain
+    /// or reads a set the filter lacks or reads what a key cannot hold):
+    /// the ruleset must be read again (this generation is then half
+    /// changed: not to be published).
     pub fn apply(
         &mut self,
         generation: u32,
         changes: &[linerate_netlink::nft_events::ElementChange],
         chains: &[ChainRules],
         ifindex: &dyn Fn(&str) -> Option<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<bool, String> {
         // The chains' new rules: those new to them read before anything
         // changes, the others moved from where they were after.
         let mut plans = [Vec::new(), Vec::new()];
@@ -317,6 +318,19 @@ impl Compiled {
                 }
                 plans[i].push((at, plan));
             }
+        }
+        // A batch that changes no chain or set the filters hold (another
+        // table's, a set no rule reads) leaves the generation as it is.
+        let holds_set = |c: &linerate_netlink::nft_events::ElementChange| {
+            self.families.iter().flatten().any(|f| {
+                f.filter
+                    .sets
+                    .iter()
+                    .any(|s| s.table == c.table && s.name == c.set)
+            })
+        };
+        if plans.iter().all(Vec::is_empty) && !changes.iter().any(holds_set) {
+            return Ok(false);
         }
         self.apply_elements(changes)?;
         // The rules replaced, kept until the filters are checked: a
@@ -421,7 +435,7 @@ impl Compiled {
                 build_classifier(f, i == 1, &self.names, generation);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     fn apply_elements(
@@ -890,9 +904,12 @@ mod tests {
                 .len(),
             1
         );
-        // A set no rule names: nothing to do.
-        c.apply(3, &[change(true, "unused", &[0, 1, 0, 0])], &[], &|_| None)
-            .unwrap();
+        // A set no rule names: nothing to do, the generation stays.
+        let before = c.generation;
+        assert!(!c
+            .apply(3, &[change(true, "unused", &[0, 1, 0, 0])], &[], &|_| None)
+            .unwrap());
+        assert_eq!(c.generation, before);
         // Interval boundaries: read again.
         let e = c
             .apply(4, &[change(true, "nets", &[11, 0, 0, 0])], &[], &|_| None)

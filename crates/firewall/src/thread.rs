@@ -259,8 +259,12 @@ impl Learner {
             .iter()
             .map(|&id| (id, self.compiled.rule_of(id)))
             .collect();
-        self.compiled
-            .apply(next, elements, chains, &crate::read::if_index)?;
+        if !self
+            .compiled
+            .apply(next, elements, chains, &crate::read::if_index)?
+        {
+            return Ok(());
+        }
         compile::publish(&mut self.maps, &self.compiled);
         if chains.is_empty() {
             return Ok(());

@@ -442,9 +442,10 @@ pub struct BenchFirewallChangeArgs {
     /// Rules of the access list (each an address prefix and a port).
     #[arg(long, default_value_t = 10_000)]
     pub rules: u32,
-    /// Changes to make, in turn: a rule inserted, an element added, nft run
-    /// changing nothing (the floor: what running nft costs the traffic).
-    #[arg(long, default_value_t = 12)]
+    /// Changes to make, in turn: a rule inserted, an element added, a rule
+    /// inserted in another table (what nft and the kernel's transaction
+    /// cost), nft run changing nothing (what running nft costs).
+    #[arg(long, default_value_t = 16)]
     pub changes: usize,
     /// Seconds between changes.
     #[arg(long, default_value_t = 1.0)]
