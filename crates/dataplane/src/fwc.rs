@@ -20,6 +20,7 @@
 //! the number of rules and whatever rules come first. In the arena
 //! a row keeps only its own bits beside the field's shared ones
 //! ([`Row`]), so tables grow with the rules, not with their square.
+use smallvec::SmallVec;
 use crate::layout::{FlowKey, FW_ACCEPT, FW_DROP, FW_KERNEL, TRANSPORT_BYTES};
 
 /// Where a field's value comes from in a [`FlowKey`].
@@ -166,9 +167,11 @@ pub struct Row {
     /// aggregated bit vector: the walk reads only the words every row's
     /// summary has).
     pub summary: [u64; SUMMARY_WORDS],
-    /// The row's own bits, words from `own_first` on (none: empty).
+    /// The row's own bits, words from `own_first` on (none: empty). Most
+    /// rows of an access list have one word: kept inline (10,000 rows are
+    /// built again at each ruleset change).
     pub own_first: u32,
-    pub own: Vec<u64>,
+    pub own: SmallVec<[u64; 2]>,
 }
 
 impl Row {
@@ -180,11 +183,11 @@ impl Row {
                 return Row {
                     summary: shared.summary,
                     own_first: 0,
-                    own: Vec::new(),
+                    own: SmallVec::new(),
                 }
             }
         };
-        let mut words = vec![0u64; hi - lo + 1];
+        let mut words: SmallVec<[u64; 2]> = smallvec::smallvec![0u64; hi - lo + 1];
         for &t in own {
             words[t as usize / 64 - lo] |= 1 << (t % 64);
         }
