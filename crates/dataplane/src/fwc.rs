@@ -20,8 +20,8 @@
 //! the number of rules and whatever rules come first. In the arena
 //! a row keeps only its own bits beside the field's shared ones
 //! ([`Row`]), so tables grow with the rules, not with their square.
-use smallvec::SmallVec;
 use crate::layout::{FlowKey, FW_ACCEPT, FW_DROP, FW_KERNEL, TRANSPORT_BYTES};
+use smallvec::SmallVec;
 
 /// Where a field's value comes from in a [`FlowKey`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -32,22 +32,27 @@ impl Reads {
     /// What `f` reads; None if it reads a transport byte past
     /// [`TRANSPORT_BYTES`].
     pub fn of(f: &Filter) -> Option<Reads> {
-        let mut r = Reads::default();
-        for c in &f.chains {
-            for rule in &c.rules {
-                for s in &rule.steps {
-                    let key = match s {
-                        Step::Test(t) => &t.key,
-                        Step::Vmap { key, .. } => key,
-                        Step::Counter | Step::Verdict(_) => continue,
-                    };
-                    for field in key {
-                        r.add(*field)?;
-                    }
+        Reads::default().with_rules(f.chains.iter().flat_map(|c| &c.rules))
+    }
+
+    /// These reads and what `rules` read; None past [`TRANSPORT_BYTES`].
+    pub fn with_rules<'a>(
+        mut self,
+        rules: impl IntoIterator<Item = &'a crate::ruleset::Rule>,
+    ) -> Option<Reads> {
+        for rule in rules {
+            for s in &rule.steps {
+                let key = match s {
+                    Step::Test(t) => &t.key,
+                    Step::Vmap { key, .. } => key,
+                    Step::Counter | Step::Verdict(_) => continue,
+                };
+                for field in key {
+                    self.add(*field)?;
                 }
             }
         }
-        Some(r)
+        Some(self)
     }
 
     fn add(&mut self, f: Field) -> Option<()> {

@@ -344,6 +344,10 @@ impl Compiled {
             if plans[i].is_empty() {
                 continue;
             }
+            // Whether a rule went (the checks below are then over every
+            // rule), and the rules that came.
+            let mut dropped = false;
+            let mut came = Vec::new();
             for (at, plan) in std::mem::take(&mut plans[i]) {
                 let mut old: Vec<Option<Rule>> =
                     std::mem::take(&mut family.filter.chains[at].rules)
@@ -351,7 +355,7 @@ impl Compiled {
                         .map(Some)
                         .collect();
                 let mut from = Vec::with_capacity(plan.len());
-                let new = plan
+                let new: Vec<Rule> = plan
                     .into_iter()
                     .map(|p| match p {
                         Planned::New(r) => {
@@ -364,51 +368,79 @@ impl Compiled {
                         }
                     })
                     .collect();
+                dropped |= old.iter().any(Option::is_some);
+                came.extend(
+                    new.iter()
+                        .zip(&from)
+                        .filter(|(_, k)| k.is_none())
+                        .map(|(r, _)| (at, r.handle)),
+                );
                 family.filter.chains[at].rules = new;
                 replaced.push((i, at, old, from));
             }
             let f = &family.filter;
-            refused = refused.or(if !self.ct && f.reads_ct() {
+            let came: Vec<&Rule> = came
+                .iter()
+                .filter_map(|&(at, h)| f.chains[at].rules.iter().find(|r| r.handle == h))
+                .collect();
+            let came_reads_ct = came.iter().any(|r| {
+                r.steps.iter().any(|s| match s {
+                    Step::Test(t) => t.key.iter().any(|k| k.is_ct()),
+                    Step::Vmap { key, .. } => key.iter().any(|k| k.is_ct()),
+                    _ => false,
+                })
+            });
+            // Rules only added (the common change) reach no chain and read
+            // no set the filter lacks (crate::read::rule_in), and read what
+            // they read beside the others: only what they are is checked.
+            refused = refused.or(if !self.ct && (dropped || came_reads_ct) && f.reads_ct() {
                 Some("a rule reads ct, and the fast path cannot find connections here")
-            } else if f.ct_before_conntrack().is_some() {
+            } else if (dropped || came_reads_ct) && f.ct_before_conntrack().is_some() {
                 Some("a rule reads ct before conntrack's hook")
             } else {
                 None
             });
-            // A chain no rule reaches any more is not one a read keeps.
-            let mut reached = vec![false; f.chains.len()];
-            for b in &f.base {
-                for c in f.reachable(b.chain) {
-                    reached[c] = true;
+            if dropped {
+                // A chain no rule reaches any more is not one a read keeps.
+                let mut reached = vec![false; f.chains.len()];
+                for b in &f.base {
+                    for c in f.reachable(b.chain) {
+                        reached[c] = true;
+                    }
                 }
-            }
-            if reached.contains(&false) {
-                refused = refused.or(Some("a chain is no longer reached"));
-            }
-            // Nor a set no rule reads.
-            let mut read = vec![false; f.sets.len()];
-            for step in f
-                .chains
-                .iter()
-                .flat_map(|c| &c.rules)
-                .flat_map(|r| &r.steps)
-            {
-                if let Step::Test(Test {
-                    against: Against::Named(i),
-                    ..
-                })
-                | Step::Vmap {
-                    map: Against::Named(i),
-                    ..
-                } = step
+                if reached.contains(&false) {
+                    refused = refused.or(Some("a chain is no longer reached"));
+                }
+                // Nor a set no rule reads.
+                let mut read = vec![false; f.sets.len()];
+                for step in f
+                    .chains
+                    .iter()
+                    .flat_map(|c| &c.rules)
+                    .flat_map(|r| &r.steps)
                 {
-                    read[*i] = true;
+                    if let Step::Test(Test {
+                        against: Against::Named(i),
+                        ..
+                    })
+                    | Step::Vmap {
+                        map: Against::Named(i),
+                        ..
+                    } = step
+                    {
+                        read[*i] = true;
+                    }
+                }
+                if read.contains(&false) {
+                    refused = refused.or(Some("a set is no longer read"));
                 }
             }
-            if read.contains(&false) {
-                refused = refused.or(Some("a set is no longer read"));
-            }
-            match Reads::of(f) {
+            let reads = if dropped {
+                Reads::of(f)
+            } else {
+                family.reads.with_rules(came.iter().copied())
+            };
+            match reads {
                 Some(reads) => family.reads = reads,
                 None => refused = refused.or(Some("a rule reads past what a key holds")),
             }

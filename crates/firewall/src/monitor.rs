@@ -13,6 +13,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::io::Read;
 use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -63,13 +64,23 @@ impl RuleMonitor {
     /// Starts `nft -j monitor rules` in the calling thread's network
     /// namespace.
     pub fn start() -> Result<RuleMonitor> {
-        let mut child = Command::new("nft")
+        let mut command = Command::new("nft");
+        command
             .args(["-j", "monitor", "rules"])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("running nft -j monitor rules")?;
+            .stderr(Stdio::null());
+        // SAFETY: prctl only, between fork and exec. nft ends with the
+        // thread that started it, were the router killed.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().context("running nft -j monitor rules")?;
         let out = child.stdout.take().context("nft monitor's output")?;
         // Until nft has joined nf_tables' group, rules added are not
         // printed (and wait out MONITOR_WAIT): a start waits for it.

@@ -93,12 +93,22 @@ fn field_table(
     for i in 0..count {
         base[i / 64] |= 1 << (i % 64);
     }
+    // Where each range starts and ends among the cuts: every range's
+    // first value and the one past its last are cuts (but those outside
+    // the domain, searched for).
+    let index: FxHashMap<u128, usize> = starts.iter().enumerate().map(|(k, s)| (*s, k)).collect();
+    let at_or_after = |v: u128| {
+        index
+            .get(&v)
+            .copied()
+            .unwrap_or_else(|| starts.partition_point(|s| *s < v))
+    };
     let mut spans: Vec<(usize, usize, u32)> = Vec::with_capacity(conditions.len());
     for &(i, v) in conditions {
         base[i as usize / 64] &= !(1 << (i % 64));
         for &(lo, hi) in v.ranges() {
-            let from = starts.partition_point(|s| *s < lo);
-            let to = starts.partition_point(|s| *s <= hi);
+            let from = at_or_after(lo);
+            let to = hi.checked_add(1).map_or(starts.len(), at_or_after);
             spans.push((from, to, i));
         }
     }
@@ -121,7 +131,8 @@ fn field_table(
     }
     let shared = Shared::of(base);
     // Equal rows once; adjacent intervals of one row merged.
-    let mut ids: FxHashMap<&[u32], u32> = FxHashMap::default();
+    let mut ids: FxHashMap<&[u32], u32> =
+        FxHashMap::with_capacity_and_hasher(starts.len(), Default::default());
     let mut rows = Vec::new();
     let mut intervals: Vec<(u128, u32)> = Vec::new();
     for (k, start) in starts.iter().enumerate() {
