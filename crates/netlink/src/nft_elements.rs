@@ -64,20 +64,15 @@ const NFT_SET_ELEM_CATCHALL: u32 = 2;
 /// The elements of set `set` of `table`, in the calling thread's network
 /// namespace.
 pub fn dump(table: &TableId, set: &str) -> Result<Vec<RawElement>> {
-    let Some(family) = nfproto(&table.family) else {
-        bail!("no nftables family {:?}", table.family);
-    };
-    let mut body = vec![family, 0, 0, 0];
-    body.extend(attribute(NFTA_SET_ELEM_LIST_TABLE, &nul(&table.name)));
-    body.extend(attribute(NFTA_SET_ELEM_LIST_SET, &nul(set)));
-    let kind = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETSETELEM;
-    let msgs = match raw_dump_on(NETLINK_NETFILTER, kind, &body, "nftables set elements")? {
-        Ok(m) => m,
-        Err(errno) => bail!(
-            "the elements of set {set} of table {table}: {}",
-            std::io::Error::from_raw_os_error(errno)
-        ),
-    };
+    let msgs = dump_in(
+        table,
+        NFT_MSG_GETSETELEM,
+        [
+            (NFTA_SET_ELEM_LIST_TABLE, &table.name),
+            (NFTA_SET_ELEM_LIST_SET, set),
+        ],
+        &format!("the elements of set {set} of table {table}"),
+    )?;
     let mut out = Vec::new();
     for m in &msgs {
         elements_of(m, &mut out)?;
@@ -85,7 +80,31 @@ pub fn dump(table: &TableId, set: &str) -> Result<Vec<RawElement>> {
     Ok(out)
 }
 
-pub(crate) fn nul(s: &str) -> Vec<u8> {
+/// The messages of an nf_tables dump (`get`, an NFT_MSG_GET* of table
+/// `table`'s family) filtered by two string attributes (the table's name,
+/// and the object's), in the calling thread's network namespace; an error
+/// names `what`.
+pub(crate) fn dump_in(
+    table: &TableId,
+    get: u16,
+    attrs: [(u16, &str); 2],
+    what: &str,
+) -> Result<Vec<Vec<u8>>> {
+    let Some(family) = nfproto(&table.family) else {
+        bail!("no nftables family {:?}", table.family);
+    };
+    let mut body = vec![family, 0, 0, 0];
+    for (kind, value) in attrs {
+        body.extend(attribute(kind, &nul(value)));
+    }
+    let kind = (NFNL_SUBSYS_NFTABLES << 8) | get;
+    match raw_dump_on(NETLINK_NETFILTER, kind, &body, what)? {
+        Ok(m) => Ok(m),
+        Err(errno) => bail!("{what}: {}", std::io::Error::from_raw_os_error(errno)),
+    }
+}
+
+fn nul(s: &str) -> Vec<u8> {
     let mut v = s.as_bytes().to_vec();
     v.push(0);
     v

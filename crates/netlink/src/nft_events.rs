@@ -3,15 +3,13 @@
 //! added or removed (their chain's order read back from the kernel,
 //! [`rule_handles`]), the end of a transaction; anything else has the
 //! ruleset read again.
-use crate::netfilter::{family_name, nfproto, NFNL_SUBSYS_NFTABLES};
+use crate::netfilter::{family_name, NFNL_SUBSYS_NFTABLES};
 use crate::nft_elements::{
-    elements_in, nul, RawElement, TableId, NFTA_SET_ELEM_LIST_SET, NFTA_SET_ELEM_LIST_TABLE,
+    dump_in, elements_in, RawElement, TableId, NFTA_SET_ELEM_LIST_SET, NFTA_SET_ELEM_LIST_TABLE,
     NFT_MSG_NEWSETELEM,
 };
-use crate::socket::raw_dump_on;
-use crate::wire::{attribute, Message};
+use crate::wire::Message;
 use anyhow::{bail, Result};
-use netlink_sys::protocols::NETLINK_NETFILTER;
 
 const NFT_MSG_NEWRULE: u16 = 6;
 const NFT_MSG_GETRULE: u16 = 7;
@@ -230,20 +228,12 @@ pub struct RuleHandles {
 /// thread's network namespace (NFT_MSG_GETRULE, dumped; the kernel sends
 /// each rule's expressions too, which are not read here).
 pub fn rule_handles(table: &TableId, chain: &str) -> Result<RuleHandles> {
-    let Some(family) = nfproto(&table.family) else {
-        bail!("no nftables family {:?}", table.family);
-    };
-    let mut body = vec![family, 0, 0, 0];
-    body.extend(attribute(NFTA_RULE_TABLE, &nul(&table.name)));
-    body.extend(attribute(NFTA_RULE_CHAIN, &nul(chain)));
-    let kind = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE;
-    let msgs = match raw_dump_on(NETLINK_NETFILTER, kind, &body, "nftables rules")? {
-        Ok(m) => m,
-        Err(errno) => bail!(
-            "the rules of chain {chain} of table {table}: {}",
-            std::io::Error::from_raw_os_error(errno)
-        ),
-    };
+    let msgs = dump_in(
+        table,
+        NFT_MSG_GETRULE,
+        [(NFTA_RULE_TABLE, &table.name), (NFTA_RULE_CHAIN, chain)],
+        &format!("the rules of chain {chain} of table {table}"),
+    )?;
     let mut generation = None;
     let mut handles = Vec::new();
     for m in &msgs {
@@ -283,7 +273,7 @@ pub fn rule_handles(table: &TableId, chain: &str) -> Result<RuleHandles> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::request;
+    use crate::wire::{attribute, request};
 
     // The element attributes these notifications carry (crate::nft_elements).
     const NFTA_SET_ELEM_LIST_ELEMENTS: u16 = 3;
