@@ -664,7 +664,7 @@ pub fn element_rate(ns: &str, elements: u32, per_transaction: u32) -> Result<Vec
     let fp = FastPath::load()?;
     let record = format!("{ns}-bench");
     let fw =
-        linerate_firewall::thread::FwThread::start(fp.fw_maps()?, Some(record.clone()), false)?;
+        linerate_fwfollow::thread::FwThread::start(fp.fw_maps()?, Some(record.clone()), false)?;
     if !fw.follows_nftables() {
         bail!("cannot follow nf_tables' notifications here");
     }

@@ -8,7 +8,7 @@
 //! OpenMetrics when the scraper asks for it.
 use anyhow::{anyhow, Result};
 use linerate_dataplane::layout::{RouterCounters, REASONS, R_DROPS, R_FORWARDED, R_PASSES};
-use linerate_firewall::thread::FwNews;
+use linerate_fwfollow::thread::FwNews;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;

@@ -11,7 +11,7 @@ use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
     RouterCounters, REASONS, R_DROPS, R_DROP_FIREWALL, R_FORWARDED, R_PASSES,
 };
-use linerate_firewall::thread::{FwNews, FwThread};
+use linerate_fwfollow::thread::{FwNews, FwThread};
 use linerate_netlink::route::{self, Monitor};
 use linerate_router::follow::{
     apply_netfilter, apply_notifications, apply_tc, apply_xdp_features, follow_ipv6_switches,

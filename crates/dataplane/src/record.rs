@@ -45,7 +45,7 @@ pub fn write_record(name: &str, rec: &RouterRecord) -> Result<RecordGuard> {
 }
 
 /// What a running router's firewall judges, and the fast path's counts by
-/// rule (linerate_firewall::thread writes it beside the router's record, on each
+/// rule (linerate_fwfollow::thread writes it beside the router's record, on each
 /// new generation and every 200 ms while the counts move).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FirewallRecord {

@@ -8,7 +8,7 @@
 //! evaluator the oracle holds to the kernel (`crate::judge`),
 //! so a cached verdict is the kernel's by construction; [`Compiled::slot`]
 //! says what to write and [`way_for`] where, and the firewall thread
-//! (crate::thread) writes it.
+//! (linerate_fwfollow::thread) writes it.
 use crate::cache::{self, FlowKey, KeyOf, Reads};
 use crate::ruleset::{Against, Rule, Step, Test};
 use crate::ruleset::{Filter, Judged, Ruleset};

@@ -11,26 +11,24 @@
 //! compiled fast path is held to (docs/firewall.md).
 //!
 //! Around it, the firewall's control of the fast path: [`compile`] turns
-//! a ruleset into one generation of the verdict cache's contents,
-//! [`thread`] follows nf_tables and fills the cache with the verdicts the
-//! fast path asks for, [`conntrack`] keeps the kernel's entries of the
-//! connections the fast path carries, and [`listing`] and [`view`] set
-//! the fast path's rule counters beside the kernel's.
+//! a ruleset into one generation of the verdict cache's contents, with a
+//! classifier the program judges new keys by ([`classify`]), and applies
+//! changes of rules and elements to it in place (the thread that follows
+//! nf_tables and fills the cache is crates/fwfollow's); [`conntrack`]
+//! keeps the kernel's entries of the connections the fast path carries,
+//! and [`listing`] and [`view`] set the fast path's rule counters beside
+//! the kernel's.
 pub mod cache;
 pub mod classify;
 pub mod compile;
 pub mod conntrack;
 pub mod eval;
-pub mod follow;
 pub mod listing;
-pub mod monitor;
 pub mod raw_elements;
 pub mod read;
-pub mod rule_order;
 pub mod ruleset;
 pub mod seeds;
 pub mod symbols;
-pub mod thread;
 pub mod view;
 
 pub use eval::{judge, Judgement, Packet, Verdict};

@@ -25,6 +25,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("dataplane", &["bpf", "fib", "netlink"]),
     ("router", &["fib", "netlink", "dataplane"]),
     ("firewall", &["bpf", "netlink", "dataplane"]),
+    ("fwfollow", &["bpf", "netlink", "dataplane", "firewall"]),
     (
         "daemon",
         &[
@@ -35,6 +36,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "dataplane",
             "router",
             "firewall",
+            "fwfollow",
         ],
     ),
     // The lab's runs, the benches, what tests share, and the binary.
@@ -53,6 +55,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "dataplane",
             "router",
             "firewall",
+            "fwfollow",
             "daemon",
         ],
     ),
@@ -69,6 +72,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "dataplane",
             "router",
             "firewall",
+            "fwfollow",
             "daemon",
             "labrun",
         ],
@@ -89,6 +93,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "dataplane",
             "router",
             "firewall",
+            "fwfollow",
             "daemon",
             "labrun",
             "bench",

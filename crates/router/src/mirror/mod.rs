@@ -620,7 +620,7 @@ impl<D: Dataplane> Mirror<D> {
     }
 
     /// The base chains the fast path's firewall judges now, per family
-    /// (linerate_firewall::thread): a family all of whose netfilter hooks are among
+    /// (linerate_fwfollow::thread): a family all of whose netfilter hooks are among
     /// them is forwarded through the firewall.
     pub fn set_firewall(&mut self, covered: [std::collections::BTreeSet<String>; 2]) -> Result<()> {
         if self.firewall == covered {

@@ -1,6 +1,6 @@
 //! The firewall's thread in `linerate route`: it reads the kernel's
 //! nftables ruleset when told it changed, publishes each generation
-//! (crate::compile), learns the misses the fast path reports, and keeps
+//! (linerate_firewall::compile), learns the misses the fast path reports, and keeps
 //! the fast path's rule counts by rule across generations. It is the only
 //! writer of the firewall's maps. It follows nf_tables' notifications
 //! itself (crate::follow): transactions that only add or remove elements
@@ -20,7 +20,6 @@
 //! after, every cached verdict is stale and the new classifiers judge each
 //! key at the fast path's speed. No frame is judged by a mix, or by
 //! nobody. A ruleset that cannot be read leaves everything to the kernel.
-use crate::compile::{self, ChainRules, Compiled, RuleRef};
 use crate::follow::{self, Notifications};
 use crate::monitor::RuleMonitor;
 use anyhow::{Context, Result};
@@ -28,6 +27,7 @@ use linerate_bpf::layout::Pod;
 use linerate_dataplane::fw_maps::FwMaps;
 use linerate_dataplane::layout::{FwMiss, FwRuleCounter};
 use linerate_dataplane::record::{FirewallRecord, RuleCount};
+use linerate_firewall::compile::{self, ChainRules, Compiled, RuleRef};
 use linerate_netlink::nft_events::ElementChange;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -261,7 +261,7 @@ impl Learner {
             .collect();
         if !self
             .compiled
-            .apply(next, elements, chains, &crate::read::if_index)?
+            .apply(next, elements, chains, &linerate_firewall::read::if_index)?
         {
             return Ok(());
         }
@@ -472,7 +472,7 @@ fn run(
             // the new: the cache's entries and the classifier stay, and
             // the fast path keeps its speed through the change.
             l.reads += 1;
-            let answer = match crate::read::read_current_with(&|t, s| {
+            let answer = match linerate_firewall::read::read_current_with(&|t, s| {
                 linerate_netlink::nft_elements::dump(t, s)
             }) {
                 Ok(rs) => {

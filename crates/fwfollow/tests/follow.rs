@@ -1,6 +1,6 @@
 //! Rules and set elements changed with nft, followed as the firewall's
 //! thread follows them (nf_tables' notifications, the rules added as
-//! `nft -j monitor` prints them, linerate_firewall::follow) and applied in
+//! `nft -j monitor` prints them, linerate_fwfollow::follow) and applied in
 //! place: after every change, each family's filter is the one a whole
 //! read of the kernel's ruleset gives (chains and sets in the same order
 //! once put in a canonical one), and so is its classifier where the order
@@ -9,9 +9,9 @@
 //! with inline sets, named sets, jumps and counters; elements added and
 //! removed.
 use linerate_firewall::compile::Compiled;
-use linerate_firewall::follow::{self, Notifications};
-use linerate_firewall::monitor::RuleMonitor;
 use linerate_firewall::ruleset::{Action, Against, Elements, Filter, Step};
+use linerate_fwfollow::follow::{self, Notifications};
+use linerate_fwfollow::monitor::RuleMonitor;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -261,7 +261,7 @@ fn rules_and_elements_applied_in_place_are_what_a_whole_read_gives() {
             for m in linerate_netlink::wire::messages(&buf[..n]) {
                 let e = linerate_netlink::nft_events::event(m.unwrap().bytes()).unwrap();
                 if let linerate_netlink::nft_events::NftEvent::Rule(r) = e {
-                    let key = linerate_firewall::monitor::RuleKey {
+                    let key = linerate_fwfollow::monitor::RuleKey {
                         table: r.table,
                         chain: r.chain,
                         handle: r.handle,

@@ -1,13 +1,13 @@
 //! Following nf_tables' notifications: each gathered into the
 //! transaction it belongs to, transactions committed since the last
 //! generation gathered into a batch, and what a batch needs to be applied
-//! in place (crate::compile::Compiled::apply): the new order of each
+//! in place (linerate_firewall::compile::Compiled::apply): the new order of each
 //! chain it changed, and the rules it added as nft printed them
 //! (crate::monitor). A batch that changed anything else (tables, chains,
 //! named sets, objects) has the ruleset read whole.
-use crate::compile::{ChainRules, Compiled};
 use crate::monitor::{RuleKey, RuleMonitor};
 use anyhow::Result;
+use linerate_firewall::compile::{ChainRules, Compiled};
 use linerate_netlink::nft_events::{ElementChange, NftEvent, RuleChange};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -148,7 +148,7 @@ pub fn chain_rules(
     generation: u32,
     monitor: &mut RuleMonitor,
 ) -> Result<Vec<ChainRules>, String> {
-    let touched: BTreeSet<(&crate::ruleset::TableId, &str)> = transactions
+    let touched: BTreeSet<(&linerate_firewall::ruleset::TableId, &str)> = transactions
         .iter()
         .flatten()
         .map(|r| (&r.table, r.chain.as_str()))

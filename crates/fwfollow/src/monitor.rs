@@ -7,8 +7,8 @@
 //! added, and waits here for their text; what does not come in time
 //! (nft subscribed after the change, or lost notifications) has the
 //! ruleset read whole.
-use crate::ruleset::TableId;
 use anyhow::{Context, Result};
+use linerate_firewall::ruleset::TableId;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::io::Read;
