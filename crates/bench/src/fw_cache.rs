@@ -1,5 +1,5 @@
 //! `linerate bench firewall-cache`: what a verdict cache lookup costs the
-//! fast path, by the cache's shape (docs/firewall.md): the same 64-byte
+//! fast path, by the cache's shape (docs/firewall-measurements.md): the same 64-byte
 //! flow key built from a frame, then nothing (`fw_key_only`), a lookup in
 //! a BPF LRU hash (`fw_lru`), or in a direct-mapped table (`fw_direct`: a
 //! mappable array indexed by a hash of the key, each slot holding its key

@@ -1,4 +1,4 @@
-//! What the fast path's verdict cache holds (docs/firewall.md, "Next"):
+//! What the fast path's verdict cache holds (docs/firewall-fast-path.md):
 //! a forwarded packet's key with only what the ruleset reads, and the
 //! entry the control plane judges for it with [`crate::eval::judge`].
 //!

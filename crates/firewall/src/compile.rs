@@ -1,4 +1,4 @@
-//! The firewall's control side (docs/firewall.md): the kernel's
+//! The firewall's control side (docs/firewall-fast-path.md): the kernel's
 //! nftables ruleset as the fast path's verdict cache judges it.
 //!
 //! A [`Compiled`] is one generation of the ruleset: per IP family the

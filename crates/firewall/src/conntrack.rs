@@ -1,5 +1,5 @@
 //! The kernel's entries for the connections the fast path carries
-//! (bpf/include/router/ct_judge.h, docs/firewall.md "States"): the stateful
+//! (bpf/include/router/ct_judge.h, docs/firewall-stateful.md "States"): the stateful
 //! firewall's part of the control plane.
 //!
 //! The fast path keeps a connection in `ct_flows` once the kernel's

@@ -1,4 +1,4 @@
-//! linerate's firewall kept current (docs/firewall.md): the firewall's
+//! linerate's firewall kept current (docs/firewall-fast-path.md): the firewall's
 //! thread in `linerate route` ([`thread`]) reads the kernel's ruleset
 //! (linerate_firewall::read), publishes each generation
 //! (linerate_firewall::compile) and learns the keys the fast path reports.

@@ -232,7 +232,7 @@ pub enum BenchCmd {
     RouteChurn(BenchRouteChurnArgs),
     /// What a verdict cache lookup costs the fast path, by the cache's
     /// shape (BPF LRU hash, direct-mapped table), with BPF_PROG_TEST_RUN
-    /// (how the cache's shape was chosen: docs/firewall.md).
+    /// (how the cache's shape was chosen: docs/firewall-measurements.md).
     FirewallCache(BenchFirewallCacheArgs),
     /// What finding a packet's connection costs the fast path, by the
     /// number of states: the kernel's conntrack table through the XDP

@@ -32,7 +32,7 @@ fn restarts_that_take_over_lose_nothing_and_kill_9_falls_back_to_the_kernel() {
         ])
         // 6 s: after kill -9 the new router starts cold, and loading the
         // fast path (verifying its programs: about 3.6 s with the stateful
-        // stage, docs/firewall.md) must end within the traffic.
+        // stage, docs/firewall-stateful.md) must end within the traffic.
         .args(["-R", "20000", "-t", "6", "--at", "1", "--json"])
         .output()
         .unwrap();
