@@ -370,19 +370,16 @@ impl Compiled {
                     .collect();
                 dropped |= old.iter().any(Option::is_some);
                 came.extend(
-                    new.iter()
-                        .zip(&from)
+                    from.iter()
+                        .enumerate()
                         .filter(|(_, k)| k.is_none())
-                        .map(|(r, _)| (at, r.handle)),
+                        .map(|(j, _)| (at, j)),
                 );
                 family.filter.chains[at].rules = new;
                 replaced.push((i, at, old, from));
             }
             let f = &family.filter;
-            let came: Vec<&Rule> = came
-                .iter()
-                .filter_map(|&(at, h)| f.chains[at].rules.iter().find(|r| r.handle == h))
-                .collect();
+            let came: Vec<&Rule> = came.iter().map(|&(at, j)| &f.chains[at].rules[j]).collect();
             let came_reads_ct = came.iter().any(|r| {
                 r.steps.iter().any(|s| match s {
                     Step::Test(t) => t.key.iter().any(|k| k.is_ct()),

@@ -254,11 +254,15 @@ impl Learner {
     /// does.
     fn apply(&mut self, elements: &[ElementChange], chains: &[ChainRules]) -> Result<(), String> {
         let next = self.next_generation();
-        let stood_for: Vec<(u16, Option<RuleRef>)> = self
-            .used
-            .iter()
-            .map(|&id| (id, self.compiled.rule_of(id)))
-            .collect();
+        // Only rules moving moves what a counter id stands for.
+        let stood_for: Vec<(u16, Option<RuleRef>)> = match chains.is_empty() {
+            true => Vec::new(),
+            false => self
+                .used
+                .iter()
+                .map(|&id| (id, self.compiled.rule_of(id)))
+                .collect(),
+        };
         if !self
             .compiled
             .apply(next, elements, chains, &linerate_firewall::read::if_index)?
