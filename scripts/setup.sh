@@ -17,6 +17,7 @@ PACKAGES=(clang clang-19 llvm libbpf-dev libelf-dev zlib1g-dev pkg-config make g
           prometheus  # promtool checks the metrics' exposition
           linux-perf  # lab run --profile records the DUT's core
           conntrack   # the stateful firewall's tests list and delete the kernel's entries
+          iperf3      # real TCP through the router: its tests and `linerate bench tcp`
           openssh-client openssh-server) # the lab's remote hosts (crates/labrun/src/remote.rs) and their test's sshd
 
 if [ "$(id -u)" -ne 0 ]; then

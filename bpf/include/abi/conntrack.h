@@ -19,6 +19,14 @@ struct ct_flow_key {
 	__u8 pad[2];
 };
 
+/* An established TCP connection the ruleset accepts, its windows checked,
+ * as a packet of it gave it (FW_CT_TCP_CARRY, ct_offers): that packet's
+ * source in `a`, its destination in `b` (not the canonical order), the
+ * direction's tuple the kernel's table finds it by. */
+struct ct_offer {
+	struct ct_flow_key tuple;
+};
+
 /* The fast path's connection cache (router/ct_cache.h): sets of two ways, the
  * set chosen by the key's hash, one table per family. The fast path fills
  * ways (on several CPUs at once, for connections hashing to one set) and

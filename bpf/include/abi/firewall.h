@@ -58,6 +58,11 @@ struct fw_reads {
 #define FW_CT_ON 1        /* the conntrack kfuncs work here (the control plane checked) */
 #define FW_CT_CHECKSUM 2  /* net.netfilter.nf_conntrack_checksum: conntrack checks checksums */
 #define FW_CT_TCP_LIBERAL 4  /* net.netfilter.nf_conntrack_tcp_be_liberal: no TCP window checks */
+/* The operator's choice (`carry_tcp`): an established TCP connection the
+ * ruleset accepts, its windows checked, is offered (ct_offers) for the
+ * control plane to mark liberal both ways, as the kernel's flowtable marks
+ * the connections it offloads; carried from then on. */
+#define FW_CT_TCP_CARRY 8
 
 /* fw_key.ct */
 #define FW_CT_ESTABLISHED 2  /* ct state established (NF_CT_STATE_BIT(IP_CT_ESTABLISHED)) */

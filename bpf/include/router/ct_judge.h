@@ -208,7 +208,8 @@ static __always_inline enum reason ct_carried(struct nf_conn *ct, __u8 l4proto, 
 
 /* Finds the packet's connection in the kernel's table: R_FORWARDED if the
  * fast path may carry it, with its original direction's side in
- * `orig_from_a`, or why the packet goes to the kernel. A packet carried
+ * `orig_from_a` (given too for R_PASS_CT_WINDOW: an established TCP
+ * connection but for its windows), or why the packet goes to the kernel. A packet carried
  * sets the entry's timeout to `timeout_ms` from now (0: left alone), as
  * the kernel does for each packet it sees: a connection that finds its
  * set's ways busy is carried this way packet after packet, never in the
@@ -250,44 +251,65 @@ static __always_inline enum reason ct_ask_kernel(struct xdp_md *ctx, const struc
 	if (carried == R_FORWARDED && timeout_ms)
 		bpf_ct_change_timeout(ct, timeout_ms);
 	bpf_ct_release(ct);
-	if (carried != R_FORWARDED)
+	if (carried != R_FORWARDED && carried != R_PASS_CT_WINDOW)
 		return carried;
 	int orig_from_src = o0 == p->saddr[0] && oport == p->sport &&
 			    (!v6 || (o1 == p->saddr[1] && o2 == p->saddr[2] && o3 == p->saddr[3]));
 	/* The original direction leaves from a if this packet does and is
 	 * original, or neither. */
 	*orig_from_a = from_a == orig_from_src;
-	return R_FORWARDED;
+	return carried;
+}
+
+/* What the stage makes of a packet before it looks for its connection:
+ * 0 a UDP datagram or TCP segment to look for, R_PASS_CT_STATE a TCP
+ * segment that opens, closes or resets (its flags in `tcp_flags`), or why
+ * it goes to the kernel (the stage off, invalid, another protocol). `l4`:
+ * the transport header, `avail` its bytes within the IP packet. */
+static __always_inline enum reason ct_segment(struct xdp_md *ctx, const void *l3, const int v6,
+					       const __u8 *l4, __u32 avail, __u8 l4proto,
+					       const struct fw_state *st, __u8 *tcp_flags)
+{
+	const __u8 *end = (const __u8 *)(long)ctx->data_end;
+	__u32 ct_flags = st->ct_flags;
+
+	/* (ct_judge checks the kfuncs and the cache's bits.) */
+	if (!(ct_flags & FW_CT_ON))
+		return R_PASS_CT_OFF;
+	enum reason kind = 0;
+	if (l4proto == IPPROTO_UDP) {
+		if (ct_udp_invalid(ctx, l3, v6, l4, avail, ct_flags & FW_CT_CHECKSUM))
+			kind = R_PASS_CT_INVALID;
+	} else if (l4proto == IPPROTO_TCP) {
+		kind = ct_tcp_kind(ctx, l3, v6, l4, avail, ct_flags & FW_CT_CHECKSUM, tcp_flags);
+	} else {
+		kind = R_PASS_CT_PROTO;
+	}
+	if (!kind && l4 + 4 > end)
+		return R_PASS_CT_INVALID;
+	return kind;
 }
 
 /* The packet's `ct` byte for the firewall's key (its state bit, FW_CT_REPLY
- * in the reply direction), or 0 and why it goes to the kernel in `why`.
- * `l4`: the transport header, `avail` its bytes within the IP packet. */
+ * in the reply direction), or 0 and why it goes to the kernel in `why`;
+ * `kind` and `tcp_flags` as ct_segment found them (a FIN or RST forgets
+ * its connection, then goes to the kernel). With FW_CT_TCP_CARRY, a
+ * segment of an established TCP connection whose windows the kernel
+ * checks gets its byte too, and `offering` set: judged by the ruleset, it
+ * goes to the kernel, and if accepted, its connection is offered to be
+ * carried (ct_offer). */
 static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const int v6,
-				     const __u8 *l4, __u32 avail, __u8 l4proto,
-				     const struct fw_state *st, enum reason *why)
+				     const __u8 *l4, __u8 l4proto, const struct fw_state *st,
+				     enum reason kind, __u8 tcp_flags, enum reason *why,
+				     int *offering)
 {
 	const __u8 *end = (const __u8 *)(long)ctx->data_end;
 	__u32 ct_flags = st->ct_flags, ct_idle = st->ct_idle, bits = st->ct_bits[v6];
 	__u32 timeout_ms = st->ct_timeout_ms[l4proto == IPPROTO_TCP];
 
 	/* (The bits are published before FW_CT_ON, and never 0 after.) */
-	if (!ct_available() || !(ct_flags & FW_CT_ON) || !bits) {
+	if (!ct_available() || !bits) {
 		*why = R_PASS_CT_OFF;
-		return 0;
-	}
-	__u8 tcp_flags = 0;
-	enum reason kind = 0;
-	if (l4proto == IPPROTO_UDP) {
-		if (ct_udp_invalid(ctx, l3, v6, l4, avail, ct_flags & FW_CT_CHECKSUM))
-			kind = R_PASS_CT_INVALID;
-	} else if (l4proto == IPPROTO_TCP) {
-		kind = ct_tcp_kind(ctx, l3, v6, l4, avail, ct_flags & FW_CT_CHECKSUM, &tcp_flags);
-	} else {
-		kind = R_PASS_CT_PROTO;
-	}
-	if (kind != R_PASS_CT_STATE && kind) {
-		*why = kind;
 		return 0;
 	}
 	if (l4 + 4 > end) {
@@ -320,6 +342,11 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 			enum reason r = ct_ask_kernel(ctx, &p, 1, from_a, ct_flags, timeout_ms,
 						      &orig_from_a);
 
+			if (r == R_PASS_CT_WINDOW && (ct_flags & FW_CT_TCP_CARRY)) {
+				*offering = 1;
+				return FW_CT_ESTABLISHED |
+				       (from_a == orig_from_a ? 0 : FW_CT_REPLY);
+			}
 			if (r != R_FORWARDED) {
 				*why = r;
 				return 0;
@@ -341,6 +368,11 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 			enum reason r = ct_ask_kernel(ctx, &p, 0, from_a, ct_flags, timeout_ms,
 						      &orig_from_a);
 
+			if (r == R_PASS_CT_WINDOW && (ct_flags & FW_CT_TCP_CARRY)) {
+				*offering = 1;
+				return FW_CT_ESTABLISHED |
+				       (from_a == orig_from_a ? 0 : FW_CT_REPLY);
+			}
 			if (r != R_FORWARDED) {
 				*why = r;
 				return 0;
@@ -349,6 +381,77 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 		}
 	}
 	return FW_CT_ESTABLISHED | (from_a == orig_from_a ? 0 : FW_CT_REPLY);
+}
+
+/* ct_stage's answer: the `ct` byte, why not (bits 8-15), offering (bit 16). */
+#define CT_STAGE_WHY(r) (((r) >> 8) & 0xff)
+#define CT_STAGE_OFFERING(r) (((r) >> 16) & 1)
+
+/* ct_judge as a function of its own, verified once (global), where
+ * inlined its paths (a cache's ways, the kernel's table) would multiply
+ * those of everything after it in the program, for each family: the IP
+ * header at `l3_off` of the frame (IPv6 if `proto_v6` has bit 8), the
+ * transport header at `l4_off`, its protocol the low byte of
+ * `proto_v6`; what ct_segment found in the low byte of `kind_flags`, the
+ * TCP flags in the next. Its answer, packed: the verifier sees one
+ * value, not one path per answer. (ct_segment stays inline: its checksum
+ * function's stack and this one's would not fit under the program's.) */
+__attribute__((noinline)) int ct_stage(struct xdp_md *ctx, __u32 l3_off, __u32 l4_off,
+					 __u32 kind_flags, __u32 proto_v6)
+{
+	__u8 l4proto = proto_v6;
+	__u32 v6 = proto_v6 >> 8;
+	enum reason kind = kind_flags & 0xff;
+	__u8 tcp_flags = kind_flags >> 8;
+	const __u8 *data = (const __u8 *)(long)ctx->data;
+	const __u8 *end = (const __u8 *)(long)ctx->data_end;
+	__u32 zero = 0;
+	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
+	enum reason why = R_PASS_CT_OFF;
+	int offering = 0;
+
+	if (!st || l3_off > 64 || l4_off > 128)
+		return why << 8;
+	const __u8 *l3 = data + l3_off, *l4 = data + l4_off;
+	/* (One call for both families, its variables' room shared.) */
+	if (l3 + (v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr)) > end)
+		return R_PASS_CT_INVALID << 8;
+	__u8 ct = ct_judge(ctx, l3, v6 != 0, l4, l4proto, st, kind, tcp_flags, &why, &offering);
+	return ct | (ct ? 0 : why << 8) | offering << 16;
+}
+
+_Static_assert(sizeof(struct ct_offer) == 40, "ct_offer: a ct_flow_key (crates/dataplane/src/layout.rs)");
+
+/* Offers the connection of an accepted segment to be carried (see
+ * ct_judge): the packet's tuple to the control plane, which marks the
+ * kernel's entry liberal both ways. Until it has, each segment offers it
+ * again: a full ring loses an offer, not the connection. */
+static __always_inline void ct_offer(struct xdp_md *ctx, const void *l3, const int v6,
+				     const __u8 *l4, __u8 l4proto)
+{
+	if (l4 + 4 > (const __u8 *)(long)ctx->data_end)
+		return;
+	struct ct_offer *o = bpf_ringbuf_reserve(&ct_offers, sizeof(*o), 0);
+
+	if (!o)
+		return;
+	__builtin_memset(o, 0, sizeof(*o));
+	if (v6) {
+		const struct ipv6hdr *ip6 = l3;
+
+		__builtin_memcpy(o->tuple.a, &ip6->saddr, 16);
+		__builtin_memcpy(o->tuple.b, &ip6->daddr, 16);
+	} else {
+		const struct iphdr *ip = l3;
+
+		__builtin_memcpy(o->tuple.a, &ip->saddr, 4);
+		__builtin_memcpy(o->tuple.b, &ip->daddr, 4);
+	}
+	o->tuple.aport = *(const __be16 *)l4;
+	o->tuple.bport = *(const __be16 *)(l4 + 2);
+	o->tuple.l4proto = l4proto;
+	o->tuple.ipv6 = v6;
+	bpf_ringbuf_submit(o, 0);
 }
 
 #endif

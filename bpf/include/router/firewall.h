@@ -7,6 +7,7 @@
 #define LINERATE_FIREWALL_H
 
 #include <linux/bpf.h>
+#include <linux/if_ether.h>
 #include <linux/ipv6.h>
 #include <bpf/bpf_helpers.h>
 
@@ -123,12 +124,26 @@ static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, 
 	if (fields & FW_READ_NEXTHDR)
 		k.nexthdr = nexthdr;
 	k.ipv6 = v6;
+	/* A segment judged to offer its connection (ct_judge), not carried. */
+	int offer = 0;
 	if (fields & FW_READ_CT) {
-		enum reason why = R_PASS_CT_OFF;
+		__u8 tcp_flags = 0;
+		enum reason kind = ct_segment(ctx, l3, v6, l4, avail, l4proto, st, &tcp_flags);
 
-		k.ct = ct_judge(ctx, l3, v6, l4, avail, l4proto, st, &why);
+		if (kind && kind != R_PASS_CT_STATE)
+			return kind;
+		/* (The IP header follows the Ethernet header, and the transport
+		 * header a fixed IP header: options and IPv6's extension
+		 * headers went to the kernel before. Offsets as constants: the
+		 * difference of two packet pointers clang keeps in 32 bits,
+		 * which the verifier refuses to spill.) */
+		int r = ct_stage(ctx, ETH_HLEN, ETH_HLEN + (v6 ? 40 : 20), kind | tcp_flags << 8,
+				 l4proto | v6 << 8);
+
+		k.ct = r;
+		offer = CT_STAGE_OFFERING(r);
 		if (!k.ct)
-			return why;
+			return CT_STAGE_WHY(r);
 	}
 	if (end && avail >= end && l4 + FW_TRANSPORT_BYTES <= data_end) {
 		/* The common packet: every byte the rules read is there, so the
@@ -177,6 +192,14 @@ static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, 
 		verdict = fwc_judge(&k, generation, v6, hit);
 		if (verdict)
 			fwc_learn(set, &k, generation, verdict, hit);
+	}
+	if (offer) {
+		/* The kernel moves the windows, whatever the verdict: every
+		 * such segment is its. */
+		if (verdict == FW_ACCEPT)
+			ct_offer(ctx, l3, v6, l4, l4proto);
+		if (verdict)
+			return R_PASS_CT_WINDOW;
 	}
 	switch (verdict) {
 	case FW_ACCEPT:

@@ -125,6 +125,14 @@ struct {
 	__uint(max_entries, 1 << 18);
 } fw_misses SEC(".maps");
 
+/* Established TCP connections offered to be carried (FW_CT_TCP_CARRY,
+ * struct ct_offer): a connection's packets offer it until the control
+ * plane has marked it, so a full ring loses nothing for long. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 16);
+} ct_offers SEC(".maps");
+
 /* Per rule (an id the control plane gives: IPv4's below 32768, IPv6's
  * from it), what the fast path counted for its `counter`. */
 struct {

@@ -84,6 +84,7 @@ impl RouterThread {
             nice: linerate_daemon::run::DEFAULT_NICE,
             status: Default::default(),
             service_manager: false,
+            carry_tcp: false,
         };
         let handle = {
             let (ns, stop, ready, resyncs) = (

@@ -26,6 +26,7 @@ pub mod restart;
 pub mod route_change;
 pub mod route_churn;
 mod service_manager;
+pub mod tcp;
 
 /// The median of a bench's rounds (ministat's).
 pub fn median(v: &[f64]) -> f64 {

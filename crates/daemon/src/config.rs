@@ -28,6 +28,7 @@ struct File {
     quiet: Option<bool>,
     metrics: Option<Spanned<String>>,
     log_level: Option<Spanned<String>>,
+    carry_tcp: Option<bool>,
 }
 
 /// What `linerate route` runs with, from the file, the flags or both.
@@ -44,6 +45,10 @@ pub struct RouteConfig {
     pub metrics: Option<SocketAddr>,
     /// error, warn, info or debug (crate::log).
     pub log_level: String,
+    /// Established TCP connections the ruleset accepts carried, their
+    /// windows unchecked, as the kernel's flowtable would (default off:
+    /// with the kernel's window checking on, they go to the kernel).
+    pub carry_tcp: bool,
 }
 
 impl RouteConfig {
@@ -65,7 +70,11 @@ impl RouteConfig {
             self.metrics
                 .map(|m| format!(", metrics at http://{m}/metrics"))
                 .unwrap_or_default()
-        )
+        ) + if self.carry_tcp {
+            "; established TCP carried, its windows unchecked"
+        } else {
+            ""
+        }
     }
 }
 
@@ -204,6 +213,7 @@ impl Loaded {
                 quiet: f.quiet.unwrap_or(false),
                 metrics,
                 log_level,
+                carry_tcp: f.carry_tcp.unwrap_or(false),
             },
             source: source.to_string(),
             text: text.to_string(),
@@ -276,6 +286,8 @@ pub struct Overrides {
     pub quiet: bool,
     pub metrics: Option<SocketAddr>,
     pub log_level: Option<String>,
+    /// `--carry-tcp` (a flag can only turn it on).
+    pub carry_tcp: bool,
 }
 
 /// The file's configuration with the flags given on top; without a file,
@@ -298,6 +310,7 @@ pub fn merge(file: Option<RouteConfig>, flags: Overrides) -> Result<RouteConfig>
                 quiet: false,
                 metrics: None,
                 log_level: "info".into(),
+                carry_tcp: false,
             }
         }
     };
@@ -314,6 +327,7 @@ pub fn merge(file: Option<RouteConfig>, flags: Overrides) -> Result<RouteConfig>
         quiet: flags.quiet || base.quiet,
         metrics: flags.metrics.or(base.metrics),
         log_level: flags.log_level.unwrap_or(base.log_level),
+        carry_tcp: flags.carry_tcp || base.carry_tcp,
     })
 }
 
@@ -330,6 +344,7 @@ nice = -5
 quiet = true
 metrics = "[::1]:9417"
 log_level = "debug"
+carry_tcp = true
 "#;
 
     #[test]
@@ -346,6 +361,7 @@ log_level = "debug"
                 quiet: true,
                 metrics: Some("[::1]:9417".parse().unwrap()),
                 log_level: "debug".into(),
+                carry_tcp: true,
             }
         );
         // Only the interfaces are needed.

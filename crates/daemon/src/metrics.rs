@@ -8,6 +8,7 @@
 //! OpenMetrics when the scraper asks for it.
 use anyhow::{anyhow, Result};
 use linerate_dataplane::layout::{RouterCounters, REASONS, R_DROPS, R_FORWARDED, R_PASSES};
+use linerate_firewall::tcp_carry::CarryCounts;
 use linerate_fwfollow::thread::FwNews;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -44,10 +45,46 @@ pub struct Published {
     pub resyncs: u64,
     /// The firewall thread's last word (None: none yet).
     pub firewall: Option<Result<FwNews, String>>,
+    /// The marking of TCP connections to carry (None: no stateful stage).
+    pub tcp_carry: Option<Arc<CarryCounts>>,
 }
 
 /// Shared between the loop, which writes, and the scrapes, which read.
 pub type Status = Arc<Mutex<Published>>;
+
+/// The marking of established TCP connections to carry (`carry_tcp`):
+/// nothing without the stateful stage.
+fn encode_tcp_carry(
+    enc: &mut DescriptorEncoder,
+    c: Option<&CarryCounts>,
+) -> Result<(), std::fmt::Error> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Some(c) = c else { return Ok(()) };
+    family(
+        enc,
+        "linerate_tcp_carry",
+        "1 when established TCP connections the ruleset accepts are marked liberal in conntrack and carried (carry_tcp).",
+        [(vec![], gauge(c.on.load(Relaxed) as i64))],
+    )?;
+    family(
+        enc,
+        "linerate_tcp_carry_marked",
+        "TCP connections marked liberal in conntrack (both directions' windows unchecked) for the fast path to carry.",
+        [(vec![], counter(c.marked.load(Relaxed)))],
+    )?;
+    family(
+        enc,
+        "linerate_tcp_carry_gone",
+        "Connections offered to be carried whose conntrack entry was gone by the time it was marked.",
+        [(vec![], counter(c.gone.load(Relaxed)))],
+    )?;
+    family(
+        enc,
+        "linerate_tcp_carry_refused",
+        "Marks conntrack refused for another reason (logged once).",
+        [(vec![], counter(c.refused.load(Relaxed)))],
+    )
+}
 
 /// Router `record`'s metrics (the record names its firewall file).
 #[derive(Debug)]
@@ -293,6 +330,7 @@ impl RouterCollector {
             "How long the last ruleset change took from the kernel's word to the fast path.",
             news.map(|n| (vec![], ConstGauge::new(n.took.as_secs_f64()))),
         )?;
+        encode_tcp_carry(enc, p.tcp_carry.as_deref())?;
         let Ok(Some(rec)) = linerate_dataplane::record::read_firewall(&self.record) else {
             return Ok(());
         };

@@ -38,6 +38,10 @@ pub struct RouteOptions {
     /// Under a service manager (systemd, NOTIFY_SOCKET): a stop leaves the
     /// fast path in its fd store for the next start to take over.
     pub service_manager: bool,
+    /// Established TCP connections the ruleset accepts marked liberal and
+    /// carried, their windows no longer checked, as the kernel's flowtable
+    /// does (`carry_tcp`; linerate_firewall::tcp_carry).
+    pub carry_tcp: bool,
 }
 
 /// The loop runs ahead of ordinary processes (nice -10): while a BGP
@@ -288,9 +292,13 @@ fn start_firewall(
     fp: &FastPath,
     opts: &RouteOptions,
 ) -> Result<(Option<linerate_firewall::conntrack::CtThread>, FwThread)> {
+    use linerate_dataplane::layout::{FW_CT_ON, FW_CT_TCP_CARRY};
     let ct_maps = fp.ct_maps()?;
-    let ct_flags = ct_maps.flags();
-    let ct_on = ct_flags & linerate_dataplane::layout::FW_CT_ON != 0;
+    let mut ct_flags = ct_maps.flags();
+    let ct_on = ct_flags & FW_CT_ON != 0;
+    if ct_on && opts.carry_tcp {
+        ct_flags |= FW_CT_TCP_CARRY;
+    }
     let fw_maps = fp.fw_maps()?;
     ct_maps.publish_flags(ct_flags);
     if !ct_on {
@@ -304,12 +312,30 @@ fn start_firewall(
             ct_maps.describe(),
             linerate_dataplane::ct_cache::CtMaps::conntrack_max_now()
         );
-        Some(linerate_firewall::conntrack::CtThread::start(ct_maps)?)
+        tracing::info!("{}", tcp_carrying(ct_flags));
+        let t = linerate_firewall::conntrack::CtThread::start(ct_maps, opts.carry_tcp)?;
+        if let Ok(mut p) = opts.status.lock() {
+            p.tcp_carry = Some(t.carry_counts());
+        }
+        Some(t)
     } else {
         None
     };
     let fw = FwThread::start(fw_maps, Some(opts.record.clone()), ct_on)?;
     Ok((ct_thread, fw))
+}
+
+/// What becomes of established TCP connections under a ruleset that reads
+/// their state, said at start (`flags`: fw_state's ct_flags).
+fn tcp_carrying(flags: u32) -> &'static str {
+    use linerate_dataplane::layout::{FW_CT_TCP_CARRY, FW_CT_TCP_LIBERAL};
+    if flags & FW_CT_TCP_LIBERAL != 0 {
+        "established TCP: carried (nf_conntrack_tcp_be_liberal=1: the kernel checks no TCP windows)"
+    } else if flags & FW_CT_TCP_CARRY != 0 {
+        "established TCP: carried, its windows unchecked as the kernel's flowtable would (carry_tcp: each connection the ruleset accepts is marked liberal in conntrack)"
+    } else {
+        "established TCP: goes to the kernel, which checks its windows; set carry_tcp = true (or --carry-tcp) to carry it, its windows unchecked as the kernel's flowtable would"
+    }
 }
 
 /// The kernel's tables mirrored (the first load is a resync of an empty

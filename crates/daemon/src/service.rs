@@ -40,22 +40,17 @@ pub fn stopping() {
 }
 
 /// The loop's options for a configuration.
-pub fn options(
-    interfaces: &[String],
-    mode: &str,
-    ipv6: linerate_fib::Ipv6Layout,
-    netns: Option<&str>,
-    nice: i32,
-) -> RouteOptions {
+pub fn options(c: &config::RouteConfig) -> RouteOptions {
     RouteOptions {
-        nice,
+        nice: c.nice,
         status: Default::default(),
         // systemd's: a stop leaves the fast path in its fd store.
         service_manager: managed(),
-        ipv6,
-        record: netns.unwrap_or("default").to_string(),
-        interfaces: interfaces.to_vec(),
-        mode: if mode == "generic" {
+        ipv6: c.fib6,
+        record: c.netns.as_deref().unwrap_or("default").to_string(),
+        interfaces: c.interfaces.clone(),
+        carry_tcp: c.carry_tcp,
+        mode: if c.mode == "generic" {
             XdpMode::Generic
         } else {
             XdpMode::Native
@@ -91,7 +86,7 @@ pub fn route(file: Option<PathBuf>, flags: config::Overrides, stop: &AtomicBool)
             l.check_interfaces()?;
         }
     }
-    let opts = options(&c.interfaces, &c.mode, c.fib6, c.netns.as_deref(), c.nice);
+    let opts = options(&c);
     // Bound before anything is attached: a taken address is refused with
     // nothing changed.
     let _metrics = c

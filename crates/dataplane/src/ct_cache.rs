@@ -245,6 +245,10 @@ pub struct CtMaps {
     state: MappedArray,
     /// The kernel's HZ: the length of the jiffies `seen` counts.
     hz: u64,
+    /// The ring the fast path offers established TCP connections on
+    /// (FW_CT_TCP_CARRY; a [`CtFlowKey`] each, the offering packet's
+    /// source in `a`).
+    offers: libbpf_rs::MapHandle,
 }
 
 impl CtMaps {
@@ -278,6 +282,8 @@ impl CtMaps {
             bits: [bits4, bits6],
             state: MappedArray::open(&linerate_bpf::loader::map(obj, "fw_state")?)?,
             hz: 0,
+            offers: libbpf_rs::MapHandle::try_from(&linerate_bpf::loader::map(obj, "ct_offers")?)
+                .context("map ct_offers")?,
         };
         let a = m.clock()?;
         std::thread::sleep(Duration::from_millis(40));
@@ -389,6 +395,11 @@ impl CtMaps {
             return 0;
         }
         FW_CT_ON | sysctl_flags()
+    }
+
+    /// The ring of offered connections (see the field).
+    pub fn offers(&self) -> &libbpf_rs::MapHandle {
+        &self.offers
     }
 
     /// fw_state's ct_flags as the fast path reads them.

@@ -166,6 +166,10 @@ pub const FW_READ_CT: u8 = 64;
 pub const FW_CT_ON: u32 = 1;
 pub const FW_CT_CHECKSUM: u32 = 2;
 pub const FW_CT_TCP_LIBERAL: u32 = 4;
+/// The operator's `carry_tcp`: established TCP connections the ruleset
+/// accepts are offered (ct_offers, a [`CtFlowKey`] each: the offering
+/// packet's source in `a`) to be marked liberal and carried.
+pub const FW_CT_TCP_CARRY: u32 = 8;
 pub const FW_CT_ESTABLISHED: u8 = 2;
 /// The reply direction's bit in [`FlowKey::ct`] (no `ct state` bit is
 /// this high).

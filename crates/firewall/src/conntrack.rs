@@ -20,11 +20,19 @@
 //!
 //! The kernel's timeout is thus kept from the fast path's `seen` times: a
 //! flow that stops expires on the kernel's schedule, to the sweep's
+//!
+//! With `carry_tcp`, it also marks the TCP connections the fast path
+//! offers liberal (crate::tcp_carry).
+use crate::tcp_carry::{mark, CarryCounts, Marker};
 use anyhow::{Context, Result};
+use linerate_bpf::layout::Pod;
 use linerate_dataplane::ct_cache::{key_of, sysctl, sysctl_flags, CtMaps, Timeouts};
-use linerate_dataplane::layout::FW_CT_ON;
+use linerate_dataplane::layout::{CtFlowKey, FW_CT_ON, FW_CT_TCP_CARRY};
 use linerate_netlink::ctnetlink::{destroyed, NFNLGRP_CONNTRACK_DESTROY};
+use std::cell::RefCell;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often the sweep runs: a quarter of the stream timeout (the kernel's
@@ -45,12 +53,14 @@ pub fn sweep_every(stream: Duration, events: bool) -> Duration {
 pub struct CtThread {
     wake: OwnedFd,
     thread: Option<std::thread::JoinHandle<()>>,
+    carry: Arc<CarryCounts>,
 }
 
 impl CtThread {
     /// Starts keeping `maps`' connections, in the caller's network
-    /// namespace.
-    pub fn start(maps: CtMaps) -> Result<CtThread> {
+    /// namespace; with `carry_tcp`, marking the TCP connections the fast
+    /// path offers.
+    pub fn start(maps: CtMaps, carry_tcp: bool) -> Result<CtThread> {
         // SAFETY: eventfd has no preconditions; checked below.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
@@ -70,13 +80,30 @@ impl CtThread {
                 "conntrack's destroy events cannot be followed: connections the fast path carries are checked against the kernel's table by the sweep only"
             );
         }
+        let carry = Arc::new(CarryCounts::default());
+        carry.on.store(carry_tcp, Ordering::Relaxed);
+        let marks = if carry_tcp {
+            Some(
+                linerate_netlink::socket::socket_on(netlink_sys::protocols::NETLINK_NETFILTER, 0)
+                    .context("ctnetlink, to mark TCP connections liberal")?,
+            )
+        } else {
+            None
+        };
+        let counts = carry.clone();
         let thread = std::thread::Builder::new()
             .name("linerate-ct".into())
-            .spawn(move || keep(maps, events, their_wake))?;
+            .spawn(move || keep(maps, events, marks, &counts, their_wake))?;
         Ok(CtThread {
             wake,
             thread: Some(thread),
+            carry,
         })
+    }
+
+    /// What the marking of offered TCP connections has done.
+    pub fn carry_counts(&self) -> Arc<CarryCounts> {
+        self.carry.clone()
     }
 }
 
@@ -91,7 +118,27 @@ impl Drop for CtThread {
     }
 }
 
-fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
+fn keep(
+    maps: CtMaps,
+    events: Option<netlink_sys::Socket>,
+    marks: Option<netlink_sys::Socket>,
+    counts: &CarryCounts,
+    wake: OwnedFd,
+) {
+    let carry = if marks.is_some() { FW_CT_TCP_CARRY } else { 0 };
+    let offers: RefCell<Vec<CtFlowKey>> = RefCell::new(Vec::new());
+    let ring = marks.as_ref().and_then(|_| {
+        let mut b = libbpf_rs::RingBufferBuilder::new();
+        b.add(maps.offers(), |d: &[u8]| {
+            if let Some(o) = CtFlowKey::from_bytes(d) {
+                offers.borrow_mut().push(o);
+            }
+            0
+        })
+        .ok()?;
+        b.build().ok()
+    });
+    let mut marker = Marker::new();
     let mut buf = vec![0u8; 1 << 20];
     let mut since = 0u64;
     let every = |t: &Timeouts| sweep_every(t.udp, events.is_some());
@@ -109,12 +156,23 @@ fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
         let mut pfd = [
             fd(wake.as_raw_fd()),
             fd(events.as_ref().map_or(-1, |s| s.as_raw_fd())),
+            fd(ring.as_ref().map_or(-1, |r| r.epoll_fd())),
         ];
         let wait = next.saturating_duration_since(std::time::Instant::now());
-        // SAFETY: two pollfds (a negative fd is ignored).
-        unsafe { libc::poll(pfd.as_mut_ptr(), 2, wait.as_millis().min(1000) as i32) };
+        // SAFETY: three pollfds (a negative fd is ignored).
+        unsafe { libc::poll(pfd.as_mut_ptr(), 3, wait.as_millis().min(1000) as i32) };
         if pfd[0].revents != 0 {
             return;
+        }
+        if let (Some(ring), Some(sock)) = (&ring, &marks) {
+            let _ = ring.consume();
+            let batch = std::mem::take(&mut *offers.borrow_mut());
+            for chunk in batch.chunks(256) {
+                let (requests, n) = marker.requests(chunk, std::time::Instant::now());
+                if let Err(e) = mark(sock, &requests, n, counts) {
+                    tracing::warn!("{e:#}");
+                }
+            }
         }
         // The sysctls the fast path follows, read again each second: a
         // change is published, and every connection checked against it
@@ -132,7 +190,7 @@ fn keep(maps: CtMaps, events: Option<netlink_sys::Socket>, wake: OwnedFd) {
             maps.publish_timeouts(&now_timeouts);
             timeouts = now_timeouts;
         }
-        let now_flags = FW_CT_ON | sysctl_flags();
+        let now_flags = FW_CT_ON | sysctl_flags() | carry;
         if now_flags != flags {
             maps.publish_flags(now_flags);
             flags = now_flags;

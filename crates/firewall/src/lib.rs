@@ -29,6 +29,7 @@ pub mod read;
 pub mod ruleset;
 pub mod seeds;
 pub mod symbols;
+pub mod tcp_carry;
 pub mod view;
 
 pub use eval::{judge, Judgement, Packet, Verdict};

@@ -156,7 +156,9 @@ impl RunningDut {
         }
         match def.forwarder {
             Forwarder::Linux | Forwarder::Commands => {}
-            Forwarder::Linerate => dut.router = Some(start_linerate(netns, interfaces)?),
+            Forwarder::Linerate => {
+                dut.router = Some(start_linerate(netns, interfaces, def.carry_tcp)?)
+            }
             Forwarder::XdpFibLookup => dut.router = Some(start_xdp_fib_lookup(netns, interfaces)?),
             Forwarder::XdpRedirect => dut.router = Some(start_xdp_redirect(netns, interfaces)?),
         }
@@ -213,7 +215,7 @@ impl Drop for RunningDut {
 type Forwarding = (JoinHandle<Result<()>>, Arc<AtomicBool>);
 
 /// linerate's fast path on both DUT interfaces, until told to stop.
-fn start_linerate(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding> {
+fn start_linerate(netns: &str, interfaces: [&str; 2], carry_tcp: bool) -> Result<Forwarding> {
     let ifs = interfaces.map(String::from).to_vec();
     let ns = netns.to_string();
     in_dut_namespace(netns, "linerate", move |stop, ready| {
@@ -226,6 +228,7 @@ fn start_linerate(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding> {
                 nice: linerate_daemon::run::DEFAULT_NICE,
                 status: Default::default(),
                 service_manager: false,
+                carry_tcp,
             },
             stop,
             ready,

@@ -222,6 +222,11 @@ pub struct DutDef {
     /// `nf_conntrack_max` and the hash's buckets.
     pub conntrack_max: Option<u64>,
     pub conntrack_buckets: Option<u64>,
+    /// linerate only: established TCP connections the ruleset accepts
+    /// carried, their windows unchecked as the kernel's flowtable would
+    /// (`linerate route --carry-tcp`).
+    #[serde(default)]
+    pub carry_tcp: bool,
 }
 
 /// Built-in DUT configurations: the kernel alone, with an nftables
@@ -241,6 +246,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         establish: false,
         conntrack_max: None,
         conntrack_buckets: None,
+        carry_tcp: false,
     };
     let plain = |forwarder, routes| DutDef {
         forwarder,
@@ -255,6 +261,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         establish: false,
         conntrack_max: None,
         conntrack_buckets: None,
+        carry_tcp: false,
     };
     match name {
         "linux" => Some(linux(None)),
@@ -291,6 +298,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
                 .then_some(crate::firewall_duts::STATEFUL_CONNTRACK_MAX),
             conntrack_buckets: crate::firewall_duts::is_stateful(name)
                 .then_some(crate::firewall_duts::STATEFUL_CONNTRACK_BUCKETS),
+            carry_tcp: false,
         }),
     }
 }
@@ -798,6 +806,9 @@ fn check_dut(name: &str, d: &DutDef) -> std::result::Result<(), String> {
             ));
         }
     }
+    if d.carry_tcp && d.forwarder != Forwarder::Linerate {
+        return Err("carry_tcp: only linerate carries TCP (forwarder = \"linerate\")".to_string());
+    }
     Ok(())
 }
 
@@ -836,6 +847,7 @@ fn check_remote_lab(
             ("establish", d.establish),
             ("conntrack_max", d.conntrack_max.is_some()),
             ("conntrack_buckets", d.conntrack_buckets.is_some()),
+            ("carry_tcp", d.carry_tcp),
         ];
         if let Some((k, _)) = local_keys.iter().find(|(_, set)| *set) {
             return Err(format!(

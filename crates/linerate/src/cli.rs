@@ -143,6 +143,13 @@ pub struct RouteArgs {
     /// What it logs: error, warn, info or debug [default: info].
     #[arg(long, value_parser = linerate_daemon::log::LEVELS)]
     pub log_level: Option<String>,
+    /// Carry established TCP connections the ruleset accepts where the
+    /// kernel checks their windows (nf_conntrack_tcp_be_liberal=0): each
+    /// is marked liberal in conntrack, its windows no longer checked, as
+    /// the kernel's own flowtable marks those it offloads. Without it
+    /// they go to the kernel.
+    #[arg(long)]
+    pub carry_tcp: bool,
 }
 
 #[derive(Args, Debug)]
@@ -230,6 +237,12 @@ pub enum BenchCmd {
     /// changes (a BGP table arriving, then withdrawn): the lag from each
     /// kernel change to the fast path, and the notification overflows.
     RouteChurn(BenchRouteChurnArgs),
+    /// Real TCP through the router (iperf3 each way, the kernel's sockets
+    /// at both ends, a stateful ruleset with the kernel's window checking
+    /// on): the kernel alone, linerate, and linerate --carry-tcp taking
+    /// turns; throughput, segments carried, conntrack's invalid count,
+    /// connections left established.
+    Tcp(BenchTcpArgs),
     /// What a verdict cache lookup costs the fast path, by the cache's
     /// shape (BPF LRU hash, direct-mapped table), with BPF_PROG_TEST_RUN
     /// (how the cache's shape was chosen: docs/firewall-measurements.md).
@@ -433,6 +446,21 @@ pub struct BenchRouteChangeArgs {
     pub rate: u64,
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchTcpArgs {
+    /// Seconds of each iperf3 run.
+    #[arg(long, default_value_t = 5)]
+    pub seconds: u32,
+    /// Turns of the three ways.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
+    /// iperf3's parallel streams.
+    #[arg(long, default_value_t = 4)]
+    pub streams: u32,
     #[arg(long)]
     pub json: bool,
 }

@@ -13,6 +13,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Search(a) => search(a),
         BenchCmd::RouteChange(a) => route_change(a),
         BenchCmd::FirewallChange(a) => firewall_change(a),
+        BenchCmd::Tcp(a) => tcp(a),
         BenchCmd::RouteChurn(a) => route_churn(a),
         BenchCmd::FirewallCache(a) => firewall_cache(a),
         BenchCmd::Conntrack(a) => conntrack(a),
@@ -125,6 +126,19 @@ fn firewall_change(a: crate::cli::BenchFirewallChangeArgs) -> Result<()> {
     let r = run(&o, linerate_host::stop::flag(), |c| {
         if !json {
             println!("{c}");
+        }
+    })?;
+    print_report(json, &r)
+}
+
+fn tcp(a: crate::cli::BenchTcpArgs) -> Result<()> {
+    use linerate_bench::tcp::{run, Options};
+    linerate_host::privilege::require_root("linerate bench tcp")?;
+    let o = Options::checked(a.seconds, a.rounds, a.streams)?;
+    let json = a.json;
+    let r = run(&o, linerate_host::stop::flag(), |r| {
+        if !json {
+            println!("{r}");
         }
     })?;
     print_report(json, &r)

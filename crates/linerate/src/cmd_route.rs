@@ -14,6 +14,7 @@ pub fn run(a: RouteArgs) -> Result<()> {
         quiet: a.quiet,
         metrics: a.metrics,
         log_level: a.log_level,
+        carry_tcp: a.carry_tcp,
     };
     linerate_daemon::service::route(a.config, flags, stop::flag())
 }

@@ -1,13 +1,25 @@
 //! ctnetlink, the kernel's conntrack over netlink: what the stateful
 //! firewall reads of it (the destroy events of the connections the fast
-//! path carries).
-use crate::wire::{Message, WireError};
+//! path carries) and the one change it makes (TCP connections marked
+//! liberal, as the kernel's flowtable marks those it offloads).
+use crate::wire::{attribute, request, Message, WireError};
 
 /// NFNLGRP_CONNTRACK_DESTROY.
 pub const NFNLGRP_CONNTRACK_DESTROY: u32 = 3;
 /// nfnetlink's conntrack subsystem, and its delete message.
 const NFNL_SUBSYS_CTNETLINK: u16 = 1;
+const IPCTNL_MSG_CT_NEW: u16 = 0;
 const IPCTNL_MSG_CT_DELETE: u16 = 2;
+const NLA_F_NESTED: u16 = 0x8000;
+const NLM_F_REQUEST: u16 = 1;
+const NLM_F_ACK: u16 = 4;
+const CTA_PROTOINFO: u16 = 4;
+const CTA_PROTOINFO_TCP: u16 = 1;
+const CTA_PROTOINFO_TCP_FLAGS_ORIGINAL: u16 = 4;
+const CTA_PROTOINFO_TCP_FLAGS_REPLY: u16 = 5;
+/// ip_conntrack_tcp's per-direction flags (uapi nf_conntrack_tcp.h).
+pub const IP_CT_TCP_FLAG_BE_LIBERAL: u8 = 0x08;
+pub const IP_CT_TCP_FLAG_MAXACK_SET: u8 = 0x20;
 const NFGENMSG: usize = 4;
 const CTA_TUPLE_ORIG: u16 = 1;
 const CTA_TUPLE_IP: u16 = 1;
@@ -102,6 +114,63 @@ pub fn destroyed(m: &Message) -> Result<Option<Tuple>, WireError> {
     })
 }
 
+/// The request that marks TCP connection `t` liberal both ways: its
+/// windows no longer checked, what the kernel's flowtable does to the
+/// connections it offloads (flow_offload_fixup_ct's counterpart,
+/// nf_flow_table_core.c). `t` is either direction's tuple (the kernel
+/// finds an entry by both). An update only (no NLM_F_CREATE): a
+/// connection gone by then is ENOENT, never created. MAXACK_SET is
+/// cleared with it: the fast path then carries the segments the kernel
+/// would have learnt the acknowledgements from, and the kernel's check of
+/// a later RST against a stale one would take a valid RST for invalid
+/// once the sequence numbers have moved half their space on (the
+/// flowtable clears it too, as it hands a connection back).
+/// `ack`: ask for the kernel's answer even on success.
+pub fn mark_liberal(t: &Tuple, seq: u32, ack: bool) -> Vec<u8> {
+    let (src, dst, family, len) = if t.ipv6 {
+        (CTA_IP_V6_SRC, CTA_IP_V6_DST, libc::AF_INET6 as u8, 16)
+    } else {
+        (CTA_IP_V4_SRC, CTA_IP_V4_DST, libc::AF_INET as u8, 4)
+    };
+    let ip = [
+        attribute(src, &t.src.addr[..len]),
+        attribute(dst, &t.dst.addr[..len]),
+    ]
+    .concat();
+    let proto = [
+        attribute(CTA_PROTO_NUM, &[t.l4proto]),
+        attribute(CTA_PROTO_SRC_PORT, &t.src.port),
+        attribute(CTA_PROTO_DST_PORT, &t.dst.port),
+    ]
+    .concat();
+    let tuple = [
+        attribute(CTA_TUPLE_IP | NLA_F_NESTED, &ip),
+        attribute(CTA_TUPLE_PROTO | NLA_F_NESTED, &proto),
+    ]
+    .concat();
+    // struct nf_ct_tcp_flags: the flags, then the mask of those changed.
+    let flags = [
+        IP_CT_TCP_FLAG_BE_LIBERAL,
+        IP_CT_TCP_FLAG_BE_LIBERAL | IP_CT_TCP_FLAG_MAXACK_SET,
+    ];
+    let tcp = [
+        attribute(CTA_PROTOINFO_TCP_FLAGS_ORIGINAL, &flags),
+        attribute(CTA_PROTOINFO_TCP_FLAGS_REPLY, &flags),
+    ]
+    .concat();
+    let protoinfo = attribute(CTA_PROTOINFO_TCP | NLA_F_NESTED, &tcp);
+    // struct nfgenmsg: the family, version 0, resource id 0.
+    let mut body = vec![family, 0, 0, 0];
+    body.extend(attribute(CTA_TUPLE_ORIG | NLA_F_NESTED, &tuple));
+    body.extend(attribute(CTA_PROTOINFO | NLA_F_NESTED, &protoinfo));
+    request(
+        (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW,
+        NLM_F_REQUEST | if ack { NLM_F_ACK } else { 0 },
+        seq,
+        &body,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +240,63 @@ mod tests {
         assert_eq!(
             destroyed(&Message::new_checked(&other).unwrap()).unwrap(),
             None
+        );
+    }
+
+    /// The liberal mark: an update (no create) of the entry the tuple
+    /// finds, both directions' flags BE_LIBERAL set and MAXACK_SET
+    /// cleared, as nlattr_to_tcp applies them (flags under the mask).
+    #[test]
+    fn the_liberal_mark_sets_both_directions_flags_under_their_mask() {
+        let t = Tuple {
+            src: end([10, 0, 0, 2], 40000),
+            dst: end([198, 19, 0, 1], 5201),
+            l4proto: 6,
+            ipv6: false,
+        };
+        let msg = mark_liberal(&t, 9, false);
+        let m = Message::new_checked(&msg).unwrap();
+        assert_eq!(m.kind(), NFNL_SUBSYS_CTNETLINK << 8);
+        assert_eq!(m.flags(), NLM_F_REQUEST);
+        assert_eq!((m.seq(), m.payload()[0]), (9, libc::AF_INET as u8));
+        let body = m.body("conntrack", NFGENMSG).unwrap();
+        let top: Vec<_> = body.attributes().map(|a| a.unwrap()).collect();
+        assert_eq!(
+            top.iter().map(|a| a.kind).collect::<Vec<_>>(),
+            [CTA_TUPLE_ORIG, CTA_PROTOINFO]
+        );
+        // The tuple reads back as the one given (the destroy event's
+        // parser reads the same attributes).
+        let event = request(
+            (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE,
+            0,
+            0,
+            &msg[16..],
+        );
+        assert_eq!(
+            destroyed(&Message::new_checked(&event).unwrap()).unwrap(),
+            Some(t)
+        );
+        let tcp: Vec<_> = top[1].nested_attributes().map(|a| a.unwrap()).collect();
+        assert_eq!(tcp.len(), 1);
+        assert_eq!(tcp[0].kind, CTA_PROTOINFO_TCP);
+        let flags: Vec<_> = tcp[0]
+            .nested_attributes()
+            .map(|a| a.unwrap())
+            .map(|a| (a.kind, a.bytes::<2>().unwrap()))
+            .collect();
+        assert_eq!(
+            flags,
+            [
+                (CTA_PROTOINFO_TCP_FLAGS_ORIGINAL, [0x08, 0x28]),
+                (CTA_PROTOINFO_TCP_FLAGS_REPLY, [0x08, 0x28])
+            ]
+        );
+        let v6 = mark_liberal(&Tuple { ipv6: true, ..t }, 1, true);
+        let m = Message::new_checked(&v6).unwrap();
+        assert_eq!(
+            (m.payload()[0], m.flags()),
+            (libc::AF_INET6 as u8, NLM_F_REQUEST | NLM_F_ACK)
         );
     }
 }

@@ -46,6 +46,11 @@ impl Drop for Router {
 /// Starts `linerate route` on dut0 and dut1 of lab `lab` and waits for
 /// its record (the name `linerate stats` finds it by: `LAB-dut`).
 pub fn start_router(lab: &str) -> Router {
+    start_router_with(lab, &[])
+}
+
+/// [`start_router`] with more flags.
+pub fn start_router_with(lab: &str, flags: &[&str]) -> Router {
     let child = Command::new(BIN)
         .args([
             "route",
@@ -55,6 +60,7 @@ pub fn start_router(lab: &str) -> Router {
             "dut0,dut1",
             "-q",
         ])
+        .args(flags)
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
