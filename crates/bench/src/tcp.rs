@@ -1,11 +1,18 @@
 //! `linerate bench tcp`: real TCP through the router (iperf3, the
 //! kernel's sockets at both ends of a lab, full checksums on the wire)
-//! under a stateful ruleset with the kernel's window checking on, three
-//! ways in the same run, taking turns: the kernel alone, linerate (its
-//! established TCP then goes to the kernel), and linerate with
-//! `--carry-tcp`. For each: the throughput each way, what the fast path
-//! did with the segments, conntrack's `invalid` count, and whether every
-//! connection left ESTABLISHED once closed.
+//! under a stateful ruleset with the kernel's window checking on, four
+//! ways in the same run, taking turns: the kernel alone; the kernel alone
+//! with the ends sending segments of the MTU's size (GSO off on their
+//! veths), as they must once XDP runs on the DUT's side of them (a veth
+//! whose peer has an XDP program offers no GSO: the kernel alone forwards
+//! 64 KiB super-segments, the fast path frames); linerate (its
+//! established TCP then goes to the kernel); linerate with `--carry-tcp`;
+//! and the XDP samples' forwarder (xdp_redirect_map: no firewall, every
+//! frame from the generator redirected; one way only), what XDP on this
+//! lab's veths allows TCP at all.
+//! For each: the throughput each way, what the fast path did with the
+//! segments, conntrack's `invalid` count, and whether every connection
+//! left ESTABLISHED once closed.
 use anyhow::{anyhow, bail, Context, Result};
 use linerate_dataplane::layout::RouterCounters;
 use linerate_host::cmd;
@@ -68,8 +75,14 @@ fn ruleset() -> String {
     )
 }
 
-/// The three ways, in the order they take turns.
-const WAYS: [&str; 3] = ["kernel", "linerate", "linerate --carry-tcp"];
+/// The ways, in the order they take turns.
+const WAYS: [&str; 5] = [
+    "kernel",
+    "kernel, MTU segments",
+    "linerate",
+    "linerate --carry-tcp",
+    "xdp-redirect",
+];
 
 /// What the fast path did with a run's segments (None for the kernel).
 #[derive(Clone, Debug, Default, Serialize)]
@@ -104,8 +117,10 @@ pub struct Summary {
     pub median_gbit_s: f64,
     pub min_gbit_s: f64,
     pub max_gbit_s: f64,
-    /// Median of the rounds' ratios to the kernel's run in the same round.
+    /// Median of the rounds' ratios to the kernel's run in the same round,
+    /// and to its run with MTU segments.
     pub to_kernel: f64,
+    pub to_kernel_mtu: f64,
     /// Of the segments of established connections (carried or window
     /// checked), the share carried, over all rounds.
     pub carried_share: Option<f64>,
@@ -243,16 +258,35 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Run)) -> Re
         let mut runs = Vec::new();
         for round in 0..o.rounds {
             for way in WAYS {
-                let mut def = builtin_dut(if way == "kernel" { "linux" } else { "linerate" })
-                    .expect("built-in");
-                def.nft = Some(ruleset());
+                let routed = way.starts_with("linerate");
+                let mut def = match way {
+                    "xdp-redirect" => builtin_dut("xdp-redirect"),
+                    _ if routed => builtin_dut("linerate"),
+                    _ => builtin_dut("linux"),
+                }
+                .expect("built-in");
+                if way != "xdp-redirect" {
+                    def.nft = Some(ruleset());
+                }
                 def.carry_tcp = way.ends_with("--carry-tcp");
+                let gso = if way.ends_with("MTU segments") {
+                    "off"
+                } else {
+                    "on"
+                };
+                for (n, dev) in [(&ns.gen, &ifs.gen), (&ns.recv, &ifs.recv)] {
+                    cmd::in_netns(n, "ethtool", &["-K", dev, "gso", gso])?;
+                }
                 let dut = RunningDut::start(&def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
                 for reverse in [false, true] {
+                    // (The samples' forwarder redirects one way: back is
+                    // the kernel's.)
+                    if reverse && way == "xdp-redirect" {
+                        continue;
+                    }
                     if stop.load(Ordering::Relaxed) {
                         return Ok(runs);
                     }
-                    let routed = way != "kernel";
                     let before = if routed {
                         Some(counters(&ns.dut)?)
                     } else {
@@ -308,16 +342,21 @@ fn summaries(runs: &[Run]) -> Vec<Summary> {
             }
             let rates: Vec<f64> = mine.iter().map(|r| r.gbit_s).collect();
             let d = linerate_ministat::Dataset::new(way, &rates);
-            let ratios: Vec<f64> = mine
-                .iter()
-                .filter_map(|r| {
-                    runs.iter()
-                        .find(|k| {
-                            k.way == "kernel" && k.direction == direction && k.round == r.round
-                        })
-                        .map(|k| r.gbit_s / k.gbit_s)
-                })
-                .collect();
+            let ratios = |to: &str| -> f64 {
+                let v: Vec<f64> = mine
+                    .iter()
+                    .filter_map(|r| {
+                        runs.iter()
+                            .find(|k| k.way == to && k.direction == direction && k.round == r.round)
+                            .map(|k| r.gbit_s / k.gbit_s)
+                    })
+                    .collect();
+                if v.is_empty() {
+                    f64::NAN
+                } else {
+                    crate::median(&v)
+                }
+            };
             let (carried, window) = mine
                 .iter()
                 .filter_map(|r| r.segments.as_ref())
@@ -328,11 +367,8 @@ fn summaries(runs: &[Run]) -> Vec<Summary> {
                 median_gbit_s: d.median(),
                 min_gbit_s: d.min(),
                 max_gbit_s: d.max(),
-                to_kernel: if ratios.is_empty() {
-                    f64::NAN
-                } else {
-                    crate::median(&ratios)
-                },
+                to_kernel: ratios("kernel"),
+                to_kernel_mtu: ratios("kernel, MTU segments"),
                 carried_share: mine[0]
                     .segments
                     .as_ref()
@@ -380,8 +416,14 @@ impl std::fmt::Display for Report {
         for s in &self.summaries {
             write!(
                 f,
-                "  {:<22} {:<5} {:6.2} Gbit/s ({:.2}-{:.2}), {:.2}x the kernel",
-                s.way, s.direction, s.median_gbit_s, s.min_gbit_s, s.max_gbit_s, s.to_kernel
+                "  {:<22} {:<5} {:6.2} Gbit/s ({:.2}-{:.2}), {:.2}x the kernel, {:.2}x with MTU segments",
+                s.way,
+                s.direction,
+                s.median_gbit_s,
+                s.min_gbit_s,
+                s.max_gbit_s,
+                s.to_kernel,
+                s.to_kernel_mtu
             )?;
             if let Some(c) = s.carried_share {
                 write!(f, ", {:.2}% of established segments carried", c * 100.0)?;
