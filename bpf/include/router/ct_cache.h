@@ -79,13 +79,6 @@ static __always_inline int ct_key_of(const struct ct_packet *p, const int v6,
 	return from_a;
 }
 
-/* An IPv4 connection's key as its way holds it: the addresses in one
- * word (a low), the ports in another (aport low), the protocol. */
-struct ct_key4 {
-	__u64 ab;
-	__u32 ports;
-	__u8 l4proto;
-};
 
 /* The key of an IPv4 packet's connection, and whether the packet goes
  * from the key's side a. */

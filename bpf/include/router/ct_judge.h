@@ -34,6 +34,7 @@
 #define LINERATE_CT_JUDGE_H
 
 #include <linux/bpf.h>
+#include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/ipv6.h>
@@ -217,26 +218,30 @@ static __always_inline enum reason ct_carried(struct nf_conn *ct, __u8 l4proto, 
  * under traffic. */
 static __always_inline enum reason ct_ask_kernel(struct xdp_md *ctx, const struct ct_packet *p,
 						 const int v6, int from_a, __u32 ct_flags,
-						 __u32 timeout_ms, __u8 *orig_from_a)
+						 __u32 timeout_ms, __u8 *orig_from_a,
+						 struct ct_scratch *sc)
 {
-	struct bpf_ct_opts___local opts = { .netns_id = -1, .l4proto = p->l4proto };
-	struct bpf_sock_tuple t;
+	struct bpf_ct_opts___local *opts = &sc->opts;
+	struct bpf_sock_tuple *t = &sc->tuple;
 	__u32 size;
 
+	__builtin_memset(opts, 0, sizeof(*opts));
+	opts->netns_id = -1;
+	opts->l4proto = p->l4proto;
 	if (v6) {
-		__builtin_memcpy(t.ipv6.saddr, p->saddr, 16);
-		__builtin_memcpy(t.ipv6.daddr, p->daddr, 16);
-		t.ipv6.sport = p->sport;
-		t.ipv6.dport = p->dport;
-		size = sizeof(t.ipv6);
+		__builtin_memcpy(t->ipv6.saddr, p->saddr, 16);
+		__builtin_memcpy(t->ipv6.daddr, p->daddr, 16);
+		t->ipv6.sport = p->sport;
+		t->ipv6.dport = p->dport;
+		size = sizeof(t->ipv6);
 	} else {
-		t.ipv4.saddr = p->saddr[0];
-		t.ipv4.daddr = p->daddr[0];
-		t.ipv4.sport = p->sport;
-		t.ipv4.dport = p->dport;
-		size = sizeof(t.ipv4);
+		t->ipv4.saddr = p->saddr[0];
+		t->ipv4.daddr = p->daddr[0];
+		t->ipv4.sport = p->sport;
+		t->ipv4.dport = p->dport;
+		size = sizeof(t->ipv4);
 	}
-	struct nf_conn *ct = bpf_xdp_ct_lookup(ctx, &t, size, &opts, sizeof(opts));
+	struct nf_conn *ct = bpf_xdp_ct_lookup(ctx, t, size, opts, sizeof(*opts));
 	if (!ct)
 		return R_PASS_CT_NONE;
 	enum reason carried = ct_carried(ct, p->l4proto, ct_flags);
@@ -290,22 +295,90 @@ static __always_inline enum reason ct_segment(struct xdp_md *ctx, const void *l3
 	return kind;
 }
 
+/* ct_miss's answer: the `ct` byte, or 0 and why not in bits 8-15. */
+#define CT_MISS_WHY(r) (((r) >> 8) & 0xff)
+
+/* A connection the fast path's cache lacks, found in the kernel's table
+ * (ct_ask_kernel) and kept if it may be carried: a function of its own,
+ * verified once (global), where inlined its paths would multiply those of
+ * everything after it in the program, for each family (ct_miss4,
+ * ct_miss6). The packet's headers at their fixed places (the IP header
+ * after the Ethernet header, the transport header after a fixed IP
+ * header: options and IPv6's extension headers went to the kernel
+ * before); `l4proto` its protocol. The answer packed (the verifier sees one
+ * value, not one path per answer). With FW_CT_TCP_CARRY, an established
+ * TCP connection whose windows the kernel checks gets its byte too, and
+ * its CPU's ct_scratch.offering set (see there). */
+static __always_inline int ct_miss(struct xdp_md *ctx, __u8 l4proto, const int v6)
+{
+	const __u8 *data = (const __u8 *)(long)ctx->data;
+	const __u8 *end = (const __u8 *)(long)ctx->data_end;
+	__u32 zero = 0;
+	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
+	struct ct_scratch *sc = bpf_map_lookup_elem(&ct_scratch, &zero);
+
+	if (!st || !sc)
+		return R_PASS_CT_OFF << 8;
+	__u32 ct_flags = st->ct_flags, ct_idle = st->ct_idle, bits = st->ct_bits[v6];
+	__u32 timeout_ms = st->ct_timeout_ms[l4proto == IPPROTO_TCP];
+	const __u8 *l3 = data + ETH_HLEN;
+	const __u8 *l4 = l3 + (v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
+	if (l4 + 4 > end)
+		return R_PASS_CT_INVALID << 8;
+	struct ct_packet p =
+		ct_packet_of(l3, v6, *(const __be16 *)l4, *(const __be16 *)(l4 + 2), l4proto);
+	__u64 now = bpf_jiffies64();
+	__u8 orig_from_a = 0;
+	int from_a;
+	enum reason r;
+
+	if (v6) {
+		struct ct_flow_key *k = &sc->key6;
+
+		from_a = ct_key_of(&p, 1, k);
+		r = ct_ask_kernel(ctx, &p, 1, from_a, ct_flags, timeout_ms, &orig_from_a, sc);
+		if (r == R_FORWARDED)
+			ct_keep6(ct_set6(k, bits), k, orig_from_a, now, ct_idle);
+	} else {
+		struct ct_key4 *k = &sc->key4;
+
+		from_a = ct_key4_of(&p, k);
+		r = ct_ask_kernel(ctx, &p, 0, from_a, ct_flags, timeout_ms, &orig_from_a, sc);
+		if (r == R_FORWARDED)
+			ct_keep4(ct_set4(k, bits), k, orig_from_a, now, ct_idle);
+	}
+	if (r == R_PASS_CT_WINDOW && (ct_flags & FW_CT_TCP_CARRY)) {
+		sc->offering = 1;
+		r = R_FORWARDED;
+	}
+	if (r != R_FORWARDED)
+		return r << 8;
+	return FW_CT_ESTABLISHED | (from_a == orig_from_a ? 0 : FW_CT_REPLY);
+}
+
+/* ct_miss for each family, verified once each (global): its room on the
+ * stack is its family's alone. */
+__attribute__((noinline)) int ct_miss4(struct xdp_md *ctx, __u32 l4proto)
+{
+	return ct_miss(ctx, l4proto, 0);
+}
+
+__attribute__((noinline)) int ct_miss6(struct xdp_md *ctx, __u32 l4proto)
+{
+	return ct_miss(ctx, l4proto, 1);
+}
+
 /* The packet's `ct` byte for the firewall's key (its state bit, FW_CT_REPLY
  * in the reply direction), or 0 and why it goes to the kernel in `why`;
  * `kind` and `tcp_flags` as ct_segment found them (a FIN or RST forgets
- * its connection, then goes to the kernel). With FW_CT_TCP_CARRY, a
- * segment of an established TCP connection whose windows the kernel
- * checks gets its byte too, and `offering` set: judged by the ruleset, it
- * goes to the kernel, and if accepted, its connection is offered to be
- * carried (ct_offer). */
+ * its connection, then goes to the kernel). The common packet finds its
+ * connection in the cache, inline; a miss is ct_miss's. */
 static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const int v6,
 				     const __u8 *l4, __u8 l4proto, const struct fw_state *st,
-				     enum reason kind, __u8 tcp_flags, enum reason *why,
-				     int *offering)
+				     enum reason kind, __u8 tcp_flags, enum reason *why)
 {
 	const __u8 *end = (const __u8 *)(long)ctx->data_end;
-	__u32 ct_flags = st->ct_flags, ct_idle = st->ct_idle, bits = st->ct_bits[v6];
-	__u32 timeout_ms = st->ct_timeout_ms[l4proto == IPPROTO_TCP];
+	__u32 bits = st->ct_bits[v6];
 
 	/* (The bits are published before FW_CT_ON, and never 0 after.) */
 	if (!ct_available() || !bits) {
@@ -338,21 +411,8 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 			*why = kind;
 			return 0;
 		}
-		if (!ct_find6(set, &k, now, &orig_from_a)) {
-			enum reason r = ct_ask_kernel(ctx, &p, 1, from_a, ct_flags, timeout_ms,
-						      &orig_from_a);
-
-			if (r == R_PASS_CT_WINDOW && (ct_flags & FW_CT_TCP_CARRY)) {
-				*offering = 1;
-				return FW_CT_ESTABLISHED |
-				       (from_a == orig_from_a ? 0 : FW_CT_REPLY);
-			}
-			if (r != R_FORWARDED) {
-				*why = r;
-				return 0;
-			}
-			ct_keep6(set, &k, orig_from_a, now, ct_idle);
-		}
+		if (ct_find6(set, &k, now, &orig_from_a))
+			return FW_CT_ESTABLISHED | (from_a == orig_from_a ? 0 : FW_CT_REPLY);
 	} else {
 		struct ct_key4 k;
 
@@ -364,60 +424,13 @@ static __always_inline __u8 ct_judge(struct xdp_md *ctx, const void *l3, const i
 			*why = kind;
 			return 0;
 		}
-		if (!ct_find4(set, &k, now, &orig_from_a)) {
-			enum reason r = ct_ask_kernel(ctx, &p, 0, from_a, ct_flags, timeout_ms,
-						      &orig_from_a);
-
-			if (r == R_PASS_CT_WINDOW && (ct_flags & FW_CT_TCP_CARRY)) {
-				*offering = 1;
-				return FW_CT_ESTABLISHED |
-				       (from_a == orig_from_a ? 0 : FW_CT_REPLY);
-			}
-			if (r != R_FORWARDED) {
-				*why = r;
-				return 0;
-			}
-			ct_keep4(set, &k, orig_from_a, now, ct_idle);
-		}
+		if (ct_find4(set, &k, now, &orig_from_a))
+			return FW_CT_ESTABLISHED | (from_a == orig_from_a ? 0 : FW_CT_REPLY);
 	}
-	return FW_CT_ESTABLISHED | (from_a == orig_from_a ? 0 : FW_CT_REPLY);
-}
-
-/* ct_stage's answer: the `ct` byte, why not (bits 8-15), offering (bit 16). */
-#define CT_STAGE_WHY(r) (((r) >> 8) & 0xff)
-#define CT_STAGE_OFFERING(r) (((r) >> 16) & 1)
-
-/* ct_judge as a function of its own, verified once (global), where
- * inlined its paths (a cache's ways, the kernel's table) would multiply
- * those of everything after it in the program, for each family: the IP
- * header at `l3_off` of the frame (IPv6 if `proto_v6` has bit 8), the
- * transport header at `l4_off`, its protocol the low byte of
- * `proto_v6`; what ct_segment found in the low byte of `kind_flags`, the
- * TCP flags in the next. Its answer, packed: the verifier sees one
- * value, not one path per answer. (ct_segment stays inline: its checksum
- * function's stack and this one's would not fit under the program's.) */
-__attribute__((noinline)) int ct_stage(struct xdp_md *ctx, __u32 l3_off, __u32 l4_off,
-					 __u32 kind_flags, __u32 proto_v6)
-{
-	__u8 l4proto = proto_v6;
-	__u32 v6 = proto_v6 >> 8;
-	enum reason kind = kind_flags & 0xff;
-	__u8 tcp_flags = kind_flags >> 8;
-	const __u8 *data = (const __u8 *)(long)ctx->data;
-	const __u8 *end = (const __u8 *)(long)ctx->data_end;
-	__u32 zero = 0;
-	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
-	enum reason why = R_PASS_CT_OFF;
-	int offering = 0;
-
-	if (!st || l3_off > 64 || l4_off > 128)
-		return why << 8;
-	const __u8 *l3 = data + l3_off, *l4 = data + l4_off;
-	/* (One call for both families, its variables' room shared.) */
-	if (l3 + (v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr)) > end)
-		return R_PASS_CT_INVALID << 8;
-	__u8 ct = ct_judge(ctx, l3, v6 != 0, l4, l4proto, st, kind, tcp_flags, &why, &offering);
-	return ct | (ct ? 0 : why << 8) | offering << 16;
+	int r = v6 ? ct_miss6(ctx, l4proto) : ct_miss4(ctx, l4proto);
+	if (!(r & 0xff))
+		*why = CT_MISS_WHY(r);
+	return r;
 }
 
 _Static_assert(sizeof(struct ct_offer) == 40, "ct_offer: a ct_flow_key (crates/dataplane/src/layout.rs)");

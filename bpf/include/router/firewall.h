@@ -124,26 +124,25 @@ static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, 
 	if (fields & FW_READ_NEXTHDR)
 		k.nexthdr = nexthdr;
 	k.ipv6 = v6;
-	/* A segment judged to offer its connection (ct_judge), not carried. */
-	int offer = 0;
+	/* Whether the segment offers its connection (ct_miss) rather than
+	 * being carried: read from memory, a value the verifier does not walk
+	 * the rest of the judging once for each of. */
+	__u32 *offering = 0;
 	if (fields & FW_READ_CT) {
+		enum reason why = R_PASS_CT_OFF;
 		__u8 tcp_flags = 0;
-		enum reason kind = ct_segment(ctx, l3, v6, l4, avail, l4proto, st, &tcp_flags);
+		struct ct_scratch *sc = bpf_map_lookup_elem(&ct_scratch, &zero);
 
-		if (kind && kind != R_PASS_CT_STATE)
-			return kind;
-		/* (The IP header follows the Ethernet header, and the transport
-		 * header a fixed IP header: options and IPv6's extension
-		 * headers went to the kernel before. Offsets as constants: the
-		 * difference of two packet pointers clang keeps in 32 bits,
-		 * which the verifier refuses to spill.) */
-		int r = ct_stage(ctx, ETH_HLEN, ETH_HLEN + (v6 ? 40 : 20), kind | tcp_flags << 8,
-				 l4proto | v6 << 8);
-
-		k.ct = r;
-		offer = CT_STAGE_OFFERING(r);
+		if (!sc)
+			return why;
+		offering = &sc->offering;
+		*offering = 0;
+		why = ct_segment(ctx, l3, v6, l4, avail, l4proto, st, &tcp_flags);
+		if (why && why != R_PASS_CT_STATE)
+			return why;
+		k.ct = ct_judge(ctx, l3, v6, l4, l4proto, st, why, tcp_flags, &why);
 		if (!k.ct)
-			return CT_STAGE_WHY(r);
+			return why;
 	}
 	if (end && avail >= end && l4 + FW_TRANSPORT_BYTES <= data_end) {
 		/* The common packet: every byte the rules read is there, so the
@@ -193,7 +192,7 @@ static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, 
 		if (verdict)
 			fwc_learn(set, &k, generation, verdict, hit);
 	}
-	if (offer) {
+	if (offering && *offering) {
 		/* The kernel moves the windows, whatever the verdict: every
 		 * such segment is its. */
 		if (verdict == FW_ACCEPT)

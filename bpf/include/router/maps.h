@@ -11,6 +11,7 @@
 #include "abi/router.h"
 #include "abi/firewall.h"
 #include "abi/conntrack.h"
+#include "kernel.h"
 
 /* Mappable: the control plane sweeps the `used` marks of every gateway
  * once a second from its mapping, without a syscall per entry. */
@@ -124,6 +125,37 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 18);
 } fw_misses SEC(".maps");
+
+/* An IPv4 connection's key as its way holds it: the addresses in one
+ * word (a low), the ports in another (aport low), the protocol. */
+struct ct_key4 {
+	__u64 ab;
+	__u32 ports;
+	__u8 l4proto;
+};
+
+/* A CPU's room for the connection stage, beside the stack (the
+ * program's, with the stage's on top, must fit in 512 bytes):
+ * `offering`, whether the packet it is judging offers its connection
+ * rather than being carried (ct_miss sets it, the firewall reads it), in
+ * memory and not in a variable, so that the verifier does not walk the
+ * rest of the judging once for each value; the kernel lookup's
+ * arguments; the connection's key. */
+struct ct_scratch {
+	__u32 offering;
+	struct bpf_ct_opts___local opts;
+	struct bpf_sock_tuple tuple;
+	/* The connection's key (router/ct_cache.h), by family. */
+	struct ct_flow_key key6;
+	struct ct_key4 key4;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ct_scratch);
+} ct_scratch SEC(".maps");
 
 /* Established TCP connections offered to be carried (FW_CT_TCP_CARRY,
  * struct ct_offer): a connection's packets offer it until the control
