@@ -978,6 +978,11 @@ dst = "198.19.10.1:2000-198.19.10.10"
             e.starts_with("s.toml:2: dut.t: sysctl \"kernel.pid_max\": only net.*"),
             "{e}"
         );
+        let e = err("duts = [\"t\"]\n[dut.t]\nforwarder = \"linux\"\ncarry_tcp = true\n");
+        assert!(
+            e.starts_with("s.toml:2: dut.t: carry_tcp: only linerate carries TCP"),
+            "{e}"
+        );
         let e = err("duts = [\"linux\", \"linux\"]\n");
         assert!(
             e.starts_with("s.toml:1: duts: \"linux\" is listed twice"),
