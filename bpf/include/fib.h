@@ -107,14 +107,14 @@ static __always_inline __u32 fib4_lookup(__u32 daddr)
  * (network order). Read only by a walk that gets past bit 64 (a route
  * longer than /64): loaded up front, they were 7 instructions and a stack
  * spill on every lookup that left the root. */
-static __always_inline __u64 fib6_low_bits(const __u32 *lo_be)
+static __always_inline __u64 fib6_low_bits(__u64 lo_be)
 {
-	return ((__u64)bpf_ntohl(lo_be[0]) << 32) | bpf_ntohl(lo_be[1]);
+	return ((__u64)bpf_ntohl((__u32)lo_be) << 32) | bpf_ntohl((__u32)(lo_be >> 32));
 }
 
 /* The walk from a link `e` read at bit `from` (a constant, so the loop
  * unrolls) to a next hop. */
-static __always_inline __u32 fib6_walk(__u64 base1, __u32 e, __u64 hi, const __u32 *lo_be,
+static __always_inline __u32 fib6_walk(__u64 base1, __u32 e, __u64 hi, __u64 lo_be,
 				       const int from)
 {
 	/* Each level reads the next FIB6_STRIDE bits. */
@@ -143,9 +143,9 @@ static __always_inline __u32 fib6_sc_tag(__u64 k)
 }
 
 /* Next-hop id for an IPv6 destination given as its high 64 bits (host byte
- * order) and where its low 64 bits are (network order, in the packet);
- * 0: no route. */
-static __always_inline __u32 fib6_lookup(__u64 hi, const __u32 *lo_be)
+ * order) and its low 64 bits as they lie in memory (network order, loaded
+ * as one word: swapped only by a walk that reaches them); 0: no route. */
+static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo_be)
 {
 	__u64 base = fib_arena_base;
 	asm volatile("" :: "r"(&fib_arena));

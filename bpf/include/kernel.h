@@ -12,7 +12,10 @@
 #define IPS_SEEN_REPLY (1 << 1)
 #define IPS_ASSURED (1 << 2)
 #define IPS_CONFIRMED (1 << 3)
+#define IPS_SRC_NAT (1 << 4)
+#define IPS_DST_NAT (1 << 5)
 #define IPS_NAT_MASK (3 << 4)
+#define IPS_SEQ_ADJUST (1 << 6)
 #define IPS_NAT_DONE_MASK (3 << 7)
 #define IPS_DYING (1 << 9)
 #define IPS_TEMPLATE (1 << 11)
@@ -37,8 +40,11 @@ struct nf_conntrack_man {
 	union nf_conntrack_man_proto u;
 } __attribute__((preserve_access_index));
 
+/* (The kernel's `dst` is a struct of its own, with the protocol and the
+ * direction after: matched by its fields' names.) */
 struct nf_conntrack_tuple {
 	struct nf_conntrack_man src;
+	struct nf_conntrack_man dst;
 } __attribute__((preserve_access_index));
 
 struct nf_conntrack_tuple_hash {

@@ -36,7 +36,7 @@ int fib_probe(struct xdp_md *ctx)
 			return XDP_ABORTED;
 		__u32 *d = ip6->daddr.in6_u.u6_addr32;
 		__u64 hi = ((__u64)bpf_ntohl(d[0]) << 32) | bpf_ntohl(d[1]);
-		*out = fib6_lookup(hi, &d[2]);
+		*out = fib6_lookup(hi, *(const __u64 *)&d[2]);
 		return XDP_PASS;
 	}
 	return XDP_ABORTED;

@@ -21,6 +21,7 @@
 #include "router/maps.h"
 #include "parse.h"
 #include "router/firewall.h"
+#include "router/nat.h"
 
 #define IP_MF_OFFSET 0x3fff
 #define NEXTHDR_HOP 0
@@ -226,8 +227,14 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 		return PASS(R_PASS_SPECIAL);
 	if (ip->ttl <= 1)
 		return PASS(R_PASS_TTL);
-	enum reason r = next_hop(fib4_lookup(daddr), l3_len, ctx->ingress_ifindex, ip, 0, &n,
-				  multibuf);
+	enum reason r;
+	if (ifflags & IFACE_NAT4) {
+		r = fw_nat(ctx, ip, 0, (const __u8 *)(ip + 1), l3_len - sizeof(*ip), ip->protocol,
+			   &daddr, 0, 0);
+		if (r != R_FORWARDED)
+			return PASS(r);
+	}
+	r = next_hop(fib4_lookup(daddr), l3_len, ctx->ingress_ifindex, ip, 0, &n, multibuf);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	if ((ifflags & (IFACE_RPF_STRICT | IFACE_RPF_LOOSE)) &&
@@ -236,7 +243,7 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 	struct fw_hit hit = { .n = 0 };
 	if (ifflags & IFACE_FIREWALL4) {
 		r = fw_judge(ctx, ip, 0, (const __u8 *)(ip + 1), l3_len - sizeof(*ip), ip->protocol,
-			     ip->protocol, n->ifindex, &hit);
+			     ip->protocol, n->ifindex, &hit, ifflags & IFACE_NAT4);
 		if (r == R_DROP_FIREWALL) {
 			fw_count(&hit, l3_len);
 			return verdict(c, R_DROP_FIREWALL, len, XDP_DROP);
@@ -255,10 +262,17 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 		if ((void *)(ip + 1) > (void *)(long)ctx->data_end)
 			return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
 	}
+	/* The mapped connection's rewrites, around the TTL's; nothing written
+	 * if they cannot be (headers ct_segment checked: never). */
+	if (hit.nat) {
+		if (!nat_rewrite(ctx, ip->protocol))
+			return PASS(R_PASS_MULTIBUF);
+	} else {
+		ipv4_decrease_ttl(ip);
+	}
 	/* Counted once the frame is sure to leave: one that passes after all
 	 * is judged and counted by the kernel. */
 	fw_count(&hit, l3_len);
-	ipv4_decrease_ttl(ip);
 	verdict(c, R_FORWARDED, len, 0);
 	return send(eth, n, multibuf);
 }
@@ -291,16 +305,23 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 		return PASS(R_PASS_TTL);
 	if (ifflags & IFACE_FIREWALL6)
 		ct_prefetch(ip6, 1, data_end);
-	enum reason r = next_hop(fib6_lookup(dhi, &d[2]), l3_len, ctx->ingress_ifindex, ip6, 1,
-				  &n, multibuf);
+	__u64 dlo = *(const __u64 *)&d[2];
+	enum reason r;
+	if (ifflags & IFACE_NAT6) {
+		if (fw_ipv6_ext(ip6->nexthdr))
+			return PASS(R_PASS_EXT_HDR);
+		r = fw_nat(ctx, ip6, 1, (const __u8 *)(ip6 + 1), l3_len - sizeof(*ip6), ip6->nexthdr,
+			   0, &dhi, &dlo);
+		if (r != R_FORWARDED)
+			return PASS(r);
+	}
+	r = next_hop(fib6_lookup(dhi, dlo), l3_len, ctx->ingress_ifindex, ip6, 1, &n, multibuf);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	struct fw_hit hit = { .n = 0 };
 	if (ifflags & IFACE_FIREWALL6) {
-		if (fw_ipv6_ext(ip6->nexthdr))
-			return PASS(R_PASS_EXT_HDR);
 		r = fw_judge(ctx, ip6, 1, (const __u8 *)(ip6 + 1), l3_len - sizeof(*ip6),
-			     ip6->nexthdr, ip6->nexthdr, n->ifindex, &hit);
+			     ip6->nexthdr, ip6->nexthdr, n->ifindex, &hit, ifflags & IFACE_NAT6);
 		if (r == R_DROP_FIREWALL) {
 			fw_count(&hit, l3_len);
 			return verdict(c, R_DROP_FIREWALL, len, XDP_DROP);
@@ -318,8 +339,13 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 		if ((void *)(ip6 + 1) > (void *)(long)ctx->data_end)
 			return verdict(c, R_DROP_MALFORMED, len, XDP_DROP);
 	}
+	if (hit.nat) {
+		if (!nat_rewrite(ctx, ip6->nexthdr | 1 << 8))
+			return PASS(R_PASS_MULTIBUF);
+	} else {
+		ip6->hop_limit--;
+	}
 	fw_count(&hit, l3_len);
-	ip6->hop_limit--;
 	verdict(c, R_FORWARDED, len, 0);
 	return send(eth, n, multibuf);
 }
@@ -437,7 +463,7 @@ int ct_keeper(struct xdp_md *ctx)
 			r->result = CT_KEEP_GONE;
 			continue;
 		}
-		if (ct_carried(ct, r->key.l4proto, ct_flags) != R_FORWARDED) {
+		if (ct_carried(ct, r->key.l4proto, ct_flags, CT_NOT_CARRIED) != R_FORWARDED) {
 			r->result = CT_KEEP_GONE;
 		} else {
 			if (r->timeout_ms)

@@ -29,6 +29,10 @@
 #define FW_READ_L4PROTO 16
 #define FW_READ_NEXTHDR 32
 #define FW_READ_CT 64
+/* The family's ruleset has nat chains: every packet's connection is found
+ * in the kernel's table before the route lookup (router/nat.h), and its
+ * addresses and ports mapped as the kernel's entry says. */
+#define FW_READ_NAT 128
 
 struct fw_reads {
 	/* 0xff for each transport byte some rule reads (little-endian words:

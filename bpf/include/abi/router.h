@@ -130,6 +130,10 @@ struct iface {
  * the firewall's verdict cache before they are sent. */
 #define IFACE_FIREWALL4 1024
 #define IFACE_FIREWALL6 2048
+/* ... and has nat chains: each packet's connection is found, and its
+ * mapping applied, before the route lookup (router/nat.h). */
+#define IFACE_NAT4 4096
+#define IFACE_NAT6 8192
 
 /* The router's own IPv4 addresses as a bit set of 2^16 bits, by a hash
  * (local_src_bit, router/maps.h): a frame from one of them is a martian source the kernel

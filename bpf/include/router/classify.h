@@ -17,7 +17,12 @@
 
 /* What a hit brings: the rules whose counters the frame reaches. */
 struct fw_hit {
-	__u32 n;
+	__u16 n;
+	/* The NAT stage's rewrites for the frame (CT_NAT_*), set by fw_judge:
+	 * the frame's own, on its stack, where the scratch's would cost a
+	 * lookup on every frame. */
+	__u8 nat;
+	__u8 pad;
 	__u16 id[FW_ENTRY_COUNTERS];
 };
 

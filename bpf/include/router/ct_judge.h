@@ -49,9 +49,13 @@
 
 /* An entry whose packets change more than its timeout, or do not go
  * where their tuple says. */
-#define CT_NOT_CARRIED                                                                    \
-	(IPS_NAT_MASK | IPS_NAT_DONE_MASK | IPS_DYING | IPS_TEMPLATE | IPS_UNTRACKED |    \
-	 IPS_HELPER | IPS_OFFLOAD | IPS_HW_OFFLOAD)
+#define CT_NOT_CARRIED (IPS_NAT_MASK | CT_NOT_CARRIED_NAT)
+/* ... of an entry whose NAT mapping the fast path applies (router/nat.h).
+ * (IPS_*_NAT_DONE only say the nat hooks have seen the connection: with
+ * nat chains loaded, every entry has them, mapped or not.) */
+#define CT_NOT_CARRIED_NAT                                                                \
+	(IPS_SEQ_ADJUST | IPS_DYING | IPS_TEMPLATE | IPS_UNTRACKED | IPS_HELPER |         \
+	 IPS_OFFLOAD | IPS_HW_OFFLOAD)
 #define CT_UDP_CARRIED (IPS_CONFIRMED | IPS_SEEN_REPLY | IPS_ASSURED)
 
 /* Whether `len` bytes of the frame from `off`, summed in ones'-complement
@@ -181,7 +185,8 @@ static __always_inline enum reason ct_tcp_kind(struct xdp_md *ctx, const void *l
 
 /* Whether the fast path may carry packets of entry `ct` (protocol
  * `l4proto`), `ct_flags` as fw_state has them: confirmed, seen both ways
- * and assured, without NAT, helper or offload; for TCP also established
+ * and assured, with no status in `not_carried` (CT_NOT_CARRIED: no NAT,
+ * helper or offload; CT_NOT_CARRIED_NAT: NAT mapped); for TCP also established
  * and with its windows unchecked (nf_conntrack_tcp_be_liberal, or the
  * entry's own liberal flags both ways): a TCP data segment then changes
  * nothing of the entry that decides a verdict (tcp_in_window accepts it
@@ -189,11 +194,12 @@ static __always_inline enum reason ct_tcp_kind(struct xdp_md *ctx, const void *l
  * changes), where with windows checked every segment moves the window
  * the next is held to, which nothing outside the kernel can write.
  * R_FORWARDED, or why not. */
-static __always_inline enum reason ct_carried(struct nf_conn *ct, __u8 l4proto, __u32 ct_flags)
+static __always_inline enum reason ct_carried(struct nf_conn *ct, __u8 l4proto, __u32 ct_flags,
+					       unsigned long not_carried)
 {
 	unsigned long status = ct->status;
 
-	if (status & CT_NOT_CARRIED)
+	if (status & not_carried)
 		return R_PASS_CT_UNCARRIED;
 	if ((status & CT_UDP_CARRIED) != CT_UDP_CARRIED)
 		return R_PASS_CT_YOUNG;
@@ -244,7 +250,7 @@ static __always_inline enum reason ct_ask_kernel(struct xdp_md *ctx, const struc
 	struct nf_conn *ct = bpf_xdp_ct_lookup(ctx, t, size, opts, sizeof(*opts));
 	if (!ct)
 		return R_PASS_CT_NONE;
-	enum reason carried = ct_carried(ct, p->l4proto, ct_flags);
+	enum reason carried = ct_carried(ct, p->l4proto, ct_flags, CT_NOT_CARRIED);
 	/* The original direction's source: this packet's, or the other end's. */
 	__u32 o0 = ct->tuplehash[0].tuple.src.u3.all[0], o1 = 0, o2 = 0, o3 = 0;
 	__be16 oport = ct->tuplehash[0].tuple.src.u.all;

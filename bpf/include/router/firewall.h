@@ -81,11 +81,16 @@ static __always_inline __u64 fw_low_bytes(__u32 n)
  * R_PASS_MULTIBUF (the transport bytes the ruleset reads are past the
  * first buffer). `l3` is the IP header (checked to the frame's end), `l4`
  * the transport header's start and `avail` its bytes within the IP
- * packet; `l4proto` and `nexthdr` as nftables sees them. Nothing is
+ * packet; `l4proto` and `nexthdr` as nftables sees them. With nat
+ * chains, the connection is the NAT stage's (router/nat.h, in the CPU's
+ * ct_scratch, for this generation: `nat_ran` says the stage ran for this
+ * frame; a frame whose generation changed since goes to the kernel), the
+ * key holds the destination it mapped, as the forward chain sees it, and
+ * `hit->nat` what it rewrites. Nothing is
  * counted here: fw_count, once the frame is sure to leave. */
 static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, const int v6,
 					    const __u8 *l4, __u32 avail, __u8 l4proto,
-					    __u8 nexthdr, __u32 oif, struct fw_hit *hit)
+					    __u8 nexthdr, __u32 oif, struct fw_hit *hit, __u16 nat_ran)
 {
 	const __u8 *data_end = (const __u8 *)(long)ctx->data_end;
 	__u32 zero = 0;
@@ -124,11 +129,23 @@ static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, 
 	if (fields & FW_READ_NEXTHDR)
 		k.nexthdr = nexthdr;
 	k.ipv6 = v6;
-	/* Whether the segment offers its connection (ct_miss) rather than
-	 * being carried: read from memory, a value the verifier does not walk
-	 * the rest of the judging once for each of. */
+	/* Whether the segment offers its connection (ct_miss, nat_kernel)
+	 * rather than being carried: read from memory, a value the verifier
+	 * does not walk the rest of the judging once for each of. */
 	__u32 *offering = 0;
-	if (fields & FW_READ_CT) {
+	if (fields & FW_READ_NAT) {
+		struct ct_scratch *sc = bpf_map_lookup_elem(&ct_scratch, &zero);
+
+		/* (The interface's flags and the ruleset's generation change
+		 * apart: a frame the stage did not run for under this
+		 * generation, in the moment they disagree, is the kernel's.) */
+		if (!nat_ran || !sc || !sc->nat_read || sc->generation != generation)
+			return R_PASS_FW_MISS;
+		offering = &sc->offering;
+		/* (0 where the ruleset does not read ct.) */
+		k.ct = sc->nat.ct & -(__u8)((fields / FW_READ_CT) & 1);
+		hit->nat = sc->nat.manip;
+	} else if (fields & FW_READ_CT) {
 		enum reason why = R_PASS_CT_OFF;
 		__u8 tcp_flags = 0;
 		struct ct_scratch *sc = bpf_map_lookup_elem(&ct_scratch, &zero);
@@ -181,6 +198,21 @@ static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, 
 		k.transport_len = have;
 	}
 
+	/* The forward chain sees the destination the NAT stage mapped (the
+	 * source is mapped after it). */
+	if (hit->nat & CT_NAT_DST) {
+		struct ct_scratch *sc = bpf_map_lookup_elem(&ct_scratch, &zero);
+
+		if (!sc)
+			return R_PASS_FW_MISS;
+		if (fields & FW_READ_DADDR)
+			__builtin_memcpy(k.daddr, sc->nat.daddr, v6 ? 16 : 4);
+		if (k.transport_len >= 4) {
+			__u16 *port = (__u16 *)k.transport + 1;
+
+			*port = sc->nat.dport & (__u16)(rd->transport_mask[0] >> 16);
+		}
+	}
 	__u32 set = fw_set_of(&k, rd->set_bits);
 	__u32 verdict = fw_probe(set * FW_CACHE_WAYS, &k, generation, hit);
 	if (!verdict)

@@ -141,8 +141,35 @@ struct ct_key4 {
  * memory and not in a variable, so that the verifier does not walk the
  * rest of the judging once for each value; the kernel lookup's
  * arguments; the connection's key. */
+/* What the NAT stage found of a frame's connection (router/nat.h): the
+ * `ct` byte for the firewall's key, and what the kernel would rewrite
+ * (CT_NAT_DST: the destination, before the route lookup; CT_NAT_SRC: the
+ * source, after the forward chain), to what. */
+#define CT_NAT_DST 1
+#define CT_NAT_SRC 2
+
+struct ct_nat {
+	__u8 ct;
+	__u8 manip;
+	__u8 pad[2];
+	__be16 sport;
+	__be16 dport;
+	__be32 saddr[4];
+	__be32 daddr[4];
+};
+
 struct ct_scratch {
+	/* The firewall's generation the NAT stage read (router/nat.h,
+	 * fw_nat): the frame is judged by it, or goes to the kernel. */
+	__u32 generation;
 	__u32 offering;
+	/* The NAT stage's: the packet leaves from its key's side a. */
+	__u8 from_a;
+	/* fw_nat found the generation's ruleset with nat chains, and ran
+	 * the stage. */
+	__u8 nat_read;
+	__u8 pad[2];
+	struct ct_nat nat;
 	struct bpf_ct_opts___local opts;
 	struct bpf_sock_tuple tuple;
 	/* The connection's key (router/ct_cache.h), by family. */

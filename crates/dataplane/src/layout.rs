@@ -145,6 +145,10 @@ pub const IFACE_XMIT_SG: u16 = 512;
 /// the firewall judges: set with IFACE_FORWARD4 (6), the family's
 /// forwarded frames go through the verdict cache.
 pub const IFACE_FIREWALL4: u16 = 1024;
+/// The family judged by the firewall has nat chains: connections are
+/// found, and mapped, before the route lookup (bpf/include/router/nat.h).
+pub const IFACE_NAT4: u16 = 4096;
+pub const IFACE_NAT6: u16 = 8192;
 pub const IFACE_FIREWALL6: u16 = 2048;
 
 /// The firewall's verdict cache (bpf/include/router/maps.h, `fw_*`).
@@ -163,6 +167,8 @@ pub const FW_READ_DADDR: u8 = 8;
 pub const FW_READ_L4PROTO: u8 = 16;
 pub const FW_READ_NEXTHDR: u8 = 32;
 pub const FW_READ_CT: u8 = 64;
+/// The family has nat chains (bpf/include/router/nat.h).
+pub const FW_READ_NAT: u8 = 128;
 pub const FW_CT_ON: u32 = 1;
 pub const FW_CT_CHECKSUM: u32 = 2;
 pub const FW_CT_TCP_LIBERAL: u32 = 4;

@@ -72,9 +72,11 @@ impl Marker {
         for o in offers {
             let t = tuple_of(o);
             let (key, _) = key_of(&t.src, &t.dst, t.l4proto, t.ipv6);
-            if self.marked.insert(key, now).is_some() {
+            // (The time of the mark, not of the offers after it.)
+            if self.marked.contains_key(&key) {
                 continue;
             }
+            self.marked.insert(key, now);
             buf.extend(mark_liberal(&t, self.seq, false));
             self.seq = self.seq.wrapping_add(1).max(1);
             n += 1;

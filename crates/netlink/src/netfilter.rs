@@ -25,6 +25,7 @@ const NFT_MSG_NEWCHAIN: u16 = 3;
 const NFTA_CHAIN_TABLE: u16 = 1;
 const NFTA_CHAIN_NAME: u16 = 3;
 const NFTA_CHAIN_HOOK: u16 = 4;
+const NFTA_CHAIN_TYPE: u16 = 7;
 const NFTA_HOOK_HOOKNUM: u16 = 1;
 
 const NFPROTO_INET: u8 = 1;
@@ -67,6 +68,9 @@ const NFGENMSG: usize = 4;
 pub struct Hooks {
     pub ipv4: Vec<String>,
     pub ipv6: Vec<String>,
+    /// Of them, nat chains (their connections' mappings the kernel's
+    /// conntrack holds), per family.
+    pub nat: [bool; 2],
 }
 
 /// A base chain as nf_tables dumps it.
@@ -76,6 +80,8 @@ struct Chain {
     table: String,
     name: String,
     hook: u32,
+    /// "filter", "nat", "route".
+    kind: String,
 }
 
 impl Hooks {
@@ -120,11 +126,14 @@ impl Hooks {
         };
         let family = family_name(c.family).unwrap_or("other");
         let what = format!("nft chain {family} {} {}", c.table, c.name);
+        let nat = c.kind == "nat";
         if v4 {
             self.ipv4.push(what.clone());
+            self.nat[0] |= nat;
         }
         if v6 {
             self.ipv6.push(what);
+            self.nat[1] |= nat;
         }
     }
 }
@@ -154,11 +163,13 @@ fn parse_chain(m: &[u8]) -> Option<Chain> {
     }
     let body = m.body("nftables chain", NFGENMSG).ok()?;
     let family = body.byte(0);
-    let (mut table, mut name, mut hook) = (String::new(), String::new(), None);
+    let (mut table, mut name, mut hook, mut kind) =
+        (String::new(), String::new(), None, String::new());
     for a in body.attributes().map_while(Result::ok) {
         match a.kind {
             NFTA_CHAIN_TABLE => table = a.text(),
             NFTA_CHAIN_NAME => name = a.text(),
+            NFTA_CHAIN_TYPE => kind = a.text(),
             NFTA_CHAIN_HOOK => {
                 hook = a
                     .nested_attributes()
@@ -174,6 +185,7 @@ fn parse_chain(m: &[u8]) -> Option<Chain> {
         table,
         name,
         hook: hook?,
+        kind,
     })
 }
 
@@ -187,6 +199,7 @@ mod tests {
             table: "t".into(),
             name: "c".into(),
             hook,
+            kind: "filter".into(),
         }
     }
 

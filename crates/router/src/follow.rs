@@ -146,6 +146,7 @@ fn read_netfilter() -> Hooks {
         Hooks {
             ipv4: unknown.clone(),
             ipv6: unknown,
+            nat: [false; 2],
         }
     })
 }

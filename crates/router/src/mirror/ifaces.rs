@@ -3,9 +3,9 @@
 //! flags of an interface's entry made of those, the routing policy,
 //! netfilter, tc and what the driver sends (one pure function).
 use linerate_dataplane::layout::{
-    IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4,
-    IFACE_NETFILTER6, IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TC,
-    IFACE_XMIT_SG,
+    IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NAT4, IFACE_NAT6,
+    IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE,
+    IFACE_RPF_STRICT, IFACE_TC, IFACE_XMIT_SG,
 };
 use linerate_netlink::netconf::{Netconf, IFINDEX_ALL};
 use std::collections::{HashMap, HashSet};
@@ -105,6 +105,9 @@ pub struct Context {
     /// All netfilter sees of forwarded IPv4, IPv6 is chains the fast
     /// path's firewall judges.
     pub firewall: [bool; 2],
+    /// Of what netfilter sees, nat chains (the firewall then maps
+    /// connections as the kernel's entries say).
+    pub nat: [bool; 2],
     /// The driver sends multi-buffer frames.
     pub xmit_multibuf: bool,
 }
@@ -114,13 +117,13 @@ pub struct Context {
 /// fast path leaves it to the kernel; else it is forwarded, through the
 /// firewall if netfilter sees it and the firewall judges all it sees.
 pub fn flags(s: &Settings, ifindex: u32, c: &Context) -> u16 {
-    let family = |v6: usize, policy, netfilter, forward, firewall| {
+    let family = |v6: usize, policy, netfilter, forward, firewall, nat| {
         if !c.by_main[v6] {
             policy
         } else if c.tc_ingress {
             IFACE_TC
         } else if c.netfilter[v6] && c.firewall[v6] {
-            forward | firewall
+            forward | firewall | if c.nat[v6] { nat } else { 0 }
         } else if c.netfilter[v6] {
             netfilter
         } else {
@@ -135,6 +138,7 @@ pub fn flags(s: &Settings, ifindex: u32, c: &Context) -> u16 {
             IFACE_NETFILTER4,
             IFACE_FORWARD4,
             IFACE_FIREWALL4,
+            IFACE_NAT4,
         );
     }
     if s.forwards6(ifindex) {
@@ -144,6 +148,7 @@ pub fn flags(s: &Settings, ifindex: u32, c: &Context) -> u16 {
             IFACE_NETFILTER6,
             IFACE_FORWARD6,
             IFACE_FIREWALL6,
+            IFACE_NAT6,
         );
     }
     flags |= match s.rp_filter(ifindex) {
@@ -200,6 +205,7 @@ mod tests {
             tc_ingress: false,
             netfilter: [true, true],
             firewall: [false, false],
+            nat: [false, false],
             xmit_multibuf: true,
         };
         assert_eq!(

@@ -419,6 +419,7 @@ impl<D: Dataplane> Mirror<D> {
                 self.judged_by_firewall(false),
                 self.judged_by_firewall(true),
             ],
+            nat: self.netfilter.nat,
             xmit_multibuf: xmit.multibuf,
         };
         let flags = ifaces::flags(&self.settings, ifindex, &context);

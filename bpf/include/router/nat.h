@@ -1,0 +1,471 @@
+/* NAT for established connections (docs/firewall-stateful.md "NAT"): a
+ * family whose ruleset has nat chains (FW_READ_NAT) has every packet's
+ * connection found in the kernel's table before the route lookup, and
+ * its addresses and ports rewritten as the kernel's entry maps them.
+ *
+ * The kernel stays the owner of every mapping: a connection's first
+ * packets go to it (no entry, or one not yet established and assured),
+ * its nat chains choose the mapping, and from then on the entry holds it
+ * (the kernel's flowtable reads it from there too, nf_flow_table_core.c).
+ * What the kernel would do to a packet of the entry's direction `dir`
+ * (nf_nat_packet, nf_nat_manip_pkt): the destination rewritten at
+ * prerouting if the entry is DNAT'd in that direction (IPS_DST_NAT for
+ * the original, IPS_SRC_NAT for the reply), before the route lookup and
+ * the forward chain; the source at postrouting if SNAT'd that way
+ * (IPS_SRC_NAT for the original, IPS_DST_NAT for the reply), after them;
+ * each to the inverse of the other direction's tuple
+ * (nf_ct_invert_tuple). The checksums patched by the kernel's own
+ * arithmetic in the kernel's order (nf_nat_ipv4_manip_pkt, tcp_manip_pkt,
+ * udp_manip_pkt): the port, the transport checksum for the address and
+ * the port, then the IP header's; a UDP checksum of 0 left 0 and one that
+ * comes to 0 sent as 0xffff (CSUM_MANGLED_0); the TTL decrement between
+ * the two rewrites, as ip_forward does it.
+ *
+ * Connections without a mapping (with nat chains loaded, the kernel makes
+ * every entry a null binding) are kept in the connection cache as
+ * always; mapped ones are found in the kernel's table on each packet,
+ * each refreshing the entry's timeout as the kernel would. */
+#ifndef LINERATE_NAT_H
+#define LINERATE_NAT_H
+
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <bpf/bpf_helpers.h>
+
+#include "kernel.h"
+#include "router/maps.h"
+#include "router/ct_judge.h"
+
+/* The kernel's checksum arithmetic (include/net/checksum.h; x86's
+ * csum_add and csum_fold compute the same): 32-bit ones'-complement adds,
+ * folded to 16 bits and complemented. Values as they lie in memory. */
+static __always_inline __u32 nat_csum_add(__u32 a, __u32 b)
+{
+	__u32 r = a + b;
+
+	return r + (r < b);
+}
+
+static __always_inline __u16 nat_csum_fold(__u32 s)
+{
+	s = (s & 0xffff) + (s >> 16);
+	s = (s & 0xffff) + (s >> 16);
+	return (__u16)~s;
+}
+
+/* csum_replace4, and inet_proto_csum_replace4 of a packet whose checksum
+ * is not left to the device: `from` taken out of the sum at `sum`, `to`
+ * put in. */
+static __always_inline void nat_csum_replace4(__u16 *sum, __u32 from, __u32 to)
+{
+	*sum = nat_csum_fold(nat_csum_add(nat_csum_add(~(__u32)*sum, ~from), to));
+}
+
+/* inet_proto_csum_replace16: an IPv6 address in a transport checksum
+ * (csum_partial over the eight words: the same 16-bit sum as adding them
+ * one by one, never 0 as it starts from a complement with its high half
+ * set). */
+static __always_inline void nat_csum_replace16(__u16 *sum, const __u32 *from, const __u32 *to)
+{
+	__u64 s = ~(__u32)*sum;
+
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+		s += (__u32)~from[i] + (__u64)to[i];
+	s = (s & 0xffffffff) + (s >> 32);
+	s = (s & 0xffffffff) + (s >> 32);
+	*sum = nat_csum_fold((__u32)s);
+}
+
+/* The frame's packet (its headers at their fixed places, checked for 4
+ * transport bytes), its protocol `l4proto`; 0 past the frame. */
+static __always_inline int nat_packet(struct xdp_md *ctx, __u8 l4proto, const int v6,
+				      struct ct_packet *p)
+{
+	const __u8 *data = (const __u8 *)(long)ctx->data;
+	const __u8 *end = (const __u8 *)(long)ctx->data_end;
+	const __u8 *l3 = data + ETH_HLEN;
+	const __u8 *l4 = l3 + (v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
+
+	if (l4 + 4 > end)
+		return 0;
+	*p = ct_packet_of(l3, v6, *(const __be16 *)l4, *(const __be16 *)(l4 + 2), l4proto);
+	return 1;
+}
+
+/* The NAT stage's first look (`arg`: the protocol, ct_segment's reason
+ * in bits 8-15 and the TCP flags in 16-23): the connection cache, which
+ * holds connections without a mapping, as ct_judge reads it (a FIN or RST
+ * forgets its connection). The `ct` byte if found there, 0 if the kernel's
+ * table is to be asked (nat_kernel), or why not in bits 8-15. Leaves the
+ * connection's key and which side sends in the scratch. */
+static __always_inline int nat_cached(struct xdp_md *ctx, __u32 arg, const int v6)
+{
+	__u8 l4proto = arg, tcp_flags = arg >> 16;
+	enum reason kind = (arg >> 8) & 0xff;
+	__u32 zero = 0;
+	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
+	struct ct_scratch *sc = bpf_map_lookup_elem(&ct_scratch, &zero);
+	struct ct_packet p;
+
+	if (!st || !sc)
+		return R_PASS_CT_OFF << 8;
+	__u32 bits = st->ct_bits[v6];
+	if (!ct_available() || !bits)
+		return R_PASS_CT_OFF << 8;
+	if (!nat_packet(ctx, l4proto, v6, &p))
+		return R_PASS_CT_INVALID << 8;
+	__u64 now = bpf_jiffies64();
+	int ends = kind == R_PASS_CT_STATE && (tcp_flags & (TCPF_FIN | TCPF_RST));
+	__u8 orig_from_a = 0;
+	int found;
+
+	if (v6) {
+		sc->from_a = ct_key_of(&p, 1, &sc->key6);
+		__u32 set = ct_set6(&sc->key6, bits);
+		if (ends)
+			ct_forget6(set, &sc->key6);
+		found = !kind && ct_find6(set, &sc->key6, now, &orig_from_a);
+	} else {
+		sc->from_a = ct_key4_of(&p, &sc->key4);
+		__u32 set = ct_set4(&sc->key4, bits);
+		if (ends)
+			ct_forget4(set, &sc->key4);
+		found = !kind && ct_find4(set, &sc->key4, now, &orig_from_a);
+	}
+	if (kind)
+		return kind << 8;
+	if (!found)
+		return 0;
+	sc->nat.ct = FW_CT_ESTABLISHED | (sc->from_a == orig_from_a ? 0 : FW_CT_REPLY);
+	return sc->nat.ct;
+}
+
+/* The NAT stage's second look, for a connection the cache lacks: the
+ * kernel's table. Fills `sc->nat` with what the kernel would rewrite, and
+ * answers as ct_miss does (the `ct` byte, or why not in bits 8-15); with
+ * FW_CT_TCP_CARRY an established TCP connection whose windows the kernel
+ * checks gets its byte and `sc->offering`. A connection without a mapping
+ * is kept in the cache. */
+static __always_inline int nat_kernel(struct xdp_md *ctx, __u32 l4proto, const int v6)
+{
+	__u32 zero = 0;
+	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
+	struct ct_scratch *sc = bpf_map_lookup_elem(&ct_scratch, &zero);
+	struct ct_packet p;
+
+	if (!st || !sc)
+		return R_PASS_CT_OFF << 8;
+	__u32 ct_flags = st->ct_flags, ct_idle = st->ct_idle, bits = st->ct_bits[v6];
+	__u32 timeout_ms = st->ct_timeout_ms[l4proto == IPPROTO_TCP];
+	if (!ct_available() || !bits)
+		return R_PASS_CT_OFF << 8;
+	if (!nat_packet(ctx, l4proto, v6, &p))
+		return R_PASS_CT_INVALID << 8;
+	struct bpf_ct_opts___local *opts = &sc->opts;
+	struct bpf_sock_tuple *t = &sc->tuple;
+	__u32 size;
+
+	__builtin_memset(opts, 0, sizeof(*opts));
+	opts->netns_id = -1;
+	opts->l4proto = l4proto;
+	if (v6) {
+		__builtin_memcpy(t->ipv6.saddr, p.saddr, 16);
+		__builtin_memcpy(t->ipv6.daddr, p.daddr, 16);
+		t->ipv6.sport = p.sport;
+		t->ipv6.dport = p.dport;
+		size = sizeof(t->ipv6);
+	} else {
+		t->ipv4.saddr = p.saddr[0];
+		t->ipv4.daddr = p.daddr[0];
+		t->ipv4.sport = p.sport;
+		t->ipv4.dport = p.dport;
+		size = sizeof(t->ipv4);
+	}
+	struct nf_conn *ct = bpf_xdp_ct_lookup(ctx, t, size, opts, sizeof(*opts));
+	if (!ct)
+		return R_PASS_CT_NONE << 8;
+	enum reason carried = ct_carried(ct, l4proto, ct_flags, CT_NOT_CARRIED_NAT);
+	unsigned long status = ct->status;
+	/* The packet goes the reply way unless it leaves from the original
+	 * direction's source. */
+	int reply = ct->tuplehash[0].tuple.src.u3.all[0] != p.saddr[0] ||
+		    ct->tuplehash[0].tuple.src.u.all != p.sport;
+	if (v6)
+		reply = reply || ct->tuplehash[0].tuple.src.u3.all[1] != p.saddr[1] ||
+			ct->tuplehash[0].tuple.src.u3.all[2] != p.saddr[2] ||
+			ct->tuplehash[0].tuple.src.u3.all[3] != p.saddr[3];
+	if ((carried == R_FORWARDED || carried == R_PASS_CT_WINDOW) && (status & IPS_NAT_MASK)) {
+		/* To the inverse of the other direction's tuple. */
+		__u8 m = 0;
+
+		if (status & (reply ? IPS_SRC_NAT : IPS_DST_NAT))
+			m |= CT_NAT_DST;
+		if (status & (reply ? IPS_DST_NAT : IPS_SRC_NAT))
+			m |= CT_NAT_SRC;
+		if (reply) {
+			sc->nat.daddr[0] = ct->tuplehash[0].tuple.src.u3.all[0];
+			sc->nat.daddr[1] = ct->tuplehash[0].tuple.src.u3.all[1];
+			sc->nat.daddr[2] = ct->tuplehash[0].tuple.src.u3.all[2];
+			sc->nat.daddr[3] = ct->tuplehash[0].tuple.src.u3.all[3];
+			sc->nat.dport = ct->tuplehash[0].tuple.src.u.all;
+			sc->nat.saddr[0] = ct->tuplehash[0].tuple.dst.u3.all[0];
+			sc->nat.saddr[1] = ct->tuplehash[0].tuple.dst.u3.all[1];
+			sc->nat.saddr[2] = ct->tuplehash[0].tuple.dst.u3.all[2];
+			sc->nat.saddr[3] = ct->tuplehash[0].tuple.dst.u3.all[3];
+			sc->nat.sport = ct->tuplehash[0].tuple.dst.u.all;
+		} else {
+			sc->nat.daddr[0] = ct->tuplehash[1].tuple.src.u3.all[0];
+			sc->nat.daddr[1] = ct->tuplehash[1].tuple.src.u3.all[1];
+			sc->nat.daddr[2] = ct->tuplehash[1].tuple.src.u3.all[2];
+			sc->nat.daddr[3] = ct->tuplehash[1].tuple.src.u3.all[3];
+			sc->nat.dport = ct->tuplehash[1].tuple.src.u.all;
+			sc->nat.saddr[0] = ct->tuplehash[1].tuple.dst.u3.all[0];
+			sc->nat.saddr[1] = ct->tuplehash[1].tuple.dst.u3.all[1];
+			sc->nat.saddr[2] = ct->tuplehash[1].tuple.dst.u3.all[2];
+			sc->nat.saddr[3] = ct->tuplehash[1].tuple.dst.u3.all[3];
+			sc->nat.sport = ct->tuplehash[1].tuple.dst.u.all;
+		}
+		sc->nat.manip = m;
+	}
+	if (carried == R_FORWARDED && timeout_ms)
+		bpf_ct_change_timeout(ct, timeout_ms);
+	bpf_ct_release(ct);
+	if (carried == R_PASS_CT_WINDOW && (ct_flags & FW_CT_TCP_CARRY)) {
+		sc->offering = 1;
+		carried = R_FORWARDED;
+	}
+	if (carried != R_FORWARDED)
+		return carried << 8;
+	__u8 orig_from_a = sc->from_a == !reply;
+	if (!(status & IPS_NAT_MASK) && !sc->offering) {
+		__u64 now = bpf_jiffies64();
+
+		if (v6)
+			ct_keep6(ct_set6(&sc->key6, bits), &sc->key6, orig_from_a, now, ct_idle);
+		else
+			ct_keep4(ct_set4(&sc->key4, bits), &sc->key4, orig_from_a, now, ct_idle);
+	}
+	sc->nat.ct = FW_CT_ESTABLISHED | (reply ? FW_CT_REPLY : 0);
+	return sc->nat.ct;
+}
+
+/* Both looks for each family, each verified once (global). */
+__attribute__((noinline)) int nat_cached4(struct xdp_md *ctx, __u32 arg)
+{
+	return nat_cached(ctx, arg, 0);
+}
+
+__attribute__((noinline)) int nat_cached6(struct xdp_md *ctx, __u32 arg)
+{
+	return nat_cached(ctx, arg, 1);
+}
+
+__attribute__((noinline)) int nat_kernel4(struct xdp_md *ctx, __u32 l4proto)
+{
+	return nat_kernel(ctx, l4proto, 0);
+}
+
+__attribute__((noinline)) int nat_kernel6(struct xdp_md *ctx, __u32 l4proto)
+{
+	return nat_kernel(ctx, l4proto, 1);
+}
+
+/* ct_segment as a function of its own for each family, verified once
+ * (global): its packet checks, inlined before the route lookup, would
+ * leave each path's packet pointers with a range of their own for the
+ * verifier to follow through the rest. The headers at their fixed places;
+ * `arg` the IP payload's bytes, and the protocol in bits 16-23. Its
+ * reason, and the TCP flags in bits 8-15. */
+static __always_inline int ct_segment_of(struct xdp_md *ctx, __u32 arg, const int v6)
+{
+	const __u8 *data = (const __u8 *)(long)ctx->data;
+	const __u8 *end = (const __u8 *)(long)ctx->data_end;
+	__u32 zero = 0;
+	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
+	__u8 tcp_flags = 0;
+
+	if (!st)
+		return R_PASS_CT_OFF;
+	const __u8 *l3 = data + ETH_HLEN;
+	const __u8 *l4 = l3 + (v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
+	if (l4 > end)
+		return R_PASS_CT_INVALID;
+	enum reason kind = ct_segment(ctx, l3, v6, l4, arg & 0xffff, arg >> 16, st, &tcp_flags);
+	return kind | (__u32)tcp_flags << 8;
+}
+
+__attribute__((noinline)) int ct_segment4(struct xdp_md *ctx, __u32 arg)
+{
+	return ct_segment_of(ctx, arg, 0);
+}
+
+__attribute__((noinline)) int ct_segment6(struct xdp_md *ctx, __u32 arg)
+{
+	return ct_segment_of(ctx, arg, 1);
+}
+
+/* A judged frame's first step, before the route lookup, where its
+ * family's ruleset has nat chains (`l3` its IP header of family `v6`,
+ * `l4`, `avail`, `l4proto` as for ct_segment): the NAT stage. The
+ * packet's connection found (the cache, else the kernel's table), its
+ * mapping read into the CPU's ct_scratch with the generation it was read
+ * by (fw_judge holds the frame to it), and the destination the route
+ * lookup takes mapped: `daddr` (IPv4, host order) or `dhi` and `dlo` (as
+ * fib6_lookup takes them). R_FORWARDED, or why the frame goes to the
+ * kernel. Only for interfaces flagged IFACE_NAT4/6: others cost nothing. */
+static __always_inline enum reason fw_nat(struct xdp_md *ctx, const void *l3, const int v6,
+					  const __u8 *l4, __u32 avail, __u8 l4proto, __u32 *daddr,
+					  __u64 *dhi, __u64 *dlo)
+{
+	__u32 zero = 0;
+	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
+
+	if (!st)
+		return R_PASS_FW_MISS;
+	__u32 generation = *(volatile __u32 *)&st->generation;
+	struct ct_scratch *sc = bpf_map_lookup_elem(&ct_scratch, &zero);
+	if (!sc)
+		return R_PASS_FW_MISS;
+	/* (Written for every frame that comes here: fw_judge takes the
+	 * scratch for this frame's only where it did.) */
+	sc->generation = generation;
+	sc->nat.manip = 0;
+	sc->offering = 0;
+	sc->nat_read = !!(st->reads[generation & 1][v6].fields & FW_READ_NAT);
+	if (!sc->nat_read)
+		return R_FORWARDED;
+	/* (ct_segment in a function of its own: its packet checks, inlined
+	 * here before the route lookup, would leave each path's packet
+	 * pointers with a range of their own for the verifier to follow
+	 * through the rest.) */
+	__u32 arg = (avail & 0xffff) | (__u32)l4proto << 16;
+	int seg = v6 ? ct_segment6(ctx, arg) : ct_segment4(ctx, arg);
+	enum reason kind = seg & 0xff;
+	if (kind && kind != R_PASS_CT_STATE)
+		return kind;
+	arg = l4proto | kind << 8 | (seg & 0xff00) << 8;
+	int r = v6 ? nat_cached6(ctx, arg) : nat_cached4(ctx, arg);
+	if (!r)
+		r = v6 ? nat_kernel6(ctx, l4proto) : nat_kernel4(ctx, l4proto);
+	if (!(r & 0xff))
+		return CT_MISS_WHY(r);
+	if (sc->nat.manip & CT_NAT_DST) {
+		if (v6) {
+			*dhi = ((__u64)bpf_ntohl(sc->nat.daddr[0]) << 32) | bpf_ntohl(sc->nat.daddr[1]);
+			*dlo = *(const __u64 *)&sc->nat.daddr[2];
+		} else {
+			*daddr = bpf_ntohl(sc->nat.daddr[0]);
+		}
+	}
+	return R_FORWARDED;
+}
+
+/* The transport checksum's place, for the protocols the stage carries. */
+static __always_inline __u16 *nat_l4_check(__u8 *l4, __u8 l4proto, const void *end)
+{
+	if (l4proto == IPPROTO_TCP) {
+		if (l4 + 18 > (__u8 *)end)
+			return 0;
+		return (__u16 *)(l4 + 16);
+	}
+	if (l4 + 8 > (__u8 *)end)
+		return 0;
+	return (__u16 *)(l4 + 6);
+}
+
+/* One rewrite of an IPv4 packet (`which`: CT_NAT_DST or CT_NAT_SRC) as
+ * nf_nat_ipv4_manip_pkt does it: the port, the transport checksum for the
+ * address and the port (UDP's only if it has one), then the address and
+ * the header's checksum. */
+static __always_inline void nat_manip4(struct iphdr *ip, __u8 *l4, __u16 *check, __u8 l4proto,
+				       const struct ct_nat *n, const int which)
+{
+	__be16 *port = (__be16 *)l4 + (which == CT_NAT_DST ? 1 : 0);
+	__be16 newport = which == CT_NAT_DST ? n->dport : n->sport;
+	__be32 *addr = which == CT_NAT_DST ? &ip->daddr : &ip->saddr;
+	__be32 newaddr = which == CT_NAT_DST ? n->daddr[0] : n->saddr[0];
+	__be16 oldport = *port;
+
+	if (l4proto == IPPROTO_TCP || *check) {
+		nat_csum_replace4(check, *addr, newaddr);
+		nat_csum_replace4(check, oldport, newport);
+		if (l4proto == IPPROTO_UDP && !*check)
+			*check = 0xffff;
+	}
+	*port = newport;
+	nat_csum_replace4(&ip->check, *addr, newaddr);
+	*addr = newaddr;
+}
+
+/* The same for IPv6 (nf_nat_ipv6_manip_pkt: no header checksum). */
+static __always_inline void nat_manip6(struct ipv6hdr *ip6, __u8 *l4, __u16 *check, __u8 l4proto,
+				       const struct ct_nat *n, const int which)
+{
+	__be16 *port = (__be16 *)l4 + (which == CT_NAT_DST ? 1 : 0);
+	__be16 newport = which == CT_NAT_DST ? n->dport : n->sport;
+	__u32 *addr = which == CT_NAT_DST ? ip6->daddr.in6_u.u6_addr32 : ip6->saddr.in6_u.u6_addr32;
+	const __u32 *newaddr = which == CT_NAT_DST ? n->daddr : n->saddr;
+	__be16 oldport = *port;
+
+	if (l4proto == IPPROTO_TCP || *check) {
+		nat_csum_replace16(check, addr, newaddr);
+		nat_csum_replace4(check, oldport, newport);
+		if (l4proto == IPPROTO_UDP && !*check)
+			*check = 0xffff;
+	}
+	*port = newport;
+	__builtin_memcpy(addr, newaddr, 16);
+}
+
+/* Rewrites a forwarded frame as the kernel would between prerouting and
+ * postrouting: the destination, the TTL or hop limit, the source, each
+ * where its CPU's `ct_scratch.nat` says. Global (verified once); the
+ * frame's headers at their fixed places. */
+__attribute__((noinline)) int nat_rewrite(struct xdp_md *ctx, __u32 proto_v6)
+{
+	__u8 *data = (__u8 *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	__u8 l4proto = proto_v6;
+	__u32 zero = 0;
+	struct ct_scratch *sc = bpf_map_lookup_elem(&ct_scratch, &zero);
+
+	if (!sc)
+		return 0;
+	__u8 m = sc->nat.manip;
+	if (proto_v6 >> 8) {
+		struct ipv6hdr *ip6 = (void *)(data + ETH_HLEN);
+		__u8 *l4 = (__u8 *)(ip6 + 1);
+
+		if ((void *)(l4 + 4) > end)
+			return 0;
+		__u16 *check = nat_l4_check(l4, l4proto, end);
+		if (!check)
+			return 0;
+		if (m & CT_NAT_DST)
+			nat_manip6(ip6, l4, check, l4proto, &sc->nat, CT_NAT_DST);
+		ip6->hop_limit--;
+		if (m & CT_NAT_SRC)
+			nat_manip6(ip6, l4, check, l4proto, &sc->nat, CT_NAT_SRC);
+		return 1;
+	}
+	struct iphdr *ip = (void *)(data + ETH_HLEN);
+	__u8 *l4 = (__u8 *)(ip + 1);
+
+	if ((void *)(l4 + 4) > end)
+		return 0;
+	__u16 *check = nat_l4_check(l4, l4proto, end);
+	if (!check)
+		return 0;
+	if (m & CT_NAT_DST)
+		nat_manip4(ip, l4, check, l4proto, &sc->nat, CT_NAT_DST);
+	ipv4_decrease_ttl(ip);
+	if (m & CT_NAT_SRC)
+		nat_manip4(ip, l4, check, l4proto, &sc->nat, CT_NAT_SRC);
+	return 1;
+}
+
+#endif
