@@ -37,10 +37,12 @@ pub struct Options {
     pub rounds: usize,
     /// iperf3's parallel streams.
     pub streams: u32,
+    /// The ruleset masquerades what leaves through dut1.
+    pub masquerade: bool,
 }
 
 impl Options {
-    pub fn checked(seconds: u32, rounds: usize, streams: u32) -> Result<Options> {
+    pub fn checked(seconds: u32, rounds: usize, streams: u32, masquerade: bool) -> Result<Options> {
         if !(1..=600).contains(&seconds) {
             bail!("--seconds: 1 to 600, got {seconds}");
         }
@@ -54,15 +56,17 @@ impl Options {
             seconds,
             rounds,
             streams,
+            masquerade,
         })
     }
 }
 
 /// The stateful ruleset of an edge router: established and related
 /// accepted, invalid dropped, new connections only to the server's port
-/// from the generator's side.
-fn ruleset() -> String {
-    format!(
+/// from the generator's side; with `masquerade`, what leaves through dut1
+/// masqueraded.
+fn ruleset(masquerade: bool) -> String {
+    let mut r = format!(
         "table inet edge {{
   chain forward {{
     type filter hook forward priority 0; policy drop;
@@ -70,9 +74,19 @@ fn ruleset() -> String {
     ct state invalid drop
     iifname \"dut0\" tcp dport {PORT} ct state new accept
   }}
-}}
 "
-    )
+    );
+    if masquerade {
+        r.push_str(
+            "  chain postrouting {
+    type nat hook postrouting priority srcnat; policy accept;
+    oifname \"dut1\" masquerade
+  }
+",
+        );
+    }
+    r.push_str("}\n");
+    r
 }
 
 /// The ways, in the order they take turns.
@@ -132,6 +146,7 @@ pub struct Summary {
 pub struct Report {
     pub seconds: u32,
     pub streams: u32,
+    pub masquerade: bool,
     pub ruleset: String,
     pub runs: Vec<Run>,
     pub summaries: Vec<Summary>,
@@ -266,7 +281,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Run)) -> Re
                 }
                 .expect("built-in");
                 if way != "xdp-redirect" {
-                    def.nft = Some(ruleset());
+                    def.nft = Some(ruleset(o.masquerade));
                 }
                 def.carry_tcp = way.ends_with("--carry-tcp");
                 let gso = if way.ends_with("MTU segments") {
@@ -323,7 +338,8 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Run)) -> Re
     Ok(Report {
         seconds: o.seconds,
         streams: o.streams,
-        ruleset: ruleset(),
+        masquerade: o.masquerade,
+        ruleset: ruleset(o.masquerade),
         summaries: summaries(&runs),
         runs,
     })
@@ -410,8 +426,10 @@ impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "iperf3, {} streams, {} s a run, the kernel's window checking on (nf_conntrack_tcp_be_liberal=0):",
-            self.streams, self.seconds
+            "iperf3, {} streams, {} s a run, the kernel's window checking on (nf_conntrack_tcp_be_liberal=0){}:",
+            self.streams,
+            self.seconds,
+            if self.masquerade { ", masqueraded" } else { "" }
         )?;
         for s in &self.summaries {
             write!(
@@ -479,7 +497,7 @@ mod tests {
         );
         assert!((carry.carried_share.unwrap() - 0.995).abs() < 1e-9);
         assert_eq!(s[0].carried_share, None);
-        assert!(Options::checked(0, 1, 1).is_err());
-        assert!(Options::checked(5, 3, 4).is_ok());
+        assert!(Options::checked(0, 1, 1, false).is_err());
+        assert!(Options::checked(5, 3, 4, true).is_ok());
     }
 }

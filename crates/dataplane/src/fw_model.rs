@@ -7,8 +7,8 @@ use crate::fwc::Tables;
 use crate::layout::TRANSPORT_BYTES;
 use crate::layout::{
     FwKey, FwMiss, FwReads, FwRuleCounter, FwSlot, FwState, FW_ACCEPT, FW_CT_ON, FW_DROP,
-    FW_KERNEL, FW_READ_CT, FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR,
-    FW_READ_OIF, FW_READ_SADDR,
+    FW_KERNEL, FW_READ_CT, FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NAT,
+    FW_READ_NEXTHDR, FW_READ_OIF, FW_READ_SADDR,
 };
 use crate::model::reason;
 use std::cell::RefCell;
@@ -77,11 +77,12 @@ impl FwModel {
             k.flow.nexthdr = f.nexthdr;
         }
         k.flow.ipv6 = f.ipv6 as u8;
-        // The connection stage (bpf/include/router/ct_judge.h) reads the kernel's
-        // conntrack table, which the model does not hold: it is held to
+        // The connection stage (bpf/include/router/ct_judge.h) and the NAT
+        // stage (router/nat.h) read the kernel's conntrack table, which the
+        // model does not hold: it is held to
         // the kernel itself (crates/linerate/tests/stateful_cli.rs). Off,
         // the program passes such frames, and so does the model.
-        if on(FW_READ_CT) {
+        if on(FW_READ_CT) || on(FW_READ_NAT) {
             assert!(
                 self.state.ct_flags & FW_CT_ON == 0,
                 "the model has no conntrack to judge a ct-reading ruleset by"

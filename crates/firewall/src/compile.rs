@@ -17,8 +17,8 @@ use linerate_dataplane::fw_cache::{set_of, slot_index, way_for, FwTable};
 use linerate_dataplane::fwc::{self, Act, Tables};
 use linerate_dataplane::layout::{
     FwKey, FwReads, FwSlot, FW_ACCEPT, FW_DROP, FW_ENTRY_COUNTERS, FW_KERNEL, FW_READ_CT,
-    FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NEXTHDR, FW_READ_OIF, FW_READ_SADDR,
-    FW_SET_BITS_ALL, FW_SET_BITS_CLASSIFIED,
+    FW_READ_DADDR, FW_READ_IIF, FW_READ_L4PROTO, FW_READ_NAT, FW_READ_NEXTHDR, FW_READ_OIF,
+    FW_READ_SADDR, FW_SET_BITS_ALL, FW_SET_BITS_CLASSIFIED,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -176,13 +176,22 @@ impl Compiled {
     pub fn reads(&self, ipv6: bool) -> FwReads {
         self.families[ipv6 as usize]
             .as_ref()
-            .map_or_else(FwReads::default, |f| FwReads {
-                set_bits: if f.classifier.is_ok() {
-                    FW_SET_BITS_CLASSIFIED
-                } else {
-                    FW_SET_BITS_ALL
-                },
-                ..fw_reads(&f.reads)
+            .map_or_else(FwReads::default, |f| {
+                let r = fw_reads(&f.reads);
+                FwReads {
+                    set_bits: if f.classifier.is_ok() {
+                        FW_SET_BITS_CLASSIFIED
+                    } else {
+                        FW_SET_BITS_ALL
+                    },
+                    fields: r.fields
+                        | if f.filter.nat.is_empty() {
+                            0
+                        } else {
+                            FW_READ_NAT
+                        },
+                    ..r
+                }
             })
     }
 
@@ -199,6 +208,12 @@ impl Compiled {
                     out[i].insert(format!(
                         "nft chain {} {} {}",
                         c.table.family, c.table.name, c.name
+                    ));
+                }
+                for n in &f.filter.nat {
+                    out[i].insert(format!(
+                        "nft chain {} {} {}",
+                        n.table.family, n.table.name, n.name
                     ));
                 }
             }
@@ -685,6 +700,10 @@ fn family_of(j: &Judged, ct: bool) -> Result<Option<Family>, String> {
             "a rule reads ct, and the fast path cannot find connections here (no XDP conntrack kfuncs in this kernel)"
                 .to_string(),
         ),
+        Ok(f) if !f.nat.is_empty() && !ct => Err(format!(
+            "nat chain {} {}: the fast path cannot find connections' mappings here (no XDP conntrack kfuncs in this kernel)",
+            f.nat[0].table, f.nat[0].name
+        )),
         Ok(f) => {
             let reads = Reads::of(f).ok_or_else(|| {
                 format!(

@@ -207,7 +207,15 @@ struct Raw<'a> {
 
 /// One table read: its base chains on the forwarding path, the chains
 /// they reach, the sets those name; or why not.
-type TableRead = Result<(Vec<(BaseChain, u64)>, Vec<Chain>, Vec<NamedSet>), Vec<NotCompiled>>;
+type TableRead = Result<
+    (
+        Vec<(BaseChain, u64)>,
+        Vec<Chain>,
+        Vec<NamedSet>,
+        Vec<NatChain>,
+    ),
+    Vec<NotCompiled>,
+>;
 
 #[derive(Default)]
 struct Family {
@@ -224,13 +232,14 @@ impl Family {
     }
 
     fn add(&mut self, table_order: usize, t: &TableRead) {
-        let (base, chains, sets) = match t {
+        let (base, chains, sets, nat) = match t {
             Ok(t) => t,
             Err(e) => {
                 self.refused.extend(e.iter().cloned());
                 return;
             }
         };
+        self.filter.nat.extend(nat.iter().cloned());
         let (c0, s0) = (self.filter.chains.len(), self.filter.sets.len());
         for c in chains {
             let mut c = c.clone();
@@ -285,6 +294,24 @@ impl Family {
             }
         }
         f.base = keyed.into_iter().map(|(b, _)| b).collect();
+        // With NAT, a filter chain at prerouting or postrouting sees the
+        // addresses before or after the mapping by its priority against
+        // the nat chains'; the fast path judges by the forward chain's
+        // view alone.
+        if !f.nat.is_empty() {
+            for b in f.base.iter().filter(|b| b.hook != Hook::Forward) {
+                let c = &f.chains[b.chain];
+                refused.push(NotCompiled {
+                    table: c.table.clone(),
+                    chain: Some(c.name.clone()),
+                    handle: None,
+                    why: format!(
+                        "a filter chain at {:?} beside nat chains (what it sees depends on its priority against NAT's; only forward chains are judged with NAT)",
+                        b.hook
+                    ),
+                });
+            }
+        }
         if let Some((base, c)) = f.ct_before_conntrack() {
             let at = &f.chains[c];
             refused.push(NotCompiled {
@@ -389,6 +416,7 @@ impl<'a> TableReader<'a> {
 
     fn read(mut self) -> TableRead {
         let mut base = Vec::new();
+        let mut nat = Vec::new();
         let chains: Vec<&Value> = self
             .raw
             .chains
@@ -418,6 +446,16 @@ impl<'a> TableReader<'a> {
             };
             match c.get("type").and_then(Value::as_str) {
                 Some("filter") => {}
+                // Its rules meet a connection's first packet only, which
+                // the kernel sees (no established entry yet); after it the
+                // entry holds the mapping.
+                Some("nat") if hook != Hook::Forward => {
+                    nat.push(NatChain {
+                        table: self.table.clone(),
+                        name: name.to_string(),
+                    });
+                    continue;
+                }
                 other => {
                     self.refuse(
                         Some(name),
@@ -455,7 +493,7 @@ impl<'a> TableReader<'a> {
             self.read_rules(&name);
         }
         if self.refused.is_empty() {
-            Ok((base, self.chains, self.sets))
+            Ok((base, self.chains, self.sets, nat))
         } else {
             Err(self.refused)
         }

@@ -461,12 +461,24 @@ pub struct BaseChain {
 
 /// One family's forwarding-path filter: the base chains in the order the
 /// kernel runs them (hook, then priority, then registration), the chains
-/// they reach, and the named sets their rules name.
+/// they reach, and the named sets their rules name; and the family's nat
+/// chains at prerouting and postrouting ("table name chain name"), whose
+/// rules only a connection's first packet meets: the fast path maps an
+/// established connection as its conntrack entry says
+/// (bpf/include/router/nat.h).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Filter {
     pub base: Vec<BaseChain>,
     pub chains: Vec<Chain>,
     pub sets: Vec<NamedSet>,
+    pub nat: Vec<NatChain>,
+}
+
+/// A nat base chain on the forwarding path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NatChain {
+    pub table: TableId,
+    pub name: String,
 }
 
 impl Filter {
@@ -477,9 +489,10 @@ impl Filter {
         }
     }
 
-    /// Whether nothing filters the family (no base chain on its path).
+    /// Whether nothing filters or maps the family (no base chain on its
+    /// path).
     pub fn is_empty(&self) -> bool {
-        self.base.is_empty()
+        self.base.is_empty() && self.nat.is_empty()
     }
 
     /// The chains a packet entering `chain` can reach (it included):

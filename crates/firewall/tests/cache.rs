@@ -85,6 +85,7 @@ fn keys_hold_only_what_the_ruleset_reads() {
             )],
         }],
         sets: vec![],
+        nat: vec![],
     };
     let daddr = Reads::of(&by(vec![Field::Daddr4])).unwrap();
     let mut r = StdRng::seed_from_u64(1);

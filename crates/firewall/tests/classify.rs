@@ -224,6 +224,7 @@ fn an_access_list_narrows_each_key_to_a_few_words() {
             rules,
         }],
         sets: vec![],
+        nat: vec![],
     };
     let reads = Reads::of(&f).unwrap();
     let t = classify::compile(&f, false, &reads, &names()).unwrap();

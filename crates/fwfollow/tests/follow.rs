@@ -197,6 +197,7 @@ fn canonical(f: &Filter) -> Filter {
         base: f.base.clone(),
         chains: chains.iter().map(|&i| f.chains[i].clone()).collect(),
         sets: sets.iter().map(|&i| f.sets[i].clone()).collect(),
+        nat: f.nat.clone(),
     };
     for b in &mut out.base {
         b.chain = chain_at(b.chain);

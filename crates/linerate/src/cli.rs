@@ -461,6 +461,10 @@ pub struct BenchTcpArgs {
     /// iperf3's parallel streams.
     #[arg(long, default_value_t = 4)]
     pub streams: u32,
+    /// The ruleset also masquerades what leaves through dut1 (a nat
+    /// chain: the connections' mappings are the kernel's conntrack's).
+    #[arg(long)]
+    pub masquerade: bool,
     #[arg(long)]
     pub json: bool,
 }

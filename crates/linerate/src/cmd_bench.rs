@@ -134,7 +134,7 @@ fn firewall_change(a: crate::cli::BenchFirewallChangeArgs) -> Result<()> {
 fn tcp(a: crate::cli::BenchTcpArgs) -> Result<()> {
     use linerate_bench::tcp::{run, Options};
     linerate_host::privilege::require_root("linerate bench tcp")?;
-    let o = Options::checked(a.seconds, a.rounds, a.streams)?;
+    let o = Options::checked(a.seconds, a.rounds, a.streams, a.masquerade)?;
     let json = a.json;
     let r = run(&o, linerate_host::stop::flag(), |r| {
         if !json {

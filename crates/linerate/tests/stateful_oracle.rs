@@ -10,51 +10,17 @@
 //! same stateful ruleset: the kernel alone, and linerate's router. What
 //! arrives at either end must be the same frames, and linerate must have
 //! carried the established part itself. Needs root.
-use etherparse::PacketBuilder;
-use linerate_host::netns::NetnsGuard;
-use std::collections::BTreeMap;
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
-
 mod common;
-use common::frames::{capture, is_chatter, normalise};
 use common::lab;
+use common::script::{self, eth, only, pause, Side, Step};
 
 const KERNEL: &str = "lrt-cto";
 const ROUTED: &str = "lrt-ctr";
-const GEN: [u8; 6] = [2, 0, 0, 0, 0, 1];
-const DUT_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
-const DUT_OUT: [u8; 6] = [2, 0, 0, 0, 0, 3];
-const RECV: [u8; 6] = [2, 0, 0, 0, 0, 4];
 /// Beyond the lab's connected networks: routed through its gateways.
 const C4: [u8; 4] = [198, 18, 1, 1];
 const S4: [u8; 4] = [198, 19, 1, 1];
 const C6: [u8; 16] = [0x20, 1, 0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1];
 const S6: [u8; 16] = [0x20, 1, 0, 2, 0, 0, 0x80, 1, 0, 0, 0, 0, 0, 0, 0, 1];
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Side {
-    /// Sent out of gen0 (the inside, dut0).
-    Gen,
-    /// Sent out of recv0 (the outside, dut1).
-    Recv,
-}
-
-enum Step {
-    Send(Side, Vec<u8>),
-    Pause(Duration),
-    /// `conntrack ARGS` in the DUT.
-    Conntrack(Vec<String>),
-}
-
-fn eth(side: Side) -> etherparse::PacketBuilderStep<etherparse::Ethernet2Header> {
-    match side {
-        Side::Gen => PacketBuilder::ethernet2(GEN, DUT_IN),
-        Side::Recv => PacketBuilder::ethernet2(RECV, DUT_OUT),
-    }
-}
 
 /// The ends of a frame from `side`: the client's inside, the server's
 /// outside.
@@ -208,10 +174,6 @@ fn unreachable4(about: &[u8]) -> Vec<u8> {
     f
 }
 
-fn pause(ms: u64) -> Step {
-    Step::Pause(Duration::from_millis(ms))
-}
-
 /// The script: UDP client 198.18.1.1:5000 and [2001:2:0:1::1]:5000 on the
 /// inside, server port 53 on the outside; TCP 6000 -> 80.
 fn script() -> Vec<Step> {
@@ -356,104 +318,12 @@ fn script() -> Vec<Step> {
     s
 }
 
-/// Runs the script through lab `lab`: what arrived where, by frame.
-fn run_script(lab: &str) -> BTreeMap<(String, Vec<u8>), usize> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let at_recv = capture(format!("{lab}-recv"), "recv0", stop.clone());
-    let at_gen = capture(format!("{lab}-gen"), "gen0", stop.clone());
-    std::thread::sleep(Duration::from_millis(300));
-    let socket = |role: &str, dev: &str| {
-        let _in = NetnsGuard::enter(&format!("{lab}-{role}")).unwrap();
-        linerate_traffic::afpacket::PacketSocket::open(linerate_bpf::loader::ifindex(dev).unwrap())
-            .unwrap()
-    };
-    let (gen, recv) = (socket("gen", "gen0"), socket("recv", "recv0"));
-    for step in script() {
-        match step {
-            Step::Send(side, f) => {
-                let sock = if side == Side::Gen { &gen } else { &recv };
-                let mut b = vec![f.clone()];
-                sock.send_batch(&mut b, &[f.len()]).unwrap();
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            Step::Pause(d) => std::thread::sleep(d),
-            Step::Conntrack(args) => {
-                let o = Command::new("ip")
-                    .args(["netns", "exec", &format!("{lab}-dut"), "conntrack"])
-                    .args(&args)
-                    .output()
-                    .unwrap();
-                assert!(
-                    o.status.success(),
-                    "conntrack {args:?}: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                );
-            }
-        }
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    stop.store(true, Ordering::SeqCst);
-    let mut seen = BTreeMap::new();
-    for (name, h) in [("recv0", at_recv), ("gen0", at_gen)] {
-        for f in h.join().unwrap() {
-            if !is_chatter(&f) {
-                *seen.entry((name.to_string(), normalise(f))).or_default() += 1;
-            }
-        }
-    }
-    seen
-}
-
 fn set_up(lab: &'static str, liberal: bool) -> lab::Down {
-    let down = lab::up(lab);
-    let o = Command::new("ip")
-        .args(["netns", "exec", &format!("{lab}-dut"), "sysctl", "-qw"])
-        .arg(format!(
-            "net.netfilter.nf_conntrack_tcp_be_liberal={}",
-            liberal as u8
-        ))
-        .output()
-        .unwrap();
-    // (The sysctl appears once conntrack is loaded: by the ruleset, below,
-    // if not yet.)
-    let liberal_set = o.status.success();
-    // The ends send no errors of their own about the frames they cannot
-    // deliver: which ones they would send depends on their rate limits'
-    // timing, not on the DUT.
-    let quiet = std::env::temp_dir().join(format!("linerate-{lab}-ends.nft"));
-    std::fs::write(
-        &quiet,
-        "table inet quiet {\n  chain out {\n    type filter hook output priority 0; policy accept;\n    icmp type destination-unreachable drop\n    icmpv6 type destination-unreachable drop\n  }\n}\n",
+    script::set_up(
+        lab,
+        &linerate_firewall::seeds::stateful_strict("dut0"),
+        liberal,
     )
-    .unwrap();
-    for role in ["gen", "recv"] {
-        let o = Command::new("ip")
-            .args(["netns", "exec", &format!("{lab}-{role}"), "nft", "-f"])
-            .arg(&quiet)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    let path = std::env::temp_dir().join(format!("linerate-{lab}.nft"));
-    std::fs::write(&path, linerate_firewall::seeds::stateful_strict("dut0")).unwrap();
-    let o = Command::new("ip")
-        .args(["netns", "exec", &format!("{lab}-dut"), "nft", "-f"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    if !liberal_set {
-        let o = Command::new("ip")
-            .args(["netns", "exec", &format!("{lab}-dut"), "sysctl", "-qw"])
-            .arg(format!(
-                "net.netfilter.nf_conntrack_tcp_be_liberal={}",
-                liberal as u8
-            ))
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    down
 }
 
 /// The script through the kernel alone and through linerate, TCP windows
@@ -461,21 +331,15 @@ fn set_up(lab: &'static str, liberal: bool) -> lab::Down {
 /// carried itself: (UDP and TCP frames, invalid ones passed).
 fn differential(liberal: bool) -> (u64, u64, u64) {
     let _k = set_up(KERNEL, liberal);
-    let kernel = run_script(KERNEL);
+    let kernel = script::run(KERNEL, script());
     let _r = set_up(ROUTED, liberal);
     let _router = lab::start_router(ROUTED);
     lab::wait_for_firewall(ROUTED, 1);
     let carried0 = lab::router_counted(ROUTED, "forwarded");
-    let routed = run_script(ROUTED);
+    let routed = script::run(ROUTED, script());
     let carried = lab::router_counted(ROUTED, "forwarded") - carried0;
     let invalid = lab::router_counted(ROUTED, "pass_ct_invalid");
     let window = lab::router_counted(ROUTED, "pass_ct_window");
-    let only = |a: &BTreeMap<(String, Vec<u8>), usize>, b: &BTreeMap<(String, Vec<u8>), usize>| {
-        a.iter()
-            .filter(|(k, n)| b.get(*k) != Some(n))
-            .map(|((dev, f), n)| format!("{dev} x{n}: {f:02x?}"))
-            .collect::<Vec<_>>()
-    };
     assert!(
         kernel == routed,
         "TCP windows {}: the kernel alone delivered, linerate did not:\n{}\nlinerate delivered, the kernel alone did not:\n{}",

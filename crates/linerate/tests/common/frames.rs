@@ -97,8 +97,9 @@ pub fn is_chatter(f: &[u8]) -> bool {
     }
 }
 
-/// Zeroes the IPv4 ID and header checksum of packets the DUT or the
-/// receiver originates (its errors back).
+/// Zeroes the IPv4 ID and header checksum of the errors the DUT or the
+/// receiver originates (ICMP from their addresses: the DUT's also
+/// masquerades others' packets, which must arrive as they are).
 pub fn normalise(mut f: Vec<u8>) -> Vec<u8> {
     let ours =
         |src: [u8; 4]| [[198, 18, 0, 254], [198, 19, 0, 254], [198, 19, 0, 1]].contains(&src);
@@ -110,7 +111,7 @@ pub fn normalise(mut f: Vec<u8>) -> Vec<u8> {
     let Ok((mut h, _)) = etherparse::Ipv4Header::from_slice(&f[ETH_LEN..]) else {
         return f;
     };
-    if ours(h.source) {
+    if ours(h.source) && h.protocol == etherparse::IpNumber::ICMP {
         let len = h.header_len();
         h.identification = 0;
         h.header_checksum = 0;

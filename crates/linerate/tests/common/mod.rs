@@ -2,6 +2,7 @@
 #![allow(dead_code)] // not every test binary uses all of it
 pub mod frames;
 pub mod lab;
+pub mod script;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
