@@ -68,6 +68,18 @@ pub fn stateful_strict(inside: &str) -> String {
     format!("table inet linerate {{\n  chain forward {{\n    type filter hook forward priority 0; policy drop;\n    ct state established,related accept\n    ct state new iifname \"{inside}\" accept\n  }}\n}}\n")
 }
 
+/// The stricter one, and what leaves through `outside` masqueraded (an
+/// edge router's NAT: the connections' mappings are the kernel's
+/// conntrack's).
+pub fn stateful_masquerade(inside: &str, outside: &str) -> String {
+    let mut s = stateful_strict(inside);
+    s.truncate(s.len() - 2);
+    s.push_str(&format!(
+        "  chain postrouting {{\n    type nat hook postrouting priority srcnat; policy accept;\n    oifname \"{outside}\" masquerade\n  }}\n}}\n"
+    ));
+    s
+}
+
 /// Sets of M IPv4 and M IPv6 source addresses the lab's traffic is not
 /// from (100.64.0.0/10 and 2001:db8::/32), looked up for every packet,
 /// then the rule it matches.

@@ -8,12 +8,15 @@
 //! whose rules each read an address and a port (`...-nft-acl-N`). The
 //! rulesets are linerate_firewall::seeds'.
 //! And the seeds' stateful ones (`...-nft-stateful`, `...-nft-stateful-strict`:
-//! new connections only from the generator's side), whose runs first
+//! new connections only from the generator's side; `...-nft-stateful-masquerade`:
+//! that, and what leaves through dut1 masqueraded), whose runs first
 //! establish the profile's flows (scenario::DutDef::establish).
 
 /// Whether a built-in firewall configuration is a stateful one.
 pub fn is_stateful(name: &str) -> bool {
-    name.ends_with("-nft-stateful") || name.ends_with("-nft-stateful-strict")
+    name.ends_with("-nft-stateful")
+        || name.ends_with("-nft-stateful-strict")
+        || name.ends_with("-nft-stateful-masquerade")
 }
 
 /// The conntrack limits the stateful configurations set for their runs:
@@ -35,6 +38,12 @@ pub fn by_name(name: &str) -> Option<(bool, String)> {
         "stateful" => return Some((linerate, linerate_firewall::seeds::stateful())),
         "stateful-strict" => {
             return Some((linerate, linerate_firewall::seeds::stateful_strict("dut0")))
+        }
+        "stateful-masquerade" => {
+            return Some((
+                linerate,
+                linerate_firewall::seeds::stateful_masquerade("dut0", "dut1"),
+            ))
         }
         _ => {}
     }
@@ -59,6 +68,7 @@ pub fn names() -> Vec<String> {
         v.extend(RULES.iter().map(|n| format!("{who}-nft-acl-{n}")));
         v.push(format!("{who}-nft-stateful"));
         v.push(format!("{who}-nft-stateful-strict"));
+        v.push(format!("{who}-nft-stateful-masquerade"));
     }
     v
 }
@@ -73,7 +83,7 @@ mod tests {
         assert_eq!(by_name("linerate-nft-set-1000000").map(|r| r.0), Some(true));
         assert_eq!(by_name("linux-nft-rules-7"), None);
         assert_eq!(by_name("linux-nft-set-x"), None);
-        assert_eq!(names().len(), 28);
+        assert_eq!(names().len(), 30);
         let acl = by_name("linux-nft-acl-10000").unwrap();
         assert!(
             !acl.0
@@ -83,6 +93,10 @@ mod tests {
         );
         let strict = by_name("linerate-nft-stateful-strict").unwrap();
         assert!(strict.0 && strict.1.contains("ct state new iifname \"dut0\" accept"));
+        let masq = by_name("linux-nft-stateful-masquerade").unwrap();
+        assert!(!masq.0 && masq.1.contains("oifname \"dut1\" masquerade"));
+        assert!(masq.1.contains("ct state new iifname \"dut0\" accept"));
+        assert!(is_stateful("linerate-nft-stateful-masquerade"));
         assert!(is_stateful("linux-nft-stateful") && !is_stateful("linux-nft-rules-1"));
         let def = crate::scenario::builtin_dut("linux-nft-stateful").unwrap();
         assert!(def.establish && def.conntrack_max == Some(STATEFUL_CONNTRACK_MAX));

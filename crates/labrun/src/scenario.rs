@@ -318,7 +318,7 @@ pub const BUILTIN_DUTS: &[&str] = &[
     "linux-nft-rules-N and linerate-nft-rules-N (N: 1, 100, 1000, 10000)",
     "linux-nft-set-M and linerate-nft-set-M (M: 1, 1000, 100000, 1000000)",
     "linux-nft-acl-N and linerate-nft-acl-N (an access list of N rules, each an address prefix and a port; N: 1, 100, 1000, 10000)",
-    "linux-nft-stateful, linerate-nft-stateful and their -strict variants (flows established first)",
+    "linux-nft-stateful, linerate-nft-stateful and their -strict and -masquerade variants (flows established first; -masquerade: what leaves through dut1 masqueraded)",
 ];
 
 /// A checked scenario.
