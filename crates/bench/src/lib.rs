@@ -8,25 +8,18 @@
 //! (the same with BIRD and FRR), `conntrack` (finding a connection: the
 //! kernel's table through the XDP kfuncs, or a hash of our own), `fw_cache` (a verdict cache's lookup
 //! by its shape) and `firewall` (the firewall's cost per packet by the
-//! ruleset's size), `restart` (what a restart of the router costs the
-//! traffic, each way of restarting) and `route_change` (how long the
-//! fast path takes to follow a route or neighbour change under traffic).
-//! `linerate bench gen` is the generator's own, in linerate-traffic.
+//! ruleset's size). The benches under traffic in a lab of their own are
+//! linerate-labbench's; `linerate bench gen` is the generator's own, in
+//! linerate-traffic.
 pub mod bgp;
 pub mod conntrack;
 pub mod fastpath;
 pub mod fib;
 pub mod firewall;
-pub mod firewall_change;
 pub mod follow;
 pub mod fw_cache;
-pub mod lab_traffic;
 pub mod probe;
-pub mod restart;
-pub mod route_change;
 pub mod route_churn;
-mod service_manager;
-pub mod tcp;
 
 /// The median of a bench's rounds (ministat's).
 pub fn median(v: &[f64]) -> f64 {

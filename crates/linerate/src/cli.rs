@@ -277,7 +277,7 @@ pub struct BenchRestartArgs {
         value_delimiter = ',',
         default_value = "takeover,upgrade,kill9,cold"
     )]
-    pub ways: Vec<linerate_bench::restart::Way>,
+    pub ways: Vec<linerate_labbench::restart::Way>,
     /// Frames a second through the DUT (one flow of 60-byte frames).
     #[arg(short = 'R', long, default_value_t = 100_000)]
     pub rate: u64,
@@ -1005,10 +1005,10 @@ mod tests {
 /// equal to what this build's `--help` says. After a change of the
 /// command line: `LINERATE_WRITE_MANPAGES=1 cargo test -p linerate --bin
 /// linerate man_pages`.
-/// `--ways`: the names of linerate_bench::restart::Way, with their help.
-fn restart_way() -> impl clap::builder::TypedValueParser<Value = linerate_bench::restart::Way> {
+/// `--ways`: the names of linerate_labbench::restart::Way, with their help.
+fn restart_way() -> impl clap::builder::TypedValueParser<Value = linerate_labbench::restart::Way> {
     use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-    use linerate_bench::restart::Way;
+    use linerate_labbench::restart::Way;
     let values = Way::CHOICES.iter().map(|(name, way)| {
         let v = PossibleValue::new(*name);
         match way.help() {

@@ -24,7 +24,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
 }
 
 fn restart(a: crate::cli::BenchRestartArgs) -> Result<()> {
-    use linerate_bench::restart::{run, Options};
+    use linerate_labbench::restart::{run, Options};
     let o = Options {
         ways: a.ways,
         rate: a.rate,
@@ -36,7 +36,7 @@ fn restart(a: crate::cli::BenchRestartArgs) -> Result<()> {
     linerate_host::privilege::require_root("linerate bench restart")?;
     let json = a.json;
     if !json {
-        println!("{}", linerate_bench::restart::table_header());
+        println!("{}", linerate_labbench::restart::table_header());
     }
     let trials = run(&o, linerate_host::stop::flag(), |t| {
         if !json {
@@ -64,13 +64,8 @@ fn bgp(a: crate::cli::BenchBgpArgs) -> Result<()> {
     };
     o.check()?;
     linerate_host::privilege::require_root("linerate bench bgp")?;
-    let json = a.json;
-    let r = run(&o, linerate_host::stop::flag(), |p| {
-        if !json {
-            println!("{p}");
-        }
-    })?;
-    print_report(json, &r)
+    let r = run(&o, linerate_host::stop::flag(), progress(a.json))?;
+    print_report(a.json, &r)
 }
 
 fn route_churn(a: crate::cli::BenchRouteChurnArgs) -> Result<()> {
@@ -85,63 +80,50 @@ fn route_churn(a: crate::cli::BenchRouteChurnArgs) -> Result<()> {
     };
     o.check()?;
     linerate_host::privilege::require_root("linerate bench route-churn")?;
-    let json = a.json;
-    let r = run(&o, linerate_host::stop::flag(), |p| {
-        if !json {
-            println!("{p}");
-        }
-    })?;
-    print_report(json, &r)
+    let r = run(&o, linerate_host::stop::flag(), progress(a.json))?;
+    print_report(a.json, &r)
 }
 
 fn route_change(a: crate::cli::BenchRouteChangeArgs) -> Result<()> {
-    use linerate_bench::route_change::{run, Options};
+    use linerate_labbench::route_change::{run, Options};
     linerate_host::privilege::require_root("linerate bench route-change")?;
     if a.changes == 0 || !(a.interval >= 0.05 && a.interval <= 60.0) || a.rate == 0 {
         bail!("--changes at least 1, --interval 0.05 to 60 s, -R at least 1 pps");
     }
-    let json = a.json;
-    let r = run(
-        &Options {
-            changes: a.changes,
-            interval: std::time::Duration::from_secs_f64(a.interval),
-            rate_pps: a.rate,
-            gen_cpu: a.gen_cpu,
-        },
-        linerate_host::stop::flag(),
-        |c| {
-            if !json {
-                println!("{c}");
-            }
-        },
-    )?;
-    print_report(json, &r)
+    let o = Options {
+        changes: a.changes,
+        interval: std::time::Duration::from_secs_f64(a.interval),
+        rate_pps: a.rate,
+        gen_cpu: a.gen_cpu,
+    };
+    let r = run(&o, linerate_host::stop::flag(), progress(a.json))?;
+    print_report(a.json, &r)
 }
 
 fn firewall_change(a: crate::cli::BenchFirewallChangeArgs) -> Result<()> {
-    use linerate_bench::firewall_change::{run, Options};
+    use linerate_labbench::firewall_change::{run, Options};
     linerate_host::privilege::require_root("linerate bench firewall-change")?;
     let o = Options::checked(a.rules, a.changes, a.interval, a.new_flows, a.gen_cpu)?;
-    let json = a.json;
-    let r = run(&o, linerate_host::stop::flag(), |c| {
-        if !json {
-            println!("{c}");
-        }
-    })?;
-    print_report(json, &r)
+    let r = run(&o, linerate_host::stop::flag(), progress(a.json))?;
+    print_report(a.json, &r)
 }
 
 fn tcp(a: crate::cli::BenchTcpArgs) -> Result<()> {
-    use linerate_bench::tcp::{run, Options};
+    use linerate_labbench::tcp::{run, Options};
     linerate_host::privilege::require_root("linerate bench tcp")?;
     let o = Options::checked(a.seconds, a.rounds, a.streams, a.masquerade)?;
-    let json = a.json;
-    let r = run(&o, linerate_host::stop::flag(), |r| {
+    let r = run(&o, linerate_host::stop::flag(), progress(a.json))?;
+    print_report(a.json, &r)
+}
+
+/// A bench's progress as it goes: each step printed, unless the report is
+/// JSON.
+fn progress<P: std::fmt::Display>(json: bool) -> impl FnMut(&P) {
+    move |p| {
         if !json {
-            println!("{r}");
+            println!("{p}");
         }
-    })?;
-    print_report(json, &r)
+    }
 }
 
 /// Prints a bench's report: as JSON, or as its text.

@@ -77,6 +77,21 @@ const LAYERS: &[(&str, &[&str])] = &[
             "labrun",
         ],
     ),
+    (
+        "labbench",
+        &[
+            "bpf",
+            "host",
+            "lab",
+            "ministat",
+            "traffic",
+            "netlink",
+            "dataplane",
+            "firewall",
+            "daemon",
+            "labrun",
+        ],
+    ),
     ("testkit", &["bpf", "fib", "host", "dataplane", "router"]),
     (
         "linerate",
@@ -97,6 +112,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "daemon",
             "labrun",
             "bench",
+            "labbench",
         ],
     ),
 ];

@@ -370,7 +370,7 @@ fn summaries(runs: &[Run]) -> Vec<Summary> {
                 if v.is_empty() {
                     f64::NAN
                 } else {
-                    crate::median(&v)
+                    linerate_ministat::Dataset::new("ratios", &v).median()
                 }
             };
             let (carried, window) = mine
