@@ -6,7 +6,7 @@
 //! and go on (one with checksum 0), TCP connections opened, carrying data
 //! both ways and closed or reset, an ICMP error about a masqueraded
 //! datagram, a hairpin (an inside host to the outside address's forwarded
-//! port). Sent through two labs: the kernel alone, and linerate's router.
+//! port), a redirect to the router itself. Sent through two labs: the kernel alone, and linerate's router.
 //! What arrives at either end must be the same frames (addresses, ports
 //! and checksums as the kernel rewrites them), and linerate must have
 //! carried the established part itself. Needs root.
@@ -60,6 +60,7 @@ fn ruleset() -> String {
     iifname \"dut1\" ip daddr {PUBLIC} udp dport 5353 dnat ip to {INNER}:53
     iifname \"dut0\" ip daddr {PUBLIC} udp dport 5353 dnat ip to {INNER}:53
     iifname \"dut1\" ip6 daddr {PUBLIC6} tcp dport 8080 dnat ip6 to [{inner6}]:80
+    iifname \"dut0\" tcp dport 3128 redirect to :8080
   }}
   chain postrouting {{
     type nat hook postrouting priority srcnat; policy accept;
@@ -247,6 +248,9 @@ fn script() -> Vec<Step> {
     // A hairpin: an inside host to the forwarded port of the outside
     // address, which sends it back in.
     s.push(udp(Gen, a(C1, 5002), a(PUBLIC, 5353), 99));
+    // Redirected to the router itself (a transparent proxy's rule), where
+    // nothing listens: the kernel's, which resets it.
+    s.push(tcp(Gen, a(C1, 5003), a(SERVER, 3128), 1, 0, "S", 0));
     // TCP: SNAT'd to another address and closed; forwarded in (IPv4 and
     // IPv6) and reset.
     tcp_connection(

@@ -4,7 +4,8 @@
 //! byte for byte, then iperf3 with four streams each way), full checksums
 //! on the wire, the stateful ruleset of a real edge (established and
 //! related accepted, invalid dropped, new connections only to the
-//! server's ports from the generator's side). Held to the kernel alone
+//! server's ports from the generator's side), and the same with what
+//! leaves through dut1 masqueraded. Held to the kernel alone
 //! with the same ruleset and traffic: the fast path carries nearly every
 //! segment of the established connections, every connection closes as
 //! it does through the kernel (no ESTABLISHED entry left), and conntrack
@@ -23,7 +24,18 @@ const SERVER: &str = "198.19.1.1";
 const ECHO_PORT: u16 = 7002;
 const IPERF_PORT: u16 = 5201;
 
-fn ruleset() -> String {
+/// The edge's stateful ruleset; with `masquerade`, what leaves through
+/// dut1 masqueraded (the server then sees the DUT's address).
+fn ruleset(masquerade: bool) -> String {
+    let nat = if masquerade {
+        "  chain postrouting {
+    type nat hook postrouting priority srcnat; policy accept;
+    oifname \"dut1\" masquerade
+  }
+"
+    } else {
+        ""
+    };
     format!(
         "table inet edge {{
   chain forward {{
@@ -32,7 +44,7 @@ fn ruleset() -> String {
     ct state invalid drop
     iifname \"dut0\" tcp dport {{ {ECHO_PORT}, {IPERF_PORT} }} ct state new accept
   }}
-}}
+{nat}}}
 "
     )
 }
@@ -207,6 +219,25 @@ fn counted(reason: &str) -> u64 {
     ignore = "needs root: --features privileged"
 )]
 fn established_tcp_is_carried_with_the_kernels_window_checks_on() {
+    carried_like_the_kernel(false);
+}
+
+/// The same, masqueraded: each segment rewritten as the kernel's entry
+/// maps it.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn masqueraded_tcp_is_carried_with_the_kernels_window_checks_on() {
+    carried_like_the_kernel(true);
+}
+
+/// One lab at a time: the tests share its name.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn carried_like_the_kernel(masquerade: bool) {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _down = lab::up(LAB);
     run(
         &ns("gen"),
@@ -222,7 +253,7 @@ fn established_tcp_is_carried_with_the_kernels_window_checks_on() {
     run(&ns("gen"), &["ethtool", "-K", "gen0", "tx", "off"]);
     run(&ns("recv"), &["ethtool", "-K", "recv0", "tx", "off"]);
     let path = std::env::temp_dir().join("linerate-tcp-carry.nft");
-    std::fs::write(&path, ruleset()).unwrap();
+    std::fs::write(&path, ruleset(masquerade)).unwrap();
     run(&ns("dut"), &["nft", "-f", path.to_str().unwrap()]);
     let liberal = run(
         &ns("dut"),
@@ -242,7 +273,8 @@ fn established_tcp_is_carried_with_the_kernels_window_checks_on() {
 
     // linerate, carrying.
     let router = lab::start_router_with(LAB, &["--carry-tcp"]);
-    lab::wait_for_firewall(LAB, 1);
+    // (The forward chain, and the nat chain.)
+    lab::wait_for_firewall(LAB, 1 + masquerade as usize);
     let reasons = [
         "forwarded",
         "pass_ct_window",
@@ -264,7 +296,7 @@ fn established_tcp_is_carried_with_the_kernels_window_checks_on() {
     let left = none_established();
     drop(router);
     eprintln!(
-        "kernel alone: {:.2} / {:.2} Gbit/s (iperf3 there / back), {kernel_invalid} invalid; linerate --carry-tcp: {:.2} / {:.2} Gbit/s, {linerate_invalid} invalid; segments {:?}",
+        "masquerade {masquerade}: kernel alone: {:.2} / {:.2} Gbit/s (iperf3 there / back), {kernel_invalid} invalid; linerate --carry-tcp: {:.2} / {:.2} Gbit/s, {linerate_invalid} invalid; segments {:?}",
         kernel[0] / 1e9,
         kernel[1] / 1e9,
         carried_run[0] / 1e9,
