@@ -206,29 +206,22 @@ static __always_inline int nat_kernel(struct xdp_md *ctx, __u32 l4proto, const i
 			m |= CT_NAT_DST;
 		if (status & (reply ? IPS_DST_NAT : IPS_SRC_NAT))
 			m |= CT_NAT_SRC;
-		if (reply) {
-			sc->nat.daddr[0] = ct->tuplehash[0].tuple.src.u3.all[0];
-			sc->nat.daddr[1] = ct->tuplehash[0].tuple.src.u3.all[1];
-			sc->nat.daddr[2] = ct->tuplehash[0].tuple.src.u3.all[2];
-			sc->nat.daddr[3] = ct->tuplehash[0].tuple.src.u3.all[3];
-			sc->nat.dport = ct->tuplehash[0].tuple.src.u.all;
-			sc->nat.saddr[0] = ct->tuplehash[0].tuple.dst.u3.all[0];
-			sc->nat.saddr[1] = ct->tuplehash[0].tuple.dst.u3.all[1];
-			sc->nat.saddr[2] = ct->tuplehash[0].tuple.dst.u3.all[2];
-			sc->nat.saddr[3] = ct->tuplehash[0].tuple.dst.u3.all[3];
-			sc->nat.sport = ct->tuplehash[0].tuple.dst.u.all;
-		} else {
-			sc->nat.daddr[0] = ct->tuplehash[1].tuple.src.u3.all[0];
-			sc->nat.daddr[1] = ct->tuplehash[1].tuple.src.u3.all[1];
-			sc->nat.daddr[2] = ct->tuplehash[1].tuple.src.u3.all[2];
-			sc->nat.daddr[3] = ct->tuplehash[1].tuple.src.u3.all[3];
-			sc->nat.dport = ct->tuplehash[1].tuple.src.u.all;
-			sc->nat.saddr[0] = ct->tuplehash[1].tuple.dst.u3.all[0];
-			sc->nat.saddr[1] = ct->tuplehash[1].tuple.dst.u3.all[1];
-			sc->nat.saddr[2] = ct->tuplehash[1].tuple.dst.u3.all[2];
-			sc->nat.saddr[3] = ct->tuplehash[1].tuple.dst.u3.all[3];
-			sc->nat.sport = ct->tuplehash[1].tuple.dst.u.all;
-		}
+		/* (Constant indexes: the verifier takes no other into the
+		 * entry.) */
+#define NAT_FROM(i)                                                              \
+	do {                                                                     \
+		for (int w = 0; w < 4; w++) {                                    \
+			sc->nat.daddr[w] = ct->tuplehash[i].tuple.src.u3.all[w]; \
+			sc->nat.saddr[w] = ct->tuplehash[i].tuple.dst.u3.all[w]; \
+		}                                                                \
+		sc->nat.dport = ct->tuplehash[i].tuple.src.u.all;                \
+		sc->nat.sport = ct->tuplehash[i].tuple.dst.u.all;                \
+	} while (0)
+		if (reply)
+			NAT_FROM(0);
+		else
+			NAT_FROM(1);
+#undef NAT_FROM
 		sc->nat.manip = m;
 	}
 	if (carried == R_FORWARDED && timeout_ms)

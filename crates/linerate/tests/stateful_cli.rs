@@ -43,17 +43,7 @@ fn ns(role: &str) -> String {
 }
 
 fn run(ns: &str, args: &[&str]) -> String {
-    let o = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{args:?} in {ns}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    lab::run_in(ns, args)
 }
 
 /// The DUT's conntrack entries of the test's connections (`conntrack -L`

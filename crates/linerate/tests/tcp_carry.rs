@@ -54,17 +54,7 @@ fn ns(role: &str) -> String {
 }
 
 fn run(ns: &str, args: &[&str]) -> String {
-    let o = Command::new("ip")
-        .args(["netns", "exec", ns])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{args:?} in {ns}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    lab::run_in(ns, args)
 }
 
 /// conntrack's `invalid` count in the DUT, over its CPUs.

@@ -143,6 +143,15 @@ pub fn send(lab: &str, frames: Vec<Vec<u8>>, gap: Duration, settle: Duration) ->
     }
     std::thread::sleep(settle);
     stop.store(true, Ordering::SeqCst);
+    collect(at_recv, at_gen)
+}
+
+/// What the captures at recv0 and gen0 saw, chatter left out, the
+/// errors the ends originate normalised.
+pub fn collect(
+    at_recv: std::thread::JoinHandle<Vec<Vec<u8>>>,
+    at_gen: std::thread::JoinHandle<Vec<Vec<u8>>>,
+) -> Seen {
     let mut seen = Seen::new();
     for (name, h) in [("recv0", at_recv), ("gen0", at_gen)] {
         for f in h.join().unwrap() {

@@ -76,6 +76,21 @@ pub fn start_router_with(lab: &str, flags: &[&str]) -> Router {
     router
 }
 
+/// `ARGS` in namespace `ns`: its output; a failure fails the test.
+pub fn run_in(ns: &str, args: &[&str]) -> String {
+    let o = Command::new("ip")
+        .args(["netns", "exec", ns])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?} in {ns}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// `nft ARGS` in lab `lab`'s DUT.
 pub fn dut_nft(lab: &str, args: &[&str]) -> Output {
     Command::new("ip")

@@ -3,7 +3,7 @@
 //! differential tests run one through the kernel alone and through
 //! linerate, and compare.
 #![allow(dead_code)] // not every test binary uses all
-use super::frames::{capture, is_chatter, normalise, Seen};
+use super::frames::{capture, collect, Seen};
 use super::lab;
 use linerate_host::netns::NetnsGuard;
 use std::process::Command;
@@ -81,15 +81,7 @@ pub fn run(lab: &str, steps: Vec<Step>) -> Seen {
     }
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::SeqCst);
-    let mut seen = Seen::new();
-    for (name, h) in [("recv0", at_recv), ("gen0", at_gen)] {
-        for f in h.join().unwrap() {
-            if !is_chatter(&f) {
-                *seen.entry((name.to_string(), normalise(f))).or_default() += 1;
-            }
-        }
-    }
-    seen
+    collect(at_recv, at_gen)
 }
 
 fn in_ns(lab: &str, role: &str, args: &[&str]) -> std::process::Output {
