@@ -1,6 +1,7 @@
 //! `linerate firewall`'s view: the kernel's nftables ruleset as linerate
 //! reads it, per IP family (the filter base chains a forwarded packet
-//! crosses in the kernel's order, or what keeps the family in the kernel,
+//! crosses in the kernel's order and its nat chains, or what keeps the
+//! family in the kernel,
 //! named by table, chain and rule handle); and where `linerate route`
 //! runs, what its fast path judges and counted by rule, beside the
 //! kernel's own counters (crate::listing).
@@ -68,6 +69,14 @@ pub fn render(
                         c.name,
                         policy(&b.policy),
                         count(c.rules.len(), "rule")
+                    );
+                }
+                for n in &f.nat {
+                    say!(
+                        o,
+                        "  nat: table {} chain {} (a connection's first packets; then its conntrack entry's mapping)",
+                        n.table,
+                        n.name
                     );
                 }
             }
@@ -156,6 +165,10 @@ fn family_json(judged: &Judged) -> Value {
         Ok(f) => json!({
             "read": true,
             "base_chains": base_json(f),
+            "nat_chains": f.nat.iter().map(|n| json!({
+                "table": n.table.to_string(),
+                "chain": n.name,
+            })).collect::<Vec<_>>(),
             "rules": f.rules(),
             "sets": f.sets.len(),
         }),

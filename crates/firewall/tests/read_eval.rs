@@ -256,3 +256,39 @@ fn packets_are_judged_as_nf_tables_judges_them() {
     let ns = packet(true, "2001:1::1", 58, vec![135, 0, 0, 0]);
     assert_eq!(decided_by(&v6, &ns), (Verdict::Accept, Some(15)));
 }
+
+/// nat chains at prerouting and postrouting are read as the family's
+/// nat chains (their rules, which meet first packets only, are not
+/// compiled); beside them a filter chain at prerouting keeps the family
+/// in the kernel, a forward chain does not.
+#[test]
+fn nat_chains_are_read_and_refused_beside_prerouting_filters() {
+    let ruleset = |pre_filter: bool| {
+        let mut objects = vec![
+            r#"{"table": {"family": "ip", "name": "t", "handle": 1}}"#.to_string(),
+            r#"{"chain": {"family": "ip", "table": "t", "name": "fw", "handle": 1, "type": "filter", "hook": "forward", "prio": 0, "policy": "accept"}}"#.to_string(),
+            r#"{"chain": {"family": "ip", "table": "t", "name": "post", "handle": 2, "type": "nat", "hook": "postrouting", "prio": 100, "policy": "accept"}}"#.to_string(),
+            r#"{"rule": {"family": "ip", "table": "t", "chain": "post", "handle": 10, "expr": [{"masquerade": null}]}}"#.to_string(),
+        ];
+        if pre_filter {
+            objects.push(r#"{"chain": {"family": "ip", "table": "t", "name": "pre", "handle": 3, "type": "filter", "hook": "prerouting", "prio": 0, "policy": "accept"}}"#.to_string());
+        }
+        parse(
+            &format!(r#"{{"nftables": [{}]}}"#, objects.join(",")),
+            &|_| None,
+        )
+        .unwrap()
+    };
+    let f = ruleset(false).ipv4.expect("read");
+    assert_eq!(f.base.len(), 1);
+    assert_eq!(
+        f.nat
+            .iter()
+            .map(|n| format!("{} {}", n.table, n.name))
+            .collect::<Vec<_>>(),
+        ["ip t post"]
+    );
+    assert!(ruleset(false).ipv6.expect("read").is_empty(), "an ip table");
+    let why = ruleset(true).ipv4.expect_err("refused");
+    assert!(why[0].why.contains("beside nat chains"), "{}", why[0]);
+}
