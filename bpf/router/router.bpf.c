@@ -220,7 +220,9 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 		return PASS(R_PASS_BAD_CSUM);
 	if (ip->frag_off & bpf_htons(IP_MF_OFFSET))
 		return PASS(R_PASS_FRAGMENT);
-	if (ifflags & IFACE_FIREWALL4)
+	if (ifflags & IFACE_NAT4)
+		nat_prefetch(ip, 0, data_end);
+	else if (ifflags & IFACE_FIREWALL4)
 		ct_prefetch(ip, 0, data_end);
 	__u32 daddr = bpf_ntohl(ip->daddr), saddr = bpf_ntohl(ip->saddr);
 	if (ipv4_special(daddr) || ipv4_special(saddr) || local_source(saddr))
@@ -303,7 +305,9 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 		return PASS(R_PASS_SPECIAL);
 	if (ip6->hop_limit <= 1)
 		return PASS(R_PASS_TTL);
-	if (ifflags & IFACE_FIREWALL6)
+	if (ifflags & IFACE_NAT6)
+		nat_prefetch(ip6, 1, data_end);
+	else if (ifflags & IFACE_FIREWALL6)
 		ct_prefetch(ip6, 1, data_end);
 	__u64 dlo = *(const __u64 *)&d[2];
 	enum reason r;
@@ -419,12 +423,14 @@ int router_mb(struct xdp_md *ctx)
  * the fast path carries (router/ct_cache.h), run with BPF_PROG_TEST_RUN: the
  * frame is up to CT_KEEP_BATCH records. For each, the kernel's entry is
  * looked up; if it is there and still one the fast path may carry
- * (ct_carried: a TCP connection only while established), its timeout is set to `timeout_ms` from now (0: left alone) and the result
- * is CT_KEEP_KEPT, else CT_KEEP_GONE: the control plane then forgets the
- * connection. XDP_PASS once the records are done, XDP_ABORTED without the
+ * (ct_carried: a TCP connection only while established; mapped or not
+ * for the NAT stage's ways, `nat`), its timeout is set to `timeout_ms`
+ * from now (0: left alone) and the result is CT_KEEP_KEPT, else
+ * CT_KEEP_GONE: the control plane then forgets the connection. XDP_PASS once the records are done, XDP_ABORTED without the
  * kfuncs. */
 _Static_assert(sizeof(struct ct_keep) == 48 && __builtin_offsetof(struct ct_keep, timeout_ms) == 40 &&
-		       __builtin_offsetof(struct ct_keep, result) == 44,
+		       __builtin_offsetof(struct ct_keep, nat) == 44 &&
+		       __builtin_offsetof(struct ct_keep, result) == 45,
 	       "ct_keep: crates/dataplane/src/layout.rs asserts the same");
 
 SEC("xdp")
@@ -463,7 +469,8 @@ int ct_keeper(struct xdp_md *ctx)
 			r->result = CT_KEEP_GONE;
 			continue;
 		}
-		if (ct_carried(ct, r->key.l4proto, ct_flags, CT_NOT_CARRIED) != R_FORWARDED) {
+		if (ct_carried(ct, r->key.l4proto, ct_flags,
+			       r->nat ? CT_NOT_CARRIED_NAT : CT_NOT_CARRIED) != R_FORWARDED) {
 			r->result = CT_KEEP_GONE;
 		} else {
 			if (r->timeout_ms)

@@ -61,10 +61,54 @@ struct ct_slot {
 	__u8 reserved[8];
 };
 
+/* The NAT stage's cache (router/nat.h): a connection's packets of each
+ * direction, found by their tuple as they arrive (a way per direction:
+ * under NAT the two directions' tuples are not each other's inverse),
+ * with what the kernel's entry rewrites them to. Written and read as the
+ * connection cache's ways are (`seq`, `seen`).
+ *
+ * An IPv4 direction's way: 64 bytes, one line, its first half laid out
+ * as a ct_way4 with the packet's source for side a. */
+struct nat_way4 {
+	__u32 seq;
+	__be16 sport;     /* the packet's, as it arrives */
+	__be16 dport;
+	__be32 saddr;
+	__be32 daddr;
+	__u8 l4proto;     /* 0: empty */
+	__u8 ct;          /* the firewall's ct byte for its packets */
+	__u8 manip;       /* what is rewritten: CT_NAT_DST, CT_NAT_SRC */
+	__u8 pad[5];
+	__u64 seen;
+	__be16 to_sport;  /* to what */
+	__be16 to_dport;
+	__be32 to_saddr;
+	__be32 to_daddr;
+	__u8 reserved[20];
+};
+
+/* An IPv6 direction's way: 128 bytes, its first half laid out as a
+ * ct_slot with the packet's source for side a. */
+struct nat_way6 {
+	__u32 seq;
+	__u8 ct;
+	__u8 manip;
+	__u8 pad[2];
+	__u64 seen;
+	struct ct_flow_key key;  /* a: the packet's source; l4proto 0: empty */
+	__be16 to_sport;
+	__be16 to_dport;
+	__u8 pad2[4];
+	__be32 to_saddr[4];
+	__be32 to_daddr[4];
+	__u8 reserved[32];
+};
+
 #define CT_CACHE_WAYS 2
 /* The tables' largest sizes; the control plane sizes them at load (from
  * nf_conntrack_max: for the kernel's default of 262144, 256k sets of
- * IPv4 connections, 16 MiB, and 64k of IPv6 ones, 8 MiB). */
+ * IPv4 connections, 16 MiB, and 64k of IPv6 ones, 8 MiB). The NAT
+ * stage's tables have as many sets each (32 and 16 MiB). */
 #define CT4_SETS_MAX (1 << 21)
 #define CT6_SETS_MAX (1 << 19)
 
@@ -72,7 +116,9 @@ struct ct_slot {
 struct ct_keep {
 	struct ct_flow_key key;
 	__u32 timeout_ms;  /* in: the kernel's entry's timeout from now; 0: left alone */
-	__u32 result;      /* out: CT_KEEP_* */
+	__u8 nat;          /* in: a way of the NAT stage's (its key a tuple) */
+	__u8 result;       /* out: CT_KEEP_* */
+	__u8 pad[2];
 };
 
 #define CT_KEEP_BATCH 64

@@ -147,14 +147,14 @@ static __always_inline int ct_key6_is(struct ct_slot *s, const struct ct_flow_ke
 	return !diff;
 }
 
-/* Whether way `w` (IPv4: ct_way4, IPv6: ct_slot) holds `k`, its
- * orig_from_a set as read, read between two equal even sequence words.
- * (x86 keeps loads in order: see fw_probe.) */
-#define CT_HOLDS(w, k, key_is, orig_from_a)                                                 \
+/* Whether way `w` holds `k`, what it holds for it read into `out` by
+ * `read(w, out)`, all read between two equal even sequence words. (x86
+ * keeps loads in order: see fw_probe.) */
+#define CT_HOLDS(w, k, key_is, read, out)                                                   \
 	({                                                                                 \
 		__u32 seq_ = *(volatile __u32 *)&(w)->seq;                                 \
 		int same_ = !(seq_ & 1) && key_is((w), (k));                               \
-		*(orig_from_a) = (w)->orig_from_a;                                         \
+		read((w), (out));                                                          \
 		same_ && *(volatile __u32 *)&(w)->seq == seq_;                             \
 	})
 
@@ -212,26 +212,27 @@ static __always_inline void ct_put6(struct ct_slot *s, const struct ct_flow_key 
 	__builtin_memcpy(&s->key, k, sizeof(*k));
 }
 
-/* The ways of one family's table, one body for both: `table` the map,
- * `way_t` its value, `key_t` the key it is found by, `key_is` and `put`
- * its comparison and its write, `proto` the way's l4proto field (0:
- * empty). For family N it defines
+/* The ways of one table, one body for all four (each family's
+ * connection cache, and the NAT stage's): `table` the map, `way_t` its
+ * value, `key_t` the key it is found by, `key_is` and `put` its
+ * comparison and its key's write, `proto` the way's l4proto field (0:
+ * empty), `val_t` what it holds for the key beside `seen`, `read(w,
+ * out)` and `write(w, v)` its copies. For table N it defines
  *
  *   ct_findN    finds `k` in its set, marking it carried at `now`;
  *   ct_keepN    writes `k` into a way of its set (ct_victim), or nothing
  *               if another CPU is writing the way;
  *   ct_forgetN  empties the way holding `k`, if one does and no other
  *               CPU is writing it. */
-#define CT_WAYS(N, table, way_t, key_t, key_is, put, proto)                                   \
-	static __always_inline int ct_find##N(__u32 set, const key_t *k, __u64 now,            \
-					      __u8 *orig_from_a)                                \
+#define CT_WAYS(N, table, way_t, key_t, key_is, put, proto, val_t, read, write)               \
+	static __always_inline int ct_find##N(__u32 set, const key_t *k, __u64 now, val_t *out) \
 	{                                                                                       \
 		_Pragma("unroll") for (int i = 0; i < CT_CACHE_WAYS; i++)                       \
 		{                                                                               \
 			__u32 idx = set * CT_CACHE_WAYS + i;                                    \
 			way_t *w = bpf_map_lookup_elem(&table, &idx);                           \
                                                                                                 \
-			if (w && CT_HOLDS(w, k, key_is, orig_from_a)) {                         \
+			if (w && CT_HOLDS(w, k, key_is, read, out)) {                           \
 				/* A word written once a jiffy per flow, not per packet. */     \
 				if (w->seen != now)                                             \
 					w->seen = now;                                          \
@@ -241,7 +242,7 @@ static __always_inline void ct_put6(struct ct_slot *s, const struct ct_flow_key 
 		return 0;                                                                       \
 	}                                                                                       \
                                                                                                 \
-	static __always_inline void ct_keep##N(__u32 set, const key_t *k, __u8 orig_from_a,    \
+	static __always_inline void ct_keep##N(__u32 set, const key_t *k, const val_t *v,      \
 					       __u64 now, __u32 idle)                           \
 	{                                                                                       \
 		__u32 i0 = set * CT_CACHE_WAYS, i1 = i0 + 1;                                    \
@@ -250,15 +251,15 @@ static __always_inline void ct_put6(struct ct_slot *s, const struct ct_flow_key 
                                                                                                 \
 		if (!w0 || !w1)                                                                 \
 			return;                                                                 \
-		int v = ct_victim(w0->proto, w0->seen, w1->proto, w1->seen, now, idle);         \
-		if (v < 0)                                                                      \
+		int v_ = ct_victim(w0->proto, w0->seen, w1->proto, w1->seen, now, idle);        \
+		if (v_ < 0)                                                                     \
 			return;                                                                 \
-		way_t *w = v ? w1 : w0;                                                         \
+		way_t *w = v_ ? w1 : w0;                                                        \
 		__u32 seq = ct_claim(&w->seq);                                                  \
 		if (seq & 1)                                                                    \
 			return;                                                                 \
 		put(w, k);                                                                      \
-		w->orig_from_a = orig_from_a;                                                   \
+		write(w, v);                                                                    \
 		w->seen = now;                                                                  \
 		ct_release(&w->seq, seq);                                                       \
 	}                                                                                       \
@@ -281,8 +282,15 @@ static __always_inline void ct_put6(struct ct_slot *s, const struct ct_flow_key 
 		}                                                                               \
 	}
 
-CT_WAYS(4, ct_cache4, struct ct_way4, struct ct_key4, ct_key4_is, ct_put4, l4proto)
-CT_WAYS(6, ct_cache6, struct ct_slot, struct ct_flow_key, ct_key6_is, ct_put6, key.l4proto)
+/* A connection cache's way holds the direction its original packets go
+ * in. */
+#define CT_READ_ORIG(w, out) (*(out) = (w)->orig_from_a)
+#define CT_WRITE_ORIG(w, v) ((w)->orig_from_a = *(v))
+
+CT_WAYS(4, ct_cache4, struct ct_way4, struct ct_key4, ct_key4_is, ct_put4, l4proto, __u8,
+	CT_READ_ORIG, CT_WRITE_ORIG)
+CT_WAYS(6, ct_cache6, struct ct_slot, struct ct_flow_key, ct_key6_is, ct_put6, key.l4proto, __u8,
+	CT_READ_ORIG, CT_WRITE_ORIG)
 
 /* Whether the firewall's ruleset for family `v6` reads ct and the stage is
  * on: the bits of its connection's hash, or 0. */

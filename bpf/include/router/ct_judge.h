@@ -344,14 +344,14 @@ static __always_inline int ct_miss(struct xdp_md *ctx, __u8 l4proto, const int v
 		from_a = ct_key_of(&p, 1, k);
 		r = ct_ask_kernel(ctx, &p, 1, from_a, ct_flags, timeout_ms, &orig_from_a, sc);
 		if (r == R_FORWARDED)
-			ct_keep6(ct_set6(k, bits), k, orig_from_a, now, ct_idle);
+			ct_keep6(ct_set6(k, bits), k, &orig_from_a, now, ct_idle);
 	} else {
 		struct ct_key4 *k = &sc->key4;
 
 		from_a = ct_key4_of(&p, k);
 		r = ct_ask_kernel(ctx, &p, 0, from_a, ct_flags, timeout_ms, &orig_from_a, sc);
 		if (r == R_FORWARDED)
-			ct_keep4(ct_set4(k, bits), k, orig_from_a, now, ct_idle);
+			ct_keep4(ct_set4(k, bits), k, &orig_from_a, now, ct_idle);
 	}
 	if (r == R_PASS_CT_WINDOW && (ct_flags & FW_CT_TCP_CARRY)) {
 		sc->offering = 1;

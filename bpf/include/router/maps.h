@@ -104,6 +104,24 @@ struct {
 	__type(value, struct ct_slot);
 } ct_cache6 SEC(".maps");
 
+/* The NAT stage's ways (abi/conntrack.h), as many sets as the connection
+ * cache's of the family (fw_state.ct_bits). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CT4_SETS_MAX * CT_CACHE_WAYS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct nat_way4);
+} nat_cache4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CT6_SETS_MAX * CT_CACHE_WAYS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct nat_way6);
+} nat_cache6 SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -134,13 +152,6 @@ struct ct_key4 {
 	__u8 l4proto;
 };
 
-/* A CPU's room for the connection stage, beside the stack (the
- * program's, with the stage's on top, must fit in 512 bytes):
- * `offering`, whether the packet it is judging offers its connection
- * rather than being carried (ct_miss sets it, the firewall reads it), in
- * memory and not in a variable, so that the verifier does not walk the
- * rest of the judging once for each value; the kernel lookup's
- * arguments; the connection's key. */
 /* What the NAT stage found of a frame's connection (router/nat.h): the
  * `ct` byte for the firewall's key, and what the kernel would rewrite
  * (CT_NAT_DST: the destination, before the route lookup; CT_NAT_SRC: the
@@ -158,23 +169,31 @@ struct ct_nat {
 	__be32 daddr[4];
 };
 
+/* A CPU's room for the connection stage, beside the stack (the
+ * program's, with the stage's on top, must fit in 512 bytes):
+ * `offering`, whether the packet it is judging offers its connection
+ * rather than being carried (ct_miss sets it, the firewall reads it), in
+ * memory and not in a variable, so that the verifier does not walk the
+ * rest of the judging once for each value; the kernel lookup's
+ * arguments; the connection's key. */
 struct ct_scratch {
 	/* The firewall's generation the NAT stage read (router/nat.h,
 	 * fw_nat): the frame is judged by it, or goes to the kernel. */
 	__u32 generation;
 	__u32 offering;
-	/* The NAT stage's: the packet leaves from its key's side a. */
-	__u8 from_a;
 	/* fw_nat found the generation's ruleset with nat chains, and ran
 	 * the stage. */
 	__u8 nat_read;
-	__u8 pad[2];
+	__u8 pad[3];
 	struct ct_nat nat;
 	struct bpf_ct_opts___local opts;
 	struct bpf_sock_tuple tuple;
-	/* The connection's key (router/ct_cache.h), by family. */
+	/* The connection's key (router/ct_cache.h), by family; the NAT
+	 * stage's, a direction's tuple. */
 	struct ct_flow_key key6;
 	struct ct_key4 key4;
+	/* What the NAT stage keeps for a direction (nat_kernel). */
+	struct ct_nat keeping;
 };
 
 struct {

@@ -21,10 +21,15 @@
  * comes to 0 sent as 0xffff (CSUM_MANGLED_0); the TTL decrement between
  * the two rewrites, as ip_forward does it.
  *
- * Connections without a mapping (with nat chains loaded, the kernel makes
- * every entry a null binding) are kept in the connection cache as
- * always; mapped ones are found in the kernel's table on each packet,
- * each refreshing the entry's timeout as the kernel would. */
+ * Found once in the kernel's table (about 200 ns), a connection is kept
+ * in the stage's own ways (`nat_cache4`, `nat_cache6`), mapped or not
+ * (with nat chains loaded the kernel makes every entry a null binding):
+ * one way per direction, found by the direction's tuple as its packets
+ * arrive (the two are not each other's inverse once mapped), holding the
+ * rewrite. The connection cache's rules hold for them (router/ct_cache.h,
+ * router/ct_judge.h): a way per set's victim, forgotten at a FIN or RST,
+ * at the entry's destroy event or when the sweep finds the entry gone,
+ * the kernel's timeout kept from `seen` by the sweep. */
 #ifndef LINERATE_NAT_H
 #define LINERATE_NAT_H
 
@@ -96,16 +101,194 @@ static __always_inline int nat_packet(struct xdp_md *ctx, __u8 l4proto, const in
 	return 1;
 }
 
-/* The NAT stage's first look (`arg`: the protocol, ct_segment's reason
- * in bits 8-15 and the TCP flags in 16-23): the connection cache, which
- * holds connections without a mapping, as ct_judge reads it (a FIN or RST
- * forgets its connection). The `ct` byte if found there, 0 if the kernel's
- * table is to be asked (nat_kernel), or why not in bits 8-15. Leaves the
- * connection's key and which side sends in the scratch. */
-static __always_inline int nat_cached(struct xdp_md *ctx, __u32 arg, const int v6)
+/* The NAT stage's ways (abi/conntrack.h), keyed by a direction's tuple:
+ * for IPv4 a ct_key4 with the source for side a, for IPv6 a ct_flow_key
+ * likewise. */
+static __always_inline void nat_key4_of(const struct ct_packet *p, struct ct_key4 *k)
 {
-	__u8 l4proto = arg, tcp_flags = arg >> 16;
-	enum reason kind = (arg >> 8) & 0xff;
+	k->ab = (__u64)p->saddr[0] | (__u64)p->daddr[0] << 32;
+	k->ports = (__u32)p->sport | (__u32)p->dport << 16;
+	k->l4proto = p->l4proto;
+}
+
+static __always_inline void nat_key6_of(const struct ct_packet *p, struct ct_flow_key *k)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	__builtin_memcpy(k->a, p->saddr, 16);
+	__builtin_memcpy(k->b, p->daddr, 16);
+	k->aport = p->sport;
+	k->bport = p->dport;
+	k->l4proto = p->l4proto;
+	k->ipv6 = 1;
+}
+
+_Static_assert(sizeof(struct nat_way4) == 64 && __builtin_offsetof(struct nat_way4, seen) == 24,
+	       "nat_way4: one line, its first 32 bytes a ct_way4's");
+_Static_assert(sizeof(struct nat_way6) == 128 && __builtin_offsetof(struct nat_way6, key) == 16,
+	       "nat_way6: two lines, its first a ct_slot's");
+
+static __always_inline int nat_key4_is(struct nat_way4 *w, const struct ct_key4 *k)
+{
+	return !((*(__u64 *)&w->saddr ^ k->ab) | (*(__u32 *)&w->sport ^ k->ports) |
+		 (w->l4proto ^ k->l4proto));
+}
+
+static __always_inline int nat_key6_is(struct nat_way6 *w, const struct ct_flow_key *k)
+{
+	const __u64 *a = (const __u64 *)k, *b = (const __u64 *)&w->key;
+	__u64 diff = 0;
+
+#pragma unroll
+	for (int i = 0; i < 5; i++)
+		diff |= a[i] ^ b[i];
+	return !diff;
+}
+
+static __always_inline void nat_put4(struct nat_way4 *w, const struct ct_key4 *k)
+{
+	*(__u64 *)&w->saddr = k->ab;
+	*(__u32 *)&w->sport = k->ports;
+	w->l4proto = k->l4proto;
+}
+
+static __always_inline void nat_put6(struct nat_way6 *w, const struct ct_flow_key *k)
+{
+	__builtin_memcpy(&w->key, k, sizeof(*k));
+}
+
+/* What a NAT way holds for its direction: the `ct` byte, and the
+ * rewrite (struct ct_nat). */
+#define NAT_READ4(w, n)                            \
+	do {                                       \
+		(n)->ct = (w)->ct;                 \
+		(n)->manip = (w)->manip;           \
+		(n)->sport = (w)->to_sport;        \
+		(n)->dport = (w)->to_dport;        \
+		(n)->saddr[0] = (w)->to_saddr;     \
+		(n)->daddr[0] = (w)->to_daddr;     \
+	} while (0)
+#define NAT_WRITE4(w, n)                           \
+	do {                                       \
+		(w)->ct = (n)->ct;                 \
+		(w)->manip = (n)->manip;           \
+		(w)->to_sport = (n)->sport;        \
+		(w)->to_dport = (n)->dport;        \
+		(w)->to_saddr = (n)->saddr[0];     \
+		(w)->to_daddr = (n)->daddr[0];     \
+	} while (0)
+#define NAT_READ6(w, n)                                                \
+	do {                                                           \
+		(n)->ct = (w)->ct;                                     \
+		(n)->manip = (w)->manip;                               \
+		(n)->sport = (w)->to_sport;                            \
+		(n)->dport = (w)->to_dport;                            \
+		__builtin_memcpy((n)->saddr, (w)->to_saddr, 16);       \
+		__builtin_memcpy((n)->daddr, (w)->to_daddr, 16);       \
+	} while (0)
+#define NAT_WRITE6(w, n)                                               \
+	do {                                                           \
+		(w)->ct = (n)->ct;                                     \
+		(w)->manip = (n)->manip;                               \
+		(w)->to_sport = (n)->sport;                            \
+		(w)->to_dport = (n)->dport;                            \
+		__builtin_memcpy((w)->to_saddr, (n)->saddr, 16);       \
+		__builtin_memcpy((w)->to_daddr, (n)->daddr, 16);       \
+	} while (0)
+
+CT_WAYS(_nat4, nat_cache4, struct nat_way4, struct ct_key4, nat_key4_is, nat_put4, l4proto,
+	struct ct_nat, NAT_READ4, NAT_WRITE4)
+CT_WAYS(_nat6, nat_cache6, struct nat_way6, struct ct_flow_key, nat_key6_is, nat_put6,
+	key.l4proto, struct ct_nat, NAT_READ6, NAT_WRITE6)
+
+/* Direction `i`'s key (the scratch's, of its family) from entry `ct`'s
+ * tuple for it. (Constant indexes: the verifier takes no other into the
+ * entry.) */
+#define NAT_KEY_OF(sc, ct, i, l4proto, v6)                                               \
+	do {                                                                             \
+		const struct nf_conntrack_tuple *t_ = &(ct)->tuplehash[i].tuple;         \
+		if (v6) {                                                                \
+			__builtin_memset(&(sc)->key6, 0, sizeof((sc)->key6));           \
+			for (int w_ = 0; w_ < 4; w_++) {                                 \
+				((__u32 *)(sc)->key6.a)[w_] = t_->src.u3.all[w_];        \
+				((__u32 *)(sc)->key6.b)[w_] = t_->dst.u3.all[w_];        \
+			}                                                                \
+			(sc)->key6.aport = t_->src.u.all;                                \
+			(sc)->key6.bport = t_->dst.u.all;                                \
+			(sc)->key6.l4proto = (l4proto);                                  \
+			(sc)->key6.ipv6 = 1;                                             \
+		} else {                                                                 \
+			(sc)->key4.ab = (__u64)t_->src.u3.all[0] |                       \
+					(__u64)t_->dst.u3.all[0] << 32;                  \
+			(sc)->key4.ports = (__u32)t_->src.u.all |                        \
+					   (__u32)t_->dst.u.all << 16;                   \
+			(sc)->key4.l4proto = (l4proto);                                  \
+		}                                                                        \
+	} while (0)
+
+/* What the kernel does to a packet of entry `ct`'s direction `i` (see
+ * the top: with its `status`), into `n`: the `ct` byte, and each rewrite
+ * to the inverse of the other direction's tuple. */
+#define NAT_OF(ct, i, status, n)                                                          \
+	do {                                                                              \
+		const struct nf_conntrack_tuple *o_ = &(ct)->tuplehash[1 - (i)].tuple;    \
+		(n)->ct = FW_CT_ESTABLISHED | ((i) ? FW_CT_REPLY : 0);                    \
+		(n)->manip = ((status) & ((i) ? IPS_SRC_NAT : IPS_DST_NAT) ? CT_NAT_DST : 0) | \
+			     ((status) & ((i) ? IPS_DST_NAT : IPS_SRC_NAT) ? CT_NAT_SRC : 0);  \
+		for (int w_ = 0; w_ < 4; w_++) {                                          \
+			(n)->daddr[w_] = o_->src.u3.all[w_];                              \
+			(n)->saddr[w_] = o_->dst.u3.all[w_];                              \
+		}                                                                         \
+		(n)->dport = o_->src.u.all;                                               \
+		(n)->sport = o_->dst.u.all;                                               \
+	} while (0)
+
+/* ct_prefetch for an interface the NAT stage runs on (IFACE_NAT4/6):
+ * the line of the packet's direction's way, where its family's ruleset
+ * has nat chains. */
+static __always_inline void nat_prefetch(const void *l3, const int v6, const void *data_end)
+{
+	__u32 zero = 0;
+	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
+	const __be16 *ports = v6 ? (const void *)((const struct ipv6hdr *)l3 + 1) :
+				   (const void *)((const struct iphdr *)l3 + 1);
+
+	if (!st || (const void *)(ports + 2) > data_end)
+		return;
+	__u32 generation = *(volatile __u32 *)&st->generation;
+	if (!(st->reads[generation & 1][v6].fields & FW_READ_NAT) || !(st->ct_flags & FW_CT_ON))
+		return;
+	__u32 bits = st->ct_bits[v6];
+	if (!bits)
+		return;
+	__u8 l4proto = v6 ? ((const struct ipv6hdr *)l3)->nexthdr :
+			    ((const struct iphdr *)l3)->protocol;
+	struct ct_packet p = ct_packet_of(l3, v6, ports[0], ports[1], l4proto);
+
+	if (v6) {
+		struct ct_flow_key k;
+
+		nat_key6_of(&p, &k);
+		__u32 idx = ct_set6(&k, bits) * CT_CACHE_WAYS;
+		struct nat_way6 *w = bpf_map_lookup_elem(&nat_cache6, &idx);
+		if (w)
+			(void)*(volatile __u32 *)&w->seq;
+	} else {
+		struct ct_key4 k;
+
+		nat_key4_of(&p, &k);
+		__u32 idx = ct_set4(&k, bits) * CT_CACHE_WAYS;
+		struct nat_way4 *w = bpf_map_lookup_elem(&nat_cache4, &idx);
+		if (w)
+			(void)*(volatile __u32 *)&w->seq;
+	}
+}
+
+/* The NAT stage's first look: the packet's direction in the stage's
+ * ways (`l4proto` its protocol). The `ct` byte, its rewrite in the
+ * scratch's `nat`, if found there; 0 if the kernel's table is to be
+ * asked (nat_kernel), or why not in bits 8-15. */
+static __always_inline int nat_cached(struct xdp_md *ctx, __u32 l4proto, const int v6)
+{
 	__u32 zero = 0;
 	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
 	struct ct_scratch *sc = bpf_map_lookup_elem(&ct_scratch, &zero);
@@ -119,39 +302,35 @@ static __always_inline int nat_cached(struct xdp_md *ctx, __u32 arg, const int v
 	if (!nat_packet(ctx, l4proto, v6, &p))
 		return R_PASS_CT_INVALID << 8;
 	__u64 now = bpf_jiffies64();
-	int ends = kind == R_PASS_CT_STATE && (tcp_flags & (TCPF_FIN | TCPF_RST));
-	__u8 orig_from_a = 0;
 	int found;
 
 	if (v6) {
-		sc->from_a = ct_key_of(&p, 1, &sc->key6);
-		__u32 set = ct_set6(&sc->key6, bits);
-		if (ends)
-			ct_forget6(set, &sc->key6);
-		found = !kind && ct_find6(set, &sc->key6, now, &orig_from_a);
+		nat_key6_of(&p, &sc->key6);
+		found = ct_find_nat6(ct_set6(&sc->key6, bits), &sc->key6, now, &sc->nat);
 	} else {
-		sc->from_a = ct_key4_of(&p, &sc->key4);
-		__u32 set = ct_set4(&sc->key4, bits);
-		if (ends)
-			ct_forget4(set, &sc->key4);
-		found = !kind && ct_find4(set, &sc->key4, now, &orig_from_a);
+		nat_key4_of(&p, &sc->key4);
+		found = ct_find_nat4(ct_set4(&sc->key4, bits), &sc->key4, now, &sc->nat);
 	}
-	if (kind)
-		return kind << 8;
-	if (!found)
-		return 0;
-	sc->nat.ct = FW_CT_ESTABLISHED | (sc->from_a == orig_from_a ? 0 : FW_CT_REPLY);
-	return sc->nat.ct;
+	/* (A miss leaves what it read of the set's ways in `nat`: nat_kernel
+	 * writes it whole.) */
+	return found ? sc->nat.ct : 0;
 }
 
-/* The NAT stage's second look, for a connection the cache lacks: the
- * kernel's table. Fills `sc->nat` with what the kernel would rewrite, and
- * answers as ct_miss does (the `ct` byte, or why not in bits 8-15); with
- * FW_CT_TCP_CARRY an established TCP connection whose windows the kernel
- * checks gets its byte and `sc->offering`. A connection without a mapping
- * is kept in the cache. */
-static __always_inline int nat_kernel(struct xdp_md *ctx, __u32 l4proto, const int v6)
+/* nat_kernel's `arg`: the protocol, and NAT_FORGET for a segment that
+ * ends its connection (a FIN or RST, which goes to the kernel): both
+ * directions' ways emptied, the tuples the kernel's entry has for them,
+ * or the packet's own if it has none. */
+#define NAT_FORGET (1 << 8)
+
+/* The NAT stage's second look, for a direction its ways lack: the
+ * kernel's table. Fills the scratch's `nat` with what the kernel would
+ * do, and answers as ct_miss does (the `ct` byte, or why not in bits
+ * 8-15); with FW_CT_TCP_CARRY an established TCP connection whose
+ * windows the kernel checks gets its byte and `sc->offering`. A
+ * connection the fast path may carry is kept, both directions at once. */
+static __always_inline int nat_kernel(struct xdp_md *ctx, __u32 arg, const int v6)
 {
+	__u8 l4proto = arg;
 	__u32 zero = 0;
 	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
 	struct ct_scratch *sc = bpf_map_lookup_elem(&ct_scratch, &zero);
@@ -186,6 +365,31 @@ static __always_inline int nat_kernel(struct xdp_md *ctx, __u32 l4proto, const i
 		size = sizeof(t->ipv4);
 	}
 	struct nf_conn *ct = bpf_xdp_ct_lookup(ctx, t, size, opts, sizeof(*opts));
+	if (arg & NAT_FORGET) {
+		if (!ct) {
+			if (v6) {
+				nat_key6_of(&p, &sc->key6);
+				ct_forget_nat6(ct_set6(&sc->key6, bits), &sc->key6);
+			} else {
+				nat_key4_of(&p, &sc->key4);
+				ct_forget_nat4(ct_set4(&sc->key4, bits), &sc->key4);
+			}
+			return R_PASS_CT_NONE << 8;
+		}
+#define NAT_FORGET_DIR(i)                                                    \
+	do {                                                                 \
+		NAT_KEY_OF(sc, ct, i, l4proto, v6);                          \
+		if (v6)                                                      \
+			ct_forget_nat6(ct_set6(&sc->key6, bits), &sc->key6); \
+		else                                                         \
+			ct_forget_nat4(ct_set4(&sc->key4, bits), &sc->key4); \
+	} while (0)
+		NAT_FORGET_DIR(0);
+		NAT_FORGET_DIR(1);
+#undef NAT_FORGET_DIR
+		bpf_ct_release(ct);
+		return R_PASS_CT_STATE << 8;
+	}
 	if (!ct)
 		return R_PASS_CT_NONE << 8;
 	enum reason carried = ct_carried(ct, l4proto, ct_flags, CT_NOT_CARRIED_NAT);
@@ -198,34 +402,33 @@ static __always_inline int nat_kernel(struct xdp_md *ctx, __u32 l4proto, const i
 		reply = reply || ct->tuplehash[0].tuple.src.u3.all[1] != p.saddr[1] ||
 			ct->tuplehash[0].tuple.src.u3.all[2] != p.saddr[2] ||
 			ct->tuplehash[0].tuple.src.u3.all[3] != p.saddr[3];
-	if ((carried == R_FORWARDED || carried == R_PASS_CT_WINDOW) && (status & IPS_NAT_MASK)) {
-		/* To the inverse of the other direction's tuple. */
-		__u8 m = 0;
-
-		if (status & (reply ? IPS_SRC_NAT : IPS_DST_NAT))
-			m |= CT_NAT_DST;
-		if (status & (reply ? IPS_DST_NAT : IPS_SRC_NAT))
-			m |= CT_NAT_SRC;
-		/* (Constant indexes: the verifier takes no other into the
-		 * entry.) */
-#define NAT_FROM(i)                                                              \
-	do {                                                                     \
-		for (int w = 0; w < 4; w++) {                                    \
-			sc->nat.daddr[w] = ct->tuplehash[i].tuple.src.u3.all[w]; \
-			sc->nat.saddr[w] = ct->tuplehash[i].tuple.dst.u3.all[w]; \
-		}                                                                \
-		sc->nat.dport = ct->tuplehash[i].tuple.src.u.all;                \
-		sc->nat.sport = ct->tuplehash[i].tuple.dst.u.all;                \
-	} while (0)
+	if (carried == R_FORWARDED || carried == R_PASS_CT_WINDOW) {
 		if (reply)
-			NAT_FROM(0);
+			NAT_OF(ct, 1, status, &sc->nat);
 		else
-			NAT_FROM(1);
-#undef NAT_FROM
-		sc->nat.manip = m;
+			NAT_OF(ct, 0, status, &sc->nat);
 	}
-	if (carried == R_FORWARDED && timeout_ms)
-		bpf_ct_change_timeout(ct, timeout_ms);
+	if (carried == R_FORWARDED) {
+		__u64 now = bpf_jiffies64();
+
+		/* Both directions, each under its tuple as it arrives. */
+#define NAT_KEEP_DIR(i)                                                                     \
+	do {                                                                                \
+		NAT_KEY_OF(sc, ct, i, l4proto, v6);                                         \
+		NAT_OF(ct, i, status, &sc->keeping);                                        \
+		if (v6)                                                                     \
+			ct_keep_nat6(ct_set6(&sc->key6, bits), &sc->key6, &sc->keeping, now, \
+				     ct_idle);                                              \
+		else                                                                        \
+			ct_keep_nat4(ct_set4(&sc->key4, bits), &sc->key4, &sc->keeping, now, \
+				     ct_idle);                                              \
+	} while (0)
+		NAT_KEEP_DIR(0);
+		NAT_KEEP_DIR(1);
+#undef NAT_KEEP_DIR
+		if (timeout_ms)
+			bpf_ct_change_timeout(ct, timeout_ms);
+	}
 	bpf_ct_release(ct);
 	if (carried == R_PASS_CT_WINDOW && (ct_flags & FW_CT_TCP_CARRY)) {
 		sc->offering = 1;
@@ -233,38 +436,28 @@ static __always_inline int nat_kernel(struct xdp_md *ctx, __u32 l4proto, const i
 	}
 	if (carried != R_FORWARDED)
 		return carried << 8;
-	__u8 orig_from_a = sc->from_a == !reply;
-	if (!(status & IPS_NAT_MASK) && !sc->offering) {
-		__u64 now = bpf_jiffies64();
-
-		if (v6)
-			ct_keep6(ct_set6(&sc->key6, bits), &sc->key6, orig_from_a, now, ct_idle);
-		else
-			ct_keep4(ct_set4(&sc->key4, bits), &sc->key4, orig_from_a, now, ct_idle);
-	}
-	sc->nat.ct = FW_CT_ESTABLISHED | (reply ? FW_CT_REPLY : 0);
 	return sc->nat.ct;
 }
 
 /* Both looks for each family, each verified once (global). */
-__attribute__((noinline)) int nat_cached4(struct xdp_md *ctx, __u32 arg)
+__attribute__((noinline)) int nat_cached4(struct xdp_md *ctx, __u32 l4proto)
 {
-	return nat_cached(ctx, arg, 0);
+	return nat_cached(ctx, l4proto, 0);
 }
 
-__attribute__((noinline)) int nat_cached6(struct xdp_md *ctx, __u32 arg)
+__attribute__((noinline)) int nat_cached6(struct xdp_md *ctx, __u32 l4proto)
 {
-	return nat_cached(ctx, arg, 1);
+	return nat_cached(ctx, l4proto, 1);
 }
 
-__attribute__((noinline)) int nat_kernel4(struct xdp_md *ctx, __u32 l4proto)
+__attribute__((noinline)) int nat_kernel4(struct xdp_md *ctx, __u32 arg)
 {
-	return nat_kernel(ctx, l4proto, 0);
+	return nat_kernel(ctx, arg, 0);
 }
 
-__attribute__((noinline)) int nat_kernel6(struct xdp_md *ctx, __u32 l4proto)
+__attribute__((noinline)) int nat_kernel6(struct xdp_md *ctx, __u32 arg)
 {
-	return nat_kernel(ctx, l4proto, 1);
+	return nat_kernel(ctx, arg, 1);
 }
 
 /* ct_segment as a function of its own for each family, verified once
@@ -304,7 +497,7 @@ __attribute__((noinline)) int ct_segment6(struct xdp_md *ctx, __u32 arg)
 /* A judged frame's first step, before the route lookup, where its
  * family's ruleset has nat chains (`l3` its IP header of family `v6`,
  * `l4`, `avail`, `l4proto` as for ct_segment): the NAT stage. The
- * packet's connection found (the cache, else the kernel's table), its
+ * packet's connection found (the stage's ways, else the kernel's table), its
  * mapping read into the CPU's ct_scratch with the generation it was read
  * by (fw_judge holds the frame to it), and the destination the route
  * lookup takes mapped: `daddr` (IPv4, host order) or `dhi` and `dlo` (as
@@ -338,10 +531,16 @@ static __always_inline enum reason fw_nat(struct xdp_md *ctx, const void *l3, co
 	__u32 arg = (avail & 0xffff) | (__u32)l4proto << 16;
 	int seg = v6 ? ct_segment6(ctx, arg) : ct_segment4(ctx, arg);
 	enum reason kind = seg & 0xff;
-	if (kind && kind != R_PASS_CT_STATE)
+	if (kind) {
+		/* A FIN or RST ends what the fast path may carry: the kernel's
+		 * entry leaves ESTABLISHED. (A SYN finds none, or one the
+		 * kernel reopens.) */
+		if (kind == R_PASS_CT_STATE && ((seg >> 8) & (TCPF_FIN | TCPF_RST)))
+			v6 ? nat_kernel6(ctx, l4proto | NAT_FORGET) :
+			     nat_kernel4(ctx, l4proto | NAT_FORGET);
 		return kind;
-	arg = l4proto | kind << 8 | (seg & 0xff00) << 8;
-	int r = v6 ? nat_cached6(ctx, arg) : nat_cached4(ctx, arg);
+	}
+	int r = v6 ? nat_cached6(ctx, l4proto) : nat_cached4(ctx, l4proto);
 	if (!r)
 		r = v6 ? nat_kernel6(ctx, l4proto) : nat_kernel4(ctx, l4proto);
 	if (!(r & 0xff))

@@ -1,11 +1,13 @@
-//! The fast path's connection cache (bpf/include/router/ct_judge.h): its
-//! layout's arithmetic (keys, sets, sizes), its maps, and the sweep's
-//! program that checks and refreshes the kernel's entries for the
-//! connections it holds. The thread that runs the sweep and follows
+//! The fast path's connection cache (bpf/include/router/ct_judge.h) and
+//! the NAT stage's ways (bpf/include/router/nat.h): their layout's
+//! arithmetic (keys, sets, sizes), their maps, and the sweep's program
+//! that checks and refreshes the kernel's entries for the connections
+//! they hold. The thread that runs the sweep and follows
 //! conntrack's destroy events is the firewall's (linerate_firewall::conntrack).
 use crate::layout::{
-    CtFlowKey, CtKeep, CtSlot, CtWay4, FwState, CT4_SETS_MAX, CT6_SETS_MAX, CT_CACHE_WAYS,
-    CT_KEEP_BATCH, CT_KEEP_GONE, CT_KEEP_KEPT, FW_CT_CHECKSUM, FW_CT_ON, FW_CT_TCP_LIBERAL,
+    CtFlowKey, CtKeep, CtSlot, CtWay4, FwState, NatWay4, NatWay6, CT4_SETS_MAX, CT6_SETS_MAX,
+    CT_CACHE_WAYS, CT_KEEP_BATCH, CT_KEEP_GONE, CT_KEEP_KEPT, FW_CT_CHECKSUM, FW_CT_ON,
+    FW_CT_TCP_LIBERAL,
 };
 use anyhow::{Context, Result};
 use libbpf_rs::MapCore;
@@ -52,6 +54,20 @@ pub fn key_of(src: &End, dst: &End, l4proto: u8, ipv6: bool) -> (CtFlowKey, bool
     )
 }
 
+/// The NAT stage's key of the packets from `src` to `dst` (nat_key4_of,
+/// nat_key6_of): the direction's tuple, `src` its side a.
+pub fn nat_key_of(src: &End, dst: &End, l4proto: u8, ipv6: bool) -> CtFlowKey {
+    CtFlowKey {
+        a: src.addr,
+        b: dst.addr,
+        aport: u16::from_ne_bytes(src.port),
+        bport: u16::from_ne_bytes(dst.port),
+        l4proto,
+        ipv6: ipv6 as u8,
+        pad: [0; 2],
+    }
+}
+
 /// The final mix of both families' set hashes: the top `bits` bits.
 fn fold(mut h: u64, bits: u32) -> u32 {
     h ^= h >> 29;
@@ -60,7 +76,8 @@ fn fold(mut h: u64, bits: u32) -> u32 {
 }
 
 /// The set of connection `k` in the fast path's cache of its family
-/// (ct_set4, ct_set6), `bits[ipv6]` bits of its hash.
+/// (ct_set4, ct_set6), `bits[ipv6]` bits of its hash; of direction `k`
+/// (a [`nat_key_of`]) in the NAT stage's.
 pub fn set_of(k: &CtFlowKey, bits: [u32; 2]) -> u32 {
     if k.ipv6 == 0 {
         let word = |x: &[u8; 16]| u32::from_le_bytes(x[..4].try_into().unwrap()) as u64;
@@ -98,14 +115,72 @@ pub fn cache_sets(conntrack_max: Option<u64>) -> [usize; 2] {
     [v4, (v4 / 4).clamp(1 << 10, CT6_SETS_MAX)]
 }
 
-/// The connection caches' sizes for this namespace's nf_conntrack_max,
-/// as [`linerate_bpf::loader::load_sized`] takes them.
-pub fn cache_sizes() -> [(&'static str, u32); 2] {
-    let [v4, v6] = cache_sets(sysctl("nf_conntrack_max"));
-    [
-        ("ct_cache4", (v4 * CT_CACHE_WAYS) as u32),
-        ("ct_cache6", (v6 * CT_CACHE_WAYS) as u32),
-    ]
+/// The tables of ways the control plane keeps: each family's connection
+/// cache (a connection by its canonical key) and the NAT stage's (a
+/// direction by its tuple), each family's with as many sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Table {
+    Ct4,
+    Ct6,
+    Nat4,
+    Nat6,
+}
+
+impl Table {
+    const ALL: [Table; 4] = [Table::Ct4, Table::Ct6, Table::Nat4, Table::Nat6];
+
+    fn name(self) -> &'static str {
+        match self {
+            Table::Ct4 => "ct_cache4",
+            Table::Ct6 => "ct_cache6",
+            Table::Nat4 => "nat_cache4",
+            Table::Nat6 => "nat_cache6",
+        }
+    }
+
+    fn ipv6(self) -> bool {
+        matches!(self, Table::Ct6 | Table::Nat6)
+    }
+
+    fn nat(self) -> bool {
+        matches!(self, Table::Nat4 | Table::Nat6)
+    }
+
+    /// The table of `key`'s family.
+    fn of(key: &CtFlowKey, nat: bool) -> Table {
+        match (nat, key.ipv6 != 0) {
+            (false, false) => Table::Ct4,
+            (false, true) => Table::Ct6,
+            (true, false) => Table::Nat4,
+            (true, true) => Table::Nat6,
+        }
+    }
+
+    fn way_bytes(self) -> usize {
+        match self {
+            Table::Ct4 => size_of::<CtWay4>(),
+            Table::Ct6 => size_of::<CtSlot>(),
+            Table::Nat4 => size_of::<NatWay4>(),
+            Table::Nat6 => size_of::<NatWay6>(),
+        }
+    }
+
+    /// Where a way holds its protocol (0: empty).
+    fn proto_offset(self) -> usize {
+        match self {
+            Table::Ct4 => offset_of!(CtWay4, l4proto),
+            Table::Ct6 => offset_of!(CtSlot, key) + offset_of!(CtFlowKey, l4proto),
+            Table::Nat4 => offset_of!(NatWay4, l4proto),
+            Table::Nat6 => offset_of!(NatWay6, key) + offset_of!(CtFlowKey, l4proto),
+        }
+    }
+}
+
+/// The connection caches' and the NAT stage's sizes for this namespace's
+/// nf_conntrack_max, as [`linerate_bpf::loader::load_sized`] takes them.
+pub fn cache_sizes() -> [(&'static str, u32); 4] {
+    let sets = cache_sets(sysctl("nf_conntrack_max"));
+    Table::ALL.map(|t| (t.name(), (sets[t.ipv6() as usize] * CT_CACHE_WAYS) as u32))
 }
 
 /// The key an IPv4 way holds.
@@ -118,6 +193,19 @@ fn key4(w: &CtWay4) -> CtFlowKey {
     };
     k.a[..4].copy_from_slice(&w.a);
     k.b[..4].copy_from_slice(&w.b);
+    k
+}
+
+/// The key an IPv4 NAT way holds.
+fn nat_key4(w: &NatWay4) -> CtFlowKey {
+    let mut k = CtFlowKey {
+        aport: w.sport,
+        bport: w.dport,
+        l4proto: w.l4proto,
+        ..Default::default()
+    };
+    k.a[..4].copy_from_slice(&w.saddr);
+    k.b[..4].copy_from_slice(&w.daddr);
     k
 }
 
@@ -233,13 +321,14 @@ struct Way {
     seen: u64,
 }
 
-/// The fast path's connection cache, its keeper program and its clock.
+/// The fast path's connection cache and the NAT stage's ways, the keeper
+/// program and its clock.
 pub struct CtMaps {
     keeper: OwnedFd,
     clock: OwnedFd,
-    /// ct_cache4 and ct_cache6.
-    cache: [MappedArray; 2],
-    /// Their sets' bits (fw_state.ct_bits).
+    /// The tables, by [`Table`].
+    cache: [MappedArray; 4],
+    /// Each family's sets' bits (fw_state.ct_bits).
     bits: [u32; 2],
     /// fw_state, for its ct_flags and ct_idle words.
     state: MappedArray,
@@ -275,10 +364,18 @@ impl CtMaps {
         };
         let (v4, bits4) = table("ct_cache4", CT4_SETS_MAX)?;
         let (v6, bits6) = table("ct_cache6", CT6_SETS_MAX)?;
+        let (nat4, nat_bits4) = table("nat_cache4", CT4_SETS_MAX)?;
+        let (nat6, nat_bits6) = table("nat_cache6", CT6_SETS_MAX)?;
+        anyhow::ensure!(
+            [nat_bits4, nat_bits6] == [bits4, bits6],
+            "the NAT stage's tables have {} and {} bits of sets, the connection cache's {bits4} and {bits6}: they must have as many",
+            nat_bits4,
+            nat_bits6
+        );
         let mut m = CtMaps {
             keeper: fd("ct_keeper")?,
             clock: fd("ct_clock")?,
-            cache: [v4, v6],
+            cache: [v4, v6, nat4, nat6],
             bits: [bits4, bits6],
             state: MappedArray::open(&linerate_bpf::loader::map(obj, "fw_state")?)?,
             hz: 0,
@@ -303,12 +400,15 @@ impl CtMaps {
         self.bits.map(|b| (CT_CACHE_WAYS as u64) << b)
     }
 
-    /// What the cache is: its ways and memory.
+    /// What the cache is: its ways and memory (the NAT stage's with it).
     pub fn describe(&self) -> String {
         let [v4, v6] = self.ways();
-        let bytes = v4 * size_of::<CtWay4>() as u64 + v6 * size_of::<CtSlot>() as u64;
+        let bytes: u64 = Table::ALL
+            .iter()
+            .map(|t| self.ways()[t.ipv6() as usize] * t.way_bytes() as u64)
+            .sum();
         format!(
-            "ways for {v4} IPv4 and {v6} IPv6 connections ({} MiB)",
+            "ways for {v4} IPv4 and {v6} IPv6 connections, and as many directions of NAT'd ones ({} MiB)",
             bytes >> 20
         )
     }
@@ -323,30 +423,41 @@ impl CtMaps {
         cache_sets(max)[0] > (self.ways()[0] as usize / CT_CACHE_WAYS)
     }
 
-    /// Where a way of `ipv6`'s family holds its protocol (0: empty).
-    fn proto_offset(ipv6: bool) -> usize {
-        if ipv6 {
-            offset_of!(CtSlot, key) + offset_of!(CtFlowKey, l4proto)
-        } else {
-            offset_of!(CtWay4, l4proto)
-        }
-    }
-
-    /// Way `i` of the table of `ipv6`'s family.
-    fn way(&self, ipv6: bool, i: u32) -> Way {
-        if ipv6 {
-            let s: CtSlot = self.cache[1].read_entry(i);
-            Way {
-                seq: s.seq,
-                key: s.key,
-                seen: s.seen,
+    /// Way `i` of `table`.
+    fn way(&self, table: Table, i: u32) -> Way {
+        let t = &self.cache[table as usize];
+        match table {
+            Table::Ct4 => {
+                let w: CtWay4 = t.read_entry(i);
+                Way {
+                    seq: w.seq,
+                    key: key4(&w),
+                    seen: w.seen,
+                }
             }
-        } else {
-            let w: CtWay4 = self.cache[0].read_entry(i);
-            Way {
-                seq: w.seq,
-                key: key4(&w),
-                seen: w.seen,
+            Table::Ct6 => {
+                let w: CtSlot = t.read_entry(i);
+                Way {
+                    seq: w.seq,
+                    key: w.key,
+                    seen: w.seen,
+                }
+            }
+            Table::Nat4 => {
+                let w: NatWay4 = t.read_entry(i);
+                Way {
+                    seq: w.seq,
+                    key: nat_key4(&w),
+                    seen: w.seen,
+                }
+            }
+            Table::Nat6 => {
+                let w: NatWay6 = t.read_entry(i);
+                Way {
+                    seq: w.seq,
+                    key: w.key,
+                    seen: w.seen,
+                }
             }
         }
     }
@@ -428,14 +539,13 @@ impl CtMaps {
             .store(flags, Ordering::Release);
     }
 
-    /// Empties way `i` of `key`'s family if it still holds `key`, as a
-    /// writer (its sequence word odd meanwhile); false if it holds another
-    /// or a program is writing it.
-    fn clear(&self, i: u32, key: &CtFlowKey) -> bool {
-        let ipv6 = key.ipv6 != 0;
-        let table = &self.cache[ipv6 as usize];
-        // (Both ways begin with their sequence word.)
-        let seq = table.word(i, 0);
+    /// Empties way `i` of `table` if it still holds `key`, as a writer
+    /// (its sequence word odd meanwhile); false if it holds another or a
+    /// program is writing it.
+    fn clear(&self, table: Table, i: u32, key: &CtFlowKey) -> bool {
+        let map = &self.cache[table as usize];
+        // (Every way begins with its sequence word.)
+        let seq = map.word(i, 0);
         let s = seq.load(Ordering::Acquire);
         if s & 1 == 1
             || seq
@@ -444,19 +554,29 @@ impl CtMaps {
         {
             return false;
         }
-        let ours = self.way(ipv6, i).key == *key;
+        let ours = self.way(table, i).key == *key;
         if ours {
-            table.write_bytes(i, Self::proto_offset(ipv6), &[0]);
+            map.write_bytes(i, table.proto_offset(), &[0]);
         }
         seq.store(s + 2, Ordering::Release);
         ours
     }
 
-    /// Forgets connection `key` (its kernel entry is gone).
+    /// Forgets connection `key` (a [`key_of`]; its kernel entry is gone).
     pub fn forget(&self, key: &CtFlowKey) {
+        self.forget_in(Table::of(key, false), key);
+    }
+
+    /// Forgets direction `key` of a connection in the NAT stage's ways (a
+    /// [`nat_key_of`]; its kernel entry is gone).
+    pub fn forget_nat(&self, key: &CtFlowKey) {
+        self.forget_in(Table::of(key, true), key);
+    }
+
+    fn forget_in(&self, table: Table, key: &CtFlowKey) {
         let set = set_of(key, self.bits);
         for w in 0..CT_CACHE_WAYS as u32 {
-            self.clear(set * CT_CACHE_WAYS as u32 + w, key);
+            self.clear(table, set * CT_CACHE_WAYS as u32 + w, key);
         }
     }
 
@@ -466,19 +586,19 @@ impl CtMaps {
     pub fn sweep(&self, since: u64, timeouts: &Timeouts) -> Result<(Swept, u64)> {
         let now = self.clock()?.0;
         let mut s = Swept::default();
-        let mut batch: Vec<(u32, CtKeep)> = Vec::with_capacity(CT_KEEP_BATCH);
-        let flush = |batch: &mut Vec<(u32, CtKeep)>, s: &mut Swept| -> Result<()> {
+        let mut batch: Vec<(Table, u32, CtKeep)> = Vec::with_capacity(CT_KEEP_BATCH);
+        let flush = |batch: &mut Vec<(Table, u32, CtKeep)>, s: &mut Swept| -> Result<()> {
             if batch.is_empty() {
                 return Ok(());
             }
-            let mut records: Vec<CtKeep> = batch.iter().map(|b| b.1).collect();
+            let mut records: Vec<CtKeep> = batch.iter().map(|b| b.2).collect();
             if !self.keep(&mut records)? {
                 anyhow::bail!("ct_keeper did not run (no conntrack kfuncs)");
             }
-            for ((i, _), r) in batch.iter().zip(&records) {
+            for ((table, i, _), r) in batch.iter().zip(&records) {
                 match r.result {
                     CT_KEEP_GONE => {
-                        s.forgotten += self.clear(*i, &r.key) as u64;
+                        s.forgotten += self.clear(*table, *i, &r.key) as u64;
                     }
                     CT_KEEP_KEPT if r.timeout_ms != 0 => s.refreshed += 1,
                     _ => {}
@@ -488,21 +608,22 @@ impl CtMaps {
             Ok(())
         };
         let ways = self.ways().map(|w| w as u32);
-        for (i, ipv6) in (0..ways[0])
-            .map(|i| (i, false))
-            .chain((0..ways[1]).map(|i| (i, true)))
+        for (table, i) in Table::ALL
+            .into_iter()
+            .flat_map(|t| (0..ways[t.ipv6() as usize]).map(move |i| (t, i)))
         {
             // An empty way by its protocol byte alone: most are, and the
-            // tables run to 192 MiB.
-            if self.cache[ipv6 as usize].byte(i, Self::proto_offset(ipv6)) == 0 {
+            // tables run to 576 MiB.
+            if self.cache[table as usize].byte(i, table.proto_offset()) == 0 {
                 continue;
             }
-            let slot = self.way(ipv6, i);
+            let slot = self.way(table, i);
             if slot.key.l4proto == 0 || slot.seq & 1 == 1 {
                 continue;
             }
             s.entries += 1;
             batch.push((
+                table,
                 i,
                 CtKeep {
                     key: slot.key,
@@ -513,7 +634,8 @@ impl CtMaps {
                         self.hz,
                         timeouts.of(slot.key.l4proto),
                     ),
-                    result: 0,
+                    nat: table.nat() as u8,
+                    ..Default::default()
                 },
             ));
             if batch.len() == CT_KEEP_BATCH {

@@ -187,8 +187,8 @@ pub const CT_KEEP_BATCH: usize = 64;
 pub const CT4_SETS_MAX: usize = 1 << 21;
 pub const CT6_SETS_MAX: usize = 1 << 19;
 pub const CT_CACHE_WAYS: usize = 2;
-pub const CT_KEEP_GONE: u32 = 1;
-pub const CT_KEEP_KEPT: u32 = 2;
+pub const CT_KEEP_GONE: u8 = 1;
+pub const CT_KEEP_KEPT: u8 = 2;
 pub const FW_ACCEPT: u8 = 1;
 pub const FW_DROP: u8 = 2;
 pub const FW_KERNEL: u8 = 3;
@@ -314,13 +314,64 @@ pub struct CtSlot {
     pub reserved: [u8; 8],
 }
 
+/// A way of the NAT stage's IPv4 table (nat_cache4): a direction of a
+/// connection, by its tuple as it arrives, and its rewrite.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NatWay4 {
+    /// Odd while written.
+    pub seq: u32,
+    /// Network order, as loaded.
+    pub sport: u16,
+    pub dport: u16,
+    /// Network order.
+    pub saddr: [u8; 4],
+    pub daddr: [u8; 4],
+    /// 0: empty.
+    pub l4proto: u8,
+    pub ct: u8,
+    pub manip: u8,
+    pub pad: [u8; 5],
+    /// bpf_jiffies64 of the last packet carried.
+    pub seen: u64,
+    pub to_sport: u16,
+    pub to_dport: u16,
+    pub to_saddr: [u8; 4],
+    pub to_daddr: [u8; 4],
+    pub reserved: [u8; 20],
+}
+
+/// A way of the NAT stage's IPv6 table (nat_cache6).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NatWay6 {
+    /// Odd while written.
+    pub seq: u32,
+    pub ct: u8,
+    pub manip: u8,
+    pub pad: [u8; 2],
+    /// bpf_jiffies64 of the last packet carried.
+    pub seen: u64,
+    /// The packet's source in `a`; l4proto 0: empty.
+    pub key: CtFlowKey,
+    pub to_sport: u16,
+    pub to_dport: u16,
+    pub pad2: [u8; 4],
+    pub to_saddr: [u8; 16],
+    pub to_daddr: [u8; 16],
+    pub reserved: [u8; 32],
+}
+
 /// One record of ct_keeper's batch.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CtKeep {
     pub key: CtFlowKey,
     pub timeout_ms: u32,
-    pub result: u32,
+    /// 1: a way of the NAT stage's, `key` a direction's tuple.
+    pub nat: u8,
+    pub result: u8,
+    pub pad: [u8; 2],
 }
 
 #[repr(C)]
@@ -418,6 +469,8 @@ unsafe impl Pod for CtFlowKey {}
 unsafe impl Pod for CtSlot {}
 unsafe impl Pod for CtWay4 {}
 unsafe impl Pod for CtKeep {}
+unsafe impl Pod for NatWay4 {}
+unsafe impl Pod for NatWay6 {}
 unsafe impl Pod for FwReads {}
 unsafe impl Pod for FwSlot {}
 unsafe impl Pod for FwMiss {}
@@ -596,15 +649,55 @@ mod tests {
                 ("reserved", offset_of!(CtSlot, reserved)),
             ],
         );
+        check(
+            "nat_way4",
+            size_of::<NatWay4>(),
+            vec![
+                ("seq", offset_of!(NatWay4, seq)),
+                ("sport", offset_of!(NatWay4, sport)),
+                ("dport", offset_of!(NatWay4, dport)),
+                ("saddr", offset_of!(NatWay4, saddr)),
+                ("daddr", offset_of!(NatWay4, daddr)),
+                ("l4proto", offset_of!(NatWay4, l4proto)),
+                ("ct", offset_of!(NatWay4, ct)),
+                ("manip", offset_of!(NatWay4, manip)),
+                ("pad", offset_of!(NatWay4, pad)),
+                ("seen", offset_of!(NatWay4, seen)),
+                ("to_sport", offset_of!(NatWay4, to_sport)),
+                ("to_dport", offset_of!(NatWay4, to_dport)),
+                ("to_saddr", offset_of!(NatWay4, to_saddr)),
+                ("to_daddr", offset_of!(NatWay4, to_daddr)),
+                ("reserved", offset_of!(NatWay4, reserved)),
+            ],
+        );
+        check(
+            "nat_way6",
+            size_of::<NatWay6>(),
+            vec![
+                ("seq", offset_of!(NatWay6, seq)),
+                ("ct", offset_of!(NatWay6, ct)),
+                ("manip", offset_of!(NatWay6, manip)),
+                ("pad", offset_of!(NatWay6, pad)),
+                ("seen", offset_of!(NatWay6, seen)),
+                ("key", offset_of!(NatWay6, key)),
+                ("to_sport", offset_of!(NatWay6, to_sport)),
+                ("to_dport", offset_of!(NatWay6, to_dport)),
+                ("pad2", offset_of!(NatWay6, pad2)),
+                ("to_saddr", offset_of!(NatWay6, to_saddr)),
+                ("to_daddr", offset_of!(NatWay6, to_daddr)),
+                ("reserved", offset_of!(NatWay6, reserved)),
+            ],
+        );
         // No map holds a ct_keep either (ct_keeper's frame does):
         // router.bpf.c asserts the same.
         assert_eq!(
             (
                 size_of::<CtKeep>(),
                 offset_of!(CtKeep, timeout_ms),
+                offset_of!(CtKeep, nat),
                 offset_of!(CtKeep, result)
             ),
-            (48, 40, 44)
+            (48, 40, 44, 45)
         );
         check(
             "fw_rule_counter",

@@ -26,7 +26,7 @@
 use crate::tcp_carry::{mark, CarryCounts, Marker};
 use anyhow::{Context, Result};
 use linerate_bpf::layout::Pod;
-use linerate_dataplane::ct_cache::{key_of, sysctl, sysctl_flags, CtMaps, Timeouts};
+use linerate_dataplane::ct_cache::{key_of, nat_key_of, sysctl, sysctl_flags, CtMaps, Timeouts};
 use linerate_dataplane::layout::{CtFlowKey, FW_CT_ON, FW_CT_TCP_CARRY};
 use linerate_netlink::ctnetlink::{destroyed, NFNLGRP_CONNTRACK_DESTROY};
 use std::cell::RefCell;
@@ -208,8 +208,12 @@ fn keep(
                     }
                 };
                 for m in linerate_netlink::wire::messages(&buf[..n]).map_while(Result::ok) {
-                    if let Ok(Some(t)) = destroyed(&m) {
+                    if let Ok(Some(d)) = destroyed(&m) {
+                        let t = d.orig;
                         maps.forget(&key_of(&t.src, &t.dst, t.l4proto, t.ipv6).0);
+                        for t in [Some(t), d.reply].into_iter().flatten() {
+                            maps.forget_nat(&nat_key_of(&t.src, &t.dst, t.l4proto, t.ipv6));
+                        }
                     }
                 }
             }

@@ -22,6 +22,7 @@ pub const IP_CT_TCP_FLAG_BE_LIBERAL: u8 = 0x08;
 pub const IP_CT_TCP_FLAG_MAXACK_SET: u8 = 0x20;
 const NFGENMSG: usize = 4;
 const CTA_TUPLE_ORIG: u16 = 1;
+const CTA_TUPLE_REPLY: u16 = 2;
 const CTA_TUPLE_IP: u16 = 1;
 const CTA_TUPLE_PROTO: u16 = 2;
 const CTA_IP_V4_SRC: u16 = 1;
@@ -49,58 +50,74 @@ pub struct Tuple {
     pub ipv6: bool,
 }
 
-/// The connection a conntrack destroy event names (its original tuple);
-/// None for another message or a tuple without ports.
-pub fn destroyed(m: &Message) -> Result<Option<Tuple>, WireError> {
+/// The connection a conntrack destroy event names: its original tuple,
+/// and its reply tuple (what the reply direction's packets carry as they
+/// arrive: under NAT not the original's inverse). None for another
+/// message or an original tuple without ports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Destroyed {
+    pub orig: Tuple,
+    pub reply: Option<Tuple>,
+}
+
+pub fn destroyed(m: &Message) -> Result<Option<Destroyed>, WireError> {
     if m.kind() != (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE {
         return Ok(None);
     }
     let body = m.body("conntrack event", NFGENMSG)?;
+    let (mut orig, mut reply) = (None, None);
+    for a in body.attributes() {
+        let a = a?;
+        match a.kind {
+            CTA_TUPLE_ORIG => orig = tuple(&a)?,
+            CTA_TUPLE_REPLY => reply = tuple(&a)?,
+            _ => {}
+        }
+    }
+    Ok(orig.map(|orig| Destroyed { orig, reply }))
+}
+
+/// A CTA_TUPLE_* attribute's tuple; None without its protocol and both
+/// ports.
+fn tuple(a: &crate::wire::Attr) -> Result<Option<Tuple>, WireError> {
     let mut ends = [End {
         addr: [0; 16],
         port: [0; 2],
     }; 2];
     let (mut ipv6, mut proto, mut ports) = (false, None, 0);
-    for a in body.attributes() {
-        let a = a?;
-        if a.kind != CTA_TUPLE_ORIG {
-            continue;
-        }
-        for t in a.nested_attributes() {
-            let t = t?;
-            match t.kind {
-                CTA_TUPLE_IP => {
-                    for ip in t.nested_attributes() {
-                        let ip = ip?;
-                        match ip.kind {
-                            CTA_IP_V4_SRC | CTA_IP_V4_DST => {
-                                let v: [u8; 4] = ip.bytes()?;
-                                ends[(ip.kind == CTA_IP_V4_DST) as usize].addr[..4]
-                                    .copy_from_slice(&v);
-                            }
-                            CTA_IP_V6_SRC | CTA_IP_V6_DST => {
-                                ends[(ip.kind == CTA_IP_V6_DST) as usize].addr = ip.bytes()?;
-                                ipv6 = true;
-                            }
-                            _ => {}
+    for t in a.nested_attributes() {
+        let t = t?;
+        match t.kind {
+            CTA_TUPLE_IP => {
+                for ip in t.nested_attributes() {
+                    let ip = ip?;
+                    match ip.kind {
+                        CTA_IP_V4_SRC | CTA_IP_V4_DST => {
+                            let v: [u8; 4] = ip.bytes()?;
+                            ends[(ip.kind == CTA_IP_V4_DST) as usize].addr[..4].copy_from_slice(&v);
                         }
+                        CTA_IP_V6_SRC | CTA_IP_V6_DST => {
+                            ends[(ip.kind == CTA_IP_V6_DST) as usize].addr = ip.bytes()?;
+                            ipv6 = true;
+                        }
+                        _ => {}
                     }
                 }
-                CTA_TUPLE_PROTO => {
-                    for p in t.nested_attributes() {
-                        let p = p?;
-                        match p.kind {
-                            CTA_PROTO_NUM => proto = Some(p.u8()?),
-                            CTA_PROTO_SRC_PORT | CTA_PROTO_DST_PORT => {
-                                ends[(p.kind == CTA_PROTO_DST_PORT) as usize].port = p.bytes()?;
-                                ports += 1;
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                _ => {}
             }
+            CTA_TUPLE_PROTO => {
+                for p in t.nested_attributes() {
+                    let p = p?;
+                    match p.kind {
+                        CTA_PROTO_NUM => proto = Some(p.u8()?),
+                        CTA_PROTO_SRC_PORT | CTA_PROTO_DST_PORT => {
+                            ends[(p.kind == CTA_PROTO_DST_PORT) as usize].port = p.bytes()?;
+                            ports += 1;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
         }
     }
     Ok(match proto {
@@ -193,31 +210,87 @@ mod tests {
         v
     }
 
-    /// A destroy event as ctnetlink sends it (ctnetlink_conntrack_event:
-    /// the original tuple first) names the connection's ends.
-    #[test]
-    fn a_destroy_event_names_the_connections_original_tuple() {
+    /// A CTA_TUPLE_* attribute's nested tuple, IPv4.
+    fn tuple_attr(kind: u16, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16) -> Vec<u8> {
         let ip = [
-            attr(CTA_IP_V4_SRC, false, &[10, 0, 0, 2]),
-            attr(CTA_IP_V4_DST, false, &[10, 0, 0, 1]),
+            attr(CTA_IP_V4_SRC, false, &src),
+            attr(CTA_IP_V4_DST, false, &dst),
         ]
         .concat();
         let proto = [
             attr(CTA_PROTO_NUM, false, &[17]),
-            attr(CTA_PROTO_SRC_PORT, false, &4000u16.to_be_bytes()),
-            attr(CTA_PROTO_DST_PORT, false, &53u16.to_be_bytes()),
+            attr(CTA_PROTO_SRC_PORT, false, &sport.to_be_bytes()),
+            attr(CTA_PROTO_DST_PORT, false, &dport.to_be_bytes()),
         ]
         .concat();
-        let tuple = [
-            attr(CTA_TUPLE_IP, true, &ip),
-            attr(CTA_TUPLE_PROTO, true, &proto),
-        ]
-        .concat();
+        attr(
+            kind,
+            true,
+            &[
+                attr(CTA_TUPLE_IP, true, &ip),
+                attr(CTA_TUPLE_PROTO, true, &proto),
+            ]
+            .concat(),
+        )
+    }
+
+    /// A destroy event as ctnetlink sends it (ctnetlink_conntrack_event:
+    /// the original tuple, then the reply tuple) names the connection's
+    /// ends both ways: here a masqueraded one, whose reply tuple is not
+    /// the original's inverse.
+    #[test]
+    fn a_destroy_event_names_the_connections_tuples() {
         let mut body = vec![2u8, 0, 0, 0];
-        body.extend(attr(CTA_TUPLE_ORIG, true, &tuple));
-        // A reply tuple after it, which must not be taken for the original.
-        body.extend(attr(
-            2,
+        body.extend(tuple_attr(
+            CTA_TUPLE_ORIG,
+            [10, 0, 0, 2],
+            [198, 19, 0, 1],
+            4000,
+            53,
+        ));
+        body.extend(tuple_attr(
+            CTA_TUPLE_REPLY,
+            [198, 19, 0, 1],
+            [192, 0, 2, 1],
+            53,
+            61000,
+        ));
+        let kind = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE;
+        let msg = crate::wire::request(kind, 0, 0, &body);
+        let m = Message::new_checked(&msg).unwrap();
+        let want = Destroyed {
+            orig: Tuple {
+                src: end([10, 0, 0, 2], 4000),
+                dst: end([198, 19, 0, 1], 53),
+                l4proto: 17,
+                ipv6: false,
+            },
+            reply: Some(Tuple {
+                src: end([198, 19, 0, 1], 53),
+                dst: end([192, 0, 2, 1], 61000),
+                l4proto: 17,
+                ipv6: false,
+            }),
+        };
+        assert_eq!(destroyed(&m).unwrap(), Some(want));
+        // IPCTNL_MSG_CT_NEW (0): not a deletion.
+        let other = crate::wire::request(NFNL_SUBSYS_CTNETLINK << 8, 0, 0, &body);
+        assert_eq!(
+            destroyed(&Message::new_checked(&other).unwrap()).unwrap(),
+            None
+        );
+        // A reply tuple without its ports is none; an original one
+        // without them, no connection.
+        let mut cut = vec![2u8, 0, 0, 0];
+        cut.extend(tuple_attr(
+            CTA_TUPLE_ORIG,
+            [10, 0, 0, 2],
+            [198, 19, 0, 1],
+            4000,
+            53,
+        ));
+        cut.extend(attr(
+            CTA_TUPLE_REPLY,
             true,
             &attr(
                 CTA_TUPLE_IP,
@@ -225,20 +298,22 @@ mod tests {
                 &attr(CTA_IP_V4_SRC, false, &[9, 9, 9, 9]),
             ),
         ));
-        let kind = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_DELETE;
-        let msg = crate::wire::request(kind, 0, 0, &body);
-        let m = Message::new_checked(&msg).unwrap();
-        let want = Tuple {
-            src: end([10, 0, 0, 2], 4000),
-            dst: end([10, 0, 0, 1], 53),
-            l4proto: 17,
-            ipv6: false,
-        };
-        assert_eq!(destroyed(&m).unwrap(), Some(want));
-        // IPCTNL_MSG_CT_NEW (0): not a deletion.
-        let other = crate::wire::request(NFNL_SUBSYS_CTNETLINK << 8, 0, 0, &body);
+        let msg = crate::wire::request(kind, 0, 0, &cut);
+        let got = destroyed(&Message::new_checked(&msg).unwrap())
+            .unwrap()
+            .unwrap();
+        assert_eq!((got.orig, got.reply), (want.orig, None));
+        let mut no_orig = vec![2u8, 0, 0, 0];
+        no_orig.extend(tuple_attr(
+            CTA_TUPLE_REPLY,
+            [198, 19, 0, 1],
+            [192, 0, 2, 1],
+            53,
+            61000,
+        ));
+        let msg = crate::wire::request(kind, 0, 0, &no_orig);
         assert_eq!(
-            destroyed(&Message::new_checked(&other).unwrap()).unwrap(),
+            destroyed(&Message::new_checked(&msg).unwrap()).unwrap(),
             None
         );
     }
@@ -274,7 +349,9 @@ mod tests {
             &msg[16..],
         );
         assert_eq!(
-            destroyed(&Message::new_checked(&event).unwrap()).unwrap(),
+            destroyed(&Message::new_checked(&event).unwrap())
+                .unwrap()
+                .map(|d| d.orig),
             Some(t)
         );
         let tcp: Vec<_> = top[1].nested_attributes().map(|a| a.unwrap()).collect();
