@@ -96,6 +96,13 @@ extern int bpf_ct_change_timeout(struct nf_conn *, __u32) __ksym __weak;
 extern struct nf_conn *bpf_xdp_ct_alloc(struct xdp_md *, struct bpf_sock_tuple *, __u32,
 					struct bpf_ct_opts___local *, __u32) __ksym __weak;
 extern struct nf_conn *bpf_ct_insert_entry(struct nf_conn *) __ksym __weak;
+/* (An enum: libbpf holds a kfunc's declaration to the kernel's kinds.) */
+enum nf_nat_manip_type {
+	NF_NAT_MANIP_SRC,
+	NF_NAT_MANIP_DST,
+};
+extern int bpf_ct_set_nat_info(struct nf_conn *, union nf_inet_addr *, int,
+			       enum nf_nat_manip_type) __ksym __weak;
 extern void bpf_ct_set_timeout(struct nf_conn *, __u32) __ksym __weak;
 extern int bpf_ct_set_status(struct nf_conn *, __u32) __ksym __weak;
 

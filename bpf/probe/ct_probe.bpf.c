@@ -7,7 +7,9 @@
  *
  *   ct_fill       each run inserts the next flow's entry (UDP, seen both
  *                 ways) into the namespace's conntrack table: `next` picks
- *                 the flow, the frame is only the context;
+ *                 the flow, the frame is only the context; with
+ *                 `masquerade`, its source mapped as masquerade would
+ *                 (`linerate bench firewall --masquerade`);
  *   tuple_only    parses the frame and builds the tuple: the baseline;
  *   ct_lookup     then bpf_xdp_ct_lookup, reads the entry's status,
  *                 bpf_ct_release;
@@ -18,8 +20,11 @@
  *
  * A found, established flow returns XDP_TX, a flow not found XDP_PASS,
  * anything else XDP_DROP: the bench checks every sampled flow is found
- * by each before it measures. Flow i is 10.(i>>16).(i>>8).i:(1000 +
- * i % 50000) -> 198.19.0.1:53, as the bench's frames. */
+ * by each before it measures. Flow i is N.(i>>16).(i>>8).i:(1000 +
+ * i % 50000) -> 198.19.0.1:53, N `src_net` (0: 10), as the bench's
+ * frames. Masqueraded, flows go in pairs, each one's source mapped to
+ * the other's (i ^ 1): a frame the fast path rewrote is then one of the
+ * other's, which BPF_PROG_TEST_RUN's repetitions of it need. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -42,6 +47,10 @@ struct probe_state {
 	/* A filled entry's timeout, and what ct_refresh sets a found one's to. */
 	__u32 fill_timeout_ms;
 	__u32 refresh_timeout_ms;
+	/* The flows' source network's first byte (0: 10), and whether
+	 * ct_fill maps their sources. */
+	__u32 src_net;
+	__u32 masquerade;
 };
 
 struct {
@@ -104,7 +113,7 @@ int ct_fill(struct xdp_md *ctx)
 		return XDP_ABORTED;
 	i = st->next++;
 	__builtin_memset(&t, 0, sizeof(t.ipv4));
-	t.ipv4.saddr = bpf_htonl((10u << 24) | (i & 0x00ffffff));
+	t.ipv4.saddr = bpf_htonl(((st->src_net ? st->src_net : 10) << 24) | (i & 0x00ffffff));
 	t.ipv4.daddr = bpf_htonl((198u << 24) | (19u << 16) | 1);
 	t.ipv4.sport = bpf_htons(1000 + i % 50000);
 	t.ipv4.dport = bpf_htons(53);
@@ -115,6 +124,16 @@ int ct_fill(struct xdp_md *ctx)
 		return XDP_DROP;
 	}
 	bpf_ct_set_timeout(ct, st->fill_timeout_ms);
+	int nat_error = 0;
+	if (st->masquerade) {
+		__u32 pair = i ^ 1;
+		union nf_inet_addr to = { .all = { bpf_htonl(((st->src_net ? st->src_net : 10) << 24) |
+							      (pair & 0x00ffffff)) } };
+
+		/* (The entry is inserted whatever comes of it: insertion is
+		 * what gives up an allocated entry.) */
+		nat_error = bpf_ct_set_nat_info(ct, &to, 1000 + pair % 50000, NF_NAT_MANIP_SRC);
+	}
 	/* Seen both ways: what `ct state established` matches. */
 	bpf_ct_set_status(ct, IPS_SEEN_REPLY | IPS_ASSURED);
 	ins = bpf_ct_insert_entry(ct);
@@ -123,6 +142,11 @@ int ct_fill(struct xdp_md *ctx)
 		return XDP_DROP;
 	}
 	bpf_ct_release(ins);
+	if (nat_error) {
+		st->failed++;
+		st->last_error = nat_error;
+		return XDP_DROP;
+	}
 	st->filled++;
 	return XDP_PASS;
 }

@@ -243,8 +243,8 @@ CT_WAYS(_nat6, nat_cache6, struct nat_way6, struct ct_flow_key, nat_key6_is, nat
 	} while (0)
 
 /* ct_prefetch for an interface the NAT stage runs on (IFACE_NAT4/6):
- * the line of the packet's direction's way, where its family's ruleset
- * has nat chains. */
+ * the lines of the packet's direction's set, where its family's ruleset
+ * has nat chains (IPv6: its first way's first line). */
 static __always_inline void nat_prefetch(const void *l3, const int v6, const void *data_end)
 {
 	__u32 zero = 0;
@@ -276,10 +276,14 @@ static __always_inline void nat_prefetch(const void *l3, const int v6, const voi
 		struct ct_key4 k;
 
 		nat_key4_of(&p, &k);
-		__u32 idx = ct_set4(&k, bits) * CT_CACHE_WAYS;
+		__u32 idx = ct_set4(&k, bits) * CT_CACHE_WAYS, idx1 = idx + 1;
 		struct nat_way4 *w = bpf_map_lookup_elem(&nat_cache4, &idx);
-		if (w)
+		struct nat_way4 *w1 = bpf_map_lookup_elem(&nat_cache4, &idx1);
+		/* (Both ways, a line each: the loads wait together.) */
+		if (w && w1) {
 			(void)*(volatile __u32 *)&w->seq;
+			(void)*(volatile __u32 *)&w1->seq;
+		}
 	}
 }
 

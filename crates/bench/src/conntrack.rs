@@ -170,7 +170,8 @@ fn at_states(o: &Options, n: u32) -> Result<AtStates> {
     let obj = loader::load(objects::CT_PROBE, "conntrack probe")?;
     let state = loader::map(&obj, "state")?;
     let flows = loader::map(&obj, "flows")?;
-    let mut st = [0u8; 24];
+    // (struct probe_state: the flows of 10/8, not masqueraded.)
+    let mut st = [0u8; 32];
     st[16..20].copy_from_slice(&600_000u32.to_ne_bytes());
     st[20..24].copy_from_slice(&120_000u32.to_ne_bytes());
     state.update(&0u32.to_ne_bytes(), &st, MapFlags::ANY)?;

@@ -22,7 +22,7 @@ use linerate_bpf::test_run::{self, XdpAction};
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::fw_maps::FwMaps;
 use linerate_dataplane::layout::{
-    FwMiss, Nexthop, IFACE_FIREWALL4, IFACE_FORWARD4, NH_RESOLVED, NH_VALID,
+    FwMiss, Nexthop, IFACE_FIREWALL4, IFACE_FORWARD4, IFACE_NAT4, NH_RESOLVED, NH_VALID,
 };
 use linerate_fib::{Fib, Shape};
 use linerate_firewall::compile::{self, Compiled};
@@ -53,6 +53,10 @@ pub struct FirewallBench {
     /// frames measured are `flows` of them, spread over all. The caller
     /// raises the kernel's limits for the largest (crate::conntrack).
     pub states: Vec<u32>,
+    /// Each state count also with the ruleset masquerading what leaves
+    /// (seeds::stateful_masquerade) and as many other connections, their
+    /// sources mapped: the NAT stage's cost.
+    pub masquerade: bool,
     pub flows: u32,
     pub repeat: u32,
     pub rounds: usize,
@@ -76,7 +80,7 @@ pub struct LoadTimes {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Case {
-    /// "rules-N", "set-M" or "states-S".
+    /// "rules-N", "set-M", "states-S" or "states-S-masquerade".
     pub name: String,
     pub rules: usize,
     /// Elements of each named set.
@@ -84,6 +88,8 @@ pub struct Case {
     /// Established connections in the kernel's table and the fast path's
     /// (the stateful ruleset; 0 for the others).
     pub states: u32,
+    /// The stateful ruleset masquerading, each connection mapped.
+    pub masquerade: bool,
     pub load: LoadTimes,
     /// Distinct cache entries the flows needed.
     pub entries: usize,
@@ -157,6 +163,7 @@ impl Case {
             rules,
             set_size,
             states,
+            masquerade: false,
             load,
             entries,
             sweep: None,
@@ -188,11 +195,16 @@ fn frame(i: u32, in_mac: [u8; 6]) -> Vec<u8> {
     f
 }
 
+/// The source networks of the connections the stateful cases measure
+/// (their first byte): plain, and masqueraded.
+const PLAIN_NET: u32 = 10;
+const MASQUERADED_NET: u32 = 11;
+
 /// Flow `i` of the connections the conntrack probe fills (bpf/ct_probe.
-/// bpf.c, ct_fill): UDP 10.x.y.z:(1000 + i % 50000) -> 198.19.0.1:53,
+/// bpf.c, ct_fill): UDP net.x.y.z:(1000 + i % 50000) -> 198.19.0.1:53,
 /// TTL 255, to the ingress's MAC.
-fn connection_frame(i: u32, in_mac: [u8; 6]) -> Vec<u8> {
-    let src = (10u32 << 24) | (i & 0x00ff_ffff);
+fn connection_frame(net: u32, i: u32, in_mac: [u8; 6]) -> Vec<u8> {
+    let src = (net << 24) | (i & 0x00ff_ffff);
     let mut f = Vec::new();
     etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], in_mac)
         .ipv4(src.to_be_bytes(), [198, 19, 0, 1], 255)
@@ -203,21 +215,26 @@ fn connection_frame(i: u32, in_mac: [u8; 6]) -> Vec<u8> {
 }
 
 /// Fills the kernel's conntrack table of the calling thread's namespace
-/// with connections `from..to` (the probe's flows), established both ways
-/// and assured, timing out in 10 minutes.
-fn fill_conntrack(from: u32, to: u32) -> Result<()> {
+/// with connections `from..to` (the probe's flows) from `net`, established
+/// both ways and assured, timing out in 10 minutes; `masquerade`: their
+/// sources mapped, each pair's (2k, 2k + 1) to each other's, so that a
+/// frame rewritten is one of the other connection (`from` even).
+fn fill_conntrack(from: u32, to: u32, net: u32, masquerade: bool) -> Result<()> {
     use libbpf_rs::{MapCore, MapFlags};
     let obj = loader::load(linerate_bpf::objects::CT_PROBE, "conntrack probe")?;
     let state = loader::map(&obj, "state")?;
-    let mut st = [0u8; 24];
+    // struct probe_state.
+    let mut st = [0u8; 32];
     st[0..4].copy_from_slice(&from.to_ne_bytes());
     st[16..20].copy_from_slice(&600_000u32.to_ne_bytes());
+    st[24..28].copy_from_slice(&net.to_ne_bytes());
+    st[28..32].copy_from_slice(&(masquerade as u32).to_ne_bytes());
     state.update(&0u32.to_ne_bytes(), &st, MapFlags::ANY)?;
     let fill = loader::prog(&obj, "ct_fill")?;
     let mut out = vec![0u8; 256];
     test_run::run_xdp(
         fill.as_fd(),
-        &connection_frame(0, [0; 6]),
+        &connection_frame(net, 0, [0; 6]),
         &mut out,
         to - from,
     )?;
@@ -246,8 +263,12 @@ struct Setup {
 }
 
 impl Setup {
-    fn firewall(&self, on: bool) -> Result<()> {
-        let flags = IFACE_FORWARD4 | if on { IFACE_FIREWALL4 } else { 0 };
+    /// The firewall on or off on both interfaces, with `nat` the NAT
+    /// stage too.
+    fn firewall(&self, on: bool, nat: bool) -> Result<()> {
+        let flags = IFACE_FORWARD4
+            | if on { IFACE_FIREWALL4 } else { 0 }
+            | if nat { IFACE_NAT4 } else { 0 };
         self.fp.add_interface(self.in_idx, self.in_mac, flags)?;
         self.fp.add_interface(self.out_idx, self.out_mac, flags)
     }
@@ -418,7 +439,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
         generation: 0,
         _links: links,
     };
-    s.firewall(false)?;
+    s.firewall(false, false)?;
     let frames: Vec<Vec<u8>> = (0..b.flows).map(|i| frame(i, in_mac)).collect();
     let names = BTreeMap::from([(in_idx, b.ingress.clone()), (out_idx, b.egress.clone())]);
 
@@ -482,7 +503,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
             },
         );
         let compile_publish_ms = t.elapsed().as_secs_f64() * 1e3;
-        s.firewall(true)?;
+        s.firewall(true, false)?;
         let entries = s.publish_and_learn(&c, &frames)?;
         progress(&format!(
             "{name}: nft -f {nft_load_ms:.0} ms, read {read_ms:.0} ms, compiled and published {compile_publish_ms:.1} ms; {entries} entries"
@@ -523,71 +544,97 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
             );
         }
         ct.publish_flags(flags);
-        let file = tempfile::NamedTempFile::new()?;
-        std::fs::write(file.path(), linerate_firewall::seeds::stateful())?;
-        nft(ns, &["-f", &file.path().display().to_string()])?;
-        let ruleset = linerate_firewall::read::read_current_with(&|t, s| {
-            linerate_netlink::nft_elements::dump(t, s)
-        })?;
-        let (c, refused) = Compiled::new(0, &ruleset, names.clone(), true);
-        if let Some(why) = refused[0].as_ref() {
-            bail!("the stateful ruleset: the firewall cannot judge it: {why}");
-        }
-        let c = c.without_classifiers();
+        // The stateful ruleset, and with --masquerade the same with what
+        // leaves through the egress masqueraded.
+        let compiled = |what: &str, text: String| -> Result<Compiled> {
+            nft(ns, &["flush", "ruleset"])?;
+            let file = tempfile::NamedTempFile::new()?;
+            std::fs::write(file.path(), text)?;
+            nft(ns, &["-f", &file.path().display().to_string()])?;
+            let ruleset = linerate_firewall::read::read_current_with(&|t, s| {
+                linerate_netlink::nft_elements::dump(t, s)
+            })?;
+            let (c, refused) = Compiled::new(0, &ruleset, names.clone(), true);
+            if let Some(why) = refused[0].as_ref() {
+                bail!("the {what} ruleset: the firewall cannot judge it: {why}");
+            }
+            Ok(c.without_classifiers())
+        };
+        let plain = compiled("stateful", linerate_firewall::seeds::stateful())?;
+        let masqueraded = b
+            .masquerade
+            .then(|| {
+                compiled(
+                    "masquerading",
+                    linerate_firewall::seeds::stateful_masquerade(&b.ingress, &b.egress),
+                )
+            })
+            .transpose()?;
         let mut filled = 0;
         for &n in &states {
-            let t = Instant::now();
-            fill_conntrack(filled, n)?;
-            let fill_ms = t.elapsed().as_secs_f64() * 1e3;
-            let all: Vec<Vec<u8>> = (filled..n).map(|i| connection_frame(i, in_mac)).collect();
-            filled = n;
-            s.firewall(true)?;
-            let t = Instant::now();
-            let entries = s.publish_and_learn(&c, &all)?;
-            drop(all);
-            progress(&format!(
-                "states-{n}: the kernel's table filled in {fill_ms:.0} ms, the fast path's in {:.0} ms",
-                t.elapsed().as_secs_f64() * 1e3
-            ));
-            // Twice: the first sets every timeout (all carried since 0),
-            // the second only checks (none carried since the first).
-            let timeouts = linerate_dataplane::ct_cache::Timeouts::now();
-            let t = Instant::now();
-            let (first, began) = ct.sweep(0, &timeouts)?;
-            let first_ms = t.elapsed().as_secs_f64() * 1e3;
-            let t = Instant::now();
-            let (second, _) = ct.sweep(began, &timeouts)?;
-            let second_ms = t.elapsed().as_secs_f64() * 1e3;
-            progress(&format!(
-                "states-{n}: a sweep of {} connections took {first_ms:.0} ms setting {} timeouts, {second_ms:.0} ms checking them",
-                first.entries, first.refreshed
-            ));
-            let sweep = SweepCost {
-                connections: first.entries,
-                refreshed: first.refreshed,
-                setting_ms: first_ms,
-                checking_ms: second_ms,
-            };
-            anyhow::ensure!(
-                second.refreshed == 0,
-                "the second sweep set {} timeouts of connections not carried since the first",
-                second.refreshed
-            );
-            let step = (n / b.flows.min(n)).max(1);
-            let sampled: Vec<Vec<u8>> = (0..n)
-                .step_by(step as usize)
-                .take(b.flows as usize)
-                .map(|i| connection_frame(i, in_mac))
-                .collect();
-            cases.push((
-                c.clone(),
-                sampled,
-                Case::unmeasured(
-                    format!("states-{n}"),
+            for (net, c) in [
+                (PLAIN_NET, Some(&plain)),
+                (MASQUERADED_NET, masqueraded.as_ref()),
+            ] {
+                let Some(c) = c else { continue };
+                let masquerade = net == MASQUERADED_NET;
+                let name = if masquerade {
+                    format!("states-{n}-masquerade")
+                } else {
+                    format!("states-{n}")
+                };
+                let t = Instant::now();
+                fill_conntrack(filled, n, net, masquerade)?;
+                let fill_ms = t.elapsed().as_secs_f64() * 1e3;
+                let all: Vec<Vec<u8>> = (filled..n)
+                    .map(|i| connection_frame(net, i, in_mac))
+                    .collect();
+                s.firewall(true, masquerade)?;
+                let t = Instant::now();
+                let entries = s.publish_and_learn(c, &all)?;
+                drop(all);
+                progress(&format!(
+                    "{name}: the kernel's table filled in {fill_ms:.0} ms, the fast path's in {:.0} ms",
+                    t.elapsed().as_secs_f64() * 1e3
+                ));
+                // Twice: the first sets every timeout (all carried since
+                // 0), the second only checks (none carried since the
+                // first). Every table's ways: the masqueraded case's
+                // sweep holds the plain connections' too.
+                let timeouts = linerate_dataplane::ct_cache::Timeouts::now();
+                let t = Instant::now();
+                let (first, began) = ct.sweep(0, &timeouts)?;
+                let first_ms = t.elapsed().as_secs_f64() * 1e3;
+                let t = Instant::now();
+                let (second, _) = ct.sweep(began, &timeouts)?;
+                let second_ms = t.elapsed().as_secs_f64() * 1e3;
+                progress(&format!(
+                    "{name}: a sweep of {} ways took {first_ms:.0} ms setting {} timeouts, {second_ms:.0} ms checking them",
+                    first.entries, first.refreshed
+                ));
+                let sweep = SweepCost {
+                    connections: first.entries,
+                    refreshed: first.refreshed,
+                    setting_ms: first_ms,
+                    checking_ms: second_ms,
+                };
+                anyhow::ensure!(
+                    second.refreshed == 0,
+                    "the second sweep set {} timeouts of connections not carried since the first",
+                    second.refreshed
+                );
+                let step = (n / b.flows.min(n)).max(1);
+                let sampled: Vec<Vec<u8>> = (0..n)
+                    .step_by(step as usize)
+                    .take(b.flows as usize)
+                    .map(|i| connection_frame(net, i, in_mac))
+                    .collect();
+                let mut case = Case::unmeasured(
+                    name,
                     c.families[0].as_ref().map_or(0, |f| f.filter.rules()),
                     0,
                     n,
-                    // (The ruleset was loaded once, before the first count.)
+                    // (The rulesets were loaded once, before the first count.)
                     LoadTimes {
                         nft_load_ms: 0.0,
                         read_ms: 0.0,
@@ -595,8 +642,11 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
                     },
                     entries,
                 )
-                .with_sweep(sweep),
-            ));
+                .with_sweep(sweep);
+                case.masquerade = masquerade;
+                cases.push((c.clone(), sampled, case));
+            }
+            filled = n;
         }
         nft(ns, &["flush", "ruleset"])?;
     }
@@ -606,10 +656,11 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
             bail!("interrupted");
         }
         for (c, frames, case) in cases.iter_mut() {
+            s.firewall(true, case.masquerade)?;
             s.publish_and_learn(c, frames)?;
-            s.firewall(false)?;
+            s.firewall(false, false)?;
             let base = s.mean_ns(frames, b.repeat)?;
-            s.firewall(true)?;
+            s.firewall(true, case.masquerade)?;
             let with = s.mean_ns(frames, b.repeat)?;
             case.baseline_rounds_ns_per_packet.push(base);
             case.rounds_ns_per_packet.push(with);

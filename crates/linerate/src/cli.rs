@@ -380,6 +380,11 @@ pub struct BenchFirewallArgs {
     /// and the fast path's table, --flows of them measured.
     #[arg(long, value_delimiter = ',', default_value = "2000,100000,1000000")]
     pub states: Vec<u32>,
+    /// Each state count also masqueraded: the stateful ruleset with what
+    /// leaves masqueraded, as many connections again with their sources
+    /// mapped in the kernel's entries (the NAT stage's cost).
+    #[arg(long)]
+    pub masquerade: bool,
     /// Flows (distinct UDP source and destination), each a cache entry.
     #[arg(long, default_value_t = 1000)]
     pub flows: u32,

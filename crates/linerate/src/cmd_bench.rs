@@ -325,7 +325,14 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
     // Room in the kernel's conntrack for the largest state count (other
     // namespaces' entries count against the same limit), a bucket a
     // state; put back after.
-    let largest = states.iter().copied().max().unwrap_or(0) as u64;
+    if a.masquerade && states.is_empty() {
+        bail!("--masquerade: it measures the state counts masqueraded; give --states");
+    }
+    if let Some(n) = states.iter().find(|&&n| a.masquerade && n % 2 == 1) {
+        bail!("--states with --masquerade: even counts (its connections go in pairs, each mapped to the other), got {n}");
+    }
+    // (Masqueraded, as many connections again.)
+    let largest = states.iter().copied().max().unwrap_or(0) as u64 * (1 + a.masquerade as u64);
     let _raised = if largest > 0 {
         use linerate_bench::conntrack::{Raised, CT_HASHSIZE, CT_MAX};
         Some((
@@ -344,6 +351,7 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
         set_sizes: sets,
         access_lists: acls,
         states,
+        masquerade: a.masquerade,
         flows: a.flows,
         repeat: a.repeat,
         rounds: a.rounds,
