@@ -62,27 +62,28 @@ static __always_inline __u16 nat_csum_fold(__u32 s)
 }
 
 /* csum_replace4, and inet_proto_csum_replace4 of a packet whose checksum
- * is not left to the device: `from` taken out of the sum at `sum`, `to`
- * put in. */
-static __always_inline void nat_csum_replace4(__u16 *sum, __u32 from, __u32 to)
+ * is not left to the device: `from` taken out of checksum `sum`, `to` put
+ * in; the new checksum. (Values in registers: one load and one store of
+ * a checksum for all its steps, the kernel's steps each.) */
+static __always_inline __u16 nat_csum4(__u16 sum, __u32 from, __u32 to)
 {
-	*sum = nat_csum_fold(nat_csum_add(nat_csum_add(~(__u32)*sum, ~from), to));
+	return nat_csum_fold(nat_csum_add(nat_csum_add(~(__u32)sum, ~from), to));
 }
 
 /* inet_proto_csum_replace16: an IPv6 address in a transport checksum
  * (csum_partial over the eight words: the same 16-bit sum as adding them
  * one by one, never 0 as it starts from a complement with its high half
  * set). */
-static __always_inline void nat_csum_replace16(__u16 *sum, const __u32 *from, const __u32 *to)
+static __always_inline __u16 nat_csum16(__u16 sum, const __u32 *from, const __u32 *to)
 {
-	__u64 s = ~(__u32)*sum;
+	__u64 s = ~(__u32)sum;
 
 #pragma unroll
 	for (int i = 0; i < 4; i++)
 		s += (__u32)~from[i] + (__u64)to[i];
 	s = (s & 0xffffffff) + (s >> 32);
 	s = (s & 0xffffffff) + (s >> 32);
-	*sum = nat_csum_fold((__u32)s);
+	return nat_csum_fold((__u32)s);
 }
 
 /* The frame's packet (its headers at their fixed places, checked for 4
@@ -584,16 +585,17 @@ static __always_inline void nat_manip4(struct iphdr *ip, __u8 *l4, __u16 *check,
 	__be16 newport = which == CT_NAT_DST ? n->dport : n->sport;
 	__be32 *addr = which == CT_NAT_DST ? &ip->daddr : &ip->saddr;
 	__be32 newaddr = which == CT_NAT_DST ? n->daddr[0] : n->saddr[0];
+	__be32 oldaddr = *addr;
 	__be16 oldport = *port;
+	__u16 c = *check;
 
-	if (l4proto == IPPROTO_TCP || *check) {
-		nat_csum_replace4(check, *addr, newaddr);
-		nat_csum_replace4(check, oldport, newport);
-		if (l4proto == IPPROTO_UDP && !*check)
-			*check = 0xffff;
+	if (l4proto == IPPROTO_TCP || c) {
+		c = nat_csum4(c, oldaddr, newaddr);
+		c = nat_csum4(c, oldport, newport);
+		*check = l4proto == IPPROTO_UDP && !c ? 0xffff : c;
 	}
 	*port = newport;
-	nat_csum_replace4(&ip->check, *addr, newaddr);
+	ip->check = nat_csum4(ip->check, oldaddr, newaddr);
 	*addr = newaddr;
 }
 
@@ -606,12 +608,12 @@ static __always_inline void nat_manip6(struct ipv6hdr *ip6, __u8 *l4, __u16 *che
 	__u32 *addr = which == CT_NAT_DST ? ip6->daddr.in6_u.u6_addr32 : ip6->saddr.in6_u.u6_addr32;
 	const __u32 *newaddr = which == CT_NAT_DST ? n->daddr : n->saddr;
 	__be16 oldport = *port;
+	__u16 c = *check;
 
-	if (l4proto == IPPROTO_TCP || *check) {
-		nat_csum_replace16(check, addr, newaddr);
-		nat_csum_replace4(check, oldport, newport);
-		if (l4proto == IPPROTO_UDP && !*check)
-			*check = 0xffff;
+	if (l4proto == IPPROTO_TCP || c) {
+		c = nat_csum16(c, addr, newaddr);
+		c = nat_csum4(c, oldport, newport);
+		*check = l4proto == IPPROTO_UDP && !c ? 0xffff : c;
 	}
 	*port = newport;
 	__builtin_memcpy(addr, newaddr, 16);
