@@ -135,7 +135,9 @@ pub struct ClassifierCost {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepCost {
-    pub connections: u64,
+    /// Ways swept: a connection's in the connection cache, a direction's
+    /// in the NAT stage's.
+    pub ways: u64,
     /// Timeouts set by the first sweep (connections carried before it).
     pub refreshed: u64,
     /// The first sweep, and a second right after it that only checks.
@@ -613,7 +615,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
                     first.entries, first.refreshed
                 ));
                 let sweep = SweepCost {
-                    connections: first.entries,
+                    ways: first.entries,
                     refreshed: first.refreshed,
                     setting_ms: first_ms,
                     checking_ms: second_ms,
@@ -841,14 +843,14 @@ pub fn report(cases: &[Case], rates: &[ElementRate]) -> String {
         if let Some(s) = &c.sweep {
             let _ = writeln!(
                 out,
-                "{}: a sweep of the fast path's {} connections: {:.0} ms setting {} kernel timeouts, {:.0} ms checking them ({:.2} and {:.2} us a connection)",
+                "{}: a sweep of the fast path's {} ways (connections, NAT'd directions): {:.0} ms setting {} kernel timeouts, {:.0} ms checking them ({:.2} and {:.2} us a way)",
                 c.name,
-                s.connections,
+                s.ways,
                 s.setting_ms,
                 s.refreshed,
                 s.checking_ms,
-                s.setting_ms * 1e3 / s.connections.max(1) as f64,
-                s.checking_ms * 1e3 / s.connections.max(1) as f64
+                s.setting_ms * 1e3 / s.ways.max(1) as f64,
+                s.checking_ms * 1e3 / s.ways.max(1) as f64
             );
         }
     }

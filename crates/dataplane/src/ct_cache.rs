@@ -297,7 +297,8 @@ pub fn sysctl_flags() -> u32 {
 /// What a sweep did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Swept {
-    /// Connections in the cache.
+    /// Ways held: a connection's in the connection cache, a direction's in
+    /// the NAT stage's.
     pub entries: u64,
     /// Kernel timeouts set (carried since the last sweep).
     pub refreshed: u64,
