@@ -396,6 +396,61 @@ fn nft(ns: &str, args: &[&str]) -> Result<()> {
     linerate_host::cmd::in_netns(ns, "nft", args).map(|_| ())
 }
 
+/// What a run is asked for, as given (0s left out), to be checked before
+/// anything is changed.
+pub struct Counts<'a> {
+    pub rules: &'a [u32],
+    pub set_sizes: &'a [u32],
+    pub states: &'a [u32],
+    pub access_lists: &'a [u32],
+    pub masquerade: bool,
+    pub flows: u32,
+    pub repeat: u32,
+    pub rounds: usize,
+}
+
+/// Refuses counts a run cannot take, naming the command line's flag.
+pub fn check(c: &Counts) -> Result<()> {
+    if c.repeat == 0 || c.repeat > MAX_REPEAT {
+        bail!(
+            "--repeat: 1 to {MAX_REPEAT} (each repetition takes one TTL), got {}",
+            c.repeat
+        );
+    }
+    if c.flows == 0 || c.flows > 65536 {
+        bail!("--flows: 1 to 65536, got {}", c.flows);
+    }
+    if c.rounds == 0 {
+        bail!("--rounds: at least 1");
+    }
+    if c.masquerade && c.states.is_empty() {
+        bail!("--masquerade: it measures the state counts masqueraded; give --states");
+    }
+    if let Some(n) = c.access_lists.iter().find(|&&n| n > 16000) {
+        bail!("--access-lists: at most 16000 (the classifier's terms), got {n}");
+    }
+    if c.rules.is_empty()
+        && c.set_sizes.is_empty()
+        && c.states.is_empty()
+        && c.access_lists.is_empty()
+    {
+        bail!("--rules, --set-size, --states and --access-lists: give at least one rule count, set size, state count or access list");
+    }
+    if let Some(n) = c.states.iter().find(|&&n| n > 2_000_000) {
+        bail!("--states: at most 2000000, got {n}");
+    }
+    if let Some(n) = c.rules.iter().find(|&&n| n > 30000) {
+        bail!("--rules: at most 30000 (the firewall counts 32768 rules a family), got {n}");
+    }
+    if let Some(m) = c.set_sizes.iter().find(|&&m| m > 4_000_000) {
+        bail!("--set-size: at most 4000000, got {m}");
+    }
+    if let Some(n) = c.states.iter().find(|&&n| c.masquerade && n % 2 == 1) {
+        bail!("--states with --masquerade: even counts (its connections go in pairs, each mapped to the other), got {n}");
+    }
+    Ok(())
+}
+
 /// Runs the bench; the calling thread must be in `b.netns`.
 pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case>> {
     if b.repeat == 0 || b.repeat > MAX_REPEAT {
@@ -870,4 +925,40 @@ pub fn report(cases: &[Case], rates: &[ElementRate]) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts<'a>(states: &'a [u32], masquerade: bool) -> Counts<'a> {
+        Counts {
+            rules: &[],
+            set_sizes: &[],
+            states,
+            access_lists: &[],
+            masquerade,
+            flows: 1000,
+            repeat: 200,
+            rounds: 5,
+        }
+    }
+
+    /// Masqueraded connections go in pairs, each mapped to the other: a
+    /// count that leaves one alone, or masquerade without a state count,
+    /// is refused by its flag before anything is changed.
+    #[test]
+    fn masquerade_takes_even_state_counts_only() {
+        assert!(check(&counts(&[2000, 100_000], true)).is_ok());
+        assert!(check(&counts(&[2001], false)).is_ok());
+        let odd = check(&counts(&[2000, 2001], true)).unwrap_err().to_string();
+        assert!(
+            odd.starts_with("--states with --masquerade") && odd.ends_with("2001"),
+            "{odd}"
+        );
+        let none = check(&counts(&[], true)).unwrap_err().to_string();
+        assert!(none.starts_with("--masquerade"), "{none}");
+        let big = check(&counts(&[2_000_002], true)).unwrap_err().to_string();
+        assert!(big.starts_with("--states: at most"), "{big}");
+    }
 }

@@ -289,48 +289,25 @@ fn gen(a: BenchGenArgs) -> Result<()> {
 }
 
 fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
-    use linerate_bench::firewall::{run, FirewallBench, MAX_REPEAT};
+    use linerate_bench::firewall::{check, run, Counts, FirewallBench};
     linerate_host::privilege::require_root("linerate bench firewall")?;
-    if a.repeat == 0 || a.repeat > MAX_REPEAT {
-        bail!(
-            "--repeat: 1 to {MAX_REPEAT} (each repetition takes one TTL), got {}",
-            a.repeat
-        );
-    }
-    if a.flows == 0 || a.flows > 65536 {
-        bail!("--flows: 1 to 65536, got {}", a.flows);
-    }
-    if a.rounds == 0 {
-        bail!("--rounds: at least 1");
-    }
     let rules: Vec<u32> = a.rules.iter().copied().filter(|&n| n > 0).collect();
     let sets: Vec<u32> = a.set_size.iter().copied().filter(|&m| m > 0).collect();
     let states: Vec<u32> = a.states.iter().copied().filter(|&n| n > 0).collect();
     let acls: Vec<u32> = a.access_lists.iter().copied().filter(|&n| n > 0).collect();
-    if let Some(n) = acls.iter().find(|&&n| n > 16000) {
-        bail!("--access-lists: at most 16000 (the classifier's terms), got {n}");
-    }
-    if rules.is_empty() && sets.is_empty() && states.is_empty() && acls.is_empty() {
-        bail!("--rules, --set-size, --states and --access-lists: give at least one rule count, set size, state count or access list");
-    }
-    if let Some(n) = states.iter().find(|&&n| n > 2_000_000) {
-        bail!("--states: at most 2000000, got {n}");
-    }
-    if let Some(n) = rules.iter().find(|&&n| n > 30000) {
-        bail!("--rules: at most 30000 (the firewall counts 32768 rules a family), got {n}");
-    }
-    if let Some(m) = sets.iter().find(|&&m| m > 4_000_000) {
-        bail!("--set-size: at most 4000000, got {m}");
-    }
+    check(&Counts {
+        rules: &rules,
+        set_sizes: &sets,
+        states: &states,
+        access_lists: &acls,
+        masquerade: a.masquerade,
+        flows: a.flows,
+        repeat: a.repeat,
+        rounds: a.rounds,
+    })?;
     // Room in the kernel's conntrack for the largest state count (other
     // namespaces' entries count against the same limit), a bucket a
     // state; put back after.
-    if a.masquerade && states.is_empty() {
-        bail!("--masquerade: it measures the state counts masqueraded; give --states");
-    }
-    if let Some(n) = states.iter().find(|&&n| a.masquerade && n % 2 == 1) {
-        bail!("--states with --masquerade: even counts (its connections go in pairs, each mapped to the other), got {n}");
-    }
     // (Masqueraded, as many connections again.)
     let largest = states.iter().copied().max().unwrap_or(0) as u64 * (1 + a.masquerade as u64);
     let _raised = if largest > 0 {
