@@ -28,9 +28,15 @@
 
 static __always_inline int verdict(struct router_counters *c, enum reason r, __u64 len, int action)
 {
-	if (c && r < R_MAX) {
-		c->packets[r]++;
-		c->bytes[r] += len;
+	__u32 i = r;
+
+	/* (One register for the bound and the index: clang may otherwise
+	 * check a copy and index with another, which the verifier takes for
+	 * unbounded when a stage's code moves.) */
+	asm volatile("" : "+r"(i));
+	if (c && i < R_MAX) {
+		c->packets[i]++;
+		c->bytes[i] += len;
 	}
 	return action;
 }
