@@ -67,8 +67,12 @@ struct ct_slot {
  * with what the kernel's entry rewrites them to. Written and read as the
  * connection cache's ways are (`seq`, `seen`).
  *
- * An IPv4 direction's way: 64 bytes, one line, its first half laid out
- * as a ct_way4 with the packet's source for side a. */
+ * An IPv4 direction's way: 32 bytes, a set's two in one cache line as
+ * the connection cache's, its first 20 laid out as a ct_way4's with the
+ * packet's source for side a. It holds one rewrite, the source's or the
+ * destination's (a connection mapped both ways in one direction, DNAT
+ * and SNAT at once, is found in the kernel's table on each packet), and
+ * the low half of `seen`. */
 struct nat_way4 {
 	__u32 seq;
 	__be16 sport;     /* the packet's, as it arrives */
@@ -77,14 +81,12 @@ struct nat_way4 {
 	__be32 daddr;
 	__u8 l4proto;     /* 0: empty */
 	__u8 ct;          /* the firewall's ct byte for its packets */
-	__u8 manip;       /* what is rewritten: CT_NAT_DST, CT_NAT_SRC */
-	__u8 pad[5];
-	__u64 seen;
-	__be16 to_sport;  /* to what */
-	__be16 to_dport;
-	__be32 to_saddr;
-	__be32 to_daddr;
-	__u8 reserved[20];
+	__u8 manip;       /* what is rewritten: CT_NAT_DST or CT_NAT_SRC (or nothing) */
+	__u8 pad;
+	__be32 to_addr;   /* to what */
+	__be16 to_port;
+	__u8 pad2[2];
+	__u32 seen;       /* bpf_jiffies64's low 32 bits */
 };
 
 /* An IPv6 direction's way: 128 bytes, its first half laid out as a
@@ -108,7 +110,7 @@ struct nat_way6 {
 /* The tables' largest sizes; the control plane sizes them at load (from
  * nf_conntrack_max: for the kernel's default of 262144, 256k sets of
  * IPv4 connections, 16 MiB, and 64k of IPv6 ones, 8 MiB). The NAT
- * stage's tables have as many sets each (32 and 16 MiB). */
+ * stage's tables have as many sets each (16 MiB each). */
 #define CT4_SETS_MAX (1 << 21)
 #define CT6_SETS_MAX (1 << 19)
 

@@ -183,20 +183,24 @@ static __always_inline void ct_release(__u32 *seq, __u32 s)
  * and the new connection goes on being found in the kernel's table. Where
  * more connections hash to a set than it has ways and all are busy, they
  * would otherwise push each other out on every packet. */
-static __always_inline int ct_victim(__u8 proto0, __u64 seen0, __u8 proto1, __u64 seen1,
-				     __u64 now, __u32 idle)
+static __always_inline int ct_victim(__u8 proto0, __u32 age0, __u8 proto1, __u32 age1,
+				     __u32 idle)
 {
 	if (!proto0)
 		return 0;
 	if (!proto1)
 		return 1;
-	int older = seen1 < seen0;
-	__u64 seen = older ? seen1 : seen0;
+	int older = age1 > age0;
+	__u32 age = older ? age1 : age0;
 
-	if (idle && now - seen < idle)
+	if (idle && age < idle)
 		return -1;
 	return older;
 }
+
+/* How many jiffies ago way `w` carried a packet, `now` the jiffies: in
+ * 32 bits, as a way may keep only the low half of the clock. */
+#define CT_AGE(w, now) ((__u32)(now) - (__u32)(w)->seen)
 
 /* Writes IPv4 connection `k` into way `w` (claimed), its key's fields. */
 static __always_inline void ct_put4(struct ct_way4 *w, const struct ct_key4 *k)
@@ -234,7 +238,7 @@ static __always_inline void ct_put6(struct ct_slot *s, const struct ct_flow_key 
                                                                                                 \
 			if (w && CT_HOLDS(w, k, key_is, read, out)) {                           \
 				/* A word written once a jiffy per flow, not per packet. */     \
-				if (w->seen != now)                                             \
+				if (w->seen != (__typeof__(w->seen))now)                        \
 					w->seen = now;                                          \
 				return 1;                                                       \
 			}                                                                       \
@@ -251,7 +255,7 @@ static __always_inline void ct_put6(struct ct_slot *s, const struct ct_flow_key 
                                                                                                 \
 		if (!w0 || !w1)                                                                 \
 			return;                                                                 \
-		int v_ = ct_victim(w0->proto, w0->seen, w1->proto, w1->seen, now, idle);        \
+		int v_ = ct_victim(w0->proto, CT_AGE(w0, now), w1->proto, CT_AGE(w1, now), idle); \
 		if (v_ < 0)                                                                     \
 			return;                                                                 \
 		way_t *w = v_ ? w1 : w0;                                                        \

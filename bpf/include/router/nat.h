@@ -123,8 +123,8 @@ static __always_inline void nat_key6_of(const struct ct_packet *p, struct ct_flo
 	k->ipv6 = 1;
 }
 
-_Static_assert(sizeof(struct nat_way4) == 64 && __builtin_offsetof(struct nat_way4, seen) == 24,
-	       "nat_way4: one line, its first 32 bytes a ct_way4's");
+_Static_assert(sizeof(struct nat_way4) == 32 && __builtin_offsetof(struct nat_way4, l4proto) == 16,
+	       "nat_way4: a set's two in one line, its key where a ct_way4's is");
 _Static_assert(sizeof(struct nat_way6) == 128 && __builtin_offsetof(struct nat_way6, key) == 16,
 	       "nat_way6: two lines, its first a ct_slot's");
 
@@ -158,25 +158,25 @@ static __always_inline void nat_put6(struct nat_way6 *w, const struct ct_flow_ke
 }
 
 /* What a NAT way holds for its direction: the `ct` byte, and the
- * rewrite (struct ct_nat). */
-#define NAT_READ4(w, n)                            \
-	do {                                       \
-		(n)->ct = (w)->ct;                 \
-		(n)->manip = (w)->manip;           \
-		(n)->sport = (w)->to_sport;        \
-		(n)->dport = (w)->to_dport;        \
-		(n)->saddr[0] = (w)->to_saddr;     \
-		(n)->daddr[0] = (w)->to_daddr;     \
+ * rewrite (struct ct_nat). An IPv4 way's one rewrite is read into both
+ * sides (only the one `manip` names is used). */
+#define NAT_READ4(w, n)                                                 \
+	do {                                                            \
+		(n)->ct = (w)->ct;                                      \
+		(n)->manip = (w)->manip;                                \
+		(n)->sport = (n)->dport = (w)->to_port;                 \
+		(n)->saddr[0] = (n)->daddr[0] = (w)->to_addr;           \
 	} while (0)
-#define NAT_WRITE4(w, n)                           \
-	do {                                       \
-		(w)->ct = (n)->ct;                 \
-		(w)->manip = (n)->manip;           \
-		(w)->to_sport = (n)->sport;        \
-		(w)->to_dport = (n)->dport;        \
-		(w)->to_saddr = (n)->saddr[0];     \
-		(w)->to_daddr = (n)->daddr[0];     \
+#define NAT_WRITE4(w, n)                                                \
+	do {                                                            \
+		int dst_ = (n)->manip & CT_NAT_DST;                     \
+		(w)->ct = (n)->ct;                                      \
+		(w)->manip = (n)->manip;                                \
+		(w)->to_port = dst_ ? (n)->dport : (n)->sport;          \
+		(w)->to_addr = dst_ ? (n)->daddr[0] : (n)->saddr[0];    \
 	} while (0)
+/* Whether an IPv4 way holds rewrite `n`: one side at most. */
+#define NAT_FITS4(n) ((n)->manip != (CT_NAT_DST | CT_NAT_SRC))
 #define NAT_READ6(w, n)                                                \
 	do {                                                           \
 		(n)->ct = (w)->ct;                                     \
@@ -244,7 +244,7 @@ CT_WAYS(_nat6, nat_cache6, struct nat_way6, struct ct_flow_key, nat_key6_is, nat
 	} while (0)
 
 /* ct_prefetch for an interface the NAT stage runs on (IFACE_NAT4/6):
- * the lines of the packet's direction's set, where its family's ruleset
+ * the line of the packet's direction's set, where its family's ruleset
  * has nat chains (IPv6: its first way's first line). */
 static __always_inline void nat_prefetch(const void *l3, const int v6, const void *data_end)
 {
@@ -277,14 +277,10 @@ static __always_inline void nat_prefetch(const void *l3, const int v6, const voi
 		struct ct_key4 k;
 
 		nat_key4_of(&p, &k);
-		__u32 idx = ct_set4(&k, bits) * CT_CACHE_WAYS, idx1 = idx + 1;
+		__u32 idx = ct_set4(&k, bits) * CT_CACHE_WAYS;
 		struct nat_way4 *w = bpf_map_lookup_elem(&nat_cache4, &idx);
-		struct nat_way4 *w1 = bpf_map_lookup_elem(&nat_cache4, &idx1);
-		/* (Both ways, a line each: the loads wait together.) */
-		if (w && w1) {
+		if (w)
 			(void)*(volatile __u32 *)&w->seq;
-			(void)*(volatile __u32 *)&w1->seq;
-		}
 	}
 }
 
@@ -424,7 +420,7 @@ static __always_inline int nat_kernel(struct xdp_md *ctx, __u32 arg, const int v
 		if (v6)                                                                     \
 			ct_keep_nat6(ct_set6(&sc->key6, bits), &sc->key6, &sc->keeping, now, \
 				     ct_idle);                                              \
-		else                                                                        \
+		else if (NAT_FITS4(&sc->keeping))                                           \
 			ct_keep_nat4(ct_set4(&sc->key4, bits), &sc->key4, &sc->keeping, now, \
 				     ct_idle);                                              \
 	} while (0)

@@ -314,12 +314,30 @@ pub struct Swept {
 /// all pushing each other out.
 const KEEP_WAY_FOR: Duration = Duration::from_secs(2);
 
-/// A way of either family's table, as read.
+/// A way of any table, as read.
 struct Way {
     seq: u32,
     /// l4proto 0: empty.
     key: CtFlowKey,
-    seen: u64,
+    seen: Seen,
+}
+
+/// A way's `seen`: the jiffies whole, or their low 32 bits (an IPv4 NAT
+/// way's).
+#[derive(Clone, Copy)]
+enum Seen {
+    Whole(u64),
+    Low(u32),
+}
+
+impl Seen {
+    /// The jiffy it stands for, `now` the jiffies at most 2^32 after it.
+    fn at(self, now: u64) -> u64 {
+        match self {
+            Seen::Whole(j) => j,
+            Seen::Low(low) => now.wrapping_sub((now as u32).wrapping_sub(low) as u64),
+        }
+    }
 }
 
 /// The fast path's connection cache and the NAT stage's ways, the keeper
@@ -433,7 +451,7 @@ impl CtMaps {
                 Way {
                     seq: w.seq,
                     key: key4(&w),
-                    seen: w.seen,
+                    seen: Seen::Whole(w.seen),
                 }
             }
             Table::Ct6 => {
@@ -441,7 +459,7 @@ impl CtMaps {
                 Way {
                     seq: w.seq,
                     key: w.key,
-                    seen: w.seen,
+                    seen: Seen::Whole(w.seen),
                 }
             }
             Table::Nat4 => {
@@ -449,7 +467,7 @@ impl CtMaps {
                 Way {
                     seq: w.seq,
                     key: nat_key4(&w),
-                    seen: w.seen,
+                    seen: Seen::Low(w.seen),
                 }
             }
             Table::Nat6 => {
@@ -457,7 +475,7 @@ impl CtMaps {
                 Way {
                     seq: w.seq,
                     key: w.key,
-                    seen: w.seen,
+                    seen: Seen::Whole(w.seen),
                 }
             }
         }
@@ -614,7 +632,7 @@ impl CtMaps {
             .flat_map(|t| (0..ways[t.ipv6() as usize]).map(move |i| (t, i)))
         {
             // An empty way by its protocol byte alone: most are, and the
-            // tables run to 576 MiB.
+            // tables run to 448 MiB.
             if self.cache[table as usize].byte(i, table.proto_offset()) == 0 {
                 continue;
             }
@@ -629,7 +647,7 @@ impl CtMaps {
                 CtKeep {
                     key: slot.key,
                     timeout_ms: keep_request(
-                        slot.seen,
+                        slot.seen.at(now),
                         now,
                         since,
                         self.hz,
@@ -710,6 +728,21 @@ mod tests {
         let mut k6 = k;
         k6.ipv6 = 1;
         assert_eq!(set_of(&k6, [10, 12]) >> 2, set_of(&k6, [20, 10]));
+    }
+
+    /// An IPv4 NAT way keeps the low half of the jiffies: read back as
+    /// the latest jiffy with those bits, across the low half's wrap.
+    #[test]
+    fn a_ways_low_half_of_the_jiffies_reads_back_whole() {
+        let now = (5u64 << 32) + 100;
+        assert_eq!(Seen::Low(40).at(now), now - 60);
+        assert_eq!(
+            Seen::Low(u32::MAX - 9).at(now),
+            now - 110,
+            "before the wrap"
+        );
+        assert_eq!(Seen::Low(100).at(now), now);
+        assert_eq!(Seen::Whole(7).at(now), 7);
     }
 
     #[test]

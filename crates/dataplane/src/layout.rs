@@ -315,7 +315,8 @@ pub struct CtSlot {
 }
 
 /// A way of the NAT stage's IPv4 table (nat_cache4): a direction of a
-/// connection, by its tuple as it arrives, and its rewrite.
+/// connection, by its tuple as it arrives, and its one rewrite; a set's
+/// two in one cache line.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NatWay4 {
@@ -331,14 +332,12 @@ pub struct NatWay4 {
     pub l4proto: u8,
     pub ct: u8,
     pub manip: u8,
-    pub pad: [u8; 5],
-    /// bpf_jiffies64 of the last packet carried.
-    pub seen: u64,
-    pub to_sport: u16,
-    pub to_dport: u16,
-    pub to_saddr: [u8; 4],
-    pub to_daddr: [u8; 4],
-    pub reserved: [u8; 20],
+    pub pad: u8,
+    pub to_addr: [u8; 4],
+    pub to_port: u16,
+    pub pad2: [u8; 2],
+    /// bpf_jiffies64's low 32 bits at the last packet carried.
+    pub seen: u32,
 }
 
 /// A way of the NAT stage's IPv6 table (nat_cache6).
@@ -662,12 +661,10 @@ mod tests {
                 ("ct", offset_of!(NatWay4, ct)),
                 ("manip", offset_of!(NatWay4, manip)),
                 ("pad", offset_of!(NatWay4, pad)),
+                ("to_addr", offset_of!(NatWay4, to_addr)),
+                ("to_port", offset_of!(NatWay4, to_port)),
+                ("pad2", offset_of!(NatWay4, pad2)),
                 ("seen", offset_of!(NatWay4, seen)),
-                ("to_sport", offset_of!(NatWay4, to_sport)),
-                ("to_dport", offset_of!(NatWay4, to_dport)),
-                ("to_saddr", offset_of!(NatWay4, to_saddr)),
-                ("to_daddr", offset_of!(NatWay4, to_daddr)),
-                ("reserved", offset_of!(NatWay4, reserved)),
             ],
         );
         check(

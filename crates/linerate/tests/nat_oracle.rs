@@ -1,7 +1,8 @@
 //! NAT is the kernel's, byte for byte: one script of frames from both
 //! sides of a DUT that masquerades what leaves through dut1, SNATs one
 //! inside host to another address, and forwards ports of its outside
-//! address to an inside server (DNAT, IPv4 and IPv6), under a stateful
+//! address to an inside server (DNAT, IPv4 and IPv6; one of them SNAT'd
+//! inside too, both ends rewritten each way), under a stateful
 //! forward chain: UDP conversations that become established and assured
 //! and go on (one with checksum 0), TCP connections opened, carrying data
 //! both ways and closed or reset, an ICMP error about a masqueraded
@@ -28,6 +29,9 @@ const SERVER: Ipv4Addr = Ipv4Addr::new(198, 19, 1, 1);
 const OUTER: Ipv4Addr = Ipv4Addr::new(198, 19, 1, 7);
 const PUBLIC: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 254);
 const SNAT_TO: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 253);
+/// Where a port forward's clients appear to come from inside (DNAT and
+/// SNAT on one connection).
+const SNAT_IN: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 250);
 
 fn v6(last: u16, outside: bool) -> Ipv6Addr {
     Ipv6Addr::new(
@@ -59,12 +63,14 @@ fn ruleset() -> String {
     iifname \"dut1\" ip daddr {PUBLIC} tcp dport 8080 dnat ip to {INNER}:80
     iifname \"dut1\" ip daddr {PUBLIC} udp dport 5353 dnat ip to {INNER}:53
     iifname \"dut0\" ip daddr {PUBLIC} udp dport 5353 dnat ip to {INNER}:53
+    iifname \"dut1\" ip daddr {PUBLIC} udp dport 5454 dnat ip to {INNER}:54
     iifname \"dut1\" ip6 daddr {PUBLIC6} tcp dport 8080 dnat ip6 to [{inner6}]:80
     iifname \"dut0\" tcp dport 3128 redirect to :8080
   }}
   chain postrouting {{
     type nat hook postrouting priority srcnat; policy accept;
     oifname \"dut1\" ip saddr {C2} snat ip to {SNAT_TO}
+    oifname \"dut0\" ip daddr {INNER} udp dport 54 snat ip to {SNAT_IN}:7000
     oifname \"dut1\" masquerade
   }}
 }}
@@ -217,6 +223,14 @@ fn script() -> Vec<Step> {
             a6(v6(1, true), 53),
             a6(PUBLIC6, 5000),
             a6(v6(1, true), 53),
+        ),
+        // Forwarded in and SNAT'd too: both ends rewritten each way.
+        (
+            Recv,
+            a(OUTER, 6002),
+            a(PUBLIC, 5454),
+            a(SNAT_IN, 7000),
+            a(INNER, 54),
         ),
     ];
     let exchange = |s: &mut Vec<Step>, tag: u32| {
