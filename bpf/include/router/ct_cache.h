@@ -135,16 +135,22 @@ static __always_inline int ct_key4_is(struct ct_way4 *w, const struct ct_key4 *k
 		 (w->l4proto ^ k->l4proto));
 }
 
-/* Whether slot `s` holds `k`, compared whole. */
-static __always_inline int ct_key6_is(struct ct_slot *s, const struct ct_flow_key *k)
+/* Whether keys `x` and `y` are the same, compared whole. */
+static __always_inline int ct_flow_key_eq(const struct ct_flow_key *x, const struct ct_flow_key *y)
 {
-	const __u64 *a = (const __u64 *)k, *b = (const __u64 *)&s->key;
+	const __u64 *a = (const __u64 *)x, *b = (const __u64 *)y;
 	__u64 diff = 0;
 
 #pragma unroll
 	for (int w = 0; w < 5; w++)
 		diff |= a[w] ^ b[w];
 	return !diff;
+}
+
+/* Whether slot `s` holds `k`. */
+static __always_inline int ct_key6_is(struct ct_slot *s, const struct ct_flow_key *k)
+{
+	return ct_flow_key_eq(&s->key, k);
 }
 
 /* Whether way `w` holds `k`, what it holds for it read into `out` by

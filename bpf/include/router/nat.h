@@ -136,13 +136,7 @@ static __always_inline int nat_key4_is(struct nat_way4 *w, const struct ct_key4 
 
 static __always_inline int nat_key6_is(struct nat_way6 *w, const struct ct_flow_key *k)
 {
-	const __u64 *a = (const __u64 *)k, *b = (const __u64 *)&w->key;
-	__u64 diff = 0;
-
-#pragma unroll
-	for (int i = 0; i < 5; i++)
-		diff |= a[i] ^ b[i];
-	return !diff;
+	return ct_flow_key_eq(&w->key, k);
 }
 
 static __always_inline void nat_put4(struct nat_way4 *w, const struct ct_key4 *k)
