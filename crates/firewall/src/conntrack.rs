@@ -2,14 +2,18 @@
 //! (bpf/include/router/ct_judge.h, docs/firewall-stateful.md "States"): the stateful
 //! firewall's part of the control plane.
 //!
-//! The fast path keeps a connection in `ct_flows` once the kernel's
-//! conntrack holds it established and assured, and writes there when it
-//! last carried a packet of it. Two things keep the kernel's view true:
+//! The fast path keeps a connection in its connection cache (`ct_cache4`,
+//! `ct_cache6`), or with nat chains each direction in the NAT stage's ways
+//! (`nat_cache4`, `nat_cache6`, bpf/include/router/nat.h), once the
+//! kernel's conntrack holds it established and assured, and writes there
+//! when it last carried a packet of it. Two things keep the kernel's view
+//! true:
 //!
 //! - conntrack's destroy events (NFNLGRP_CONNTRACK_DESTROY): the entry is
 //!   forgotten when the kernel's goes (expired, `conntrack -D`, flushed),
-//!   so the connection's next packet is looked up in the kernel's table
-//!   again, and goes to the kernel if it is not there;
+//!   by its original tuple and, in the NAT stage's ways, its reply tuple
+//!   too, so the connection's next packet is looked up in the kernel's
+//!   table again, and goes to the kernel if it is not there;
 //! - a sweep every [`sweep_every`]: for each connection carried since the
 //!   last sweep, the kernel's timeout is set to run from its last packet
 //!   (nf_conntrack_udp_timeout_stream after it, as the kernel's own
@@ -20,6 +24,7 @@
 //!
 //! The kernel's timeout is thus kept from the fast path's `seen` times: a
 //! flow that stops expires on the kernel's schedule, to the sweep's
+//! precision.
 //!
 //! With `carry_tcp`, it also marks the TCP connections the fast path
 //! offers liberal (crate::tcp_carry).
