@@ -87,7 +87,7 @@ pub struct RouteTable<K: Key> {
     /// A B-tree, not a hash map: it grows a node at a time, where a hash
     /// map of a million routes rehashes all of them at once and stalls the
     /// mirror for tens of milliseconds in the middle of a burst
-    /// (docs/router.md, route-churn).
+    /// (docs/router-measurements.md, route-churn).
     by_prefix: BTreeMap<(K, u8), Candidates>,
     nh: Interned,
 }
