@@ -102,27 +102,6 @@ static __always_inline int nat_packet(struct xdp_md *ctx, __u8 l4proto, const in
 	return 1;
 }
 
-/* The NAT stage's ways (abi/conntrack.h), keyed by a direction's tuple:
- * for IPv4 a ct_key4 with the source for side a, for IPv6 a ct_flow_key
- * likewise. */
-static __always_inline void nat_key4_of(const struct ct_packet *p, struct ct_key4 *k)
-{
-	k->ab = (__u64)p->saddr[0] | (__u64)p->daddr[0] << 32;
-	k->ports = (__u32)p->sport | (__u32)p->dport << 16;
-	k->l4proto = p->l4proto;
-}
-
-static __always_inline void nat_key6_of(const struct ct_packet *p, struct ct_flow_key *k)
-{
-	__builtin_memset(k, 0, sizeof(*k));
-	__builtin_memcpy(k->a, p->saddr, 16);
-	__builtin_memcpy(k->b, p->daddr, 16);
-	k->aport = p->sport;
-	k->bport = p->dport;
-	k->l4proto = p->l4proto;
-	k->ipv6 = 1;
-}
-
 _Static_assert(sizeof(struct nat_way4) == 32 && __builtin_offsetof(struct nat_way4, l4proto) == 16,
 	       "nat_way4: a set's two in one line, its key where a ct_way4's is");
 _Static_assert(sizeof(struct nat_way6) == 128 && __builtin_offsetof(struct nat_way6, key) == 16,
@@ -236,47 +215,6 @@ CT_WAYS(_nat6, nat_cache6, struct nat_way6, struct ct_flow_key, nat_key6_is, nat
 		(n)->dport = o_->src.u.all;                                               \
 		(n)->sport = o_->dst.u.all;                                               \
 	} while (0)
-
-/* ct_prefetch for an interface the NAT stage runs on (IFACE_NAT4/6):
- * the line of the packet's direction's set, where its family's ruleset
- * has nat chains (IPv6: its first way's first line). */
-static __always_inline void nat_prefetch(const void *l3, const int v6, const void *data_end)
-{
-	__u32 zero = 0;
-	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
-	const __be16 *ports = v6 ? (const void *)((const struct ipv6hdr *)l3 + 1) :
-				   (const void *)((const struct iphdr *)l3 + 1);
-
-	if (!st || (const void *)(ports + 2) > data_end)
-		return;
-	__u32 generation = *(volatile __u32 *)&st->generation;
-	if (!(st->reads[generation & 1][v6].fields & FW_READ_NAT) || !(st->ct_flags & FW_CT_ON))
-		return;
-	__u32 bits = st->ct_bits[v6];
-	if (!bits)
-		return;
-	__u8 l4proto = v6 ? ((const struct ipv6hdr *)l3)->nexthdr :
-			    ((const struct iphdr *)l3)->protocol;
-	struct ct_packet p = ct_packet_of(l3, v6, ports[0], ports[1], l4proto);
-
-	if (v6) {
-		struct ct_flow_key k;
-
-		nat_key6_of(&p, &k);
-		__u32 idx = ct_set6(&k, bits) * CT_CACHE_WAYS;
-		struct nat_way6 *w = bpf_map_lookup_elem(&nat_cache6, &idx);
-		if (w)
-			(void)*(volatile __u32 *)&w->seq;
-	} else {
-		struct ct_key4 k;
-
-		nat_key4_of(&p, &k);
-		__u32 idx = ct_set4(&k, bits) * CT_CACHE_WAYS;
-		struct nat_way4 *w = bpf_map_lookup_elem(&nat_cache4, &idx);
-		if (w)
-			(void)*(volatile __u32 *)&w->seq;
-	}
-}
 
 /* The NAT stage's first look: the packet's direction in the stage's
  * ways (`l4proto` its protocol). The `ct` byte, its rewrite in the
@@ -564,96 +502,74 @@ static __always_inline __u16 *nat_l4_check(__u8 *l4, __u8 l4proto, const void *e
 	return (__u16 *)(l4 + 6);
 }
 
-/* One rewrite of an IPv4 packet (`which`: CT_NAT_DST or CT_NAT_SRC) as
- * nf_nat_ipv4_manip_pkt does it: the port, the transport checksum for the
- * address and the port (UDP's only if it has one), then the address and
- * the header's checksum. */
-static __always_inline void nat_manip4(struct iphdr *ip, __u8 *l4, __u16 *check, __u8 l4proto,
-				       const struct ct_nat *n, const int which)
+/* One rewrite of a packet (`l3` its IP header of family `v6`; `which`:
+ * CT_NAT_DST or CT_NAT_SRC) as nf_nat_ipv4_manip_pkt and
+ * nf_nat_ipv6_manip_pkt do it: the port, the transport checksum for the
+ * address and the port (UDP's only if it has one), then the address and,
+ * for IPv4, the header's checksum. */
+static __always_inline void nat_manip(void *l3, const int v6, __u8 *l4, __u16 *check,
+				      __u8 l4proto, const struct ct_nat *n, const int which)
 {
+	struct iphdr *ip = l3;
+	struct ipv6hdr *ip6 = l3;
 	__be16 *port = (__be16 *)l4 + (which == CT_NAT_DST ? 1 : 0);
 	__be16 newport = which == CT_NAT_DST ? n->dport : n->sport;
-	__be32 *addr = which == CT_NAT_DST ? &ip->daddr : &ip->saddr;
-	__be32 newaddr = which == CT_NAT_DST ? n->daddr[0] : n->saddr[0];
-	__be32 oldaddr = *addr;
-	__be16 oldport = *port;
-	__u16 c = *check;
-
-	if (l4proto == IPPROTO_TCP || c) {
-		c = nat_csum4(c, oldaddr, newaddr);
-		c = nat_csum4(c, oldport, newport);
-		*check = l4proto == IPPROTO_UDP && !c ? 0xffff : c;
-	}
-	*port = newport;
-	ip->check = nat_csum4(ip->check, oldaddr, newaddr);
-	*addr = newaddr;
-}
-
-/* The same for IPv6 (nf_nat_ipv6_manip_pkt: no header checksum). */
-static __always_inline void nat_manip6(struct ipv6hdr *ip6, __u8 *l4, __u16 *check, __u8 l4proto,
-				       const struct ct_nat *n, const int which)
-{
-	__be16 *port = (__be16 *)l4 + (which == CT_NAT_DST ? 1 : 0);
-	__be16 newport = which == CT_NAT_DST ? n->dport : n->sport;
-	__u32 *addr = which == CT_NAT_DST ? ip6->daddr.in6_u.u6_addr32 : ip6->saddr.in6_u.u6_addr32;
+	__u32 *addr = v6 ? (which == CT_NAT_DST ? ip6->daddr.in6_u.u6_addr32 :
+						  ip6->saddr.in6_u.u6_addr32) :
+			   (which == CT_NAT_DST ? &ip->daddr : &ip->saddr);
 	const __u32 *newaddr = which == CT_NAT_DST ? n->daddr : n->saddr;
 	__be16 oldport = *port;
 	__u16 c = *check;
 
 	if (l4proto == IPPROTO_TCP || c) {
-		c = nat_csum16(c, addr, newaddr);
+		c = v6 ? nat_csum16(c, addr, newaddr) : nat_csum4(c, addr[0], newaddr[0]);
 		c = nat_csum4(c, oldport, newport);
 		*check = l4proto == IPPROTO_UDP && !c ? 0xffff : c;
 	}
 	*port = newport;
-	__builtin_memcpy(addr, newaddr, 16);
+	if (v6) {
+		__builtin_memcpy(addr, newaddr, 16);
+	} else {
+		ip->check = nat_csum4(ip->check, addr[0], newaddr[0]);
+		addr[0] = newaddr[0];
+	}
 }
 
-/* Rewrites a forwarded frame as the kernel would between prerouting and
- * postrouting: the destination, the TTL or hop limit, the source, each
- * where its CPU's `ct_scratch.nat` says. Global (verified once); the
- * frame's headers at their fixed places. */
-__attribute__((noinline)) int nat_rewrite(struct xdp_md *ctx, __u32 proto_v6)
+/* Rewrites a forwarded frame (`v6`: IPv6) as the kernel would between
+ * prerouting and postrouting: the destination, the TTL or hop limit, the
+ * source, each where its CPU's `ct_scratch.nat` says; the frame's headers
+ * at their fixed places. 0 if they run past it. */
+static __always_inline int nat_rewrite_of(struct xdp_md *ctx, __u8 l4proto, const int v6)
 {
 	__u8 *data = (__u8 *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	__u8 l4proto = proto_v6;
 	__u32 zero = 0;
 	struct ct_scratch *sc = bpf_map_lookup_elem(&ct_scratch, &zero);
+	__u8 *l3 = data + ETH_HLEN;
+	__u8 *l4 = l3 + (v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
 
-	if (!sc)
-		return 0;
-	__u8 m = sc->nat.manip;
-	if (proto_v6 >> 8) {
-		struct ipv6hdr *ip6 = (void *)(data + ETH_HLEN);
-		__u8 *l4 = (__u8 *)(ip6 + 1);
-
-		if ((void *)(l4 + 4) > end)
-			return 0;
-		__u16 *check = nat_l4_check(l4, l4proto, end);
-		if (!check)
-			return 0;
-		if (m & CT_NAT_DST)
-			nat_manip6(ip6, l4, check, l4proto, &sc->nat, CT_NAT_DST);
-		ip6->hop_limit--;
-		if (m & CT_NAT_SRC)
-			nat_manip6(ip6, l4, check, l4proto, &sc->nat, CT_NAT_SRC);
-		return 1;
-	}
-	struct iphdr *ip = (void *)(data + ETH_HLEN);
-	__u8 *l4 = (__u8 *)(ip + 1);
-
-	if ((void *)(l4 + 4) > end)
+	if (!sc || (void *)(l4 + 4) > end)
 		return 0;
 	__u16 *check = nat_l4_check(l4, l4proto, end);
 	if (!check)
 		return 0;
+	__u8 m = sc->nat.manip;
 	if (m & CT_NAT_DST)
-		nat_manip4(ip, l4, check, l4proto, &sc->nat, CT_NAT_DST);
-	ipv4_decrease_ttl(ip);
+		nat_manip(l3, v6, l4, check, l4proto, &sc->nat, CT_NAT_DST);
+	if (v6)
+		((struct ipv6hdr *)l3)->hop_limit--;
+	else
+		ipv4_decrease_ttl((struct iphdr *)l3);
 	if (m & CT_NAT_SRC)
-		nat_manip4(ip, l4, check, l4proto, &sc->nat, CT_NAT_SRC);
+		nat_manip(l3, v6, l4, check, l4proto, &sc->nat, CT_NAT_SRC);
 	return 1;
+}
+
+/* nat_rewrite_of for the protocol in `proto_v6`'s low byte, IPv6 if bit
+ * 8; global (verified once). */
+__attribute__((noinline)) int nat_rewrite(struct xdp_md *ctx, __u32 proto_v6)
+{
+	return proto_v6 >> 8 ? nat_rewrite_of(ctx, proto_v6, 1) : nat_rewrite_of(ctx, proto_v6, 0);
 }
 
 #endif
