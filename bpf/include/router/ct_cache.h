@@ -345,7 +345,7 @@ static __always_inline __u32 ct_read_bits(const struct fw_state *st, const int v
  * stage's ways instead (IPv6: its first way's first line). Decides
  * nothing: the stage reads the way again, from the cache by then. */
 static __always_inline void ct_prefetch(const void *l3, const int v6, const void *data_end,
-					int nat)
+					const int nat)
 {
 	__u32 zero = 0;
 	struct fw_state *st = bpf_map_lookup_elem(&fw_state, &zero);
