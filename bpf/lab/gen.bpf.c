@@ -17,14 +17,15 @@
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <linux/udp.h>
+#include <linux/tcp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
 #include "abi/lab.h"
 #include "csum.h"
 
-#define V4_HDR (sizeof(struct ethhdr) + sizeof(struct iphdr) + sizeof(struct udphdr))
-#define V6_HDR (sizeof(struct ethhdr) + sizeof(struct ipv6hdr) + sizeof(struct udphdr))
+#define V4_IP (sizeof(struct ethhdr) + sizeof(struct iphdr))
+#define V6_IP (sizeof(struct ethhdr) + sizeof(struct ipv6hdr))
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -48,7 +49,7 @@ struct flow {
 /* Flows advance like netmap pkt-gen: source port fastest, then source
  * address, destination port, destination address; the state steps like an
  * odometer, because a division per range would cost more than the rest of
- * the frame. */
+ * the frame. A carry out of the last range is a pass over all the flows. */
 static __always_inline void step(__u32 *off, __u32 count, int *carry)
 {
 	if (!*carry)
@@ -62,9 +63,12 @@ static __always_inline void step(__u32 *off, __u32 count, int *carry)
 static __always_inline void next_flow(const struct gen_config *c, struct gen_state *st,
 				      struct flow *f)
 {
+	/* TCP: this CPU's share of the source ports (set by user space). */
+	__u32 sport_first = st->sport_count ? st->sport_first : c->src_port_first;
+	__u32 sport_count = st->sport_count ? st->sport_count : c->src_port_count;
 	int carry = 1;
 
-	f->sport = c->src_port_first + st->sport_off;
+	f->sport = sport_first + st->sport_off;
 	f->saddr = c->src_addr_first + st->saddr_off;
 	f->dport = c->dst_port_first + st->dport_off;
 	f->daddr = c->dst_addr_first + st->daddr_off;
@@ -82,10 +86,11 @@ static __always_inline void next_flow(const struct gen_config *c, struct gen_sta
 		if (c->src_port_count > 1)
 			f->sport = c->src_port_first + bpf_get_prandom_u32() % c->src_port_count;
 	}
-	step(&st->sport_off, c->src_port_count, &carry);
+	step(&st->sport_off, sport_count, &carry);
 	step(&st->saddr_off, c->src_addr_count, &carry);
 	step(&st->dport_off, c->dst_port_count, &carry);
 	step(&st->daddr_off, c->dst_addr_count, &carry);
+	st->cycle += carry;
 }
 
 /* What one run writes: which frame, of which stream, at what time. */
@@ -110,93 +115,184 @@ static __always_inline __u64 write_stamp(struct stamp *s, const struct frame_id 
 	return magic + stream + csum_word32(seq) + csum_word32(tx);
 }
 
-/* Pseudo-header protocol and length plus the UDP length field: the part of
- * the UDP checksum that depends only on the size (the payload is zero). */
-static __always_inline __u64 udp_len_sum(__u16 udp_len)
+/* The UDP datagram after the IP header: ports, length, the stamp if it
+ * fits, the checksum from `sum` (the pseudo-header's addresses) and the
+ * values written. The payload is zero apart from the stamp. */
+static __always_inline int build_udp(void *l4, void *data_end, const struct flow *f,
+				     const struct frame_id *id, __u16 udp_len, __u64 sum)
 {
-	return bpf_htons(IPPROTO_UDP) + 2 * (__u64)bpf_htons(udp_len);
+	struct udphdr *udp = l4;
+	__u16 sport = bpf_htons(f->sport), dport = bpf_htons(f->dport), len = bpf_htons(udp_len);
+
+	if ((void *)(udp + 1) > data_end)
+		return XDP_ABORTED;
+	sum += bpf_htons(IPPROTO_UDP) + 2 * (__u64)len + sport + dport;
+	udp->source = sport;
+	udp->dest = dport;
+	udp->len = len;
+	if (udp_len >= sizeof(struct udphdr) + sizeof(struct stamp)) {
+		if ((void *)(udp + 1) + sizeof(struct stamp) > data_end)
+			return XDP_ABORTED;
+		sum += write_stamp((void *)(udp + 1), id);
+	}
+	__u16 check = csum_fold(sum);
+	udp->check = check ? check : 0xffff; /* RFC 768: zero means "no checksum" */
+	return XDP_TX;
 }
 
-/* The builders only store into the frame, never load from it: every
- * checksum is summed from the template (in the map, local) and from the
- * values in registers. The receiver, on another CPU, reads each frame; a
- * load here of a line it has read waits for the line to come back, and
- * reading the header back for its checksum halved the rate into a
- * receiver that reads frames (docs/lab.md). */
+/* A connection's initial sequence number: a mix of its tuple, so that
+ * connections differ as real ones do, computed again for each segment. */
+static __always_inline __u32 tcp_isn(const struct flow *f)
+{
+	return f->saddr * 0x9e3779b1u ^ f->daddr ^ ((__u32)f->sport << 16 | f->dport);
+}
+
+/* The MSS and window scale options of a SYN, as 16-bit words in memory
+ * order: kind 2 length 4 MSS, NOP, kind 3 length 3 shift. */
+#define SYN_OPTIONS 8
+
+/* The TCP segment after the IP header: this run's phase of the flow's
+ * connection (see GEN_TCP_*), `cycle` its segment number, the checksum
+ * from `sum` (the pseudo-header's addresses) and the values written.
+ * Everything after the header is written too (zeros and the stamp): a
+ * live-frame page keeps what an earlier frame left in it. */
+static __always_inline int build_tcp(void *l4, void *data_end, const struct gen_config *c,
+				     const struct flow *f, const struct frame_id *id,
+				     __u16 tcp_len, __u32 cycle, __u64 sum)
+{
+	struct tcphdr *t = l4;
+	__u32 isn = tcp_isn(f);
+	__u32 peer = isn + LAB_TCP_ISN_GAP + 1; /* the receiver's next sequence number */
+	__u32 seq = isn + 1 + c->tcp_seq_from, ack = peer;
+	__u16 flags = 0x10, doff = 5; /* ACK */
+	__u16 payload = tcp_len - sizeof(struct tcphdr);
+
+	if ((void *)(t + 1) > data_end)
+		return XDP_ABORTED;
+	switch (c->tcp_phase) {
+	case GEN_TCP_SYN:
+		flags = 0x02;
+		seq = isn;
+		ack = 0;
+		doff = 5 + SYN_OPTIONS / 4;
+		payload = 0;
+		break;
+	case GEN_TCP_FIN:
+		flags = 0x11; /* FIN|ACK */
+		payload = 0;
+		break;
+	case GEN_TCP_LAST_ACK:
+		seq += 1;
+		ack += 1;
+		payload = 0;
+		break;
+	default:
+		seq += cycle * c->tcp_stride;
+		if (payload)
+			flags |= 0x08; /* PSH */
+	}
+	__u16 sport = bpf_htons(f->sport), dport = bpf_htons(f->dport);
+	__u32 nseq = bpf_htonl(seq), nack = bpf_htonl(ack);
+	__u16 word = bpf_htons(doff << 12 | flags), win = 0xffff;
+
+	t->source = sport;
+	t->dest = dport;
+	t->seq = nseq;
+	t->ack_seq = nack;
+	*(__u16 *)((void *)t + 12) = word;
+	t->window = win;
+	t->urg_ptr = 0;
+	sum += bpf_htons(IPPROTO_TCP) + bpf_htons(tcp_len) + sport + dport + csum_word32(nseq) +
+	       csum_word32(nack) + word + win;
+	if (doff > 5) {
+		__u16 *o = (void *)(t + 1);
+
+		if ((void *)(o + SYN_OPTIONS / 2) > data_end)
+			return XDP_ABORTED;
+		o[0] = bpf_htons(0x0204);
+		o[1] = bpf_htons(LAB_TCP_MSS);
+		o[2] = bpf_htons(0x0103);
+		o[3] = bpf_htons(0x0300 | LAB_TCP_WSCALE);
+		sum += o[0] + o[1] + o[2] + o[3];
+	} else if (payload >= sizeof(struct stamp)) {
+		if ((void *)(t + 1) + sizeof(struct stamp) > data_end)
+			return XDP_ABORTED;
+		sum += write_stamp((void *)(t + 1), id);
+	} else if (payload) {
+		/* Too short for a stamp (a 60-byte IPv4 frame carries 6 bytes):
+		 * zeros over what a SYN's options may have left. */
+		__u8 *p = (void *)(t + 1);
+#pragma unroll
+		for (int i = 0; i < SYN_OPTIONS; i++)
+			if (i < payload && (void *)(p + i + 1) <= data_end)
+				p[i] = 0;
+	}
+	t->check = csum_fold(sum);
+	return XDP_TX;
+}
+
+/* The IPv4 header and what follows it. The builders only store into the
+ * frame, never load from it: every checksum is summed from the template
+ * (in the map, local) and from the values in registers. The receiver, on
+ * another CPU, reads each frame; a load here of a line it has read waits
+ * for the line to come back, and reading the header back for its
+ * checksum halved the rate into a receiver that reads frames
+ * (docs/lab.md). */
 static __always_inline int build_v4(struct xdp_md *ctx, const struct gen_config *c,
-				    const struct flow *f, const struct frame_id *id)
+				    const struct flow *f, const struct frame_id *id, __u32 cycle)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u16 ip_len = id->ip_len;
-	__u16 udp_len = ip_len - sizeof(struct iphdr);
 
-	if (data + V4_HDR + sizeof(struct stamp) > data_end)
+	if (data + V4_IP > data_end)
 		return XDP_ABORTED;
-	__builtin_memcpy(data, c->template, V4_HDR);
+	__builtin_memcpy(data, c->template, V4_IP);
 
 	const struct iphdr *tip = (const void *)(c->template + sizeof(struct ethhdr));
 	struct iphdr *ip = data + sizeof(struct ethhdr);
-	struct udphdr *udp = (void *)(ip + 1);
-	__u16 tot_len = bpf_htons(ip_len), sport = bpf_htons(f->sport), dport = bpf_htons(f->dport);
+	__u16 tot_len = bpf_htons(ip_len);
 	__u32 saddr = bpf_htonl(f->saddr), daddr = bpf_htonl(f->daddr);
 	/* The header's words: the template's (version to protocol, less the
 	 * length) and this frame's length and addresses; check counts as 0. */
 	__u64 ip_sum = csum_words(tip, 1) + tip->id + tip->frag_off + csum_words(&tip->ttl, 1) +
 		       tot_len + csum_word32(saddr) + csum_word32(daddr);
-	__u64 udp_sum = udp_len_sum(udp_len) + csum_word32(saddr) + csum_word32(daddr) +
-			sport + dport;
+	__u64 pseudo = csum_word32(saddr) + csum_word32(daddr);
 
 	ip->tot_len = tot_len;
 	ip->saddr = saddr;
 	ip->daddr = daddr;
 	ip->check = csum_fold(ip_sum);
-
-	udp->source = sport;
-	udp->dest = dport;
-	udp->len = bpf_htons(udp_len);
-	if (udp_len >= sizeof(struct udphdr) + sizeof(struct stamp))
-		udp_sum += write_stamp((void *)(udp + 1), id);
-	__u16 check = csum_fold(udp_sum);
-	udp->check = check ? check : 0xffff; /* RFC 768: zero means "no checksum" */
-	return XDP_TX;
+	if (c->l4 == IPPROTO_TCP)
+		return build_tcp(ip + 1, data_end, c, f, id, ip_len - sizeof(struct iphdr), cycle,
+				 pseudo);
+	return build_udp(ip + 1, data_end, f, id, ip_len - sizeof(struct iphdr), pseudo);
 }
 
 static __always_inline int build_v6(struct xdp_md *ctx, const struct gen_config *c,
-				    const struct flow *f, const struct frame_id *id)
+				    const struct flow *f, const struct frame_id *id, __u32 cycle)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	__u16 udp_len = id->ip_len - sizeof(struct ipv6hdr);
+	__u16 l4_len = id->ip_len - sizeof(struct ipv6hdr);
 
-	if (data + V6_HDR > data_end)
+	if (data + V6_IP > data_end)
 		return XDP_ABORTED;
-	__builtin_memcpy(data, c->template, V6_HDR);
+	__builtin_memcpy(data, c->template, V6_IP);
 
 	const struct ipv6hdr *tip6 = (const void *)(c->template + sizeof(struct ethhdr));
 	struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
-	struct udphdr *udp = (void *)(ip6 + 1);
-	__u16 sport = bpf_htons(f->sport), dport = bpf_htons(f->dport);
 	__u32 saddr = bpf_htonl(f->saddr), daddr = bpf_htonl(f->daddr);
 	/* Both addresses: the template's first 96 bits, this flow's last 32. */
-	__u64 udp_sum = udp_len_sum(udp_len) + csum_words(&tip6->saddr, 6) +
-			csum_words(&tip6->daddr, 6) + csum_word32(saddr) + csum_word32(daddr) +
-			sport + dport;
+	__u64 pseudo = csum_words(&tip6->saddr, 6) + csum_words(&tip6->daddr, 6) +
+		       csum_word32(saddr) + csum_word32(daddr);
 
-	ip6->payload_len = bpf_htons(udp_len);
+	ip6->payload_len = bpf_htons(l4_len);
 	ip6->saddr.in6_u.u6_addr32[3] = saddr;
 	ip6->daddr.in6_u.u6_addr32[3] = daddr;
-	udp->source = sport;
-	udp->dest = dport;
-	udp->len = bpf_htons(udp_len);
-	if (udp_len >= sizeof(struct udphdr) + sizeof(struct stamp)) {
-		if ((void *)(udp + 1) + sizeof(struct stamp) > data_end)
-			return XDP_ABORTED;
-		udp_sum += write_stamp((void *)(udp + 1), id);
-	}
-	__u16 check = csum_fold(udp_sum);
-	udp->check = check ? check : 0xffff;
-	return XDP_TX;
+	if (c->l4 == IPPROTO_TCP)
+		return build_tcp(ip6 + 1, data_end, c, f, id, l4_len, cycle, pseudo);
+	return build_udp(ip6 + 1, data_end, f, id, l4_len, pseudo);
 }
 
 /* The clock as read at the start of this run's batch: user space makes
@@ -257,20 +353,34 @@ int lab_gen(struct xdp_md *ctx)
 	id.seq = st->seq;
 	id.stream = c->stream_base + bpf_get_smp_processor_id();
 	const struct gen_size *sz = &c->sizes[st->size_idx & (GEN_SIZES_MAX - 1)];
-	int delta = (int)sz->frame_len - (int)(ctx->data_end - ctx->data);
+	__u16 frame_len = sz->frame_len;
+
+	id.ip_len = sz->ip_len;
+	/* A TCP segment without data (SYN, FIN, ACK) has its own size: the
+	 * headers, in Ethernet's smallest frame at least. */
+	if (c->l4 == IPPROTO_TCP && c->tcp_phase != GEN_TCP_DATA) {
+		id.ip_len = (c->family == 6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr)) +
+			    sizeof(struct tcphdr) + (c->tcp_phase == GEN_TCP_SYN ? SYN_OPTIONS : 0);
+		frame_len = sizeof(struct ethhdr) + id.ip_len;
+		if (frame_len < 60)
+			frame_len = 60;
+	}
+	int delta = (int)frame_len - (int)(ctx->data_end - ctx->data);
 
 	if (delta && bpf_xdp_adjust_tail(ctx, delta))
 		return XDP_ABORTED;
-	id.ip_len = sz->ip_len;
 	st->seq = id.seq + 1;
-	st->bytes += sz->frame_len;
+	st->bytes += frame_len;
 	st->last_ns = id.now;
 	if (++st->size_idx >= c->size_count)
 		st->size_idx = 0;
+	/* The segment number is the pass this frame's flow is in. */
+	__u32 cycle = st->cycle;
+
 	next_flow(c, st, &f);
 	if (c->family == 6)
-		return build_v6(ctx, c, &f, &id);
-	return build_v4(ctx, c, &f, &id);
+		return build_v6(ctx, c, &f, &id, cycle);
+	return build_v4(ctx, c, &f, &id, cycle);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

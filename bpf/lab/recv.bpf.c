@@ -14,10 +14,12 @@
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <linux/udp.h>
+#include <linux/tcp.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
 #include "abi/lab.h"
+#include "csum.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -40,29 +42,42 @@ struct {
 	__type(value, struct recv_latency);
 } recv_latency SEC(".maps");
 
-/* The stamp sits right after a UDP header that follows an option-less IPv4
- * header or a plain IPv6 header. */
+/* The stamp sits right after a UDP header, or an option-less TCP header,
+ * that follows an option-less IPv4 header or a plain IPv6 header. */
 static __always_inline struct stamp *find_stamp(void *data, void *data_end)
 {
 	struct ethhdr *eth = data;
 	void *l4;
+	__u8 proto;
 
 	if ((void *)(eth + 1) > data_end)
 		return 0;
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
-		if ((void *)(ip + 1) > data_end || ip->ihl != 5 || ip->protocol != IPPROTO_UDP)
+		if ((void *)(ip + 1) > data_end || ip->ihl != 5)
 			return 0;
+		proto = ip->protocol;
 		l4 = ip + 1;
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
-		if ((void *)(ip6 + 1) > data_end || ip6->nexthdr != IPPROTO_UDP)
+		if ((void *)(ip6 + 1) > data_end)
 			return 0;
+		proto = ip6->nexthdr;
 		l4 = ip6 + 1;
 	} else {
 		return 0;
 	}
-	struct stamp *s = l4 + sizeof(struct udphdr);
+	struct stamp *s;
+	if (proto == IPPROTO_UDP) {
+		s = l4 + sizeof(struct udphdr);
+	} else if (proto == IPPROTO_TCP) {
+		struct tcphdr *t = l4;
+		if ((void *)(t + 1) > data_end || t->doff != 5)
+			return 0;
+		s = (void *)(t + 1);
+	} else {
+		return 0;
+	}
 	if ((void *)(s + 1) > data_end || s->magic != bpf_htons(STAMP_MAGIC))
 		return 0;
 	return s;
@@ -195,10 +210,77 @@ static __always_inline void watch(void *data, struct stamp *st)
 
 enum recv_mode { FULL, WATCH, COUNT, FRAMES, ANSWER };
 
-/* Sends a UDP frame back where it came from: MACs, addresses and ports
- * swapped, which leaves both checksums as they were (a ones'-complement
- * sum does not care about order). The answer a stateful firewall needs to
- * see before it holds a flow established. XDP_DROP for anything else.
+/* The answer to a TCP segment of the generator's connections, if it
+ * needs one, written over the segment in place: SYN -> SYN|ACK (the
+ * options echoed, the sequence number the SYN's plus LAB_TCP_ISN_GAP),
+ * FIN -> FIN|ACK, and an ACK for a connection's first data segment and
+ * for each that crosses a multiple of 2^LAB_TCP_ACK_SHIFT bytes of its
+ * data (see abi/lab.h); without state, from what the segment says. The
+ * headers' lengths and checksums are written anew, the payload dropped.
+ * `l3_len`: the IP header's length; `pseudo`: the addresses' sum.
+ * Returns the answer's frame length, 0 for no answer. */
+static __always_inline __u32 answer_tcp(struct tcphdr *t, void *data_end, __u16 l4_len,
+					__u16 l3_len, __u64 pseudo)
+{
+	if ((void *)(t + 1) > data_end)
+		return 0;
+	__u16 hlen = t->doff * 4;
+	if (hlen < sizeof(*t) || hlen > l4_len || hlen > 60)
+		return 0;
+	__u32 seq = bpf_ntohl(t->seq), ack = bpf_ntohl(t->ack_seq);
+	__u32 payload = l4_len - hlen;
+	__u32 start = ack - LAB_TCP_ISN_GAP; /* the connection's first data byte */
+	__u16 flags;
+
+	if (t->rst)
+		return 0;
+	if (t->syn && !t->ack) {
+		flags = 0x12; /* SYN|ACK */
+		ack = seq + 1;
+		seq += LAB_TCP_ISN_GAP;
+	} else if (t->fin) {
+		flags = 0x11; /* FIN|ACK */
+		hlen = sizeof(*t);
+		__u32 next = seq + payload + 1;
+		seq = ack;
+		ack = next;
+	} else if (payload && t->ack &&
+		   (seq == start || ((seq - start) >> LAB_TCP_ACK_SHIFT) !=
+					    ((seq + payload - start) >> LAB_TCP_ACK_SHIFT))) {
+		flags = 0x10; /* ACK */
+		hlen = sizeof(*t);
+		__u32 next = seq + payload;
+		seq = ack;
+		ack = next;
+	} else {
+		return 0;
+	}
+	__be16 p = t->source;
+	t->source = t->dest;
+	t->dest = p;
+	t->seq = bpf_htonl(seq);
+	t->ack_seq = bpf_htonl(ack);
+	*(__u16 *)((void *)t + 12) = bpf_htons((__u16)(hlen / 4) << 12 | flags);
+	t->window = 0xffff;
+	t->check = 0;
+	t->urg_ptr = 0;
+	/* The header summed anew: at most 60 bytes. */
+	__u64 sum = pseudo + bpf_htons(IPPROTO_TCP) + bpf_htons(hlen);
+	const __u16 *w = (const void *)t;
+#pragma unroll
+	for (int i = 0; i < 30; i++)
+		if (i * 2 < hlen && (void *)(w + i + 1) <= data_end)
+			sum += w[i];
+	t->check = csum_fold(sum);
+	return sizeof(struct ethhdr) + l3_len + hlen;
+}
+
+/* Sends a frame back where it came from: MACs, addresses and ports
+ * swapped, which leaves a UDP datagram's checksum as it was (a
+ * ones'-complement sum does not care about order); a TCP segment gets
+ * what its connection's peer would say (answer_tcp). The answer a
+ * stateful firewall needs to see before it holds a flow established.
+ * XDP_DROP for anything else.
  *
  * Redirected out of the interface it came in on, not XDP_TX: a veth kicks
  * its peer's NAPI after XDP_TX only if the peer has an XDP program
@@ -209,38 +291,78 @@ enum recv_mode { FULL, WATCH, COUNT, FRAMES, ANSWER };
 static __always_inline int answer(struct xdp_md *ctx, void *data, void *data_end)
 {
 	struct ethhdr *eth = data;
-	struct udphdr *udp;
 	__u8 mac[ETH_ALEN];
+	__u32 frame_len = 0;
 
 	if ((void *)(eth + 1) > data_end)
 		return XDP_DROP;
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
-		if ((void *)(ip + 1) > data_end || ip->ihl != 5 || ip->protocol != IPPROTO_UDP)
+		if ((void *)(ip + 1) > data_end || ip->ihl != 5)
 			return XDP_DROP;
 		__be32 a = ip->saddr;
 		ip->saddr = ip->daddr;
 		ip->daddr = a;
-		udp = (void *)(ip + 1);
+		if (ip->protocol == IPPROTO_TCP) {
+			__u16 len = bpf_ntohs(ip->tot_len);
+			if (len < sizeof(*ip))
+				return XDP_DROP;
+			frame_len = answer_tcp((void *)(ip + 1), data_end, len - sizeof(*ip),
+					       sizeof(*ip), csum_word32(ip->saddr) +
+								    csum_word32(ip->daddr));
+			if (!frame_len)
+				return XDP_DROP;
+			ip->tot_len = bpf_htons(frame_len - sizeof(*eth));
+			ip->check = 0;
+			ip->check = csum_fold(csum_words(ip, 10));
+		} else if (ip->protocol != IPPROTO_UDP) {
+			return XDP_DROP;
+		}
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
-		if ((void *)(ip6 + 1) > data_end || ip6->nexthdr != IPPROTO_UDP)
+		if ((void *)(ip6 + 1) > data_end)
 			return XDP_DROP;
 		struct in6_addr a = ip6->saddr;
 		ip6->saddr = ip6->daddr;
 		ip6->daddr = a;
-		udp = (void *)(ip6 + 1);
+		if (ip6->nexthdr == IPPROTO_TCP) {
+			frame_len = answer_tcp((void *)(ip6 + 1), data_end,
+					       bpf_ntohs(ip6->payload_len), sizeof(*ip6),
+					       csum_words(&ip6->saddr, 16));
+			if (!frame_len)
+				return XDP_DROP;
+			ip6->payload_len = bpf_htons(frame_len - sizeof(*eth) - sizeof(*ip6));
+		} else if (ip6->nexthdr != IPPROTO_UDP) {
+			return XDP_DROP;
+		}
 	} else {
 		return XDP_DROP;
 	}
-	if ((void *)(udp + 1) > data_end)
-		return XDP_DROP;
-	__be16 p = udp->source;
-	udp->source = udp->dest;
-	udp->dest = p;
+	if (!frame_len) {
+		/* UDP: the IP header is option-less (IPv4) or plain (IPv6). */
+		struct udphdr *udp = data + sizeof(*eth) +
+				     (eth->h_proto == bpf_htons(ETH_P_IP) ? sizeof(struct iphdr)
+									  : sizeof(struct ipv6hdr));
+		if ((void *)(udp + 1) > data_end)
+			return XDP_DROP;
+		__be16 p = udp->source;
+		udp->source = udp->dest;
+		udp->dest = p;
+	}
 	__builtin_memcpy(mac, eth->h_dest, ETH_ALEN);
 	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, mac, ETH_ALEN);
+	/* A TCP answer carries no payload: the frame cut to its headers, in
+	 * Ethernet's smallest frame at least. */
+	if (frame_len) {
+		int delta;
+
+		if (frame_len < 60)
+			frame_len = 60;
+		delta = (int)frame_len - (int)(data_end - data);
+		if (delta < 0 && bpf_xdp_adjust_tail(ctx, delta))
+			return XDP_DROP;
+	}
 	return bpf_redirect(ctx->ingress_ifindex, 0);
 }
 
@@ -265,8 +387,9 @@ static __always_inline int receive(struct xdp_md *ctx, const enum recv_mode mode
 	st = find_stamp(data, data_end);
 	if (st)
 		cnt->stamped++;
-	/* Any UDP frame is answered, stamped or not: the smallest IPv6 one
-	 * (62 bytes) has no room for a stamp. */
+	/* Any UDP frame is answered, stamped or not (the smallest IPv6 one,
+	 * 62 bytes, has no room for a stamp), and the TCP segments that need
+	 * an answer. */
 	if (mode == ANSWER)
 		return answer(ctx, data, data_end);
 	if (!st || mode == COUNT)

@@ -66,8 +66,38 @@ struct gen_config {
 	 * frame would (each frame leaves at the flush), at a 64th of the
 	 * cost: the clock was 18% of the generator's CPU (docs/lab.md). */
 	__u32 clock_every;
+	/* IPPROTO_UDP or IPPROTO_TCP: what the frames carry. */
+	__u32 l4;
+	/* TCP: which segment of each connection this run sends (GEN_TCP_*),
+	 * the data bytes each connection sent before this run, and how far a
+	 * connection's sequence advances a segment (the mix's largest payload:
+	 * a smaller segment leaves a gap, as a lost one would). */
+	__u32 tcp_phase;
+	__u32 tcp_seq_from;
+	__u32 tcp_stride;
 	__u32 _pad;
 };
+
+/* TCP connections (gen_config.l4 = IPPROTO_TCP): a lab opens them by
+ * running the phases in order, the answering receiver replying to each
+ * SYN and FIN; data segments then follow one another in sequence, every
+ * connection one segment per pass over the flows. */
+#define GEN_TCP_SYN 1      /* SYN, MSS and window scale options, no payload */
+#define GEN_TCP_DATA 2     /* the next segment (ACK, PSH with a payload) */
+#define GEN_TCP_FIN 3      /* FIN|ACK after the data sent, no payload */
+#define GEN_TCP_LAST_ACK 4 /* ACK of the receiver's FIN */
+
+/* The receiver's initial sequence number is the SYN's plus this: it
+ * answers without state, and the generator knows what it will say. */
+#define LAB_TCP_ISN_GAP 0x40000000u
+/* Both ends advertise the largest window, scaled by 14 (1 GiB), and the
+ * receiver acknowledges a connection's first segment (the SYN's window is
+ * never scaled: 64 KiB until then) and each that crosses a multiple of
+ * 2^LAB_TCP_ACK_SHIFT bytes of the connection's data: conntrack checking
+ * windows then accepts every segment the generator sends. */
+#define LAB_TCP_WSCALE 14
+#define LAB_TCP_MSS 1460
+#define LAB_TCP_ACK_SHIFT 20
 
 /* Each frame's destination address and port are drawn at random from
  * their ranges (netmap pkt-gen's -Z), instead of stepping through them:
@@ -91,6 +121,14 @@ struct gen_state {
 	__u32 size_idx;  /* next frame's index into sizes[] */
 	__u32 clock_runs;/* runs left before the next clock read */
 	__u64 clock_ns;  /* the last clock read */
+	/* Passes over all the flows completed: a TCP connection's segment
+	 * number. */
+	__u32 cycle;
+	/* This CPU's share of the source ports (TCP: connections are apart
+	 * per CPU, each with one sequence); count 0: the config's range. */
+	__u32 sport_first;
+	__u32 sport_count;
+	__u32 _pad;
 };
 
 /* Receiver per-CPU counters. */

@@ -43,6 +43,10 @@ pub struct GenConfig {
     pub start_ns: u64,
     pub stop_ns: u64,
     pub clock_every: u32,
+    pub l4: u32,
+    pub tcp_phase: u32,
+    pub tcp_seq_from: u32,
+    pub tcp_stride: u32,
     pub _pad: u32,
 }
 
@@ -69,6 +73,10 @@ pub struct GenState {
     pub size_idx: u32,
     pub clock_runs: u32,
     pub clock_ns: u64,
+    pub cycle: u32,
+    pub sport_first: u32,
+    pub sport_count: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]
@@ -110,6 +118,21 @@ pub struct RecvLatency {
 /// random from their ranges (pkt-gen's -Z); the source's (pkt-gen's -z).
 pub const GEN_RANDOM_DST: u32 = 1;
 pub const GEN_RANDOM_SRC: u32 = 2;
+
+/// `GenConfig::tcp_phase` (bpf/include/abi/lab.h): which segment of each
+/// connection a run sends.
+pub const GEN_TCP_SYN: u32 = 1;
+pub const GEN_TCP_DATA: u32 = 2;
+pub const GEN_TCP_FIN: u32 = 3;
+pub const GEN_TCP_LAST_ACK: u32 = 4;
+/// The answering receiver's initial sequence number is the SYN's plus this.
+pub const LAB_TCP_ISN_GAP: u32 = 0x4000_0000;
+/// The window scale and MSS both ends advertise.
+pub const LAB_TCP_WSCALE: u8 = 14;
+pub const LAB_TCP_MSS: u16 = 1460;
+/// The receiver acknowledges each segment that crosses a multiple of
+/// 2^this bytes of its connection's data (and the first).
+pub const LAB_TCP_ACK_SHIFT: u32 = 20;
 
 /// bpf/include/abi/lab.h `struct recv_watch`.
 pub const RECV_WATCH: u32 = 4;
@@ -204,6 +227,10 @@ mod tests {
                 start_ns,
                 stop_ns,
                 clock_every,
+                l4,
+                tcp_phase,
+                tcp_seq_from,
+                tcp_stride,
                 _pad
             ]
         );
@@ -218,7 +245,8 @@ mod tests {
             GenState,
             [
                 seq, bytes, held, after_stop, limit, last_ns, sport_off, saddr_off, dport_off,
-                daddr_off, size_idx, clock_runs, clock_ns
+                daddr_off, size_idx, clock_runs, clock_ns, cycle, sport_first, sport_count,
+                _pad
             ]
         );
     }

@@ -11,6 +11,7 @@ use linerate_traffic::latency::Latency;
 use linerate_traffic::measure::{ReceiverMode, TrialResult};
 use linerate_traffic::profile::{Family, Profile};
 use linerate_traffic::recv::SequenceTotals;
+use linerate_traffic::tcp::TcpRun;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -69,14 +70,16 @@ impl CommandPath {
             .collect()
     }
 
-    /// The arguments of generator `k` (of the slots).
+    /// The arguments of generator `k` (of the slots). TCP connections
+    /// are shared out by source port: each generator sends its own.
     pub fn gen_args(
         &self,
         k: usize,
         profile: &Profile,
         rate: Option<u64>,
         seconds: f64,
-    ) -> Vec<String> {
+        tcp: Option<TcpRun>,
+    ) -> Result<Vec<String>> {
         let slots = self.slots();
         let n = slots.len();
         let slot = &slots[k];
@@ -89,8 +92,10 @@ impl CommandPath {
         if profile.family == Family::Ipv6 {
             a.push("-6".into());
         }
-        if let Some(s) = &profile.src {
-            a.extend(["-s".into(), s.clone()]);
+        match (tcp, &profile.src) {
+            (Some(_), _) if n > 1 => a.extend(["-s".into(), src_share(profile, k, n)?]),
+            (_, Some(s)) => a.extend(["-s".into(), s.clone()]),
+            _ => {}
         }
         if let Some(d) = &profile.dst {
             a.extend(["-d".into(), d.clone()]);
@@ -116,10 +121,18 @@ impl CommandPath {
                 count.to_string(),
             ]);
         }
+        if let Some(t) = tcp {
+            a.extend([
+                "--tcp".into(),
+                t.phase.label().into(),
+                "--tcp-seq".into(),
+                t.seq_from.to_string(),
+            ]);
+        }
         // Every generator's streams apart at the one receiver.
         let base = k * linerate_bpf::layout::RECV_STREAMS as usize / n;
         a.extend(["--stream-base".into(), base.to_string(), "--json".into()]);
-        a
+        Ok(a)
     }
 
     /// One trial at `rate` pps in all (None: as fast as they go) for
@@ -131,9 +144,13 @@ impl CommandPath {
         receiver: ReceiverMode,
         rate: Option<u64>,
         seconds: f64,
+        tcp: Option<TcpRun>,
         stop: &AtomicBool,
         log: &mut String,
     ) -> Result<(TrialResult, Vec<GeneratorRun>)> {
+        let args = (0..self.slots().len())
+            .map(|k| self.gen_args(k, profile, rate, seconds, tcp))
+            .collect::<Result<Vec<_>>>()?;
         let recv_args: Vec<String> = [
             "recv",
             "-i",
@@ -153,9 +170,7 @@ impl CommandPath {
             .iter()
             .enumerate()
             .map(|(k, slot)| {
-                let cmd = slot
-                    .end
-                    .linerate_command(&self.gen_args(k, profile, rate, seconds));
+                let cmd = slot.end.linerate_command(&args[k]);
                 self.gens[slot.host].1.start(&cmd)
             })
             .collect::<Result<Vec<_>>>()?;
@@ -228,8 +243,28 @@ pub fn merge(reports: Vec<GenReport>) -> GenReport {
         m.xmit_errors += r.xmit_errors;
         m.queue_full += r.queue_full;
         m.warnings.extend(r.warnings);
+        m.tcp_seq_next = m.tcp_seq_next.max(r.tcp_seq_next);
     }
     m
+}
+
+/// Generator `k`'s share (of `n`) of a TCP profile's source ports, as
+/// `-s` takes it.
+fn src_share(profile: &Profile, k: usize, n: usize) -> Result<String> {
+    let t = profile.check().map_err(|e| anyhow!("profile: {e}"))?;
+    let shares = linerate_traffic::tcp::port_shares(t.src.port_first as u32, t.src.port_count(), n)
+        .ok_or_else(|| {
+            anyhow!(
+                "profile: src: {} source ports for {n} generators: TCP needs one port a generator at least",
+                t.src.port_count()
+            )
+        })?;
+    let (first, count) = shares[k];
+    let ports = format!("{first}-{}", first + count - 1);
+    Ok(match (t.src.first, t.src.last) {
+        (std::net::IpAddr::V6(a), std::net::IpAddr::V6(b)) => format!("[{a}-{b}]:{ports}"),
+        (a, b) => format!("{a}-{b}:{ports}"),
+    })
 }
 
 /// A trial's result from the generators' report and `linerate recv
@@ -305,6 +340,53 @@ mod tests {
         }
     }
 
+    /// TCP connections are shared out by source port, each generator
+    /// sending its own, and the run's phase and sequence go with them.
+    #[test]
+    fn tcp_generators_each_send_their_own_connections() {
+        let p = path(&["a0", "b0"], &[2, 3, 6, 7]);
+        let run = TcpRun {
+            phase: linerate_traffic::tcp::TcpPhase::Data,
+            seq_from: 42,
+        };
+        for (family, src) in [
+            (Family::Ipv4, "198.18.10.1-198.18.10.20:2000-2009"),
+            (Family::Ipv6, "[2001:2::1-2001:2::9]:2000-2009"),
+        ] {
+            let prof = Profile {
+                family,
+                len: "100".into(),
+                src: Some(src.into()),
+                dst: None,
+                random_dst: false,
+                random_src: false,
+                proto: linerate_traffic::tcp::Proto::Tcp,
+            };
+            let whole = prof.check().unwrap().src;
+            let mut ports = Vec::new();
+            for k in 0..2 {
+                let a = p.gen_args(k, &prof, None, 1.0, Some(run)).unwrap();
+                let s = &a[a.iter().position(|x| x == "-s").unwrap() + 1];
+                let e = linerate_traffic::flows::parse("-s", s, 2000).unwrap();
+                assert_eq!((e.first, e.last), (whole.first, whole.last), "{s}");
+                ports.push((e.port_first, e.port_last));
+                assert!(a.join(" ").contains("--tcp data --tcp-seq 42 "), "{a:?}");
+            }
+            assert_eq!(ports, [(2000, 2004), (2005, 2009)]);
+        }
+        let one_port = Profile {
+            family: Family::Ipv4,
+            len: "100".into(),
+            src: Some("198.18.10.1:2000".into()),
+            dst: None,
+            random_dst: false,
+            random_src: false,
+            proto: linerate_traffic::tcp::Proto::Tcp,
+        };
+        let e = p.gen_args(0, &one_port, None, 1.0, Some(run)).unwrap_err();
+        assert!(e.to_string().contains("1 source ports for 2 generators"), "{e}");
+    }
+
     /// The arguments are the command line's: the profile's fields as its
     /// flags, the rate shared, each interface's CPUs and stream base.
     #[test]
@@ -317,19 +399,20 @@ mod tests {
             dst: None,
             random_dst: true,
             random_src: false,
+            proto: linerate_traffic::tcp::Proto::Udp,
         };
-        let a = p.gen_args(1, &prof, Some(1_000_001), 2.5).join(" ");
+        let a = p.gen_args(1, &prof, Some(1_000_001), 2.5, None).unwrap().join(" ");
         assert_eq!(
             a,
             "gen -i b0 -l imix -6 -s 2001:2::1-2001:2::9 -Z -D 02:00:00:00:00:02 -R 500000 -t 2.5 --cpu 6 -p 2 --stream-base 128 --json"
         );
-        let a = p.gen_args(0, &prof, Some(1_000_001), 2.5).join(" ");
+        let a = p.gen_args(0, &prof, Some(1_000_001), 2.5, None).unwrap().join(" ");
         assert!(
             a.contains("-R 500001 ") && a.contains("--stream-base 0 "),
             "{a}"
         );
         let one = path(&["gen0"], &[]);
-        let a = one.gen_args(0, &prof, None, 1.0).join(" ");
+        let a = one.gen_args(0, &prof, None, 1.0, None).unwrap().join(" ");
         assert!(!a.contains("-R") && !a.contains("--cpu"), "{a}");
     }
 

@@ -6,6 +6,7 @@ use anyhow::Result;
 use linerate_search::Measurement;
 use linerate_traffic::measure::{run_trial, ReceiverMode, TrialResult, TrialSetup};
 use linerate_traffic::profile::{Sender, Traffic};
+use linerate_traffic::tcp::{Proto, TcpPhase, TcpRun};
 use linerate_traffic::units::rate_line;
 use std::sync::atomic::AtomicBool;
 
@@ -47,17 +48,32 @@ pub struct LabTrials<'a> {
     pub receiver: ReceiverMode,
     /// On hosts: each generator's part of the last trial.
     pub generators: Vec<crate::command_trial::GeneratorRun>,
+    /// A TCP profile: the segment the next trial sends of each connection,
+    /// and where its data starts (each trial goes on from the last).
+    pub tcp: Option<TcpRun>,
 }
 
 impl<'a> LabTrials<'a> {
+    /// Trials of `runner`'s traffic. A TCP profile's are answered whatever
+    /// `receiver` says: the answering receiver is its connections' peer,
+    /// whose acknowledgements keep the data in the window a DUT's
+    /// conntrack allows.
     pub fn new(runner: Runner, receiver: ReceiverMode, stop: &'a AtomicBool) -> Self {
+        let tcp = match &runner {
+            Runner::InProcess { traffic, .. } => traffic.proto == Proto::Tcp,
+            Runner::Commands { profile, .. } => profile.proto == Proto::Tcp,
+        };
         LabTrials {
             runner,
             stop,
             log: String::new(),
             results: Vec::new(),
-            receiver,
+            receiver: if tcp { ReceiverMode::Answer } else { receiver },
             generators: Vec::new(),
+            tcp: tcp.then_some(TcpRun {
+                phase: TcpPhase::Data,
+                seq_from: 0,
+            }),
         }
     }
 
@@ -82,6 +98,7 @@ impl<'a> LabTrials<'a> {
                 if !p.gen_cpus.is_empty() {
                     gen.cpus = p.gen_cpus.clone();
                 }
+                gen.tcp = self.tcp;
                 let trial = TrialSetup {
                     gen_netns: p.gen_netns.clone(),
                     recv_netns: p.recv_netns.clone(),
@@ -95,7 +112,8 @@ impl<'a> LabTrials<'a> {
                 })?
             }
             Runner::Commands { path, profile } => {
-                let (r, each) = path.run(profile, self.receiver, rate, seconds, self.stop, log)?;
+                let (r, each) =
+                    path.run(profile, self.receiver, rate, seconds, self.tcp, self.stop, log)?;
                 self.generators = each;
                 r
             }
@@ -107,6 +125,9 @@ impl<'a> LabTrials<'a> {
             r.received_packets,
             r.offered.seconds
         ));
+        if let (Some(t), Some(next)) = (&mut self.tcp, r.offered.tcp_seq_next) {
+            t.seq_from = next;
+        }
         self.results.push(r.clone());
         Ok(r)
     }
@@ -150,13 +171,20 @@ impl LabTrials<'_> {
     /// DUT's ring refuses in one pass (creating connections, the kernel
     /// takes fewer than it is offered) is sent again in the next. The
     /// passes are in the log, not in the results.
+    ///
+    /// TCP connections (shared out over the CPUs): a pass is a SYN to
+    /// each, answered with a SYN|ACK, then its first data segment, which
+    /// completes the handshake (assured at once); a SYN again to a
+    /// connection already open is invalid to the DUT and changes nothing.
     pub fn establish(
         &mut self,
         flows: u64,
         cpus: usize,
         mut assured: impl FnMut() -> Result<u64>,
     ) -> Result<Established> {
-        let pass = (flows as f64 * cpus.max(1) as f64 / ESTABLISH_PPS as f64 * 1.05).max(0.2);
+        // UDP: every CPU sends every flow; TCP: each its own.
+        let senders = if self.tcp.is_some() { 1 } else { cpus.max(1) };
+        let pass = (flows as f64 * senders as f64 / ESTABLISH_PPS as f64 * 1.05).max(0.2);
         let saved = std::mem::replace(&mut self.receiver, ReceiverMode::Answer);
         let started = std::time::Instant::now();
         let mut e = Established {
@@ -166,6 +194,24 @@ impl LabTrials<'_> {
         let mut result = Ok(());
         let mut last = started;
         for i in 0..ESTABLISH_PASSES {
+            if self.tcp.is_some() {
+                // A connection is assured once its handshake completes.
+                match self.tcp_pass(pass, &mut e).and_then(|()| assured()) {
+                    Ok(n) => {
+                        e.assured = n;
+                        self.log
+                            .push_str(&format!("# the DUT's conntrack holds {n} assured\n"));
+                        if n as f64 >= flows as f64 * ESTABLISHED_SHARE {
+                            break;
+                        }
+                        continue;
+                    }
+                    Err(err) => {
+                        result = Err(err);
+                        break;
+                    }
+                }
+            }
             if i > 0 {
                 let due = last + std::time::Duration::from_secs_f64(2.2);
                 if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
@@ -210,6 +256,36 @@ impl LabTrials<'_> {
         self.receiver = saved;
         e.seconds = started.elapsed().as_secs_f64();
         result.map(|()| e)
+    }
+}
+
+impl LabTrials<'_> {
+    /// One pass of TCP establishing: a SYN to each connection, then (its
+    /// SYN|ACK back through the DUT) its next data segment.
+    fn tcp_pass(&mut self, seconds: f64, e: &mut Established) -> Result<()> {
+        let data = self.tcp.expect("a TCP profile");
+        for phase in [TcpPhase::Syn, TcpPhase::Data] {
+            self.log.push_str(&format!(
+                "# establishing the connections: pass {}, {}\n",
+                e.passes + 1,
+                phase.label()
+            ));
+            self.tcp = Some(TcpRun { phase, ..data });
+            let r = self.run(Some(ESTABLISH_PPS as f64), seconds);
+            if phase == TcpPhase::Syn {
+                // The SYN pass leaves the data where it was.
+                self.tcp = Some(data);
+            }
+            let r = r?;
+            self.results.pop();
+            e.sent += offered(&r);
+            e.answered += r.received_packets;
+        }
+        if let Some(t) = &mut self.tcp {
+            t.phase = TcpPhase::Data;
+        }
+        e.passes += 1;
+        Ok(())
     }
 }
 

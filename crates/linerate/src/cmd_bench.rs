@@ -254,6 +254,7 @@ fn gen(a: BenchGenArgs) -> Result<()> {
         dst: None,
         random_dst: false,
         random_src: false,
+        proto: Default::default(),
     }
     .check()
     .map_err(|e| anyhow::anyhow!("-l: {}", e.reason))?;

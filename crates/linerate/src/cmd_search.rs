@@ -86,6 +86,7 @@ pub fn traffic(a: &TrafficArgs) -> Result<Traffic> {
         dst: a.dst.clone(),
         random_dst: false,
         random_src: false,
+        proto: Default::default(),
     };
     profile.check().map_err(|e| {
         let flag = match e.field {

@@ -84,6 +84,11 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
         dst_port: dst.port_first,
         sizes: SizeMix::parse(&a.len, src.is_ipv6()).map_err(|e| anyhow::anyhow!("-l: {e}"))?,
         ttl: 64,
+        l4: if a.tcp.is_some() {
+            linerate_traffic::tcp::Proto::Tcp
+        } else {
+            linerate_traffic::tcp::Proto::Udp
+        },
     };
     frame.validate()?;
     let opts = GenOptions {
@@ -100,6 +105,10 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
         mode: a.mode,
         random_dst: a.random_dst,
         random_src: a.random_src,
+        tcp: a.tcp.map(|phase| linerate_traffic::tcp::TcpRun {
+            phase,
+            seq_from: a.tcp_seq,
+        }),
     };
     opts.check().map_err(|e| {
         let flag = match e.field {
@@ -110,6 +119,7 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
             "random_dst" => "-Z",
             "random_src" => "-z",
             "batch_size" => "--batch",
+            "tcp" => "--tcp",
             _ => e.field,
         };
         anyhow::anyhow!("{flag}: {}", e.reason)

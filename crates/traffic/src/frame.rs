@@ -1,11 +1,12 @@
-//! Frame templates for the generator: Ethernet + IPv4/IPv6 + UDP + zero
-//! payload, built with etherparse, and the map configuration the XDP
+//! Frame templates for the generator: Ethernet + IPv4/IPv6 + UDP or TCP +
+//! zero payload, built with etherparse, and the map configuration the XDP
 //! program completes every frame from.
 use crate::flows::{addr_low32, Endpoints};
-use crate::sizes::{header_len, l3_header_len, SizeMix, ETH_LEN};
+use crate::sizes::{l3_header_len, SizeMix, ETH_LEN};
+use crate::tcp::{Proto, TcpRun};
 use anyhow::{bail, Result};
 use etherparse::PacketBuilder;
-use linerate_bpf::layout::{GenConfig, GEN_TEMPLATE_MAX};
+use linerate_bpf::layout::{GenConfig, GEN_TEMPLATE_MAX, STAMP_LEN};
 use std::net::IpAddr;
 
 /// Everything that makes one frame, apart from what changes per flow.
@@ -21,6 +22,7 @@ pub struct FrameSpec {
     /// Frame lengths without FCS, like pkt-gen's `-l`.
     pub sizes: SizeMix,
     pub ttl: u8,
+    pub l4: Proto,
 }
 
 impl FrameSpec {
@@ -28,9 +30,18 @@ impl FrameSpec {
         self.src.is_ipv6()
     }
 
+    /// Bytes of headers: Ethernet, IP, UDP or TCP.
+    pub fn header_len(&self) -> usize {
+        ETH_LEN + l3_header_len(self.is_ipv6()) + self.l4.header_len()
+    }
+
     /// Whether every frame carries the stamp (stream, sequence, time).
     pub fn stamped(&self) -> bool {
-        self.sizes.all_stamped(self.is_ipv6())
+        let min = self.header_len() + STAMP_LEN;
+        self.sizes
+            .sizes
+            .iter()
+            .all(|s| s.ip_len as usize + ETH_LEN >= min)
     }
 
     pub fn validate(&self) -> Result<()> {
@@ -41,7 +52,7 @@ impl FrameSpec {
                 self.dst
             );
         }
-        let min = header_len(self.is_ipv6());
+        let min = self.header_len();
         if let Some(s) = self
             .sizes
             .sizes
@@ -49,9 +60,10 @@ impl FrameSpec {
             .find(|s| (s.ip_len as usize) + ETH_LEN < min)
         {
             bail!(
-                "-l: {} bytes cannot hold the {} headers ({min} bytes)",
+                "-l: {} bytes cannot hold the {} {} headers ({min} bytes)",
                 s.frame_len,
-                if self.is_ipv6() { "IPv6" } else { "IPv4" }
+                if self.is_ipv6() { "IPv6" } else { "IPv4" },
+                if self.l4 == Proto::Tcp { "TCP" } else { "UDP" }
             );
         }
         if self.sizes.sizes.is_empty() {
@@ -65,30 +77,42 @@ impl FrameSpec {
     pub fn build(&self) -> Result<Vec<u8>> {
         self.validate()?;
         let len = self.sizes.max_frame_len();
-        let payload = vec![0u8; len - header_len(self.is_ipv6())];
+        let payload = vec![0u8; len - self.header_len()];
         let eth = PacketBuilder::ethernet2(self.src_mac, self.dst_mac);
         let ip = match (self.src, self.dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => eth.ipv4(s.octets(), d.octets(), self.ttl),
             (IpAddr::V6(s), IpAddr::V6(d)) => eth.ipv6(s.octets(), d.octets(), self.ttl),
             _ => unreachable!("validated"),
         };
-        let b = ip.udp(self.src_port, self.dst_port);
         let mut out = Vec::with_capacity(len);
-        b.write(&mut out, &payload)?;
+        match self.l4 {
+            Proto::Udp => ip.udp(self.src_port, self.dst_port).write(&mut out, &payload)?,
+            Proto::Tcp => ip
+                .tcp(self.src_port, self.dst_port, 0, 0xffff)
+                .ack(0)
+                .write(&mut out, &payload)?,
+        }
         Ok(out)
     }
 
-    /// The generator's map configuration: template, sizes and flow ranges.
-    /// `rate_pps` is per CPU (0: as fast as possible).
+    /// The generator's map configuration: template, sizes and flow ranges;
+    /// for TCP, the run's phase. `rate_pps` is per CPU (0: as fast as
+    /// possible).
     pub fn gen_config(
         &self,
         src: &Endpoints,
         dst: &Endpoints,
         stream_base: u16,
         rate_pps: u64,
+        tcp: Option<TcpRun>,
     ) -> Result<GenConfig> {
         let frame = self.build()?;
-        let hdr = header_len(self.is_ipv6());
+        // The program writes a TCP header whole: the template is the
+        // Ethernet and IP headers then.
+        let hdr = match self.l4 {
+            Proto::Udp => self.header_len(),
+            Proto::Tcp => ETH_LEN + l3_header_len(self.is_ipv6()),
+        };
         let mut c = GenConfig::default();
         debug_assert!(hdr <= GEN_TEMPLATE_MAX);
         c.template[..hdr].copy_from_slice(&frame[..hdr]);
@@ -105,6 +129,12 @@ impl FrameSpec {
         c.size_count = self.sizes.sizes.len() as u32;
         c.sizes[..self.sizes.sizes.len()].copy_from_slice(&self.sizes.sizes);
         c.rate_pps = rate_pps;
+        c.l4 = self.l4.number();
+        if let Some(t) = tcp {
+            c.tcp_phase = t.phase.code();
+            c.tcp_seq_from = t.seq_from;
+            c.tcp_stride = crate::tcp::stride(&self.sizes, self.is_ipv6());
+        }
         Ok(c)
     }
 }
@@ -127,7 +157,7 @@ pub fn parse_mac(what: &str, s: &str) -> Result<[u8; 6]> {
     Ok(mac)
 }
 
-/// Offset of the IP header, the UDP header and the stamp in a frame.
+/// Offset of the IP header, the UDP header and the stamp in a UDP frame.
 pub fn offsets(ipv6: bool) -> (usize, usize, usize) {
     let l3 = ETH_LEN;
     let l4 = l3 + l3_header_len(ipv6);
@@ -149,6 +179,7 @@ mod tests {
             sizes: SizeMix::parse(len, src.is_ipv6()).unwrap(),
             src,
             ttl: 64,
+            l4: Proto::Udp,
         }
     }
 

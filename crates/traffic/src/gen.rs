@@ -8,6 +8,7 @@ use crate::afpacket::{PacketSocket, BATCH};
 use crate::flows::Endpoints;
 use crate::frame::FrameSpec;
 use crate::synth;
+use crate::tcp::{Proto, TcpRun};
 use anyhow::{anyhow, bail, Result};
 use linerate_bpf::layout::{GenConfig, GenState};
 use linerate_bpf::{loader, maps, objects, test_run};
@@ -60,6 +61,9 @@ pub struct GenOptions {
     pub random_dst: bool,
     /// The same for the source (pkt-gen's -z).
     pub random_src: bool,
+    /// TCP frames (`frame.l4`): which segment of each connection, and
+    /// where its data starts (crate::tcp).
+    pub tcp: Option<TcpRun>,
 }
 
 impl GenOptions {
@@ -91,6 +95,32 @@ impl GenOptions {
         }
         if self.random_src && self.mode == Mode::Afpacket {
             return fail("random_src", "random sources need the XDP mode".into());
+        }
+        if self.frame.l4 == Proto::Tcp {
+            if self.tcp.is_none() {
+                return fail("tcp", "TCP frames need a phase (syn, data, fin, last-ack)".into());
+            }
+            if self.mode == Mode::Afpacket {
+                return fail("tcp", "TCP connections need the XDP mode".into());
+            }
+            if self.random_dst || self.random_src {
+                return fail(
+                    if self.random_dst { "random_dst" } else { "random_src" },
+                    "TCP connections are a fixed set of flows: no random addresses".into(),
+                );
+            }
+            if crate::tcp::port_shares(0, self.src.port_count(), self.threads()).is_none() {
+                return fail(
+                    "src",
+                    format!(
+                        "{} source ports for {} sending CPUs: TCP needs one port a CPU at least (a connection is sent by one CPU)",
+                        self.src.port_count(),
+                        self.threads()
+                    ),
+                );
+            }
+        } else if self.tcp.is_some() {
+            return fail("tcp", "a TCP phase for UDP frames".into());
         }
         if !(1..=256).contains(&self.batch_size) {
             return fail(
@@ -146,6 +176,10 @@ pub struct GenReport {
     /// sent again once it drained (nothing lost).
     pub queue_full: u64,
     pub warnings: Vec<String>,
+    /// TCP: where each connection's data starts in the next run (the
+    /// data bytes it has sent, gaps included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_seq_next: Option<u32>,
 }
 
 /// Each BPF_PROG_RUN call costs milliseconds of set-up and tear-down (see
@@ -245,9 +279,9 @@ impl Generator {
         let per_thread = opts
             .rate_pps
             .map_or(0, |r| r.div_ceil(opts.threads() as u64));
-        let mut cfg = opts
-            .frame
-            .gen_config(&opts.src, &opts.dst, opts.stream_base, per_thread)?;
+        let mut cfg =
+            opts.frame
+                .gen_config(&opts.src, &opts.dst, opts.stream_base, per_thread, opts.tcp)?;
         if opts.random_dst {
             cfg.flags |= linerate_bpf::layout::GEN_RANDOM_DST;
         }
@@ -297,7 +331,9 @@ impl Generator {
         linerate_host::cpu::on_this_cpu(|| {
             let mut frames = Vec::with_capacity(n);
             for _ in 0..n {
-                let mut out = vec![0u8; input_frame.len()];
+                // Room for a frame larger than the input (a TCP SYN's
+                // options).
+                let mut out = vec![0u8; input_frame.len() + 64];
                 let r = test_run::run_xdp(prog.as_fd(), input_frame, &mut out, 1)?;
                 if r.verdict != test_run::XdpAction::Tx {
                     bail!(
@@ -423,8 +459,14 @@ impl Generator {
             // or the share, so two senders on a CPU never overshoot and the
             // run's window is exact whatever the calls do.
             let mut states = vec![GenState::default(); libbpf_rs::num_possible_cpus()?];
+            let ports = opts.tcp.and_then(|_| {
+                crate::tcp::port_shares(opts.src.port_first as u32, opts.src.port_count(), threads)
+            });
             for (i, &c) in opts.cpus.iter().enumerate() {
                 states[c].limit = quota(i).unwrap_or(0);
+                if let Some(p) = &ports {
+                    (states[c].sport_first, states[c].sport_count) = p[i];
+                }
             }
             maps::write_percpu_each(&loader::map(obj, "gen_state")?, 0, &states)?;
             let mut cfg = self.cfg;
@@ -564,7 +606,13 @@ impl Generator {
                 .map(|c| c.refused.load(Ordering::Relaxed))
                 .sum(),
             warnings: Vec::new(),
+            tcp_seq_next: None,
         };
+        if let Some(run) = opts.tcp {
+            let states = self.xdp_state()?;
+            let mine: Vec<GenState> = opts.cpus.iter().filter_map(|&c| states.get(c).copied()).collect();
+            report.tcp_seq_next = Some(crate::tcp::seq_next(run, self.cfg.tcp_stride, &mine));
+        }
         if let Some(r) = opts.rate_pps {
             let cut_short = stop.load(Ordering::Relaxed) || opts.count.is_some_and(|c| sent < c);
             // Frames the peer refused were offered all the same: they say

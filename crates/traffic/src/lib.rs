@@ -13,4 +13,5 @@ pub mod profile;
 pub mod recv;
 pub mod sizes;
 pub mod synth;
+pub mod tcp;
 pub mod units;

@@ -5,6 +5,7 @@ use crate::flows::{self, Endpoints};
 use crate::frame::FrameSpec;
 use crate::gen::{GenOptions, Mode};
 use crate::sizes::SizeMix;
+use crate::tcp::{Proto, TcpPhase, TcpRun};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -50,6 +51,10 @@ pub struct Profile {
     /// (`gen -z`).
     #[serde(default)]
     pub random_src: bool,
+    /// `udp` (the default) or `tcp`: each flow a TCP connection, opened
+    /// before the runs where the DUT tracks connections (`gen --tcp`).
+    #[serde(default)]
+    pub proto: Proto,
 }
 
 /// Why a profile is not good: the field (`len`, `src` or `dst`) and the
@@ -65,6 +70,7 @@ pub struct Traffic {
     pub dst: Endpoints,
     pub random_dst: bool,
     pub random_src: bool,
+    pub proto: Proto,
 }
 
 impl Profile {
@@ -97,14 +103,31 @@ impl Profile {
             }
             Ok(e)
         };
-        Ok(Traffic {
+        let t = Traffic {
             ipv6,
             sizes,
             src: range("src", &self.src, src_default)?,
             dst: range("dst", &self.dst, dst_default)?,
             random_dst: self.random_dst,
             random_src: self.random_src,
-        })
+            proto: self.proto,
+        };
+        if self.proto == Proto::Tcp {
+            if self.random_dst || self.random_src {
+                return Err(ProfileError {
+                    field: "proto",
+                    reason: "TCP connections are a fixed set of flows: no random_dst or random_src"
+                        .into(),
+                });
+            }
+            t.frame_spec([0; 6], [0; 6])
+                .validate()
+                .map_err(|e| ProfileError {
+                    field: "len",
+                    reason: e.to_string().trim_start_matches("-l: ").to_string(),
+                })?;
+        }
+        Ok(t)
     }
 }
 
@@ -128,24 +151,31 @@ impl Traffic {
             * self.dst.port_count() as u64
     }
 
-    /// The generator's options for one trial: one pinned XDP sender,
-    /// `rate_pps` (None: as fast as it goes) for `seconds`.
-    pub fn gen_options(
-        &self,
-        sender: &Sender,
-        rate_pps: Option<u64>,
-        seconds: f64,
-    ) -> anyhow::Result<GenOptions> {
-        let frame = FrameSpec {
-            src_mac: sender.src_mac,
-            dst_mac: sender.dst_mac,
+    /// Every frame but for the flow.
+    pub fn frame_spec(&self, src_mac: [u8; 6], dst_mac: [u8; 6]) -> FrameSpec {
+        FrameSpec {
+            src_mac,
+            dst_mac,
             src: self.src.first,
             dst: self.dst.first,
             src_port: self.src.port_first,
             dst_port: self.dst.port_first,
             sizes: self.sizes.clone(),
             ttl: 64,
-        };
+            l4: self.proto,
+        }
+    }
+
+    /// The generator's options for one trial: one pinned XDP sender,
+    /// `rate_pps` (None: as fast as it goes) for `seconds`; TCP profiles
+    /// send data segments from each connection's start.
+    pub fn gen_options(
+        &self,
+        sender: &Sender,
+        rate_pps: Option<u64>,
+        seconds: f64,
+    ) -> anyhow::Result<GenOptions> {
+        let frame = self.frame_spec(sender.src_mac, sender.dst_mac);
         frame.validate()?;
         Ok(GenOptions {
             ifname: sender.ifname.clone(),
@@ -161,6 +191,10 @@ impl Traffic {
             mode: Mode::Xdp,
             random_dst: self.random_dst,
             random_src: self.random_src,
+            tcp: (self.proto == Proto::Tcp).then_some(TcpRun {
+                phase: TcpPhase::Data,
+                seq_from: 0,
+            }),
         })
     }
 }
@@ -173,6 +207,7 @@ pub fn builtin_profile(name: &str) -> Option<Profile> {
         dst: None,
         random_dst: false,
         random_src: false,
+        proto: Proto::Udp,
     };
     match name {
         "ipv4-60" => Some(p(Family::Ipv4, "60")),

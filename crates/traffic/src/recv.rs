@@ -24,8 +24,12 @@ pub enum ReceiverMode {
     /// a program that does nothing takes; counts whatever arrives.
     Frames,
     /// Counts as `count` does, and sends each UDP frame back, its
-    /// addresses and ports swapped: the answers a stateful firewall must
-    /// see before it holds a flow established (the lab's `establish`).
+    /// addresses and ports swapped, and answers TCP segments as the
+    /// connection's peer would (SYN|ACK to a SYN, FIN|ACK to a FIN, an
+    /// ACK for a connection's first data and at every MiB of it): the
+    /// answers a stateful firewall must see before it holds a flow
+    /// established (the lab's `establish`), and that keep TCP data in
+    /// the window a conntrack checking windows allows.
     Answer,
 }
 

@@ -24,6 +24,7 @@ fn opts(src: &str, dst: &str, len: &str) -> GenOptions {
             dst_port: d.port_first,
             sizes: SizeMix::parse(len, s.is_ipv6()).unwrap(),
             ttl: 64,
+            l4: linerate_traffic::tcp::Proto::Udp,
         },
         src: s,
         dst: d,
@@ -36,6 +37,7 @@ fn opts(src: &str, dst: &str, len: &str) -> GenOptions {
         mode: Mode::Xdp,
         random_dst: false,
         random_src: false,
+        tcp: None,
     }
 }
 

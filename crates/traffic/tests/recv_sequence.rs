@@ -21,8 +21,9 @@ fn config() -> linerate_bpf::layout::GenConfig {
         dst_port: 2000,
         sizes: SizeMix::parse("60", false).unwrap(),
         ttl: 64,
+        l4: linerate_traffic::tcp::Proto::Udp,
     }
-    .gen_config(&s, &d, 0, 0)
+    .gen_config(&s, &d, 0, 0, None)
     .unwrap()
 }
 

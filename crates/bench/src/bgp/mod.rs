@@ -307,6 +307,7 @@ impl Traffic {
                 )),
                 random_dst: true,
                 random_src: false,
+                proto: Default::default(),
             },
             Some(d) => Profile {
                 family: if d.is_ipv4() {
@@ -319,6 +320,7 @@ impl Traffic {
                 dst: Some(d.to_string()),
                 random_dst: false,
                 random_src: false,
+                proto: Default::default(),
             },
         };
         let traffic = profile.check()?;
