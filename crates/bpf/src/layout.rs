@@ -244,8 +244,22 @@ mod tests {
             "gen_state",
             GenState,
             [
-                seq, bytes, held, after_stop, limit, last_ns, sport_off, saddr_off, dport_off,
-                daddr_off, size_idx, clock_runs, clock_ns, cycle, sport_first, sport_count,
+                seq,
+                bytes,
+                held,
+                after_stop,
+                limit,
+                last_ns,
+                sport_off,
+                saddr_off,
+                dport_off,
+                daddr_off,
+                size_idx,
+                clock_runs,
+                clock_ns,
+                cycle,
+                sport_first,
+                sport_count,
                 _pad
             ]
         );

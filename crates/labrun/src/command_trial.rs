@@ -47,6 +47,15 @@ const DRAIN: Duration = Duration::from_millis(200);
 /// How long a receiver may take to attach.
 const RECV_READY: Duration = Duration::from_secs(30);
 
+/// What a trial offers: the rate over all generators (None: as fast as
+/// they go), for how long, and a TCP profile's segments.
+#[derive(Clone, Copy, Debug)]
+pub struct Offer {
+    pub rate: Option<u64>,
+    pub seconds: f64,
+    pub tcp: Option<TcpRun>,
+}
+
 /// One generator: a host's interface, with its CPUs.
 pub struct Slot<'a> {
     pub host: usize,
@@ -72,14 +81,8 @@ impl CommandPath {
 
     /// The arguments of generator `k` (of the slots). TCP connections
     /// are shared out by source port: each generator sends its own.
-    pub fn gen_args(
-        &self,
-        k: usize,
-        profile: &Profile,
-        rate: Option<u64>,
-        seconds: f64,
-        tcp: Option<TcpRun>,
-    ) -> Result<Vec<String>> {
+    pub fn gen_args(&self, k: usize, profile: &Profile, offer: Offer) -> Result<Vec<String>> {
+        let Offer { rate, seconds, tcp } = offer;
         let slots = self.slots();
         let n = slots.len();
         let slot = &slots[k];
@@ -142,15 +145,14 @@ impl CommandPath {
         &self,
         profile: &Profile,
         receiver: ReceiverMode,
-        rate: Option<u64>,
-        seconds: f64,
-        tcp: Option<TcpRun>,
+        offer: Offer,
         stop: &AtomicBool,
         log: &mut String,
     ) -> Result<(TrialResult, Vec<GeneratorRun>)> {
         let args = (0..self.slots().len())
-            .map(|k| self.gen_args(k, profile, rate, seconds, tcp))
+            .map(|k| self.gen_args(k, profile, offer))
             .collect::<Result<Vec<_>>>()?;
+        let seconds = offer.seconds;
         let recv_args: Vec<String> = [
             "recv",
             "-i",
@@ -323,6 +325,10 @@ mod tests {
     use super::*;
     use crate::remote::{SshOptions, Target};
 
+    fn offer(rate: Option<u64>, seconds: f64, tcp: Option<TcpRun>) -> Offer {
+        Offer { rate, seconds, tcp }
+    }
+
     fn path(interfaces: &[&str], cpus: &[usize]) -> CommandPath {
         let end = |ifs: &[&str], cpus: &[usize]| End {
             target: Target::Local,
@@ -365,7 +371,7 @@ mod tests {
             let whole = prof.check().unwrap().src;
             let mut ports = Vec::new();
             for k in 0..2 {
-                let a = p.gen_args(k, &prof, None, 1.0, Some(run)).unwrap();
+                let a = p.gen_args(k, &prof, offer(None, 1.0, Some(run))).unwrap();
                 let s = &a[a.iter().position(|x| x == "-s").unwrap() + 1];
                 let e = linerate_traffic::flows::parse("-s", s, 2000).unwrap();
                 assert_eq!((e.first, e.last), (whole.first, whole.last), "{s}");
@@ -383,8 +389,13 @@ mod tests {
             random_src: false,
             proto: linerate_traffic::tcp::Proto::Tcp,
         };
-        let e = p.gen_args(0, &one_port, None, 1.0, Some(run)).unwrap_err();
-        assert!(e.to_string().contains("1 source ports for 2 generators"), "{e}");
+        let e = p
+            .gen_args(0, &one_port, offer(None, 1.0, Some(run)))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("1 source ports for 2 generators"),
+            "{e}"
+        );
     }
 
     /// The arguments are the command line's: the profile's fields as its
@@ -401,18 +412,27 @@ mod tests {
             random_src: false,
             proto: linerate_traffic::tcp::Proto::Udp,
         };
-        let a = p.gen_args(1, &prof, Some(1_000_001), 2.5, None).unwrap().join(" ");
+        let a = p
+            .gen_args(1, &prof, offer(Some(1_000_001), 2.5, None))
+            .unwrap()
+            .join(" ");
         assert_eq!(
             a,
             "gen -i b0 -l imix -6 -s 2001:2::1-2001:2::9 -Z -D 02:00:00:00:00:02 -R 500000 -t 2.5 --cpu 6 -p 2 --stream-base 128 --json"
         );
-        let a = p.gen_args(0, &prof, Some(1_000_001), 2.5, None).unwrap().join(" ");
+        let a = p
+            .gen_args(0, &prof, offer(Some(1_000_001), 2.5, None))
+            .unwrap()
+            .join(" ");
         assert!(
             a.contains("-R 500001 ") && a.contains("--stream-base 0 "),
             "{a}"
         );
         let one = path(&["gen0"], &[]);
-        let a = one.gen_args(0, &prof, None, 1.0, None).unwrap().join(" ");
+        let a = one
+            .gen_args(0, &prof, offer(None, 1.0, None))
+            .unwrap()
+            .join(" ");
         assert!(!a.contains("-R") && !a.contains("--cpu"), "{a}");
     }
 

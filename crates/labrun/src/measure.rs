@@ -112,8 +112,12 @@ impl<'a> LabTrials<'a> {
                 })?
             }
             Runner::Commands { path, profile } => {
-                let (r, each) =
-                    path.run(profile, self.receiver, rate, seconds, self.tcp, self.stop, log)?;
+                let offer = crate::command_trial::Offer {
+                    rate,
+                    seconds,
+                    tcp: self.tcp,
+                };
+                let (r, each) = path.run(profile, self.receiver, offer, self.stop, log)?;
                 self.generators = each;
                 r
             }

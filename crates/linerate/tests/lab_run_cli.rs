@@ -790,3 +790,56 @@ fn a_stateful_dut_has_its_flows_established_before_its_run() {
     );
     assert!(!netns_list().contains(name), "the lab was left behind");
 }
+
+/// A TCP profile through DUTs whose conntrack checks windows (the
+/// kernel's default): each flow a connection opened first (a SYN to each,
+/// the receiver's SYN|ACK, the first data segment), every one established
+/// and assured, then the runs' data segments, in sequence and in window,
+/// forwarded by the kernel alone and carried by linerate (`carry_tcp`).
+/// The kernel is the oracle: its ruleset drops whatever its conntrack
+/// finds invalid (a wrong sequence or acknowledgement number, a
+/// checksum), so segments that arrive were judged valid.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn tcp_connections_are_opened_and_their_data_passes_window_checks() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-runtcp";
+    let _down = Down(name);
+    let dir = tempfile::tempdir().unwrap();
+    let strict = linerate_firewall::seeds::stateful_strict("dut0");
+    let o = run_scenario(
+        name,
+        &dir,
+        &format!(
+            "name = \"tcp\"\nrepeat = 1\nduts = [\"linux-nft-stateful-strict\", \"lr-tcp\"]\nprofiles = [\"tcp\", \"tcp6\"]\n\
+             [measure]\nmethod = \"overload\"\nseconds = 1\n\
+             [dut.lr-tcp]\nforwarder = \"linerate\"\nestablish = true\ncarry_tcp = true\nnft = '''{strict}'''\n\
+             [profile.tcp]\nfamily = \"ipv4\"\nlen = \"60\"\nproto = \"tcp\"\n\
+             src = \"198.18.10.1-198.18.10.10:2000-2004\"\ndst = \"198.19.10.1:80-198.19.10.10\"\n\
+             [profile.tcp6]\nfamily = \"ipv6\"\nlen = \"100\"\nproto = \"tcp\"\n\
+             src = \"[2001:2:0:10::1-2001:2:0:10::a]:2000-2004\"\ndst = \"[2001:2:0:8010::1-2001:2:0:8010::a]:80\"\n"
+        ),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(
+        stderr.matches("conntrack holds 500, 500 assured").count(),
+        4,
+        "{stderr}"
+    );
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for run in r["runs"].as_array().unwrap() {
+        let log = std::fs::read_to_string(dir.path().join("r").join(run["log"].as_str().unwrap()))
+            .unwrap();
+        assert!(
+            log.contains("# establishing the connections: pass 1, syn"),
+            "{log}"
+        );
+        assert!(log.contains("# established 500 flows in 1 passes"), "{log}");
+        assert!(run["received_pps"].as_f64().unwrap() > 10_000.0, "{run}");
+    }
+    assert!(!netns_list().contains(name), "the lab was left behind");
+}

@@ -86,7 +86,9 @@ impl FrameSpec {
         };
         let mut out = Vec::with_capacity(len);
         match self.l4 {
-            Proto::Udp => ip.udp(self.src_port, self.dst_port).write(&mut out, &payload)?,
+            Proto::Udp => ip
+                .udp(self.src_port, self.dst_port)
+                .write(&mut out, &payload)?,
             Proto::Tcp => ip
                 .tcp(self.src_port, self.dst_port, 0, 0xffff)
                 .ack(0)

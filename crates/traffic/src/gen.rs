@@ -98,14 +98,21 @@ impl GenOptions {
         }
         if self.frame.l4 == Proto::Tcp {
             if self.tcp.is_none() {
-                return fail("tcp", "TCP frames need a phase (syn, data, fin, last-ack)".into());
+                return fail(
+                    "tcp",
+                    "TCP frames need a phase (syn, data, fin, last-ack)".into(),
+                );
             }
             if self.mode == Mode::Afpacket {
                 return fail("tcp", "TCP connections need the XDP mode".into());
             }
             if self.random_dst || self.random_src {
                 return fail(
-                    if self.random_dst { "random_dst" } else { "random_src" },
+                    if self.random_dst {
+                        "random_dst"
+                    } else {
+                        "random_src"
+                    },
                     "TCP connections are a fixed set of flows: no random addresses".into(),
                 );
             }
@@ -610,7 +617,11 @@ impl Generator {
         };
         if let Some(run) = opts.tcp {
             let states = self.xdp_state()?;
-            let mine: Vec<GenState> = opts.cpus.iter().filter_map(|&c| states.get(c).copied()).collect();
+            let mine: Vec<GenState> = opts
+                .cpus
+                .iter()
+                .filter_map(|&c| states.get(c).copied())
+                .collect();
             report.tcp_seq_next = Some(crate::tcp::seq_next(run, self.cfg.tcp_stride, &mine));
         }
         if let Some(r) = opts.rate_pps {

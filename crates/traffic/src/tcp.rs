@@ -6,9 +6,7 @@
 //! run starts where the one before left off (`seq_from`), so that every
 //! segment the DUT's conntrack sees is in its window.
 use crate::sizes::{l3_header_len, SizeMix};
-use linerate_bpf::layout::{
-    GenState, GEN_TCP_DATA, GEN_TCP_FIN, GEN_TCP_LAST_ACK, GEN_TCP_SYN,
-};
+use linerate_bpf::layout::{GenState, GEN_TCP_DATA, GEN_TCP_FIN, GEN_TCP_LAST_ACK, GEN_TCP_SYN};
 use serde::{Deserialize, Serialize};
 
 /// The TCP header without options.
@@ -137,8 +135,7 @@ pub fn seq_next(run: TcpRun, stride: u32, states: &[GenState]) -> u32 {
         })
         .max()
         .unwrap_or(0);
-    run.seq_from
-        .wrapping_add(segments.wrapping_mul(stride))
+    run.seq_from.wrapping_add(segments.wrapping_mul(stride))
 }
 
 #[cfg(test)]

@@ -167,10 +167,16 @@ fn a_connection_opens_sends_and_closes_in_sequence() {
             tuples.push((s.src, s.sport));
             let a = decode(&answer(f).expect("a SYN is answered"));
             assert_eq!(a.flags, SYN_ACK, "{a:?}");
-            assert_eq!((a.src, a.dst, a.sport, a.dport), (s.dst, s.src, s.dport, s.sport));
+            assert_eq!(
+                (a.src, a.dst, a.sport, a.dport),
+                (s.dst, s.src, s.dport, s.sport)
+            );
             assert_eq!(
                 (a.seq, a.ack),
-                (isn(&s).wrapping_add(LAB_TCP_ISN_GAP), isn(&s).wrapping_add(1))
+                (
+                    isn(&s).wrapping_add(LAB_TCP_ISN_GAP),
+                    isn(&s).wrapping_add(1)
+                )
             );
             assert_eq!(a.options, s.options);
         }
@@ -240,13 +246,14 @@ fn a_connection_opens_sends_and_closes_in_sequence() {
 fn imix_segments_advance_by_the_largest_payload() {
     let o = opts("198.18.10.1:2000-2002", DST_V4, "imix", TcpPhase::Data, 0);
     let frames = sample(&o, 36);
-    let first: Vec<u32> = frames[..3]
-        .iter()
-        .map(|f| decode(f).seq)
-        .collect();
+    let first: Vec<u32> = frames[..3].iter().map(|f| decode(f).seq).collect();
     for (i, f) in frames.iter().enumerate() {
         let s = decode(f);
-        assert_eq!(s.seq, first[i % 3].wrapping_add((i / 3 * 1460) as u32), "frame {i}");
+        assert_eq!(
+            s.seq,
+            first[i % 3].wrapping_add((i / 3 * 1460) as u32),
+            "frame {i}"
+        );
         let stamped = s.payload.len() >= 12;
         assert_eq!(stamped, s.payload.starts_with(&[0x4c, 0x52]), "frame {i}");
     }
@@ -278,7 +285,10 @@ fn tcp_options_are_checked() {
     let mut o = opts(SRC_V4, DST_V4, "60", TcpPhase::Data, 0);
     o.cpus = vec![0, 1, 2, 3];
     let e = o.check().unwrap_err();
-    assert!(e.field == "src" && e.reason.contains("3 source ports for 4 sending CPUs"), "{e}");
+    assert!(
+        e.field == "src" && e.reason.contains("3 source ports for 4 sending CPUs"),
+        "{e}"
+    );
     let mut o = opts(SRC_V4, DST_V4, "60", TcpPhase::Data, 0);
     o.mode = Mode::Afpacket;
     assert_eq!(o.check().unwrap_err().field, "tcp");
