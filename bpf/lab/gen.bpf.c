@@ -141,35 +141,46 @@ static __always_inline int build_udp(void *l4, void *data_end, const struct flow
 }
 
 /* A connection's initial sequence number: a mix of its tuple, so that
- * connections differ as real ones do, computed again for each segment. */
-static __always_inline __u32 tcp_isn(const struct flow *f)
+ * connections differ as real ones do, computed again for each segment;
+ * `reuse` tells apart the connections of one tuple (churn). */
+static __always_inline __u32 tcp_isn(const struct flow *f, __u32 reuse)
 {
-	return f->saddr * 0x9e3779b1u ^ f->daddr ^ ((__u32)f->sport << 16 | f->dport);
+	return (f->saddr * 0x9e3779b1u ^ f->daddr ^ ((__u32)f->sport << 16 | f->dport)) +
+	       reuse * 0x01000193u;
 }
 
 /* The MSS and window scale options of a SYN, as 16-bit words in memory
  * order: kind 2 length 4 MSS, NOP, kind 3 length 3 shift. */
 #define SYN_OPTIONS 8
 
-/* The TCP segment after the IP header: this run's phase of the flow's
- * connection (see GEN_TCP_*), `cycle` its segment number, the checksum
- * from `sum` (the pseudo-header's addresses) and the values written.
- * Everything after the header is written too (zeros and the stamp): a
- * live-frame page keeps what an earlier frame left in it. */
+/* Which segment of its connection a frame is: the phase (GEN_TCP_*, never
+ * CHURN), its data segment's number, the data bytes before the first of
+ * them, and which connection of its tuple. */
+struct segment {
+	__u32 phase;
+	__u32 number;
+	__u32 from;
+	__u32 reuse;
+};
+
+/* The TCP segment after the IP header, the checksum from `sum` (the
+ * pseudo-header's addresses) and the values written. Everything after
+ * the header is written too (zeros and the stamp): a live-frame page
+ * keeps what an earlier frame left in it. */
 static __always_inline int build_tcp(void *l4, void *data_end, const struct gen_config *c,
 				     const struct flow *f, const struct frame_id *id,
-				     __u16 tcp_len, __u32 cycle, __u64 sum)
+				     __u16 tcp_len, const struct segment *g, __u64 sum)
 {
 	struct tcphdr *t = l4;
-	__u32 isn = tcp_isn(f);
+	__u32 isn = tcp_isn(f, g->reuse);
 	__u32 peer = isn + LAB_TCP_ISN_GAP + 1; /* the receiver's next sequence number */
-	__u32 seq = isn + 1 + c->tcp_seq_from, ack = peer;
+	__u32 seq = isn + 1 + g->from, ack = peer;
 	__u16 flags = 0x10, doff = 5; /* ACK */
 	__u16 payload = tcp_len - sizeof(struct tcphdr);
 
 	if ((void *)(t + 1) > data_end)
 		return XDP_ABORTED;
-	switch (c->tcp_phase) {
+	switch (g->phase) {
 	case GEN_TCP_SYN:
 		flags = 0x02;
 		seq = isn;
@@ -187,7 +198,7 @@ static __always_inline int build_tcp(void *l4, void *data_end, const struct gen_
 		payload = 0;
 		break;
 	default:
-		seq += cycle * c->tcp_stride;
+		seq += g->number * c->tcp_stride;
 		if (payload)
 			flags |= 0x08; /* PSH */
 	}
@@ -231,6 +242,55 @@ static __always_inline int build_tcp(void *l4, void *data_end, const struct gen_
 	return XDP_TX;
 }
 
+/* Churn: the next frame's connection and step (GEN_TCP_CHURN in abi/lab.h),
+ * its flow found from the connection's number (a division a range: the
+ * odometer serves a sequence of flows, not a number), the round and step
+ * advanced. 0 while the run's first rounds reach back to connections it
+ * never opened (their frames are not sent). */
+static __always_inline int churn_next(const struct gen_config *c, struct gen_state *st,
+				      struct flow *f, struct segment *g)
+{
+	__u32 k = st->slot, steps = c->tcp_steps;
+	__u64 r = st->round;
+
+	if (++st->slot >= steps) {
+		st->slot = 0;
+		st->round = r + 1;
+	}
+	__u64 behind = (__u64)k * c->tcp_lag;
+	if (r < behind || steps < GEN_TCP_STEPS_MIN)
+		return 0;
+	__u64 n = (__u64)c->tcp_from + r - behind;
+	__u32 sport_first = st->sport_count ? st->sport_first : c->src_port_first;
+	__u32 sport_count = st->sport_count ? st->sport_count : c->src_port_count;
+	__u64 m = n;
+
+	if (!sport_count || !c->src_addr_count || !c->dst_port_count || !c->dst_addr_count)
+		return 0;
+	f->sport = sport_first + m % sport_count;
+	m /= sport_count;
+	f->saddr = c->src_addr_first + m % c->src_addr_count;
+	m /= c->src_addr_count;
+	f->dport = c->dst_port_first + m % c->dst_port_count;
+	m /= c->dst_port_count;
+	f->daddr = c->dst_addr_first + m % c->dst_addr_count;
+	g->reuse = m / c->dst_addr_count;
+	g->from = 0;
+	g->number = k - 1;
+	if (k == 0) {
+		g->phase = GEN_TCP_SYN;
+	} else if (k == steps - 2) {
+		g->phase = GEN_TCP_FIN;
+		g->from = (steps - 3) * c->tcp_stride;
+	} else if (k == steps - 1) {
+		g->phase = GEN_TCP_LAST_ACK;
+		g->from = (steps - 3) * c->tcp_stride;
+	} else {
+		g->phase = GEN_TCP_DATA;
+	}
+	return 1;
+}
+
 /* The IPv4 header and what follows it. The builders only store into the
  * frame, never load from it: every checksum is summed from the template
  * (in the map, local) and from the values in registers. The receiver, on
@@ -239,7 +299,8 @@ static __always_inline int build_tcp(void *l4, void *data_end, const struct gen_
  * checksum halved the rate into a receiver that reads frames
  * (docs/lab.md). */
 static __always_inline int build_v4(struct xdp_md *ctx, const struct gen_config *c,
-				    const struct flow *f, const struct frame_id *id, __u32 cycle)
+				    const struct flow *f, const struct frame_id *id,
+				    const struct segment *g)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -264,13 +325,13 @@ static __always_inline int build_v4(struct xdp_md *ctx, const struct gen_config 
 	ip->daddr = daddr;
 	ip->check = csum_fold(ip_sum);
 	if (c->l4 == IPPROTO_TCP)
-		return build_tcp(ip + 1, data_end, c, f, id, ip_len - sizeof(struct iphdr), cycle,
-				 pseudo);
+		return build_tcp(ip + 1, data_end, c, f, id, ip_len - sizeof(struct iphdr), g, pseudo);
 	return build_udp(ip + 1, data_end, f, id, ip_len - sizeof(struct iphdr), pseudo);
 }
 
 static __always_inline int build_v6(struct xdp_md *ctx, const struct gen_config *c,
-				    const struct flow *f, const struct frame_id *id, __u32 cycle)
+				    const struct flow *f, const struct frame_id *id,
+				    const struct segment *g)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
@@ -291,7 +352,7 @@ static __always_inline int build_v6(struct xdp_md *ctx, const struct gen_config 
 	ip6->saddr.in6_u.u6_addr32[3] = saddr;
 	ip6->daddr.in6_u.u6_addr32[3] = daddr;
 	if (c->l4 == IPPROTO_TCP)
-		return build_tcp(ip6 + 1, data_end, c, f, id, l4_len, cycle, pseudo);
+		return build_tcp(ip6 + 1, data_end, c, f, id, l4_len, g, pseudo);
 	return build_udp(ip6 + 1, data_end, f, id, l4_len, pseudo);
 }
 
@@ -350,6 +411,14 @@ int lab_gen(struct xdp_md *ctx)
 		return XDP_DROP;
 	}
 
+	/* Churn: which connection and step this frame is, before anything
+	 * is counted (the run's first rounds send nothing of connections
+	 * they never opened). */
+	struct segment g = { .phase = c->tcp_phase, .from = c->tcp_from };
+	int churn = c->l4 == IPPROTO_TCP && c->tcp_phase == GEN_TCP_CHURN;
+
+	if (churn && !churn_next(c, st, &f, &g))
+		return XDP_DROP;
 	id.seq = st->seq;
 	id.stream = c->stream_base + bpf_get_smp_processor_id();
 	const struct gen_size *sz = &c->sizes[st->size_idx & (GEN_SIZES_MAX - 1)];
@@ -358,9 +427,9 @@ int lab_gen(struct xdp_md *ctx)
 	id.ip_len = sz->ip_len;
 	/* A TCP segment without data (SYN, FIN, ACK) has its own size: the
 	 * headers, in Ethernet's smallest frame at least. */
-	if (c->l4 == IPPROTO_TCP && c->tcp_phase != GEN_TCP_DATA) {
+	if (c->l4 == IPPROTO_TCP && g.phase != GEN_TCP_DATA) {
 		id.ip_len = (c->family == 6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr)) +
-			    sizeof(struct tcphdr) + (c->tcp_phase == GEN_TCP_SYN ? SYN_OPTIONS : 0);
+			    sizeof(struct tcphdr) + (g.phase == GEN_TCP_SYN ? SYN_OPTIONS : 0);
 		frame_len = sizeof(struct ethhdr) + id.ip_len;
 		if (frame_len < 60)
 			frame_len = 60;
@@ -374,13 +443,14 @@ int lab_gen(struct xdp_md *ctx)
 	st->last_ns = id.now;
 	if (++st->size_idx >= c->size_count)
 		st->size_idx = 0;
-	/* The segment number is the pass this frame's flow is in. */
-	__u32 cycle = st->cycle;
-
-	next_flow(c, st, &f);
+	if (!churn) {
+		/* The segment number is the pass this frame's flow is in. */
+		g.number = st->cycle;
+		next_flow(c, st, &f);
+	}
 	if (c->family == 6)
-		return build_v6(ctx, c, &f, &id, cycle);
-	return build_v4(ctx, c, &f, &id, cycle);
+		return build_v6(ctx, c, &f, &id, &g);
+	return build_v4(ctx, c, &f, &id, &g);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

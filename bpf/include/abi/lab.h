@@ -73,9 +73,14 @@ struct gen_config {
 	 * connection's sequence advances a segment (the mix's largest payload:
 	 * a smaller segment leaves a gap, as a lost one would). */
 	__u32 tcp_phase;
-	__u32 tcp_seq_from;
+	__u32 tcp_from;
 	__u32 tcp_stride;
-	__u32 _pad;
+	/* GEN_TCP_CHURN: the frames of a connection (SYN, its data segments,
+	 * FIN, the last ACK), and the rounds between two of them (a round is
+	 * one frame of each step, each of another connection): time for the
+	 * answer to come back through the DUT before the next step. */
+	__u32 tcp_steps;
+	__u32 tcp_lag;
 };
 
 /* TCP connections (gen_config.l4 = IPPROTO_TCP): a lab opens them by
@@ -86,6 +91,13 @@ struct gen_config {
 #define GEN_TCP_DATA 2     /* the next segment (ACK, PSH with a payload) */
 #define GEN_TCP_FIN 3      /* FIN|ACK after the data sent, no payload */
 #define GEN_TCP_LAST_ACK 4 /* ACK of the receiver's FIN */
+/* Short connections, one after the other: every frame is a step of one
+ * connection, connection n's step k in round n + k * tcp_lag, so that a
+ * connection's frames are tcp_lag rounds apart and every round opens
+ * one. Connections are numbered from tcp_from, each its flow (n modulo
+ * the flows) and, as a tuple comes back, another initial sequence. */
+#define GEN_TCP_CHURN 5
+#define GEN_TCP_STEPS_MIN 4 /* SYN, one data segment, FIN, last ACK */
 
 /* The receiver's initial sequence number is the SYN's plus this: it
  * answers without state, and the generator knows what it will say. */
@@ -128,7 +140,9 @@ struct gen_state {
 	 * per CPU, each with one sequence); count 0: the config's range. */
 	__u32 sport_first;
 	__u32 sport_count;
-	__u32 _pad;
+	/* GEN_TCP_CHURN: the next frame's step, and the round it is in. */
+	__u32 slot;
+	__u64 round;
 };
 
 /* Receiver per-CPU counters. */

@@ -45,9 +45,10 @@ pub struct GenConfig {
     pub clock_every: u32,
     pub l4: u32,
     pub tcp_phase: u32,
-    pub tcp_seq_from: u32,
+    pub tcp_from: u32,
     pub tcp_stride: u32,
-    pub _pad: u32,
+    pub tcp_steps: u32,
+    pub tcp_lag: u32,
 }
 
 impl Default for GenConfig {
@@ -76,7 +77,8 @@ pub struct GenState {
     pub cycle: u32,
     pub sport_first: u32,
     pub sport_count: u32,
-    pub _pad: u32,
+    pub slot: u32,
+    pub round: u64,
 }
 
 #[repr(C)]
@@ -125,6 +127,9 @@ pub const GEN_TCP_SYN: u32 = 1;
 pub const GEN_TCP_DATA: u32 = 2;
 pub const GEN_TCP_FIN: u32 = 3;
 pub const GEN_TCP_LAST_ACK: u32 = 4;
+/// Short connections: every frame a step of one (SYN, data, FIN, last ACK).
+pub const GEN_TCP_CHURN: u32 = 5;
+pub const GEN_TCP_STEPS_MIN: u32 = 4;
 /// The answering receiver's initial sequence number is the SYN's plus this.
 pub const LAB_TCP_ISN_GAP: u32 = 0x4000_0000;
 /// The window scale and MSS both ends advertise.
@@ -229,9 +234,10 @@ mod tests {
                 clock_every,
                 l4,
                 tcp_phase,
-                tcp_seq_from,
+                tcp_from,
                 tcp_stride,
-                _pad
+                tcp_steps,
+                tcp_lag
             ]
         );
         check_layout!(objects::GEN, "gen_size", GenSize, [frame_len, ip_len]);
@@ -260,7 +266,8 @@ mod tests {
                 cycle,
                 sport_first,
                 sport_count,
-                _pad
+                slot,
+                round
             ]
         );
     }

@@ -128,8 +128,8 @@ impl CommandPath {
             a.extend([
                 "--tcp".into(),
                 t.phase.label().into(),
-                "--tcp-seq".into(),
-                t.seq_from.to_string(),
+                "--tcp-from".into(),
+                t.from.to_string(),
             ]);
         }
         // Every generator's streams apart at the one receiver.
@@ -245,7 +245,7 @@ pub fn merge(reports: Vec<GenReport>) -> GenReport {
         m.xmit_errors += r.xmit_errors;
         m.queue_full += r.queue_full;
         m.warnings.extend(r.warnings);
-        m.tcp_seq_next = m.tcp_seq_next.max(r.tcp_seq_next);
+        m.tcp_next = m.tcp_next.max(r.tcp_next);
     }
     m
 }
@@ -351,10 +351,7 @@ mod tests {
     #[test]
     fn tcp_generators_each_send_their_own_connections() {
         let p = path(&["a0", "b0"], &[2, 3, 6, 7]);
-        let run = TcpRun {
-            phase: linerate_traffic::tcp::TcpPhase::Data,
-            seq_from: 42,
-        };
+        let run = TcpRun::phase(linerate_traffic::tcp::TcpPhase::Data, 42);
         for (family, src) in [
             (Family::Ipv4, "198.18.10.1-198.18.10.20:2000-2009"),
             (Family::Ipv6, "[2001:2::1-2001:2::9]:2000-2009"),
@@ -376,7 +373,7 @@ mod tests {
                 let e = linerate_traffic::flows::parse("-s", s, 2000).unwrap();
                 assert_eq!((e.first, e.last), (whole.first, whole.last), "{s}");
                 ports.push((e.port_first, e.port_last));
-                assert!(a.join(" ").contains("--tcp data --tcp-seq 42 "), "{a:?}");
+                assert!(a.join(" ").contains("--tcp data --tcp-from 42 "), "{a:?}");
             }
             assert_eq!(ports, [(2000, 2004), (2005, 2009)]);
         }

@@ -70,10 +70,7 @@ impl<'a> LabTrials<'a> {
             results: Vec::new(),
             receiver: if tcp { ReceiverMode::Answer } else { receiver },
             generators: Vec::new(),
-            tcp: tcp.then_some(TcpRun {
-                phase: TcpPhase::Data,
-                seq_from: 0,
-            }),
+            tcp: tcp.then_some(TcpRun::phase(TcpPhase::Data, 0)),
         }
     }
 
@@ -129,8 +126,8 @@ impl<'a> LabTrials<'a> {
             r.received_packets,
             r.offered.seconds
         ));
-        if let (Some(t), Some(next)) = (&mut self.tcp, r.offered.tcp_seq_next) {
-            t.seq_from = next;
+        if let (Some(t), Some(next)) = (&mut self.tcp, r.offered.tcp_next) {
+            t.from = next;
         }
         self.results.push(r.clone());
         Ok(r)

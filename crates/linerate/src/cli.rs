@@ -924,15 +924,25 @@ pub struct GenArgs {
     /// Send TCP segments instead of UDP datagrams, each flow a
     /// connection: this run's segment of each (syn: SYN with MSS and
     /// window scale; data: the next data segment, the first completing
-    /// the handshake; fin; last-ack: the ACK of the peer's FIN). A
-    /// receiver in answer mode is each connection's peer. xdp mode;
+    /// the handshake; fin; last-ack: the ACK of the peer's FIN), or churn:
+    /// short connections one after the other, each frame a step of one.
+    /// A receiver in answer mode is each connection's peer. xdp mode;
     /// connections are shared out over -p's CPUs by source port.
     #[arg(long, value_name = "PHASE", value_parser = choice(linerate_traffic::tcp::TcpPhase::CHOICES))]
     pub tcp: Option<linerate_traffic::tcp::TcpPhase>,
-    /// With --tcp: the data bytes each connection sent in earlier runs
-    /// (a run's JSON report gives the next run's as tcp_seq_next).
-    #[arg(long, value_name = "BYTES", default_value_t = 0, requires = "tcp")]
-    pub tcp_seq: u32,
+    /// With --tcp: the data bytes each connection sent in earlier runs, or
+    /// with churn the first connection's number (a run's JSON report gives
+    /// the next run's as tcp_next).
+    #[arg(long, value_name = "N", default_value_t = 0, requires = "tcp")]
+    pub tcp_from: u32,
+    /// With --tcp churn: the data segments of each connection (it sends
+    /// SYN, these, FIN and the last ACK, one a round).
+    #[arg(long, value_name = "N", default_value_t = 4, requires = "tcp")]
+    pub tcp_segments: u32,
+    /// With --tcp churn: rounds between two frames of a connection (a
+    /// round opens one connection); default: 2 ms at -R.
+    #[arg(long, value_name = "ROUNDS", default_value_t = 0, requires = "tcp")]
+    pub tcp_lag: u32,
     /// Frames per kernel batch in xdp mode (1..256).
     #[arg(long, default_value_t = 64)]
     pub batch: u32,

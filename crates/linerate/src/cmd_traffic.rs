@@ -107,7 +107,9 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
         random_src: a.random_src,
         tcp: a.tcp.map(|phase| linerate_traffic::tcp::TcpRun {
             phase,
-            seq_from: a.tcp_seq,
+            from: a.tcp_from,
+            segments: a.tcp_segments,
+            lag: a.tcp_lag,
         }),
     };
     opts.check().map_err(|e| {

@@ -134,8 +134,15 @@ impl FrameSpec {
         c.l4 = self.l4.number();
         if let Some(t) = tcp {
             c.tcp_phase = t.phase.code();
-            c.tcp_seq_from = t.seq_from;
+            c.tcp_from = t.from;
             c.tcp_stride = crate::tcp::stride(&self.sizes, self.is_ipv6());
+            if t.phase == crate::tcp::TcpPhase::Churn {
+                c.tcp_steps = t.steps();
+                c.tcp_lag = match t.lag {
+                    0 => crate::tcp::churn_lag((rate_pps > 0).then_some(rate_pps), t.steps()),
+                    lag => lag,
+                };
+            }
         }
         Ok(c)
     }

@@ -97,11 +97,20 @@ impl GenOptions {
             return fail("random_src", "random sources need the XDP mode".into());
         }
         if self.frame.l4 == Proto::Tcp {
-            if self.tcp.is_none() {
-                return fail(
-                    "tcp",
-                    "TCP frames need a phase (syn, data, fin, last-ack)".into(),
-                );
+            match self.tcp {
+                None => {
+                    return fail(
+                        "tcp",
+                        "TCP frames need a phase (syn, data, fin, last-ack, churn)".into(),
+                    )
+                }
+                Some(t) if t.phase == crate::tcp::TcpPhase::Churn && t.segments == 0 => {
+                    return fail(
+                        "tcp",
+                        "churned connections send one data segment at least (the handshake's last ACK)".into(),
+                    )
+                }
+                _ => {}
             }
             if self.mode == Mode::Afpacket {
                 return fail("tcp", "TCP connections need the XDP mode".into());
@@ -186,7 +195,7 @@ pub struct GenReport {
     /// TCP: where each connection's data starts in the next run (the
     /// data bytes it has sent, gaps included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tcp_seq_next: Option<u32>,
+    pub tcp_next: Option<u32>,
 }
 
 /// Each BPF_PROG_RUN call costs milliseconds of set-up and tear-down (see
@@ -337,19 +346,23 @@ impl Generator {
         // between runs would continue another CPU's sequence.
         linerate_host::cpu::on_this_cpu(|| {
             let mut frames = Vec::with_capacity(n);
-            for _ in 0..n {
+            // Churn's first rounds send nothing of the connections they
+            // reach back to (XDP_DROP): as many runs as the frames asked
+            // for, and a round's worth for each, at most.
+            let mut drops_left = n.saturating_mul(64).max(4096);
+            while frames.len() < n {
                 // Room for a frame larger than the input (a TCP SYN's
                 // options).
                 let mut out = vec![0u8; input_frame.len() + 64];
                 let r = test_run::run_xdp(prog.as_fd(), input_frame, &mut out, 1)?;
-                if r.verdict != test_run::XdpAction::Tx {
-                    bail!(
-                        "generator program returned {:?} instead of XDP_TX",
-                        r.verdict
-                    );
+                match r.verdict {
+                    test_run::XdpAction::Tx => {
+                        out.truncate(r.len);
+                        frames.push(out);
+                    }
+                    test_run::XdpAction::Drop if drops_left > 0 => drops_left -= 1,
+                    v => bail!("generator program returned {v:?} instead of XDP_TX"),
                 }
-                out.truncate(r.len);
-                frames.push(out);
             }
             Ok(frames)
         })
@@ -613,7 +626,7 @@ impl Generator {
                 .map(|c| c.refused.load(Ordering::Relaxed))
                 .sum(),
             warnings: Vec::new(),
-            tcp_seq_next: None,
+            tcp_next: None,
         };
         if let Some(run) = opts.tcp {
             let states = self.xdp_state()?;
@@ -622,7 +635,7 @@ impl Generator {
                 .iter()
                 .filter_map(|&c| states.get(c).copied())
                 .collect();
-            report.tcp_seq_next = Some(crate::tcp::seq_next(run, self.cfg.tcp_stride, &mine));
+            report.tcp_next = Some(crate::tcp::seq_next(run, self.cfg.tcp_stride, &mine));
         }
         if let Some(r) = opts.rate_pps {
             let cut_short = stop.load(Ordering::Relaxed) || opts.count.is_some_and(|c| sent < c);

@@ -191,10 +191,7 @@ impl Traffic {
             mode: Mode::Xdp,
             random_dst: self.random_dst,
             random_src: self.random_src,
-            tcp: (self.proto == Proto::Tcp).then_some(TcpRun {
-                phase: TcpPhase::Data,
-                seq_from: 0,
-            }),
+            tcp: (self.proto == Proto::Tcp).then_some(TcpRun::phase(TcpPhase::Data, 0)),
         })
     }
 }

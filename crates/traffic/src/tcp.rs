@@ -3,10 +3,12 @@
 //! close), the answering receiver replying as each connection's peer
 //! would, without state (bpf/include/abi/lab.h). Each connection's data
 //! segments follow one another in sequence, one a pass over the flows; a
-//! run starts where the one before left off (`seq_from`), so that every
+//! run starts where the one before left off (`from`), so that every
 //! segment the DUT's conntrack sees is in its window.
 use crate::sizes::{l3_header_len, SizeMix};
-use linerate_bpf::layout::{GenState, GEN_TCP_DATA, GEN_TCP_FIN, GEN_TCP_LAST_ACK, GEN_TCP_SYN};
+use linerate_bpf::layout::{
+    GenState, GEN_TCP_CHURN, GEN_TCP_DATA, GEN_TCP_FIN, GEN_TCP_LAST_ACK, GEN_TCP_SYN,
+};
 use serde::{Deserialize, Serialize};
 
 /// The TCP header without options.
@@ -51,6 +53,10 @@ pub enum TcpPhase {
     Fin,
     /// The ACK of the receiver's FIN.
     LastAck,
+    /// Short connections one after the other, every frame a step of one:
+    /// SYN, `segments` data segments, FIN, the last ACK, `lag` rounds
+    /// apart (see [`TcpRun`]).
+    Churn,
 }
 
 impl TcpPhase {
@@ -60,6 +66,7 @@ impl TcpPhase {
         ("data", TcpPhase::Data),
         ("fin", TcpPhase::Fin),
         ("last-ack", TcpPhase::LastAck),
+        ("churn", TcpPhase::Churn),
     ];
 
     /// `gen_config.tcp_phase`.
@@ -69,6 +76,7 @@ impl TcpPhase {
             TcpPhase::Data => GEN_TCP_DATA,
             TcpPhase::Fin => GEN_TCP_FIN,
             TcpPhase::LastAck => GEN_TCP_LAST_ACK,
+            TcpPhase::Churn => GEN_TCP_CHURN,
         }
     }
 
@@ -80,12 +88,47 @@ impl TcpPhase {
     }
 }
 
-/// One generator run of TCP segments: which, and how many data bytes each
-/// connection sent before it.
+/// One generator run of TCP segments: which, and where it starts: the
+/// data bytes each connection sent before it, or (churn) the number of
+/// the run's first connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcpRun {
     pub phase: TcpPhase,
-    pub seq_from: u32,
+    pub from: u32,
+    /// Churn: each connection's data segments, and the rounds between two
+    /// of its frames (0: [`churn_lag`]'s, from the rate).
+    pub segments: u32,
+    pub lag: u32,
+}
+
+impl TcpRun {
+    /// A run of `phase` from `from`, not churn.
+    pub fn phase(phase: TcpPhase, from: u32) -> Self {
+        TcpRun {
+            phase,
+            from,
+            segments: 0,
+            lag: 0,
+        }
+    }
+
+    /// Frames a churn connection takes: SYN, its data, FIN, the last ACK.
+    pub fn steps(&self) -> u32 {
+        self.segments + 3
+    }
+}
+
+/// The time a churned connection's frames are apart at least: for its
+/// peer's answer to come back through the DUT first (a lab's round trip
+/// under load is tens of microseconds to a millisecond).
+pub const CHURN_GAP: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// The rounds between a churned connection's frames at `rate_pps` frames
+/// a second per CPU (None: as fast as the generator goes, taken as 10
+/// Mpps): CHURN_GAP at least.
+pub fn churn_lag(rate_pps: Option<u64>, steps: u32) -> u32 {
+    let rounds_per_second = rate_pps.unwrap_or(10_000_000) / steps.max(1) as u64;
+    ((rounds_per_second as f64 * CHURN_GAP.as_secs_f64()).ceil() as u32).max(1)
 }
 
 /// How far a connection's sequence advances a segment: the mix's largest
@@ -120,12 +163,18 @@ pub fn port_shares(first: u32, count: u32, cpus: usize) -> Option<Vec<(u32, u32)
 }
 
 /// The data bytes each connection has sent after a data run from
-/// `seq_from` that left the sending CPUs in `states`: the most segments
+/// `from` that left the sending CPUs in `states`: the most segments
 /// any connection sent, times the stride (a connection that sent fewer
 /// has a gap, which conntrack takes as data lost).
 pub fn seq_next(run: TcpRun, stride: u32, states: &[GenState]) -> u32 {
+    if run.phase == TcpPhase::Churn {
+        // The next run's first connection: after every one this run's
+        // CPUs reached (each numbers its own from `from`).
+        let rounds = states.iter().map(|s| s.round).max().unwrap_or(0);
+        return run.from.wrapping_add(rounds as u32);
+    }
     if run.phase != TcpPhase::Data {
-        return run.seq_from;
+        return run.from;
     }
     let segments = states
         .iter()
@@ -135,7 +184,7 @@ pub fn seq_next(run: TcpRun, stride: u32, states: &[GenState]) -> u32 {
         })
         .max()
         .unwrap_or(0);
-    run.seq_from.wrapping_add(segments.wrapping_mul(stride))
+    run.from.wrapping_add(segments.wrapping_mul(stride))
 }
 
 #[cfg(test)]
@@ -162,10 +211,7 @@ mod tests {
 
     #[test]
     fn the_next_run_starts_after_the_most_segments_sent() {
-        let run = TcpRun {
-            phase: TcpPhase::Data,
-            seq_from: 100,
-        };
+        let run = TcpRun::phase(TcpPhase::Data, 100);
         let mut a = GenState {
             cycle: 3,
             ..Default::default()
@@ -182,5 +228,28 @@ mod tests {
             ..run
         };
         assert_eq!(seq_next(syn, 6, &[a]), 100);
+        let churn = TcpRun {
+            phase: TcpPhase::Churn,
+            ..run
+        };
+        let (c, d) = (
+            GenState {
+                round: 70,
+                ..Default::default()
+            },
+            GenState {
+                round: 90,
+                ..Default::default()
+            },
+        );
+        assert_eq!(seq_next(churn, 6, &[c, d]), 190);
+    }
+
+    #[test]
+    fn churned_frames_are_two_milliseconds_apart_at_least() {
+        // 600 kpps of 6-frame connections: 100k rounds a second, 200 in 2 ms.
+        assert_eq!(churn_lag(Some(600_000), 6), 200);
+        assert_eq!(churn_lag(Some(10), 6), 1);
+        assert_eq!(churn_lag(None, 5), 4000);
     }
 }

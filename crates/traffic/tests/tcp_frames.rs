@@ -21,7 +21,7 @@ const DST_V4: &str = "198.19.10.1:80";
 const SRC_V6: &str = "[2001:2:0:10::1-2001:2:0:10::2]:2000-2002";
 const DST_V6: &str = "[2001:2:0:8010::1]:80";
 
-fn opts(src: &str, dst: &str, len: &str, phase: TcpPhase, seq_from: u32) -> GenOptions {
+fn opts(src: &str, dst: &str, len: &str, phase: TcpPhase, from: u32) -> GenOptions {
     let s = flows::parse("-s", src, 2000).unwrap();
     let d = flows::parse("-d", dst, 2000).unwrap();
     GenOptions {
@@ -48,7 +48,7 @@ fn opts(src: &str, dst: &str, len: &str, phase: TcpPhase, seq_from: u32) -> GenO
         mode: Mode::Xdp,
         random_dst: false,
         random_src: false,
-        tcp: Some(TcpRun { phase, seq_from }),
+        tcp: Some(TcpRun::phase(phase, from)),
     }
 }
 
@@ -301,4 +301,66 @@ fn tcp_options_are_checked() {
     };
     let e = v6.validate().unwrap_err().to_string();
     assert!(e.contains("IPv6 TCP headers (74 bytes)"), "{e}");
+}
+
+/// Churn: every frame a step of a short connection, connection n's step k
+/// in round n + k * lag (nothing of a connection the run never opened),
+/// each connection its flow (n modulo the flows) and, as its tuple comes
+/// back, another initial sequence; each step's segment what the phase's
+/// would be, and the receiver answering SYN, the first data and FIN.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn churned_connections_step_through_their_lives_lag_rounds_apart() {
+    let (segments, lag, flows) = (2u32, 2u64, 6u64);
+    let steps = segments as u64 + 3;
+    let mut o = opts(SRC_V4, DST_V4, "60", TcpPhase::Churn, 10);
+    o.tcp = Some(TcpRun {
+        phase: TcpPhase::Churn,
+        from: 10,
+        segments,
+        lag: lag as u32,
+    });
+    // Connection n (from 10 on) and step k of each frame sent, in order.
+    let mut expect = Vec::new();
+    for round in 0..20u64 {
+        for k in 0..steps {
+            if round >= k * lag {
+                expect.push((10 + round - k * lag, k));
+            }
+        }
+    }
+    let frames = sample(&o, expect.len());
+    let mut answered = [0usize; 5];
+    for (f, &(n, k)) in frames.iter().zip(&expect) {
+        let s = decode(f);
+        let flow = n % flows;
+        assert_eq!(
+            (s.sport, low32(s.src) - low32("198.18.10.1".parse().unwrap())),
+            (2000 + (flow % 3) as u16, (flow / 3) as u32),
+            "connection {n} step {k}"
+        );
+        let isn = isn(&s).wrapping_add((n / flows) as u32 * 0x0100_0193);
+        let peer = isn.wrapping_add(LAB_TCP_ISN_GAP + 1);
+        let data_end = isn.wrapping_add(1 + segments * 6);
+        let (flags, seq, ack) = match k {
+            0 => (SYN, isn, 0),
+            1 | 2 => (ACK_PSH, isn.wrapping_add(1 + (k as u32 - 1) * 6), peer),
+            3 => (FIN_ACK, data_end, peer),
+            _ => (ACK, data_end.wrapping_add(1), peer.wrapping_add(1)),
+        };
+        assert_eq!((s.flags, s.seq, s.ack), (flags, seq, ack), "connection {n} step {k}");
+        let a = answer(f).map(|a| decode(&a));
+        match k {
+            0 => assert_eq!(a.unwrap().ack, isn.wrapping_add(1)),
+            1 => assert_eq!(a.unwrap().ack, seq.wrapping_add(6)),
+            3 => assert_eq!(a.unwrap().ack, data_end.wrapping_add(1)),
+            _ => assert!(a.is_none(), "connection {n} step {k}"),
+        }
+        answered[k as usize] += 1;
+    }
+    // Twenty rounds: twenty SYNs, the last ACK of the first twelve.
+    assert_eq!(answered, [20, 18, 16, 14, 12]);
 }
