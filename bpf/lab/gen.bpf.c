@@ -417,6 +417,15 @@ int lab_gen(struct xdp_md *ctx)
 	struct segment g = { .phase = c->tcp_phase, .from = c->tcp_from };
 	int churn = c->l4 == IPPROTO_TCP && c->tcp_phase == GEN_TCP_CHURN;
 
+	if (churn && c->tcp_min_gap_ns) {
+		/* The clock of this run, not the batch's: a batch's frames leave
+		 * together, the gap is between runs that build one. */
+		id.now = bpf_ktime_get_ns();
+		if (st->seq && id.now - st->last_ns < c->tcp_min_gap_ns) {
+			st->held++;
+			return XDP_DROP;
+		}
+	}
 	if (churn && !churn_next(c, st, &f, &g))
 		return XDP_DROP;
 	id.seq = st->seq;

@@ -81,6 +81,13 @@ struct gen_config {
 	 * answer to come back through the DUT before the next step. */
 	__u32 tcp_steps;
 	__u32 tcp_lag;
+	/* GEN_TCP_CHURN paced: the least time between two frames. A paced
+	 * generator behind its schedule catches up at full speed; so would a
+	 * connection's steps, and a last ACK would overtake the FIN|ACK it
+	 * acknowledges. Half the schedule's interval: catching up at twice
+	 * the rate keeps the steps half their lag apart. */
+	__u32 tcp_min_gap_ns;
+	__u32 _pad;
 };
 
 /* TCP connections (gen_config.l4 = IPPROTO_TCP): a lab opens them by

@@ -49,6 +49,8 @@ pub struct GenConfig {
     pub tcp_stride: u32,
     pub tcp_steps: u32,
     pub tcp_lag: u32,
+    pub tcp_min_gap_ns: u32,
+    pub _pad: u32,
 }
 
 impl Default for GenConfig {
@@ -237,7 +239,9 @@ mod tests {
                 tcp_from,
                 tcp_stride,
                 tcp_steps,
-                tcp_lag
+                tcp_lag,
+                tcp_min_gap_ns,
+                _pad
             ]
         );
         check_layout!(objects::GEN, "gen_size", GenSize, [frame_len, ip_len]);

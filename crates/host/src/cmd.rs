@@ -34,6 +34,21 @@ pub fn run(program: &str, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The MAC of `ifname` in namespace `netns` (None: the current one), as
+/// `ip` prints it; the error says the interface is missing from there.
+pub fn interface_mac(netns: Option<&str>, ifname: &str) -> Result<String> {
+    let out = ip(netns, &["-j", "link", "show", "dev", ifname]).map_err(|_| {
+        anyhow::anyhow!(
+            "-i: interface {ifname} does not exist (in this network namespace; use --netns)"
+        )
+    })?;
+    let v: serde_json::Value = serde_json::from_str(&out)?;
+    v.pointer("/0/address")
+        .and_then(|m| m.as_str())
+        .map(str::to_string)
+        .ok_or_else(|| anyhow::anyhow!("interface {ifname} has no MAC address"))
+}
+
 /// Runs `ip` with `args`, inside namespace `netns` when given.
 pub fn ip(netns: Option<&str>, args: &[&str]) -> Result<String> {
     let mut all: Vec<&str> = Vec::with_capacity(args.len() + 2);

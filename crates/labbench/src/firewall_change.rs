@@ -357,6 +357,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
                 random_dst: true,
                 random_src: true,
                 proto: Default::default(),
+                churn: None,
             }
         } else {
             builtin_profile("ipv4-60").ok_or_else(|| anyhow!("no built-in profile ipv4-60"))?

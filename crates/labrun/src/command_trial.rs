@@ -11,7 +11,7 @@ use linerate_traffic::latency::Latency;
 use linerate_traffic::measure::{ReceiverMode, TrialResult};
 use linerate_traffic::profile::{Family, Profile};
 use linerate_traffic::recv::SequenceTotals;
-use linerate_traffic::tcp::TcpRun;
+use linerate_traffic::tcp::{TcpPhase, TcpRun};
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -131,6 +131,12 @@ impl CommandPath {
                 "--tcp-from".into(),
                 t.from.to_string(),
             ]);
+            if t.phase == linerate_traffic::tcp::TcpPhase::Churn {
+                a.extend(["--tcp-segments".into(), t.segments.to_string()]);
+                if t.lag > 0 {
+                    a.extend(["--tcp-lag".into(), t.lag.to_string()]);
+                }
+            }
         }
         // Every generator's streams apart at the one receiver.
         let base = k * linerate_bpf::layout::RECV_STREAMS as usize / n;
@@ -222,7 +228,12 @@ impl CommandPath {
         // Latency compares the generator's clock with the receiver's: only
         // on one host.
         let one_clock = self.gens.iter().all(|(g, _)| g.target == self.recv.target);
-        Ok((trial_result(offered, &r, receiver, one_clock)?, each))
+        // TCP's SYN, FIN and bare ACKs carry no stamp.
+        let stamped = offer.tcp.is_none_or(|t| t.phase == TcpPhase::Data);
+        Ok((
+            trial_result(offered, &r, receiver, one_clock, stamped)?,
+            each,
+        ))
     }
 }
 
@@ -271,18 +282,21 @@ fn src_share(profile: &Profile, k: usize, n: usize) -> Result<String> {
 
 /// A trial's result from the generators' report and `linerate recv
 /// --json`'s, as the in-process trial makes it.
+/// `stamped`: whether every frame the generators sent carries the stamp
+/// (else every frame that arrived counts).
 pub fn trial_result(
     offered: GenReport,
     r: &serde_json::Value,
     receiver: ReceiverMode,
     one_clock: bool,
+    stamped: bool,
 ) -> Result<TrialResult> {
     let num = |k: &str| {
         r[k].as_u64()
             .ok_or_else(|| anyhow!("linerate recv's report has no {k}: {r}"))
     };
     let all = num("received_packets")?;
-    let received_packets = if receiver == ReceiverMode::Frames {
+    let received_packets = if receiver == ReceiverMode::Frames || !stamped {
         all
     } else {
         num("stamped_packets")?
@@ -364,6 +378,7 @@ mod tests {
                 random_dst: false,
                 random_src: false,
                 proto: linerate_traffic::tcp::Proto::Tcp,
+                churn: None,
             };
             let whole = prof.check().unwrap().src;
             let mut ports = Vec::new();
@@ -385,6 +400,7 @@ mod tests {
             random_dst: false,
             random_src: false,
             proto: linerate_traffic::tcp::Proto::Tcp,
+            churn: None,
         };
         let e = p
             .gen_args(0, &one_port, offer(None, 1.0, Some(run)))
@@ -408,6 +424,7 @@ mod tests {
             random_dst: true,
             random_src: false,
             proto: linerate_traffic::tcp::Proto::Udp,
+            churn: None,
         };
         let a = p
             .gen_args(1, &prof, offer(Some(1_000_001), 2.5, None))
@@ -452,14 +469,17 @@ mod tests {
             "lost": 200, "duplicated": 0, "reordered": 1, "late": 0,
             "latency_ns": {"count": 1, "min": 5, "mean": 5.0, "p50": 5.0, "p99": 5.0, "max": 5, "log2_histogram": []}
         });
-        let t = trial_result(g.clone(), &r, ReceiverMode::Full, false).unwrap();
+        let t = trial_result(g.clone(), &r, ReceiverMode::Full, false, true).unwrap();
         assert_eq!((t.received_packets, t.other_packets), (3800, 100));
         assert_eq!(t.sequence.unwrap().lost, 200);
         assert!(t.latency_ns.is_none(), "two clocks: no latency");
         assert!((t.loss_ratio - 0.05).abs() < 1e-12);
-        let t = trial_result(g.clone(), &r, ReceiverMode::Full, true).unwrap();
+        let t = trial_result(g.clone(), &r, ReceiverMode::Full, true, true).unwrap();
         assert_eq!(t.latency_ns.unwrap().max, 5);
-        let t = trial_result(g, &r, ReceiverMode::Frames, true).unwrap();
+        // Frames without a stamp (TCP's SYNs and FINs): every frame counts.
+        let t = trial_result(g.clone(), &r, ReceiverMode::Answer, false, false).unwrap();
+        assert_eq!(t.received_packets, 3900);
+        let t = trial_result(g, &r, ReceiverMode::Frames, true, true).unwrap();
         assert_eq!((t.received_packets, t.other_packets), (3900, 0));
         assert!(t.sequence.is_none());
     }

@@ -377,8 +377,14 @@ fn local_run(
         path: run_path.clone(),
         traffic,
     };
+    let churn = profile.churn.is_some();
     let mut trials = LabTrials::new(runner, sc.receiver, stop);
-    if def.establish {
+    if def.establish && churn {
+        trials.log.push_str(
+            "# churn: the runs open and close their own connections; none established first\n",
+        );
+    }
+    if def.establish && !churn {
         let flows = profile.check()?.flows();
         let e = trials.establish(flows, run_path.gen_cpus.len(), || {
             dut_setup::conntrack_assured(&ns.dut)

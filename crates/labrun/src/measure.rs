@@ -6,7 +6,7 @@ use anyhow::Result;
 use linerate_search::Measurement;
 use linerate_traffic::measure::{run_trial, ReceiverMode, TrialResult, TrialSetup};
 use linerate_traffic::profile::{Sender, Traffic};
-use linerate_traffic::tcp::{Proto, TcpPhase, TcpRun};
+use linerate_traffic::tcp::{TcpPhase, TcpRun};
 use linerate_traffic::units::rate_line;
 use std::sync::atomic::AtomicBool;
 
@@ -60,17 +60,21 @@ impl<'a> LabTrials<'a> {
     /// conntrack allows.
     pub fn new(runner: Runner, receiver: ReceiverMode, stop: &'a AtomicBool) -> Self {
         let tcp = match &runner {
-            Runner::InProcess { traffic, .. } => traffic.proto == Proto::Tcp,
-            Runner::Commands { profile, .. } => profile.proto == Proto::Tcp,
+            Runner::InProcess { traffic, .. } => traffic.tcp_run(),
+            Runner::Commands { profile, .. } => profile.check().ok().and_then(|t| t.tcp_run()),
         };
         LabTrials {
             runner,
             stop,
             log: String::new(),
             results: Vec::new(),
-            receiver: if tcp { ReceiverMode::Answer } else { receiver },
+            receiver: if tcp.is_some() {
+                ReceiverMode::Answer
+            } else {
+                receiver
+            },
             generators: Vec::new(),
-            tcp: tcp.then_some(TcpRun::phase(TcpPhase::Data, 0)),
+            tcp,
         }
     }
 

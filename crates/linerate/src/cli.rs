@@ -921,13 +921,10 @@ pub struct GenArgs {
     /// ranges (pkt-gen's -z). xdp mode.
     #[arg(short = 'z', long)]
     pub random_src: bool,
-    /// Send TCP segments instead of UDP datagrams, each flow a
-    /// connection: this run's segment of each (syn: SYN with MSS and
-    /// window scale; data: the next data segment, the first completing
-    /// the handshake; fin; last-ack: the ACK of the peer's FIN), or churn:
-    /// short connections one after the other, each frame a step of one.
-    /// A receiver in answer mode is each connection's peer. xdp mode;
-    /// connections are shared out over -p's CPUs by source port.
+    /// TCP segments, each flow a connection: this run's segment of each
+    /// (syn, data: the next in sequence, fin, last-ack), or churn: short
+    /// connections, each frame a step of one. A receiver in answer mode
+    /// is their peer. xdp mode; -p's CPUs share them by source port.
     #[arg(long, value_name = "PHASE", value_parser = choice(linerate_traffic::tcp::TcpPhase::CHOICES))]
     pub tcp: Option<linerate_traffic::tcp::TcpPhase>,
     /// With --tcp: the data bytes each connection sent in earlier runs, or

@@ -255,6 +255,7 @@ fn gen(a: BenchGenArgs) -> Result<()> {
         random_dst: false,
         random_src: false,
         proto: Default::default(),
+        churn: None,
     }
     .check()
     .map_err(|e| anyhow::anyhow!("-l: {}", e.reason))?;

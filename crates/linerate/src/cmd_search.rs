@@ -28,7 +28,7 @@ pub fn path(a: &PathArgs) -> Result<Path> {
             .ok_or_else(|| anyhow!("-i: also give the DUT's MAC with -D"))?;
         let src_mac = match &a.src_mac {
             Some(m) => m.clone(),
-            None => crate::cmd_traffic::interface_mac_in(a.gen_netns.as_deref(), i)?,
+            None => linerate_host::cmd::interface_mac(a.gen_netns.as_deref(), i)?,
         };
         let ns = |n: &Option<String>| -> Result<String> {
             match n {
@@ -87,6 +87,7 @@ pub fn traffic(a: &TrafficArgs) -> Result<Traffic> {
         random_dst: false,
         random_src: false,
         proto: Default::default(),
+        churn: None,
     };
     profile.check().map_err(|e| {
         let flag = match e.field {

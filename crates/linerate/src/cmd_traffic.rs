@@ -48,18 +48,12 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
             a.stream_base
         );
     }
-    if !(1..=256).contains(&a.batch) {
-        bail!("--batch: must be 1..256, got {}", a.batch);
-    }
     let rate_pps = a
         .rate
         .as_deref()
         .map(|r| linerate_imix::parse_rate("-R", r).map_err(anyhow::Error::msg))
         .transpose()?
         .map(|r| r.round() as u64);
-    if rate_pps == Some(0) {
-        bail!("-R: the rate must be at least 1 pps");
-    }
     let online = linerate_host::cpu::online();
     if a.threads == 0 || a.threads > online {
         bail!("-p: {} threads, this machine has {online} CPUs", a.threads);
@@ -141,7 +135,7 @@ pub fn gen(a: GenArgs) -> Result<()> {
     // namespace it was mounted in, not ours).
     let src_mac = match &a.src_mac {
         Some(m) => m.clone(),
-        None => interface_mac(&a.iface)?,
+        None => linerate_host::cmd::interface_mac(None, &a.iface)?,
     };
     let opts = gen_options(&a, &src_mac)?;
     let g = Generator::new(&opts)?;
@@ -160,25 +154,6 @@ pub fn gen(a: GenArgs) -> Result<()> {
         eprintln!("warning: {w}");
     }
     Ok(())
-}
-
-fn interface_mac(ifname: &str) -> Result<String> {
-    interface_mac_in(None, ifname)
-}
-
-/// The MAC of `ifname` in namespace `netns` (None: the current one).
-pub fn interface_mac_in(netns: Option<&str>, ifname: &str) -> Result<String> {
-    let out =
-        linerate_host::cmd::ip(netns, &["-j", "link", "show", "dev", ifname]).map_err(|_| {
-            anyhow::anyhow!(
-                "-i: interface {ifname} does not exist (in this network namespace; use --netns)"
-            )
-        })?;
-    let v: serde_json::Value = serde_json::from_str(&out)?;
-    v.pointer("/0/address")
-        .and_then(|m| m.as_str())
-        .map(str::to_string)
-        .ok_or_else(|| anyhow::anyhow!("interface {ifname} has no MAC address"))
 }
 
 pub fn recv(a: RecvArgs) -> Result<()> {

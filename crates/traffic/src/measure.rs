@@ -95,7 +95,7 @@ pub fn run_trial(
     let total = receiver.total()?;
     let all = total.packets - base.packets;
     // The frames receiver reads no stamps: it counts everything.
-    let received_packets = if t.gen.frame.stamped() && t.receiver != ReceiverMode::Frames {
+    let received_packets = if t.gen.every_frame_stamped() && t.receiver != ReceiverMode::Frames {
         total.stamped - base.stamped
     } else {
         all

@@ -55,6 +55,11 @@ pub struct Profile {
     /// before the runs where the DUT tracks connections (`gen --tcp`).
     #[serde(default)]
     pub proto: Proto,
+    /// With `proto = "tcp"`: short connections one after the other, each
+    /// this many data segments (SYN, the data, FIN, the last ACK: every
+    /// frame a step of one, `gen --tcp churn`); new connections a second
+    /// are the frame rate over segments + 3.
+    pub churn: Option<u32>,
 }
 
 /// Why a profile is not good: the field (`len`, `src` or `dst`) and the
@@ -71,6 +76,8 @@ pub struct Traffic {
     pub random_dst: bool,
     pub random_src: bool,
     pub proto: Proto,
+    /// Churn: each connection's data segments.
+    pub churn: Option<u32>,
 }
 
 impl Profile {
@@ -111,7 +118,21 @@ impl Profile {
             random_dst: self.random_dst,
             random_src: self.random_src,
             proto: self.proto,
+            churn: self.churn,
         };
+        if self.churn.is_some() && self.proto != Proto::Tcp {
+            return Err(ProfileError {
+                field: "churn",
+                reason: "churn is of TCP connections: set proto = \"tcp\"".into(),
+            });
+        }
+        if self.churn == Some(0) {
+            return Err(ProfileError {
+                field: "churn",
+                reason: "a connection sends one data segment at least (the handshake's last ACK)"
+                    .into(),
+            });
+        }
         if self.proto == Proto::Tcp {
             if self.random_dst || self.random_src {
                 return Err(ProfileError {
@@ -149,6 +170,20 @@ impl Traffic {
             * self.src.port_count() as u64
             * self.dst.addr_count()
             * self.dst.port_count() as u64
+    }
+
+    /// A TCP profile's first run: each connection's data from its start,
+    /// or churn from the first connection.
+    pub fn tcp_run(&self) -> Option<TcpRun> {
+        (self.proto == Proto::Tcp).then(|| match self.churn {
+            Some(segments) => TcpRun {
+                phase: TcpPhase::Churn,
+                from: 0,
+                segments,
+                lag: 0,
+            },
+            None => TcpRun::phase(TcpPhase::Data, 0),
+        })
     }
 
     /// Every frame but for the flow.
@@ -191,7 +226,7 @@ impl Traffic {
             mode: Mode::Xdp,
             random_dst: self.random_dst,
             random_src: self.random_src,
-            tcp: (self.proto == Proto::Tcp).then_some(TcpRun::phase(TcpPhase::Data, 0)),
+            tcp: self.tcp_run(),
         })
     }
 }
@@ -205,6 +240,7 @@ pub fn builtin_profile(name: &str) -> Option<Profile> {
         random_dst: false,
         random_src: false,
         proto: Proto::Udp,
+        churn: None,
     };
     match name {
         "ipv4-60" => Some(p(Family::Ipv4, "60")),

@@ -338,7 +338,10 @@ fn churned_connections_step_through_their_lives_lag_rounds_apart() {
         let s = decode(f);
         let flow = n % flows;
         assert_eq!(
-            (s.sport, low32(s.src) - low32("198.18.10.1".parse().unwrap())),
+            (
+                s.sport,
+                low32(s.src) - low32("198.18.10.1".parse().unwrap())
+            ),
             (2000 + (flow % 3) as u16, (flow / 3) as u32),
             "connection {n} step {k}"
         );
@@ -351,7 +354,11 @@ fn churned_connections_step_through_their_lives_lag_rounds_apart() {
             3 => (FIN_ACK, data_end, peer),
             _ => (ACK, data_end.wrapping_add(1), peer.wrapping_add(1)),
         };
-        assert_eq!((s.flags, s.seq, s.ack), (flags, seq, ack), "connection {n} step {k}");
+        assert_eq!(
+            (s.flags, s.seq, s.ack),
+            (flags, seq, ack),
+            "connection {n} step {k}"
+        );
         let a = answer(f).map(|a| decode(&a));
         match k {
             0 => assert_eq!(a.unwrap().ack, isn.wrapping_add(1)),

@@ -308,6 +308,7 @@ impl Traffic {
                 random_dst: true,
                 random_src: false,
                 proto: Default::default(),
+                churn: None,
             },
             Some(d) => Profile {
                 family: if d.is_ipv4() {
@@ -321,6 +322,7 @@ impl Traffic {
                 random_dst: false,
                 random_src: false,
                 proto: Default::default(),
+                churn: None,
             },
         };
         let traffic = profile.check()?;
