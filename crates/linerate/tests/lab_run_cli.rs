@@ -843,3 +843,53 @@ fn tcp_connections_are_opened_and_their_data_passes_window_checks() {
     }
     assert!(!netns_list().contains(name), "the lab was left behind");
 }
+
+/// Churn through the kernel checking windows: short connections one after
+/// the other (SYN, two data segments, FIN, the last ACK), new ones only
+/// from dut0, and an RFC 2544 search that finds no loss at its highest
+/// load: every segment of every connection was valid to the kernel's
+/// conntrack (its ruleset drops the invalid), the FIN and last ACK too.
+/// The same through linerate carrying established connections. 3 kpps: a
+/// stall of the DUT's core would have to last 85 ms to fill a veth ring.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn churned_connections_pass_the_kernels_window_checks_without_loss() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-runchurn";
+    let _down = Down(name);
+    let dir = tempfile::tempdir().unwrap();
+    let strict = linerate_firewall::seeds::stateful_strict("dut0");
+    let o = run_scenario(
+        name,
+        &dir,
+        &format!(
+            "name = \"churn\"\nrepeat = 1\nduts = [\"linux-nft-stateful-strict\", \"lr-tcp\"]\nprofiles = [\"churn\"]\n\
+             [measure]\nmethod = \"rfc2544\"\nseconds = 2\nmax_rate = \"3k\"\n\
+             [dut.lr-tcp]\nforwarder = \"linerate\"\nestablish = true\ncarry_tcp = true\nnft = '''{strict}'''\n\
+             [profile.churn]\nfamily = \"ipv4\"\nlen = \"100\"\nproto = \"tcp\"\nchurn = 2\n\
+             src = \"198.18.10.1-198.18.10.10:2000-2999\"\ndst = \"198.19.10.1:80\"\n"
+        ),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{r}");
+    for run in runs {
+        let log = std::fs::read_to_string(dir.path().join("r").join(run["log"].as_str().unwrap()))
+            .unwrap();
+        assert!(!log.contains("# establishing"), "{log}");
+        assert!(log.contains("# churn: the runs open and close their own connections"));
+        // The search's highest load, 3k frames a second (600 new
+        // connections a second), without loss.
+        let pps = run["value_pps"].as_f64().unwrap();
+        assert!((2_970.0..=3_030.0).contains(&pps), "{run}");
+        for t in run["trials"].as_array().unwrap() {
+            assert_eq!(t["loss_ratio"].as_f64(), Some(0.0), "{t}");
+        }
+    }
+    assert!(!netns_list().contains(name), "the lab was left behind");
+}

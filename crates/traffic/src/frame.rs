@@ -142,8 +142,8 @@ impl FrameSpec {
                     0 => crate::tcp::churn_lag((rate_pps > 0).then_some(rate_pps), t.steps()),
                     lag => lag,
                 };
-                if rate_pps > 0 {
-                    c.tcp_min_gap_ns = (500_000_000 / rate_pps).min(u32::MAX as u64) as u32;
+                if let Some(gap) = 500_000_000u64.checked_div(rate_pps) {
+                    c.tcp_min_gap_ns = gap.min(u32::MAX as u64) as u32;
                 }
             }
         }

@@ -123,12 +123,24 @@ impl TcpRun {
 /// under load is tens of microseconds to a millisecond).
 pub const CHURN_GAP: std::time::Duration = std::time::Duration::from_millis(2);
 
+/// The frames a churned connection's frames are apart at least: a DUT
+/// that stalls holds what arrives in its receive ring (a veth's holds
+/// 256) and then takes them together, a NAPI budget at a time, before
+/// the answers waiting in the other port's ring. A connection's next step
+/// queued behind its last one would be judged before the answer (seen in
+/// a capture: SYN and data 72 us apart after a 6 ms stall, the data
+/// invalid). Twice a ring apart, the next step arrives after the last one
+/// has left the ring, and its answer with it.
+pub const CHURN_FRAMES_APART: u32 = 512;
+
 /// The rounds between a churned connection's frames at `rate_pps` frames
 /// a second per CPU (None: as fast as the generator goes, taken as 10
-/// Mpps): CHURN_GAP at least.
+/// Mpps): CHURN_GAP and CHURN_FRAMES_APART at least.
 pub fn churn_lag(rate_pps: Option<u64>, steps: u32) -> u32 {
-    let rounds_per_second = rate_pps.unwrap_or(10_000_000) / steps.max(1) as u64;
-    ((rounds_per_second as f64 * CHURN_GAP.as_secs_f64()).ceil() as u32).max(1)
+    let steps = steps.max(1);
+    let rounds_per_second = rate_pps.unwrap_or(10_000_000) / steps as u64;
+    let in_time = (rounds_per_second as f64 * CHURN_GAP.as_secs_f64()).ceil() as u32;
+    in_time.max(CHURN_FRAMES_APART.div_ceil(steps))
 }
 
 /// How far a connection's sequence advances a segment: the mix's largest
@@ -246,10 +258,12 @@ mod tests {
     }
 
     #[test]
-    fn churned_frames_are_two_milliseconds_apart_at_least() {
-        // 600 kpps of 6-frame connections: 100k rounds a second, 200 in 2 ms.
-        assert_eq!(churn_lag(Some(600_000), 6), 200);
-        assert_eq!(churn_lag(Some(10), 6), 1);
+    fn churned_frames_are_two_milliseconds_and_two_rings_apart_at_least() {
+        // 6 Mpps of 6-frame connections: 1M rounds a second, 2000 in 2 ms.
+        assert_eq!(churn_lag(Some(6_000_000), 6), 2000);
         assert_eq!(churn_lag(None, 5), 4000);
+        // Slower, 512 frames apart: 86 rounds of 6.
+        assert_eq!(churn_lag(Some(600_000), 6), 200);
+        assert_eq!(churn_lag(Some(10_000), 6), 86);
     }
 }
