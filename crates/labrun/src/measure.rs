@@ -199,48 +199,19 @@ impl LabTrials<'_> {
         let mut result = Ok(());
         let mut last = started;
         for i in 0..ESTABLISH_PASSES {
-            if self.tcp.is_some() {
-                // A connection is assured once its handshake completes.
-                match self.tcp_pass(pass, &mut e).and_then(|()| assured()) {
-                    Ok(n) => {
-                        e.assured = n;
-                        self.log
-                            .push_str(&format!("# the DUT's conntrack holds {n} assured\n"));
-                        if n as f64 >= flows as f64 * ESTABLISHED_SHARE {
-                            break;
-                        }
-                        continue;
-                    }
-                    Err(err) => {
-                        result = Err(err);
-                        break;
-                    }
-                }
+            let tcp = self.tcp.is_some();
+            let passed = if tcp {
+                self.tcp_pass(pass, &mut e)
+            } else {
+                self.udp_pass(i, pass, &mut last, &mut e)
+            };
+            if let Err(err) = passed {
+                result = Err(err);
+                break;
             }
-            if i > 0 {
-                let due = last + std::time::Duration::from_secs_f64(2.2);
-                if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
-                    std::thread::sleep(wait);
-                }
-            }
-            last = std::time::Instant::now();
-            self.log.push_str(&format!(
-                "# establishing the flows: pass {} (of at most {ESTABLISH_PASSES})\n",
-                i + 1
-            ));
-            match self.run(Some(ESTABLISH_PPS as f64), pass) {
-                Ok(r) => {
-                    self.results.pop();
-                    e.sent += offered(&r);
-                    e.answered += r.received_packets;
-                    e.passes += 1;
-                }
-                Err(err) => {
-                    result = Err(err);
-                    break;
-                }
-            }
-            if i == 0 {
+            // A TCP connection is assured once its handshake completes; a
+            // UDP flow by a packet two seconds after its first, not yet.
+            if !tcp && i == 0 {
                 continue;
             }
             match assured() {
@@ -265,6 +236,34 @@ impl LabTrials<'_> {
 }
 
 impl LabTrials<'_> {
+    /// Pass `i` of UDP establishing: every flow sent once, 2.2 s after the
+    /// last pass started.
+    fn udp_pass(
+        &mut self,
+        i: usize,
+        seconds: f64,
+        last: &mut std::time::Instant,
+        e: &mut Established,
+    ) -> Result<()> {
+        if i > 0 {
+            let due = *last + std::time::Duration::from_secs_f64(2.2);
+            if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
+                std::thread::sleep(wait);
+            }
+        }
+        *last = std::time::Instant::now();
+        self.log.push_str(&format!(
+            "# establishing the flows: pass {} (of at most {ESTABLISH_PASSES})\n",
+            i + 1
+        ));
+        let r = self.run(Some(ESTABLISH_PPS as f64), seconds)?;
+        self.results.pop();
+        e.sent += offered(&r);
+        e.answered += r.received_packets;
+        e.passes += 1;
+        Ok(())
+    }
+
     /// One pass of TCP establishing: a SYN to each connection, then (its
     /// SYN|ACK back through the DUT) its next data segment.
     fn tcp_pass(&mut self, seconds: f64, e: &mut Established) -> Result<()> {
