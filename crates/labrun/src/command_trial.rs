@@ -131,7 +131,7 @@ impl CommandPath {
                 "--tcp-from".into(),
                 t.from.to_string(),
             ]);
-            if t.phase == linerate_traffic::tcp::TcpPhase::Churn {
+            if t.phase == TcpPhase::Churn {
                 a.extend(["--tcp-segments".into(), t.segments.to_string()]);
                 if t.lag > 0 {
                     a.extend(["--tcp-lag".into(), t.lag.to_string()]);
@@ -228,8 +228,7 @@ impl CommandPath {
         // Latency compares the generator's clock with the receiver's: only
         // on one host.
         let one_clock = self.gens.iter().all(|(g, _)| g.target == self.recv.target);
-        // TCP's SYN, FIN and bare ACKs carry no stamp.
-        let stamped = offer.tcp.is_none_or(|t| t.phase == TcpPhase::Data);
+        let stamped = linerate_traffic::tcp::data_only(offer.tcp);
         Ok((
             trial_result(offered, &r, receiver, one_clock, stamped)?,
             each,

@@ -150,10 +150,7 @@ impl GenOptions {
     /// Whether every frame carries the stamp: long enough, and for TCP
     /// data segments only (a SYN, FIN or bare ACK has no payload).
     pub fn every_frame_stamped(&self) -> bool {
-        self.frame.stamped()
-            && self
-                .tcp
-                .is_none_or(|t| t.phase == crate::tcp::TcpPhase::Data)
+        self.frame.stamped() && crate::tcp::data_only(self.tcp)
     }
 
     pub fn threads(&self) -> usize {

@@ -143,6 +143,13 @@ pub fn churn_lag(rate_pps: Option<u64>, steps: u32) -> u32 {
     in_time.max(CHURN_FRAMES_APART.div_ceil(steps))
 }
 
+/// Whether a run of `tcp` (None: UDP) sends data only: a SYN, a FIN or a
+/// bare ACK has no payload, so no stamp, and a run that sends them counts
+/// every frame that arrives rather than the stamped ones.
+pub fn data_only(tcp: Option<TcpRun>) -> bool {
+    tcp.is_none_or(|t| t.phase == TcpPhase::Data)
+}
+
 /// How far a connection's sequence advances a segment: the mix's largest
 /// payload (a smaller segment leaves a gap, as a lost one would).
 pub fn stride(sizes: &SizeMix, ipv6: bool) -> u32 {

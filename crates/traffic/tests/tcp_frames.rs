@@ -219,11 +219,11 @@ fn a_connection_opens_sends_and_closes_in_sequence() {
         assert_eq!(a.ack, s.seq.wrapping_add(payload as u32));
         // FIN after the data, answered FIN|ACK; the last ACK after it.
         let sent = 5000;
-        let fin = decode(&sample(&opts(src, dst, len, TcpPhase::Fin, sent), 1)[0]);
+        let fin_frame = &sample(&opts(src, dst, len, TcpPhase::Fin, sent), 1)[0];
+        let fin = decode(fin_frame);
         assert_eq!(fin.flags, FIN_ACK);
         assert_eq!(fin.seq, isn(&fin).wrapping_add(1 + sent));
         assert!(fin.payload.is_empty());
-        let fin_frame = &sample(&opts(src, dst, len, TcpPhase::Fin, sent), 1)[0];
         let a = decode(&answer(fin_frame).expect("a FIN is answered"));
         assert_eq!(a.flags, FIN_ACK);
         assert_eq!((a.seq, a.ack), (fin.ack, fin.seq.wrapping_add(1)));
