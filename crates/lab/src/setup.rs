@@ -220,6 +220,15 @@ fn tune(spec: &LabSpec) -> Result<Vec<NapiThread>> {
     // kernel) never sees the answers, and its connections stay
     // unreplied.
     in_netns(&ns.dut, "ethtool", &["-K", &i.dut_out, "gro", "on"])?;
+    // Checksums complete on the wire, as a NIC sends them: a veth hands a
+    // local socket's segment on with its checksum partial (the
+    // pseudo-header's sum only), which the kernel's conntrack trusts
+    // (CHECKSUM_PARTIAL) and XDP cannot tell from a wrong one. The lab's
+    // own generator writes complete checksums; this is for the sockets
+    // people run at its ends (iperf3, ping, a test's client).
+    for (n, dev) in [(&ns.gen, &i.gen), (&ns.recv, &i.recv)] {
+        in_netns(n, "ethtool", &["-K", dev, "tx", "off"])?;
+    }
     threaded_napi(&ns.dut, &i.dut_in, spec.dut_cpu)
 }
 

@@ -257,11 +257,6 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Run)) -> Re
             "ip",
             &["addr", "add", &format!("{SERVER}/32"), "dev", "lo"],
         )?;
-        // Checksums complete on the wire, as a NIC sends them: a veth
-        // hands a local socket's segment on with its checksum partial,
-        // which XDP cannot tell from a wrong one.
-        cmd::in_netns(&ns.gen, "ethtool", &["-K", &ifs.gen, "tx", "off"])?;
-        cmd::in_netns(&ns.recv, "ethtool", &["-K", &ifs.recv, "tx", "off"])?;
         let _server = Server(
             Command::new("ip")
                 .args(["netns", "exec", &ns.recv, "iperf3", "-s", "-B", SERVER])

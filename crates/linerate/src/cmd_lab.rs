@@ -45,6 +45,12 @@ fn up(a: UpArgs) -> Result<()> {
                 "lab {} up: {} -> {} -> {}",
                 a.name.name, ns.gen, ns.dut, ns.recv
             );
+            let i = lab.interfaces();
+            println!(
+                "checksums complete on the wire: transmit checksum offload off on {} and {} \
+                 (a veth would hand a local socket's partial checksum on)",
+                i.gen, i.recv
+            );
         }
     }
     lab.persist();

@@ -63,7 +63,21 @@ impl Drop for Down {
 fn up_ping_status_down_leaves_nothing() {
     let name = "lrt-basic";
     let _down = Down(name);
-    ok(&["lab", "up", "--name", name]);
+    let said = ok(&["lab", "up", "--name", name]);
+
+    // The lab's ends send complete checksums, and it says so.
+    assert!(
+        said.contains("checksum offload off on gen0 and recv0"),
+        "{said}"
+    );
+    for (ns, dev) in [("lrt-basic-gen", "gen0"), ("lrt-basic-recv", "recv0")] {
+        let k = Command::new("ip")
+            .args(["netns", "exec", ns, "ethtool", "-k", dev])
+            .output()
+            .unwrap();
+        let k = String::from_utf8(k.stdout).unwrap();
+        assert!(k.contains("tx-checksumming: off"), "{dev}: {k}");
+    }
 
     // Through the DUT, both directions, both families.
     assert!(

@@ -162,13 +162,6 @@ fn stateful_lab(clients: &[&str], masquerade: bool) -> (lab::Down, lab::Router) 
         &ns("recv"),
         &["ip", "addr", "add", &format!("{SERVER}/32"), "dev", "lo"],
     );
-    // Checksums complete on the wire, as a NIC sends them: a veth hands
-    // a local socket's datagram on with its checksum partial (the
-    // pseudo-header's sum), which the kernel's conntrack takes as good
-    // (CHECKSUM_PARTIAL) but XDP cannot tell from a wrong one, and passes
-    // (pass_ct_invalid).
-    run(&ns("gen"), &["ethtool", "-K", "gen0", "tx", "off"]);
-    run(&ns("recv"), &["ethtool", "-K", "recv0", "tx", "off"]);
     let path = std::env::temp_dir().join("linerate-stateful-cli.nft");
     let ruleset = if masquerade {
         format!("{RULESET}{MASQUERADE}")
