@@ -80,6 +80,21 @@ pub fn stateful_masquerade(inside: &str, outside: &str) -> String {
     s
 }
 
+/// The stricter one, and one-to-one NAT of a public block onto the
+/// servers' (a static NAT, as an edge maps its public addresses onto the
+/// hosts behind it): new connections from `inside` to 198.19.0.0/17 or
+/// 2001:2:0:8000::/50, the lab's receiver side where its profiles send,
+/// go to the same host number in 198.19.128.0/17 or 2001:2:0:c000::/50.
+/// The mapping is the kernel's conntrack's; replies are mapped back.
+pub fn stateful_dnat(inside: &str) -> String {
+    let mut s = stateful_strict(inside);
+    s.truncate(s.len() - 2);
+    s.push_str(&format!(
+        "  chain prerouting {{\n    type nat hook prerouting priority dstnat; policy accept;\n    iifname \"{inside}\" dnat ip prefix to ip daddr map {{ 198.19.0.0/17 : 198.19.128.0/17 }}\n    iifname \"{inside}\" dnat ip6 prefix to ip6 daddr map {{ 2001:2:0:8000::/50 : 2001:2:0:c000::/50 }}\n  }}\n}}\n"
+    ));
+    s
+}
+
 /// Sets of M IPv4 and M IPv6 source addresses the lab's traffic is not
 /// from (100.64.0.0/10 and 2001:db8::/32), looked up for every packet,
 /// then the rule it matches.

@@ -9,7 +9,8 @@
 //! rulesets are linerate_firewall::seeds'.
 //! And the seeds' stateful ones (`...-nft-stateful`, `...-nft-stateful-strict`:
 //! new connections only from the generator's side; `...-nft-stateful-masquerade`:
-//! that, and what leaves through dut1 masqueraded), whose runs first
+//! that, and what leaves through dut1 masqueraded; `...-nft-stateful-dnat`:
+//! that, and the receiver's side mapped one-to-one from a public block), whose runs first
 //! establish the profile's flows (scenario::DutDef::establish).
 
 /// Whether a built-in firewall configuration is a stateful one.
@@ -17,6 +18,7 @@ pub fn is_stateful(name: &str) -> bool {
     name.ends_with("-nft-stateful")
         || name.ends_with("-nft-stateful-strict")
         || name.ends_with("-nft-stateful-masquerade")
+        || name.ends_with("-nft-stateful-dnat")
 }
 
 /// The conntrack limits the stateful configurations set for their runs:
@@ -45,6 +47,9 @@ pub fn by_name(name: &str) -> Option<(bool, String)> {
                 linerate_firewall::seeds::stateful_masquerade("dut0", "dut1"),
             ))
         }
+        "stateful-dnat" => {
+            return Some((linerate, linerate_firewall::seeds::stateful_dnat("dut0")))
+        }
         _ => {}
     }
     if let Some(n) = rest.strip_prefix("rules-") {
@@ -69,6 +74,7 @@ pub fn names() -> Vec<String> {
         v.push(format!("{who}-nft-stateful"));
         v.push(format!("{who}-nft-stateful-strict"));
         v.push(format!("{who}-nft-stateful-masquerade"));
+        v.push(format!("{who}-nft-stateful-dnat"));
     }
     v
 }
@@ -83,7 +89,7 @@ mod tests {
         assert_eq!(by_name("linerate-nft-set-1000000").map(|r| r.0), Some(true));
         assert_eq!(by_name("linux-nft-rules-7"), None);
         assert_eq!(by_name("linux-nft-set-x"), None);
-        assert_eq!(names().len(), 30);
+        assert_eq!(names().len(), 32);
         let acl = by_name("linux-nft-acl-10000").unwrap();
         assert!(
             !acl.0
@@ -97,6 +103,9 @@ mod tests {
         assert!(!masq.0 && masq.1.contains("oifname \"dut1\" masquerade"));
         assert!(masq.1.contains("ct state new iifname \"dut0\" accept"));
         assert!(is_stateful("linerate-nft-stateful-masquerade"));
+        let dnat = by_name("linerate-nft-stateful-dnat").unwrap();
+        assert!(dnat.0 && dnat.1.contains("dnat ip prefix to ip daddr map"));
+        assert!(is_stateful("linux-nft-stateful-dnat"));
         assert!(is_stateful("linux-nft-stateful") && !is_stateful("linux-nft-rules-1"));
         let def = crate::scenario::builtin_dut("linux-nft-stateful").unwrap();
         assert!(def.establish && def.conntrack_max == Some(STATEFUL_CONNTRACK_MAX));

@@ -122,6 +122,12 @@ pub struct Summary {
     /// Overload runs in which the DUT was not the bottleneck.
     pub not_overloaded: usize,
     pub invalid_trials: usize,
+    /// Churn profiles: the frames each connection takes, and the median
+    /// as new connections a second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frames_a_connection: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub median_connections_per_s: Option<f64>,
 }
 
 /// A configuration against the baseline (the scenario's first DUT), on
@@ -277,6 +283,9 @@ impl Results {
                     imix_gbps: imix_bps(v.median, Layer::Ip) / 1e9,
                     not_overloaded: runs.iter().filter(|r| r.overloaded == Some(false)).count(),
                     invalid_trials: runs.iter().map(|r| r.invalid_trials).sum(),
+                    frames_a_connection: frames_a_connection(profile),
+                    median_connections_per_s: frames_a_connection(profile)
+                        .map(|k| v.median / k as f64),
                 });
                 sets.push((dut.clone(), ds));
             }
@@ -666,6 +675,43 @@ pub fn medians_table(r: &Results) -> String {
     s
 }
 
+/// Frames a churn profile's connection takes (SYN, its data segments,
+/// FIN, the last ACK), None for a profile that is not churn.
+fn frames_a_connection(p: &Profile) -> Option<u32> {
+    use linerate_traffic::tcp::{TcpPhase, TcpRun};
+    p.churn.map(|segments| {
+        TcpRun {
+            segments,
+            ..TcpRun::phase(TcpPhase::Churn, 0)
+        }
+        .steps()
+    })
+}
+
+/// Churn profiles' rates as new TCP connections a second: every
+/// connection is the same number of frames, so the frame rate over that.
+pub fn connections_table(r: &Results) -> String {
+    let mut s = String::new();
+    for x in &r.results {
+        let Some(k) = x.frames_a_connection else {
+            continue;
+        };
+        if s.is_empty() {
+            s.push_str("| DUT | profile | frames a connection | median connections/s | min | max |\n|---|---|---:|---:|---:|---:|\n");
+        }
+        let cps = |mpps: f64| mpps * 1e6 / k as f64;
+        s.push_str(&format!(
+            "| {} | {} | {k} | {:.0} | {:.0} | {:.0} |\n",
+            x.dut,
+            x.profile,
+            cps(x.median_mpps),
+            cps(x.min_mpps),
+            cps(x.max_mpps)
+        ));
+    }
+    s
+}
+
 fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
     let mut s = format!("# {}\n\n", r.scenario);
     let machine = if r.hosts.is_some() {
@@ -743,6 +789,11 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
                 x.dut, x.profile, x.invalid_trials
             ));
         }
+    }
+    let connections = connections_table(r);
+    if !connections.is_empty() {
+        s.push_str("\n## New TCP connections a second\n\nChurn profiles: every frame a step of a short connection (SYN, data segments, FIN, the last ACK), so the new connections a second are the frame rate over the frames a connection takes.\n\n");
+        s.push_str(&connections);
     }
     s.push_str(&against_limit_section(r));
     s.push_str(&queues_section(r));
@@ -897,8 +948,12 @@ impl RunRecord {
 /// What `linerate lab run` says at the end: the medians, ministat's
 /// comparisons, and where the results are (`out`).
 pub fn summary(r: &Results, out: &std::path::Path) -> String {
+    let mut connections = connections_table(r);
+    if !connections.is_empty() {
+        connections.insert_str(0, "\nnew TCP connections a second:\n");
+    }
     format!(
-        "\n{}\n{}\nresults in {}: report.md, results.json, plot.svg, plot.png, {}",
+        "\n{}{connections}\n{}\nresults in {}: report.md, results.json, plot.svg, plot.png, {}",
         medians_table(r),
         r.ministat
             .iter()
@@ -917,6 +972,47 @@ pub fn summary(r: &Results, out: &std::path::Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A churn profile's rates as new connections a second: the frame
+    /// rate over the frames a connection takes (SYN, 4 data, FIN, ACK);
+    /// other profiles have none.
+    #[test]
+    fn churn_profiles_are_reported_in_connections_a_second() {
+        let sc = Scenario::parse(
+            "test",
+            "duts = [\"linux\"]\nprofiles = [\"churn-4\", \"ipv4-60\"]\n[profile.churn-4]\nfamily = \"ipv4\"\nlen = \"60\"\nproto = \"tcp\"\nchurn = 4\n",
+        )
+        .unwrap();
+        let mut r = Results::new(&sc, 1);
+        for (profile, repeat, pps) in [
+            ("churn-4", 1, 63_000.0),
+            ("churn-4", 2, 70_000.0),
+            ("churn-4", 3, 77_000.0),
+            ("ipv4-60", 1, 1e6),
+        ] {
+            r.runs.push(RunRecord {
+                dut: "linux".into(),
+                profile: profile.into(),
+                repeat,
+                value_pps: pps,
+                ..Default::default()
+            });
+        }
+        r.finish();
+        let churn = r.results.iter().find(|x| x.profile == "churn-4").unwrap();
+        assert_eq!(churn.frames_a_connection, Some(7));
+        assert_eq!(churn.median_connections_per_s, Some(10_000.0));
+        let plain = r.results.iter().find(|x| x.profile == "ipv4-60").unwrap();
+        assert_eq!(plain.median_connections_per_s, None);
+        let t = connections_table(&r);
+        let rows: Vec<&str> = t.lines().filter(|l| l.starts_with("| linux")).collect();
+        assert_eq!(
+            rows,
+            ["| linux | churn-4 | 7 | 10000 | 9000 | 11000 |"],
+            "{t}"
+        );
+        assert!(markdown(&r, None).contains("## New TCP connections a second"));
+    }
 
     /// linerate's counters by reason: summed over a configuration's runs,
     /// as shares of every frame judged, the largest reasons first; DUTs

@@ -318,7 +318,7 @@ pub const BUILTIN_DUTS: &[&str] = &[
     "linux-nft-rules-N and linerate-nft-rules-N (N: 1, 100, 1000, 10000)",
     "linux-nft-set-M and linerate-nft-set-M (M: 1, 1000, 100000, 1000000)",
     "linux-nft-acl-N and linerate-nft-acl-N (an access list of N rules, each an address prefix and a port; N: 1, 100, 1000, 10000)",
-    "linux-nft-stateful, linerate-nft-stateful and their -strict and -masquerade variants (flows established first; -masquerade: what leaves through dut1 masqueraded)",
+    "linux-nft-stateful, linerate-nft-stateful and their -strict, -masquerade and -dnat variants (flows established first; -masquerade: what leaves through dut1 masqueraded; -dnat: 198.19.0.0/17 and 2001:2:0:8000::/50 mapped one-to-one onto 198.19.128.0/17 and 2001:2:0:c000::/50)",
 ];
 
 /// A checked scenario.
