@@ -29,14 +29,14 @@
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, GEN_PARTS);
 	__type(key, __u32);
 	__type(value, struct gen_config);
 } gen_config SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, GEN_PARTS);
 	__type(key, __u32);
 	__type(value, struct gen_state);
 } gen_state SEC(".maps");
@@ -115,14 +115,39 @@ static __always_inline __u64 write_stamp(struct stamp *s, const struct frame_id 
 	return magic + stream + csum_word32(seq) + csum_word32(tx);
 }
 
+/* A mix's frame: from `p` (the end of what this frame wrote), `n` bytes
+ * zeroed within the frame, so that what another part's frame left in the
+ * page is not taken for payload (gen_config.clear_to). */
+static __always_inline void clear_left(void *p, void *data_end, int n)
+{
+	if (n <= 0)
+		return;
+#pragma unroll
+	for (int i = 0; i < GEN_CLEAR_MAX; i += 8) {
+		if (i < n) {
+			if (p + i + 8 <= data_end) {
+				*(__u64 *)(p + i) = 0;
+			} else {
+				/* The frame ends inside this word. */
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+					if (p + i + j + 1 <= data_end)
+						*(__u8 *)(p + i + j) = 0;
+			}
+		}
+	}
+}
+
 /* The UDP datagram after the IP header: ports, length, the stamp if it
  * fits, the checksum from `sum` (the pseudo-header's addresses) and the
  * values written. The payload is zero apart from the stamp. */
-static __always_inline int build_udp(void *l4, void *data_end, const struct flow *f,
+static __always_inline int build_udp(void *l4, void *data_end, const struct gen_config *c,
+				     __u32 l4_off, const struct flow *f,
 				     const struct frame_id *id, __u16 udp_len, __u64 sum)
 {
 	struct udphdr *udp = l4;
 	__u16 sport = bpf_htons(f->sport), dport = bpf_htons(f->dport), len = bpf_htons(udp_len);
+	__u32 end = l4_off + sizeof(struct udphdr);
 
 	if ((void *)(udp + 1) > data_end)
 		return XDP_ABORTED;
@@ -134,7 +159,9 @@ static __always_inline int build_udp(void *l4, void *data_end, const struct flow
 		if ((void *)(udp + 1) + sizeof(struct stamp) > data_end)
 			return XDP_ABORTED;
 		sum += write_stamp((void *)(udp + 1), id);
+		end += sizeof(struct stamp);
 	}
+	clear_left(l4 + (end - l4_off), data_end, (int)c->clear_to - (int)end);
 	__u16 check = csum_fold(sum);
 	udp->check = check ? check : 0xffff; /* RFC 768: zero means "no checksum" */
 	return XDP_TX;
@@ -168,9 +195,10 @@ struct segment {
  * the header is written too (zeros and the stamp): a live-frame page
  * keeps what an earlier frame left in it. */
 static __always_inline int build_tcp(void *l4, void *data_end, const struct gen_config *c,
-				     const struct flow *f, const struct frame_id *id,
+				     __u32 l4_off, const struct flow *f, const struct frame_id *id,
 				     __u16 tcp_len, const struct segment *g, __u64 sum)
 {
+	__u32 written = sizeof(struct tcphdr);
 	struct tcphdr *t = l4;
 	__u32 isn = tcp_isn(f, g->reuse);
 	__u32 peer = isn + LAB_TCP_ISN_GAP + 1; /* the receiver's next sequence number */
@@ -225,11 +253,14 @@ static __always_inline int build_tcp(void *l4, void *data_end, const struct gen_
 		o[2] = bpf_htons(0x0103);
 		o[3] = bpf_htons(0x0300 | LAB_TCP_WSCALE);
 		sum += o[0] + o[1] + o[2] + o[3];
+		written += SYN_OPTIONS;
 	} else if (payload >= sizeof(struct stamp)) {
 		if ((void *)(t + 1) + sizeof(struct stamp) > data_end)
 			return XDP_ABORTED;
 		sum += write_stamp((void *)(t + 1), id);
+		written += sizeof(struct stamp);
 	} else if (payload) {
+		written += SYN_OPTIONS;
 		/* Too short for a stamp (a 60-byte IPv4 frame carries 6 bytes):
 		 * zeros over what a SYN's options may have left. */
 		__u8 *p = (void *)(t + 1);
@@ -238,6 +269,7 @@ static __always_inline int build_tcp(void *l4, void *data_end, const struct gen_
 			if (i < payload && (void *)(p + i + 1) <= data_end)
 				p[i] = 0;
 	}
+	clear_left(l4 + written, data_end, (int)c->clear_to - (int)(l4_off + written));
 	t->check = csum_fold(sum);
 	return XDP_TX;
 }
@@ -325,8 +357,9 @@ static __always_inline int build_v4(struct xdp_md *ctx, const struct gen_config 
 	ip->daddr = daddr;
 	ip->check = csum_fold(ip_sum);
 	if (c->l4 == IPPROTO_TCP)
-		return build_tcp(ip + 1, data_end, c, f, id, ip_len - sizeof(struct iphdr), g, pseudo);
-	return build_udp(ip + 1, data_end, f, id, ip_len - sizeof(struct iphdr), pseudo);
+		return build_tcp(ip + 1, data_end, c, V4_IP, f, id, ip_len - sizeof(struct iphdr), g,
+				 pseudo);
+	return build_udp(ip + 1, data_end, c, V4_IP, f, id, ip_len - sizeof(struct iphdr), pseudo);
 }
 
 static __always_inline int build_v6(struct xdp_md *ctx, const struct gen_config *c,
@@ -352,8 +385,8 @@ static __always_inline int build_v6(struct xdp_md *ctx, const struct gen_config 
 	ip6->saddr.in6_u.u6_addr32[3] = saddr;
 	ip6->daddr.in6_u.u6_addr32[3] = daddr;
 	if (c->l4 == IPPROTO_TCP)
-		return build_tcp(ip6 + 1, data_end, c, f, id, l4_len, g, pseudo);
-	return build_udp(ip6 + 1, data_end, f, id, l4_len, pseudo);
+		return build_tcp(ip6 + 1, data_end, c, V6_IP, f, id, l4_len, g, pseudo);
+	return build_udp(ip6 + 1, data_end, c, V6_IP, f, id, l4_len, pseudo);
 }
 
 /* The clock as read at the start of this run's batch: user space makes
@@ -392,16 +425,31 @@ static __always_inline int ahead_of_schedule(const struct gen_config *c,
 SEC("xdp")
 int lab_gen(struct xdp_md *ctx)
 {
-	__u32 zero = 0;
-	const struct gen_config *c = bpf_map_lookup_elem(&gen_config, &zero);
-	struct gen_state *st = bpf_map_lookup_elem(&gen_state, &zero);
+	__u32 part = 0;
+	const struct gen_config *c = bpf_map_lookup_elem(&gen_config, &part);
+	struct gen_state *st = bpf_map_lookup_elem(&gen_state, &part);
 	struct frame_id id;
 	struct flow f;
 
-	if (!c || !st || !c->size_count || c->size_count > GEN_SIZES_MAX)
+	if (!c || !st)
 		return XDP_ABORTED;
-	/* One clock read per batch serves the stop, the pacing and the stamp. */
+	/* One clock read per batch serves the stop, the pacing and the stamp
+	 * (part 0's, for every part: the batch is the runs'). */
 	id.now = batch_clock(c, st);
+	if (c->mix_count) {
+		/* A mix: this frame's part, the slots stepped for the next. */
+		part = c->mix[st->mix_slot & (GEN_MIX_SLOTS - 1)];
+		if (++st->mix_slot >= c->mix_count)
+			st->mix_slot = 0;
+		if (part) {
+			c = bpf_map_lookup_elem(&gen_config, &part);
+			st = bpf_map_lookup_elem(&gen_state, &part);
+			if (!c || !st)
+				return XDP_ABORTED;
+		}
+	}
+	if (!c->size_count || c->size_count > GEN_SIZES_MAX)
+		return XDP_ABORTED;
 	if ((c->stop_ns && id.now >= c->stop_ns) || (st->limit && st->seq >= st->limit)) {
 		st->after_stop++;
 		return XDP_DROP;

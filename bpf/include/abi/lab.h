@@ -32,7 +32,15 @@ struct gen_size {
 	__u16 ip_len;
 };
 
-/* One generator configuration (array map, one entry). Addresses and ports
+/* The parts a generator's traffic may mix, and the slots of a mix's
+ * round (a part sends as many frames a round as it has slots). */
+#define GEN_PARTS 4
+#define GEN_MIX_SLOTS 32
+/* clear_to's bound: the largest headers, IPv6 and TCP, and a stamp. */
+#define GEN_CLEAR_MAX 128
+
+/* One generator configuration (array map, an entry for each part of a
+ * mix). Addresses and ports
  * are host byte order; ranges are [first, first + count). For IPv6 only the
  * low 32 bits of each address vary. The UDP payload is all zero apart from
  * the stamp, which the checksum relies on. */
@@ -87,6 +95,16 @@ struct gen_config {
 	 * acknowledges. Half the schedule's interval: catching up at twice
 	 * the rate keeps the steps half their lag apart. */
 	__u32 tcp_min_gap_ns;
+	/* A traffic mix (entry 0's config only): frame n of a CPU is part
+	 * mix[n % mix_count]'s, each part a config and a state entry of its
+	 * own (flows, protocol, TCP run, streams, rate); 0: part 0 alone. */
+	__u32 mix_count;
+	/* A mix: where what any part writes ends (its headers, options or
+	 * stamp). A live-frame page keeps what another part's frame left in
+	 * it, which a frame's checksum would take for its payload's zeros:
+	 * each frame zeroes its payload up to here. 0: no mix. */
+	__u32 clear_to;
+	__u8  mix[GEN_MIX_SLOTS];
 	__u32 _pad;
 };
 
@@ -125,7 +143,8 @@ struct gen_config {
 #define GEN_RANDOM_DST 1
 #define GEN_RANDOM_SRC 2
 
-/* Generator per-CPU state. */
+/* Generator per-CPU state, an entry for each part of a mix. Entry 0's
+ * clock serves every part. */
 struct gen_state {
 	__u64 seq;       /* frames sent (XDP_TX), also the flow counter */
 	__u64 bytes;     /* their bytes without FCS */
@@ -150,6 +169,9 @@ struct gen_state {
 	/* GEN_TCP_CHURN: the next frame's step, and the round it is in. */
 	__u32 slot;
 	__u64 round;
+	/* Entry 0: the next frame's slot in the mix. */
+	__u32 mix_slot;
+	__u32 _pad;
 };
 
 /* Receiver per-CPU counters. */

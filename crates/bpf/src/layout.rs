@@ -6,6 +6,9 @@
 pub const GEN_TEMPLATE_MAX: usize = 64;
 /// Frame sizes one generator configuration cycles through.
 pub const GEN_SIZES_MAX: usize = 16;
+/// The parts a generator's traffic may mix, and the slots of a mix's round.
+pub const GEN_PARTS: usize = 4;
+pub const GEN_MIX_SLOTS: usize = 32;
 /// First two bytes of the payload stamp ("LR").
 pub const STAMP_MAGIC: u16 = 0x4c52;
 /// Size of the payload stamp (magic, stream, seq, low 32 bits of tx_ns).
@@ -50,6 +53,9 @@ pub struct GenConfig {
     pub tcp_steps: u32,
     pub tcp_lag: u32,
     pub tcp_min_gap_ns: u32,
+    pub mix_count: u32,
+    pub clear_to: u32,
+    pub mix: [u8; GEN_MIX_SLOTS],
     pub _pad: u32,
 }
 
@@ -81,6 +87,8 @@ pub struct GenState {
     pub sport_count: u32,
     pub slot: u32,
     pub round: u64,
+    pub mix_slot: u32,
+    pub _pad: u32,
 }
 
 #[repr(C)]
@@ -241,6 +249,9 @@ mod tests {
                 tcp_steps,
                 tcp_lag,
                 tcp_min_gap_ns,
+                mix_count,
+                clear_to,
+                mix,
                 _pad
             ]
         );
@@ -271,7 +282,9 @@ mod tests {
                 sport_first,
                 sport_count,
                 slot,
-                round
+                round,
+                mix_slot,
+                _pad
             ]
         );
     }

@@ -105,6 +105,8 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
             segments: a.tcp_segments,
             lag: a.tcp_lag,
         }),
+        mix: Vec::new(),
+        weight: 1,
     };
     opts.check().map_err(|e| {
         let flag = match e.field {

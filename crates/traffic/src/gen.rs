@@ -64,6 +64,11 @@ pub struct GenOptions {
     /// TCP frames (`frame.l4`): which segment of each connection, and
     /// where its data starts (crate::tcp).
     pub tcp: Option<TcpRun>,
+    /// Other traffic interleaved with this frame by frame (crate::mix):
+    /// each round of the mix, `weight` frames of this and each part's
+    /// weight of it. Empty: this traffic alone.
+    pub mix: Vec<crate::mix::GenPart>,
+    pub weight: u32,
 }
 
 impl GenOptions {
@@ -138,6 +143,9 @@ impl GenOptions {
         } else if self.tcp.is_some() {
             return fail("tcp", "a TCP phase for UDP frames".into());
         }
+        if let Err(reason) = self.check_mix() {
+            return fail("mix", reason);
+        }
         if !(1..=256).contains(&self.batch_size) {
             return fail(
                 "batch_size",
@@ -150,7 +158,9 @@ impl GenOptions {
     /// Whether every frame carries the stamp: long enough, and for TCP
     /// data segments only (a SYN, FIN or bare ACK has no payload).
     pub fn every_frame_stamped(&self) -> bool {
-        self.frame.stamped() && crate::tcp::data_only(self.tcp)
+        self.parts()
+            .iter()
+            .all(|(p, _)| p.frame.stamped() && crate::tcp::data_only(p.tcp))
     }
 
     pub fn threads(&self) -> usize {
@@ -202,6 +212,12 @@ pub struct GenReport {
     /// data bytes it has sent, gaps included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_next: Option<u32>,
+    /// A mix: frames each part built (the options' own first), and each
+    /// other part's `tcp_next`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub part_frames: Vec<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mix_tcp_next: Vec<Option<u32>>,
 }
 
 /// Each BPF_PROG_RUN call costs milliseconds of set-up and tear-down (see
@@ -286,7 +302,9 @@ struct SenderCounters {
 
 /// A configured generator, ready to run.
 pub struct Generator {
-    cfg: GenConfig,
+    /// Each part's configuration (the options' own first; one without a
+    /// mix), at its index in the program's maps.
+    cfgs: Vec<GenConfig>,
     frame: Vec<u8>,
     /// XDP mode: the loaded program and maps.
     obj: Option<libbpf_rs::Object>,
@@ -297,29 +315,61 @@ impl Generator {
     /// program.
     pub fn new(opts: &GenOptions) -> Result<Self> {
         opts.check()?;
-        let frame = opts.frame.build()?;
-        let per_thread = opts
-            .rate_pps
-            .map_or(0, |r| r.div_ceil(opts.threads() as u64));
-        let mut cfg =
-            opts.frame
-                .gen_config(&opts.src, &opts.dst, opts.stream_base, per_thread, opts.tcp)?;
-        if opts.random_dst {
-            cfg.flags |= linerate_bpf::layout::GEN_RANDOM_DST;
+        let parts = opts.parts();
+        let total: u32 = parts.iter().map(|p| p.1).sum();
+        // The runs start from the largest frame of any part (each run
+        // shrinks its own).
+        let mut frame = Vec::new();
+        let mut cfgs = Vec::new();
+        for (i, (p, weight)) in parts.iter().enumerate() {
+            let built = p.frame.build()?;
+            if built.len() > frame.len() {
+                frame = built;
+            }
+            // Each part its share of the rate, shared by the CPUs.
+            let per_thread = opts.rate_pps.map_or(0, |r| {
+                (r * u64::from(*weight)).div_ceil(u64::from(total) * opts.threads() as u64)
+            });
+            let stream_base = opts.stream_base + i as u16 * crate::mix::STREAMS_A_PART;
+            let mut cfg = p
+                .frame
+                .gen_config(&p.src, &p.dst, stream_base, per_thread, p.tcp)?;
+            if p.random_dst {
+                cfg.flags |= linerate_bpf::layout::GEN_RANDOM_DST;
+            }
+            if p.random_src {
+                cfg.flags |= linerate_bpf::layout::GEN_RANDOM_SRC;
+            }
+            cfg.clock_every = opts.batch_size;
+            cfgs.push(cfg);
         }
-        if opts.random_src {
-            cfg.flags |= linerate_bpf::layout::GEN_RANDOM_SRC;
+        if parts.len() > 1 {
+            let slots = crate::mix::slots(&parts.iter().map(|p| p.1).collect::<Vec<_>>());
+            cfgs[0].mix_count = slots.len() as u32;
+            // Where the most any part writes ends: its headers, and a
+            // stamp or a SYN's options after them.
+            let clear_to = parts
+                .iter()
+                .map(|(p, _)| p.frame.header_len() + linerate_bpf::layout::STAMP_LEN)
+                .max()
+                .unwrap_or(0) as u32;
+            for cfg in &mut cfgs {
+                cfg.clear_to = clear_to;
+            }
+            cfgs[0].mix[..slots.len()].copy_from_slice(&slots);
         }
-        cfg.clock_every = opts.batch_size;
         let obj = match opts.mode {
             Mode::Xdp => {
                 let obj = loader::load(objects::GEN, "generator")?;
-                maps::write(&loader::map(&obj, "gen_config")?, 0, &cfg)?;
+                let map = loader::map(&obj, "gen_config")?;
+                for (i, cfg) in cfgs.iter().enumerate() {
+                    maps::write(&map, i as u32, cfg)?;
+                }
                 Some(obj)
             }
             Mode::Afpacket => None,
         };
-        Ok(Generator { cfg, frame, obj })
+        Ok(Generator { cfgs, frame, obj })
     }
 
     fn xdp(&self) -> Result<&libbpf_rs::Object> {
@@ -328,14 +378,24 @@ impl Generator {
             .ok_or_else(|| anyhow!("the generator is not in XDP mode"))
     }
 
-    /// The XDP program's per-CPU state.
+    /// The XDP program's per-CPU state (of the options' own traffic).
     pub fn xdp_state(&self) -> Result<Vec<GenState>> {
-        maps::read_percpu(&loader::map(self.xdp()?, "gen_state")?, 0)
+        self.part_state(0)
     }
 
-    /// Frames the XDP program has built so far, over all CPUs.
+    /// The per-CPU state of a mix's part `i`.
+    pub fn part_state(&self, i: usize) -> Result<Vec<GenState>> {
+        maps::read_percpu(&loader::map(self.xdp()?, "gen_state")?, i as u32)
+    }
+
+    /// Every part's per-CPU state, the options' own first.
+    fn all_states(&self) -> Result<Vec<Vec<GenState>>> {
+        (0..self.cfgs.len()).map(|i| self.part_state(i)).collect()
+    }
+
+    /// Frames the XDP program has built so far, over all CPUs and parts.
     pub fn frames_built(&self) -> Result<u64> {
-        Ok(self.xdp_state()?.iter().map(|s| s.seq).sum())
+        Ok(self.all_states()?.iter().flatten().map(|s| s.seq).sum())
     }
 
     /// Runs the XDP program `n` times without sending (plain BPF_PROG_RUN)
@@ -377,9 +437,13 @@ impl Generator {
     /// Sets the pacing epoch (CLOCK_MONOTONIC ns; [`Generator::run`] sets
     /// its own): for checking the pacing with [`Generator::probe`].
     pub fn pace_from(&self, start_ns: u64) -> Result<()> {
-        let mut cfg = self.cfg;
-        cfg.start_ns = start_ns;
-        maps::write(&loader::map(self.xdp()?, "gen_config")?, 0, &cfg)
+        let map = loader::map(self.xdp()?, "gen_config")?;
+        for (i, cfg) in self.cfgs.iter().enumerate() {
+            let mut cfg = *cfg;
+            cfg.start_ns = start_ns;
+            maps::write(&map, i as u32, &cfg)?;
+        }
+        Ok(())
     }
 
     /// Runs the XDP program `n` times without sending (plain BPF_PROG_RUN)
@@ -401,9 +465,10 @@ impl Generator {
         })
     }
 
-    /// The map configuration both modes build frames from.
+    /// The map configuration both modes build frames from (of the
+    /// options' own traffic).
     pub fn config(&self) -> &GenConfig {
-        &self.cfg
+        &self.cfgs[0]
     }
 
     /// Sends until the duration, the count or `stop`; calls `on_interval`
@@ -443,8 +508,9 @@ impl Generator {
         let xmit_base = if xdp { xdp_xmit(&opts.ifname) } else { None };
         let totals = || -> Result<Totals> {
             let (built, built_bytes, held) = if xdp {
-                self.xdp_state()?
+                self.all_states()?
                     .iter()
+                    .flatten()
                     .fold((0, 0, 0), |a, s| (a.0 + s.seq, a.1 + s.bytes, a.2 + s.held))
             } else {
                 senders.iter().fold((0, 0, 0), |a, c| {
@@ -484,21 +550,25 @@ impl Generator {
             // program paces from start_ns and sends nothing after stop_ns
             // or the share, so two senders on a CPU never overshoot and the
             // run's window is exact whatever the calls do.
-            let mut states = vec![GenState::default(); libbpf_rs::num_possible_cpus()?];
-            let ports = opts.tcp.and_then(|_| {
-                crate::tcp::port_shares(opts.src.port_first as u32, opts.src.port_count(), threads)
-            });
-            for (i, &c) in opts.cpus.iter().enumerate() {
-                states[c].limit = quota(i).unwrap_or(0);
-                if let Some(p) = &ports {
-                    (states[c].sport_first, states[c].sport_count) = p[i];
+            let state_map = loader::map(obj, "gen_state")?;
+            let config_map = loader::map(obj, "gen_config")?;
+            for (part, (p, _)) in opts.parts().iter().enumerate() {
+                let mut states = vec![GenState::default(); libbpf_rs::num_possible_cpus()?];
+                let ports = p.tcp.and_then(|_| {
+                    crate::tcp::port_shares(p.src.port_first as u32, p.src.port_count(), threads)
+                });
+                for (i, &c) in opts.cpus.iter().enumerate() {
+                    states[c].limit = quota(i).unwrap_or(0);
+                    if let Some(p) = &ports {
+                        (states[c].sport_first, states[c].sport_count) = p[i];
+                    }
                 }
+                maps::write_percpu_each(&state_map, part as u32, &states)?;
+                let mut cfg = self.cfgs[part];
+                cfg.start_ns = start_ns;
+                cfg.stop_ns = opts.duration.map_or(0, |d| start_ns + d.as_nanos() as u64);
+                maps::write(&config_map, part as u32, &cfg)?;
             }
-            maps::write_percpu_each(&loader::map(obj, "gen_state")?, 0, &states)?;
-            let mut cfg = self.cfg;
-            cfg.start_ns = start_ns;
-            cfg.stop_ns = opts.duration.map_or(0, |d| start_ns + d.as_nanos() as u64);
-            maps::write(&loader::map(obj, "gen_config")?, 0, &cfg)?;
         }
         let mut short_seconds = ShortSeconds::default();
         let outcome: Result<()> = std::thread::scope(|s| {
@@ -592,8 +662,9 @@ impl Generator {
         // A run that reached its deadline sent in exactly [start, deadline];
         // one ended by the count or Ctrl-C, until its last frame.
         let last_ns = if xdp {
-            self.xdp_state()?
+            self.all_states()?
                 .iter()
+                .flatten()
                 .map(|s| s.last_ns)
                 .max()
                 .unwrap_or(0)
@@ -633,15 +704,36 @@ impl Generator {
                 .sum(),
             warnings: Vec::new(),
             tcp_next: None,
+            part_frames: Vec::new(),
+            mix_tcp_next: Vec::new(),
         };
-        if let Some(run) = opts.tcp {
-            let states = self.xdp_state()?;
-            let mine: Vec<GenState> = opts
-                .cpus
-                .iter()
-                .filter_map(|&c| states.get(c).copied())
-                .collect();
-            report.tcp_next = Some(crate::tcp::seq_next(run, self.cfg.tcp_stride, &mine));
+        if xdp {
+            let states = self.all_states()?;
+            // Where each TCP part's connections go on from, by what its
+            // CPUs sent.
+            let next = |part: usize, run: Option<TcpRun>| {
+                run.map(|run| {
+                    let mine: Vec<GenState> = opts
+                        .cpus
+                        .iter()
+                        .filter_map(|&c| states[part].get(c).copied())
+                        .collect();
+                    crate::tcp::seq_next(run, self.cfgs[part].tcp_stride, &mine)
+                })
+            };
+            report.tcp_next = next(0, opts.tcp);
+            if !opts.mix.is_empty() {
+                report.part_frames = states
+                    .iter()
+                    .map(|s| s.iter().map(|s| s.seq).sum())
+                    .collect();
+                report.mix_tcp_next = opts
+                    .mix
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| next(i + 1, p.tcp))
+                    .collect();
+            }
         }
         if let Some(r) = opts.rate_pps {
             let cut_short = stop.load(Ordering::Relaxed) || opts.count.is_some_and(|c| sent < c);
@@ -691,13 +783,13 @@ impl Generator {
                 // Runs ahead of the rate schedule send nothing, so the
                 // count is checked against what was really sent.
                 let left = q - self.xdp_state()?[job.cpu].seq.min(q);
-                let runs = if self.cfg.rate_pps > 0 {
+                let runs = if self.cfgs[0].rate_pps > 0 {
                     // Paced, most runs hold their frame: size the call by
                     // the time the frames left need (the program stops at
                     // the limit). Sized by frames, the tail was a string
                     // of calls sending a frame or two, each ending in an
                     // idle RCU wait: seconds for the last few hundred.
-                    let secs = left as f64 / self.cfg.rate_pps as f64;
+                    let secs = left as f64 / self.cfgs[0].rate_pps as f64;
                     ((chunk as f64 * secs / CALL_TARGET.as_secs_f64()) as u64).max(left)
                 } else {
                     left
@@ -739,10 +831,10 @@ impl Generator {
 
     fn send_afpacket(&self, job: &Job) -> Result<()> {
         let sock = PacketSocket::open(job.ifindex)?;
-        let stream = (self.cfg.stream_base as u16).wrapping_add(job.cpu as u16);
+        let stream = (self.cfgs[0].stream_base as u16).wrapping_add(job.cpu as u16);
         let mut bufs = vec![vec![0u8; self.frame.len()]; BATCH];
         let mut lens = [0usize; BATCH];
-        let rate = self.cfg.rate_pps;
+        let rate = self.cfgs[0].rate_pps;
         let start = job.start;
         std::thread::sleep(start.saturating_duration_since(Instant::now()));
         let mut seq = 0u64;
@@ -769,7 +861,7 @@ impl Generator {
             let tx_ns = monotonic_ns() as u32;
             for i in 0..n as usize {
                 lens[i] =
-                    synth::write_frame(&self.cfg, seq + i as u64, stream, tx_ns, &mut bufs[i]);
+                    synth::write_frame(&self.cfgs[0], seq + i as u64, stream, tx_ns, &mut bufs[i]);
             }
             let (sent, refused) = sock.send_batch(&mut bufs, &lens[..n as usize])?;
             let bytes: usize = lens[..sent].iter().sum();

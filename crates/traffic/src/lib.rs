@@ -9,6 +9,7 @@ pub mod frame;
 pub mod gen;
 pub mod latency;
 pub mod measure;
+pub mod mix;
 pub mod profile;
 pub mod recv;
 pub mod sizes;

@@ -227,6 +227,8 @@ impl Traffic {
             random_dst: self.random_dst,
             random_src: self.random_src,
             tcp: self.tcp_run(),
+            mix: Vec::new(),
+            weight: 1,
         })
     }
 }

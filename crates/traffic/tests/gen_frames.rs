@@ -38,6 +38,8 @@ fn opts(src: &str, dst: &str, len: &str) -> GenOptions {
         random_dst: false,
         random_src: false,
         tcp: None,
+        mix: Vec::new(),
+        weight: 1,
     }
 }
 

@@ -49,6 +49,8 @@ fn opts(src: &str, dst: &str, len: &str, phase: TcpPhase, from: u32) -> GenOptio
         random_dst: false,
         random_src: false,
         tcp: Some(TcpRun::phase(phase, from)),
+        mix: Vec::new(),
+        weight: 1,
     }
 }
 
