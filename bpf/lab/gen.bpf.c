@@ -10,7 +10,10 @@
  * template in the config map, then the lengths, the per-flow fields, the
  * stamp and both checksums. The frame pointers are reset for each run, so
  * shrinking a frame to the size of the moment (IMIX) is undone for the
- * next one: the run's input frame is the largest size. */
+ * next one: the run's input frame is the largest size, and with TCP a
+ * byte more, so that every run moves its end and the kernel takes the
+ * frame's length from the run (a page comes back with whatever length its
+ * last holder wrote at its head: crates/traffic/src/gen.rs, run_input). */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>

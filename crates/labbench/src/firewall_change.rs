@@ -358,6 +358,9 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
                 random_src: true,
                 proto: Default::default(),
                 churn: None,
+                mix: Vec::new(),
+                weight: None,
+                rate: None,
             }
         } else {
             builtin_profile("ipv4-60").ok_or_else(|| anyhow!("no built-in profile ipv4-60"))?

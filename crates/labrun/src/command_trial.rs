@@ -378,6 +378,9 @@ mod tests {
                 random_src: false,
                 proto: linerate_traffic::tcp::Proto::Tcp,
                 churn: None,
+                mix: Vec::new(),
+                weight: None,
+                rate: None,
             };
             let whole = prof.check().unwrap().src;
             let mut ports = Vec::new();
@@ -400,6 +403,9 @@ mod tests {
             random_src: false,
             proto: linerate_traffic::tcp::Proto::Tcp,
             churn: None,
+            mix: Vec::new(),
+            weight: None,
+            rate: None,
         };
         let e = p
             .gen_args(0, &one_port, offer(None, 1.0, Some(run)))
@@ -424,6 +430,9 @@ mod tests {
             random_src: false,
             proto: linerate_traffic::tcp::Proto::Udp,
             churn: None,
+            mix: Vec::new(),
+            weight: None,
+            rate: None,
         };
         let a = p
             .gen_args(1, &prof, offer(Some(1_000_001), 2.5, None))

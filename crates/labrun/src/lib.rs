@@ -377,27 +377,17 @@ fn local_run(
         path: run_path.clone(),
         traffic,
     };
-    let churn = profile.churn.is_some();
     let mut trials = LabTrials::new(runner, sc.receiver, stop);
-    if def.establish && churn {
-        trials.log.push_str(
-            "# churn: the runs open and close their own connections; none established first\n",
-        );
-    }
-    if def.establish && !churn {
-        let flows = profile.check()?.flows();
-        let e = trials.establish(flows, run_path.gen_cpus.len(), || {
-            dut_setup::conntrack_assured(&ns.dut)
-        })?;
-        let held = dut_setup::conntrack_count(&ns.dut)?;
-        progress.note(&format!(
-            "  {} flows established in {:.1} s, {} passes ({} frames sent, {} answered); the DUT's conntrack holds {held}, {} assured",
-            e.flows, e.seconds, e.passes, e.sent, e.answered, e.assured
-        ));
-        trials.log.push_str(&format!(
-            "# established {} flows in {} passes: {} frames sent, {} answered; conntrack holds {held}, {} assured\n",
-            e.flows, e.passes, e.sent, e.answered, e.assured
-        ));
+    if def.establish {
+        establish_parts(
+            &mut trials,
+            &run_path,
+            &profile.check()?,
+            &ns.dut,
+            sc,
+            stop,
+            progress,
+        )?;
     }
     let queue_count = || -> Result<Vec<u64>> {
         let mut q = queue_stats::rx_queues(Some(&ns.dut), &ifs.dut_in)?.queues;
@@ -464,6 +454,69 @@ fn local_run(
         r.fast_path = fast_path;
         r
     }))
+}
+
+/// Makes the flows of each part of a profile (the profile alone, or each
+/// part of its mix) connections the DUT's conntrack holds assured
+/// (LabTrials::establish), part after part, each counted apart from the
+/// connections the parts before it made; churn parts open their own in
+/// the runs. Each TCP part's trials then go on from where establishing
+/// left its connections.
+fn establish_parts(
+    trials: &mut LabTrials,
+    path: &Path,
+    traffic: &linerate_traffic::profile::Traffic,
+    dut_netns: &str,
+    sc: &Scenario,
+    stop: &AtomicBool,
+    progress: &mut dyn Progress,
+) -> Result<()> {
+    let parts: Vec<linerate_traffic::profile::Traffic> = std::iter::once(traffic)
+        .chain(&traffic.mix)
+        .map(|t| linerate_traffic::profile::Traffic {
+            mix: Vec::new(),
+            ..t.clone()
+        })
+        .collect();
+    let mixed = parts.len() > 1;
+    for (i, part) in parts.into_iter().enumerate() {
+        let which = if mixed {
+            format!("part {}: ", i + 1)
+        } else {
+            String::new()
+        };
+        if part.churn.is_some() {
+            trials.log.push_str(&format!(
+                "# {which}churn: the runs open and close their own connections; none established first\n"
+            ));
+            continue;
+        }
+        let before = dut_setup::conntrack_assured(dut_netns)?;
+        let runner = Runner::InProcess {
+            path: path.clone(),
+            traffic: part.clone(),
+        };
+        let mut alone = LabTrials::new(runner, sc.receiver, stop);
+        let e = alone.establish(part.flows(), path.gen_cpus.len(), || {
+            Ok(dut_setup::conntrack_assured(dut_netns)?.saturating_sub(before))
+        });
+        trials.log.push_str(&alone.log);
+        let e = e?;
+        match i {
+            0 => trials.tcp = alone.tcp,
+            _ => trials.mix_tcp[i - 1] = alone.tcp,
+        }
+        let held = dut_setup::conntrack_count(dut_netns)?;
+        progress.note(&format!(
+            "  {which}{} flows established in {:.1} s, {} passes ({} frames sent, {} answered); the DUT's conntrack holds {held}, {} assured",
+            e.flows, e.seconds, e.passes, e.sent, e.answered, e.assured
+        ));
+        trials.log.push_str(&format!(
+            "# {which}established {} flows in {} passes: {} frames sent, {} answered; conntrack holds {held}, {} assured\n",
+            e.flows, e.passes, e.sent, e.answered, e.assured
+        ));
+    }
+    Ok(())
 }
 
 /// A linerate DUT's counters, summed over the interfaces it routes (its
@@ -572,5 +625,5 @@ fn measure_one(
 
 /// The profile's mean frame length, for bit rates.
 pub fn mean_frame_len(p: &Profile) -> f64 {
-    p.check().map(|t| t.sizes.mean_frame_len()).unwrap_or(0.0)
+    p.check().map(|t| t.mean_frame_len()).unwrap_or(0.0)
 }

@@ -51,6 +51,8 @@ pub struct LabTrials<'a> {
     /// A TCP profile: the segment the next trial sends of each connection,
     /// and where its data starts (each trial goes on from the last).
     pub tcp: Option<TcpRun>,
+    /// The same for each other part of a mix.
+    pub mix_tcp: Vec<Option<TcpRun>>,
 }
 
 impl<'a> LabTrials<'a> {
@@ -59,22 +61,29 @@ impl<'a> LabTrials<'a> {
     /// whose acknowledgements keep the data in the window a DUT's
     /// conntrack allows.
     pub fn new(runner: Runner, receiver: ReceiverMode, stop: &'a AtomicBool) -> Self {
-        let tcp = match &runner {
-            Runner::InProcess { traffic, .. } => traffic.tcp_run(),
-            Runner::Commands { profile, .. } => profile.check().ok().and_then(|t| t.tcp_run()),
+        let traffic = match &runner {
+            Runner::InProcess { traffic, .. } => Some(traffic.clone()),
+            Runner::Commands { profile, .. } => profile.check().ok(),
         };
+        let tcp = traffic.as_ref().and_then(|t| t.tcp_run());
+        let mix_tcp: Vec<Option<TcpRun>> = traffic
+            .iter()
+            .flat_map(|t| t.mix.iter().map(|p| p.tcp_run()))
+            .collect();
+        let any_tcp = tcp.is_some() || mix_tcp.iter().any(Option::is_some);
         LabTrials {
             runner,
             stop,
             log: String::new(),
             results: Vec::new(),
-            receiver: if tcp.is_some() {
+            receiver: if any_tcp {
                 ReceiverMode::Answer
             } else {
                 receiver
             },
             generators: Vec::new(),
             tcp,
+            mix_tcp,
         }
     }
 
@@ -100,6 +109,9 @@ impl<'a> LabTrials<'a> {
                     gen.cpus = p.gen_cpus.clone();
                 }
                 gen.tcp = self.tcp;
+                for (part, tcp) in gen.mix.iter_mut().zip(&self.mix_tcp) {
+                    part.tcp = *tcp;
+                }
                 let trial = TrialSetup {
                     gen_netns: p.gen_netns.clone(),
                     recv_netns: p.recv_netns.clone(),
@@ -132,6 +144,11 @@ impl<'a> LabTrials<'a> {
         ));
         if let (Some(t), Some(next)) = (&mut self.tcp, r.offered.tcp_next) {
             t.from = next;
+        }
+        for (t, next) in self.mix_tcp.iter_mut().zip(&r.offered.mix_tcp_next) {
+            if let (Some(t), Some(next)) = (t, next) {
+                t.from = *next;
+            }
         }
         self.results.push(r.clone());
         Ok(r)

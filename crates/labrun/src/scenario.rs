@@ -587,6 +587,10 @@ impl Scenario {
                 origin(&dut_lines, source, name)
             })
             .map_err(|e| anyhow!("{e}"))?;
+            // `linerate gen` on a host sends one kind of traffic.
+            if let Some((name, _)) = profiles.iter().find(|(_, p)| !p.mix.is_empty()) {
+                bail!("{source}: profile.{name}: mix: a mix runs in the local lab only (a host's `linerate gen` sends one profile)");
+            }
         }
 
         Ok(Scenario {

@@ -256,6 +256,9 @@ fn gen(a: BenchGenArgs) -> Result<()> {
         random_src: false,
         proto: Default::default(),
         churn: None,
+        mix: Vec::new(),
+        weight: None,
+        rate: None,
     }
     .check()
     .map_err(|e| anyhow::anyhow!("-l: {}", e.reason))?;

@@ -88,6 +88,9 @@ pub fn traffic(a: &TrafficArgs) -> Result<Traffic> {
         random_src: false,
         proto: Default::default(),
         churn: None,
+        mix: Vec::new(),
+        weight: None,
+        rate: None,
     };
     profile.check().map_err(|e| {
         let flag = match e.field {

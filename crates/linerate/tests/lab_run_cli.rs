@@ -893,3 +893,74 @@ fn churned_connections_pass_the_kernels_window_checks_without_loss() {
     }
     assert!(!netns_list().contains(name), "the lab was left behind");
 }
+
+/// A traffic mix through the kernel and linerate under overload, as an
+/// edge carries one: long TCP connections (weight 4), UDP conversations
+/// (weight 1), and short TCP connections at a rate of their own. Each
+/// long-lived part is established before the runs, part after part, the
+/// DUT's conntrack counting each part's own; the runs send all three
+/// frame by frame. linerate carries the established connections and
+/// finds no frame malformed: a frame leaves with the generator's length
+/// whatever a recycled page last held (the receiver's answers to the
+/// short connections, trimmed to their headers, come back as pages).
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_traffic_mix_is_established_part_by_part_and_sent_together() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-runmix";
+    let _down = Down(name);
+    let dir = tempfile::tempdir().unwrap();
+    let strict = linerate_firewall::seeds::stateful_strict("dut0");
+    let o = run_scenario(
+        name,
+        &dir,
+        &format!(
+            "name = \"mix\"\nrepeat = 1\nduts = [\"linux-nft-stateful-strict\", \"lr-tcp\"]\nprofiles = [\"edge\"]\n\
+             [measure]\nmethod = \"overload\"\nseconds = 2\n\
+             [dut.lr-tcp]\nforwarder = \"linerate\"\nestablish = true\ncarry_tcp = true\nnft = '''{strict}'''\n\
+             [profile.edge]\nfamily = \"ipv4\"\nlen = \"60\"\nproto = \"tcp\"\nweight = 4\n\
+             src = \"198.18.10.1-198.18.10.10:2000-2019\"\ndst = \"198.19.10.1:443\"\n\
+             [[profile.edge.mix]]\nfamily = \"ipv4\"\nlen = \"60\"\n\
+             src = \"198.18.11.1-198.18.11.5:3000-3009\"\ndst = \"198.19.11.1:53\"\n\
+             [[profile.edge.mix]]\nfamily = \"ipv4\"\nlen = \"60\"\nproto = \"tcp\"\nchurn = 2\nrate = \"2k\"\n\
+             src = \"198.18.12.1-198.18.12.10:1024-60999\"\ndst = \"198.19.12.1:80\"\n"
+        ),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    // Each DUT: the 200 connections, then the 50 conversations, each
+    // counted apart.
+    for part in [
+        "part 1: 200 flows established",
+        "part 2: 50 flows established",
+    ] {
+        assert_eq!(stderr.matches(part).count(), 2, "{part}: {stderr}");
+    }
+    assert_eq!(stderr.matches(", 50 assured").count(), 2, "{stderr}");
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    for run in r["runs"].as_array().unwrap() {
+        let log = std::fs::read_to_string(dir.path().join("r").join(run["log"].as_str().unwrap()))
+            .unwrap();
+        assert!(
+            log.contains("# part 3: churn: the runs open and close their own connections"),
+            "{log}"
+        );
+        assert!(run["received_pps"].as_f64().unwrap() > 10_000.0, "{run}");
+        if run["dut"] == "lr-tcp" {
+            let fp = &run["fast_path"];
+            let n = |k: &str| fp[k].as_u64().unwrap_or(0);
+            let all: u64 = fp
+                .as_object()
+                .unwrap()
+                .values()
+                .filter_map(Value::as_u64)
+                .sum();
+            assert!(n("forwarded") as f64 > 0.9 * all as f64, "{fp}");
+            assert_eq!(n("drop_malformed"), 0, "{fp}");
+        }
+    }
+    assert!(!netns_list().contains(name), "the lab was left behind");
+}

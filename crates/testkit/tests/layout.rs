@@ -20,7 +20,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("netlink", &[]),
     // The lab's tools.
     ("lab", &["host"]),
-    ("traffic", &["bpf", "host"]),
+    ("traffic", &["bpf", "host", "imix"]),
     // The router, from the maps up.
     ("dataplane", &["bpf", "fib", "netlink"]),
     ("router", &["fib", "netlink", "dataplane"]),

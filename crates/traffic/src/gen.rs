@@ -306,6 +306,17 @@ pub struct Generator {
     /// mix), at its index in the program's maps.
     cfgs: Vec<GenConfig>,
     frame: Vec<u8>,
+    /// What each XDP run starts from: the largest frame, and with TCP a
+    /// byte more, so that every run moves the frame's end
+    /// (bpf_xdp_adjust_tail). The kernel updates a live frame's length
+    /// only for a run that moved its bounds, and a recycled page comes
+    /// back with the length whoever had it last wrote at its head: the
+    /// answering receiver's reply to a TCP segment, trimmed to 54 bytes,
+    /// made the generator's next 60-byte frame from that page leave 54
+    /// bytes long, its IP length beyond its end (a DUT counted them
+    /// malformed). Without TCP nobody changes a frame's length, and the
+    /// extra call would cost the generator a third of its rate.
+    run_input: Vec<u8>,
     /// XDP mode: the loaded program and maps.
     obj: Option<libbpf_rs::Object>,
 }
@@ -316,20 +327,22 @@ impl Generator {
     pub fn new(opts: &GenOptions) -> Result<Self> {
         opts.check()?;
         let parts = opts.parts();
-        let total: u32 = parts.iter().map(|p| p.1).sum();
+        let weights_and_rates: Vec<(u32, Option<u64>)> =
+            std::iter::once((opts.weight.max(1), None))
+                .chain(opts.mix.iter().map(|p| (p.weight, p.rate_pps)))
+                .collect();
+        let rates = crate::mix::part_rates(&weights_and_rates, opts.rate_pps);
         // The runs start from the largest frame of any part (each run
         // shrinks its own).
         let mut frame = Vec::new();
         let mut cfgs = Vec::new();
-        for (i, (p, weight)) in parts.iter().enumerate() {
+        for (i, (p, _)) in parts.iter().enumerate() {
             let built = p.frame.build()?;
             if built.len() > frame.len() {
                 frame = built;
             }
-            // Each part its share of the rate, shared by the CPUs.
-            let per_thread = opts.rate_pps.map_or(0, |r| {
-                (r * u64::from(*weight)).div_ceil(u64::from(total) * opts.threads() as u64)
-            });
+            // Each part its rate, shared by the CPUs.
+            let per_thread = rates[i].map_or(0, |r| r.div_ceil(opts.threads() as u64));
             let stream_base = opts.stream_base + i as u16 * crate::mix::STREAMS_A_PART;
             let mut cfg = p
                 .frame
@@ -369,7 +382,16 @@ impl Generator {
             }
             Mode::Afpacket => None,
         };
-        Ok(Generator { cfgs, frame, obj })
+        let mut run_input = frame.clone();
+        if parts.iter().any(|(p, _)| p.tcp.is_some()) {
+            run_input.push(0);
+        }
+        Ok(Generator {
+            cfgs,
+            frame,
+            run_input,
+            obj,
+        })
     }
 
     fn xdp(&self) -> Result<&libbpf_rs::Object> {
@@ -401,7 +423,7 @@ impl Generator {
     /// Runs the XDP program `n` times without sending (plain BPF_PROG_RUN)
     /// and returns the frames it built, in order: what the wire would carry.
     pub fn sample(&self, n: usize) -> Result<Vec<Vec<u8>>> {
-        self.sample_from(&self.frame, n)
+        self.sample_from(&self.run_input, n)
     }
 
     /// Like [`Generator::sample`], starting each run from `input_frame`
@@ -451,11 +473,11 @@ impl Generator {
     /// (pacing) or were past the stop.
     pub fn probe(&self, n: usize) -> Result<usize> {
         let prog = loader::prog(self.xdp()?, "lab_gen")?;
-        let mut out = vec![0u8; self.frame.len()];
+        let mut out = vec![0u8; self.run_input.len()];
         linerate_host::cpu::on_this_cpu(|| {
             let mut built = 0;
             for _ in 0..n {
-                if test_run::run_xdp(prog.as_fd(), &self.frame, &mut out, 1)?.verdict
+                if test_run::run_xdp(prog.as_fd(), &self.run_input, &mut out, 1)?.verdict
                     == test_run::XdpAction::Tx
                 {
                     built += 1;
@@ -812,7 +834,7 @@ impl Generator {
             let t0 = Instant::now();
             let outcome = test_run::run_live_frames(
                 fd,
-                &self.frame,
+                &self.run_input,
                 job.ifindex,
                 0,
                 n.min(u32::MAX as u64) as u32,

@@ -21,6 +21,31 @@ pub struct GenPart {
     pub tcp: Option<TcpRun>,
     /// Frames of this part in each round of the mix.
     pub weight: u32,
+    /// Its own frames a second (over all CPUs), whatever the rest of the
+    /// mix is offered (a churn part's new connections a second, as users
+    /// make them); None: its weight's share of the generator's rate.
+    pub rate_pps: Option<u64>,
+}
+
+/// Each part's frames a second (the options' own first) when the whole
+/// is offered `total` (None: as fast as it goes): a part with a rate of
+/// its own that, the others what is left of `total` by their weights
+/// (unpaced with no total).
+pub fn part_rates(parts: &[(u32, Option<u64>)], total: Option<u64>) -> Vec<Option<u64>> {
+    let fixed: u64 = parts.iter().filter_map(|p| p.1).sum();
+    let shared: u64 = parts
+        .iter()
+        .filter(|p| p.1.is_none())
+        .map(|p| u64::from(p.0))
+        .sum();
+    parts
+        .iter()
+        .map(|&(weight, own)| {
+            own.or_else(|| {
+                total.map(|t| (t.saturating_sub(fixed) * u64::from(weight) / shared.max(1)).max(1))
+            })
+        })
+        .collect()
 }
 
 /// Stream ids a part takes (stream = the part's base + CPU): the parts'
@@ -69,6 +94,7 @@ impl GenOptions {
                     random_dst: p.random_dst,
                     random_src: p.random_src,
                     tcp: p.tcp,
+                    rate_pps: p.rate_pps,
                     ..alone.clone()
                 },
                 p.weight,
@@ -103,6 +129,9 @@ impl GenOptions {
         if self.weight == 0 || weights.contains(&0) {
             return Err("every part's weight is at least 1".into());
         }
+        if self.mix.iter().any(|p| p.rate_pps == Some(0)) {
+            return Err("a part's rate is at least 1 frame a second".into());
+        }
         let total: u32 = weights.iter().sum();
         if total as usize > GEN_MIX_SLOTS {
             return Err(format!(
@@ -133,5 +162,20 @@ mod tests {
         assert!(at.windows(2).all(|w| w[1] - w[0] >= 5), "{s:?}");
         assert_eq!(slots(&[1]), vec![0]);
         assert_eq!(slots(&[1, 1]), vec![0, 1]);
+    }
+
+    #[test]
+    fn a_part_with_a_rate_keeps_it_and_the_others_share_the_rest() {
+        let parts = [(16, None), (3, None), (1, Some(14_000))];
+        assert_eq!(
+            part_rates(&parts, Some(1_914_000)),
+            [Some(1_600_000), Some(300_000), Some(14_000)]
+        );
+        assert_eq!(part_rates(&parts, None), [None, None, Some(14_000)]);
+        // Less than the fixed part asks: the others at 1 frame a second.
+        assert_eq!(
+            part_rates(&parts, Some(10_000)),
+            [Some(1), Some(1), Some(14_000)]
+        );
     }
 }

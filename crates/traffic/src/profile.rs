@@ -60,6 +60,17 @@ pub struct Profile {
     /// frame a step of one, `gen --tcp churn`); new connections a second
     /// are the frame rate over segments + 3.
     pub churn: Option<u32>,
+    /// A traffic mix (crate::mix): other traffic sent with this one frame
+    /// by frame, each part a profile of its own (`[[profile.NAME.mix]]`);
+    /// each round of the mix, `weight` frames of this and of each part
+    /// (default 1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mix: Vec<Profile>,
+    pub weight: Option<u32>,
+    /// A mix's part: its own frames a second (`"14k"`), whatever the rest
+    /// is offered (a churn part's new connections a second are this over
+    /// churn + 3, as users make them whatever the router's speed).
+    pub rate: Option<String>,
 }
 
 /// Why a profile is not good: the field (`len`, `src` or `dst`) and the
@@ -78,11 +89,77 @@ pub struct Traffic {
     pub proto: Proto,
     /// Churn: each connection's data segments.
     pub churn: Option<u32>,
+    /// A mix's other parts, and this traffic's weight in it (1 alone).
+    pub mix: Vec<Traffic>,
+    pub weight: u32,
+    /// A mix's part: its own frames a second.
+    pub rate_pps: Option<u64>,
 }
 
 impl Profile {
-    /// Parses and checks every field, once.
+    /// Parses and checks every field, once; a mix's parts too (a part's
+    /// error is said as `mix`, the part's number and its field).
     pub fn check(&self) -> Result<Traffic, ProfileError> {
+        let mut t = self.check_alone()?;
+        let fail = |reason: String| ProfileError {
+            field: "mix",
+            reason,
+        };
+        if self.rate.is_some() {
+            return Err(ProfileError {
+                field: "rate",
+                reason: "a rate of its own is a mix's part's (`[[profile.NAME.mix]]`); a profile is offered what the measurement asks".into(),
+            });
+        }
+        if self.mix.is_empty() {
+            if self.weight.is_some() {
+                return Err(ProfileError {
+                    field: "weight",
+                    reason: "a weight is a share of a mix: this profile has none".into(),
+                });
+            }
+            return Ok(t);
+        }
+        if self.mix.len() >= crate::mix::GEN_PARTS {
+            return Err(fail(format!(
+                "{} parts with this one: a mix has {} at most",
+                self.mix.len() + 1,
+                crate::mix::GEN_PARTS
+            )));
+        }
+        t.weight = self.weight.unwrap_or(1);
+        let mut total = t.weight;
+        for (i, part) in self.mix.iter().enumerate() {
+            let n = i + 2;
+            if !part.mix.is_empty() {
+                return Err(fail(format!("part {n}: a part is not a mix itself")));
+            }
+            let mut p = part
+                .check_alone()
+                .map_err(|e| fail(format!("part {n}: {}: {}", e.field, e.reason)))?;
+            p.weight = part.weight.unwrap_or(1);
+            if let Some(r) = &part.rate {
+                let pps = linerate_imix::parse_rate("rate", r)
+                    .map_err(|e| fail(format!("part {n}: {e}")))?;
+                p.rate_pps = Some(pps.round().max(1.0) as u64);
+            }
+            total += p.weight;
+            t.mix.push(p);
+        }
+        if t.weight == 0 || t.mix.iter().any(|p| p.weight == 0) {
+            return Err(fail("every part's weight is at least 1".into()));
+        }
+        if total as usize > crate::mix::GEN_MIX_SLOTS {
+            return Err(fail(format!(
+                "the weights add up to {total}: a round of the mix has {} slots",
+                crate::mix::GEN_MIX_SLOTS
+            )));
+        }
+        Ok(t)
+    }
+
+    /// This profile's own traffic, checked.
+    fn check_alone(&self) -> Result<Traffic, ProfileError> {
         let ipv6 = self.family == Family::Ipv6;
         let sizes = SizeMix::parse(&self.len, ipv6).map_err(|e| ProfileError {
             field: "len",
@@ -119,6 +196,9 @@ impl Profile {
             random_src: self.random_src,
             proto: self.proto,
             churn: self.churn,
+            mix: Vec::new(),
+            weight: 1,
+            rate_pps: None,
         };
         if self.churn.is_some() && self.proto != Proto::Tcp {
             return Err(ProfileError {
@@ -170,6 +250,16 @@ impl Traffic {
             * self.src.port_count() as u64
             * self.dst.addr_count()
             * self.dst.port_count() as u64
+    }
+
+    /// The mean length of its frames; a mix's, each part by its weight
+    /// (a TCP part's data segments: its SYN, FIN and ACK are smaller).
+    pub fn mean_frame_len(&self) -> f64 {
+        let weighted = std::iter::once(self)
+            .chain(&self.mix)
+            .map(|t| (t.sizes.mean_frame_len() * t.weight as f64, t.weight as f64));
+        let (sum, weights) = weighted.fold((0.0, 0.0), |a, w| (a.0 + w.0, a.1 + w.1));
+        sum / weights.max(1.0)
     }
 
     /// A TCP profile's first run: each connection's data from its start,
@@ -227,8 +317,21 @@ impl Traffic {
             random_dst: self.random_dst,
             random_src: self.random_src,
             tcp: self.tcp_run(),
-            mix: Vec::new(),
-            weight: 1,
+            mix: self
+                .mix
+                .iter()
+                .map(|p| crate::mix::GenPart {
+                    frame: p.frame_spec(sender.src_mac, sender.dst_mac),
+                    src: p.src.clone(),
+                    dst: p.dst.clone(),
+                    random_dst: p.random_dst,
+                    random_src: p.random_src,
+                    tcp: p.tcp_run(),
+                    weight: p.weight,
+                    rate_pps: p.rate_pps,
+                })
+                .collect(),
+            weight: self.weight,
         })
     }
 }
@@ -243,6 +346,9 @@ pub fn builtin_profile(name: &str) -> Option<Profile> {
         random_src: false,
         proto: Proto::Udp,
         churn: None,
+        mix: Vec::new(),
+        weight: None,
+        rate: None,
     };
     match name {
         "ipv4-60" => Some(p(Family::Ipv4, "60")),

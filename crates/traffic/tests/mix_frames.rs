@@ -39,6 +39,7 @@ fn part(src: &str, dst: &str, len: &str, l4: Proto, weight: u32) -> GenPart {
         random_src: false,
         tcp: (l4 == Proto::Tcp).then(|| TcpRun::phase(TcpPhase::Data, 0)),
         weight,
+        rate_pps: None,
     }
 }
 
@@ -222,6 +223,38 @@ fn each_part_sends_its_own_traffic_in_the_slots_of_the_mix() {
         assert_eq!((*s, *seq), (stream(2), k as u32));
     }
     assert_eq!((udp4.len(), udp6.len()), (12, 12));
+}
+
+/// A part with a rate of its own is paced to it while the others, with
+/// none asked, run as fast as the slots come: the round's slots stay the
+/// same, the paced part's ahead of its schedule send nothing.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_part_with_a_rate_of_its_own_is_paced_to_it_alone() {
+    let mut o = edge_mix();
+    o.mix[1].rate_pps = Some(1000);
+    linerate_host::cpu::pin(0, 0).unwrap();
+    let g = Generator::new(&o).unwrap();
+    let start = linerate_traffic::gen::monotonic_ns();
+    g.pace_from(start).unwrap();
+    let built = g.probe(4000).unwrap();
+    let elapsed_ms = (linerate_traffic::gen::monotonic_ns() - start) / 1_000_000;
+    let sent = |part| g.part_state(part).unwrap()[0].seq;
+    assert_eq!(
+        (sent(0), sent(1)),
+        (2000, 1000),
+        "the unpaced parts: every slot"
+    );
+    // At 1000 a second: one frame a millisecond, and the first at once.
+    let paced = sent(2);
+    assert!(
+        paced >= 1 && paced <= elapsed_ms + 1,
+        "{paced} frames in {elapsed_ms} ms"
+    );
+    assert_eq!(built as u64, 3000 + paced);
 }
 
 #[test]

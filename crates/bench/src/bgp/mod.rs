@@ -309,6 +309,9 @@ impl Traffic {
                 random_src: false,
                 proto: Default::default(),
                 churn: None,
+                mix: Vec::new(),
+                weight: None,
+                rate: None,
             },
             Some(d) => Profile {
                 family: if d.is_ipv4() {
@@ -323,6 +326,9 @@ impl Traffic {
                 random_src: false,
                 proto: Default::default(),
                 churn: None,
+                mix: Vec::new(),
+                weight: None,
+                rate: None,
             },
         };
         let traffic = profile.check()?;
