@@ -1084,6 +1084,13 @@ record = ["uname -a", "sysctl net.inet.ip.redirect"]
                 HOSTS.replace("ssh = \"root@router.lab\"", "ssh = \"root@router.lab\"\nport = 22"),
                 "s.toml:12: unknown field `port`",
             ),
+            (
+                HOSTS.replace(
+                    "duts = [\"fbsd-tryforward\"]\n",
+                    "duts = [\"fbsd-tryforward\"]\nprofiles = [\"m\"]\n[profile.m]\nfamily = \"ipv4\"\nlen = \"60\"\n[[profile.m.mix]]\nfamily = \"ipv4\"\nlen = \"60\"\n",
+                ),
+                "s.toml: profile.m: mix: a mix runs in the local lab only",
+            ),
         ];
         for (text, want) in cases {
             let e = err(&text);

@@ -402,6 +402,57 @@ mod tests {
         assert_eq!(e.field, "src");
     }
 
+    /// A mix's parts are checked as profiles of their own, an error said
+    /// as `mix` with the part's number and field; weights and rates only
+    /// where a mix has them.
+    #[test]
+    fn a_mix_is_checked_part_by_part() {
+        let tcp = || Profile {
+            proto: Proto::Tcp,
+            ..builtin_profile("ipv4-60").unwrap()
+        };
+        let mut p = tcp();
+        p.weight = Some(16);
+        let mut udp = builtin_profile("ipv4-60").unwrap();
+        udp.weight = Some(3);
+        let mut churn = tcp();
+        churn.churn = Some(4);
+        churn.rate = Some("14k".into());
+        p.mix = vec![udp.clone(), churn.clone()];
+        let t = p.check().unwrap();
+        assert_eq!((t.weight, t.mix.len()), (16, 2));
+        assert_eq!((t.mix[0].weight, t.mix[0].rate_pps), (3, None));
+        assert_eq!((t.mix[1].weight, t.mix[1].rate_pps), (1, Some(14_000)));
+        assert_eq!(t.mix[1].churn, Some(4));
+        // 60-byte frames whatever the part.
+        assert_eq!(t.mean_frame_len(), 60.0);
+
+        let refused = |p: &Profile| p.check().unwrap_err();
+        let mut bad = p.clone();
+        bad.mix[0].len = "59".into();
+        let e = refused(&bad);
+        assert_eq!(e.field, "mix");
+        assert!(e.reason.starts_with("part 2: len:"), "{e}");
+        let mut bad = p.clone();
+        bad.mix[1].rate = Some("fast".into());
+        assert!(refused(&bad).reason.starts_with("part 3: rate:"));
+        let mut bad = p.clone();
+        bad.mix[0].mix = vec![udp.clone()];
+        assert!(refused(&bad).reason.contains("not a mix itself"));
+        let mut bad = p.clone();
+        bad.weight = Some(30);
+        assert!(refused(&bad).reason.contains("add up to 34"));
+        let mut bad = p.clone();
+        bad.mix.push(udp.clone());
+        bad.mix.push(udp.clone());
+        assert!(refused(&bad).reason.contains("5 parts"));
+        // Weights and rates belong to mixes.
+        assert_eq!(refused(&udp).field, "weight");
+        let mut alone = tcp();
+        alone.rate = Some("1k".into());
+        assert_eq!(refused(&alone).field, "rate");
+    }
+
     #[test]
     fn a_trial_is_one_pinned_xdp_sender() {
         let t = builtin_profile("imix").unwrap().check().unwrap();
