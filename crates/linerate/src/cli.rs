@@ -595,6 +595,9 @@ pub struct BenchGenArgs {
     /// Fractions of the XDP maximum to check -R at.
     #[arg(long, value_delimiter = ',', default_value = "0.25,0.5,0.8")]
     pub rate_fractions: Vec<f64>,
+    /// Also TCP data segments against UDP over this many connections.
+    #[arg(long)]
+    pub tcp_connections: Option<u32>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,

@@ -247,21 +247,9 @@ fn gen(a: BenchGenArgs) -> Result<()> {
     if !(a.seconds > 0.0 && a.seconds.is_finite()) {
         bail!("-t: seconds must be a positive number, got {}", a.seconds);
     }
-    let traffic = Profile {
-        family: linerate_traffic::profile::Family::Ipv4,
-        len: a.len.clone(),
-        src: None,
-        dst: None,
-        random_dst: false,
-        random_src: false,
-        proto: Default::default(),
-        churn: None,
-        mix: Vec::new(),
-        weight: None,
-        rate: None,
-    }
-    .check()
-    .map_err(|e| anyhow::anyhow!("-l: {}", e.reason))?;
+    let traffic = Profile::new(linerate_traffic::profile::Family::Ipv4, &a.len)
+        .check()
+        .map_err(|e| anyhow::anyhow!("-l: {}", e.reason))?;
     let pair = ScratchPair::new((a.cpu + 1) % online)?;
     let sender = Sender {
         ifname: pair.tx.clone(),
@@ -277,6 +265,7 @@ fn gen(a: BenchGenArgs) -> Result<()> {
         seconds: a.seconds,
         repeat: a.repeat,
         rate_fractions: a.rate_fractions.clone(),
+        tcp_connections: a.tcp_connections,
     };
     let json = a.json;
     let r = bench::run(&b, |line| {

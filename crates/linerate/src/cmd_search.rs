@@ -79,18 +79,11 @@ pub fn path(a: &PathArgs) -> Result<Path> {
 
 /// The traffic of `a`'s flags, checked; a field refused is said as its flag.
 pub fn traffic(a: &TrafficArgs) -> Result<Traffic> {
+    let family = if a.ipv6 { Family::Ipv6 } else { Family::Ipv4 };
     let profile = Profile {
-        family: if a.ipv6 { Family::Ipv6 } else { Family::Ipv4 },
-        len: a.len.clone(),
         src: a.src.clone(),
         dst: a.dst.clone(),
-        random_dst: false,
-        random_src: false,
-        proto: Default::default(),
-        churn: None,
-        mix: Vec::new(),
-        weight: None,
-        rate: None,
+        ..Profile::new(family, &a.len)
     };
     profile.check().map_err(|e| {
         let flag = match e.field {

@@ -25,6 +25,20 @@ pub struct GenBench {
     pub repeat: usize,
     /// Fractions of the median XDP rate to check `-R` at.
     pub rate_fractions: Vec<f64>,
+    /// Also TCP data segments against UDP datagrams over this many
+    /// connections (flows), in the same rounds.
+    pub tcp_connections: Option<u32>,
+}
+
+/// TCP data segments against UDP datagrams of the same sizes and flows,
+/// what the generator builds each second, a pair a round.
+#[derive(Clone, Debug, Serialize)]
+pub struct TcpCheck {
+    pub connections: u32,
+    pub udp_built_pps: Spread,
+    pub tcp_built_pps: Spread,
+    /// TCP over UDP, each round's pair.
+    pub ratio: Spread,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -126,6 +140,8 @@ pub struct GenBenchReport {
     /// What the drop sink took in the receivers' rounds (each receiver's
     /// `of_drop_sink` is against its own round's).
     pub receivers_drop_sink_pps: Spread,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpCheck>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -138,6 +154,56 @@ pub struct ReceiverCheck {
     /// Each run's sent rate over the drop-only sink's in the same round:
     /// 1 when this receiver takes what a program that does nothing takes.
     pub of_drop_sink: Spread,
+}
+
+/// `connections` flows, 100 sources (port 2000) times destinations (port
+/// 80), for UDP and TCP alike.
+fn tcp_bench(b: &GenBench, connections: u32) -> Result<(GenBench, GenBench)> {
+    let dsts = connections.div_ceil(100).max(1);
+    let last =
+        std::net::Ipv4Addr::from(u32::from(std::net::Ipv4Addr::new(198, 19, 0, 1)) + dsts - 1);
+    let src = crate::flows::parse("-s", "198.18.10.1-198.18.10.100:2000", 2000)?;
+    let dst = crate::flows::parse("-d", &format!("198.19.0.1-{last}:80"), 80)?;
+    let mut udp = b.clone();
+    udp.gen.frame.src = src.first;
+    udp.gen.frame.dst = dst.first;
+    (udp.gen.src, udp.gen.dst) = (src, dst);
+    let mut tcp = udp.clone();
+    tcp.gen.frame.l4 = crate::tcp::Proto::Tcp;
+    tcp.gen.tcp = Some(crate::tcp::TcpRun::phase(crate::tcp::TcpPhase::Data, 1));
+    Ok((udp, tcp))
+}
+
+/// Rounds of a UDP and a TCP run over the same flows, into the drop sink
+/// (attached), the first of the pair alternating.
+fn tcp_check(b: &GenBench, connections: u32, progress: &mut impl FnMut(&str)) -> Result<TcpCheck> {
+    let (udp, tcp) = tcp_bench(b, connections)?;
+    let (mut u, mut t) = (Vec::new(), Vec::new());
+    for i in 0..b.repeat {
+        let mut pair = [(&udp, &mut u), (&tcp, &mut t)];
+        if i % 2 == 1 {
+            pair.reverse();
+        }
+        for (bench, into) in pair {
+            let (x, _, _) = one_run(bench, None, Mode::Xdp, None)?;
+            into.push(built(&x));
+        }
+        progress(&format!(
+            "tcp, round {}/{}: {connections} connections, TCP data built {:.3} Mpps, UDP {:.3} Mpps, {:.2}x",
+            i + 1,
+            b.repeat,
+            t[i] / 1e6,
+            u[i] / 1e6,
+            t[i] / u[i]
+        ));
+    }
+    let ratios: Vec<f64> = t.iter().zip(&u).map(|(t, u)| t / u).collect();
+    Ok(TcpCheck {
+        connections,
+        udp_built_pps: Spread::of(&u),
+        tcp_built_pps: Spread::of(&t),
+        ratio: Spread::of(&ratios),
+    })
 }
 
 /// One generator run inside the scratch namespace; the receiver counts.
@@ -201,6 +267,10 @@ fn attach_sink(b: &GenBench) -> Result<(libbpf_rs::Object, XdpAttachment)> {
 
 pub fn run(b: &GenBench, mut progress: impl FnMut(&str)) -> Result<GenBenchReport> {
     let sink = attach_sink(b)?;
+    let tcp = b
+        .tcp_connections
+        .map(|n| tcp_check(b, n, &mut progress))
+        .transpose()?;
     let mut runs = Vec::new();
     for i in 0..b.repeat {
         let (x, _, _) = one_run(b, None, Mode::Xdp, None)?;
@@ -338,6 +408,7 @@ pub fn run(b: &GenBench, mut progress: impl FnMut(&str)) -> Result<GenBenchRepor
         receiver_count,
         receiver_frames,
         receivers_drop_sink_pps,
+        tcp,
     })
 }
 
@@ -393,6 +464,20 @@ impl GenBenchReport {
             r.receivers_drop_sink_pps.min / 1e6,
             r.receivers_drop_sink_pps.max / 1e6
         );
+        if let Some(t) = &r.tcp {
+            let _ = writeln!(
+                out,
+                "  TCP data segments over {} connections: built {:.3} Mpps [{:.3}..{:.3}], {:.2}x [{:.2}..{:.2}] UDP datagrams over the same flows ({:.3} Mpps)",
+                t.connections,
+                t.tcp_built_pps.median / 1e6,
+                t.tcp_built_pps.min / 1e6,
+                t.tcp_built_pps.max / 1e6,
+                t.ratio.median,
+                t.ratio.min,
+                t.ratio.max,
+                t.udp_built_pps.median / 1e6
+            );
+        }
         for (name, rc) in [
             ("--receiver full", &r.receiver),
             ("--receiver count", &r.receiver_count),

@@ -97,6 +97,23 @@ pub struct Traffic {
 }
 
 impl Profile {
+    /// UDP frames of `len` over `family`, every other key its default.
+    pub fn new(family: Family, len: &str) -> Profile {
+        Profile {
+            family,
+            len: len.into(),
+            src: None,
+            dst: None,
+            random_dst: false,
+            random_src: false,
+            proto: Proto::Udp,
+            churn: None,
+            mix: Vec::new(),
+            weight: None,
+            rate: None,
+        }
+    }
+
     /// Parses and checks every field, once; a mix's parts too (a part's
     /// error is said as `mix`, the part's number and its field).
     pub fn check(&self) -> Result<Traffic, ProfileError> {
@@ -337,19 +354,7 @@ impl Traffic {
 }
 
 pub fn builtin_profile(name: &str) -> Option<Profile> {
-    let p = |family, len: &str| Profile {
-        family,
-        len: len.into(),
-        src: None,
-        dst: None,
-        random_dst: false,
-        random_src: false,
-        proto: Proto::Udp,
-        churn: None,
-        mix: Vec::new(),
-        weight: None,
-        rate: None,
-    };
+    let p = Profile::new;
     match name {
         "ipv4-60" => Some(p(Family::Ipv4, "60")),
         // Destinations at random over 1.0.0.0/8-126.0.0.0/8, for DUTs with
