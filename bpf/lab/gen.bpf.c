@@ -10,10 +10,7 @@
  * template in the config map, then the lengths, the per-flow fields, the
  * stamp and both checksums. The frame pointers are reset for each run, so
  * shrinking a frame to the size of the moment (IMIX) is undone for the
- * next one: the run's input frame is the largest size, and with TCP a
- * byte more, so that every run moves its end and the kernel takes the
- * frame's length from the run (a page comes back with whatever length its
- * last holder wrote at its head: crates/traffic/src/gen.rs, run_input). */
+ * next one: the run's input frame is the largest size. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -486,13 +483,16 @@ int lab_gen(struct xdp_md *ctx)
 
 	id.ip_len = sz->ip_len;
 	/* A TCP segment without data (SYN, FIN, ACK) has its own size: the
-	 * headers, in Ethernet's smallest frame at least. */
+	 * headers, without Ethernet padding. A router forwarding a padded
+	 * frame cuts the padding, and the page would come back to this
+	 * program with that length at its head, which the kernel keeps for
+	 * the next frame built in it that does not move its own end (a
+	 * 60-byte segment left 54 bytes long: docs/lab.md, "Traffic
+	 * mixes"). */
 	if (c->l4 == IPPROTO_TCP && g.phase != GEN_TCP_DATA) {
 		id.ip_len = (c->family == 6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr)) +
 			    sizeof(struct tcphdr) + (g.phase == GEN_TCP_SYN ? SYN_OPTIONS : 0);
 		frame_len = sizeof(struct ethhdr) + id.ip_len;
-		if (frame_len < 60)
-			frame_len = 60;
 	}
 	int delta = (int)frame_len - (int)(ctx->data_end - ctx->data);
 

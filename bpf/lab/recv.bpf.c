@@ -275,6 +275,48 @@ static __always_inline __u32 answer_tcp(struct tcphdr *t, void *data_end, __u16 
 	return sizeof(struct ethhdr) + l3_len + hlen;
 }
 
+/* The largest answer (IPv6, TCP with a SYN's options: 82 bytes), and how
+ * far an answer moves towards its page's start. */
+#define ANSWER_MAX 96
+#define ANSWER_SHIFT 8
+
+/* Makes the answer's first `len` bytes the whole frame, moved ANSWER_SHIFT
+ * bytes towards the page's start, without Ethernet padding (which a router
+ * forwarding it would cut). The generator's live-frame pages come back to
+ * it with the length their last holder wrote at their head, and the kernel
+ * resets a page whose frame start moved (net/bpf/test_run.c,
+ * frame_was_changed), not one whose length alone did: an answer cut at
+ * its end came back as the generator's next frame, cut as short (docs/
+ * lab.md, "Traffic mixes"). 0, or -1 if the frame could not be made. */
+static __always_inline int shift_answer(struct xdp_md *ctx, __u32 len)
+{
+	if (len > ANSWER_MAX || bpf_xdp_adjust_head(ctx, -ANSWER_SHIFT))
+		return -1;
+	__u8 *d = (void *)(long)ctx->data;
+	__u8 *end = (void *)(long)ctx->data_end;
+
+	/* Forward, a word at a time: each word is read before the one it
+	 * moves into is written. The answer lies inside the frame it came
+	 * from, so every byte it needs is before `end`. */
+#pragma unroll
+	for (int i = 0; i < ANSWER_MAX; i += 8) {
+		if (i < len) {
+			if (d + i + ANSWER_SHIFT + 8 <= end) {
+				*(__u64 *)(d + i) = *(__u64 *)(d + i + ANSWER_SHIFT);
+			} else {
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+					if (d + i + ANSWER_SHIFT + j + 1 <= end)
+						d[i + j] = d[i + j + ANSWER_SHIFT];
+			}
+		}
+	}
+	int delta = (int)len - (int)(end - d);
+	if (delta && bpf_xdp_adjust_tail(ctx, delta))
+		return -1;
+	return 0;
+}
+
 /* Sends a frame back where it came from: MACs, addresses and ports
  * swapped, which leaves a UDP datagram's checksum as it was (a
  * ones'-complement sum does not care about order); a TCP segment gets
@@ -352,17 +394,9 @@ static __always_inline int answer(struct xdp_md *ctx, void *data, void *data_end
 	__builtin_memcpy(mac, eth->h_dest, ETH_ALEN);
 	__builtin_memcpy(eth->h_dest, eth->h_source, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, mac, ETH_ALEN);
-	/* A TCP answer carries no payload: the frame cut to its headers, in
-	 * Ethernet's smallest frame at least. */
-	if (frame_len) {
-		int delta;
-
-		if (frame_len < 60)
-			frame_len = 60;
-		delta = (int)frame_len - (int)(data_end - data);
-		if (delta < 0 && bpf_xdp_adjust_tail(ctx, delta))
-			return XDP_DROP;
-	}
+	/* A TCP answer carries no payload: the frame cut to its headers. */
+	if (frame_len && shift_answer(ctx, frame_len))
+		return XDP_DROP;
 	return bpf_redirect(ctx->ingress_ifindex, 0);
 }
 

@@ -306,17 +306,6 @@ pub struct Generator {
     /// mix), at its index in the program's maps.
     cfgs: Vec<GenConfig>,
     frame: Vec<u8>,
-    /// What each XDP run starts from: the largest frame, and with TCP a
-    /// byte more, so that every run moves the frame's end
-    /// (bpf_xdp_adjust_tail). The kernel updates a live frame's length
-    /// only for a run that moved its bounds, and a recycled page comes
-    /// back with the length whoever had it last wrote at its head: the
-    /// answering receiver's reply to a TCP segment, trimmed to 54 bytes,
-    /// made the generator's next 60-byte frame from that page leave 54
-    /// bytes long, its IP length beyond its end (a DUT counted them
-    /// malformed). Without TCP nobody changes a frame's length, and the
-    /// extra call would cost the generator a third of its rate.
-    run_input: Vec<u8>,
     /// XDP mode: the loaded program and maps.
     obj: Option<libbpf_rs::Object>,
 }
@@ -382,16 +371,7 @@ impl Generator {
             }
             Mode::Afpacket => None,
         };
-        let mut run_input = frame.clone();
-        if parts.iter().any(|(p, _)| p.tcp.is_some()) {
-            run_input.push(0);
-        }
-        Ok(Generator {
-            cfgs,
-            frame,
-            run_input,
-            obj,
-        })
+        Ok(Generator { cfgs, frame, obj })
     }
 
     fn xdp(&self) -> Result<&libbpf_rs::Object> {
@@ -423,7 +403,7 @@ impl Generator {
     /// Runs the XDP program `n` times without sending (plain BPF_PROG_RUN)
     /// and returns the frames it built, in order: what the wire would carry.
     pub fn sample(&self, n: usize) -> Result<Vec<Vec<u8>>> {
-        self.sample_from(&self.run_input, n)
+        self.sample_from(&self.frame, n)
     }
 
     /// Like [`Generator::sample`], starting each run from `input_frame`
@@ -473,11 +453,11 @@ impl Generator {
     /// (pacing) or were past the stop.
     pub fn probe(&self, n: usize) -> Result<usize> {
         let prog = loader::prog(self.xdp()?, "lab_gen")?;
-        let mut out = vec![0u8; self.run_input.len()];
+        let mut out = vec![0u8; self.frame.len()];
         linerate_host::cpu::on_this_cpu(|| {
             let mut built = 0;
             for _ in 0..n {
-                if test_run::run_xdp(prog.as_fd(), &self.run_input, &mut out, 1)?.verdict
+                if test_run::run_xdp(prog.as_fd(), &self.frame, &mut out, 1)?.verdict
                     == test_run::XdpAction::Tx
                 {
                     built += 1;
@@ -834,7 +814,7 @@ impl Generator {
             let t0 = Instant::now();
             let outcome = test_run::run_live_frames(
                 fd,
-                &self.run_input,
+                &self.frame,
                 job.ifindex,
                 0,
                 n.min(u32::MAX as u64) as u32,
