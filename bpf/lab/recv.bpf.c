@@ -292,25 +292,21 @@ static __always_inline int shift_answer(struct xdp_md *ctx, __u32 len)
 {
 	if (len > ANSWER_MAX || bpf_xdp_adjust_head(ctx, -ANSWER_SHIFT))
 		return -1;
+	/* Whole words moved: room for the answer rounded up (a 54-byte FIN's
+	 * FIN|ACK is 56 bytes of words), the tail grown if need be. */
+	__u32 words = (len + 7) / 8;
+	int room = (int)(words * 8 + ANSWER_SHIFT) - (int)(ctx->data_end - ctx->data);
+	if (room > 0 && bpf_xdp_adjust_tail(ctx, room))
+		return -1;
 	__u8 *d = (void *)(long)ctx->data;
 	__u8 *end = (void *)(long)ctx->data_end;
 
-	/* Forward, a word at a time: each word is read before the one it
-	 * moves into is written. The answer lies inside the frame it came
-	 * from, so every byte it needs is before `end`. */
+	/* Forward: each word is read before the one it moves into is
+	 * written. */
 #pragma unroll
-	for (int i = 0; i < ANSWER_MAX; i += 8) {
-		if (i < len) {
-			if (d + i + ANSWER_SHIFT + 8 <= end) {
-				*(__u64 *)(d + i) = *(__u64 *)(d + i + ANSWER_SHIFT);
-			} else {
-#pragma unroll
-				for (int j = 0; j < 8; j++)
-					if (d + i + ANSWER_SHIFT + j + 1 <= end)
-						d[i + j] = d[i + j + ANSWER_SHIFT];
-			}
-		}
-	}
+	for (int i = 0; i < ANSWER_MAX / 8; i++)
+		if (i < words && d + i * 8 + ANSWER_SHIFT + 8 <= end)
+			*(__u64 *)(d + i * 8) = *(__u64 *)(d + i * 8 + ANSWER_SHIFT);
 	int delta = (int)len - (int)(end - d);
 	if (delta && bpf_xdp_adjust_tail(ctx, delta))
 		return -1;
