@@ -125,7 +125,8 @@ impl GenOptions {
                 "CPU {c}: a mix's parts take {STREAMS_A_PART} stream ids each, one a CPU"
             ));
         }
-        let weights: Vec<u32> = self.parts().iter().map(|p| p.1).collect();
+        let parts = self.parts();
+        let weights: Vec<u32> = parts.iter().map(|p| p.1).collect();
         if self.weight == 0 || weights.contains(&0) {
             return Err("every part's weight is at least 1".into());
         }
@@ -138,7 +139,7 @@ impl GenOptions {
                 "the weights add up to {total}: a round of the mix has {GEN_MIX_SLOTS} slots"
             ));
         }
-        for (i, (p, _)) in self.parts().iter().enumerate().skip(1) {
+        for (i, (p, _)) in parts.iter().enumerate().skip(1) {
             p.check()
                 .map_err(|e| format!("part {}: {}: {}", i + 1, e.field, e.reason))?;
         }
