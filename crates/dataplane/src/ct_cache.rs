@@ -331,11 +331,13 @@ enum Seen {
 }
 
 impl Seen {
-    /// The jiffy it stands for, `now` the jiffies at most 2^32 after it.
+    /// The jiffy it stands for, `now` the jiffies within 2^31 of it:
+    /// before it, or after it where the fast path carried a packet after
+    /// `now` was read (a sweep reads the clock once, then walks the ways).
     fn at(self, now: u64) -> u64 {
         match self {
             Seen::Whole(j) => j,
-            Seen::Low(low) => now.wrapping_sub((now as u32).wrapping_sub(low) as u64),
+            Seen::Low(low) => now.wrapping_add_signed(low.wrapping_sub(now as u32) as i32 as i64),
         }
     }
 }
@@ -731,7 +733,10 @@ mod tests {
     }
 
     /// An IPv4 NAT way keeps the low half of the jiffies: read back as
-    /// the latest jiffy with those bits, across the low half's wrap.
+    /// the jiffy with those bits nearest the sweep's clock, across the low
+    /// half's wrap, and a little after it (a packet carried while the
+    /// sweep walked the ways: read as long ago, its connection would not
+    /// be refreshed, and its kernel entry would expire under traffic).
     #[test]
     fn a_ways_low_half_of_the_jiffies_reads_back_whole() {
         let now = (5u64 << 32) + 100;
@@ -742,7 +747,20 @@ mod tests {
             "before the wrap"
         );
         assert_eq!(Seen::Low(100).at(now), now);
+        assert_eq!(Seen::Low(103).at(now), now + 3, "after the clock read");
+        let wrapping = (5u64 << 32) - 2;
+        assert_eq!(
+            Seen::Low(1).at(wrapping),
+            wrapping + 3,
+            "after, across the wrap"
+        );
         assert_eq!(Seen::Whole(7).at(now), 7);
+        // A way written after the sweep read the clock gets the whole
+        // stream timeout, as one written just before it does.
+        let s = Duration::from_secs(6);
+        for seen in [Seen::Low(100), Seen::Low(103)] {
+            assert_eq!(keep_request(seen.at(now), now, now - 10, 250, s), 6_000);
+        }
     }
 
     #[test]
