@@ -50,6 +50,19 @@ fn cites(line: &str) -> bool {
     false
 }
 
+/// A line's last word and the next line's first, as a reader reads them
+/// across the break (a comment's or a list's marks left out of the
+/// second): a citation wrapped in two.
+fn across(line: &str, next: &str) -> String {
+    let last = line.split_whitespace().last().unwrap_or("");
+    let first = next
+        .trim_start_matches(|c: char| c.is_whitespace() || "/*#->!".contains(c))
+        .split_whitespace()
+        .next()
+        .unwrap_or("");
+    format!("{last} {first}")
+}
+
 fn files(at: &Path, out: &mut Vec<PathBuf>) {
     if at.is_file() {
         out.push(at.to_path_buf());
@@ -83,8 +96,10 @@ fn nothing_cites_a_session_or_an_issue_by_number() {
         let Ok(text) = std::fs::read_to_string(f) else {
             continue;
         };
-        for (n, line) in text.lines().enumerate() {
-            if cites(line) {
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            let next = lines.get(n + 1).copied().unwrap_or("");
+            if cites(line) || cites(&across(line, next)) {
                 found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
             }
         }
@@ -119,4 +134,9 @@ fn citations_are_told_from_other_words() {
     ] {
         assert!(!cites(no), "{no}");
     }
+    // Wrapped across two lines, in prose and in comments.
+    let first = format!("{n} a policer");
+    assert!(cites(&across("Until session", &first)));
+    assert!(cites(&across("/// as the issue", &format!("  /// #{n} asked"))));
+    assert!(!cites(&across("a BGP session", "  // with 3 peers")));
 }
