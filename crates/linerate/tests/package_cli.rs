@@ -65,6 +65,7 @@ fn the_debian_package_installs_into_a_fresh_root_and_runs() {
         "etc/linerate/linerate.toml",
         "usr/share/doc/linerate/README.md",
         "usr/share/doc/linerate/router.md",
+        "usr/share/doc/linerate/reference/counters.md",
         "usr/share/man/man1/linerate.1",
         "usr/share/man/man1/linerate-route.1",
         "usr/share/man/man1/linerate-check-config.1",
