@@ -48,7 +48,7 @@ pub struct RouteOptions {
 /// daemon installs a table it competes with that daemon, the kernel's
 /// route work and the traffic for the CPU, and every millisecond it waits
 /// is a millisecond the fast path uses a withdrawn route. It only needs
-/// the CPU while there are changes to follow. Measured (docs/router-measurements.md,
+/// the CPU while there are changes to follow. Measured (docs/route-changes-measured.md,
 /// `linerate bench bgp`, 2 cores shared): withdraw lag p99 53-243 ms at
 /// nice 0, 11 ms at -10.
 pub const DEFAULT_NICE: i32 = -10;

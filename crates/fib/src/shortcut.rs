@@ -11,7 +11,7 @@
 //! else the same with the /40; else the walk goes on from the root as
 //! without a shortcut. A shape holds the levels that pay for their probe
 //! (`Shape::shortcut_levels`): the compact layout both, the wide one the
-//! /48 only (docs/router-measurements.md, the /48 shortcut).
+//! /48 only (docs/router-measurements.md, "A packet's cost").
 //!
 //! What it holds: for every entry of a group at a level ending at bit 48
 //! or 40 that is *specific* (a link, or written by a route longer than the

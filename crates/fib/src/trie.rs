@@ -107,7 +107,7 @@ impl Shape {
         shortcut: 21,
         // No /40 level: here a /33-/40 is three reads, and probing the /40
         // costs every other lookup about what it saves them (docs/router-measurements.md,
-        // the IPv6 shortcut).
+        // "A packet's cost").
         shortcut_levels: 1,
     };
     /// 16 bits, then 4 at a time: a group is 16 entries, one cache line; a
@@ -173,7 +173,7 @@ pub struct Fib<K: Key> {
     /// lengths are small enough to stay in cache. Maps that grow a slice at
     /// a time (griddle): a plain hash map of half a million /24s moves them
     /// all at once when it grows, a stall of tens of milliseconds in the
-    /// middle of a BGP burst (docs/router-measurements.md, bursts of route changes).
+    /// middle of a BGP burst (docs/route-changes-measured.md).
     routes: Vec<RouteMap<K>>,
     route_count: usize,
     /// Groups allocated by the change in progress, with what their entries

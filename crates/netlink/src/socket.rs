@@ -26,7 +26,7 @@ const DUMP_RCVBUF: usize = 8 << 20;
 /// re-reads a million routes after all (2.5 s, 100k notifications
 /// meanwhile). 256 MiB holds about 320k, 6 s or more of a full table; 16
 /// MiB (20k, half a second) overflowed once in a 1.1M-route FRR run
-/// (docs/router-measurements.md). Memory is only taken while notifications wait.
+/// (docs/route-changes-measured.md). Memory is only taken while notifications wait.
 pub const NOTIFY_RCVBUF: usize = 128 << 20;
 
 /// Sets `s`'s receive buffer to `bytes` (SO_RCVBUFFORCE: root may exceed

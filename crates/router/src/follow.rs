@@ -30,7 +30,7 @@ pub struct Unnotified {
 /// Reads them on a thread of its own, so that the loop following the
 /// routes never waits for them: tc's qdisc dump waits for the kernel's
 /// rtnl lock behind every route a BGP daemon installs, up to 840 ms in a
-/// 1.1M-route FRR run (docs/router-measurements.md), and the routes would wait behind
+/// 1.1M-route FRR run (docs/route-changes-measured.md), and the routes would wait behind
 /// it. The loop asks with its interfaces and a generation (`ask`), and
 /// applies the answer when it comes (`answer`), unless it has read any of
 /// them itself since it asked (a notification's re-read is newer). The

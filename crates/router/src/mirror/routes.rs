@@ -87,7 +87,7 @@ pub struct RouteTable<K: Key> {
     /// A B-tree, not a hash map: it grows a node at a time, where a hash
     /// map of a million routes rehashes all of them at once and stalls the
     /// mirror for tens of milliseconds in the middle of a burst
-    /// (docs/router-measurements.md, route-churn).
+    /// (docs/route-changes-measured.md, "What the loop had to become").
     by_prefix: BTreeMap<(K, u8), Candidates>,
     nh: Interned,
 }
