@@ -88,3 +88,93 @@ fn every_key_has_its_row_section_by_section() {
     gen.sort();
     assert_eq!(recv, gen, "[hosts.recv]");
 }
+
+/// The rows of each table of docs/reference/results-json.md, by heading.
+fn results_rows() -> Vec<(String, Vec<String>)> {
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/reference/results-json.md"
+    ))
+    .unwrap();
+    sections(&page)
+}
+
+/// The keys of the objects `v` holds (an object, or an array of them):
+/// their union.
+fn keys_of(v: &serde_json::Value) -> Vec<String> {
+    let objects: Vec<&serde_json::Map<String, serde_json::Value>> = match v {
+        serde_json::Value::Object(o) => vec![o],
+        serde_json::Value::Array(a) => a.iter().filter_map(|x| x.as_object()).collect(),
+        _ => panic!("not an object: {v}"),
+    };
+    assert!(!objects.is_empty(), "no object to read keys from: {v}");
+    let mut keys: Vec<String> = objects.iter().flat_map(|o| o.keys().cloned()).collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// results.json is the page's: a run of every kind of record the file
+/// holds (a churn profile beside a plain one, a linerate DUT's counters,
+/// the machine's limit), and each table names exactly the keys there.
+#[test]
+fn results_json_has_its_rows() {
+    use linerate_labrun::report::{Results, RunRecord};
+    let sc = Scenario::parse(
+        "s",
+        "duts = [\"linux\", \"linerate\", \"xdp-redirect\"]\nprofiles = [\"ipv4-60\", \"c\"]\n\
+         [profile.c]\nfamily = \"ipv4\"\nlen = \"60\"\nproto = \"tcp\"\nchurn = 4\n",
+    )
+    .unwrap();
+    let mut r = Results::new(&sc, 1);
+    for dut in ["linux", "linerate", "xdp-redirect"] {
+        for profile in ["ipv4-60", "c"] {
+            for repeat in 1..=3 {
+                r.add(RunRecord {
+                    dut: dut.into(),
+                    profile: profile.into(),
+                    repeat,
+                    value_pps: 1e6 * repeat as f64,
+                    fast_path: (dut == "linerate")
+                        .then(|| [("forwarded".to_string(), 10)].into_iter().collect()),
+                    ..Default::default()
+                });
+            }
+        }
+    }
+    r.finish();
+    let v = serde_json::to_value(&r).unwrap();
+    let rows = results_rows();
+    let table = |h: &str| -> Vec<String> {
+        let mut keys = rows
+            .iter()
+            .find(|(heading, _)| heading == h)
+            .unwrap_or_else(|| panic!("no section {h}"))
+            .1
+            .clone();
+        keys.sort();
+        keys
+    };
+    assert_eq!(
+        rows.iter().map(|(h, _)| h.as_str()).collect::<Vec<_>>(),
+        [
+            "Top level",
+            "`machine`",
+            "`runs[]`",
+            "`results[]`",
+            "`comparisons[]`",
+            "`against_limit[]`"
+        ],
+        "the page's sections"
+    );
+    assert_eq!(table("Top level"), keys_of(&v), "the top level");
+    for (h, key) in [
+        ("`machine`", "machine"),
+        ("`runs[]`", "runs"),
+        ("`results[]`", "results"),
+        ("`comparisons[]`", "comparisons"),
+        ("`against_limit[]`", "against_limit"),
+    ] {
+        assert_eq!(table(h), keys_of(&v[key]), "{key}");
+    }
+}
