@@ -90,17 +90,24 @@ static __always_inline __u32 fib_step(__u64 base1, __u32 e, __u32 chunk4)
 	return fib_read(at + e);
 }
 
-/* Next-hop id for an IPv4 destination (host byte order); 0: no route. */
-static __always_inline __u32 fib4_lookup(__u32 daddr)
+/* Next-hop id for an IPv4 destination (host byte order) in the table
+ * whose root is at byte offset `root` of the arena; 0: no route. */
+static __always_inline __u32 fib4_lookup_at(__u64 root, __u32 daddr)
 {
 	__u64 base = fib_arena_base;
 	/* Makes the arena this program's (the verifier needs the reference). */
 	asm volatile("" :: "r"(&fib_arena));
-	__u32 e = fib_read(base + FIB4_ROOT_OFF + ((__u64)(daddr >> 8) << 2));
+	__u32 e = fib_read(base + root + ((__u64)(daddr >> 8) << 2));
 
 	if (e & 1)
 		e = fib_step(base - 1, e, (daddr & 0xff) << 2);
 	return e >> 1;
+}
+
+/* ... in the main table. */
+static __always_inline __u32 fib4_lookup(__u32 daddr)
+{
+	return fib4_lookup_at(FIB4_ROOT_OFF, daddr);
 }
 
 /* The low 64 bits of a destination, from its last 8 bytes in the packet
@@ -175,6 +182,17 @@ static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo_be)
 	if ((__u32)(b0 >> 32) == t40 || (__u32)(b1 >> 32) == t40)
 		return fib6_walk(base - 1, (__u32)((__u32)(b0 >> 32) == t40 ? b0 : b1), hi, lo_be, 40);
 #endif
+	return fib6_walk(base - 1, e, hi, lo_be, FIB6_FIRST);
+}
+
+/* ... in another table than main, its root at byte offset `root` of the
+ * arena: the walk alone (the shortcut is main's). */
+static __always_inline __u32 fib6_lookup_at(__u64 root, __u64 hi, __u64 lo_be)
+{
+	__u64 base = fib_arena_base;
+	asm volatile("" :: "r"(&fib_arena));
+	__u32 e = fib_read(base + root + ((hi >> (64 - FIB6_FIRST)) << 2));
+
 	return fib6_walk(base - 1, e, hi, lo_be, FIB6_FIRST);
 }
 

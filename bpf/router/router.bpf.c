@@ -205,9 +205,48 @@ static __always_inline int send(struct ethhdr *eth, struct nexthop *n, const int
 	return bpf_redirect_map(TX_PORTS(multibuf), n->ifindex, XDP_PASS);
 }
 
+/* The next-hop id for a destination by an interface's tables
+ * (iface.tables4, tables6: each table's root in MiB, four to the word):
+ * each looked up in turn, a miss (no route, a throw route) going on to the
+ * next, as the kernel's rules walk them; 0 when all miss (the kernel walks
+ * on). Functions of their own, verified once (global): four walks inlined
+ * would multiply the program's paths. */
+__attribute__((noinline)) int fib4_walk_tables(__u64 tables, __u32 daddr)
+{
+#pragma unroll
+	for (int i = 0; i < FIB_WALK_TABLES; i++) {
+		__u32 mib = (tables >> (16 * i)) & 0xffff;
+
+		if (mib == FIB_TABLES_END)
+			break;
+		__u32 nh = fib4_lookup_at((__u64)mib << 20, daddr);
+		if (nh && nh != NH_ID_THROW)
+			return nh;
+	}
+	return 0;
+}
+
+/* (The main table's walk takes its shortcut.) */
+__attribute__((noinline)) int fib6_walk_tables(__u64 tables, __u64 hi, __u64 lo_be)
+{
+#pragma unroll
+	for (int i = 0; i < FIB_WALK_TABLES; i++) {
+		__u32 mib = (tables >> (16 * i)) & 0xffff;
+
+		if (mib == FIB_TABLES_END)
+			break;
+		__u64 root = (__u64)mib << 20;
+		__u32 nh = root == FIB6_ROOT_OFF ? fib6_lookup(hi, lo_be) :
+						   fib6_lookup_at(root, hi, lo_be);
+		if (nh && nh != NH_ID_THROW)
+			return nh;
+	}
+	return 0;
+}
+
 static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 					struct router_counters *c, __u64 len, __u64 linear,
-					__u16 ifflags, const int multibuf)
+					__u16 ifflags, __u64 tables, const int multibuf)
 {
 	void *data_end = (void *)(long)ctx->data_end;
 	struct iphdr *ip = (void *)(eth + 1);
@@ -243,7 +282,8 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 		if (r != R_FORWARDED)
 			return PASS(r);
 	}
-	r = next_hop(fib4_lookup(daddr), l3_len, ctx->ingress_ifindex, ip, 0, &n, multibuf);
+	__u32 nh = ifflags & IFACE_TABLES4 ? fib4_walk_tables(tables, daddr) : fib4_lookup(daddr);
+	r = next_hop(nh, l3_len, ctx->ingress_ifindex, ip, 0, &n, multibuf);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	if ((ifflags & (IFACE_RPF_STRICT | IFACE_RPF_LOOSE)) &&
@@ -288,7 +328,7 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 
 static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 					struct router_counters *c, __u64 len, __u64 linear,
-					__u16 ifflags, const int multibuf)
+					__u16 ifflags, __u64 tables, const int multibuf)
 {
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ipv6hdr *ip6 = (void *)(eth + 1);
@@ -327,7 +367,9 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 		if (r != R_FORWARDED)
 			return PASS(r);
 	}
-	r = next_hop(fib6_lookup(dhi, dlo), l3_len, ctx->ingress_ifindex, ip6, 1, &n, multibuf);
+	__u32 nh = ifflags & IFACE_TABLES6 ? fib6_walk_tables(tables, dhi, dlo) :
+					     fib6_lookup(dhi, dlo);
+	r = next_hop(nh, l3_len, ctx->ingress_ifindex, ip6, 1, &n, multibuf);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	struct fw_hit hit = { .n = 0 };
@@ -400,12 +442,12 @@ static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		if (!(ifc->flags & IFACE_FORWARD4))
 			return PASS(not_forwarded(ifc->flags, IFACE_POLICY4, IFACE_NETFILTER4));
-		return forward_ipv4(ctx, eth, c, len, linear, ifc->flags, multibuf);
+		return forward_ipv4(ctx, eth, c, len, linear, ifc->flags, ifc->tables4, multibuf);
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		if (!(ifc->flags & IFACE_FORWARD6))
 			return PASS(not_forwarded(ifc->flags, IFACE_POLICY6, IFACE_NETFILTER6));
-		return forward_ipv6(ctx, eth, c, len, linear, ifc->flags, multibuf);
+		return forward_ipv6(ctx, eth, c, len, linear, ifc->flags, ifc->tables6, multibuf);
 	}
 	return PASS(R_PASS_NOT_IP);
 }

@@ -94,6 +94,13 @@ struct iface {
 	__u32 ifindex;  /* 0: slot unused */
 	__u8  mac[6];
 	__u16 flags;    /* IFACE_* */
+	/* With IFACE_TABLES4 (6): the routing tables a transit packet of the
+	 * family from here is looked up in, in order (the kernel's policy
+	 * rules walked for it: crates/netlink/src/policy.rs), each as the
+	 * arena offset of its FIB's root in MiB, four to a word from the low
+	 * bits, FIB_TABLES_END after the last. */
+	__u64 tables4;
+	__u64 tables6;
 };
 
 /* What the kernel forwards when it comes in on the interface: IPv4 by the
@@ -134,6 +141,17 @@ struct iface {
  * mapping applied, before the route lookup (router/nat.h). */
 #define IFACE_NAT4 4096
 #define IFACE_NAT6 8192
+/* The kernel's rules look the family up in other tables than main alone
+ * (`iif dut0 lookup 100`, tenants): the fast path walks `tables4`
+ * (`tables6`), a miss (no route, a throw route) going on to the next. */
+#define IFACE_TABLES4 16384
+#define IFACE_TABLES6 32768
+/* The most tables an interface's walk holds, and the end of the list. */
+#define FIB_WALK_TABLES 4
+#define FIB_TABLES_END 0xffff
+/* The next hop a `throw` route has: a miss in its table, the walk goes on
+ * to the next (with main's alone, the kernel's: its entry is not valid). */
+#define NH_ID_THROW 2
 
 /* The router's own IPv4 addresses as a bit set of 2^16 bits, by a hash
  * (local_src_bit, router/maps.h): a frame from one of them is a martian source the kernel

@@ -99,6 +99,47 @@ pub const FIB6_COMPACT: FibLayout = FibLayout {
     shortcut: FIB6_COMPACT_SHORTCUT,
 };
 
+/// Where the FIBs of routing tables other than main live (tenants' tables
+/// chosen by policy rules): each a slot of 192 MiB in a part of the arena
+/// no other region uses, the IPv4 root (64 MiB) and its pool (32 MiB),
+/// then the IPv6 root (64 MiB wide, 256 KiB compact) and its pool (32
+/// MiB). Offsets in MiB; slot `i + 1` is at `OTHER_TABLES_MIB[i]` (slot 0
+/// is main's, above).
+pub const OTHER_TABLES_MIB: [usize; 6] = [1216, 1408, 1600, 1792, 2080, 3840];
+const OTHER_TABLE_MIB: usize = 192;
+
+/// The FIB slots: main's and the others'.
+pub const TABLE_SLOTS: usize = 1 + OTHER_TABLES_MIB.len();
+
+/// Where table slot `slot`'s FIB of a family lives: `main` for slot 0
+/// (FIB4, FIB6, FIB6_COMPACT), a slot of `OTHER_TABLES_MIB` otherwise, its
+/// pool of 32 MiB and no shortcut (`linerate_fib::Shape::other_table`).
+pub fn table_layout(main: FibLayout, ipv6: bool, slot: usize) -> FibLayout {
+    if slot == 0 {
+        return main;
+    }
+    let base = OTHER_TABLES_MIB[slot - 1] * MIB + if ipv6 { OTHER_TABLE_MIB / 2 * MIB } else { 0 };
+    let pool = 32 * MIB;
+    FibLayout {
+        root: Region {
+            offset: base,
+            entries: main.root.entries,
+        },
+        groups: Region {
+            offset: base + 64 * MIB,
+            entries: pool / 4,
+        },
+        stride: main.stride,
+        shortcut: NO_SHORTCUT,
+    }
+}
+
+/// The arena offset of a layout's root in MiB, as an interface's tables
+/// name it (`struct iface`, tables4 and tables6).
+pub fn root_mib(layout: FibLayout) -> u16 {
+    (layout.root.offset / MIB) as u16
+}
+
 /// The FIB's link flag (`linerate_fib::CHILD`): the rest is a group index.
 const CHILD: u32 = 1 << 31;
 
@@ -128,6 +169,58 @@ fn shortcut_word(fib: FibLayout, index: usize, word: u32) -> u32 {
         fib.encode(word)
     } else {
         word
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The other tables' slots hold both families within their 192 MiB,
+    /// overlap nothing (main's FIBs, the shortcut, the classifiers' four
+    /// regions from 2304 MiB), and stay in the arena.
+    #[test]
+    fn other_tables_have_room_of_their_own() {
+        let mut taken: Vec<(usize, usize, String)> = Vec::new();
+        let mut region =
+            |r: Region, what: String| taken.push((r.offset, r.offset + r.entries * 4, what));
+        for (main, ipv6) in [(FIB4, false), (FIB6, true)] {
+            region(main.root, format!("main root {ipv6}"));
+            region(main.groups, format!("main groups {ipv6}"));
+        }
+        region(FIB6.shortcut, "shortcut".into());
+        region(
+            Region {
+                offset: 2304 * MIB,
+                entries: 4 * 384 * MIB / 4,
+            },
+            "classifiers".into(),
+        );
+        for slot in 1..TABLE_SLOTS {
+            for (main, ipv6) in [(FIB4, false), (FIB6, true), (FIB6_COMPACT, true)] {
+                let l = table_layout(main, ipv6, slot);
+                let base = OTHER_TABLES_MIB[slot - 1] * MIB;
+                for r in [l.root, l.groups] {
+                    assert!(
+                        r.offset >= base
+                            && r.offset + r.entries * 4 <= base + OTHER_TABLE_MIB * MIB
+                    );
+                }
+                assert_eq!(l.groups.entries, (32 * MIB / 4), "a pool of 32 MiB");
+                if main != FIB6_COMPACT {
+                    region(l.root, format!("slot {slot} root {ipv6}"));
+                    region(l.groups, format!("slot {slot} groups {ipv6}"));
+                }
+            }
+        }
+        taken.sort();
+        for w in taken.windows(2) {
+            assert!(w[0].1 <= w[1].0, "{} overlaps {}", w[0].2, w[1].2);
+        }
+        assert!(taken.last().unwrap().1 <= ARENA_PAGES * PAGE);
+        assert_eq!(root_mib(table_layout(FIB4, false, 0)), 0);
+        assert_eq!(root_mib(table_layout(FIB6, true, 0)), 128);
+        assert_eq!(root_mib(table_layout(FIB6, true, 2)), 1408 + 96);
     }
 }
 

@@ -4,17 +4,16 @@
 //! decides frames as the program does, so that the mirror's logic runs in
 //! plain unit tests, and root tests hold the two to the same verdicts.
 use crate::fastpath::FastPath;
-use crate::layout::{Nexthop, NhGroup};
+use crate::layout::{Iface, Nexthop, NhGroup};
 use anyhow::Result;
 use linerate_fib::{Fib, Ipv6Layout, Key, Write};
 
 pub trait Dataplane {
     /// The IPv6 table layout the dataplane reads.
     fn ipv6_layout(&self) -> Ipv6Layout;
-    /// Writes interface `ifindex` (its MAC, its IFACE_* flags), an egress
-    /// only if `egress`.
-    fn set_interface(&mut self, ifindex: u32, mac: [u8; 6], flags: u16, egress: bool)
-        -> Result<()>;
+    /// Writes interface entry `ifc` (its MAC, its IFACE_* flags, its
+    /// tables), an egress only if `egress`.
+    fn set_interface(&mut self, ifc: &Iface, egress: bool) -> Result<()>;
     /// Forgets interface `ifindex`: no frame of it considered, none sent.
     fn remove_interface(&mut self, ifindex: u32) -> Result<()>;
     fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()>;
@@ -24,22 +23,18 @@ pub trait Dataplane {
     fn set_nh_group(&mut self, index: u32, group: &NhGroup) -> Result<()>;
     /// Word `index` of the router's own IPv4 addresses' bit set.
     fn set_local_sources(&mut self, index: u32, word: u64) -> Result<()>;
-    /// A FIB change: `writes` name the entries of `fib` to copy, in order.
-    fn apply_fib<K: Key>(&mut self, fib: &Fib<K>, writes: &[Write]) -> Result<()>;
+    /// A change of table slot `slot`'s FIB (0: main's; the others' as
+    /// [`FastPath::table_root_mib`] places them): `writes` name the
+    /// entries of `fib` to copy, in order.
+    fn apply_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>, writes: &[Write]) -> Result<()>;
 }
 
 impl Dataplane for FastPath {
     fn ipv6_layout(&self) -> Ipv6Layout {
         FastPath::ipv6_layout(self)
     }
-    fn set_interface(
-        &mut self,
-        ifindex: u32,
-        mac: [u8; 6],
-        flags: u16,
-        egress: bool,
-    ) -> Result<()> {
-        FastPath::set_interface(self, ifindex, mac, flags, egress)
+    fn set_interface(&mut self, ifc: &Iface, egress: bool) -> Result<()> {
+        FastPath::write_interface(self, ifc, egress)
     }
     fn remove_interface(&mut self, ifindex: u32) -> Result<()> {
         FastPath::remove_interface(self, ifindex)
@@ -56,7 +51,7 @@ impl Dataplane for FastPath {
     fn set_local_sources(&mut self, index: u32, word: u64) -> Result<()> {
         FastPath::set_local_sources(self, index, word)
     }
-    fn apply_fib<K: Key>(&mut self, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
-        FastPath::apply(self, fib, writes)
+    fn apply_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
+        FastPath::apply(self, slot, fib, writes)
     }
 }

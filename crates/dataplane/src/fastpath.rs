@@ -72,15 +72,30 @@ impl FastPath {
             .try_clone_to_owned()?)
     }
 
+    /// The FIB slots of the arena: main's (0) and the other tables'.
+    pub const TABLE_SLOTS: usize = fib_arena::TABLE_SLOTS;
+
+    /// The root of table slot `slot`'s FIB of a family, as an interface's
+    /// tables name it (MiB of the arena).
+    pub fn table_root_mib(ipv6: bool, slot: usize) -> u16 {
+        let main = if ipv6 {
+            fib_arena::FIB6
+        } else {
+            fib_arena::FIB4
+        };
+        fib_arena::root_mib(fib_arena::table_layout(main, ipv6, slot))
+    }
+
     /// The IPv6 layout this fast path reads.
     pub fn ipv6_layout(&self) -> Ipv6Layout {
         self.ipv6
     }
 
-    /// Where a family's FIB lives in the arena; fails unless `fib` has the
-    /// shape the program was compiled for.
-    fn fib_layout<K: Key>(&self, fib: &Fib<K>) -> Result<FibLayout> {
-        let (want, layout) = if K::BITS == 32 {
+    /// Where table slot `slot`'s FIB of a family lives in the arena
+    /// (crate::tables: 0 main's); fails unless `fib` has the shape the
+    /// program reads there.
+    fn fib_layout<K: Key>(&self, slot: usize, fib: &Fib<K>) -> Result<FibLayout> {
+        let (main_shape, main) = if K::BITS == 32 {
             (Shape::IPV4, fib_arena::FIB4)
         } else {
             match self.ipv6 {
@@ -88,16 +103,29 @@ impl FastPath {
                 Ipv6Layout::Compact => (Shape::IPV6_COMPACT, fib_arena::FIB6_COMPACT),
             }
         };
-        if fib.shape() != want {
+        if slot >= fib_arena::TABLE_SLOTS {
             bail!(
-                "the fast path reads {} bits then {}, not this table's {} then {}",
-                want.first,
-                want.stride,
-                fib.shape().first,
-                fib.shape().stride
+                "table slot {slot}: the arena has {}",
+                fib_arena::TABLE_SLOTS
             );
         }
-        Ok(layout)
+        let want = if slot == 0 {
+            main_shape
+        } else {
+            main_shape.other_table()
+        };
+        if fib.shape() != want {
+            bail!(
+                "the fast path reads {} bits then {} ({} groups) in slot {slot}, not this table's {} then {} ({})",
+                want.first,
+                want.stride,
+                want.groups,
+                fib.shape().first,
+                fib.shape().stride,
+                fib.shape().groups
+            );
+        }
+        Ok(fib_arena::table_layout(main, K::BITS == 128, slot))
     }
 
     /// The single-buffer program, for interfaces up to Ethernet's MTU.
@@ -135,13 +163,21 @@ impl FastPath {
         flags: u16,
         egress: bool,
     ) -> Result<()> {
-        crate::layout::check_ifindex(ifindex)?;
         let ifc = Iface {
             ifindex,
             mac,
             flags,
+            ..Default::default()
         };
-        maps::write(&loader::map(&self.obj, "ifaces")?, ifindex, &ifc)?;
+        self.write_interface(&ifc, egress)
+    }
+
+    /// Writes interface entry `ifc` whole (its tables too); an egress only
+    /// if `egress`.
+    pub fn write_interface(&self, ifc: &Iface, egress: bool) -> Result<()> {
+        let ifindex = ifc.ifindex;
+        crate::layout::check_ifindex(ifindex)?;
+        maps::write(&loader::map(&self.obj, "ifaces")?, ifindex, ifc)?;
         if !egress {
             return self.remove_egress(ifindex);
         }
@@ -212,18 +248,19 @@ impl FastPath {
         maps::write(&loader::map(&self.obj, "nh_groups")?, index, group)
     }
 
-    /// Copies a whole table into the arena (an empty fast path).
+    /// Copies a whole main table into the arena (an empty fast path).
     pub fn load_fib<K: Key>(&self, fib: &Fib<K>) -> Result<()> {
-        let layout = self.fib_layout(fib)?;
+        let layout = self.fib_layout(0, fib)?;
         self.arena
             .fill(layout, fib.root(), fib.groups(), fib.shortcut());
         Ok(())
     }
 
-    /// Pushes a change: its writes, entry by entry, in their order (a new
-    /// group's entries before the entry that links it).
-    pub fn apply<K: Key>(&self, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
-        let layout = self.fib_layout(fib)?;
+    /// Pushes a change of table slot `slot`'s FIB: its writes, entry by
+    /// entry, in their order (a new group's entries before the entry that
+    /// links it).
+    pub fn apply<K: Key>(&self, slot: usize, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
+        let layout = self.fib_layout(slot, fib)?;
         for w in writes {
             let i = w.index as usize;
             match w.table {

@@ -115,7 +115,48 @@ pub struct Iface {
     /// IFACE_FORWARD4 | IFACE_FORWARD6: what the kernel forwards when it
     /// comes in here.
     pub flags: u16,
+    /// With IFACE_TABLES4 (6): the tables a transit packet of the family
+    /// is looked up in, in order ([`tables_word`]).
+    pub tables4: u64,
+    pub tables6: u64,
 }
+
+impl Iface {
+    /// An interface routed by main's table alone.
+    pub fn new(ifindex: u32, mac: [u8; 6], flags: u16) -> Iface {
+        Iface {
+            ifindex,
+            mac,
+            flags,
+            ..Default::default()
+        }
+    }
+}
+
+/// An interface's tables as its entry holds them: each table's FIB root
+/// as its arena offset in MiB, four to the word from the low bits,
+/// FIB_TABLES_END after the last (none: the word of no table).
+pub fn tables_word(roots_mib: &[u16]) -> u64 {
+    assert!(roots_mib.len() <= FIB_WALK_TABLES, "{roots_mib:?}");
+    (0..FIB_WALK_TABLES).fold(0u64, |w, i| {
+        let t = roots_mib.get(i).copied().unwrap_or(FIB_TABLES_END);
+        w | (t as u64) << (16 * i)
+    })
+}
+
+/// The tables of an entry's word, in order.
+pub fn tables_of(word: u64) -> Vec<u16> {
+    (0..FIB_WALK_TABLES)
+        .map(|i| (word >> (16 * i)) as u16)
+        .take_while(|t| *t != FIB_TABLES_END)
+        .collect()
+}
+
+/// The most tables an interface's walk holds, and its end.
+pub const FIB_WALK_TABLES: usize = 4;
+pub const FIB_TABLES_END: u16 = 0xffff;
+/// The next-hop id of `throw` routes: a miss, the walk goes on.
+pub const NH_ID_THROW: u32 = 2;
 
 /// The kernel forwards IPv4 arriving on the interface
 /// (`net.ipv4.conf.<dev>.forwarding`).
@@ -149,6 +190,10 @@ pub const IFACE_FIREWALL4: u16 = 1024;
 /// found, and mapped, before the route lookup (bpf/include/router/nat.h).
 pub const IFACE_NAT4: u16 = 4096;
 pub const IFACE_NAT6: u16 = 8192;
+/// Policy rules look the family up in other tables than main alone: the
+/// fast path walks `tables4` (`tables6`).
+pub const IFACE_TABLES4: u16 = 16384;
+pub const IFACE_TABLES6: u16 = 32768;
 pub const IFACE_FIREWALL6: u16 = 2048;
 
 /// The firewall's verdict cache (bpf/include/router/maps.h, `fw_*`).
@@ -500,6 +545,34 @@ mod tests {
             (7, 60)
         );
     }
+    /// The constants of the tables' walk are abi/router.h's.
+    #[test]
+    fn table_walk_constants_are_the_headers() {
+        let h = include_str!("../../../bpf/include/abi/router.h");
+        let define = |name: &str| -> u64 {
+            let line = h
+                .lines()
+                .find(|l| l.starts_with(&format!("#define {name} ")))
+                .unwrap_or_else(|| panic!("#define {name}"));
+            let v = line.split_whitespace().nth(2).unwrap();
+            match v.strip_prefix("0x") {
+                Some(x) => u64::from_str_radix(x, 16).unwrap(),
+                None => v.parse().unwrap(),
+            }
+        };
+        assert_eq!(define("IFACE_TABLES4"), IFACE_TABLES4 as u64);
+        assert_eq!(define("IFACE_TABLES6"), IFACE_TABLES6 as u64);
+        assert_eq!(define("FIB_WALK_TABLES"), FIB_WALK_TABLES as u64);
+        assert_eq!(define("FIB_TABLES_END"), FIB_TABLES_END as u64);
+        assert_eq!(define("NH_ID_THROW"), NH_ID_THROW as u64);
+        // The word: in order from the low bits, ended.
+        let w = tables_word(&[1216, 0]);
+        assert_eq!(w, 1216 | 0xffff_ffff_0000_0000);
+        assert_eq!(tables_of(w), [1216, 0]);
+        assert_eq!(tables_of(tables_word(&[])), Vec::<u16>::new());
+        assert_eq!(tables_of(tables_word(&[1, 2, 3, 4])), [1, 2, 3, 4]);
+    }
+
     use linerate_bpf::btf_layout::struct_layout;
     use linerate_bpf::objects;
     use std::mem::{offset_of, size_of};
@@ -541,6 +614,8 @@ mod tests {
                 ("ifindex", offset_of!(Iface, ifindex)),
                 ("mac", offset_of!(Iface, mac)),
                 ("flags", offset_of!(Iface, flags)),
+                ("tables4", offset_of!(Iface, tables4)),
+                ("tables6", offset_of!(Iface, tables6)),
             ],
         );
         check(

@@ -6,15 +6,18 @@
 //! same verdict, reason and bytes (tests/mirror.rs), which keeps the two
 //! one.
 use crate::dataplane::Dataplane;
+use crate::fastpath::FastPath;
 use crate::fw_model::{ipv6_ext, FwFrame, FwModel, FwOutcome};
 use crate::layout::{
-    Iface, Nexthop, NhGroup, IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6,
-    IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE,
-    IFACE_RPF_STRICT, IFACE_TC, NH_GROUP, NH_GROUP_BUCKETS, NH_KERNEL, NH_RESOLVED, NH_TC,
-    NH_VALID, ROUTER_IFACES, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+    tables_of, Iface, Nexthop, NhGroup, IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4,
+    IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4, IFACE_POLICY6,
+    IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, IFACE_TC, NH_GROUP,
+    NH_GROUP_BUCKETS, NH_ID_THROW, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID, ROUTER_IFACES,
+    ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
 use crate::local;
 use anyhow::{bail, Result};
+use linerate_bpf::fib_arena::TABLE_SLOTS;
 use linerate_bpf::test_run::XdpAction;
 use linerate_fib::{Fib, Ipv6Layout, Key, Shape, Table, Tables, Write};
 use std::cell::RefCell;
@@ -119,8 +122,9 @@ pub struct Model {
     used: RefCell<BTreeSet<u32>>,
     nh_groups: HashMap<u32, NhGroup>,
     local_src4: HashMap<u32, u64>,
-    fib4: TableCopy,
-    fib6: TableCopy,
+    /// Each table slot's FIB (0: main's).
+    fib4: Vec<TableCopy>,
+    fib6: Vec<TableCopy>,
     fw: FwModel,
 }
 
@@ -134,8 +138,8 @@ impl Model {
             used: RefCell::new(BTreeSet::new()),
             nh_groups: HashMap::new(),
             local_src4: HashMap::new(),
-            fib4: TableCopy::default(),
-            fib6: TableCopy::default(),
+            fib4: (0..TABLE_SLOTS).map(|_| TableCopy::default()).collect(),
+            fib6: (0..TABLE_SLOTS).map(|_| TableCopy::default()).collect(),
             fw: FwModel::default(),
         }
     }
@@ -200,11 +204,11 @@ impl Model {
             0x0800 if ifc.flags & IFACE_FORWARD4 == 0 => {
                 not_forwarded(IFACE_POLICY4, IFACE_NETFILTER4)
             }
-            0x0800 => self.forward_ipv4(f, ingress, ifc.flags),
+            0x0800 => self.forward_ipv4(f, ingress, ifc.flags, ifc.tables4),
             0x86dd if ifc.flags & IFACE_FORWARD6 == 0 => {
                 not_forwarded(IFACE_POLICY6, IFACE_NETFILTER6)
             }
-            0x86dd => self.forward_ipv6(f, ingress, ifc.flags),
+            0x86dd => self.forward_ipv6(f, ingress, ifc.flags, ifc.tables6),
             _ => pass(NOT_IP),
         }
     }
@@ -214,6 +218,7 @@ impl Model {
         f: &mut Vec<u8>,
         ingress: u32,
         ifflags: u16,
+        tables: u64,
     ) -> (XdpAction, &'static str) {
         use reason::*;
         let pass = |r| (XdpAction::Pass, r);
@@ -251,7 +256,12 @@ impl Model {
             u32::from_le_bytes(ip[12..16].try_into().unwrap()) as u64,
             u32::from_le_bytes(ip[16..20].try_into().unwrap()) as u64,
         );
-        let n = match self.next_hop(self.fib4.lookup(daddr), l3_len, ingress, bucket) {
+        let n = match self.next_hop(
+            self.route(&self.fib4, ifflags & IFACE_TABLES4 != 0, tables, daddr),
+            l3_len,
+            ingress,
+            bucket,
+        ) {
             Ok(n) => n,
             Err(r) => return pass(r),
         };
@@ -284,6 +294,7 @@ impl Model {
         f: &mut Vec<u8>,
         ingress: u32,
         ifflags: u16,
+        tables: u64,
     ) -> (XdpAction, &'static str) {
         use reason::*;
         let pass = |r| (XdpAction::Pass, r);
@@ -318,7 +329,12 @@ impl Model {
             (w(s, 0) << 32 | w(s, 1)) ^ (w(s, 2) << 32 | w(s, 3)),
             (w(d, 0) << 32 | w(d, 1)) ^ (w(d, 2) << 32 | w(d, 3)),
         );
-        let n = match self.next_hop(self.fib6.lookup(daddr), l3_len, ingress, bucket) {
+        let n = match self.next_hop(
+            self.route(&self.fib6, ifflags & IFACE_TABLES6 != 0, tables, daddr),
+            l3_len,
+            ingress,
+            bucket,
+        ) {
             Ok(n) => n,
             Err(r) => return pass(r),
         };
@@ -426,8 +442,29 @@ impl Model {
     }
 
     /// Reverse path filtering where the fast path can tell (rpf_ok).
+    /// The next-hop id for `addr`: main's FIB, or with `walk` the tables
+    /// of the interface's word in turn, a miss (none, a throw) going on,
+    /// as fib4_walk_tables and fib6_walk_tables do.
+    fn route<K: Key>(&self, fibs: &[TableCopy], walk: bool, tables: u64, addr: K) -> u32 {
+        if !walk {
+            return fibs[0].lookup(addr);
+        }
+        let ipv6 = K::BITS == 128;
+        for mib in tables_of(tables) {
+            let Some(slot) = (0..TABLE_SLOTS).find(|&s| FastPath::table_root_mib(ipv6, s) == mib)
+            else {
+                return 0;
+            };
+            let nh = fibs[slot].lookup(addr);
+            if nh != 0 && nh != NH_ID_THROW {
+                return nh;
+            }
+        }
+        0
+    }
+
     fn rpf_ok(&self, saddr: u32, ingress: u32, ifflags: u16) -> bool {
-        let nh = self.fib4.lookup(saddr);
+        let nh = self.fib4[0].lookup(saddr);
         if nh == 0 || nh >= ROUTER_NEXTHOPS {
             return false;
         }
@@ -481,22 +518,10 @@ impl Dataplane for Model {
         self.ipv6
     }
 
-    fn set_interface(
-        &mut self,
-        ifindex: u32,
-        mac: [u8; 6],
-        flags: u16,
-        egress: bool,
-    ) -> Result<()> {
+    fn set_interface(&mut self, ifc: &Iface, egress: bool) -> Result<()> {
+        let ifindex = ifc.ifindex;
         crate::layout::check_ifindex(ifindex)?;
-        self.ifaces.insert(
-            ifindex,
-            Iface {
-                ifindex,
-                mac,
-                flags,
-            },
-        );
+        self.ifaces.insert(ifindex, *ifc);
         if egress {
             self.tx_ports.insert(ifindex);
         } else {
@@ -547,19 +572,23 @@ impl Dataplane for Model {
         Ok(())
     }
 
-    fn apply_fib<K: Key>(&mut self, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
-        let want = if K::BITS == 32 {
+    fn apply_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
+        let main = if K::BITS == 32 {
             Shape::IPV4
         } else {
             self.ipv6.shape()
         };
+        let want = if slot == 0 { main } else { main.other_table() };
+        if slot >= TABLE_SLOTS {
+            bail!("table slot {slot}: the arena has {TABLE_SLOTS}");
+        }
         if fib.shape() != want {
-            bail!("the model reads another table shape than this table's");
+            bail!("the model reads another table shape than this table's in slot {slot}");
         }
         if K::BITS == 32 {
-            self.fib4.apply(fib, writes);
+            self.fib4[slot].apply(fib, writes);
         } else {
-            self.fib6.apply(fib, writes);
+            self.fib6[slot].apply(fib, writes);
         }
         Ok(())
     }

@@ -122,6 +122,19 @@ impl Shape {
         shortcut: 20,
         shortcut_levels: 2,
     };
+
+    /// The shape of a routing table other than main (a tenant's, chosen
+    /// by a policy rule): the same levels, so the fast path's walk reads
+    /// it, no shortcut (main's), and a pool of 32 MiB: 2^15 groups of 256
+    /// entries (a full IPv4 table takes about 10k), 2^19 of 16.
+    pub fn other_table(self) -> Shape {
+        Shape {
+            groups: (32 << 20) / (4u32 << self.stride),
+            shortcut: 0,
+            shortcut_levels: 0,
+            ..self
+        }
+    }
 }
 
 /// The IPv6 table's layout, a trade between reads per lookup and memory

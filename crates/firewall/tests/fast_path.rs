@@ -12,8 +12,8 @@ use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fw_cache::FwTable;
 use linerate_dataplane::fw_maps::FwMaps;
 use linerate_dataplane::layout::{
-    FwMiss, Nexthop, IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, NH_RESOLVED,
-    NH_VALID,
+    FwMiss, Iface, Nexthop, IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6,
+    NH_RESOLVED, NH_VALID,
 };
 use linerate_dataplane::model::Model;
 use linerate_fib::{Fib, Shape};
@@ -263,11 +263,15 @@ fn routed(
     fp.set_nexthop(1, &nh).unwrap();
     fp.load_fib(&f4).unwrap();
     fp.load_fib(&f6).unwrap();
-    model.set_interface(if0, MAC_IN, flags, true).unwrap();
-    model.set_interface(if1, MAC_OUT, flags, true).unwrap();
+    model
+        .set_interface(&Iface::new(if0, MAC_IN, flags), true)
+        .unwrap();
+    model
+        .set_interface(&Iface::new(if1, MAC_OUT, flags), true)
+        .unwrap();
     model.set_nexthop(1, &nh).unwrap();
-    model.apply_fib(&f4, &w4).unwrap();
-    model.apply_fib(&f6, &w6).unwrap();
+    model.apply_fib(0, &f4, &w4).unwrap();
+    model.apply_fib(0, &f6, &w6).unwrap();
     model
 }
 

@@ -204,38 +204,82 @@ impl Policy {
         rules.insert(at, rule);
     }
 
-    /// Whether the kernel routes every transit packet of the family that
-    /// arrives on interface `iif` (its name, None if not known) by the
-    /// main table, the local table first.
-    pub fn main_only(&self, ipv6: bool, iif: Option<&str>) -> bool {
+    /// The tables the kernel looks a transit packet of the family up in,
+    /// in order, when it arrives on interface `iif` (its name, None if not
+    /// known): each rule's table in turn, a miss (no route, or a `throw`
+    /// route) going on to the next, as fib_rules_lookup walks them. The
+    /// local table is left out (each FIB holds its routes over its own).
+    ///
+    /// The list ends before the first rule the walk cannot follow for
+    /// every such packet (a selector on the source, tos, protocol or
+    /// ports, a suppressor, goto, blackhole and the other actions, an
+    /// attribute not known here), after main (what main has no route for
+    /// goes to the kernel anyway), or at [`MAX_TABLES`]: a packet that
+    /// misses every table listed goes to the kernel, which walks on. So a
+    /// shorter list is slower, never wrong; an empty one sends the family
+    /// to the kernel.
+    pub fn tables(&self, ipv6: bool, iif: Option<&str>) -> Vec<u32> {
         let rules = if ipv6 { &self.v6 } else { &self.v4 };
-        for r in rules {
-            let m = r.matches(iif);
+        // The rules a packet from `iif` may meet: those it never matches,
+        // nop and local's are passed over.
+        let live: Vec<(&Rule, Match)> = rules
+            .iter()
+            .map(|r| (r, r.matches(iif)))
+            .filter(|(r, m)| {
+                *m != Match::Never
+                    && r.action != Action::Nop
+                    && !matches!(
+                        r.action,
+                        Action::Table {
+                            id: TABLE_LOCAL,
+                            ..
+                        }
+                    )
+            })
+            .collect();
+        let mut out: Vec<u32> = Vec::new();
+        for (i, (r, m)) in live.iter().enumerate() {
             match (&r.action, m) {
-                (_, Match::Never) | (Action::Nop, _) => {}
-                // The FIB holds the local table's routes over main's.
                 (
                     Action::Table {
-                        id: TABLE_LOCAL, ..
-                    },
-                    _,
-                ) => {}
-                (
-                    Action::Table {
-                        id: TABLE_MAIN,
+                        id,
                         suppress: false,
                     },
                     Match::All,
-                ) => return true,
-                // Some packets take main here; the rest walk on, and must
-                // reach main too.
-                (Action::Table { id: TABLE_MAIN, .. }, _) => {}
-                _ => return false,
+                ) => {
+                    // A table looked up again misses again.
+                    if !out.contains(id) {
+                        out.push(*id);
+                    }
+                    if *id == TABLE_MAIN || out.len() == MAX_TABLES {
+                        break;
+                    }
+                }
+                // A lookup of a table some of the packets take (a selector,
+                // a suppressor), right before a lookup of the same table
+                // that all of them take: either way they get that table's
+                // route.
+                (Action::Table { id, .. }, _)
+                    if matches!(live.get(i + 1),
+                        Some((next, Match::All)) if next.action == (Action::Table { id: *id, suppress: false })) =>
+                    {}
+                _ => break,
             }
         }
-        false
+        out
+    }
+
+    /// Whether the kernel routes every transit packet of the family that
+    /// arrives on interface `iif` by the main table (the local table
+    /// first) and by no other.
+    pub fn main_only(&self, ipv6: bool, iif: Option<&str>) -> bool {
+        self.tables(ipv6, iif) == [TABLE_MAIN]
     }
 }
+
+/// The most tables [`Policy::tables`] lists: the fast path's walk for an
+/// interface holds as many.
+pub const MAX_TABLES: usize = 4;
 
 #[cfg(test)]
 mod tests {
@@ -413,5 +457,57 @@ mod tests {
         v6.header.family = AddressFamily::Inet6;
         assert!(p(&[&local, &main, &v6]).main_only(false, IIF));
         assert!(!p(&[&local, &main, &v6]).main_only(true, IIF));
+    }
+
+    /// The tables a packet from the interface is looked up in: each rule
+    /// it meets in turn, up to main, the first rule that only some
+    /// packets match, or the walk's length; local's left out.
+    #[test]
+    fn tables_are_listed_in_the_order_the_walk_looks_them_up() {
+        let iif = |n: &str| RuleAttribute::Iifname(n.into());
+        assert_eq!(defaults().tables(false, IIF), [254]);
+        // A tenant's table chosen by the incoming interface: its routes,
+        // then main's for what it misses; another interface: main alone.
+        let tenant = with(&[lookup(100, 100, vec![iif("dut0")])]);
+        assert_eq!(tenant.tables(false, IIF), [100, 254]);
+        assert_eq!(tenant.tables(false, Some("dut1")), [254]);
+        // The interface's name unknown: the rule may match or not.
+        assert!(tenant.tables(false, None).is_empty());
+        // Two tables before main, the same one twice (a miss again).
+        let two = with(&[
+            lookup(100, 100, vec![iif("dut0")]),
+            lookup(200, 200, vec![]),
+            lookup(300, 100, vec![]),
+        ]);
+        assert_eq!(two.tables(false, IIF), [100, 200, 254]);
+        // Past the walk's length: cut (a miss goes to the kernel).
+        let many: Vec<RuleMessage> = (1..=6).map(|t| lookup(100 + t, t, vec![])).collect();
+        assert_eq!(with(&many).tables(false, IIF), [1, 2, 3, 4]);
+        // A rule only some packets match ends the list before it.
+        let mut from = lookup(150, 200, vec![]);
+        from.header.src_len = 16;
+        let cut = with(&[lookup(100, 100, vec![iif("dut0")]), from.clone()]);
+        assert_eq!(cut.tables(false, IIF), [100]);
+        assert!(with(&[from]).tables(false, IIF).is_empty());
+        for ends in [
+            rule(150, RuleAction::Blackhole, 0, vec![]),
+            rule(150, RuleAction::Goto, 0, vec![RuleAttribute::Goto(32766)]),
+            lookup(150, 200, vec![RuleAttribute::SuppressPrefixLen(0)]),
+        ] {
+            let p = with(&[lookup(100, 100, vec![]), ends]);
+            assert_eq!(p.tables(false, IIF), [100], "{p:?}");
+        }
+        // A table only some take, right before all of them take it: the
+        // same route either way.
+        let mut from100 = lookup(90, 100, vec![]);
+        from100.header.src_len = 8;
+        let p = with(&[from100, lookup(100, 100, vec![])]);
+        assert_eq!(p.tables(false, IIF), [100, 254]);
+        // wg-quick's pair, main with a suppressor before a table all take.
+        let wg = with(&[
+            lookup(32764, 254, vec![RuleAttribute::SuppressPrefixLen(0)]),
+            not(lookup(32765, 51820, vec![RuleAttribute::FwMark(0xca6c)])),
+        ]);
+        assert!(wg.tables(false, IIF).is_empty());
     }
 }

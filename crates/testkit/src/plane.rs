@@ -5,7 +5,9 @@ use anyhow::Result;
 use linerate_bpf::loader::{XdpAttachment, XdpMode};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
-use linerate_dataplane::layout::{Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, REASONS};
+use linerate_dataplane::layout::{
+    Iface, Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, REASONS,
+};
 use linerate_dataplane::model::Model;
 use linerate_fib::{Fib, Key, Write};
 use linerate_host::cmd::ip;
@@ -116,8 +118,12 @@ impl TestPlane {
     pub fn model(if0: u32, if1: u32) -> Self {
         let mut model = Model::new(linerate_fib::Ipv6Layout::default());
         let both = IFACE_FORWARD4 | IFACE_FORWARD6;
-        model.set_interface(if0, MAC_IN, both, true).unwrap();
-        model.set_interface(if1, MAC_OUT, both, true).unwrap();
+        model
+            .set_interface(&Iface::new(if0, MAC_IN, both), true)
+            .unwrap();
+        model
+            .set_interface(&Iface::new(if1, MAC_OUT, both), true)
+            .unwrap();
         TestPlane {
             model,
             real: None,
@@ -155,12 +161,12 @@ impl Dataplane for TestPlane {
     fn ipv6_layout(&self) -> linerate_fib::Ipv6Layout {
         self.model.ipv6_layout()
     }
-    fn set_interface(&mut self, i: u32, mac: [u8; 6], flags: u16, egress: bool) -> Result<()> {
+    fn set_interface(&mut self, ifc: &Iface, egress: bool) -> Result<()> {
         self.writes.interfaces += 1;
         if let Some(fp) = &mut self.real {
-            Dataplane::set_interface(fp, i, mac, flags, egress)?;
+            Dataplane::set_interface(fp, ifc, egress)?;
         }
-        self.model.set_interface(i, mac, flags, egress)
+        self.model.set_interface(ifc, egress)
     }
     fn remove_interface(&mut self, i: u32) -> Result<()> {
         self.writes.interfaces += 1;
@@ -201,12 +207,12 @@ impl Dataplane for TestPlane {
         }
         self.model.set_local_sources(index, word)
     }
-    fn apply_fib<K: Key>(&mut self, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
+    fn apply_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
         self.writes.fib_entries += writes.len();
         if let Some(fp) = &mut self.real {
-            Dataplane::apply_fib(fp, fib, writes)?;
+            Dataplane::apply_fib(fp, slot, fib, writes)?;
         }
-        self.model.apply_fib(fib, writes)
+        self.model.apply_fib(slot, fib, writes)
     }
 }
 

@@ -137,6 +137,9 @@ fn citations_are_told_from_other_words() {
     // Wrapped across two lines, in prose and in comments.
     let first = format!("{n} a policer");
     assert!(cites(&across("Until session", &first)));
-    assert!(cites(&across("/// as the issue", &format!("  /// #{n} asked"))));
+    assert!(cites(&across(
+        "/// as the issue",
+        &format!("  /// #{n} asked")
+    )));
     assert!(!cites(&across("a BGP session", "  // with 3 peers")));
 }

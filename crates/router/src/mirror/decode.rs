@@ -134,7 +134,7 @@ pub enum Prefix {
     V6(u128, u8),
 }
 
-/// A route of the main or local table added, replaced or deleted.
+/// A route of any table added, replaced or deleted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RouteUpdate {
     pub prefix: Prefix,
@@ -145,8 +145,7 @@ pub struct RouteUpdate {
     pub local_address: Option<u32>,
 }
 
-/// A route message; None for IPv6 route cache entries, other tables and
-/// other families.
+/// A route message; None for IPv6 route cache entries and other families.
 pub fn route(r: &RouteMessage, gone: bool) -> Option<RouteUpdate> {
     if r.header.flags.contains(RouteFlags::Cloned) {
         return None;
@@ -173,10 +172,8 @@ pub fn route(r: &RouteMessage, gone: bool) -> Option<RouteUpdate> {
             _ => {}
         }
     }
-    if table != TABLE_MAIN && table != TABLE_LOCAL {
-        return None;
-    }
     let nh = match (r.header.kind, gw, oif, multipath, nh_object) {
+        (RouteType::Throw, ..) => NhKey::Throw,
         (RouteType::Unicast, Some(gw), Some(oif), None, None) => NhKey::Gateway { oif, gw, mtu },
         (RouteType::Unicast, None, Some(oif), None, None) => NhKey::Device { oif, mtu },
         (RouteType::Unicast, _, _, Some(hops), None) => group_key(hops, mtu),

@@ -5,7 +5,7 @@
 use linerate_dataplane::layout::{
     IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NAT4, IFACE_NAT6,
     IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE,
-    IFACE_RPF_STRICT, IFACE_TC, IFACE_XMIT_SG,
+    IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, IFACE_TC, IFACE_XMIT_SG,
 };
 use linerate_netlink::netconf::{Netconf, IFINDEX_ALL};
 use std::collections::{HashMap, HashSet};
@@ -95,9 +95,12 @@ impl Settings {
 /// What else than the settings decides an interface's flags.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Context {
-    /// The kernel routes the family (IPv4, IPv6) from here by the main
-    /// table alone (no policy rule may route it otherwise, not enslaved).
-    pub by_main: [bool; 2],
+    /// The fast path can route the family (IPv4, IPv6) from here as the
+    /// kernel's rules do: by the tables their walk lists (not enslaved).
+    pub routed: [bool; 2],
+    /// ... by other tables than main alone: the fast path walks the
+    /// interface's tables (IFACE_TABLES4, 6).
+    pub walk: [bool; 2],
     /// tc acts on what comes in here.
     pub tc_ingress: bool,
     /// Netfilter sees forwarded IPv4, IPv6.
@@ -117,8 +120,14 @@ pub struct Context {
 /// fast path leaves it to the kernel; else it is forwarded, through the
 /// firewall if netfilter sees it and the firewall judges all it sees.
 pub fn flags(s: &Settings, ifindex: u32, c: &Context) -> u16 {
-    let family = |v6: usize, policy, netfilter, forward, firewall, nat| {
-        if !c.by_main[v6] {
+    let family = |v6: usize, policy, netfilter, forward: u16, firewall, nat| {
+        let tables = if v6 == 1 {
+            IFACE_TABLES6
+        } else {
+            IFACE_TABLES4
+        };
+        let forward = forward | if c.walk[v6] { tables } else { 0 };
+        if !c.routed[v6] {
             policy
         } else if c.tc_ingress {
             IFACE_TC
@@ -180,7 +189,7 @@ mod tests {
     fn flags_say_what_is_forwarded_and_why_not() {
         let mut s = Settings::default();
         let plain = Context {
-            by_main: [true, true],
+            routed: [true, true],
             ..Default::default()
         };
         assert_eq!(flags(&s, 3, &plain), 0, "unknown is off");
@@ -201,7 +210,8 @@ mod tests {
         s.set_ipv6_enabled(3, true);
         // Policy before tc before netfilter.
         let all = Context {
-            by_main: [false, true],
+            routed: [false, true],
+            walk: [false, false],
             tc_ingress: false,
             netfilter: [true, true],
             firewall: [false, false],
@@ -220,7 +230,7 @@ mod tests {
         // Netfilter's chains all judged by the firewall: forwarded through
         // it; only where netfilter sees the family at all.
         let judged = Context {
-            by_main: [true, true],
+            routed: [true, true],
             firewall: [true, false],
             ..all
         };
@@ -235,6 +245,27 @@ mod tests {
         assert_eq!(
             flags(&s, 3, &unseen),
             IFACE_FORWARD4 | IFACE_FORWARD6 | IFACE_XMIT_SG
+        );
+        // Tables other than main: forwarded, walking them; through the
+        // firewall as well.
+        let walk = Context {
+            walk: [true, false],
+            ..unseen
+        };
+        assert_eq!(
+            flags(&s, 3, &walk),
+            IFACE_FORWARD4 | IFACE_TABLES4 | IFACE_FORWARD6 | IFACE_XMIT_SG
+        );
+        assert_eq!(
+            flags(
+                &s,
+                3,
+                &Context {
+                    netfilter: [true, true],
+                    ..walk
+                }
+            ),
+            IFACE_FORWARD4 | IFACE_TABLES4 | IFACE_FIREWALL4 | IFACE_NETFILTER6 | IFACE_XMIT_SG
         );
         // rp_filter: the larger of the interface's and conf.all's.
         s.netconf(&conf(false, 3, None, Some(2)));

@@ -31,13 +31,17 @@ pub mod ifaces;
 pub mod neighbours;
 pub mod nexthops;
 pub mod routes;
+pub mod tables;
 
 use anyhow::Result;
+use decode::TABLE_MAIN;
 use decode::{Link, Prefix, RouteUpdate};
 use ifaces::{Scope, Settings};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
-use linerate_dataplane::layout::{Nexthop, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID};
+use linerate_dataplane::layout::{
+    tables_word, Iface, Nexthop, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID,
+};
 use linerate_dataplane::local::LocalSources;
 use linerate_fib::{Fib, FibError, Key, Shape};
 use linerate_netlink::netconf::Netconf;
@@ -54,6 +58,7 @@ use nexthops::{members_key, NhContext, NhIds};
 use routes::{Candidate, RouteId, RouteTable};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
+use tables::Others;
 
 pub use nexthops::{NhKey, KERNEL_NH};
 
@@ -80,10 +85,12 @@ struct Seen {
     policy: Policy,
 }
 
-/// A family's routes and the FIB made of them.
+/// A family's routes (every table's) and the FIBs made of them: main's,
+/// and those of the other tables policy rules look up (crate::mirror::tables).
 struct Family<K: Key> {
     routes: RouteTable<K>,
     fib: Fib<K>,
+    others: Others<K>,
 }
 
 struct Families {
@@ -181,6 +188,9 @@ impl NhContext for NhView<'_> {
                 flags: NH_VALID | NH_KERNEL,
                 ..Default::default()
             },
+            // Never valid: a throw found in main's table alone is the
+            // kernel's (which walks on), pass_no_route.
+            NhKey::Throw => Nexthop::default(),
             NhKey::Group(_) => Nexthop {
                 ifindex: ids.group_index(k).unwrap_or_default(),
                 flags: NH_VALID | NH_GROUP,
@@ -214,6 +224,8 @@ impl NhContext for NhView<'_> {
     fn ids_in_fibs(&self) -> HashSet<u32> {
         let mut used: HashSet<u32> = self.families.v4.fib.routes().map(|r| r.2).collect();
         used.extend(self.families.v6.fib.routes().map(|r| r.2));
+        used.extend(self.families.v4.others.ids());
+        used.extend(self.families.v6.others.ids());
         used
     }
 }
@@ -248,10 +260,12 @@ impl<D: Dataplane> Mirror<D> {
                 v4: Family {
                     routes: RouteTable::default(),
                     fib: Fib::new(Shape::IPV4),
+                    others: Others::new(Shape::IPV4),
                 },
                 v6: Family {
                     routes: RouteTable::default(),
                     fib: Fib::new(ipv6),
+                    others: Others::new(ipv6),
                 },
             },
             nh: NhIds::default(),
@@ -387,6 +401,50 @@ impl<D: Dataplane> Mirror<D> {
         all.into_iter().try_for_each(|i| self.push_ingress(i))
     }
 
+    /// The tables other than main that the rules look up for the router's
+    /// interfaces of a family.
+    fn wanted_tables(&self, ipv6: bool) -> BTreeSet<u32> {
+        self.ingress
+            .keys()
+            .filter(|i| !self.links.get(i).is_some_and(|l| l.enslaved))
+            .flat_map(|i| {
+                let name = self.names.get(i).map(String::as_str);
+                self.policy.tables(ipv6, name)
+            })
+            .filter(|t| *t != TABLE_MAIN)
+            .collect()
+    }
+
+    /// Gives the tables the rules now look up their FIBs, filled from
+    /// their routes, and empties those of tables no rule looks up any more.
+    fn place_tables(&mut self) -> Result<()> {
+        self.place_family::<u32>()?;
+        self.place_family::<u128>()
+    }
+
+    fn place_family<K: PerFamily>(&mut self) -> Result<()> {
+        let wanted = self.wanted_tables(K::BITS == 128);
+        let (gone, added) = K::of_mut(&mut self.families).others.place(&wanted);
+        for mut t in gone {
+            let held: Vec<(K, u8)> = t.fib.routes().map(|r| (r.0, r.1)).collect();
+            for (a, len) in held {
+                let w = t.fib.remove(a, len).map_err(|e| anyhow::anyhow!("{e}"))?;
+                self.dp.apply_fib(t.slot, &t.fib, &w)?;
+            }
+            K::of_mut(&mut self.families).others.drain(t.slot);
+            tracing::info!(
+                "table {} is looked up by no rule of the router's interfaces any more",
+                t.table
+            );
+        }
+        for table in added {
+            for key in K::of(&self.families).routes.prefixes_in(table) {
+                self.sync_other(key, table)?;
+            }
+        }
+        Ok(())
+    }
+
     /// A forwarding or rp_filter setting: the router's interfaces it
     /// concerns forward in the fast path only the families the kernel
     /// forwards there, and filter as the kernel does (or pass).
@@ -404,12 +462,22 @@ impl<D: Dataplane> Mirror<D> {
         let Some(&mac) = self.ingress.get(&ifindex) else {
             return Ok(());
         };
-        let name = self.names.get(&ifindex).map(String::as_str);
-        let enslaved = self.links.get(&ifindex).is_some_and(|l| l.enslaved);
-        let by_main = |ipv6| !enslaved && self.policy.main_only(ipv6, name);
+        // (A rename or a new master changes the tables the rules give.)
+        self.place_tables()?;
+        let walks = [self.walk(ifindex, false), self.walk(ifindex, true)];
         let xmit = self.xmit(ifindex);
         let context = ifaces::Context {
-            by_main: [by_main(false), by_main(true)],
+            routed: [!walks[0].is_empty(), !walks[1].is_empty()],
+            walk: [
+                walks[0].len() > 1
+                    || walks[0]
+                        .first()
+                        .is_some_and(|&r| r != FastPath::table_root_mib(false, 0)),
+                walks[1].len() > 1
+                    || walks[1]
+                        .first()
+                        .is_some_and(|&r| r != FastPath::table_root_mib(true, 0)),
+            ],
             tc_ingress: self.tc.get(&ifindex).is_some_and(|t| !t.ingress.is_empty()),
             netfilter: [
                 !self.netfilter.ipv4.is_empty(),
@@ -423,7 +491,53 @@ impl<D: Dataplane> Mirror<D> {
             xmit_multibuf: xmit.multibuf,
         };
         let flags = ifaces::flags(&self.settings, ifindex, &context);
-        self.dp.set_interface(ifindex, mac, flags, xmit.redirect)
+        let ifc = Iface {
+            ifindex,
+            mac,
+            flags,
+            tables4: tables_word(&walks[0]),
+            tables6: tables_word(&walks[1]),
+        };
+        self.dp.set_interface(&ifc, xmit.redirect)
+    }
+
+    /// The tables the fast path looks a transit packet of the family from
+    /// interface `ifindex` up in, as their FIBs' roots (MiB of the arena):
+    /// the rules' walk for it (linerate_netlink::policy::Policy::tables), up
+    /// to the first table without a FIB (a miss there goes to the kernel,
+    /// which walks on). None (the kernel routes the family from here):
+    /// the walk ends before any table, the interface is enslaved, or
+    /// reverse path filtering is on and the kernel's check of the source
+    /// (a lookup from `lo`, fib_validate_source) is not by main alone,
+    /// which is the table the fast path checks sources in.
+    fn walk(&self, ifindex: u32, ipv6: bool) -> Vec<u16> {
+        let name = self.names.get(&ifindex).map(String::as_str);
+        if self.links.get(&ifindex).is_some_and(|l| l.enslaved) {
+            return Vec::new();
+        }
+        if !ipv6
+            && self.settings.rp_filter(ifindex) != 0
+            && !self.policy.main_only(false, Some("lo"))
+        {
+            return Vec::new();
+        }
+        let others = if ipv6 {
+            |f: &Families, t| f.v6.others.slot_of(t)
+        } else {
+            |f: &Families, t| f.v4.others.slot_of(t)
+        };
+        self.policy
+            .tables(ipv6, name)
+            .into_iter()
+            .map_while(|t| {
+                let slot = if t == TABLE_MAIN {
+                    Some(0)
+                } else {
+                    others(&self.families, t)
+                };
+                slot.map(|s| FastPath::table_root_mib(ipv6, s))
+            })
+            .collect()
     }
 
     /// What interface `ifindex` takes as an XDP redirect target.
@@ -535,6 +649,8 @@ impl<D: Dataplane> Mirror<D> {
     pub fn release_quarantine(&mut self) -> Result<()> {
         self.families.v4.fib.release_quarantine();
         self.families.v6.fib.release_quarantine();
+        self.families.v4.others.release_quarantine();
+        self.families.v6.others.release_quarantine();
         if self.nh.release() {
             for k in self.families.v4.routes.prefixes() {
                 self.sync(k)?;
@@ -799,7 +915,7 @@ impl<D: Dataplane> Mirror<D> {
         if !self.neighbours.is_host(ip) {
             return None;
         }
-        match K::of(&self.families).routes.covering(a)? {
+        match K::of(&self.families).routes.covering(a, TABLE_MAIN)? {
             NhKey::Device { oif, mtu } if self.neighbours.mac(&(oif, ip)).is_some() => {
                 Some(NhKey::Gateway { oif, gw: ip, mtu })
             }
@@ -866,17 +982,39 @@ impl<D: Dataplane> Mirror<D> {
             None
         };
         let best = host
-            .or_else(|| K::of(&self.families).routes.best(&key))
+            .or_else(|| K::of(&self.families).routes.best(&key, TABLE_MAIN))
             .map(|k| self.resolve(k));
         let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
         let fib = &mut K::of_mut(&mut self.families).fib;
-        install(&mut self.dp, fib, &mut self.counts, key, id)?;
+        install(&mut self.dp, 0, fib, &mut self.counts, key, id)?;
+        for table in K::of(&self.families).others.tables() {
+            self.sync_other(key, table)?;
+        }
         if key.1 < K::BITS {
             for a in self.neighbours.hosts_within(key) {
                 self.sync((a, K::BITS))?;
             }
         }
         Ok(())
+    }
+}
+
+impl<D: Dataplane> Mirror<D> {
+    /// Puts prefix `key` in the FIB of table `table` (not main, one with
+    /// a slot) as the kernel has it there: its route in that table, the
+    /// local table's over it. (Hosts on connected networks get entries of
+    /// their own in main's FIB only: elsewhere the connected route's
+    /// packets go to the kernel.)
+    fn sync_other<K: PerFamily>(&mut self, key: (K, u8), table: u32) -> Result<()> {
+        let best = K::of(&self.families)
+            .routes
+            .best(&key, table)
+            .map(|k| self.resolve(k));
+        let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
+        let Some(t) = K::of_mut(&mut self.families).others.get_mut(table) else {
+            return Ok(());
+        };
+        install(&mut self.dp, t.slot, &mut t.fib, &mut self.counts, key, id)
     }
 }
 
@@ -893,6 +1031,7 @@ fn unseen<'a, K: Copy + Eq + std::hash::Hash + 'a>(
 /// block to the kernel instead: slower, never wrong.
 fn install<K: Key, D: Dataplane>(
     dp: &mut D,
+    slot: usize,
     fib: &mut Fib<K>,
     counts: &mut Counts,
     (addr, len): (K, u8),
@@ -906,7 +1045,7 @@ fn install<K: Key, D: Dataplane>(
     };
     match result {
         Ok((w, added)) => {
-            dp.apply_fib(fib, &w)?;
+            dp.apply_fib(slot, fib, &w)?;
             if added {
                 counts.routes_installed += 1;
             } else {
@@ -924,7 +1063,7 @@ fn install<K: Key, D: Dataplane>(
             let w = fib
                 .insert(addr.mask(first), first, KERNEL_NH)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
-            dp.apply_fib(fib, &w)
+            dp.apply_fib(slot, fib, &w)
         }
         Err(e) => Err(anyhow::anyhow!(
             "{}: {e}",

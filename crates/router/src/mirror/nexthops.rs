@@ -13,9 +13,16 @@ use std::net::IpAddr;
 /// The next hop that hands packets to the kernel.
 pub const KERNEL_NH: u32 = 1;
 
+/// The next hop of `throw` routes: a miss in its table, the fast path's
+/// walk of an interface's tables going on to the next (its entry is never
+/// written: with main's table alone, the kernel's).
+pub const THROW_NH: u32 = linerate_dataplane::layout::NH_ID_THROW;
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum NhKey {
     Kernel,
+    /// A `throw` route: the kernel's rules walk on to the next table.
+    Throw,
     Gateway {
         oif: u32,
         gw: IpAddr,
@@ -66,10 +73,11 @@ impl Default for NhIds {
     fn default() -> Self {
         let mut ids = HashMap::new();
         ids.insert(NhKey::Kernel, KERNEL_NH);
+        ids.insert(NhKey::Throw, THROW_NH);
         NhIds {
             ids,
             groups: HashMap::new(),
-            nh_pool: IdPool::new(KERNEL_NH + 1, ROUTER_NEXTHOPS),
+            nh_pool: IdPool::new(THROW_NH + 1, ROUTER_NEXTHOPS),
             group_pool: IdPool::new(0, ROUTER_NH_GROUPS),
             starved: false,
         }
@@ -182,7 +190,7 @@ impl NhIds {
         let unused: Vec<(NhKey, u32)> = self
             .ids
             .iter()
-            .filter(|(_, id)| **id != KERNEL_NH && !used.contains(id))
+            .filter(|(_, id)| **id != KERNEL_NH && **id != THROW_NH && !used.contains(id))
             .map(|(k, &id)| (k.clone(), id))
             .collect();
         for (k, id) in unused {

@@ -131,21 +131,33 @@ impl<K: Key> RouteTable<K> {
         }
     }
 
-    /// The next hop the kernel takes for exactly this prefix: the local
-    /// table wins, then the lowest metric.
-    pub fn best(&self, key: &(K, u8)) -> Option<NhKey> {
+    /// The next hop the kernel takes for exactly this prefix by `table`
+    /// (the local table's routes over its own, as its first rule looks
+    /// local up): the local table wins, then the lowest metric.
+    pub fn best(&self, key: &(K, u8), table: u32) -> Option<NhKey> {
         self.by_prefix
             .get(key)?
             .iter()
+            .filter(|c| c.table == table || c.table == TABLE_LOCAL)
             .min_by_key(|c| (c.table != TABLE_LOCAL, c.priority))
             .map(|c| self.nh.key(c.nh).clone())
     }
 
-    /// The next hop of the longest prefix holding `a` that has a route.
-    pub fn covering(&self, a: K) -> Option<NhKey> {
+    /// The next hop of the longest prefix holding `a` that has a route in
+    /// `table` (or local).
+    pub fn covering(&self, a: K, table: u32) -> Option<NhKey> {
         (0..=K::BITS)
             .rev()
-            .find_map(|len| self.best(&(a.mask(len), len)))
+            .find_map(|len| self.best(&(a.mask(len), len), table))
+    }
+
+    /// The prefixes with a route in `table` or the local table.
+    pub fn prefixes_in(&self, table: u32) -> Vec<(K, u8)> {
+        self.by_prefix
+            .iter()
+            .filter(|(_, l)| l.iter().any(|c| c.table == table || c.table == TABLE_LOCAL))
+            .map(|(k, _)| *k)
+            .collect()
     }
 
     /// The prefixes with a candidate whose next hop `which` selects.
@@ -272,17 +284,28 @@ mod tests {
         let k = (0xc612_0000, 16);
         t.update(k, cand(254, 100, gw(2, "10.0.0.1")), false);
         t.update(k, cand(254, 10, gw(2, "10.0.0.2")), false);
-        assert_eq!(t.best(&k), Some(gw(2, "10.0.0.2")));
+        assert_eq!(t.best(&k, 254), Some(gw(2, "10.0.0.2")));
         t.update(k, cand(255, 500, NhKey::Kernel), false);
-        assert_eq!(t.best(&k), Some(NhKey::Kernel));
+        assert_eq!(t.best(&k, 254), Some(NhKey::Kernel));
         t.update(k, cand(255, 500, NhKey::Kernel), true);
         // A replace keeps one route per table and metric.
         t.update(k, cand(254, 10, gw(2, "10.0.0.3")), false);
-        assert_eq!(t.best(&k), Some(gw(2, "10.0.0.3")));
+        assert_eq!(t.best(&k, 254), Some(gw(2, "10.0.0.3")));
         t.update(k, cand(254, 10, NhKey::Kernel), true);
-        assert_eq!(t.best(&k), Some(gw(2, "10.0.0.1")));
-        assert_eq!(t.covering(0xc612_0505), Some(gw(2, "10.0.0.1")));
-        assert_eq!(t.covering(0xc613_0505), None);
+        assert_eq!(t.best(&k, 254), Some(gw(2, "10.0.0.1")));
+        assert_eq!(t.covering(0xc612_0505, 254), Some(gw(2, "10.0.0.1")));
+        assert_eq!(t.covering(0xc613_0505, 254), None);
+        // Another table's routes: its own, local's over them; main's not.
+        t.update(k, cand(100, 1, gw(2, "10.9.0.1")), false);
+        assert_eq!(t.best(&k, 100), Some(gw(2, "10.9.0.1")));
+        assert_eq!(t.best(&k, 254), Some(gw(2, "10.0.0.1")));
+        t.update(k, cand(255, 0, NhKey::Kernel), false);
+        assert_eq!(t.best(&k, 100), Some(NhKey::Kernel));
+        assert_eq!(t.best(&k, 200), Some(NhKey::Kernel), "local alone");
+        t.update(k, cand(255, 0, NhKey::Kernel), true);
+        assert_eq!(t.best(&k, 200), None);
+        assert_eq!(t.prefixes_in(100), [k]);
+        assert!(t.prefixes_in(200).is_empty());
     }
 
     #[test]
@@ -298,7 +321,7 @@ mod tests {
             t.update((0, 24), cand(254, 0, gw(2, &format!("10.0.0.{g}"))), false);
         }
         assert_eq!(t.interned(), 2);
-        assert_eq!(t.best(&(0, 24)), Some(gw(2, "10.0.0.199")));
+        assert_eq!(t.best(&(0, 24), 254), Some(gw(2, "10.0.0.199")));
         for i in 0..1000u32 {
             t.update((i << 8, 24), cand(254, 0, NhKey::Kernel), true);
         }
@@ -311,7 +334,7 @@ mod tests {
         t.update((1 << 8, 24), cand(254, 0, gw(3, "10.0.1.1")), false);
         t.drop_candidates(&[(1 << 8, 24)], |k| *k == gw(3, "10.0.1.1"));
         assert_eq!(t.interned(), 0);
-        assert_eq!(t.best(&(1 << 8, 24)), None);
+        assert_eq!(t.best(&(1 << 8, 24), 254), None);
     }
 
     #[test]
@@ -324,15 +347,23 @@ mod tests {
                 t.update((i << 8, 23), cand(254, 0, gw(3, "10.0.0.2")), false);
             }
         }
-        let before: Vec<_> = t.prefixes().into_iter().map(|k| (k, t.best(&k))).collect();
+        let before: Vec<_> = t
+            .prefixes()
+            .into_iter()
+            .map(|k| (k, t.best(&k, 254)))
+            .collect();
         t.compact();
-        let after: Vec<_> = t.prefixes().into_iter().map(|k| (k, t.best(&k))).collect();
+        let after: Vec<_> = t
+            .prefixes()
+            .into_iter()
+            .map(|k| (k, t.best(&k, 254)))
+            .collect();
         assert_eq!(before, after);
         assert_eq!(t.interned(), 2);
         t.update((7 << 8, 24), cand(254, 0, gw(2, "10.0.0.1")), true);
-        assert_eq!(t.best(&(7 << 8, 24)), Some(gw(3, "10.0.0.2")));
+        assert_eq!(t.best(&(7 << 8, 24), 254), Some(gw(3, "10.0.0.2")));
         t.update((1 << 30, 8), cand(254, 0, gw(2, "10.0.0.1")), false);
-        assert_eq!(t.covering((1 << 30) + 5), Some(gw(2, "10.0.0.1")));
+        assert_eq!(t.covering((1 << 30) + 5, 254), Some(gw(2, "10.0.0.1")));
     }
 
     #[test]
@@ -342,13 +373,13 @@ mod tests {
         let group = members_key(vec![(gw(2, "fe80::1"), 1), (gw(3, "fe80::2"), 1)]);
         t.update(k, cand(254, 1024, group), false);
         t.update(k, cand(254, 1024, gw(3, "fe80::2")), true);
-        assert_eq!(t.best(&k), Some(gw(2, "fe80::1")));
+        assert_eq!(t.best(&k, 254), Some(gw(2, "fe80::1")));
         assert_eq!(t.interned(), 1, "the group's key is freed");
         // IPv4 has no such thing: the route goes whole.
         let mut t4 = RouteTable::<u32>::default();
         let group = members_key(vec![(gw(2, "10.0.0.1"), 1), (gw(3, "10.0.0.2"), 1)]);
         t4.update((0, 0), cand(254, 0, group), false);
         t4.update((0, 0), cand(254, 0, gw(3, "10.0.0.2")), true);
-        assert_eq!(t4.best(&(0, 0)), None);
+        assert_eq!(t4.best(&(0, 0), 254), None);
     }
 }

@@ -1,0 +1,336 @@
+//! Tables other than main, chosen by the kernel's policy rules (a tenant's
+//! table by its incoming interface): the mirror gives each table the rules
+//! look up a FIB of its own, and the fast path walks an interface's tables
+//! as the kernel's rules do, a miss or a throw route going on to the next.
+//! Hand-built rtnetlink messages, on the in-memory model of the fast path;
+//! with the `privileged` feature (root) on the BPF program beside it, which
+//! must agree. The kernel itself is the oracle in tests/policy.rs.
+use linerate_netlink::netconf::{Netconf, IFINDEX_ALL};
+use linerate_router::mirror;
+use linerate_testkit::frames::frame_between;
+use linerate_testkit::plane::{path, TestPlane, MAC_IN, MAC_OUT};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_route::neighbour::{
+    NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
+};
+use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, RouteType};
+use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleMessage};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as M};
+use std::net::IpAddr;
+
+type Mirror = mirror::Mirror<TestPlane>;
+
+const MAC_MAIN: [u8; 6] = [2, 0, 0, 0, 0, 4];
+const MAC_TENANT: [u8; 6] = [2, 0, 0, 0, 0, 5];
+const MAC_OTHER: [u8; 6] = [2, 0, 0, 0, 0, 6];
+
+fn link(index: u32, name: &str, mac: [u8; 6]) -> M {
+    let mut l = LinkMessage::default();
+    l.header.index = index;
+    l.header.flags = LinkFlags::Up | LinkFlags::LowerUp;
+    l.attributes = vec![
+        LinkAttribute::IfName(name.into()),
+        LinkAttribute::Address(mac.to_vec()),
+        LinkAttribute::Mtu(1500),
+    ];
+    M::NewLink(l)
+}
+
+fn addr(a: &str) -> RouteAddress {
+    match a.parse::<IpAddr>().unwrap() {
+        IpAddr::V4(v) => RouteAddress::Inet(v),
+        IpAddr::V6(v) => RouteAddress::Inet6(v),
+    }
+}
+
+/// A route of `table`: `dst/len` of `kind`, through `gw` on `oif` for a
+/// unicast one.
+fn route(table: u32, dst: &str, len: u8, kind: RouteType, gw: Option<&str>, oif: u32) -> M {
+    let mut r = RouteMessage::default();
+    r.header.address_family = if dst.contains(':') {
+        AddressFamily::Inet6
+    } else {
+        AddressFamily::Inet
+    };
+    r.header.destination_prefix_length = len;
+    r.header.table = table.min(252) as u8;
+    r.header.kind = kind;
+    r.attributes.push(RouteAttribute::Table(table));
+    r.attributes.push(RouteAttribute::Destination(addr(dst)));
+    if let Some(g) = gw {
+        r.attributes.push(RouteAttribute::Gateway(addr(g)));
+    }
+    if kind == RouteType::Unicast || kind == RouteType::Local {
+        r.attributes.push(RouteAttribute::Oif(oif));
+    }
+    M::NewRoute(r)
+}
+
+fn via(table: u32, dst: &str, len: u8, gw: &str, oif: u32) -> M {
+    route(table, dst, len, RouteType::Unicast, Some(gw), oif)
+}
+
+fn neighbour(ifindex: u32, a: &str, mac: [u8; 6]) -> M {
+    let mut n = NeighbourMessage::default();
+    n.header.family = if a.contains(':') {
+        AddressFamily::Inet6
+    } else {
+        AddressFamily::Inet
+    };
+    n.header.ifindex = ifindex;
+    n.header.state = NeighbourState::Reachable;
+    n.attributes = vec![
+        NeighbourAttribute::Destination(match a.parse::<IpAddr>().unwrap() {
+            IpAddr::V4(v) => NeighbourAddress::Inet(v),
+            IpAddr::V6(v) => NeighbourAddress::Inet6(v),
+        }),
+        NeighbourAttribute::LinkLayerAddress(mac.to_vec()),
+    ];
+    M::NewNeighbour(n)
+}
+
+/// A rule: `prio`, lookup `table`, from interface `iif` if named, from
+/// `src/src_len` if not 0.
+fn rule(ipv6: bool, prio: u32, table: u32, iif: Option<&str>, src_len: u8) -> RuleMessage {
+    let mut m = RuleMessage::default();
+    m.header.family = if ipv6 {
+        AddressFamily::Inet6
+    } else {
+        AddressFamily::Inet
+    };
+    m.header.action = RuleAction::ToTable;
+    m.header.table = table.min(252) as u8;
+    m.header.src_len = src_len;
+    m.attributes = vec![RuleAttribute::Priority(prio), RuleAttribute::Table(table)];
+    if let Some(i) = iif {
+        m.attributes.push(RuleAttribute::Iifname(i.into()));
+    }
+    m
+}
+
+/// The kernel's default rules of both families, with `extra` among them.
+fn rules(extra: &[RuleMessage]) -> Vec<RuleMessage> {
+    let mut all = Vec::new();
+    for ipv6 in [false, true] {
+        all.push(rule(ipv6, 0, 255, None, 0));
+        all.push(rule(ipv6, 32766, 254, None, 0));
+    }
+    all.push(rule(false, 32767, 253, None, 0));
+    all.extend(extra.iter().cloned());
+    all
+}
+
+struct Env {
+    m: Mirror,
+    m0: u32,
+    m1: u32,
+    _pair: Option<linerate_testkit::plane::ScratchPair>,
+}
+
+/// A mirror whose interfaces m0 ("t0", in) and m1 ("t1", out) forward
+/// both families; main routes 198.19.0.0/16 and 2001:db8:19::/48 through
+/// one gateway, table 100 the same prefixes through another, both
+/// resolved.
+fn tenant_mirror(tag: &str) -> Env {
+    let (pair, plane, m0, m1) = linerate_testkit::plane::test_plane(tag, "t");
+    let mut m = Mirror::new(plane).unwrap();
+    m.apply(&link(m0, "t0", MAC_IN)).unwrap();
+    m.apply(&link(m1, "t1", MAC_OUT)).unwrap();
+    m.add_ingress(m0).unwrap();
+    m.add_ingress(m1).unwrap();
+    let on = |ipv6, ifindex| Netconf {
+        ipv6,
+        ifindex,
+        forwarding: Some(true),
+        rp_filter: None,
+        gone: false,
+    };
+    for n in [
+        on(false, m0 as i32),
+        on(false, m1 as i32),
+        on(true, IFINDEX_ALL),
+    ] {
+        m.netconf(&n).unwrap();
+    }
+    m.set_rules(&rules(&[])).unwrap();
+    for msg in [
+        via(254, "198.19.0.0", 16, "198.19.0.1", m1),
+        via(100, "198.19.0.0", 16, "198.19.0.2", m1),
+        via(254, "2001:db8:19::", 48, "2001:db8:1::1", m1),
+        via(100, "2001:db8:19::", 48, "2001:db8:1::2", m1),
+        neighbour(m1, "198.19.0.1", MAC_MAIN),
+        neighbour(m1, "198.19.0.2", MAC_TENANT),
+        neighbour(m1, "198.19.0.3", MAC_OTHER),
+        neighbour(m1, "2001:db8:1::1", MAC_MAIN),
+        neighbour(m1, "2001:db8:1::2", MAC_TENANT),
+    ] {
+        m.apply(&msg).unwrap();
+    }
+    Env {
+        m,
+        m0,
+        m1,
+        _pair: pair,
+    }
+}
+
+/// Where a frame from m0 to `dst` goes: the gateway's MAC, or why it
+/// passed.
+fn to(m: &Mirror, m0: u32, dst: &str) -> Result<[u8; 6], &'static str> {
+    let src = if dst.contains(':') {
+        "2001:db8:18::1"
+    } else {
+        "198.18.0.1"
+    };
+    path(
+        m,
+        m0,
+        &frame_between(src.parse().unwrap(), dst.parse().unwrap()),
+    )
+}
+
+/// A tenant's table chosen by the incoming interface: its routes win over
+/// main's for the same prefixes; a miss and a throw route go on to main;
+/// a blackhole and the local table's routes are the kernel's; other
+/// interfaces keep main. Both families.
+#[test]
+fn a_table_chosen_by_the_incoming_interface_routes_its_packets() {
+    let env = tenant_mirror("tenant");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
+    assert_eq!(to(&m, m0, "2001:db8:19::5"), Ok(MAC_MAIN));
+
+    m.set_rules(&rules(&[
+        rule(false, 100, 100, Some("t0"), 0),
+        rule(true, 100, 100, Some("t0"), 0),
+    ]))
+    .unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
+    assert_eq!(to(&m, m0, "2001:db8:19::5"), Ok(MAC_TENANT));
+    // From the other interface, main's: the frame to a prefix out of m1
+    // would leave where it came in, so another destination through m0.
+    m.apply(&via(254, "203.0.113.0", 24, "198.19.0.3", m1))
+        .unwrap();
+    m.apply(&via(100, "203.0.113.0", 24, "198.19.0.2", m1))
+        .unwrap();
+    let from_m1 = frame_between(
+        "198.19.9.9".parse().unwrap(),
+        "203.0.113.5".parse().unwrap(),
+    );
+    let mut f = from_m1.clone();
+    f[0..6].copy_from_slice(&MAC_OUT);
+    assert_eq!(
+        path(&m, m1, &f),
+        Err("pass_same_if"),
+        "main's route, out of m1"
+    );
+    assert_eq!(to(&m, m0, "203.0.113.5"), Ok(MAC_TENANT));
+
+    // What table 100 misses goes to main.
+    m.apply(&via(254, "10.0.0.0", 8, "198.19.0.1", m1)).unwrap();
+    assert_eq!(to(&m, m0, "10.1.2.3"), Ok(MAC_MAIN));
+    // A throw route in 100: main's route for that part.
+    m.apply(&route(100, "198.19.7.0", 24, RouteType::Throw, None, 0))
+        .unwrap();
+    assert_eq!(to(&m, m0, "198.19.7.7"), Ok(MAC_MAIN));
+    assert_eq!(to(&m, m0, "198.19.8.8"), Ok(MAC_TENANT));
+    m.apply(&route(
+        100,
+        "2001:db8:19:7::",
+        64,
+        RouteType::Throw,
+        None,
+        0,
+    ))
+    .unwrap();
+    assert_eq!(to(&m, m0, "2001:db8:19:7::7"), Ok(MAC_MAIN));
+    // A blackhole in 100: the kernel drops, the fast path passes.
+    m.apply(&route(100, "198.19.9.0", 24, RouteType::BlackHole, None, 0))
+        .unwrap();
+    assert_eq!(to(&m, m0, "198.19.9.9"), Err("pass_local"));
+    // The router's own address (the local table, looked up first by
+    // every walk) is the kernel's in table 100 too.
+    m.apply(&route(255, "198.19.10.1", 32, RouteType::Local, None, m1))
+        .unwrap();
+    assert_eq!(to(&m, m0, "198.19.10.1"), Err("pass_local"));
+    // Not in any table: the kernel's (it walks on to the default table).
+    assert_eq!(to(&m, m0, "172.16.0.1"), Err("pass_no_route"));
+    // Routes change in table 100 as the kernel's do.
+    m.apply(&via(100, "198.19.0.0", 16, "198.19.0.3", m1))
+        .unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_OTHER));
+
+    // The rule gone: main's again.
+    m.set_rules(&rules(&[])).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
+    assert_eq!(to(&m, m0, "2001:db8:19::5"), Ok(MAC_MAIN));
+}
+
+/// A table's FIB, given back, is emptied: the next table to take its slot
+/// (after the grace period) holds its own routes only.
+#[test]
+fn a_slot_given_back_holds_nothing_of_its_old_table() {
+    let env = tenant_mirror("slots");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    m.set_rules(&rules(&[rule(false, 100, 100, Some("t0"), 0)]))
+        .unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
+    m.set_rules(&rules(&[])).unwrap();
+    m.release_quarantine().unwrap();
+    m.apply(&via(200, "172.16.0.0", 12, "198.19.0.3", m1))
+        .unwrap();
+    m.set_rules(&rules(&[rule(false, 100, 200, Some("t0"), 0)]))
+        .unwrap();
+    assert_eq!(to(&m, m0, "172.16.1.1"), Ok(MAC_OTHER));
+    // Table 200 has no route for it: main's, not table 100's.
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
+}
+
+/// Rules the walk cannot follow for every packet keep the family with the
+/// kernel, or end the walk before them; reverse path filtering checks
+/// sources by the rules of `lo`, which must be main's alone.
+#[test]
+fn what_the_walk_cannot_follow_goes_to_the_kernel() {
+    let env = tenant_mirror("cannot");
+    let (mut m, m0, _m1) = (env.m, env.m0, env.m1);
+    // A source selector first: the kernel's.
+    m.set_rules(&rules(&[rule(false, 90, 100, None, 16)]))
+        .unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_policy"));
+    assert_eq!(
+        to(&m, m0, "2001:db8:19::5"),
+        Ok(MAC_MAIN),
+        "IPv6 has no such rule"
+    );
+    // After the tenant's table: its routes in the fast path, its misses
+    // to the kernel (the selector's rule comes before main).
+    m.set_rules(&rules(&[
+        rule(false, 90, 100, Some("t0"), 0),
+        rule(false, 95, 200, None, 16),
+    ]))
+    .unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
+    assert_eq!(to(&m, m0, "172.16.0.1"), Err("pass_no_route"));
+
+    // rp_filter on: a rule for `lo` changes the source check: the kernel's.
+    m.netconf(&Netconf {
+        ipv6: false,
+        ifindex: m0 as i32,
+        forwarding: None,
+        rp_filter: Some(2),
+        gone: false,
+    })
+    .unwrap();
+    m.set_rules(&rules(&[rule(false, 90, 100, Some("t0"), 0)]))
+        .unwrap();
+    m.apply(&via(254, "198.18.0.0", 16, "198.18.0.254", m0))
+        .unwrap();
+    m.apply(&neighbour(m0, "198.18.0.254", MAC_OTHER)).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
+    m.set_rules(&rules(&[
+        rule(false, 90, 100, Some("t0"), 0),
+        rule(false, 91, 100, Some("lo"), 0),
+    ]))
+    .unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_policy"));
+}
