@@ -212,6 +212,7 @@ pub fn run(
     };
     publish.at_start(&record);
     say_attached(&mirror, &links, &opts.interfaces, took_over);
+    linerate_router::follow::say_routing_changed(&[], &mirror.routing());
     publish.now(&mirror, fw_said.last.clone());
     // Its successor's way in.
     let offering = Offering::start(

@@ -23,6 +23,9 @@ pub trait Dataplane {
     fn set_nh_group(&mut self, index: u32, group: &NhGroup) -> Result<()>;
     /// Word `index` of the router's own IPv4 addresses' bit set.
     fn set_local_sources(&mut self, index: u32, word: u64) -> Result<()>;
+    /// Readies table slot `slot` (not main's) for a table of the family,
+    /// before its first write.
+    fn open_table(&mut self, ipv6: bool, slot: usize) -> Result<()>;
     /// A change of table slot `slot`'s FIB (0: main's; the others' as
     /// [`FastPath::table_root_mib`] places them): `writes` name the
     /// entries of `fib` to copy, in order.
@@ -50,6 +53,10 @@ impl Dataplane for FastPath {
     }
     fn set_local_sources(&mut self, index: u32, word: u64) -> Result<()> {
         FastPath::set_local_sources(self, index, word)
+    }
+    fn open_table(&mut self, ipv6: bool, slot: usize) -> Result<()> {
+        FastPath::open_table(self, ipv6, slot);
+        Ok(())
     }
     fn apply_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
         FastPath::apply(self, slot, fib, writes)

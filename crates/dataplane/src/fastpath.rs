@@ -248,6 +248,19 @@ impl FastPath {
         maps::write(&loader::map(&self.obj, "nh_groups")?, index, group)
     }
 
+    /// Readies table slot `slot` (not main's) for a table of the family:
+    /// its root's pages are given their memory, so that a lookup there
+    /// never reads a page nobody wrote (crate::fib_arena's populate).
+    pub fn open_table(&self, ipv6: bool, slot: usize) {
+        let main = match (ipv6, self.ipv6) {
+            (false, _) => fib_arena::FIB4,
+            (true, Ipv6Layout::Wide) => fib_arena::FIB6,
+            (true, Ipv6Layout::Compact) => fib_arena::FIB6_COMPACT,
+        };
+        self.arena
+            .populate(fib_arena::table_layout(main, ipv6, slot).root);
+    }
+
     /// Copies a whole main table into the arena (an empty fast path).
     pub fn load_fib<K: Key>(&self, fib: &Fib<K>) -> Result<()> {
         let layout = self.fib_layout(0, fib)?;

@@ -572,6 +572,13 @@ impl Dataplane for Model {
         Ok(())
     }
 
+    fn open_table(&mut self, _ipv6: bool, slot: usize) -> Result<()> {
+        if slot == 0 || slot >= TABLE_SLOTS {
+            bail!("table slot {slot} is not another table's");
+        }
+        Ok(())
+    }
+
     fn apply_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
         let main = if K::BITS == 32 {
             Shape::IPV4

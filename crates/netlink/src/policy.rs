@@ -59,6 +59,8 @@ pub struct Rule {
     /// Source or destination prefix, tos/dscp, protocol, ports, or an
     /// attribute not known here: matches some packets, not others.
     selective: bool,
+    /// As `ip rule` shows it, for what linerate says about it.
+    text: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +84,7 @@ impl Rule {
             l3mdev: false,
             uid_excludes_root: false,
             selective: false,
+            text: String::new(),
         }
     }
 
@@ -126,6 +129,7 @@ impl Rule {
         // As the kernel reads them: a mark alone is matched exactly.
         let mask = mask.unwrap_or(if mark != 0 { u32::MAX } else { 0 });
         r.marked = mark & mask != 0;
+        r.text = rule_text(m, r.priority);
         r.action = match h.action {
             RuleAction::ToTable => Action::Table {
                 id: table,
@@ -161,6 +165,102 @@ impl Rule {
     }
 }
 
+/// A table's name as `ip rule` gives it.
+fn table_name(id: u32) -> String {
+    match id {
+        TABLE_LOCAL => "local".into(),
+        TABLE_MAIN => "main".into(),
+        TABLE_DEFAULT => "default".into(),
+        id => id.to_string(),
+    }
+}
+
+/// A rule as `ip rule` shows it (the selectors linerate reads, the
+/// action): `100: from all iif dut0 lookup 100`.
+fn rule_text(m: &RuleMessage, priority: u32) -> String {
+    let h = &m.header;
+    let mut w: Vec<String> = vec![format!("{priority}:")];
+    if h.flags.contains(RuleFlags::Invert) {
+        w.push("not".into());
+    }
+    let (mut table, mut goto) = (h.table as u32, None);
+    let (mut src, mut dst) = (None, None);
+    for a in &m.attributes {
+        match a {
+            RuleAttribute::Source(ip) => src = Some(format!("{ip}/{}", h.src_len)),
+            RuleAttribute::Destination(ip) => dst = Some(format!("{ip}/{}", h.dst_len)),
+            RuleAttribute::Table(t) => table = *t,
+            RuleAttribute::Goto(g) => goto = Some(*g),
+            _ => {}
+        }
+    }
+    w.push(format!("from {}", src.unwrap_or_else(|| "all".into())));
+    if let Some(d) = dst {
+        w.push(format!("to {d}"));
+    }
+    if h.tos != 0 {
+        w.push(format!("tos {:#x}", h.tos));
+    }
+    for a in &m.attributes {
+        match a {
+            RuleAttribute::FwMark(v) => w.push(format!("fwmark {v:#x}")),
+            RuleAttribute::FwMask(v) => w.push(format!("mask {v:#x}")),
+            RuleAttribute::Iifname(n) => w.push(format!("iif {n}")),
+            RuleAttribute::Oifname(n) => w.push(format!("oif {n}")),
+            RuleAttribute::UidRange(u) => w.push(format!("uidrange {}-{}", u.start, u.end)),
+            RuleAttribute::IpProtocol(p) => w.push(format!("ipproto {p:?}")),
+            RuleAttribute::SourcePortRange(r) => w.push(format!("sport {}-{}", r.start, r.end)),
+            RuleAttribute::DestinationPortRange(r) => {
+                w.push(format!("dport {}-{}", r.start, r.end))
+            }
+            RuleAttribute::TunId(t) => w.push(format!("tun_id {t}")),
+            RuleAttribute::Other(nla) if nla.kind() == FRA_L3MDEV => w.push("l3mdev".into()),
+            _ => {}
+        }
+    }
+    w.push(match h.action {
+        RuleAction::ToTable => format!("lookup {}", table_name(table)),
+        RuleAction::Goto => format!("goto {}", goto.map_or("?".into(), |g| g.to_string())),
+        RuleAction::Nop => "nop".into(),
+        RuleAction::Blackhole => "blackhole".into(),
+        RuleAction::Unreachable => "unreachable".into(),
+        RuleAction::Prohibit => "prohibit".into(),
+        a => format!("action {a:?}"),
+    });
+    for a in &m.attributes {
+        match a {
+            RuleAttribute::SuppressPrefixLen(v) if *v != u32::MAX => {
+                w.push(format!("suppress_prefixlength {v}"))
+            }
+            RuleAttribute::SuppressIfGroup(v) if *v != u32::MAX => {
+                w.push(format!("suppress_ifgroup {v}"))
+            }
+            _ => {}
+        }
+    }
+    w.join(" ")
+}
+
+/// Where a walk of the rules goes for the transit packets of a family from
+/// one interface ([`Policy::walk`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Walk {
+    /// The tables looked up in turn, local's left out.
+    pub tables: Vec<u32>,
+    /// The rule the walk could not follow, as `ip rule` shows it, if it
+    /// ended at one (before main): what misses the tables before it goes
+    /// to the kernel.
+    pub ended_by: Option<String>,
+}
+
+impl Walk {
+    /// The tables as `ip rule` names them: `100, main`.
+    pub fn names(&self) -> String {
+        let names: Vec<String> = self.tables.iter().map(|t| table_name(*t)).collect();
+        names.join(", ")
+    }
+}
+
 /// The rules of both families, in the kernel's order (by priority, then
 /// as added: a new rule goes after those of its priority).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -185,7 +285,10 @@ impl Policy {
     pub fn kernel_default() -> Policy {
         let rule = |prio, id| {
             let suppress = false;
-            Rule::all(prio, Action::Table { id, suppress })
+            Rule {
+                text: format!("{prio}: from all lookup {}", table_name(id)),
+                ..Rule::all(prio, Action::Table { id, suppress })
+            }
         };
         let v6 = vec![rule(0, TABLE_LOCAL), rule(32766, TABLE_MAIN)];
         let mut v4 = v6.clone();
@@ -219,6 +322,11 @@ impl Policy {
     /// shorter list is slower, never wrong; an empty one sends the family
     /// to the kernel.
     pub fn tables(&self, ipv6: bool, iif: Option<&str>) -> Vec<u32> {
+        self.walk(ipv6, iif).tables
+    }
+
+    /// [`Policy::tables`], and the rule that ended the list, if one did.
+    pub fn walk(&self, ipv6: bool, iif: Option<&str>) -> Walk {
         let rules = if ipv6 { &self.v6 } else { &self.v4 };
         // The rules a packet from `iif` may meet: those it never matches,
         // nop and local's are passed over.
@@ -238,6 +346,7 @@ impl Policy {
             })
             .collect();
         let mut out: Vec<u32> = Vec::new();
+        let mut ended_by = None;
         for (i, (r, m)) in live.iter().enumerate() {
             match (&r.action, m) {
                 (
@@ -263,10 +372,16 @@ impl Policy {
                     if matches!(live.get(i + 1),
                         Some((next, Match::All)) if next.action == (Action::Table { id: *id, suppress: false })) =>
                     {}
-                _ => break,
+                _ => {
+                    ended_by = Some(r.text.clone());
+                    break;
+                }
             }
         }
-        out
+        Walk {
+            tables: out,
+            ended_by,
+        }
     }
 
     /// Whether the kernel routes every transit packet of the family that
@@ -509,5 +624,27 @@ mod tests {
             not(lookup(32765, 51820, vec![RuleAttribute::FwMark(0xca6c)])),
         ]);
         assert!(wg.tables(false, IIF).is_empty());
+    }
+
+    /// A walk says which rule it stopped at, as `ip rule` shows it.
+    #[test]
+    fn a_walk_names_the_rule_it_could_not_follow() {
+        let src = RuleAttribute::Source("198.18.0.0".parse().unwrap());
+        let mut from = lookup(150, 200, vec![src]);
+        from.header.src_len = 16;
+        let iif = RuleAttribute::Iifname("dut0".into());
+        let p = with(&[lookup(100, 100, vec![iif]), from]);
+        let w = p.walk(false, IIF);
+        assert_eq!(w.tables, [100]);
+        assert_eq!(
+            w.ended_by.as_deref(),
+            Some("150: from 198.18.0.0/16 lookup 200")
+        );
+        assert_eq!(w.names(), "100");
+        assert_eq!(p.v4[1].text, "100: from all iif dut0 lookup 100");
+        let d = defaults().walk(false, IIF);
+        assert_eq!((d.names(), d.ended_by), ("main".to_string(), None));
+        let b = with(&[not(rule(90, RuleAction::Blackhole, 0, vec![]))]);
+        assert_eq!(b.v4[1].text, "90: not from all blackhole");
     }
 }

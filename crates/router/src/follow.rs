@@ -124,11 +124,29 @@ pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[route::
         follow_xdp_features(mirror);
     }
     if again.rules {
+        let before = mirror.routing();
         if let Err(e) = route::dump_rules().and_then(|r| mirror.set_rules(&r)) {
             tracing::warn!("the policy rules: {e:#}");
         }
+        say_routing_changed(&before, &mirror.routing());
     }
     again.netfilter || tc || again.xdp_features
+}
+
+/// Says what the policy rules now make of an interface's transit packets
+/// where it changed (`now` against `before`, crate::mirror::Mirror::routing):
+/// each new line, and main's table again where an interface's line went.
+pub fn say_routing_changed(before: &[(String, String)], now: &[(String, String)]) {
+    for (key, line) in now {
+        if !before.iter().any(|(k, l)| k == key && l == line) {
+            tracing::info!("{line}");
+        }
+    }
+    for (key, _) in before {
+        if !now.iter().any(|(k, _)| k == key) {
+            tracing::info!("{key}: routed by main's table");
+        }
+    }
 }
 
 /// Reads which netfilter hooks see forwarded packets (linerate_netlink::netfilter)

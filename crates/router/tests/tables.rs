@@ -207,6 +207,16 @@ fn a_table_chosen_by_the_incoming_interface_routes_its_packets() {
     .unwrap();
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
     assert_eq!(to(&m, m0, "2001:db8:19::5"), Ok(MAC_TENANT));
+    // What linerate route says of it: the tables, per interface and
+    // family; nothing where main's table alone routes.
+    let said: Vec<String> = m.routing().into_iter().map(|(_, l)| l).collect();
+    assert_eq!(
+        said,
+        [
+            "IPv4 from t0: routed by tables 100, main",
+            "IPv6 from t0: routed by tables 100, main"
+        ]
+    );
     // From the other interface, main's: the frame to a prefix out of m1
     // would leave where it came in, so another destination through m0.
     m.apply(&via(254, "203.0.113.0", 24, "198.19.0.3", m1))
@@ -297,6 +307,12 @@ fn what_the_walk_cannot_follow_goes_to_the_kernel() {
     m.set_rules(&rules(&[rule(false, 90, 100, None, 16)]))
         .unwrap();
     assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_policy"));
+    let said = m.routing();
+    assert!(
+        said.iter().any(|(k, l)| k == "IPv4 from t0"
+            && l.contains("rule `90: from all lookup 100` may route some of it otherwise")),
+        "{said:?}"
+    );
     assert_eq!(
         to(&m, m0, "2001:db8:19::5"),
         Ok(MAC_MAIN),

@@ -207,6 +207,12 @@ impl Dataplane for TestPlane {
         }
         self.model.set_local_sources(index, word)
     }
+    fn open_table(&mut self, ipv6: bool, slot: usize) -> Result<()> {
+        if let Some(fp) = &mut self.real {
+            Dataplane::open_table(fp, ipv6, slot)?;
+        }
+        self.model.open_table(ipv6, slot)
+    }
     fn apply_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
         self.writes.fib_entries += writes.len();
         if let Some(fp) = &mut self.real {

@@ -438,6 +438,9 @@ impl<D: Dataplane> Mirror<D> {
             );
         }
         for table in added {
+            if let Some(slot) = K::of(&self.families).others.slot_of(table) {
+                self.dp.open_table(K::BITS == 128, slot)?;
+            }
             for key in K::of(&self.families).routes.prefixes_in(table) {
                 self.sync_other(key, table)?;
             }
@@ -499,6 +502,54 @@ impl<D: Dataplane> Mirror<D> {
             tables6: tables_word(&walks[1]),
         };
         self.dp.set_interface(&ifc, xmit.redirect)
+    }
+
+    /// What the rules make of the transit packets arriving on the router's
+    /// interfaces, where it is not main's table alone: for each interface
+    /// and family (`IPv4 from dut0`), a line saying which tables the fast
+    /// path walks, or why the kernel routes them (the rule it cannot
+    /// follow, named as `ip rule` shows it).
+    pub fn routing(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for &i in self.ingress.keys() {
+            let name = self.names.get(&i).map(String::as_str);
+            let shown = name.map_or_else(|| i.to_string(), str::to_string);
+            for (ipv6, family) in [(false, "IPv4"), (true, "IPv6")] {
+                let key = format!("{family} from {shown}");
+                let w = self.policy.walk(ipv6, name);
+                let held = self.walk(i, ipv6).len();
+                let line = if self.links.get(&i).is_some_and(|l| l.enslaved) {
+                    format!("{key}: the kernel's ({shown} is a bridge's or a VRF's port)")
+                } else if !ipv6
+                    && self.settings.rp_filter(i) != 0
+                    && !self.policy.main_only(false, Some("lo"))
+                {
+                    format!("{key}: the kernel's (reverse path filtering checks sources by rules that are not main's alone)")
+                } else if w.tables.is_empty() {
+                    match &w.ended_by {
+                        Some(r) => format!("{key}: the kernel's (rule `{r}` may route some of it otherwise, which the fast path cannot tell)"),
+                        None => format!("{key}: the kernel's (no rule looks a table up for it)"),
+                    }
+                } else if w.tables == [TABLE_MAIN] && w.ended_by.is_none() {
+                    continue;
+                } else {
+                    let mut l = format!("{key}: routed by tables {}", w.names());
+                    if held < w.tables.len() {
+                        l += &format!(
+                            "; from table {} on the kernel's (no FIB slot left: {} tables beside main)",
+                            w.tables[held],
+                            FastPath::TABLE_SLOTS - 1
+                        );
+                    }
+                    if let Some(r) = &w.ended_by {
+                        l += &format!("; what they miss, the kernel's (rule `{r}`)");
+                    }
+                    l
+                };
+                out.push((key, line));
+            }
+        }
+        out
     }
 
     /// The tables the fast path looks a transit packet of the family from
