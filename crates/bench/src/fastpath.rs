@@ -13,7 +13,10 @@ use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::{objects, test_run};
 use linerate_dataplane::fastpath::FastPath;
-use linerate_dataplane::layout::{Nexthop, NH_RESOLVED, NH_VALID};
+use linerate_dataplane::layout::{
+    tables_word, Iface, Nexthop, FIB_WALK_TABLES, IFACE_TABLES4, IFACE_TABLES6, NH_RESOLVED,
+    NH_VALID,
+};
 use linerate_fib::{synthetic, Fib, Ipv6Layout, Key, Shape};
 use linerate_host::cmd::ip;
 use serde::Serialize;
@@ -27,7 +30,9 @@ pub const MAX_REPEAT: u32 = 254;
 
 const GW4: &str = "192.0.2.2";
 const GW6: &str = "2001:db8:ffff::2";
-const NH: u32 = 2;
+/// The next hop every route goes to (not 2, which a walk of tables takes
+/// for a throw route: NH_ID_THROW).
+const NH: u32 = 3;
 /// Kernel routing tables of the reference's one-route and full tables.
 const KERNEL_TABLES: [u32; 2] = [1001, 1002];
 
@@ -54,6 +59,11 @@ pub struct FastpathBench {
     /// Measure the multi-buffer program (`router_mb`, for jumbo MTUs)
     /// instead of the single-buffer one.
     pub multibuf: bool,
+    /// 0: the tables are main's. N (1 to 4): each is another table's,
+    /// looked up by a walk of N tables (policy rules), the N - 1 before it
+    /// empty (each a miss): what a tenant's table and the rules before it
+    /// cost a packet.
+    pub walk_tables: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -165,13 +175,40 @@ struct Ports {
 /// A fast path holding `table`, forwarding everything to one next hop out
 /// of the egress veth, back to the ingress MAC (so that BPF_PROG_RUN's
 /// repetitions, each on the frame the last one left, still arrive "to us").
-fn fast_path<K: Key>(layout: Ipv6Layout, table: &[(K, u8, u32)], p: &Ports) -> Result<FastPath> {
-    let shape = shape_of::<K>(layout);
+fn fast_path<K: Key>(
+    layout: Ipv6Layout,
+    table: &[(K, u8, u32)],
+    p: &Ports,
+    walk_tables: usize,
+) -> Result<FastPath> {
     let fp = FastPath::load_with(layout)?;
     // The scratch namespace forwards both families (run_family).
     let both =
         linerate_dataplane::layout::IFACE_FORWARD4 | linerate_dataplane::layout::IFACE_FORWARD6;
-    fp.add_interface(p.in_idx, p.in_mac, both)?;
+    let ipv6 = K::BITS == 128;
+    // A walk: the table in slot `walk_tables`, the empty slots before it.
+    let (slot, ingress) = if walk_tables == 0 {
+        (0, Iface::new(p.in_idx, p.in_mac, both))
+    } else {
+        if walk_tables > FIB_WALK_TABLES || walk_tables >= FastPath::TABLE_SLOTS {
+            bail!("walk_tables: 1 to {FIB_WALK_TABLES}");
+        }
+        let slots: Vec<usize> = (1..=walk_tables).collect();
+        slots.iter().for_each(|&s| fp.open_table(ipv6, s));
+        let roots: Vec<u16> = slots
+            .iter()
+            .map(|&s| FastPath::table_root_mib(ipv6, s))
+            .collect();
+        let flag = if ipv6 { IFACE_TABLES6 } else { IFACE_TABLES4 };
+        let word = tables_word(&roots);
+        let ifc = Iface {
+            tables4: word,
+            tables6: word,
+            ..Iface::new(p.in_idx, p.in_mac, both | flag)
+        };
+        (walk_tables, ifc)
+    };
+    fp.write_interface(&ingress, true)?;
     fp.add_interface(p.out_idx, p.out_mac, both)?;
     fp.set_nexthop(
         NH,
@@ -184,9 +221,12 @@ fn fast_path<K: Key>(layout: Ipv6Layout, table: &[(K, u8, u32)], p: &Ports) -> R
             smac: p.out_mac,
         },
     )?;
+    let main = shape_of::<K>(layout);
+    let shape = if slot == 0 { main } else { main.other_table() };
     let mut fib: Fib<K> = Fib::new(shape).without_concurrent_readers();
-    fib.bulk_load(table).map_err(|e| anyhow::anyhow!("{e}"))?;
-    fp.load_fib(&fib)?;
+    fib.bulk_load(table)
+        .map_err(|e| anyhow::anyhow!("{} routes in table slot {slot}: {e}", table.len()))?;
+    fp.load_fib_at(slot, &fib)?;
     Ok(fp)
 }
 
@@ -348,7 +388,7 @@ fn run_family<K: Key>(
                 table.len(),
                 layout_name::<K>(layout)
             ));
-            pair.push(fast_path(layout, table, &ports)?);
+            pair.push(fast_path(layout, table, &ports, b.walk_tables)?);
         }
         fast_paths.push(pair);
     }

@@ -263,7 +263,12 @@ impl FastPath {
 
     /// Copies a whole main table into the arena (an empty fast path).
     pub fn load_fib<K: Key>(&self, fib: &Fib<K>) -> Result<()> {
-        let layout = self.fib_layout(0, fib)?;
+        self.load_fib_at(0, fib)
+    }
+
+    /// Copies a whole table into table slot `slot` (empty until then).
+    pub fn load_fib_at<K: Key>(&self, slot: usize, fib: &Fib<K>) -> Result<()> {
+        let layout = self.fib_layout(slot, fib)?;
         self.arena
             .fill(layout, fib.root(), fib.groups(), fib.shortcut());
         Ok(())

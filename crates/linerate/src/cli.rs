@@ -554,6 +554,11 @@ pub struct BenchFastpathArgs {
     /// 1500) instead of the single-buffer one
     #[arg(long)]
     pub multibuf: bool,
+    /// Put the tables in another table than main, looked up by a walk of N
+    /// tables (policy rules, 1 to 4), the N - 1 before it empty: what a
+    /// tenant's table and the rules before it cost a packet (0: main)
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=4))]
+    pub walk_tables: u8,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

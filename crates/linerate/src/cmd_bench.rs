@@ -197,6 +197,7 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         ipv6_layouts: a.fib6.clone(),
         match_lengths: a.match_lengths,
         multibuf: a.multibuf,
+        walk_tables: a.walk_tables as usize,
     };
     let json = a.json;
     let results = std::thread::spawn(

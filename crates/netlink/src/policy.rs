@@ -1,20 +1,17 @@
 //! The kernel's routing policy (`ip rule`), as far as the fast path needs
-//! it: whether every transit packet arriving on an interface is routed by
-//! the main table (the local table first, which the FIB merges in). The
-//! fast path holds no other table; where a rule may send a packet to
-//! another table, or drop it, the family passes from that interface and
-//! the kernel routes it.
+//! it: which tables the kernel looks a transit packet arriving on an
+//! interface up in, in order ([`Policy::tables`]), for the fast path to
+//! walk the same tables (each a FIB of its own); where a rule may send
+//! some packets elsewhere than such a walk can tell, the walk ends before
+//! it, and what it has not routed by then goes to the kernel.
 //!
 //! A rule is walked as the kernel's fib_rules_lookup walks it for a packet
 //! being forwarded: no mark (the fast path runs before netfilter), no
 //! tunnel id, uid 0, no output interface. Rules that cannot match such a
 //! packet from the interface (`iif` another device, `fwmark 1`, `oif X`,
 //! `uidrange 1000-2000`, an l3mdev rule on a device not enslaved) are
-//! skipped; the walk must reach a rule that sends every packet left to the
-//! main table before any rule that may send one elsewhere. Rules after it
-//! only see what main has no route for, which the fast path passes anyway.
-//! A rule the walk cannot judge (a goto, an attribute it does not know)
-//! counts as one that may route elsewhere: slower, never wrong.
+//! skipped. A rule the walk cannot judge (a goto, an attribute it does not
+//! know) counts as one that may route elsewhere: slower, never wrong.
 use netlink_packet_core::Nla;
 use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessage};
 use netlink_packet_route::AddressFamily;

@@ -3,7 +3,7 @@
 //!
 //! What is mirrored: links (MAC, MTU, up), neighbours (MAC when usable),
 //! routes of the main and local tables (local wins, then the lowest
-//! metric). A plain unicast route through a gateway gets a next hop that
+//! metric), and of the other tables policy rules look up. A plain unicast route through a gateway gets a next hop that
 //! the fast path forwards to once the gateway's neighbour is resolved; a
 //! multipath (ECMP) route through gateways gets a group of those, spread
 //! over buckets by weight (crate::ecmp). Everything else goes to the
@@ -16,9 +16,12 @@
 //! Routes through
 //! nexthop objects (`ip route add P nhid N`, as FRR installs them) get
 //! what the object is, a gateway or a group of them, and follow it when
-//! it changes. Other routing tables are not mirrored: where a policy
-//! rule may route a packet by one (linerate_netlink::policy), or an interface is
-//! enslaved (to a VRF, a bridge), the family passes from that interface.
+//! it changes. The routes of every table are held: a table the policy
+//! rules look up for one of the router's interfaces gets a FIB of its own
+//! ([`tables`]), and the interface's entry the tables its rules walk
+//! (linerate_netlink::policy); where the walk cannot be followed, or an
+//! interface is enslaved (to a VRF, a bridge), the family passes from that
+//! interface.
 //!
 //! The parts, one job each: [`decode`] reads rtnetlink messages;
 //! [`routes`] holds a family's candidates and picks the kernel's;
