@@ -644,4 +644,188 @@ mod tests {
         let b = with(&[not(rule(90, RuleAction::Blackhole, 0, vec![]))]);
         assert_eq!(b.v4[1].text, "90: not from all blackhole");
     }
+
+    /// The walk against the kernel's: random rule sets (lookups, nop,
+    /// blackhole, goto, suppressors, marks, interfaces, sources, `not`),
+    /// random table contents for one packet (a route of some length, no
+    /// route, a throw route), and a packet from one of two interfaces and
+    /// sources. The kernel's walk (fib_rules_lookup, as a reference written
+    /// from its rules here, not from `Policy`) picks a table or an action;
+    /// the fast path's walk looks up `Policy::tables` in turn, the first
+    /// route found deciding. Wherever the fast path routes, the kernel
+    /// routes by the same table.
+    #[test]
+    fn the_fast_paths_walk_routes_as_the_kernels_walk_does() {
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        enum Content {
+            Route(u8),
+            Miss,
+            Throw,
+        }
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        enum Done {
+            Table(u32),
+            Blackhole,
+            Unrouted,
+        }
+        #[derive(Clone, Debug)]
+        struct Gen {
+            prio: u32,
+            invert: bool,
+            iif: Option<&'static str>,
+            mark: Option<u32>,
+            from10: Option<bool>,
+            action: RuleAction,
+            table: u32,
+            goto: u32,
+            suppress: Option<u8>,
+        }
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let tables = [100u32, 101, 102, TABLE_MAIN];
+        let (mut routed, mut cases) = (0, 0);
+        for _ in 0..20_000 {
+            let n = 1 + next(8) as usize;
+            let mut gens: Vec<Gen> = (0..n)
+                .map(|_| Gen {
+                    prio: 1 + next(400) as u32,
+                    invert: next(8) == 0,
+                    iif: [None, None, Some("dut0"), Some("dut1"), Some("lo")][next(5) as usize],
+                    mark: [None, None, None, Some(0), Some(1)][next(5) as usize],
+                    from10: [None, None, None, Some(true), Some(false)][next(5) as usize],
+                    action: [
+                        RuleAction::ToTable,
+                        RuleAction::ToTable,
+                        RuleAction::ToTable,
+                        RuleAction::ToTable,
+                        RuleAction::Nop,
+                        RuleAction::Blackhole,
+                        RuleAction::Goto,
+                    ][next(7) as usize],
+                    table: tables[next(4) as usize],
+                    goto: 1 + next(400) as u32,
+                    suppress: [None, None, None, Some(0), Some(24)][next(5) as usize],
+                })
+                .collect();
+            // The kernel's defaults after them.
+            gens.sort_by_key(|g| g.prio);
+            let content: Vec<Content> = tables
+                .iter()
+                .map(|_| {
+                    [
+                        Content::Route(8),
+                        Content::Route(24),
+                        Content::Miss,
+                        Content::Throw,
+                    ][next(4) as usize]
+                })
+                .collect();
+            let of = |t: u32| content[tables.iter().position(|x| *x == t).unwrap()];
+            let iif = ["dut0", "dut1"][next(2) as usize];
+            let src10 = next(2) == 0;
+
+            let matches = |g: &Gen| {
+                let mut m = g.iif.is_none_or(|i| i == iif);
+                // A forwarded packet's mark is 0: `fwmark 0` matches it.
+                m &= g.mark.is_none_or(|v| v == 0);
+                m &= g.from10.is_none_or(|f| f == src10);
+                m != g.invert
+            };
+            // The kernel: rules in order (then main's and default's).
+            let mut all: Vec<(u32, Gen)> = gens.iter().map(|g| (g.prio, g.clone())).collect();
+            let plain = |prio, table| Gen {
+                prio,
+                invert: false,
+                iif: None,
+                mark: None,
+                from10: None,
+                action: RuleAction::ToTable,
+                table,
+                goto: 0,
+                suppress: None,
+            };
+            all.push((32766, plain(32766, TABLE_MAIN)));
+            let mut kernel = Done::Unrouted;
+            let mut i = 0;
+            while i < all.len() {
+                let g = &all[i].1;
+                i += 1;
+                if !matches(g) {
+                    continue;
+                }
+                match g.action {
+                    RuleAction::ToTable => match of(g.table) {
+                        Content::Route(len) if g.suppress.is_none_or(|s| len > s) => {
+                            kernel = Done::Table(g.table);
+                            break;
+                        }
+                        _ => {}
+                    },
+                    RuleAction::Blackhole => {
+                        kernel = Done::Blackhole;
+                        break;
+                    }
+                    RuleAction::Goto => {
+                        // To the first rule at or after its target, if later.
+                        match all.iter().position(|(p, _)| *p >= g.goto) {
+                            Some(j) if j >= i => i = j,
+                            _ => {}
+                        }
+                    }
+                    _ => {}
+                }
+            }
+
+            let mut msgs: Vec<RuleMessage> = vec![lookup(0, TABLE_LOCAL, vec![])];
+            for g in &gens {
+                let mut attrs = Vec::new();
+                if let Some(n) = g.iif {
+                    attrs.push(RuleAttribute::Iifname(n.into()));
+                }
+                if let Some(v) = g.mark {
+                    attrs.push(RuleAttribute::FwMark(v));
+                    attrs.push(RuleAttribute::FwMask(u32::MAX));
+                }
+                if let Some(s) = g.suppress {
+                    attrs.push(RuleAttribute::SuppressPrefixLen(s as u32));
+                }
+                if g.action == RuleAction::Goto {
+                    attrs.push(RuleAttribute::Goto(g.goto));
+                }
+                let mut m = rule(g.prio, g.action, g.table, attrs);
+                if g.from10.is_some() {
+                    m.header.src_len = 16;
+                }
+                if g.invert {
+                    m.header.flags |= RuleFlags::Invert;
+                }
+                msgs.push(m);
+            }
+            msgs.push(lookup(32766, TABLE_MAIN, vec![]));
+            let p = Policy::from_dump(&msgs);
+            let fast = p
+                .tables(false, Some(iif))
+                .into_iter()
+                .find(|t| matches!(of(*t), Content::Route(_)));
+            cases += 1;
+            if let Some(t) = fast {
+                routed += 1;
+                assert_eq!(
+                    kernel,
+                    Done::Table(t),
+                    "{iif}, from 10/16 {src10}, tables {content:?}, rules {gens:#?}"
+                );
+            }
+        }
+        // The walk is followed often enough to mean something.
+        assert!(
+            routed * 5 > cases,
+            "{routed} of {cases} routed in the fast path"
+        );
+    }
 }
