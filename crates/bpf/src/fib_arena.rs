@@ -172,58 +172,6 @@ fn shortcut_word(fib: FibLayout, index: usize, word: u32) -> u32 {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The other tables' slots hold both families within their 192 MiB,
-    /// overlap nothing (main's FIBs, the shortcut, the classifiers' four
-    /// regions from 2304 MiB), and stay in the arena.
-    #[test]
-    fn other_tables_have_room_of_their_own() {
-        let mut taken: Vec<(usize, usize, String)> = Vec::new();
-        let mut region =
-            |r: Region, what: String| taken.push((r.offset, r.offset + r.entries * 4, what));
-        for (main, ipv6) in [(FIB4, false), (FIB6, true)] {
-            region(main.root, format!("main root {ipv6}"));
-            region(main.groups, format!("main groups {ipv6}"));
-        }
-        region(FIB6.shortcut, "shortcut".into());
-        region(
-            Region {
-                offset: 2304 * MIB,
-                entries: 4 * 384 * MIB / 4,
-            },
-            "classifiers".into(),
-        );
-        for slot in 1..TABLE_SLOTS {
-            for (main, ipv6) in [(FIB4, false), (FIB6, true), (FIB6_COMPACT, true)] {
-                let l = table_layout(main, ipv6, slot);
-                let base = OTHER_TABLES_MIB[slot - 1] * MIB;
-                for r in [l.root, l.groups] {
-                    assert!(
-                        r.offset >= base
-                            && r.offset + r.entries * 4 <= base + OTHER_TABLE_MIB * MIB
-                    );
-                }
-                assert_eq!(l.groups.entries, (32 * MIB / 4), "a pool of 32 MiB");
-                if main != FIB6_COMPACT {
-                    region(l.root, format!("slot {slot} root {ipv6}"));
-                    region(l.groups, format!("slot {slot} groups {ipv6}"));
-                }
-            }
-        }
-        taken.sort();
-        for w in taken.windows(2) {
-            assert!(w[0].1 <= w[1].0, "{} overlaps {}", w[0].2, w[1].2);
-        }
-        assert!(taken.last().unwrap().1 <= ARENA_PAGES * PAGE);
-        assert_eq!(root_mib(table_layout(FIB4, false, 0)), 0);
-        assert_eq!(root_mib(table_layout(FIB6, true, 0)), 128);
-        assert_eq!(root_mib(table_layout(FIB6, true, 2)), 1408 + 96);
-    }
-}
-
 /// The loaded object's arena, mapped into this process by libbpf.
 ///
 /// Valid while the object it came from is loaded (the owner keeps both).
@@ -370,5 +318,57 @@ impl FibArena {
             }
         }
         std::sync::atomic::fence(Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The other tables' slots hold both families within their 192 MiB,
+    /// overlap nothing (main's FIBs, the shortcut, the classifiers' four
+    /// regions from 2304 MiB), and stay in the arena.
+    #[test]
+    fn other_tables_have_room_of_their_own() {
+        let mut taken: Vec<(usize, usize, String)> = Vec::new();
+        let mut region =
+            |r: Region, what: String| taken.push((r.offset, r.offset + r.entries * 4, what));
+        for (main, ipv6) in [(FIB4, false), (FIB6, true)] {
+            region(main.root, format!("main root {ipv6}"));
+            region(main.groups, format!("main groups {ipv6}"));
+        }
+        region(FIB6.shortcut, "shortcut".into());
+        region(
+            Region {
+                offset: 2304 * MIB,
+                entries: 4 * 384 * MIB / 4,
+            },
+            "classifiers".into(),
+        );
+        for slot in 1..TABLE_SLOTS {
+            for (main, ipv6) in [(FIB4, false), (FIB6, true), (FIB6_COMPACT, true)] {
+                let l = table_layout(main, ipv6, slot);
+                let base = OTHER_TABLES_MIB[slot - 1] * MIB;
+                for r in [l.root, l.groups] {
+                    assert!(
+                        r.offset >= base
+                            && r.offset + r.entries * 4 <= base + OTHER_TABLE_MIB * MIB
+                    );
+                }
+                assert_eq!(l.groups.entries, (32 * MIB / 4), "a pool of 32 MiB");
+                if main != FIB6_COMPACT {
+                    region(l.root, format!("slot {slot} root {ipv6}"));
+                    region(l.groups, format!("slot {slot} groups {ipv6}"));
+                }
+            }
+        }
+        taken.sort();
+        for w in taken.windows(2) {
+            assert!(w[0].1 <= w[1].0, "{} overlaps {}", w[0].2, w[1].2);
+        }
+        assert!(taken.last().unwrap().1 <= ARENA_PAGES * PAGE);
+        assert_eq!(root_mib(table_layout(FIB4, false, 0)), 0);
+        assert_eq!(root_mib(table_layout(FIB6, true, 0)), 128);
+        assert_eq!(root_mib(table_layout(FIB6, true, 2)), 1408 + 96);
     }
 }
