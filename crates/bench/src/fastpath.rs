@@ -172,6 +172,32 @@ struct Ports {
     out_mac: [u8; 6],
 }
 
+/// Refuses the bench's arguments that cannot run, naming the option,
+/// before anything is built.
+pub fn check_args(
+    keys: usize,
+    repeat: u32,
+    rounds: usize,
+    routes: usize,
+    ipv6: bool,
+    match_lengths: Option<(u8, u8)>,
+) -> Result<()> {
+    if keys == 0 || repeat == 0 || rounds == 0 {
+        bail!("--keys, --repeat and --rounds: at least 1");
+    }
+    if repeat > MAX_REPEAT {
+        bail!("--repeat: at most {MAX_REPEAT} (each repetition takes one TTL)");
+    }
+    if routes < 2 {
+        bail!("--routes: at least 2 (the one-route case always runs)");
+    }
+    let bits = if ipv6 { 128 } else { 32 };
+    if let Some((_, hi)) = match_lengths.filter(|&(_, hi)| hi > bits) {
+        bail!("--match-lengths: /{hi} is longer than an address of the family ({bits} bits)");
+    }
+    Ok(())
+}
+
 /// A fast path holding `table`, forwarding everything to one next hop out
 /// of the egress veth, back to the ingress MAC (so that BPF_PROG_RUN's
 /// repetitions, each on the frame the last one left, still arrive "to us").

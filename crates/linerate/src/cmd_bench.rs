@@ -163,32 +163,25 @@ fn search(a: crate::cli::BenchSearchArgs) -> Result<()> {
 fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
     use linerate_fib::Family;
     linerate_host::privilege::require_root("linerate bench fastpath")?;
-    if a.keys == 0 || a.repeat == 0 || a.rounds == 0 {
-        bail!("--keys, --repeat and --rounds: at least 1");
-    }
-    if a.repeat > linerate_bench::fastpath::MAX_REPEAT {
-        bail!(
-            "--repeat: at most {} (each repetition takes one TTL)",
-            linerate_bench::fastpath::MAX_REPEAT
-        );
-    }
     let routes = a.routes.unwrap_or(match a.family {
         Family::Ipv4 => 1_000_000,
         Family::Ipv6 => 200_000,
     });
-    if routes < 2 {
-        bail!("--routes: at least 2 (the one-route case always runs)");
-    }
-    let bits = if a.family == Family::Ipv4 { 32 } else { 128 };
-    if let Some((_, hi)) = a.match_lengths.filter(|&(_, hi)| hi > bits) {
-        bail!("--match-lengths: /{hi} is longer than an address of the family ({bits} bits)");
-    }
+    let ipv6 = a.family == Family::Ipv6;
+    linerate_bench::fastpath::check_args(
+        a.keys,
+        a.repeat,
+        a.rounds,
+        routes,
+        ipv6,
+        a.match_lengths,
+    )?;
     let pair = ScratchPair::new(0)?;
     let b = linerate_bench::fastpath::FastpathBench {
         netns: pair.netns.clone(),
         ingress: pair.tx.clone(),
         egress: pair.rx.clone(),
-        ipv6: a.family == Family::Ipv6,
+        ipv6,
         routes,
         keys: a.keys,
         repeat: a.repeat,
