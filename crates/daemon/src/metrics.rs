@@ -30,10 +30,9 @@ pub struct Published {
     pub stats_map_id: u32,
     pub rxq_map_id: u32,
     pub interfaces: Vec<(String, u32)>,
-    /// Per family (IPv4, IPv6): prefixes in the FIB, bytes of it the fast
-    /// path reads.
-    pub routes: [u64; 2],
-    pub fib_bytes: [u64; 2],
+    /// Each FIB (main's, and those of the tables policy rules look up):
+    /// its prefixes and the bytes of it the fast path reads.
+    pub fibs: Vec<FibStatus>,
     pub nexthops: u64,
     /// Routes the FIB could not hold (their block goes to the kernel).
     pub overflows: u64,
@@ -47,6 +46,16 @@ pub struct Published {
     pub firewall: Option<Result<FwNews, String>>,
     /// The marking of TCP connections to carry (None: no stateful stage).
     pub tcp_carry: Option<Arc<CarryCounts>>,
+}
+
+/// One FIB: family, routing table (`main`, or its number), prefixes,
+/// bytes the fast path reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FibStatus {
+    pub ipv6: bool,
+    pub table: String,
+    pub routes: u64,
+    pub bytes: u64,
 }
 
 /// Shared between the loop, which writes, and the scrapes, which read.
@@ -227,23 +236,24 @@ impl Collector for RouterCollector {
                     })
             }),
         )?;
-        let per_family = |v: [u64; 2]| {
-            FAMILIES
-                .iter()
-                .zip(v)
-                .map(|(f, n)| (labels([("family", f.to_string())]), gauge(n as i64)))
+        let per_fib = |v: fn(&FibStatus) -> u64| {
+            p.fibs.iter().map(move |f| {
+                let family = FAMILIES[f.ipv6 as usize].to_string();
+                let l = labels([("family", family), ("table", f.table.clone())]);
+                (l, gauge(v(f) as i64))
+            })
         };
         family(
             &mut enc,
             "linerate_routes",
-            "Prefixes mirrored into the fast path's FIB.",
-            per_family(p.routes),
+            "Prefixes mirrored into the fast path's FIB of a routing table.",
+            per_fib(|f| f.routes),
         )?;
         family(
             &mut enc,
             "linerate_fib_bytes",
-            "Bytes of the FIB the fast path reads (root, shortcut, groups in use).",
-            per_family(p.fib_bytes),
+            "Bytes of a routing table's FIB the fast path reads (root, shortcut, groups in use).",
+            per_fib(|f| f.bytes),
         )?;
         family(
             &mut enc,
@@ -543,8 +553,17 @@ mod tests {
         {
             let mut p = status.lock().unwrap();
             p.ready = true;
-            p.routes = [12, 3];
-            p.fib_bytes = [4096, 8192];
+            let fib = |ipv6, table: &str, routes, bytes| FibStatus {
+                ipv6,
+                table: table.into(),
+                routes,
+                bytes,
+            };
+            p.fibs = vec![
+                fib(false, "main", 12, 4096),
+                fib(true, "main", 3, 8192),
+                fib(false, "100", 2, 1024),
+            ];
             p.nexthops = 5;
             p.changes = 40;
             p.last_change = Some(Duration::from_micros(1500));
@@ -557,9 +576,11 @@ mod tests {
         let text = render("no-such-router", &status, false);
         for line in [
             "# TYPE linerate_routes gauge",
-            "linerate_routes{family=\"ipv4\"} 12",
-            "linerate_routes{family=\"ipv6\"} 3",
-            "linerate_fib_bytes{family=\"ipv6\"} 8192",
+            "linerate_routes{family=\"ipv4\",table=\"main\"} 12",
+            "linerate_routes{family=\"ipv6\",table=\"main\"} 3",
+            "linerate_routes{family=\"ipv4\",table=\"100\"} 2",
+            "linerate_fib_bytes{family=\"ipv6\",table=\"main\"} 8192",
+            "linerate_fib_bytes{family=\"ipv4\",table=\"100\"} 1024",
             "linerate_nexthops 5",
             "linerate_ready 1",
             "# TYPE linerate_changes_total counter",
@@ -647,6 +668,7 @@ mod tests {
         {
             let mut p = status.lock().unwrap();
             p.last_change = Some(Duration::from_micros(1));
+            p.fibs = vec![FibStatus::default()];
             p.firewall = Some(Ok(FwNews {
                 refused: [Some("x".into()), None],
                 ..Default::default()

@@ -725,14 +725,22 @@ impl Publisher {
     }
 
     fn now<D: Dataplane>(&self, mirror: &Mirror<D>, firewall: Option<Result<FwNews, String>>) {
-        let (v4, v6) = mirror.routes();
+        let fibs = mirror
+            .fibs()
+            .into_iter()
+            .map(|(ipv6, table, routes, bytes)| crate::metrics::FibStatus {
+                ipv6,
+                table,
+                routes: routes as u64,
+                bytes,
+            })
+            .collect();
         let Ok(mut p) = self.status.lock() else {
             return;
         };
         // Called from the first sync on.
         p.ready = true;
-        p.routes = [v4 as u64, v6 as u64];
-        p.fib_bytes = mirror.fib_bytes();
+        p.fibs = fibs;
         p.nexthops = mirror.nexthops() as u64;
         p.overflows = mirror.counts.overflows;
         p.changes = self.changes;

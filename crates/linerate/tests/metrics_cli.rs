@@ -184,10 +184,10 @@ fn metrics_are_scraped_valid_and_count_what_happened() {
     });
     // The lab's DUT: its two connected /16s and /64s, and its own addresses.
     assert!(
-        value(&s, "linerate_routes{family=\"ipv4\"}") >= 2.0,
+        value(&s, "linerate_routes{family=\"ipv4\",table=\"main\"}") >= 2.0,
         "{s:#?}"
     );
-    assert!(value(&s, "linerate_fib_bytes{family=\"ipv4\"}") > 0.0);
+    assert!(value(&s, "linerate_fib_bytes{family=\"ipv4\",table=\"main\"}") > 0.0);
     assert_eq!(value(&s, "linerate_firewall_judged{family=\"ipv4\"}"), 0.0);
 
     // Frames through the fast path: counted as forwarded on dut0, no fewer
@@ -266,10 +266,10 @@ fn metrics_are_scraped_valid_and_count_what_happened() {
 
     // A route added: one more prefix, changes counted, a delay reported.
     let changes = value(&s, "linerate_changes_total");
-    let routes = value(&s, "linerate_routes{family=\"ipv4\"}");
+    let routes = value(&s, "linerate_routes{family=\"ipv4\",table=\"main\"}");
     ip_dut(&["route", "add", "10.99.0.0/16", "via", "198.19.0.1"]);
     let s = scrape_until("the added route", |s| {
-        s.get("linerate_routes{family=\"ipv4\"}") == Some(&(routes + 1.0))
+        s.get("linerate_routes{family=\"ipv4\",table=\"main\"}") == Some(&(routes + 1.0))
     });
     assert!(value(&s, "linerate_changes_total") > changes);
     assert!(value(&s, "linerate_last_change_seconds") < 1.0, "{s:#?}");

@@ -869,12 +869,39 @@ impl<D: Dataplane> Mirror<D> {
         (self.families.v4.fib.len(), self.families.v6.fib.len())
     }
 
-    /// Bytes of the FIBs the fast path reads: IPv4, IPv6.
-    pub fn fib_bytes(&self) -> [u64; 2] {
-        [
-            self.families.v4.fib.fast_path_bytes(),
-            self.families.v6.fib.fast_path_bytes(),
-        ]
+    /// Each FIB, main's first: (IPv6, its table as `ip rule` names it,
+    /// prefixes, bytes the fast path reads).
+    pub fn fibs(&self) -> Vec<(bool, String, usize, u64)> {
+        let v4 = &self.families.v4;
+        let v6 = &self.families.v6;
+        let mut out = vec![
+            (
+                false,
+                "main".to_string(),
+                v4.fib.len(),
+                v4.fib.fast_path_bytes(),
+            ),
+            (
+                true,
+                "main".to_string(),
+                v6.fib.len(),
+                v6.fib.fast_path_bytes(),
+            ),
+        ];
+        let others = |ipv6| move |t: (u32, usize, u64)| (ipv6, t.0.to_string(), t.1, t.2);
+        out.extend(
+            v4.others
+                .iter()
+                .map(|t| (t.table, t.fib.len(), t.fib.fast_path_bytes()))
+                .map(others(false)),
+        );
+        out.extend(
+            v6.others
+                .iter()
+                .map(|t| (t.table, t.fib.len(), t.fib.fast_path_bytes()))
+                .map(others(true)),
+        );
+        out
     }
 
     /// Next hops the fast path holds (the kernel's own, "pass", included).
