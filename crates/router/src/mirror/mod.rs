@@ -400,8 +400,9 @@ impl<D: Dataplane> Mirror<D> {
     }
 
     fn push_all_ingress(&mut self) -> Result<()> {
+        self.place_tables()?;
         let all: Vec<u32> = self.ingress.keys().copied().collect();
-        all.into_iter().try_for_each(|i| self.push_ingress(i))
+        all.into_iter().try_for_each(|i| self.write_ingress(i))
     }
 
     /// The tables other than main that the rules look up for the router's
@@ -465,25 +466,25 @@ impl<D: Dataplane> Mirror<D> {
     /// the families the kernel forwards from it by the main table (those it
     /// forwards otherwise are marked as routed by policy).
     fn push_ingress(&mut self, ifindex: u32) -> Result<()> {
+        // (A rename or a new master changes the tables the rules give.)
+        self.place_tables()?;
+        self.write_ingress(ifindex)
+    }
+
+    /// push_ingress, the tables' FIBs placed already.
+    fn write_ingress(&mut self, ifindex: u32) -> Result<()> {
         let Some(&mac) = self.ingress.get(&ifindex) else {
             return Ok(());
         };
-        // (A rename or a new master changes the tables the rules give.)
-        self.place_tables()?;
         let walks = [self.walk(ifindex, false), self.walk(ifindex, true)];
+        // Main's table alone: the fast path's lookup without a walk.
+        let beyond_main = |v6: usize| {
+            !walks[v6].is_empty() && walks[v6] != [FastPath::table_root_mib(v6 == 1, 0)]
+        };
         let xmit = self.xmit(ifindex);
         let context = ifaces::Context {
             routed: [!walks[0].is_empty(), !walks[1].is_empty()],
-            walk: [
-                walks[0].len() > 1
-                    || walks[0]
-                        .first()
-                        .is_some_and(|&r| r != FastPath::table_root_mib(false, 0)),
-                walks[1].len() > 1
-                    || walks[1]
-                        .first()
-                        .is_some_and(|&r| r != FastPath::table_root_mib(true, 0)),
-            ],
+            walk: [beyond_main(0), beyond_main(1)],
             tc_ingress: self.tc.get(&ifindex).is_some_and(|t| !t.ingress.is_empty()),
             netfilter: [
                 !self.netfilter.ipv4.is_empty(),
@@ -521,13 +522,8 @@ impl<D: Dataplane> Mirror<D> {
                 let key = format!("{family} from {shown}");
                 let w = self.policy.walk(ipv6, name);
                 let held = self.walk(i, ipv6).len();
-                let line = if self.links.get(&i).is_some_and(|l| l.enslaved) {
-                    format!("{key}: the kernel's ({shown} is a bridge's or a VRF's port)")
-                } else if !ipv6
-                    && self.settings.rp_filter(i) != 0
-                    && !self.policy.main_only(false, Some("lo"))
-                {
-                    format!("{key}: the kernel's (reverse path filtering checks sources by rules that are not main's alone)")
+                let line = if let Some(why) = self.kernels_whatever_the_rules(i, ipv6) {
+                    format!("{key}: the kernel's ({why})")
                 } else if w.tables.is_empty() {
                     match &w.ended_by {
                         Some(r) => format!("{key}: the kernel's (rule `{r}` may route some of it otherwise, which the fast path cannot tell)"),
@@ -555,6 +551,26 @@ impl<D: Dataplane> Mirror<D> {
         out
     }
 
+    /// Why the kernel routes the family from interface `ifindex` whatever
+    /// the walk of its rules: the interface is enslaved, or (IPv4) reverse
+    /// path filtering is on there and the kernel checks sources by the
+    /// rules of `lo` (fib_validate_source), which are not main's alone, the
+    /// table the fast path checks sources in.
+    fn kernels_whatever_the_rules(&self, ifindex: u32, ipv6: bool) -> Option<String> {
+        if self.links.get(&ifindex).is_some_and(|l| l.enslaved) {
+            let shown = self
+                .names
+                .get(&ifindex)
+                .cloned()
+                .unwrap_or_else(|| ifindex.to_string());
+            return Some(format!("{shown} is a bridge's or a VRF's port"));
+        }
+        (!ipv6
+            && self.settings.rp_filter(ifindex) != 0
+            && !self.policy.main_only(false, Some("lo")))
+        .then(|| "reverse path filtering checks sources by rules that are not main's alone".into())
+    }
+
     /// The tables the fast path looks a transit packet of the family from
     /// interface `ifindex` up in, as their FIBs' roots (MiB of the arena):
     /// the rules' walk for it (linerate_netlink::policy::Policy::tables), up
@@ -566,13 +582,7 @@ impl<D: Dataplane> Mirror<D> {
     /// which is the table the fast path checks sources in.
     fn walk(&self, ifindex: u32, ipv6: bool) -> Vec<u16> {
         let name = self.names.get(&ifindex).map(String::as_str);
-        if self.links.get(&ifindex).is_some_and(|l| l.enslaved) {
-            return Vec::new();
-        }
-        if !ipv6
-            && self.settings.rp_filter(ifindex) != 0
-            && !self.policy.main_only(false, Some("lo"))
-        {
+        if self.kernels_whatever_the_rules(ifindex, ipv6).is_some() {
             return Vec::new();
         }
         let others = if ipv6 {
