@@ -616,3 +616,84 @@ fn jumbo_frames_go_as_the_kernel_sends_them() {
         "a 9014-byte frame arrived: {at_recv:?}"
     );
 }
+
+/// A tenant's table chosen by the incoming interface (`ip rule add iif
+/// dut0 lookup 100`): table 100 routes the receiver's networks, with a
+/// throw route for a part of them, while main holds blackholes for them.
+/// Transit frames of both families (to table 100's routes, to its throw
+/// route, TTL and hop limit 1, oversize) go out once through the kernel
+/// alone and once with `linerate route` attached: the same frames arrive
+/// at recv0 and back at gen0, byte for byte, and the fast path forwarded
+/// by table 100.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_tenants_table_routes_as_the_kernel_routes_it() {
+    const TLAB: &str = "lrt-difft";
+    let _down = Down(TLAB);
+    assert!(linerate(&["lab", "up", "--name", TLAB]).status.success());
+    let dut = format!("{TLAB}-dut");
+    for ns in [dut.clone(), format!("{TLAB}-recv")] {
+        for k in ["net.ipv4.icmp_ratelimit=0", "net.ipv6.icmp.ratelimit=0"] {
+            linerate_host::cmd::in_netns(&ns, "sysctl", &["-qw", k]).unwrap();
+        }
+    }
+    for args in [
+        "route add 198.19.0.0/16 via 198.19.0.1 dev dut1 table 100",
+        "route add throw 198.19.20.0/24 table 100",
+        "-6 route add 2001:2:0:8000::/49 via 2001:2:0:8000::1 dev dut1 table 100",
+        "-6 route add throw 2001:2:0:8001::20:0/112 table 100",
+        "route replace blackhole 198.19.0.0/16",
+        "-6 route replace blackhole 2001:2:0:8000::/49",
+        "rule add pref 100 iif dut0 lookup 100",
+        "-6 rule add pref 100 iif dut0 lookup 100",
+    ] {
+        let a: Vec<&str> = args.split(' ').collect();
+        ip(Some(&dut), &a).unwrap();
+    }
+    let frames = || {
+        let to = [198, 19, 10, 1];
+        vec![
+            udp4(to, 64, 18, DUT_IN),
+            udp4(to, 64, 900, DUT_IN),
+            udp4(to, 1, 18, DUT_IN),
+            udp4([198, 19, 20, 1], 64, 18, DUT_IN), // thrown: main's blackhole
+            udp4([198, 19, 0, 1], 64, 18, DUT_IN),  // the receiver, connected
+            udp6("2001:2:0:8001::10:1", 64, 18),
+            udp6("2001:2:0:8001::10:1", 64, 600),
+            udp6("2001:2:0:8001::10:1", 1, 18),
+            udp6("2001:2:0:8001::20:1", 64, 18), // thrown
+        ]
+    };
+    let send_all = || {
+        send(
+            TLAB,
+            frames(),
+            Duration::from_millis(20),
+            Duration::from_millis(1000),
+        )
+    };
+    let kernel = send_all();
+    let route = start_route(&dut);
+    let stats = common::stats_window(&dut, "2");
+    let linerate_run = send_all();
+    let st: Value = serde_json::from_slice(&stats.wait_with_output().unwrap().stdout).unwrap();
+    stop_route(route);
+    let reasons = &st["interfaces"][0]["reasons"];
+    // By table 100: two transit frames of each family, and the frame to
+    // the receiver (its route covers it); the thrown ones go to main's
+    // blackholes, which are the kernel's.
+    assert_eq!(reasons["forwarded"]["packets"], 5, "{reasons}");
+    assert_eq!(reasons["pass_local"]["packets"], 2, "{reasons}");
+    assert_eq!(
+        kernel, linerate_run,
+        "the same frames arrive, through the kernel alone and with the fast path"
+    );
+    assert!(
+        kernel.len() >= 4,
+        "the frames produced traffic: {}",
+        kernel.len()
+    );
+}
