@@ -244,6 +244,145 @@ __attribute__((noinline)) int fib6_walk_tables(__u64 tables, __u64 hi, __u64 lo_
 	return 0;
 }
 
+/* A transit packet as the policy rules see it (the kernel's flow for a
+ * forwarded packet): addresses as 128-bit words in host order (IPv4 in the
+ * low word), the destination's low word also as it lies in the packet,
+ * the ingress, tos or traffic class, protocol and ports (0 for protocols
+ * without ports, as the kernel's flow dissector leaves them). */
+struct rule_key {
+	__u64 src[2];
+	__u64 dst[2];
+	__u64 dst_lo_be;
+	__u32 iif;
+	__u8  tos;
+	__u8  proto;
+	__u16 sport;
+	__u16 dport;
+	__u16 pad[3];
+};
+
+/* Whether step `r` matches the packet, as fib_rule_match and the family's
+ * match decide: every selector it has, then inverted with `not`. */
+static __always_inline int rule_matches(const struct policy_rule *r, const struct rule_key *k)
+{
+	__u8 f = r->flags;
+	__u64 off = ((k->src[0] ^ r->src[0]) & r->src_mask[0]) |
+		    ((k->src[1] ^ r->src[1]) & r->src_mask[1]) |
+		    ((k->dst[0] ^ r->dst[0]) & r->dst_mask[0]) |
+		    ((k->dst[1] ^ r->dst[1]) & r->dst_mask[1]);
+	int m = !off && (!(f & RULE_IIF) || r->iif == k->iif) &&
+		(!(f & RULE_TOS) || (k->tos & r->tos_mask) == r->tos) &&
+		(!(f & RULE_PROTO) || k->proto == r->proto) &&
+		(!(f & RULE_SPORT) || (k->sport >= r->sport_lo && k->sport <= r->sport_hi)) &&
+		(!(f & RULE_DPORT) || (k->dport >= r->dport_lo && k->dport <= r->dport_hi));
+
+	return (f & RULE_INVERT) ? !m : m;
+}
+
+/* The next-hop id the family's rule program `program` gives the packet, as
+ * fib_rules_lookup walks the rules: each step that matches looks its table
+ * up (a miss or a throw route going on), jumps, or ends the walk (dropped:
+ * POLICY_DROP; the kernel's to decide: POLICY_KERNEL); 0 when no step
+ * routes it (the kernel answers). A goto only jumps forward (the kernel
+ * refuses one to an earlier rule), so POLICY_RULES steps bound the walk. */
+static __always_inline __u32 policy_walk(const struct rule_key *k, __u32 program, const int v6)
+{
+	__u32 i = 0;
+
+	for (int n = 0; n < POLICY_RULES; n++) {
+		if (i >= POLICY_RULES)
+			return 0;
+		__u32 at = program * POLICY_RULES + i;
+		const struct policy_rule *r = bpf_map_lookup_elem(&policy_rules, &at);
+
+		if (!r || r->step == RULE_END)
+			return 0;
+		if (!rule_matches(r, k)) {
+			i++;
+			continue;
+		}
+		if (r->step == RULE_GOTO) {
+			i = r->next;
+			continue;
+		}
+		if (r->step == RULE_BLACKHOLE)
+			return POLICY_DROP;
+		if (r->step != RULE_LOOKUP)
+			return POLICY_KERNEL;
+		__u64 root = (__u64)r->table_mib << 20;
+		__u32 nh;
+		if (v6)
+			nh = root == FIB6_ROOT_OFF ? fib6_lookup(k->dst[0], k->dst_lo_be) :
+						     fib6_lookup_at(root, k->dst[0], k->dst_lo_be);
+		else
+			nh = fib4_lookup_at(root, (__u32)k->dst[1]);
+		if (nh && nh != NH_ID_THROW)
+			return nh;
+		i++;
+	}
+	return 0;
+}
+
+/* Verified once each (global), as the table walks. */
+__attribute__((noinline)) int policy_walk4(const struct rule_key *k, __u32 program)
+{
+	if (!k)
+		return 0;
+	return (int)policy_walk(k, program, 0);
+}
+
+__attribute__((noinline)) int policy_walk6(const struct rule_key *k, __u32 program)
+{
+	if (!k)
+		return 0;
+	return (int)policy_walk(k, program, 1);
+}
+
+/* The ports the kernel's flow dissector reads for protocol `proto` from
+ * its header at `l4` (the protocols whose first four bytes are ports, and
+ * AH's SPI), 0 for the others; -1 if the header is cut short (the kernel
+ * decides). */
+static __always_inline int rule_ports(struct rule_key *k, const __u8 *l4, const void *data_end)
+{
+	int off;
+
+	switch (k->proto) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP:
+	case IPPROTO_DCCP:
+	case IPPROTO_ESP:
+	case IPPROTO_SCTP:
+	case IPPROTO_UDPLITE:
+		off = 0;
+		break;
+	case IPPROTO_AH:
+		off = 4;
+		break;
+	default:
+		return 0;
+	}
+	const __u16 *p = (const void *)(l4 + off);
+	if ((const void *)(p + 2) > data_end)
+		return -1;
+	k->sport = bpf_ntohs(p[0]);
+	k->dport = bpf_ntohs(p[1]);
+	return 0;
+}
+
+/* What a rule program's walk ends in for the frame: R_FORWARDED with the
+ * next-hop id in *nh, or the verdict's reason (a blackhole drops, unless
+ * the destination is one main's FIB gives the kernel: the router's own
+ * addresses, which the local rule takes first). */
+static __always_inline enum reason policy_route(__u32 walked, __u32 main_nh, __u32 *nh)
+{
+	if (walked == POLICY_KERNEL)
+		return R_PASS_POLICY;
+	if (walked == POLICY_DROP)
+		return main_nh == NH_ID_KERNEL ? R_PASS_POLICY : R_DROP_BLACKHOLE;
+	*nh = walked;
+	return R_FORWARDED;
+}
+
 static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 					struct router_counters *c, __u64 len, __u64 linear,
 					__u16 ifflags, __u64 tables, const int multibuf)
@@ -282,7 +421,28 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 		if (r != R_FORWARDED)
 			return PASS(r);
 	}
-	__u32 nh = ifflags & IFACE_TABLES4 ? fib4_walk_tables(tables, daddr) : fib4_lookup(daddr);
+	__u32 nh;
+	if (!(ifflags & IFACE_TABLES4)) {
+		nh = fib4_lookup(daddr);
+	} else if ((tables & 0xffff) != FIB_TABLES_RULES) {
+		nh = fib4_walk_tables(tables, daddr);
+	} else {
+		struct rule_key k = {
+			.src = { 0, saddr },
+			.dst = { 0, daddr },
+			.iif = ctx->ingress_ifindex,
+			.tos = ip->tos,
+			.proto = ip->protocol,
+		};
+		if (rule_ports(&k, (const __u8 *)(ip + 1), data_end))
+			return PASS(R_PASS_POLICY);
+		__u32 walked = (__u32)policy_walk4(&k, (tables >> 16) & 0xffff);
+		r = policy_route(walked, walked == POLICY_DROP ? fib4_lookup(daddr) : 0, &nh);
+		if (r == R_DROP_BLACKHOLE)
+			return verdict(c, r, len, XDP_DROP);
+		if (r != R_FORWARDED)
+			return PASS(r);
+	}
 	r = next_hop(nh, l3_len, ctx->ingress_ifindex, ip, 0, &n, multibuf);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
@@ -367,8 +527,33 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 		if (r != R_FORWARDED)
 			return PASS(r);
 	}
-	__u32 nh = ifflags & IFACE_TABLES6 ? fib6_walk_tables(tables, dhi, dlo) :
-					     fib6_lookup(dhi, dlo);
+	__u32 nh;
+	if (!(ifflags & IFACE_TABLES6)) {
+		nh = fib6_lookup(dhi, dlo);
+	} else if ((tables & 0xffff) != FIB_TABLES_RULES) {
+		nh = fib6_walk_tables(tables, dhi, dlo);
+	} else {
+		/* The rules' protocol is the one after extension headers. */
+		if (fw_ipv6_ext(ip6->nexthdr))
+			return PASS(R_PASS_EXT_HDR);
+		__u8 *v = (__u8 *)ip6;
+		struct rule_key k = {
+			.src = { shi, fib6_low_bits(*(const __u64 *)&s[2]) },
+			.dst = { dhi, fib6_low_bits(dlo) },
+			.dst_lo_be = dlo,
+			.iif = ctx->ingress_ifindex,
+			.tos = (v[0] << 4) | (v[1] >> 4),
+			.proto = ip6->nexthdr,
+		};
+		if (rule_ports(&k, (const __u8 *)(ip6 + 1), data_end))
+			return PASS(R_PASS_POLICY);
+		__u32 walked = (__u32)policy_walk6(&k, (tables >> 16) & 0xffff);
+		r = policy_route(walked, walked == POLICY_DROP ? fib6_lookup(dhi, dlo) : 0, &nh);
+		if (r == R_DROP_BLACKHOLE)
+			return verdict(c, r, len, XDP_DROP);
+		if (r != R_FORWARDED)
+			return PASS(r);
+	}
 	r = next_hop(nh, l3_len, ctx->ingress_ifindex, ip6, 1, &n, multibuf);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);

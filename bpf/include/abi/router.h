@@ -50,6 +50,7 @@ enum reason {
 	R_PASS_CT_OFF,       /* the stateful stage is off (no conntrack kfuncs in this kernel) */
 	R_DROP_MALFORMED,    /* shorter than the headers it claims */
 	R_DROP_FIREWALL,     /* dropped by the nftables ruleset, as the kernel would */
+	R_DROP_BLACKHOLE,    /* a `blackhole` policy rule took it, as the kernel's would */
 	R_MAX
 };
 
@@ -149,9 +150,71 @@ struct iface {
 /* The most tables an interface's walk holds, and the end of the list. */
 #define FIB_WALK_TABLES 4
 #define FIB_TABLES_END 0xffff
+/* The first table of an interface's word is this: the fast path walks
+ * the family's rule program (policy_rules) that starts at the entry the
+ * word's second 16 bits give, not a list of tables. */
+#define FIB_TABLES_RULES 0xfffe
 /* The next hop a `throw` route has: a miss in its table, the walk goes on
  * to the next (with main's alone, the kernel's: its entry is not valid). */
 #define NH_ID_THROW 2
+
+/* The next hop of what goes to the kernel (local, connected, unsupported). */
+#define NH_ID_KERNEL 1
+
+/* The kernel's policy rules (ip rule) of a family as the fast path walks
+ * them where a list of tables cannot say it (selectors on the source, tos,
+ * protocol, ports; goto, blackhole): crates/netlink/src/policy.rs compiles
+ * them into a program, each step a rule with what it matches and does.
+ * Four programs of POLICY_RULES steps: IPv4 and IPv6, each written to one
+ * bank while the interfaces' words name the other. */
+#define POLICY_RULES 64
+#define POLICY_PROGRAMS 4
+
+enum rule_step {
+	RULE_END = 0,   /* no rule left: the kernel answers (no route) */
+	RULE_LOOKUP,    /* the FIB at table_mib; a miss (none, throw) goes on */
+	RULE_GOTO,      /* go on at step `next` */
+	RULE_BLACKHOLE, /* dropped */
+	RULE_KERNEL,    /* the kernel decides (unreachable, prohibit, what the fast path cannot) */
+};
+
+/* What a step matches on beside its prefixes (a zero mask: any). */
+#define RULE_INVERT 1
+#define RULE_IIF    2
+#define RULE_TOS    4
+#define RULE_PROTO  8
+#define RULE_SPORT  16
+#define RULE_DPORT  32
+
+struct policy_rule {
+	/* Source and destination prefixes as 128-bit words, host order, high
+	 * word first (IPv4: in the low word's low half). */
+	__u64 src[2];
+	__u64 src_mask[2];
+	__u64 dst[2];
+	__u64 dst_mask[2];
+	__u32 iif;
+	__u8  step;     /* enum rule_step */
+	__u8  flags;    /* RULE_* */
+	/* The tos (IPv4) or traffic class (IPv6) a packet has under
+	 * tos_mask: the kernel compares the legacy tos selector with
+	 * IPv4's 0x1c bits, IPv6's DSCP. */
+	__u8  tos;
+	__u8  tos_mask;
+	__u8  proto;
+	__u8  pad;
+	__u16 table_mib;
+	__u16 next;
+	__u16 sport_lo;
+	__u16 sport_hi;
+	__u16 dport_lo;
+	__u16 dport_hi;
+	__u16 pad2;
+};
+
+/* A walk's outcome beside next-hop ids. */
+#define POLICY_DROP 0xffffffffu
+#define POLICY_KERNEL 0xfffffffeu
 
 /* The router's own IPv4 addresses as a bit set of 2^16 bits, by a hash
  * (local_src_bit, router/maps.h): a frame from one of them is a martian source the kernel

@@ -51,6 +51,15 @@ struct {
 	__type(value, struct iface);
 } ifaces SEC(".maps");
 
+/* The policy rules' programs (abi/router.h): entry program * POLICY_RULES
+ * + step. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, POLICY_PROGRAMS * POLICY_RULES);
+	__type(key, __u32);
+	__type(value, struct policy_rule);
+} policy_rules SEC(".maps");
+
 /* Egress ports by ifindex. An array devmap, not a hash: the fast path
  * looks a port up twice per frame (is it attached, then the redirect), and
  * an array lookup is a bounds check and one load. */

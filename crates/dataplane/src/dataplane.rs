@@ -4,7 +4,7 @@
 //! decides frames as the program does, so that the mirror's logic runs in
 //! plain unit tests, and root tests hold the two to the same verdicts.
 use crate::fastpath::FastPath;
-use crate::layout::{Iface, Nexthop, NhGroup};
+use crate::layout::{Iface, Nexthop, NhGroup, PolicyRule};
 use anyhow::Result;
 use linerate_fib::{Fib, Ipv6Layout, Key, Write};
 
@@ -30,6 +30,10 @@ pub trait Dataplane {
     /// [`FastPath::table_root_mib`] places them): `writes` name the
     /// entries of `fib` to copy, in order.
     fn apply_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>, writes: &[Write]) -> Result<()>;
+    /// Writes rule program `program` (an index of POLICY_PROGRAMS): its
+    /// steps (crate::rules::encode), then the end. Write one no
+    /// interface's word names.
+    fn set_policy_program(&mut self, program: u16, steps: &[PolicyRule]) -> Result<()>;
 }
 
 impl Dataplane for FastPath {
@@ -60,5 +64,8 @@ impl Dataplane for FastPath {
     }
     fn apply_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
         FastPath::apply(self, slot, fib, writes)
+    }
+    fn set_policy_program(&mut self, program: u16, steps: &[PolicyRule]) -> Result<()> {
+        FastPath::set_policy_program(self, program, steps)
     }
 }

@@ -1,6 +1,9 @@
 //! The loaded fast path: the `router` program and its maps, filled from
 //! the control plane's tables.
-use crate::layout::{Iface, Nexthop, NhGroup, RouterCounters, ROUTER_IFACES};
+use crate::layout::{
+    Iface, Nexthop, NhGroup, PolicyRule, RouterCounters, POLICY_PROGRAMS, POLICY_RULES,
+    ROUTER_IFACES,
+};
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
@@ -242,6 +245,25 @@ impl FastPath {
     /// (crate::local).
     pub fn set_local_sources(&self, index: u32, word: u64) -> Result<()> {
         maps::write(&loader::map(&self.obj, "local_src4")?, index, &word)
+    }
+
+    /// Writes rule program `program`: its steps, then the end
+    /// (crate::dataplane::Dataplane::set_policy_program).
+    pub fn set_policy_program(&self, program: u16, steps: &[PolicyRule]) -> Result<()> {
+        if program as usize >= POLICY_PROGRAMS || steps.len() >= POLICY_RULES {
+            bail!(
+                "rule program {program} of {} steps: the fast path holds {POLICY_PROGRAMS} of {} steps",
+                steps.len(),
+                POLICY_RULES - 1
+            );
+        }
+        let map = loader::map(&self.obj, "policy_rules")?;
+        let base = program as u32 * POLICY_RULES as u32;
+        let end = PolicyRule::default();
+        for (i, r) in steps.iter().chain(std::iter::once(&end)).enumerate() {
+            maps::write(&map, base + i as u32, r)?;
+        }
+        Ok(())
     }
 
     pub fn set_nh_group(&self, index: u32, group: &NhGroup) -> Result<()> {

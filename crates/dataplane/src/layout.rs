@@ -28,7 +28,7 @@ pub const NH_GROUP_BUCKETS: usize = 64;
 pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
-pub const REASONS: [&str; 33] = [
+pub const REASONS: [&str; 34] = [
     "forwarded",
     "pass_not_ip",
     "pass_not_ours",
@@ -62,15 +62,18 @@ pub const REASONS: [&str; 33] = [
     "pass_ct_off",
     "drop_malformed",
     "drop_firewall",
+    "drop_blackhole",
 ];
 pub const R_MAX: usize = REASONS.len();
 /// The first reason: forwarded in XDP.
 pub const R_FORWARDED: usize = 0;
 /// The first drop: malformed; those between it and forwarded are the
 /// passes, those after it the other drops.
-pub const R_DROP_MALFORMED: usize = R_MAX - 2;
+pub const R_DROP_MALFORMED: usize = R_MAX - 3;
 /// Dropped by the firewall (the nftables ruleset's verdict).
-pub const R_DROP_FIREWALL: usize = R_MAX - 1;
+pub const R_DROP_FIREWALL: usize = R_MAX - 2;
+/// Dropped by a `blackhole` policy rule.
+pub const R_DROP_BLACKHOLE: usize = R_MAX - 1;
 /// The reasons a frame is passed to the kernel, by index.
 pub const R_PASSES: std::ops::Range<usize> = R_FORWARDED + 1..R_DROP_MALFORMED;
 /// The reasons a frame is dropped, by index.
@@ -155,6 +158,67 @@ pub fn tables_of(word: u64) -> Vec<u16> {
 /// The most tables an interface's walk holds, and its end.
 pub const FIB_WALK_TABLES: usize = 4;
 pub const FIB_TABLES_END: u16 = 0xffff;
+/// The first table of a word that names a rule program instead
+/// ([`rules_word`]).
+pub const FIB_TABLES_RULES: u16 = 0xfffe;
+/// The next hop of what goes to the kernel.
+pub const NH_ID_KERNEL: u32 = 1;
+
+/// The word of an interface whose family walks rule program `program`
+/// (an index of [`POLICY_PROGRAMS`]).
+pub fn rules_word(program: u16) -> u64 {
+    FIB_TABLES_RULES as u64 | (program as u64) << 16
+}
+
+/// The rule program a word names, if it names one.
+pub fn rules_of(word: u64) -> Option<u16> {
+    (word as u16 == FIB_TABLES_RULES).then_some((word >> 16) as u16)
+}
+
+/// Steps of a rule program, and programs (two families, two banks).
+pub const POLICY_RULES: usize = 64;
+pub const POLICY_PROGRAMS: usize = 4;
+
+/// `enum rule_step`: what a step of a rule program does when it matches.
+pub const RULE_END: u8 = 0;
+pub const RULE_LOOKUP: u8 = 1;
+pub const RULE_GOTO: u8 = 2;
+pub const RULE_BLACKHOLE: u8 = 3;
+pub const RULE_KERNEL: u8 = 4;
+/// What a step matches on beside its prefixes.
+pub const RULE_INVERT: u8 = 1;
+pub const RULE_IIF: u8 = 2;
+pub const RULE_TOS: u8 = 4;
+pub const RULE_PROTO: u8 = 8;
+pub const RULE_SPORT: u8 = 16;
+pub const RULE_DPORT: u8 = 32;
+
+/// A step of a rule program (`struct policy_rule`): a policy rule with
+/// its selectors as the fast path matches them and what it does.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PolicyRule {
+    /// Prefixes as 128-bit words, host order, high word first (IPv4 in
+    /// the low word).
+    pub src: [u64; 2],
+    pub src_mask: [u64; 2],
+    pub dst: [u64; 2],
+    pub dst_mask: [u64; 2],
+    pub iif: u32,
+    pub step: u8,
+    pub flags: u8,
+    pub tos: u8,
+    pub tos_mask: u8,
+    pub proto: u8,
+    pub pad: u8,
+    pub table_mib: u16,
+    pub next: u16,
+    pub sport_lo: u16,
+    pub sport_hi: u16,
+    pub dport_lo: u16,
+    pub dport_hi: u16,
+    pub pad2: u16,
+}
 /// The next-hop id of `throw` routes: a miss, the walk goes on.
 pub const NH_ID_THROW: u32 = 2;
 
@@ -506,6 +570,7 @@ impl RouterCounters {
 
 unsafe impl Pod for Nexthop {}
 unsafe impl Pod for Iface {}
+unsafe impl Pod for PolicyRule {}
 unsafe impl Pod for NhGroup {}
 unsafe impl Pod for RouterCounters {}
 unsafe impl Pod for FwState {}
@@ -532,6 +597,7 @@ mod tests {
         assert_eq!(REASONS[R_FORWARDED], "forwarded");
         assert_eq!(REASONS[R_DROP_MALFORMED], "drop_malformed");
         assert_eq!(REASONS[R_DROP_FIREWALL], "drop_firewall");
+        assert_eq!(REASONS[R_DROP_BLACKHOLE], "drop_blackhole");
         assert!(R_PASSES.clone().all(|i| REASONS[i].starts_with("pass_")));
         assert!(R_DROPS.clone().all(|i| REASONS[i].starts_with("drop_")));
         assert_eq!(R_PASSES.len() + R_DROPS.len(), R_MAX - 1);
@@ -565,6 +631,22 @@ mod tests {
         assert_eq!(define("FIB_WALK_TABLES"), FIB_WALK_TABLES as u64);
         assert_eq!(define("FIB_TABLES_END"), FIB_TABLES_END as u64);
         assert_eq!(define("NH_ID_THROW"), NH_ID_THROW as u64);
+        assert_eq!(define("NH_ID_KERNEL"), NH_ID_KERNEL as u64);
+        assert_eq!(define("FIB_TABLES_RULES"), FIB_TABLES_RULES as u64);
+        assert_eq!(define("POLICY_RULES"), POLICY_RULES as u64);
+        assert_eq!(define("POLICY_PROGRAMS"), POLICY_PROGRAMS as u64);
+        for (name, v) in [
+            ("RULE_INVERT", RULE_INVERT),
+            ("RULE_IIF", RULE_IIF),
+            ("RULE_TOS", RULE_TOS),
+            ("RULE_PROTO", RULE_PROTO),
+            ("RULE_SPORT", RULE_SPORT),
+            ("RULE_DPORT", RULE_DPORT),
+        ] {
+            assert_eq!(define(name), v as u64, "{name}");
+        }
+        assert_eq!(rules_of(rules_word(3)), Some(3));
+        assert_eq!(rules_of(tables_word(&[1216])), None);
         // The word: in order from the low bits, ended.
         let w = tables_word(&[1216, 0]);
         assert_eq!(w, 1216 | 0xffff_ffff_0000_0000);
@@ -600,6 +682,30 @@ mod tests {
                 ("used", offset_of!(Nexthop, used)),
                 ("dmac", offset_of!(Nexthop, dmac)),
                 ("smac", offset_of!(Nexthop, smac)),
+            ],
+        );
+        check(
+            "policy_rule",
+            size_of::<PolicyRule>(),
+            vec![
+                ("src", offset_of!(PolicyRule, src)),
+                ("src_mask", offset_of!(PolicyRule, src_mask)),
+                ("dst", offset_of!(PolicyRule, dst)),
+                ("dst_mask", offset_of!(PolicyRule, dst_mask)),
+                ("iif", offset_of!(PolicyRule, iif)),
+                ("step", offset_of!(PolicyRule, step)),
+                ("flags", offset_of!(PolicyRule, flags)),
+                ("tos", offset_of!(PolicyRule, tos)),
+                ("tos_mask", offset_of!(PolicyRule, tos_mask)),
+                ("proto", offset_of!(PolicyRule, proto)),
+                ("pad", offset_of!(PolicyRule, pad)),
+                ("table_mib", offset_of!(PolicyRule, table_mib)),
+                ("next", offset_of!(PolicyRule, next)),
+                ("sport_lo", offset_of!(PolicyRule, sport_lo)),
+                ("sport_hi", offset_of!(PolicyRule, sport_hi)),
+                ("dport_lo", offset_of!(PolicyRule, dport_lo)),
+                ("dport_hi", offset_of!(PolicyRule, dport_hi)),
+                ("pad2", offset_of!(PolicyRule, pad2)),
             ],
         );
         check(

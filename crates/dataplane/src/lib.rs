@@ -20,3 +20,4 @@ pub mod layout;
 pub mod local;
 pub mod model;
 pub mod record;
+pub mod rules;

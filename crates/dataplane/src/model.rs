@@ -9,17 +9,19 @@ use crate::dataplane::Dataplane;
 use crate::fastpath::FastPath;
 use crate::fw_model::{ipv6_ext, FwFrame, FwModel, FwOutcome};
 use crate::layout::{
-    tables_of, Iface, Nexthop, NhGroup, IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4,
-    IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4, IFACE_POLICY6,
-    IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, IFACE_TC, NH_GROUP,
-    NH_GROUP_BUCKETS, NH_ID_THROW, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID, ROUTER_IFACES,
-    ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+    rules_of, tables_of, Iface, Nexthop, NhGroup, PolicyRule, IFACE_FIREWALL4, IFACE_FIREWALL6,
+    IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4,
+    IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, IFACE_TC,
+    NH_GROUP, NH_GROUP_BUCKETS, NH_ID_KERNEL, NH_ID_THROW, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID,
+    POLICY_PROGRAMS, ROUTER_IFACES, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
 use crate::local;
+use crate::rules::{self, POLICY_DROP, POLICY_KERNEL};
 use anyhow::{bail, Result};
 use linerate_bpf::fib_arena::TABLE_SLOTS;
 use linerate_bpf::test_run::XdpAction;
 use linerate_fib::{Fib, Ipv6Layout, Key, Shape, Table, Tables, Write};
+use linerate_netlink::policy::Flow;
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 
@@ -58,6 +60,7 @@ pub mod reason {
     pub const CT_OFF: &str = "pass_ct_off";
     pub const DROP_MALFORMED: &str = "drop_malformed";
     pub const DROP_FIREWALL: &str = "drop_firewall";
+    pub const DROP_BLACKHOLE: &str = "drop_blackhole";
 }
 
 /// What the program did with a frame: its action, the reason it counted,
@@ -125,6 +128,8 @@ pub struct Model {
     /// Each table slot's FIB (0: main's).
     fib4: Vec<TableCopy>,
     fib6: Vec<TableCopy>,
+    /// The rule programs' steps (the end after them).
+    programs: Vec<Vec<PolicyRule>>,
     fw: FwModel,
 }
 
@@ -140,6 +145,7 @@ impl Model {
             local_src4: HashMap::new(),
             fib4: (0..TABLE_SLOTS).map(|_| TableCopy::default()).collect(),
             fib6: (0..TABLE_SLOTS).map(|_| TableCopy::default()).collect(),
+            programs: vec![Vec::new(); POLICY_PROGRAMS],
             fw: FwModel::default(),
         }
     }
@@ -256,12 +262,29 @@ impl Model {
             u32::from_le_bytes(ip[12..16].try_into().unwrap()) as u64,
             u32::from_le_bytes(ip[16..20].try_into().unwrap()) as u64,
         );
-        let n = match self.next_hop(
-            self.route(&self.fib4, ifflags & IFACE_TABLES4 != 0, tables, daddr),
-            l3_len,
-            ingress,
-            bucket,
+        let flow = || {
+            let (sport, dport) = rules::ports(ip[9], &f[34..])?;
+            Some(Flow {
+                iif: ingress,
+                src: saddr as u128,
+                dst: daddr as u128,
+                tos: ip[1],
+                proto: ip[9],
+                sport,
+                dport,
+            })
+        };
+        let nh = match self.route(
+            &self.fib4,
+            ifflags & IFACE_TABLES4 != 0,
+            tables,
+            daddr,
+            flow,
         ) {
+            Ok(nh) => nh,
+            Err(verdict) => return verdict,
+        };
+        let n = match self.next_hop(nh, l3_len, ingress, bucket) {
             Ok(n) => n,
             Err(r) => return pass(r),
         };
@@ -329,12 +352,32 @@ impl Model {
             (w(s, 0) << 32 | w(s, 1)) ^ (w(s, 2) << 32 | w(s, 3)),
             (w(d, 0) << 32 | w(d, 1)) ^ (w(d, 2) << 32 | w(d, 3)),
         );
-        let n = match self.next_hop(
-            self.route(&self.fib6, ifflags & IFACE_TABLES6 != 0, tables, daddr),
-            l3_len,
-            ingress,
-            bucket,
+        let flow = || {
+            let (sport, dport) = rules::ports(ip[6], &f[54..])?;
+            Some(Flow {
+                iif: ingress,
+                src: saddr,
+                dst: daddr,
+                tos: ip[0] << 4 | ip[1] >> 4,
+                proto: ip[6],
+                sport,
+                dport,
+            })
+        };
+        if ifflags & IFACE_TABLES6 != 0 && rules_of(tables).is_some() && ipv6_ext(ip[6]) {
+            return pass(EXT_HDR);
+        }
+        let nh = match self.route(
+            &self.fib6,
+            ifflags & IFACE_TABLES6 != 0,
+            tables,
+            daddr,
+            flow,
         ) {
+            Ok(nh) => nh,
+            Err(verdict) => return verdict,
+        };
+        let n = match self.next_hop(nh, l3_len, ingress, bucket) {
             Ok(n) => n,
             Err(r) => return pass(r),
         };
@@ -445,22 +488,48 @@ impl Model {
     /// The next-hop id for `addr`: main's FIB, or with `walk` the tables
     /// of the interface's word in turn, a miss (none, a throw) going on,
     /// as fib4_walk_tables and fib6_walk_tables do.
-    fn route<K: Key>(&self, fibs: &[TableCopy], walk: bool, tables: u64, addr: K) -> u32 {
+    ///
+    /// A word naming a rule program walks it (policy_walk), for the
+    /// packet `flow` gives (None: its ports are cut short, the kernel's).
+    fn route<K: Key>(
+        &self,
+        fibs: &[TableCopy],
+        walk: bool,
+        tables: u64,
+        addr: K,
+        flow: impl FnOnce() -> Option<Flow>,
+    ) -> Result<u32, (XdpAction, &'static str)> {
+        use reason::*;
         if !walk {
-            return fibs[0].lookup(addr);
+            return Ok(fibs[0].lookup(addr));
         }
         let ipv6 = K::BITS == 128;
-        for mib in tables_of(tables) {
-            let Some(slot) = (0..TABLE_SLOTS).find(|&s| FastPath::table_root_mib(ipv6, s) == mib)
-            else {
-                return 0;
+        let at = |mib: u16| {
+            (0..TABLE_SLOTS)
+                .find(|&s| FastPath::table_root_mib(ipv6, s) == mib)
+                .map(|slot| fibs[slot].lookup(addr))
+        };
+        if let Some(program) = rules_of(tables) {
+            let f = flow().ok_or((XdpAction::Pass, POLICY))?;
+            let steps = &self.programs[program as usize];
+            return match rules::walk(steps, &f, |mib| at(mib).unwrap_or(0)) {
+                POLICY_KERNEL => Err((XdpAction::Pass, POLICY)),
+                POLICY_DROP if fibs[0].lookup(addr) == NH_ID_KERNEL => {
+                    Err((XdpAction::Pass, POLICY))
+                }
+                POLICY_DROP => Err((XdpAction::Drop, DROP_BLACKHOLE)),
+                nh => Ok(nh),
             };
-            let nh = fibs[slot].lookup(addr);
+        }
+        for mib in tables_of(tables) {
+            let Some(nh) = at(mib) else {
+                return Ok(0);
+            };
             if nh != 0 && nh != NH_ID_THROW {
-                return nh;
+                return Ok(nh);
             }
         }
-        0
+        Ok(0)
     }
 
     fn rpf_ok(&self, saddr: u32, ingress: u32, ifflags: u16) -> bool {
@@ -576,6 +645,16 @@ impl Dataplane for Model {
         if slot == 0 || slot >= TABLE_SLOTS {
             bail!("table slot {slot} is not another table's");
         }
+        Ok(())
+    }
+
+    fn set_policy_program(&mut self, program: u16, steps: &[PolicyRule]) -> Result<()> {
+        if program as usize >= POLICY_PROGRAMS || steps.len() >= crate::layout::POLICY_RULES {
+            bail!("rule program {program} of {} steps", steps.len());
+        }
+        let mut p = steps.to_vec();
+        p.push(PolicyRule::default());
+        self.programs[program as usize] = p;
         Ok(())
     }
 

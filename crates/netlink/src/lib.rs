@@ -13,6 +13,7 @@ pub mod nft_events;
 pub mod nhobj;
 pub mod policy;
 pub mod route;
+pub mod route_get;
 pub mod socket;
 pub mod tc;
 pub mod wire;

@@ -12,16 +12,29 @@
 //! `uidrange 1000-2000`, an l3mdev rule on a device not enslaved) are
 //! skipped. A rule the walk cannot judge (a goto, an attribute it does not
 //! know) counts as one that may route elsewhere: slower, never wrong.
+mod program;
+pub use program::{mask, walk, Compiled, Flow, Outcome, Selectors, Step, View};
+
 use netlink_packet_core::Nla;
 use netlink_packet_route::rule::{RuleAction, RuleAttribute, RuleFlags, RuleMessage};
+
+/// FRA_SPORT_MASK, FRA_DPORT_MASK (Linux 6.15; netlink-packet-route does
+/// not name them): a mask over the port, which the kernel dumps as 0xffff
+/// for a single port.
+const FRA_SPORT_MASK: u16 = 28;
+const FRA_DPORT_MASK: u16 = 29;
+
+/// An attribute's value bytes.
+fn nla_value(nla: &netlink_packet_core::DefaultNla) -> Vec<u8> {
+    let mut b = vec![0u8; nla.value_len()];
+    nla.emit_value(&mut b);
+    b
+}
 use netlink_packet_route::AddressFamily;
 
 const TABLE_MAIN: u32 = 254;
 const TABLE_LOCAL: u32 = 255;
 const TABLE_DEFAULT: u32 = 253;
-/// FRA_L3MDEV: the rule looks up the table of the VRF the packet's
-/// interface is in (netlink-packet-route does not name it).
-const FRA_L3MDEV: u16 = 19;
 
 /// What a rule does with the packets it matches.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,8 +46,29 @@ enum Action {
         suppress: bool,
     },
     Nop,
-    /// goto, blackhole, unreachable, prohibit, or unknown.
+    /// Go on at the first rule of this priority.
+    Goto(u32),
+    Blackhole,
+    /// unreachable, prohibit: the kernel answers with an ICMP error.
+    Refuse,
+    /// An action not known here.
     Other,
+}
+
+/// The selectors of a rule that depend on the packet, as read from its
+/// message: addresses as 128-bit words (IPv4 in the low bits).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Packet {
+    src: Option<(u128, u8)>,
+    dst: Option<(u128, u8)>,
+    tos: u8,
+    proto: Option<u8>,
+    sport: Option<(u16, u16)>,
+    dport: Option<(u16, u16)>,
+    suppress_len: Option<u32>,
+    suppress_group: Option<u32>,
+    /// An attribute this reading does not know.
+    unknown: bool,
 }
 
 /// One rule, reduced to what decides whether it can match a forwarded
@@ -58,6 +92,7 @@ pub struct Rule {
     selective: bool,
     /// As `ip rule` shows it, for what linerate says about it.
     text: String,
+    packet: Packet,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +117,7 @@ impl Rule {
             uid_excludes_root: false,
             selective: false,
             text: String::new(),
+            packet: Packet::default(),
         }
     }
 
@@ -96,8 +132,15 @@ impl Rule {
         let mut r = Rule::all(0, Action::Other);
         r.invert = h.flags.contains(RuleFlags::Invert);
         r.selective = h.src_len > 0 || h.dst_len > 0 || h.tos != 0;
-        let (mut table, mut suppress) = (h.table as u32, false);
+        r.packet.tos = h.tos;
+        let (mut table, mut goto) = (h.table as u32, None);
         let (mut mark, mut mask) = (0u32, None);
+        let word = |ip: &std::net::IpAddr| match ip {
+            std::net::IpAddr::V4(a) => u32::from(*a) as u128,
+            std::net::IpAddr::V6(a) => u128::from(*a),
+        };
+        let range = |p: &netlink_packet_route::rule::RulePortRange| (p.start, p.end);
+        let mut single_port_masks = Vec::new();
         for a in &m.attributes {
             match a {
                 RuleAttribute::Priority(p) => r.priority = *p,
@@ -108,31 +151,74 @@ impl Rule {
                 RuleAttribute::FwMask(v) => mask = Some(*v),
                 RuleAttribute::TunId(t) => r.tun_id = *t != 0,
                 RuleAttribute::UidRange(u) => r.uid_excludes_root = u.start > 0,
-                // -1 (which the kernel dumps for the prefix length) is none.
-                RuleAttribute::SuppressPrefixLen(v) | RuleAttribute::SuppressIfGroup(v) => {
-                    suppress |= *v != u32::MAX
+                // -1 (which the kernel dumps for both) is none.
+                RuleAttribute::SuppressPrefixLen(v) => {
+                    r.packet.suppress_len = (*v != u32::MAX).then_some(*v)
                 }
-                RuleAttribute::Source(_) | RuleAttribute::Destination(_) => {}
-                RuleAttribute::IpProtocol(_)
-                | RuleAttribute::SourcePortRange(_)
-                | RuleAttribute::DestinationPortRange(_) => r.selective = true,
-                // Who installed it, where to go, the realm it sets: no
-                // bearing on which packets match.
-                RuleAttribute::Protocol(_) | RuleAttribute::Goto(_) | RuleAttribute::Realm(_) => {}
-                RuleAttribute::Other(nla) if nla.kind() == FRA_L3MDEV => r.l3mdev = true,
-                _ => r.selective = true,
+                RuleAttribute::SuppressIfGroup(v) => {
+                    r.packet.suppress_group = (*v != u32::MAX).then_some(*v)
+                }
+                RuleAttribute::Source(ip) => r.packet.src = Some((word(ip), h.src_len)),
+                RuleAttribute::Destination(ip) => r.packet.dst = Some((word(ip), h.dst_len)),
+                RuleAttribute::IpProtocol(p) => {
+                    r.selective = true;
+                    r.packet.proto = Some(u8::from(*p));
+                }
+                RuleAttribute::SourcePortRange(p) => {
+                    r.selective = true;
+                    r.packet.sport = Some(range(p));
+                }
+                RuleAttribute::DestinationPortRange(p) => {
+                    r.selective = true;
+                    r.packet.dport = Some(range(p));
+                }
+                RuleAttribute::Goto(g) => goto = Some(*g),
+                // Who installed it, the realm it sets: no bearing on which
+                // packets match.
+                RuleAttribute::Protocol(_) | RuleAttribute::Realm(_) => {}
+                RuleAttribute::L3MDev(on) => r.l3mdev = *on,
+                // A port mask the kernel gives a single port (0xffff:
+                // that port, as the range says).
+                RuleAttribute::Other(nla)
+                    if matches!(nla.kind(), FRA_SPORT_MASK | FRA_DPORT_MASK)
+                        && nla_value(nla) == 0xffffu16.to_ne_bytes() =>
+                {
+                    single_port_masks.push(nla.kind())
+                }
+                _ => {
+                    r.selective = true;
+                    r.packet.unknown = true;
+                }
             }
+        }
+        let single = |r: Option<(u16, u16)>| r.is_some_and(|(lo, hi)| lo == hi);
+        for kind in single_port_masks {
+            let range = if kind == FRA_SPORT_MASK {
+                r.packet.sport
+            } else {
+                r.packet.dport
+            };
+            r.packet.unknown |= !single(range);
+        }
+        // A prefix length without its address (or the other way round)
+        // is not one this reading can match.
+        if (h.src_len > 0) != r.packet.src.is_some() || (h.dst_len > 0) != r.packet.dst.is_some() {
+            r.packet.unknown = true;
         }
         // As the kernel reads them: a mark alone is matched exactly.
         let mask = mask.unwrap_or(if mark != 0 { u32::MAX } else { 0 });
         r.marked = mark & mask != 0;
         r.text = rule_text(m, r.priority);
+        let suppress = r.packet.suppress_len.is_some() || r.packet.suppress_group.is_some();
         r.action = match h.action {
             RuleAction::ToTable => Action::Table {
                 id: table,
                 suppress,
             },
             RuleAction::Nop => Action::Nop,
+            RuleAction::Goto => goto.map_or(Action::Other, Action::Goto),
+            RuleAction::Blackhole => Action::Blackhole,
+            RuleAction::Unreachable | RuleAction::Prohibit => Action::Refuse,
             _ => Action::Other,
         };
         Some((ipv6, r))
@@ -205,13 +291,15 @@ fn rule_text(m: &RuleMessage, priority: u32) -> String {
             RuleAttribute::Iifname(n) => w.push(format!("iif {n}")),
             RuleAttribute::Oifname(n) => w.push(format!("oif {n}")),
             RuleAttribute::UidRange(u) => w.push(format!("uidrange {}-{}", u.start, u.end)),
-            RuleAttribute::IpProtocol(p) => w.push(format!("ipproto {p:?}")),
+            RuleAttribute::IpProtocol(p) => {
+                w.push(format!("ipproto {}", format!("{p:?}").to_lowercase()))
+            }
             RuleAttribute::SourcePortRange(r) => w.push(format!("sport {}-{}", r.start, r.end)),
             RuleAttribute::DestinationPortRange(r) => {
                 w.push(format!("dport {}-{}", r.start, r.end))
             }
             RuleAttribute::TunId(t) => w.push(format!("tun_id {t}")),
-            RuleAttribute::Other(nla) if nla.kind() == FRA_L3MDEV => w.push("l3mdev".into()),
+            RuleAttribute::L3MDev(true) => w.push("l3mdev".into()),
             _ => {}
         }
     }

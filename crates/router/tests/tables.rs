@@ -102,6 +102,12 @@ fn rule(ipv6: bool, prio: u32, table: u32, iif: Option<&str>, src_len: u8) -> Ru
     m.header.table = table.min(252) as u8;
     m.header.src_len = src_len;
     m.attributes = vec![RuleAttribute::Priority(prio), RuleAttribute::Table(table)];
+    // A source selector holds the frames' sources (`to`).
+    if src_len > 0 {
+        let net = if ipv6 { "2001:db8:18::" } else { "198.18.0.0" };
+        m.attributes
+            .push(RuleAttribute::Source(net.parse().unwrap()));
+    }
     if let Some(i) = iif {
         m.attributes.push(RuleAttribute::Iifname(i.into()));
     }
@@ -296,21 +302,28 @@ fn a_slot_given_back_holds_nothing_of_its_old_table() {
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
 }
 
-/// Rules the walk cannot follow for every packet keep the family with the
-/// kernel, or end the walk before them; reverse path filtering checks
-/// sources by the rules of `lo`, which must be main's alone.
+/// Rules with selectors on the packet are walked as the kernel walks them;
+/// the rules the fast path leaves to the kernel take only the packets that
+/// reach them; reverse path filtering checks sources by the rules of `lo`,
+/// which must be main's alone.
 #[test]
-fn what_the_walk_cannot_follow_goes_to_the_kernel() {
+fn the_rules_are_walked_and_what_they_leave_goes_to_the_kernel() {
     let env = tenant_mirror("cannot");
     let (mut m, m0, _m1) = (env.m, env.m0, env.m1);
-    // A source selector first: the kernel's.
+    // A source selector first: the sources it holds take table 100, the
+    // others main.
     m.set_rules(&rules(&[rule(false, 90, 100, None, 16)]))
         .unwrap();
-    assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_policy"));
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
+    let elsewhere = frame_between(
+        "203.0.113.1".parse().unwrap(),
+        "198.19.5.5".parse().unwrap(),
+    );
+    assert_eq!(path(&m, m0, &elsewhere), Ok(MAC_MAIN));
     let said = m.routing();
     assert!(
         said.iter().any(|(k, l)| k == "IPv4 from t0"
-            && l.contains("rule `90: from all lookup 100` may route some of it otherwise")),
+            && l == "IPv4 from t0: routed by the rules (2 steps; tables 100, main)"),
         "{said:?}"
     );
     assert_eq!(
@@ -318,15 +331,21 @@ fn what_the_walk_cannot_follow_goes_to_the_kernel() {
         Ok(MAC_MAIN),
         "IPv6 has no such rule"
     );
-    // After the tenant's table: its routes in the fast path, its misses
-    // to the kernel (the selector's rule comes before main).
-    m.set_rules(&rules(&[
-        rule(false, 90, 100, Some("t0"), 0),
-        rule(false, 95, 200, None, 16),
-    ]))
-    .unwrap();
+    // An unreachable rule the tenant's packets reach after their table:
+    // what the table misses goes to the kernel (which answers with an
+    // ICMP error), named; the table's routes stay in the fast path.
+    let mut refuse = rule(false, 95, 0, Some("t0"), 0);
+    refuse.header.action = RuleAction::Unreachable;
+    m.set_rules(&rules(&[rule(false, 90, 100, Some("t0"), 0), refuse]))
+        .unwrap();
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
-    assert_eq!(to(&m, m0, "172.16.0.1"), Err("pass_no_route"));
+    assert_eq!(to(&m, m0, "172.16.0.1"), Err("pass_policy"));
+    let said = m.routing();
+    assert!(
+        said.iter().any(|(k, l)| k == "IPv4 from t0"
+            && l.ends_with("the kernel's, what reaches `95: from all iif t0 unreachable`")),
+        "{said:?}"
+    );
 
     // rp_filter on: a rule for `lo` changes the source check: the kernel's.
     m.netconf(&Netconf {

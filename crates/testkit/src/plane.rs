@@ -6,7 +6,7 @@ use linerate_bpf::loader::{XdpAttachment, XdpMode};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    Iface, Nexthop, NhGroup, IFACE_FORWARD4, IFACE_FORWARD6, REASONS,
+    Iface, Nexthop, NhGroup, PolicyRule, IFACE_FORWARD4, IFACE_FORWARD6, REASONS,
 };
 use linerate_dataplane::model::Model;
 use linerate_fib::{Fib, Key, Write};
@@ -206,6 +206,12 @@ impl Dataplane for TestPlane {
             Dataplane::set_local_sources(fp, index, word)?;
         }
         self.model.set_local_sources(index, word)
+    }
+    fn set_policy_program(&mut self, program: u16, steps: &[PolicyRule]) -> Result<()> {
+        if let Some(fp) = &mut self.real {
+            Dataplane::set_policy_program(fp, program, steps)?;
+        }
+        self.model.set_policy_program(program, steps)
     }
     fn open_table(&mut self, ipv6: bool, slot: usize) -> Result<()> {
         if let Some(fp) = &mut self.real {

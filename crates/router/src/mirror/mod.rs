@@ -43,14 +43,15 @@ use ifaces::{Scope, Settings};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    tables_word, Iface, Nexthop, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID,
+    rules_word, tables_word, Iface, Nexthop, PolicyRule, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_TC,
+    NH_VALID, POLICY_RULES,
 };
 use linerate_dataplane::local::LocalSources;
 use linerate_fib::{Fib, FibError, Key, Shape};
 use linerate_netlink::netconf::Netconf;
 use linerate_netlink::netfilter::Hooks;
 use linerate_netlink::nhobj::{NhMessage, NhObject};
-use linerate_netlink::policy::Policy;
+use linerate_netlink::policy::{Compiled, Policy, Step, View};
 use linerate_netlink::route::Change;
 use linerate_netlink::tc::TcHooks;
 use linerate_netlink::xdp_features::XdpXmit;
@@ -132,6 +133,31 @@ impl PerFamily for u128 {
     }
 }
 
+/// A family's rule program (linerate_netlink::policy::Policy::program) as
+/// written to the fast path: the program it is in (one of two banks: a new
+/// one is written to the bank no interface names, then the interfaces
+/// switch), the steps compiled and as written.
+#[derive(Default)]
+struct Program {
+    index: Option<u16>,
+    compiled: Vec<Compiled>,
+    written: Vec<PolicyRule>,
+}
+
+/// How the fast path routes a family's transit packets from one of the
+/// router's interfaces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Routing {
+    /// Passes them: the kernel routes them.
+    Kernel,
+    /// By main's table, as with the default rules.
+    Main,
+    /// By these tables in turn (the rules' walk is a list of them).
+    Tables(Vec<u32>),
+    /// By the family's rule program.
+    Program,
+}
+
 pub struct Mirror<D: Dataplane = FastPath> {
     dp: D,
     links: HashMap<u32, Link>,
@@ -164,6 +190,8 @@ pub struct Mirror<D: Dataplane = FastPath> {
     /// The routing policy (ip rule): which interfaces' transit packets the
     /// kernel routes by the main table alone.
     policy: Policy,
+    /// Each family's rule program as the fast path has it (`[ipv6]`).
+    programs: [Program; 2],
     /// The router's own IPv4 addresses (the local table's /32 local
     /// routes): frames from them pass.
     local4: LocalSources,
@@ -283,6 +311,7 @@ impl<D: Dataplane> Mirror<D> {
             links_up_or_down: false,
             // Until a dump says otherwise (a mirror fed by hand).
             policy: Policy::kernel_default(),
+            programs: Default::default(),
             local4: LocalSources::default(),
             counts: Counts::default(),
         })
@@ -405,29 +434,64 @@ impl<D: Dataplane> Mirror<D> {
         all.into_iter().try_for_each(|i| self.write_ingress(i))
     }
 
-    /// The tables other than main that the rules look up for the router's
-    /// interfaces of a family.
-    fn wanted_tables(&self, ipv6: bool) -> BTreeSet<u32> {
-        self.ingress
-            .keys()
-            .filter(|i| !self.links.get(i).is_some_and(|l| l.enslaved))
-            .flat_map(|i| {
-                let name = self.names.get(i).map(String::as_str);
-                self.policy.tables(ipv6, name)
-            })
-            .filter(|t| *t != TABLE_MAIN)
-            .collect()
+    /// How the fast path routes the family's transit packets from
+    /// interface `ifindex`: what the rules' walk for it is
+    /// (linerate_netlink::policy::Policy::walk), a list of tables when it
+    /// is one, else the family's rule program.
+    fn routing_of(&self, ifindex: u32, ipv6: bool) -> Routing {
+        if self.kernels_whatever_the_rules(ifindex, ipv6).is_some() {
+            return Routing::Kernel;
+        }
+        let name = self.names.get(&ifindex).map(String::as_str);
+        let w = self.policy.walk(ipv6, name);
+        match (w.ended_by, w.tables.as_slice()) {
+            (Some(_), _) => Routing::Program,
+            (None, []) => Routing::Kernel,
+            (None, [TABLE_MAIN]) => Routing::Main,
+            (None, _) => Routing::Tables(w.tables),
+        }
     }
 
-    /// Gives the tables the rules now look up their FIBs, filled from
-    /// their routes, and empties those of tables no rule looks up any more.
+    /// The family's rules as a program, interfaces named by index.
+    fn compile(&self, ipv6: bool) -> Vec<Compiled> {
+        let index: HashMap<&str, u32> = self.names.iter().map(|(i, n)| (n.as_str(), *i)).collect();
+        self.policy
+            .program(ipv6, |n| index.get(n).copied(), POLICY_RULES - 1)
+    }
+
+    /// The views (tables, some with a suppressor) other than main's that
+    /// the router's interfaces look up, in the order they get FIBs: the
+    /// tables of their walks, then those of the rule program if one of
+    /// them walks it; and the program.
+    fn wanted_views(&self, ipv6: bool) -> (Vec<View>, Option<Vec<Compiled>>) {
+        let mut views: Vec<View> = Vec::new();
+        let mut program = None;
+        for &i in self.ingress.keys() {
+            match self.routing_of(i, ipv6) {
+                Routing::Tables(ts) => views.extend(ts.into_iter().map(View::table)),
+                Routing::Program if program.is_none() => program = Some(self.compile(ipv6)),
+                _ => {}
+            }
+        }
+        if let Some(p) = &program {
+            views.extend(Policy::program_views(p));
+        }
+        let mut seen = BTreeSet::new();
+        views.retain(|v| *v != View::MAIN && seen.insert(*v));
+        (views, program)
+    }
+
+    /// Gives the views the rules now look up their FIBs, filled from
+    /// their tables' routes, and empties those no rule looks up any more;
+    /// then writes the rule programs that changed.
     fn place_tables(&mut self) -> Result<()> {
         self.place_family::<u32>()?;
         self.place_family::<u128>()
     }
 
     fn place_family<K: PerFamily>(&mut self) -> Result<()> {
-        let wanted = self.wanted_tables(K::BITS == 128);
+        let ipv6 = K::BITS == 128;
+        let (wanted, program) = self.wanted_views(ipv6);
         let (gone, added) = K::of_mut(&mut self.families).others.place(&wanted);
         for mut t in gone {
             let held: Vec<(K, u8)> = t.fib.routes().map(|r| (r.0, r.1)).collect();
@@ -438,18 +502,52 @@ impl<D: Dataplane> Mirror<D> {
             K::of_mut(&mut self.families).others.drain(t.slot);
             tracing::info!(
                 "table {} is looked up by no rule of the router's interfaces any more",
-                t.table
+                t.view
             );
         }
-        for table in added {
-            if let Some(slot) = K::of(&self.families).others.slot_of(table) {
-                self.dp.open_table(K::BITS == 128, slot)?;
+        for view in added {
+            if let Some(slot) = K::of(&self.families).others.slot_of(view) {
+                self.dp.open_table(ipv6, slot)?;
             }
-            for key in K::of(&self.families).routes.prefixes_in(table) {
-                self.sync_other(key, table)?;
+            for key in K::of(&self.families).routes.prefixes_in(view.table) {
+                self.sync_other(key, view)?;
             }
         }
-        Ok(())
+        self.write_program::<K>(program.unwrap_or_default())
+    }
+
+    /// Writes the family's rule program if it changed: to the bank no
+    /// interface names; the interfaces' words name it once they are
+    /// written again (write_ingress), and the old bank is left alone.
+    fn write_program<K: PerFamily>(&mut self, compiled: Vec<Compiled>) -> Result<()> {
+        let ipv6 = K::BITS == 128;
+        let others = &K::of(&self.families).others;
+        let root = |v: View| {
+            if v == View::MAIN {
+                Some(FastPath::table_root_mib(ipv6, 0))
+            } else {
+                others.slot_of(v).map(|s| FastPath::table_root_mib(ipv6, s))
+            }
+        };
+        let written = linerate_dataplane::rules::encode(&compiled, K::BITS, root);
+        let p = &self.programs[ipv6 as usize];
+        if p.index.is_some() && p.written == written {
+            return Ok(());
+        }
+        let bank = match p.index {
+            Some(i) => (i % 2) ^ 1,
+            None => 0,
+        };
+        let index = 2 * ipv6 as u16 + bank;
+        self.dp.set_policy_program(index, &written)?;
+        self.programs[ipv6 as usize] = Program {
+            index: Some(index),
+            compiled,
+            written,
+        };
+        // Every interface walking it names the new one.
+        let all: Vec<u32> = self.ingress.keys().copied().collect();
+        all.into_iter().try_for_each(|i| self.write_ingress(i))
     }
 
     /// A forwarding or rp_filter setting: the router's interfaces it
@@ -476,15 +574,13 @@ impl<D: Dataplane> Mirror<D> {
         let Some(&mac) = self.ingress.get(&ifindex) else {
             return Ok(());
         };
-        let walks = [self.walk(ifindex, false), self.walk(ifindex, true)];
-        // Main's table alone: the fast path's lookup without a walk.
-        let beyond_main = |v6: usize| {
-            !walks[v6].is_empty() && walks[v6] != [FastPath::table_root_mib(v6 == 1, 0)]
-        };
+        // None: the kernel routes the family from here; Some(None): main's
+        // table alone, the fast path's lookup without a walk.
+        let words = [self.word(ifindex, false), self.word(ifindex, true)];
         let xmit = self.xmit(ifindex);
         let context = ifaces::Context {
-            routed: [!walks[0].is_empty(), !walks[1].is_empty()],
-            walk: [beyond_main(0), beyond_main(1)],
+            routed: [words[0].is_some(), words[1].is_some()],
+            walk: [words[0].flatten().is_some(), words[1].flatten().is_some()],
             tc_ingress: self.tc.get(&ifindex).is_some_and(|t| !t.ingress.is_empty()),
             netfilter: [
                 !self.netfilter.ipv4.is_empty(),
@@ -502,8 +598,8 @@ impl<D: Dataplane> Mirror<D> {
             ifindex,
             mac,
             flags,
-            tables4: tables_word(&walks[0]),
-            tables6: tables_word(&walks[1]),
+            tables4: words[0].flatten().unwrap_or_else(|| tables_word(&[])),
+            tables6: words[1].flatten().unwrap_or_else(|| tables_word(&[])),
         };
         self.dp.set_interface(&ifc, xmit.redirect)
     }
@@ -520,35 +616,65 @@ impl<D: Dataplane> Mirror<D> {
             let shown = name.map_or_else(|| i.to_string(), str::to_string);
             for (ipv6, family) in [(false, "IPv4"), (true, "IPv6")] {
                 let key = format!("{family} from {shown}");
-                let w = self.policy.walk(ipv6, name);
-                let held = self.walk(i, ipv6).len();
-                let line = if let Some(why) = self.kernels_whatever_the_rules(i, ipv6) {
-                    format!("{key}: the kernel's ({why})")
-                } else if w.tables.is_empty() {
-                    match &w.ended_by {
-                        Some(r) => format!("{key}: the kernel's (rule `{r}` may route some of it otherwise, which the fast path cannot tell)"),
+                let line = match self.routing_of(i, ipv6) {
+                    Routing::Main => continue,
+                    Routing::Kernel => match self.kernels_whatever_the_rules(i, ipv6) {
+                        Some(why) => format!("{key}: the kernel's ({why})"),
                         None => format!("{key}: the kernel's (no rule looks a table up for it)"),
+                    },
+                    Routing::Tables(ts) => {
+                        let held = self
+                            .word(i, ipv6)
+                            .flatten()
+                            .map_or(0, |w| linerate_dataplane::layout::tables_of(w).len());
+                        let w = self.policy.walk(ipv6, name);
+                        let mut l = format!("{key}: routed by tables {}", w.names());
+                        if held < ts.len() {
+                            l += &format!(
+                                "; from table {} on the kernel's (no FIB slot left: {} tables beside main)",
+                                ts[held],
+                                FastPath::TABLE_SLOTS - 1
+                            );
+                        }
+                        l
                     }
-                } else if w.tables == [TABLE_MAIN] && w.ended_by.is_none() {
-                    continue;
-                } else {
-                    let mut l = format!("{key}: routed by tables {}", w.names());
-                    if held < w.tables.len() {
-                        l += &format!(
-                            "; from table {} on the kernel's (no FIB slot left: {} tables beside main)",
-                            w.tables[held],
-                            FastPath::TABLE_SLOTS - 1
-                        );
-                    }
-                    if let Some(r) = &w.ended_by {
-                        l += &format!("; what they miss, the kernel's (rule `{r}`)");
-                    }
-                    l
+                    Routing::Program => self.program_line(&key, ipv6),
                 };
                 out.push((key, line));
             }
         }
         out
+    }
+
+    /// What the family's rule program does, for `routing`: its steps'
+    /// tables, and the rules whose packets go to the kernel.
+    fn program_line(&self, key: &str, ipv6: bool) -> String {
+        let p = &self.programs[ipv6 as usize];
+        let views = Policy::program_views(&p.compiled);
+        let names: Vec<String> = views.iter().map(|v| v.to_string()).collect();
+        let mut l = format!(
+            "{key}: routed by the rules ({} steps; tables {})",
+            p.compiled.len(),
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        );
+        let kernel: Vec<String> = p
+            .compiled
+            .iter()
+            .zip(&p.written)
+            .filter(|(_, w)| w.step == linerate_dataplane::layout::RULE_KERNEL)
+            .map(|(c, _)| match c.step {
+                Step::Lookup(v) => format!("`{}` (no FIB slot left for {v})", c.text),
+                _ => format!("`{}`", c.text),
+            })
+            .collect();
+        if !kernel.is_empty() {
+            l += &format!("; the kernel's, what reaches {}", kernel.join(", "));
+        }
+        l
     }
 
     /// Why the kernel routes the family from interface `ifindex` whatever
@@ -571,37 +697,41 @@ impl<D: Dataplane> Mirror<D> {
         .then(|| "reverse path filtering checks sources by rules that are not main's alone".into())
     }
 
-    /// The tables the fast path looks a transit packet of the family from
-    /// interface `ifindex` up in, as their FIBs' roots (MiB of the arena):
-    /// the rules' walk for it (linerate_netlink::policy::Policy::tables), up
-    /// to the first table without a FIB (a miss there goes to the kernel,
-    /// which walks on). None (the kernel routes the family from here):
-    /// the walk ends before any table, the interface is enslaved, or
-    /// reverse path filtering is on and the kernel's check of the source
-    /// (a lookup from `lo`, fib_validate_source) is not by main alone,
-    /// which is the table the fast path checks sources in.
-    fn walk(&self, ifindex: u32, ipv6: bool) -> Vec<u16> {
-        let name = self.names.get(&ifindex).map(String::as_str);
-        if self.kernels_whatever_the_rules(ifindex, ipv6).is_some() {
-            return Vec::new();
-        }
-        let others = if ipv6 {
-            |f: &Families, t| f.v6.others.slot_of(t)
-        } else {
-            |f: &Families, t| f.v4.others.slot_of(t)
-        };
-        self.policy
-            .tables(ipv6, name)
-            .into_iter()
-            .map_while(|t| {
-                let slot = if t == TABLE_MAIN {
-                    Some(0)
-                } else {
-                    others(&self.families, t)
+    /// The word of interface `ifindex`'s entry for the family: None, the
+    /// kernel routes it; Some(None), main's table alone; else the tables
+    /// to walk (their FIBs' roots, up to the first table without a FIB: a
+    /// miss there goes to the kernel, which walks on), or the rule program.
+    fn word(&self, ifindex: u32, ipv6: bool) -> Option<Option<u64>> {
+        let roots: Vec<u16> = match self.routing_of(ifindex, ipv6) {
+            Routing::Kernel => return None,
+            Routing::Main => return Some(None),
+            Routing::Program => {
+                return self.programs[ipv6 as usize]
+                    .index
+                    .map(|p| Some(rules_word(p)))
+            }
+            Routing::Tables(ts) => {
+                let f = &self.families;
+                let slot_of = |v| match ipv6 {
+                    true => f.v6.others.slot_of(v),
+                    false => f.v4.others.slot_of(v),
                 };
-                slot.map(|s| FastPath::table_root_mib(ipv6, s))
-            })
-            .collect()
+                ts.into_iter()
+                    .map_while(|t| {
+                        let slot = if t == TABLE_MAIN {
+                            Some(0)
+                        } else {
+                            slot_of(View::table(t))
+                        };
+                        slot.map(|s| FastPath::table_root_mib(ipv6, s))
+                    })
+                    .collect()
+            }
+        };
+        match roots.as_slice() {
+            [] => None,
+            _ => Some(Some(tables_word(&roots))),
+        }
     }
 
     /// What interface `ifindex` takes as an XDP redirect target.
@@ -898,17 +1028,17 @@ impl<D: Dataplane> Mirror<D> {
                 v6.fib.fast_path_bytes(),
             ),
         ];
-        let others = |ipv6| move |t: (u32, usize, u64)| (ipv6, t.0.to_string(), t.1, t.2);
+        let others = |ipv6| move |t: (View, usize, u64)| (ipv6, t.0.to_string(), t.1, t.2);
         out.extend(
             v4.others
                 .iter()
-                .map(|t| (t.table, t.fib.len(), t.fib.fast_path_bytes()))
+                .map(|t| (t.view, t.fib.len(), t.fib.fast_path_bytes()))
                 .map(others(false)),
         );
         out.extend(
             v6.others
                 .iter()
-                .map(|t| (t.table, t.fib.len(), t.fib.fast_path_bytes()))
+                .map(|t| (t.view, t.fib.len(), t.fib.fast_path_bytes()))
                 .map(others(true)),
         );
         out
@@ -1078,8 +1208,8 @@ impl<D: Dataplane> Mirror<D> {
         let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
         let fib = &mut K::of_mut(&mut self.families).fib;
         install(&mut self.dp, 0, fib, &mut self.counts, key, id)?;
-        for table in K::of(&self.families).others.tables() {
-            self.sync_other(key, table)?;
+        for view in K::of(&self.families).others.views() {
+            self.sync_other(key, view)?;
         }
         if key.1 < K::BITS {
             for a in self.neighbours.hosts_within(key) {
@@ -1091,18 +1221,26 @@ impl<D: Dataplane> Mirror<D> {
 }
 
 impl<D: Dataplane> Mirror<D> {
-    /// Puts prefix `key` in the FIB of table `table` (not main, one with
+    /// Puts prefix `key` in the FIB of view `view` (not main's, one with
     /// a slot) as the kernel has it there: its route in that table, the
-    /// local table's over it. (Hosts on connected networks get entries of
-    /// their own in main's FIB only: elsewhere the connected route's
-    /// packets go to the kernel.)
-    fn sync_other<K: PerFamily>(&mut self, key: (K, u8), table: u32) -> Result<()> {
+    /// local table's over it; a route through gateways the view refuses
+    /// (`suppress_prefixlength`) a throw, so that the walk goes on. (The
+    /// kernel refuses any route its lookup returns without an error; those
+    /// the fast path leaves to the kernel stay the kernel's, which refuses
+    /// or not. Hosts on connected networks get entries of their own in
+    /// main's FIB only: elsewhere the connected route's packets go to the
+    /// kernel.)
+    fn sync_other<K: PerFamily>(&mut self, key: (K, u8), view: View) -> Result<()> {
         let best = K::of(&self.families)
             .routes
-            .best(&key, table)
-            .map(|k| self.resolve(k));
+            .best(&key, view.table)
+            .map(|k| self.resolve(k))
+            .map(|k| match k {
+                NhKey::Gateway { .. } | NhKey::Group(_) if view.refuses(key.1) => NhKey::Throw,
+                k => k,
+            });
         let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
-        let Some(t) = K::of_mut(&mut self.families).others.get_mut(table) else {
+        let Some(t) = K::of_mut(&mut self.families).others.get_mut(view) else {
             return Ok(());
         };
         install(&mut self.dp, t.slot, &mut t.fib, &mut self.counts, key, id)

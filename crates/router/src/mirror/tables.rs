@@ -2,22 +2,25 @@
 //! look a transit packet up in before or instead of main (`ip rule add iif
 //! dut0 lookup 100`: a tenant's table), each with a FIB of its own in a
 //! slot of the fast path's arena (linerate_bpf::fib_arena::table_layout).
+//! A table looked up with `suppress_prefixlength N` is a view of its own
+//! (main's included): the same routes, those of N bits or fewer that the
+//! kernel would refuse as throw routes, so that the walk goes on.
 //!
-//! A table gets a slot while a rule walk of one of the router's
-//! interfaces lists it (linerate_netlink::policy::Policy::tables), and is
-//! filled from the routes the mirror holds for it (the local table's over
-//! them, as for main). A table no walk lists any more gives its slot back
+//! A view gets a slot while a rule walk of one of the router's
+//! interfaces lists it (linerate_netlink::policy::Policy::tables) or the
+//! rule program looks it up, and is filled from the routes the mirror
+//! holds for its table (the local table's over them, as for main). A table no walk lists any more gives its slot back
 //! emptied (its routes removed from its FIB, which writes the arena's
 //! entries back to zero), and the slot is taken again only after the grace
 //! period of freed FIB groups: a packet that found the old table's root a
 //! moment before may still be reading its groups.
 use linerate_dataplane::fastpath::FastPath;
 use linerate_fib::{Fib, Key, Shape};
-use std::collections::BTreeSet;
+use linerate_netlink::policy::View;
 
-/// A table with a slot, and its FIB.
+/// A table (a view of one) with a slot, and its FIB.
 pub struct OtherTable<K: Key> {
-    pub table: u32,
+    pub view: View,
     pub slot: usize,
     pub fib: Fib<K>,
 }
@@ -43,48 +46,45 @@ impl<K: Key> Others<K> {
         }
     }
 
-    /// The tables with a slot.
-    pub fn tables(&self) -> Vec<u32> {
-        self.tables.iter().map(|t| t.table).collect()
+    /// The views with a slot.
+    pub fn views(&self) -> Vec<View> {
+        self.tables.iter().map(|t| t.view).collect()
     }
 
-    /// Table `table`'s slot, if it has one.
-    pub fn slot_of(&self, table: u32) -> Option<usize> {
-        self.tables
-            .iter()
-            .find(|t| t.table == table)
-            .map(|t| t.slot)
+    /// View `view`'s slot, if it has one.
+    pub fn slot_of(&self, view: View) -> Option<usize> {
+        self.tables.iter().find(|t| t.view == view).map(|t| t.slot)
     }
 
-    pub fn get_mut(&mut self, table: u32) -> Option<&mut OtherTable<K>> {
-        self.tables.iter_mut().find(|t| t.table == table)
+    pub fn get_mut(&mut self, view: View) -> Option<&mut OtherTable<K>> {
+        self.tables.iter_mut().find(|t| t.view == view)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &OtherTable<K>> {
         self.tables.iter()
     }
 
-    /// Makes the tables with a slot `wanted` (as many as there are
+    /// Makes the views with a slot `wanted` (as many as there are
     /// slots, in order): those no longer wanted come out, to be emptied
     /// and then given back ([`Others::drain`]); the new ones get an empty
     /// FIB, to be filled. Returns both.
-    pub fn place(&mut self, wanted: &BTreeSet<u32>) -> (Vec<OtherTable<K>>, Vec<u32>) {
+    pub fn place(&mut self, wanted: &[View]) -> (Vec<OtherTable<K>>, Vec<View>) {
         let (keep, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut self.tables)
             .into_iter()
-            .partition(|t| wanted.contains(&t.table));
+            .partition(|t| wanted.contains(&t.view));
         self.tables = keep;
         let mut added = Vec::new();
-        for &table in wanted {
-            if self.slot_of(table).is_some() {
+        for &view in wanted {
+            if self.slot_of(view).is_some() {
                 continue;
             }
             let Some(slot) = self.free.pop() else { break };
             self.tables.push(OtherTable {
-                table,
+                view,
                 slot,
                 fib: Fib::new(self.shape),
             });
-            added.push(table);
+            added.push(view);
         }
         (gone, added)
     }
@@ -120,11 +120,12 @@ mod tests {
     #[test]
     fn tables_take_slots_and_give_them_back_after_the_grace_period() {
         let mut o = Others::<u32>::new(Shape::IPV4);
-        let set = |t: &[u32]| t.iter().copied().collect::<BTreeSet<u32>>();
+        let set = |t: &[u32]| t.iter().map(|&t| View::table(t)).collect::<Vec<View>>();
+        let v = View::table;
         let (gone, added) = o.place(&set(&[100, 200]));
         assert!(gone.is_empty());
-        assert_eq!(added, [100, 200]);
-        assert_eq!((o.slot_of(100), o.slot_of(200)), (Some(1), Some(2)));
+        assert_eq!(added, [v(100), v(200)]);
+        assert_eq!((o.slot_of(v(100)), o.slot_of(v(200))), (Some(1), Some(2)));
         assert_eq!(
             o.iter().next().unwrap().fib.shape(),
             Shape::IPV4.other_table()
@@ -132,17 +133,17 @@ mod tests {
         // 100 goes; 300 comes: not into 100's slot before the grace period.
         let (gone, added) = o.place(&set(&[200, 300]));
         assert_eq!(
-            gone.iter().map(|t| (t.table, t.slot)).collect::<Vec<_>>(),
-            [(100, 1)]
+            gone.iter().map(|t| (t.view, t.slot)).collect::<Vec<_>>(),
+            [(v(100), 1)]
         );
-        assert_eq!(added, [300]);
-        assert_eq!(o.slot_of(300), Some(3));
+        assert_eq!(added, [v(300)]);
+        assert_eq!(o.slot_of(v(300)), Some(3));
         o.drain(1);
-        assert_eq!(o.place(&set(&[200, 300, 400])).1, [400]);
-        assert_eq!(o.slot_of(400), Some(4));
+        assert_eq!(o.place(&set(&[200, 300, 400])).1, [v(400)]);
+        assert_eq!(o.slot_of(v(400)), Some(4));
         o.release_quarantine();
-        assert_eq!(o.place(&set(&[200, 300, 400, 500])).1, [500]);
-        assert_eq!(o.slot_of(500), Some(1));
+        assert_eq!(o.place(&set(&[200, 300, 400, 500])).1, [v(500)]);
+        assert_eq!(o.slot_of(v(500)), Some(1));
         // More tables than slots: those past the last slot get none.
         let many: Vec<u32> = (1..=20).collect();
         let (gone, _) = o.place(&set(&many));
@@ -150,7 +151,7 @@ mod tests {
         gone.iter().for_each(|t| o.drain(t.slot));
         o.release_quarantine();
         o.place(&set(&many));
-        assert_eq!(o.tables().len(), FastPath::TABLE_SLOTS - 1);
-        assert!(o.slot_of(20).is_none());
+        assert_eq!(o.views().len(), FastPath::TABLE_SLOTS - 1);
+        assert!(o.slot_of(v(20)).is_none());
     }
 }
