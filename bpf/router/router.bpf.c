@@ -262,20 +262,25 @@ struct rule_key {
 };
 
 /* Whether step `r` matches the packet, as fib_rule_match and the family's
- * match decide: every selector it has, then inverted with `not`. */
-static __always_inline int rule_matches(const struct policy_rule *r, const struct rule_key *k)
+ * match decide: every selector it has, then inverted with `not`. (`v6` a
+ * constant: IPv4's prefixes are in the low words alone.) */
+static __always_inline int rule_matches(const struct policy_rule *r, const struct rule_key *k,
+					const int v6)
 {
 	__u8 f = r->flags;
-	__u64 off = ((k->src[0] ^ r->src[0]) & r->src_mask[0]) |
-		    ((k->src[1] ^ r->src[1]) & r->src_mask[1]) |
-		    ((k->dst[0] ^ r->dst[0]) & r->dst_mask[0]) |
+	__u64 off = ((k->src[1] ^ r->src[1]) & r->src_mask[1]) |
 		    ((k->dst[1] ^ r->dst[1]) & r->dst_mask[1]);
-	int m = !off && (!(f & RULE_IIF) || r->iif == k->iif) &&
-		(!(f & RULE_TOS) || (k->tos & r->tos_mask) == r->tos) &&
-		(!(f & RULE_PROTO) || k->proto == r->proto) &&
-		(!(f & RULE_SPORT) || (k->sport >= r->sport_lo && k->sport <= r->sport_hi)) &&
-		(!(f & RULE_DPORT) || (k->dport >= r->dport_lo && k->dport <= r->dport_hi));
 
+	if (v6)
+		off |= ((k->src[0] ^ r->src[0]) & r->src_mask[0]) |
+		       ((k->dst[0] ^ r->dst[0]) & r->dst_mask[0]);
+	int m = !off;
+	if (f & ~RULE_INVERT)
+		m = m && (!(f & RULE_IIF) || r->iif == k->iif) &&
+		    (!(f & RULE_TOS) || (k->tos & r->tos_mask) == r->tos) &&
+		    (!(f & RULE_PROTO) || k->proto == r->proto) &&
+		    (!(f & RULE_SPORT) || (k->sport >= r->sport_lo && k->sport <= r->sport_hi)) &&
+		    (!(f & RULE_DPORT) || (k->dport >= r->dport_lo && k->dport <= r->dport_hi));
 	return (f & RULE_INVERT) ? !m : m;
 }
 
@@ -287,17 +292,19 @@ static __always_inline int rule_matches(const struct policy_rule *r, const struc
  * refuses one to an earlier rule), so POLICY_RULES steps bound the walk. */
 static __always_inline __u32 policy_walk(const struct rule_key *k, __u32 program, const int v6)
 {
+	const struct policy_program *p = bpf_map_lookup_elem(&policy_rules, &program);
 	__u32 i = 0;
 
+	if (!p)
+		return 0;
 	for (int n = 0; n < POLICY_RULES; n++) {
 		if (i >= POLICY_RULES)
 			return 0;
-		__u32 at = program * POLICY_RULES + i;
-		const struct policy_rule *r = bpf_map_lookup_elem(&policy_rules, &at);
+		const struct policy_rule *r = &p->step[i];
 
-		if (!r || r->step == RULE_END)
+		if (r->step == RULE_END)
 			return 0;
-		if (!rule_matches(r, k)) {
+		if (!rule_matches(r, k, v6)) {
 			i++;
 			continue;
 		}

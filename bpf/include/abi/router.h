@@ -151,8 +151,8 @@ struct iface {
 #define FIB_WALK_TABLES 4
 #define FIB_TABLES_END 0xffff
 /* The first table of an interface's word is this: the fast path walks
- * the family's rule program (policy_rules) that starts at the entry the
- * word's second 16 bits give, not a list of tables. */
+ * the family's rule program (policy_rules), the entry the word's second
+ * 16 bits give, not a list of tables. */
 #define FIB_TABLES_RULES 0xfffe
 /* The next hop a `throw` route has: a miss in its table, the walk goes on
  * to the next (with main's alone, the kernel's: its entry is not valid). */
@@ -210,6 +210,10 @@ struct policy_rule {
 	__u16 dport_lo;
 	__u16 dport_hi;
 	__u16 pad2;
+};
+
+struct policy_program {
+	struct policy_rule step[POLICY_RULES];
 };
 
 /* A walk's outcome beside next-hop ids. */

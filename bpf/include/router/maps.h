@@ -51,13 +51,13 @@ struct {
 	__type(value, struct iface);
 } ifaces SEC(".maps");
 
-/* The policy rules' programs (abi/router.h): entry program * POLICY_RULES
- * + step. */
+/* The policy rules' programs (abi/router.h), one to an entry: a walk
+ * looks its program up once. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, POLICY_PROGRAMS * POLICY_RULES);
+	__uint(max_entries, POLICY_PROGRAMS);
 	__type(key, __u32);
-	__type(value, struct policy_rule);
+	__type(value, struct policy_program);
 } policy_rules SEC(".maps");
 
 /* Egress ports by ifindex. An array devmap, not a hash: the fast path

@@ -14,8 +14,8 @@ use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::{objects, test_run};
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    tables_word, Iface, Nexthop, FIB_WALK_TABLES, IFACE_TABLES4, IFACE_TABLES6, NH_RESOLVED,
-    NH_VALID,
+    rules_word, tables_word, Iface, Nexthop, PolicyRule, FIB_WALK_TABLES, IFACE_TABLES4,
+    IFACE_TABLES6, NH_RESOLVED, NH_VALID, POLICY_RULES,
 };
 use linerate_fib::{synthetic, Fib, Ipv6Layout, Key, Shape};
 use linerate_host::cmd::ip;
@@ -64,6 +64,11 @@ pub struct FastpathBench {
     /// empty (each a miss): what a tenant's table and the rules before it
     /// cost a packet.
     pub walk_tables: usize,
+    /// 0: no rule program. N (1 to 63): the tables are main's, reached by
+    /// the rule program (policy rules with selectors) after N - 1 steps
+    /// that match no packet of the bench (a source prefix each), the last
+    /// `lookup main`: what the rules before the table cost a packet.
+    pub rule_steps: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -206,14 +211,28 @@ fn fast_path<K: Key>(
     table: &[(K, u8, u32)],
     p: &Ports,
     walk_tables: usize,
+    rule_steps: usize,
 ) -> Result<FastPath> {
     let fp = FastPath::load_with(layout)?;
     // The scratch namespace forwards both families (run_family).
     let both =
         linerate_dataplane::layout::IFACE_FORWARD4 | linerate_dataplane::layout::IFACE_FORWARD6;
     let ipv6 = K::BITS == 128;
-    // A walk: the table in slot `walk_tables`, the empty slots before it.
-    let (slot, ingress) = if walk_tables == 0 {
+    // A walk: the table in slot `walk_tables`, the empty slots before it;
+    // or main's reached by a rule program.
+    let (slot, ingress) = if rule_steps > 0 {
+        let program = rule_program::<K>(rule_steps)?;
+        let index = 2 * ipv6 as u16;
+        fp.set_policy_program(index, &program)?;
+        let flag = if ipv6 { IFACE_TABLES6 } else { IFACE_TABLES4 };
+        let word = rules_word(index);
+        let ifc = Iface {
+            tables4: word,
+            tables6: word,
+            ..Iface::new(p.in_idx, p.in_mac, both | flag)
+        };
+        (0, ifc)
+    } else if walk_tables == 0 {
         (0, Iface::new(p.in_idx, p.in_mac, both))
     } else {
         if walk_tables > FIB_WALK_TABLES || walk_tables >= FastPath::TABLE_SLOTS {
@@ -254,6 +273,45 @@ fn fast_path<K: Key>(
         .map_err(|e| anyhow::anyhow!("{} routes in table slot {slot}: {e}", table.len()))?;
     fp.load_fib_at(slot, &fib)?;
     Ok(fp)
+}
+
+/// A rule program of `steps` steps: `steps - 1` that match no packet of
+/// the bench (each `from` a documentation prefix of its own: 192.0.2.0/24
+/// and its neighbours, 2001:db8:ffff::/48's), then `lookup main`.
+fn rule_program<K: Key>(steps: usize) -> Result<Vec<PolicyRule>> {
+    use linerate_netlink::policy::{Compiled, Selectors, Step, View};
+    if steps >= POLICY_RULES {
+        bail!("rule_steps: 1 to {}", POLICY_RULES - 1);
+    }
+    let bits = K::BITS;
+    let none = |i: usize| -> (u128, u8) {
+        if bits == 32 {
+            ((0xc000_0200u32 + ((i as u32) << 8)) as u128, 24)
+        } else {
+            (0x2001_0db8_ffff_u128 << 80 | (i as u128) << 64, 64)
+        }
+    };
+    let mut program: Vec<Compiled> = (0..steps - 1)
+        .map(|i| Compiled {
+            invert: false,
+            sel: Selectors {
+                src: Some(none(i)),
+                ..Default::default()
+            },
+            step: Step::Lookup(View::table(100)),
+            text: String::new(),
+        })
+        .collect();
+    program.push(Compiled {
+        invert: false,
+        sel: Selectors::default(),
+        step: Step::Lookup(View::MAIN),
+        text: String::new(),
+    });
+    let ipv6 = bits == 128;
+    Ok(linerate_dataplane::rules::encode(&program, bits, |v| {
+        (v == View::MAIN).then(|| FastPath::table_root_mib(ipv6, 0))
+    }))
 }
 
 /// The family's table shape (IPv4 has one; IPv6 the layout's).
@@ -414,7 +472,13 @@ fn run_family<K: Key>(
                 table.len(),
                 layout_name::<K>(layout)
             ));
-            pair.push(fast_path(layout, table, &ports, b.walk_tables)?);
+            pair.push(fast_path(
+                layout,
+                table,
+                &ports,
+                b.walk_tables,
+                b.rule_steps,
+            )?);
         }
         fast_paths.push(pair);
     }

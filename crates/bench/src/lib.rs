@@ -20,6 +20,7 @@ pub mod follow;
 pub mod fw_cache;
 pub mod probe;
 pub mod route_churn;
+pub mod rule_churn;
 
 /// The median of a bench's rounds (ministat's).
 pub fn median(v: &[f64]) -> f64 {

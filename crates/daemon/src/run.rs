@@ -9,7 +9,7 @@ use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    RouterCounters, REASONS, R_DROPS, R_DROP_FIREWALL, R_FORWARDED, R_PASSES,
+    RouterCounters, REASONS, R_DROPS, R_DROP_BLACKHOLE, R_DROP_FIREWALL, R_FORWARDED, R_PASSES,
 };
 use linerate_fwfollow::thread::{FwNews, FwThread};
 use linerate_netlink::route::{self, Monitor};
@@ -112,16 +112,24 @@ impl Second {
             )
         };
         let dropped: u64 = R_DROPS.map(|i| self.delta.packets[i]).sum();
-        let by_firewall = self.delta.packets[R_DROP_FIREWALL];
+        // The drops a rule made (the ruleset's, a blackhole rule's).
+        let by_rule: Vec<String> = [
+            (R_DROP_FIREWALL, "firewall"),
+            (R_DROP_BLACKHOLE, "blackhole"),
+        ]
+        .into_iter()
+        .filter(|(i, _)| self.delta.packets[*i] > 0)
+        .map(|(i, name)| format!("{name} {:.0}", per_sec(self.delta.packets[i])))
+        .collect();
         format!(
             "forwarded {:.3} Mpps, passed {:.0} pps{detail}, dropped {:.0} pps{}",
             fwd / 1e6,
             per_sec(passed),
             per_sec(dropped),
-            if by_firewall > 0 {
-                format!(" (firewall {:.0})", per_sec(by_firewall))
-            } else {
+            if by_rule.is_empty() {
                 String::new()
+            } else {
+                format!(" ({})", by_rule.join(", "))
             }
         )
     }

@@ -7,6 +7,7 @@ use crate::layout::{
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
+use linerate_bpf::layout::Pod;
 use linerate_bpf::loader::{self, XdpAttachment, XdpMode, SINGLE_BUFFER_MTU};
 use linerate_bpf::maps::MappedArray;
 use linerate_bpf::test_run::XdpAction;
@@ -257,13 +258,13 @@ impl FastPath {
                 POLICY_RULES - 1
             );
         }
-        let map = loader::map(&self.obj, "policy_rules")?;
-        let base = program as u32 * POLICY_RULES as u32;
-        let end = PolicyRule::default();
-        for (i, r) in steps.iter().chain(std::iter::once(&end)).enumerate() {
-            maps::write(&map, base + i as u32, r)?;
-        }
-        Ok(())
+        // The whole program, the end after its steps, in one write.
+        let mut all = vec![PolicyRule::default(); POLICY_RULES];
+        all[..steps.len()].copy_from_slice(steps);
+        let bytes: Vec<u8> = all.iter().flat_map(|r| r.as_bytes().to_vec()).collect();
+        loader::map(&self.obj, "policy_rules")?
+            .update(&(program as u32).to_ne_bytes(), &bytes, MapFlags::ANY)
+            .with_context(|| format!("cannot write rule program {program}"))
     }
 
     pub fn set_nh_group(&self, index: u32, group: &NhGroup) -> Result<()> {

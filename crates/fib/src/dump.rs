@@ -52,6 +52,40 @@ pub fn parse<K: Key>(text: &str, source: &str) -> Result<Dump<K>> {
 }
 
 /// One line: `PREFIX NEXTHOP` or `ip route`'s `[default|PREFIX] [via GW] [dev DEV] ...`.
+/// `ip route show table` output as [`parse`] reads it: each route one
+/// line, `PREFIX NEXT-HOP`. A route that does not forward (blackhole,
+/// unreachable, throw, local, ...) and a multipath route (its members on
+/// the lines after it) each take an entry of the table all the same,
+/// under a next hop named by its kind.
+pub fn kernel_table(text: &str) -> String {
+    const KINDS: [&str; 9] = [
+        "blackhole",
+        "unreachable",
+        "prohibit",
+        "local",
+        "broadcast",
+        "throw",
+        "multicast",
+        "anycast",
+        "nat",
+    ];
+    let mut out = String::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            // A multipath route's members.
+            _ if line.starts_with(char::is_whitespace) => {}
+            [] => {}
+            [kind, prefix, ..] if KINDS.contains(kind) => out += &format!("{prefix} {kind}\n"),
+            [prefix, rest @ ..] if !rest.contains(&"via") && !rest.contains(&"dev") => {
+                out += &format!("{prefix} multipath\n")
+            }
+            _ => out += &format!("{line}\n"),
+        }
+    }
+    out
+}
+
 fn parse_line<K: Key>(line: &str) -> Result<(K, u8, String)> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let kinds = [
@@ -155,6 +189,25 @@ pub fn show<K: Key>(a: K, len: u8) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kernel table's listing: every route an entry, those that do not
+    /// forward and multipath ones under their kind.
+    #[test]
+    fn a_kernel_tables_listing_is_read_route_by_route() {
+        let listed = "default via 198.19.0.1 dev dut1 proto static\n\
+            blackhole 10.0.0.0/8 proto static\n\
+            throw 10.1.0.0/16\n\
+            198.18.0.0/24 dev dut0 proto kernel scope link src 198.18.0.254\n\
+            198.51.100.0/24 proto static\n\
+            \tnexthop via 198.19.0.2 dev dut1 weight 1\n\
+            \tnexthop via 198.19.0.3 dev dut1 weight 1\n";
+        let d = parse::<u32>(&kernel_table(listed), "test").unwrap();
+        assert_eq!(d.routes.len(), 5);
+        assert_eq!(
+            d.names,
+            ["198.19.0.1", "blackhole", "throw", "dev dut0", "multipath"]
+        );
+    }
 
     #[test]
     fn ip_route_output() {

@@ -173,9 +173,13 @@ pub struct FibStatsArgs {
     /// for IPv4, 200000 for IPv6, about a full table of each]...
     #[arg(long)]
     pub routes: Option<usize>,
-    /// ...or load this dump (`PREFIX NEXTHOP` lines or `ip route` output).
-    #[arg(long)]
+    /// ...or load this dump (`PREFIX NEXTHOP` lines or `ip route` output)...
+    #[arg(long, conflicts_with = "table")]
     pub file: Option<std::path::PathBuf>,
+    /// ...or the kernel's routing table of this id or name (`main`, a
+    /// tenant's `100`), as `ip route show table` lists it.
+    #[arg(long, conflicts_with = "routes")]
+    pub table: Option<String>,
     /// Seed of the generated table.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -237,6 +241,10 @@ pub enum BenchCmd {
     /// changes (a BGP table arriving, then withdrawn): the lag from each
     /// kernel change to the fast path, and the notification overflows.
     RouteChurn(BenchRouteChurnArgs),
+    /// How long a policy rule added or deleted takes to reach the fast
+    /// path (a tenant's table chosen by `iif`, or by a source through the
+    /// rule program), and what tenants' full tables cost in memory.
+    RuleChurn(BenchRuleChurnArgs),
     /// Real TCP through the router (iperf3 each way, the kernel's sockets
     /// at both ends, a stateful ruleset with the kernel's window checking
     /// on): the kernel alone, linerate, and linerate --carry-tcp taking
@@ -353,6 +361,28 @@ pub struct BenchRouteChurnArgs {
     /// (default: unpinned, all three sharing the machine).
     #[arg(long)]
     pub router_cpu: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchRuleChurnArgs {
+    /// Times the rule is added and deleted.
+    #[arg(long, default_value_t = 200)]
+    pub changes: usize,
+    /// The rule: `iif` (iif dut0 lookup 100) or `from` (from
+    /// 198.18.0.0/16 lookup 100).
+    #[arg(long, value_parser = choice(&linerate_bench::rule_churn::Shape::CHOICES), default_value = "iif")]
+    pub shape: linerate_bench::rule_churn::Shape,
+    /// Routes in main and in each tenant's table (generated with an
+    /// Internet table's mix of lengths).
+    #[arg(long, default_value_t = 0)]
+    pub table: usize,
+    /// Tenants' tables of `--table` routes, each looked up by a rule (0:
+    /// table 100 holds the receiver's route alone, placed and dropped with
+    /// the rule).
+    #[arg(long, default_value_t = 0)]
+    pub tenants: usize,
     #[arg(long)]
     pub json: bool,
 }
@@ -559,6 +589,11 @@ pub struct BenchFastpathArgs {
     /// tenant's table and the rules before it cost a packet (0: main)
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=4))]
     pub walk_tables: u8,
+    /// Reach the tables (main's) through the rule program (policy rules
+    /// with selectors) after N - 1 rules that match no packet, a source
+    /// prefix each (1 to 63): what such rules cost a packet (0: none)
+    #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=63), conflicts_with = "walk_tables")]
+    pub rule_steps: u8,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

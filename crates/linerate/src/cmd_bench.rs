@@ -15,6 +15,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::FirewallChange(a) => firewall_change(a),
         BenchCmd::Tcp(a) => tcp(a),
         BenchCmd::RouteChurn(a) => route_churn(a),
+        BenchCmd::RuleChurn(a) => rule_churn(a),
         BenchCmd::FirewallCache(a) => firewall_cache(a),
         BenchCmd::Conntrack(a) => conntrack(a),
         BenchCmd::Firewall(a) => firewall(a),
@@ -82,6 +83,25 @@ fn route_churn(a: crate::cli::BenchRouteChurnArgs) -> Result<()> {
     linerate_host::privilege::require_root("linerate bench route-churn")?;
     let r = run(&o, linerate_host::stop::flag(), progress(a.json))?;
     print_report(a.json, &r)
+}
+
+fn rule_churn(a: crate::cli::BenchRuleChurnArgs) -> Result<()> {
+    use linerate_bench::rule_churn::{run, Options};
+    let o = Options {
+        changes: a.changes,
+        shape: a.shape,
+        table: a.table,
+        tenants: a.tenants,
+    };
+    o.check()?;
+    linerate_host::privilege::require_root("linerate bench rule-churn")?;
+    let json = a.json;
+    let r = run(&o, linerate_host::stop::flag(), |l: &str| {
+        if !json {
+            println!("{l}")
+        }
+    })?;
+    print_report(json, &r)
 }
 
 fn route_change(a: crate::cli::BenchRouteChangeArgs) -> Result<()> {
@@ -191,6 +211,7 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         match_lengths: a.match_lengths,
         multibuf: a.multibuf,
         walk_tables: a.walk_tables as usize,
+        rule_steps: a.rule_steps as usize,
     };
     let json = a.json;
     let results = std::thread::spawn(

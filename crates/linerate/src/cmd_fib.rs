@@ -16,13 +16,19 @@ fn load<K: Key>(
     shape: Shape,
     generate: fn(usize, u32, u64) -> Vec<linerate_fib::Route<K>>,
 ) -> Result<Stats> {
-    let routes = match &a.file {
-        Some(path) => {
+    let routes = match (&a.file, &a.table) {
+        (Some(path), _) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("--file: cannot read {}", path.display()))?;
             dump::parse::<K>(&text, &path.display().to_string())?.routes
         }
-        None => generate(default_routes(a), 64, a.seed),
+        (None, Some(table)) => {
+            let family = if K::BITS == 32 { "-4" } else { "-6" };
+            let text = linerate_host::cmd::ip(None, &[family, "route", "show", "table", table])
+                .with_context(|| format!("--table {table}: cannot list the kernel's table"))?;
+            dump::parse::<K>(&dump::kernel_table(&text), &format!("table {table}"))?.routes
+        }
+        (None, None) => generate(default_routes(a), 64, a.seed),
     };
     let mut fib: Fib<K> = Fib::new(shape).without_concurrent_readers();
     fib.bulk_load(&routes).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -38,7 +44,7 @@ fn default_routes(a: &FibStatsArgs) -> usize {
 }
 
 fn stats(a: FibStatsArgs) -> Result<()> {
-    if a.file.is_none() && default_routes(&a) == 0 {
+    if a.file.is_none() && a.table.is_none() && default_routes(&a) == 0 {
         bail!("--routes: at least 1");
     }
     let s = match a.family {

@@ -694,9 +694,9 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
         0,
         "forwarded a frame from the DUT's own address"
     );
-    // A policy rule that blackholes the generator's sources: the kernel
-    // drops them, and the fast path passes them to it; the rule deleted,
-    // they are forwarded again.
+    // A policy rule that blackholes the generator's sources: the fast
+    // path drops them as the kernel would; the rule deleted, they are
+    // forwarded again.
     let rule = |verb: &str| {
         let args = [
             "-n",
@@ -849,7 +849,7 @@ fn route_follows_forwarding_and_its_interfaces_and_stops_when_they_are_gone() {
     assert!(
         out.contains("not_forwarding")
             && out.contains("rp_filter")
-            && out.contains("policy")
+            && out.contains("blackhole ")
             && out.contains("netfilter")
             && out.contains("(firewall ")
             && (out.contains("(tc ") || out.contains(", tc ")),

@@ -776,7 +776,8 @@ mod tests {
             seed % n
         };
         let tables = [100u32, 101, 102, TABLE_MAIN];
-        let (mut routed, mut cases) = (0, 0);
+        const TABLE_MAIN_PRIORITY: u32 = 32766;
+        let (mut routed, mut cases, mut programmed) = (0, 0, 0);
         for _ in 0..20_000 {
             let n = 1 + next(8) as usize;
             let mut gens: Vec<Gen> = (0..n)
@@ -802,6 +803,17 @@ mod tests {
                 .collect();
             // The kernel's defaults after them.
             gens.sort_by_key(|g| g.prio);
+            // A goto's target is later (the kernel refuses others): a
+            // later rule's priority, main's, or one no rule has.
+            let prios: Vec<u32> = gens.iter().map(|g| g.prio).collect();
+            for g in gens.iter_mut() {
+                let later: Vec<u32> = prios.iter().copied().filter(|p| *p > g.prio).collect();
+                g.goto = match next(3) {
+                    0 if !later.is_empty() => later[next(later.len() as u64) as usize],
+                    1 => TABLE_MAIN_PRIORITY,
+                    _ => g.prio + 1 + next(50) as u32,
+                };
+            }
             let content: Vec<Content> = tables
                 .iter()
                 .map(|_| {
@@ -821,7 +833,7 @@ mod tests {
                 let mut m = g.iif.is_none_or(|i| i == iif);
                 // A forwarded packet's mark is 0: `fwmark 0` matches it.
                 m &= g.mark.is_none_or(|v| v == 0);
-                m &= g.from10.is_none_or(|f| f == src10);
+                m &= g.from10.is_none_or(|_| src10);
                 m != g.invert
             };
             // The kernel: rules in order (then main's and default's).
@@ -859,10 +871,13 @@ mod tests {
                         break;
                     }
                     RuleAction::Goto => {
-                        // To the first rule at or after its target, if later.
-                        match all.iter().position(|(p, _)| *p >= g.goto) {
-                            Some(j) if j >= i => i = j,
-                            _ => {}
+                        // To the first rule of its target's priority (a
+                        // later one: the kernel refuses others); none:
+                        // on to the next rule.
+                        if let Some(j) = all.iter().position(|(p, _)| *p == g.goto) {
+                            if j >= i {
+                                i = j;
+                            }
                         }
                     }
                     _ => {}
@@ -884,6 +899,9 @@ mod tests {
                 }
                 if g.action == RuleAction::Goto {
                     attrs.push(RuleAttribute::Goto(g.goto));
+                }
+                if g.from10.is_some() {
+                    attrs.push(RuleAttribute::Source("10.0.0.0".parse().unwrap()));
                 }
                 let mut m = rule(g.prio, g.action, g.table, attrs);
                 if g.from10.is_some() {
@@ -909,11 +927,51 @@ mod tests {
                     "{iif}, from 10/16 {src10}, tables {content:?}, rules {gens:#?}"
                 );
             }
+            // The rule program, walked as the fast path walks it: the
+            // kernel's outcome wherever it does not leave the packet to it.
+            let index = |n: &str| {
+                ["lo", "dut0", "dut1"]
+                    .iter()
+                    .position(|x| *x == n)
+                    .map(|i| i as u32 + 1)
+            };
+            let program = p.program(false, index, 63);
+            let flow = Flow {
+                iif: index(iif).unwrap(),
+                src: if src10 { 0x0a00_0001 } else { 0xc000_0201 },
+                dst: 0xc633_6401,
+                ..Default::default()
+            };
+            let walked = walk(&program, &flow, 32, |v| match of(v.table) {
+                Content::Route(len) if !v.refuses(len) => Some(v.table),
+                _ => None,
+            });
+            // (Unrouted: no step routed it, the kernel walks on and
+            // answers; Kernel: a step left it to the kernel.)
+            let done = match walked {
+                Outcome::Route(t) => Done::Table(t),
+                Outcome::Blackhole => Done::Blackhole,
+                Outcome::Unrouted | Outcome::Kernel => continue,
+            };
+            programmed += 1;
+            assert_eq!(
+                kernel, done,
+                "the program: {iif}, from 10/16 {src10}, tables {content:?}, rules {gens:#?}, steps {program:#?}"
+            );
         }
         // The walk is followed often enough to mean something.
         assert!(
             routed * 5 > cases,
             "{routed} of {cases} routed in the fast path"
+        );
+        // The program decides most: what it leaves to the kernel is what
+        // main's table misses.
+        assert!(
+            programmed * 10 > cases * 6,
+            "{programmed} of {cases} decided by the program"
+        );
+        eprintln!(
+            "{routed} of {cases} routed by the walk of tables, {programmed} decided by the program"
         );
     }
 }

@@ -184,8 +184,9 @@ impl Policy {
     /// Left out: rules that match no forwarded packet, nop, lookups of
     /// the local table (each FIB holds its routes over its own), a goto
     /// whose target is gone (the kernel goes on past it). The program
-    /// stops after a lookup of main that every packet makes (what main
-    /// misses goes to the kernel, as with the default rules). A program
+    /// stops after a lookup of main that every packet makes, unless a goto
+    /// jumps past it (what main misses goes to the kernel, as with the
+    /// default rules). A program
     /// longer than `max_steps` ends in a step that sends what reaches it
     /// to the kernel.
     pub fn program(
@@ -210,7 +211,11 @@ impl Policy {
                 }
             }
             let everyone = c.sel == Selectors::default() && !c.invert;
-            let ends = everyone && c.step == Step::Lookup(View::MAIN);
+            // (Unless a goto before it jumps past it.)
+            let jumped_past = gotos.iter().any(|&(_, target, _)| {
+                rules[i + 1..].iter().any(|r| r.priority == target) && target > r.priority
+            });
+            let ends = everyone && c.step == Step::Lookup(View::MAIN) && !jumped_past;
             out.push(c);
             if ends {
                 break;

@@ -501,7 +501,7 @@ impl<D: Dataplane> Mirror<D> {
             }
             K::of_mut(&mut self.families).others.drain(t.slot);
             tracing::info!(
-                "table {} is looked up by no rule of the router's interfaces any more",
+                "table {} gives its FIB slot to a table the rules look up",
                 t.view
             );
         }
@@ -843,8 +843,13 @@ impl<D: Dataplane> Mirror<D> {
     pub fn release_quarantine(&mut self) -> Result<()> {
         self.families.v4.fib.release_quarantine();
         self.families.v6.fib.release_quarantine();
+        // Slots given back are free now: views that waited for one get it.
+        let waited = self.families.v4.others.draining() || self.families.v6.others.draining();
         self.families.v4.others.release_quarantine();
         self.families.v6.others.release_quarantine();
+        if waited {
+            self.push_all_ingress()?;
+        }
         if self.nh.release() {
             for k in self.families.v4.routes.prefixes() {
                 self.sync(k)?;

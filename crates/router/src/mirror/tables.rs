@@ -9,11 +9,15 @@
 //! A view gets a slot while a rule walk of one of the router's
 //! interfaces lists it (linerate_netlink::policy::Policy::tables) or the
 //! rule program looks it up, and is filled from the routes the mirror
-//! holds for its table (the local table's over them, as for main). A table no walk lists any more gives its slot back
-//! emptied (its routes removed from its FIB, which writes the arena's
-//! entries back to zero), and the slot is taken again only after the grace
-//! period of freed FIB groups: a packet that found the old table's root a
-//! moment before may still be reading its groups.
+//! holds for its table (the local table's over them, as for main). A view
+//! no rule looks up any more keeps its slot, idle, its FIB still following
+//! its table: a rule deleted and added again (a flapping session, an
+//! operator's undo) finds it ready. An idle view gives its slot back only
+//! when a view that is looked up needs one: emptied (its routes removed
+//! from its FIB, which writes the arena's entries back to zero), the slot
+//! is taken again only after the grace period of freed FIB groups, as a
+//! packet that found the old table's root a moment before may still be
+//! reading its groups.
 use linerate_dataplane::fastpath::FastPath;
 use linerate_fib::{Fib, Key, Shape};
 use linerate_netlink::policy::View;
@@ -64,29 +68,38 @@ impl<K: Key> Others<K> {
         self.tables.iter()
     }
 
-    /// Makes the views with a slot `wanted` (as many as there are
-    /// slots, in order): those no longer wanted come out, to be emptied
-    /// and then given back ([`Others::drain`]); the new ones get an empty
-    /// FIB, to be filled. Returns both.
+    /// Gives the views `wanted` (in order) slots while there are slots:
+    /// those placed already keep theirs, those no longer wanted stay
+    /// placed, idle, until a wanted view needs their slot. Returns the
+    /// views that come out for that (to be emptied and then given back,
+    /// [`Others::drain`]: the view that needed the slot gets it after the
+    /// grace period) and those that got a slot (an empty FIB, to be
+    /// filled).
     pub fn place(&mut self, wanted: &[View]) -> (Vec<OtherTable<K>>, Vec<View>) {
-        let (keep, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut self.tables)
-            .into_iter()
-            .partition(|t| wanted.contains(&t.view));
-        self.tables = keep;
-        let mut added = Vec::new();
+        let (mut gone, mut added) = (Vec::new(), Vec::new());
         for &view in wanted {
             if self.slot_of(view).is_some() {
                 continue;
             }
-            let Some(slot) = self.free.pop() else { break };
-            self.tables.push(OtherTable {
-                view,
-                slot,
-                fib: Fib::new(self.shape),
-            });
-            added.push(view);
+            if let Some(slot) = self.free.pop() {
+                self.tables.push(OtherTable {
+                    view,
+                    slot,
+                    fib: Fib::new(self.shape),
+                });
+                added.push(view);
+            } else if let Some(i) = self.tables.iter().position(|t| !wanted.contains(&t.view)) {
+                gone.push(self.tables.remove(i));
+            } else {
+                break;
+            }
         }
         (gone, added)
+    }
+
+    /// Whether slots are waiting for the grace period.
+    pub fn draining(&self) -> bool {
+        !self.draining.is_empty()
     }
 
     /// A slot whose table came out, its FIB emptied: free again after the
@@ -114,11 +127,11 @@ impl<K: Key> Others<K> {
 mod tests {
     use super::*;
 
-    /// Tables take slots in order while there are slots, give them back
-    /// when no longer wanted, and a slot given back waits for the grace
-    /// period.
+    /// Views take slots in order while there are slots; one no longer
+    /// wanted stays placed until a wanted one needs its slot, which it
+    /// gets after the grace period.
     #[test]
-    fn tables_take_slots_and_give_them_back_after_the_grace_period() {
+    fn tables_take_slots_and_give_them_back_when_others_need_them() {
         let mut o = Others::<u32>::new(Shape::IPV4);
         let set = |t: &[u32]| t.iter().map(|&t| View::table(t)).collect::<Vec<View>>();
         let v = View::table;
@@ -130,28 +143,43 @@ mod tests {
             o.iter().next().unwrap().fib.shape(),
             Shape::IPV4.other_table()
         );
-        // 100 goes; 300 comes: not into 100's slot before the grace period.
+        // 100 no longer wanted: it stays, idle, and comes back as it was.
         let (gone, added) = o.place(&set(&[200, 300]));
-        assert_eq!(
-            gone.iter().map(|t| (t.view, t.slot)).collect::<Vec<_>>(),
-            [(v(100), 1)]
-        );
+        assert!(gone.is_empty());
         assert_eq!(added, [v(300)]);
-        assert_eq!(o.slot_of(v(300)), Some(3));
-        o.drain(1);
-        assert_eq!(o.place(&set(&[200, 300, 400])).1, [v(400)]);
-        assert_eq!(o.slot_of(v(400)), Some(4));
-        o.release_quarantine();
-        assert_eq!(o.place(&set(&[200, 300, 400, 500])).1, [v(500)]);
-        assert_eq!(o.slot_of(v(500)), Some(1));
-        // More tables than slots: those past the last slot get none.
+        assert_eq!(o.slot_of(v(100)), Some(1));
+        let (gone, added) = o.place(&set(&[100, 200, 300]));
+        assert!(gone.is_empty() && added.is_empty());
+        // A suppressed view is a table of its own.
+        let main0 = View {
+            table: 254,
+            suppress_len: Some(0),
+        };
+        assert_eq!(o.place(&[main0]).1, [main0]);
+        // Every slot taken: a new view takes an idle one's, after the
+        // grace period.
         let many: Vec<u32> = (1..=20).collect();
-        let (gone, _) = o.place(&set(&many));
-        assert_eq!(gone.len(), 4);
+        let (gone, added) = o.place(&set(&many));
+        assert_eq!(added, [v(1), v(2)]);
+        assert_eq!(gone.len(), 4, "the idle views out, for 3 to 6");
         gone.iter().for_each(|t| o.drain(t.slot));
         o.release_quarantine();
-        o.place(&set(&many));
+        let (gone, added) = o.place(&set(&many));
+        assert!(gone.is_empty(), "none idle");
+        assert_eq!(added, [v(3), v(4), v(5), v(6)]);
         assert_eq!(o.views().len(), FastPath::TABLE_SLOTS - 1);
-        assert!(o.slot_of(v(20)).is_none());
+        let (gone, added) = o.place(&set(&[1, 2, 7]));
+        assert!(added.is_empty());
+        assert_eq!(gone.len(), 1, "one idle view out, for 7");
+        assert!(o.slot_of(v(7)).is_none());
+        gone.iter().for_each(|t| o.drain(t.slot));
+        assert!(o.draining());
+        assert!(
+            o.place(&set(&[1, 2, 7])).1.is_empty(),
+            "not before the grace period"
+        );
+        o.release_quarantine();
+        assert!(!o.draining());
+        assert_eq!(o.place(&set(&[1, 2, 7])).1, [v(7)]);
     }
 }
