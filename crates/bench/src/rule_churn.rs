@@ -4,10 +4,12 @@
 //!
 //! A lab's DUT runs linerate's router (on a thread in the DUT's namespace,
 //! as route-churn's). Main holds a blackhole for the receiver's prefix,
-//! table 100 a route to it; with `--table N` main and table 100 also hold
-//! N more routes (an Internet table each), and with `--tenants T` tables
-//! 101 onwards T - 1 more copies, each looked up by a rule of its own (so
-//! that each has a FIB in the fast path). A rule sending the generator's
+//! table 100 a route to it; with `--table N` main also holds N more
+//! routes (an Internet table), and with `--tenants T` tables 100 onwards
+//! the same N, each looked up by a rule of its own the lab's traffic does
+//! not match (so that each has a FIB in the fast path from the start);
+//! with `--cold`, table 100 holds them but no rule looks it up until the
+//! churned one. A rule sending the generator's
 //! traffic to table 100 is then added and deleted `changes` times through
 //! rtnetlink, each change acknowledged; right after the ack a prober
 //! test-runs the XDP program attached to the DUT's ingress
@@ -72,6 +74,10 @@ pub struct Options {
     /// Tenants' tables holding `table` routes, looked up by rules (table
     /// 100 is the first; 0: table 100 holds the receiver's route alone).
     pub tenants: usize,
+    /// With no tenants: table 100 holds `table` routes too, and no other
+    /// rule looks it up, so that the first rule added brings a table the
+    /// fast path must fill (the slowest change).
+    pub cold: bool,
 }
 
 impl Options {
@@ -81,6 +87,9 @@ impl Options {
         }
         if self.table > 2_000_000 {
             bail!("--table: at most 2000000 routes, got {}", self.table);
+        }
+        if self.cold && self.tenants > 0 {
+            bail!("--cold: only without --tenants (a tenant's table is looked up from the start)");
         }
         if self.tenants > 5 {
             bail!(
@@ -256,7 +265,8 @@ fn churn(
     linerate_host::netns::enter_for_good(netns)?;
     let ingress = loader::ifindex(dut_in)?;
     let prog = loader::attached_xdp_program(ingress)?;
-    let frame = frame_to(IpAddr::V4(Ipv4Addr::new(198, 19, 0, 1)))?;
+    // (Not the receiver itself: main has a host route to it.)
+    let frame = frame_to(IpAddr::V4(Ipv4Addr::new(198, 19, 5, 1)))?;
     let mut sock = Socket::new(NETLINK_ROUTE)?;
     sock.bind_auto()?;
     sock.connect(&SocketAddr::new(0, 0))?;
@@ -316,11 +326,11 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&str)) -> Result<
             "100",
         ])?;
         if o.table > 0 {
-            say(&format!(
-                "installing {} routes in main and in table 100",
-                o.table
-            ));
+            say(&format!("installing {} routes in main", o.table));
             install_table(&dut, o.table, 254, &ifs.dut_out)?;
+        }
+        if o.table > 0 && (o.tenants > 0 || o.cold) {
+            say(&format!("installing {} routes in table 100", o.table));
             install_table(&dut, o.table, TABLE, &ifs.dut_out)?;
         }
         // The other tenants' tables, each looked up by a rule the lab's

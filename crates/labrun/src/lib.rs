@@ -10,6 +10,7 @@ pub mod hosts;
 pub mod measure;
 pub mod median_ci;
 pub mod order;
+pub mod path_flags;
 pub mod plot;
 pub mod profile;
 pub mod remote;

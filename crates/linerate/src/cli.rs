@@ -383,6 +383,11 @@ pub struct BenchRuleChurnArgs {
     /// the rule).
     #[arg(long, default_value_t = 0)]
     pub tenants: usize,
+    /// Without tenants: table 100 holds `--table` routes too and no other
+    /// rule looks it up, so that the first rule added brings a table the
+    /// fast path must fill (the slowest change).
+    #[arg(long)]
+    pub cold: bool,
     #[arg(long)]
     pub json: bool,
 }

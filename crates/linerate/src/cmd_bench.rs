@@ -92,6 +92,7 @@ fn rule_churn(a: crate::cli::BenchRuleChurnArgs) -> Result<()> {
         shape: a.shape,
         table: a.table,
         tenants: a.tenants,
+        cold: a.cold,
     };
     o.check()?;
     linerate_host::privilege::require_root("linerate bench rule-churn")?;

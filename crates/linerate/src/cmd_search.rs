@@ -1,98 +1,32 @@
 //! `linerate search`: one throughput search against a DUT, through a lab
 //! that is up or through named interfaces.
 use crate::cli::{PathArgs, SearchArgs, SearchMethod, TrafficArgs};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use linerate_host::stop;
-use linerate_lab::topology;
 use linerate_labrun::measure::{LabTrials, Path, Runner};
-use linerate_labrun::scenario::{Family, Profile};
 use linerate_labrun::throughput::{self, SearchPlan};
 use linerate_search::{equilibrium, Dut, Trial, Trials};
-use linerate_traffic::frame::parse_mac;
-use linerate_traffic::profile::{Sender, Traffic};
+use linerate_traffic::profile::Traffic;
 use serde_json::json;
 
 /// The path of `a`'s flags: a lab that is up, or named interfaces.
 pub fn path(a: &PathArgs) -> Result<Path> {
-    if let Some(i) = &a.gen_iface {
-        if a.lab.is_some() {
-            bail!("--lab and -i: give a lab or interfaces, not both");
-        }
-        let recv = a
-            .recv_iface
-            .clone()
-            .ok_or_else(|| anyhow!("-i: also give the receiving interface with -r"))?;
-        let dst_mac = a
-            .dst_mac
-            .clone()
-            .ok_or_else(|| anyhow!("-i: also give the DUT's MAC with -D"))?;
-        let src_mac = match &a.src_mac {
-            Some(m) => m.clone(),
-            None => linerate_host::cmd::interface_mac(a.gen_netns.as_deref(), i)?,
-        };
-        let ns = |n: &Option<String>| -> Result<String> {
-            match n {
-                Some(n) if !linerate_host::netns::exists(n) => {
-                    bail!("network namespace {n} does not exist")
-                }
-                Some(n) => Ok(n.clone()),
-                // The trial enters a namespace for each side: ours.
-                None => Ok(format!("/proc/{}/ns/net", std::process::id())),
-            }
-        };
-        return Ok(Path {
-            gen_netns: ns(&a.gen_netns)?,
-            sender: Sender {
-                ifname: i.clone(),
-                src_mac: parse_mac("-S", &src_mac)?,
-                dst_mac: parse_mac("-D", &dst_mac)?,
-                cpu: a.gen_cpu,
-            },
-            gen_cpus: Vec::new(),
-            recv_netns: ns(&a.recv_netns)?,
-            recv_iface: recv,
-        });
+    linerate_labrun::path_flags::PathFlags {
+        lab: a.lab.clone(),
+        gen_iface: a.gen_iface.clone(),
+        gen_netns: a.gen_netns.clone(),
+        recv_iface: a.recv_iface.clone(),
+        recv_netns: a.recv_netns.clone(),
+        dst_mac: a.dst_mac.clone(),
+        src_mac: a.src_mac.clone(),
+        gen_cpu: a.gen_cpu,
     }
-    let name = a
-        .lab
-        .clone()
-        .unwrap_or_else(|| topology::DEFAULT_NAME.into());
-    if linerate_lab::find(&name)?.is_none() {
-        bail!("lab {name} is not up: `linerate lab up --name {name}` first, or give -i/-r/-D");
-    }
-    let spec = linerate_lab::LabSpec::new(&name);
-    let ns = spec.namespaces();
-    let ifs = topology::Interfaces::default();
-    Ok(Path {
-        gen_netns: ns.gen,
-        sender: Sender {
-            ifname: ifs.gen,
-            src_mac: parse_mac("the lab's generator MAC", topology::mac::GEN)?,
-            dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_IN)?,
-            cpu: a.gen_cpu,
-        },
-        gen_cpus: Vec::new(),
-        recv_netns: ns.recv,
-        recv_iface: ifs.recv,
-    })
+    .path()
 }
 
 /// The traffic of `a`'s flags, checked; a field refused is said as its flag.
 pub fn traffic(a: &TrafficArgs) -> Result<Traffic> {
-    let family = if a.ipv6 { Family::Ipv6 } else { Family::Ipv4 };
-    let profile = Profile {
-        src: a.src.clone(),
-        dst: a.dst.clone(),
-        ..Profile::new(family, &a.len)
-    };
-    profile.check().map_err(|e| {
-        let flag = match e.field {
-            "len" => "-l",
-            "src" => "-s",
-            _ => "-d",
-        };
-        anyhow!("{flag}: {}", e.reason)
-    })
+    linerate_labrun::path_flags::traffic(&a.len, a.ipv6, a.src.clone(), a.dst.clone())
 }
 
 pub fn run(a: SearchArgs) -> Result<()> {
