@@ -30,6 +30,9 @@ pub trait Dataplane {
     /// [`FastPath::table_root_mib`] places them): `writes` name the
     /// entries of `fib` to copy, in order.
     fn apply_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>, writes: &[Write]) -> Result<()>;
+    /// Copies table slot `slot`'s FIB whole (a slot no packet reads yet:
+    /// a table just given it, filled at once).
+    fn load_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>) -> Result<()>;
     /// Writes rule program `program` (an index of POLICY_PROGRAMS): its
     /// steps (crate::rules::encode), then the end. Write one no
     /// interface's word names.
@@ -64,6 +67,9 @@ impl Dataplane for FastPath {
     }
     fn apply_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
         FastPath::apply(self, slot, fib, writes)
+    }
+    fn load_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>) -> Result<()> {
+        FastPath::load_fib_at(self, slot, fib)
     }
     fn set_policy_program(&mut self, program: u16, steps: &[PolicyRule]) -> Result<()> {
         FastPath::set_policy_program(self, program, steps)

@@ -101,6 +101,14 @@ impl TableCopy {
         }
     }
 
+    /// The whole of `fib`, at once.
+    fn load<K: Key>(&mut self, fib: &Fib<K>) {
+        self.shape = Some(fib.shape());
+        self.root = fib.root().to_vec();
+        self.groups = fib.groups().to_vec();
+        self.shortcut = fib.shortcut().to_vec();
+    }
+
     /// The next-hop id the fast path finds for `addr` (0: none).
     fn lookup<K: Key>(&self, addr: K) -> u32 {
         let Some(shape) = self.shape else { return 0 };
@@ -582,6 +590,17 @@ fn flow_bucket(src: u64, dst: u64) -> u32 {
     ((h ^ (h >> 29)) >> (64 - 6)) as u32
 }
 
+impl Model {
+    /// Main's table shape for the family.
+    fn shape_of<K: Key>(&self) -> Shape {
+        if K::BITS == 32 {
+            Shape::IPV4
+        } else {
+            self.ipv6.shape()
+        }
+    }
+}
+
 impl Dataplane for Model {
     fn ipv6_layout(&self) -> Ipv6Layout {
         self.ipv6
@@ -655,6 +674,21 @@ impl Dataplane for Model {
         let mut p = steps.to_vec();
         p.push(PolicyRule::default());
         self.programs[program as usize] = p;
+        Ok(())
+    }
+
+    fn load_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>) -> Result<()> {
+        if slot == 0 || slot >= TABLE_SLOTS {
+            bail!("table slot {slot} is not another table's");
+        }
+        if fib.shape() != self.shape_of::<K>().other_table() {
+            bail!("the model reads another table shape than this table's in slot {slot}");
+        }
+        if K::BITS == 32 {
+            self.fib4[slot].load(fib);
+        } else {
+            self.fib6[slot].load(fib);
+        }
         Ok(())
     }
 

@@ -207,6 +207,13 @@ impl Dataplane for TestPlane {
         }
         self.model.set_local_sources(index, word)
     }
+    fn load_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>) -> Result<()> {
+        self.writes.fib_entries += fib.len();
+        if let Some(fp) = &mut self.real {
+            Dataplane::load_fib(fp, slot, fib)?;
+        }
+        self.model.load_fib(slot, fib)
+    }
     fn set_policy_program(&mut self, program: u16, steps: &[PolicyRule]) -> Result<()> {
         if let Some(fp) = &mut self.real {
             Dataplane::set_policy_program(fp, program, steps)?;

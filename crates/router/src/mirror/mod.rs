@@ -506,12 +506,7 @@ impl<D: Dataplane> Mirror<D> {
             );
         }
         for view in added {
-            if let Some(slot) = K::of(&self.families).others.slot_of(view) {
-                self.dp.open_table(ipv6, slot)?;
-            }
-            for key in K::of(&self.families).routes.prefixes_in(view.table) {
-                self.sync_other(key, view)?;
-            }
+            self.fill_view::<K>(view)?;
         }
         self.write_program::<K>(program.unwrap_or_default())
     }
@@ -1226,6 +1221,54 @@ impl<D: Dataplane> Mirror<D> {
 }
 
 impl<D: Dataplane> Mirror<D> {
+    /// Fills the FIB of a view just given a slot with its table's routes,
+    /// all at once (shortest first, copied into the slot whole: no packet
+    /// reads it before an interface's entry names it). A table the FIB
+    /// cannot hold whole goes in route by route, its overflows the
+    /// kernel's.
+    fn fill_view<K: PerFamily>(&mut self, view: View) -> Result<()> {
+        let Some(slot) = K::of(&self.families).others.slot_of(view) else {
+            return Ok(());
+        };
+        self.dp.open_table(K::BITS == 128, slot)?;
+        let keys = K::of(&self.families).routes.prefixes_in(view.table);
+        let mut rows = Vec::with_capacity(keys.len());
+        for &key in &keys {
+            if let Some(id) = self.view_nexthop(key, view)? {
+                rows.push((key.0, key.1, id));
+            }
+        }
+        let t = K::of_mut(&mut self.families)
+            .others
+            .get_mut(view)
+            .expect("placed");
+        if t.fib.bulk_load(&rows).is_ok() {
+            self.counts.routes_installed += rows.len() as u64;
+            return self.dp.load_fib(slot, &t.fib);
+        }
+        // The part that went in, copied; the rest route by route.
+        self.dp.load_fib(slot, &t.fib)?;
+        for key in keys {
+            self.sync_other(key, view)?;
+        }
+        Ok(())
+    }
+
+    /// The next-hop id prefix `key` has in view `view`, None if the table
+    /// has no route for it: its route in that table, the local table's
+    /// over it; a route through gateways the view refuses a throw.
+    fn view_nexthop<K: PerFamily>(&mut self, key: (K, u8), view: View) -> Result<Option<u32>> {
+        let best = K::of(&self.families)
+            .routes
+            .best(&key, view.table)
+            .map(|k| self.resolve(k))
+            .map(|k| match k {
+                NhKey::Gateway { .. } | NhKey::Group(_) if view.refuses(key.1) => NhKey::Throw,
+                k => k,
+            });
+        best.map(|k| self.nexthop_id(&k)).transpose()
+    }
+
     /// Puts prefix `key` in the FIB of view `view` (not main's, one with
     /// a slot) as the kernel has it there: its route in that table, the
     /// local table's over it; a route through gateways the view refuses
@@ -1236,15 +1279,7 @@ impl<D: Dataplane> Mirror<D> {
     /// main's FIB only: elsewhere the connected route's packets go to the
     /// kernel.)
     fn sync_other<K: PerFamily>(&mut self, key: (K, u8), view: View) -> Result<()> {
-        let best = K::of(&self.families)
-            .routes
-            .best(&key, view.table)
-            .map(|k| self.resolve(k))
-            .map(|k| match k {
-                NhKey::Gateway { .. } | NhKey::Group(_) if view.refuses(key.1) => NhKey::Throw,
-                k => k,
-            });
-        let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
+        let id = self.view_nexthop(key, view)?;
         let Some(t) = K::of_mut(&mut self.families).others.get_mut(view) else {
             return Ok(());
         };
