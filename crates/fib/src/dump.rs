@@ -58,17 +58,6 @@ pub fn parse<K: Key>(text: &str, source: &str) -> Result<Dump<K>> {
 /// the lines after it) each take an entry of the table all the same,
 /// under a next hop named by its kind.
 pub fn kernel_table(text: &str) -> String {
-    const KINDS: [&str; 9] = [
-        "blackhole",
-        "unreachable",
-        "prohibit",
-        "local",
-        "broadcast",
-        "throw",
-        "multicast",
-        "anycast",
-        "nat",
-    ];
     let mut out = String::new();
     for line in text.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -76,7 +65,9 @@ pub fn kernel_table(text: &str) -> String {
             // A multipath route's members.
             _ if line.starts_with(char::is_whitespace) => {}
             [] => {}
-            [kind, prefix, ..] if KINDS.contains(kind) => out += &format!("{prefix} {kind}\n"),
+            [kind, prefix, ..] if NOT_FORWARDING.contains(kind) => {
+                out += &format!("{prefix} {kind}\n")
+            }
             [prefix, rest @ ..] if !rest.contains(&"via") && !rest.contains(&"dev") => {
                 out += &format!("{prefix} multipath\n")
             }
@@ -86,22 +77,24 @@ pub fn kernel_table(text: &str) -> String {
     out
 }
 
+/// The route types `ip route` names before a prefix, unicast apart: routes
+/// that do not forward through a next hop.
+const NOT_FORWARDING: [&str; 9] = [
+    "blackhole",
+    "unreachable",
+    "prohibit",
+    "local",
+    "broadcast",
+    "throw",
+    "multicast",
+    "anycast",
+    "nat",
+];
+
 fn parse_line<K: Key>(line: &str) -> Result<(K, u8, String)> {
     let words: Vec<&str> = line.split_whitespace().collect();
-    let kinds = [
-        "unicast",
-        "blackhole",
-        "unreachable",
-        "prohibit",
-        "local",
-        "broadcast",
-        "throw",
-        "multicast",
-        "anycast",
-        "nat",
-    ];
     let mut i = 0;
-    if kinds.contains(&words[0]) {
+    if words[0] == "unicast" || NOT_FORWARDING.contains(&words[0]) {
         if words[0] != "unicast" {
             bail!("{} routes are not forwarding routes", words[0]);
         }
