@@ -21,13 +21,13 @@
 //! overflowed its socket).
 use crate::bgp::monitor::{self, Listener, Priority};
 use crate::follow::{
-    frame_to, kernel_fib_kb, lab_with_fixed_receiver, resident_kb, slab_kb, Lag, RouterThread,
+    frame_to, install_table, kernel_fib_kb, lab_with_fixed_receiver, resident_kb, slab_kb, Lag,
+    RouterThread,
 };
 use anyhow::{anyhow, bail, Context, Result};
 use linerate_bpf::loader;
 use linerate_bpf::test_run::{self, XdpAction};
 use linerate_host::clock::monotonic_ns;
-use linerate_host::cmd;
 use linerate_lab::topology::addr;
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_REPLACE,
@@ -166,29 +166,6 @@ pub struct Report {
     pub lag_ms: Lag,
     pub announce: Phase,
     pub withdraw: Phase,
-}
-
-/// Installs `n` generated routes (an Internet table's length mix, none in
-/// 32.0.0.0/4 where the churn goes, none over the lab's 198.18.0.0/15)
-/// via `gateway` in `netns`, with `ip -batch`.
-fn install_table(netns: &str, n: usize, gateway: &str, oif: &str) -> Result<()> {
-    use std::io::Write;
-    let routes =
-        linerate_fib::synthetic::ipv4_routable(n, 2544, &[(0xC612_0000, 15), (FIRST_PREFIX, 4)]);
-    if routes.len() < n {
-        bail!("--table: only {} routes could be generated", routes.len());
-    }
-    let mut f = tempfile::Builder::new()
-        .prefix("linerate-churn-table")
-        .tempfile()?;
-    {
-        let mut w = std::io::BufWriter::new(&mut f);
-        for p in &routes {
-            writeln!(w, "route add {p} via {gateway} dev {oif} proto static")?;
-        }
-    }
-    let r = cmd::ip(Some(netns), &["-batch", &f.path().display().to_string()]);
-    r.map(drop).context("installing the table")
 }
 
 fn prefix(i: usize) -> Ipv4Addr {
@@ -465,7 +442,14 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
     // The full table, then the router starting on it.
     let slab0 = slab_kb()?;
     if o.table > 0 {
-        install_table(&ns.dut, o.table, addr::RECV_V4, &ifs.dut_out)?;
+        install_table(
+            &ns.dut,
+            o.table,
+            254,
+            addr::RECV_V4,
+            &ifs.dut_out,
+            &[(0xC612_0000, 15), (FIRST_PREFIX, 4)],
+        )?;
     }
     let table_fib_kb = kernel_fib_kb(&ns.dut)?;
     let slab1 = slab_kb()?;
@@ -646,16 +630,13 @@ impl std::fmt::Display for Phase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{:<8} {} routes in {:.2} s ({:.0} routes/s): fast path lag median {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} samples{})",
+            "{:<8} {} routes in {:.2} s ({:.0} routes/s): fast path {}",
             self.kind,
             self.routes,
             self.seconds,
             self.rate,
-            self.lag_ms.median,
-            self.lag_ms.p99,
-            self.lag_ms.max,
-            self.samples,
-            if self.never > 0 { format!(", {} never followed", self.never) } else { String::new() }
+            self.lag_ms
+                .said(self.samples, &[(self.never, "never followed")])
         )
     }
 }

@@ -23,7 +23,7 @@
 //! interface's tables as a list) and `from` (`from 198.18.0.0/16 lookup
 //! 100`: the rule program).
 use crate::follow::{
-    frame_to, kernel_fib_kb, lab_with_fixed_receiver, resident_kb, Lag, RouterThread,
+    frame_to, install_table, kernel_fib_kb, lab_with_fixed_receiver, resident_kb, Lag, RouterThread,
 };
 use anyhow::{anyhow, bail, Context, Result};
 use linerate_bpf::loader;
@@ -51,6 +51,8 @@ const GIVE_UP: Duration = Duration::from_secs(10);
 /// The rule's priority, and the tenant table it looks up.
 const PRIORITY: u32 = 100;
 const TABLE: u32 = 100;
+/// The lab's prefixes (198.18.0.0/15), kept out of the generated tables.
+const LAB: &[(u32, u8)] = &[(0xC612_0000, 15)];
 
 /// Which rule the changes add and delete.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -125,31 +127,6 @@ pub struct Report {
     pub add: Phase,
     pub delete: Phase,
     pub lag_ms: Lag,
-}
-
-/// Routes of an Internet table's length mix into `table` of `netns`, via
-/// the receiver (none inside the lab's prefixes).
-fn install_table(netns: &str, n: usize, table: u32, oif: &str) -> Result<()> {
-    use std::io::Write;
-    let routes = linerate_fib::synthetic::ipv4_routable(n, 2544, &[(0xC612_0000, 15)]);
-    if routes.len() < n {
-        bail!("--table: only {} routes could be generated", routes.len());
-    }
-    let mut f = tempfile::Builder::new()
-        .prefix("linerate-rule-churn-table")
-        .tempfile()?;
-    {
-        let mut w = std::io::BufWriter::new(&mut f);
-        for p in &routes {
-            writeln!(
-                w,
-                "route add {p} via {} dev {oif} table {table} proto static",
-                addr::RECV_V4
-            )?;
-        }
-    }
-    let r = cmd::ip(Some(netns), &["-batch", &f.path().display().to_string()]);
-    r.map(drop).context("installing the table")
 }
 
 /// The churned rule, added or deleted, as an rtnetlink request.
@@ -327,18 +304,25 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&str)) -> Result<
         ])?;
         if o.table > 0 {
             say(&format!("installing {} routes in main", o.table));
-            install_table(&dut, o.table, 254, &ifs.dut_out)?;
+            install_table(&dut, o.table, 254, addr::RECV_V4, &ifs.dut_out, LAB)?;
         }
         if o.table > 0 && (o.tenants > 0 || o.cold) {
             say(&format!("installing {} routes in table 100", o.table));
-            install_table(&dut, o.table, TABLE, &ifs.dut_out)?;
+            install_table(&dut, o.table, TABLE, addr::RECV_V4, &ifs.dut_out, LAB)?;
         }
         // The other tenants' tables, each looked up by a rule the lab's
         // traffic never matches.
         for t in 1..o.tenants {
             let id = (TABLE + t as u32).to_string();
             say(&format!("installing {} routes in table {id}", o.table));
-            install_table(&dut, o.table, TABLE + t as u32, &ifs.dut_out)?;
+            install_table(
+                &dut,
+                o.table,
+                TABLE + t as u32,
+                addr::RECV_V4,
+                &ifs.dut_out,
+                LAB,
+            )?;
             let pref = (PRIORITY + 10 + t as u32).to_string();
             ip(&[
                 "rule",
@@ -425,24 +409,15 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&str)) -> Result<
 
 impl std::fmt::Display for Phase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let notes = [
+            (self.never, "never followed"),
+            (self.flapped, "flapped back"),
+        ];
         write!(
             f,
-            "{:<6} fast path lag median {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} samples{}{})",
+            "{:<6} fast path {}",
             self.kind,
-            self.lag_ms.median,
-            self.lag_ms.p99,
-            self.lag_ms.max,
-            self.samples,
-            if self.never > 0 {
-                format!(", {} never followed", self.never)
-            } else {
-                String::new()
-            },
-            if self.flapped > 0 {
-                format!(", {} flapped back", self.flapped)
-            } else {
-                String::new()
-            }
+            self.lag_ms.said(self.samples, &notes)
         )
     }
 }

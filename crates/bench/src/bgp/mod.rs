@@ -581,24 +581,11 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
 
 impl std::fmt::Display for Followed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "lag median {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} samples{}{})",
-            self.lag_ms.median,
-            self.lag_ms.p99,
-            self.lag_ms.max,
-            self.samples,
-            if self.never > 0 {
-                format!(", {} never followed", self.never)
-            } else {
-                String::new()
-            },
-            if self.unheard > 0 {
-                format!(", {} never changed in the kernel", self.unheard)
-            } else {
-                String::new()
-            },
-        )
+        let notes = [
+            (self.never, "never followed"),
+            (self.unheard, "never changed in the kernel"),
+        ];
+        write!(f, "{}", self.lag_ms.said(self.samples, &notes))
     }
 }
 

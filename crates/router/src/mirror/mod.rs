@@ -430,6 +430,10 @@ impl<D: Dataplane> Mirror<D> {
 
     fn push_all_ingress(&mut self) -> Result<()> {
         self.place_tables()?;
+        self.write_all_ingress()
+    }
+
+    fn write_all_ingress(&mut self) -> Result<()> {
         let all: Vec<u32> = self.ingress.keys().copied().collect();
         all.into_iter().try_for_each(|i| self.write_ingress(i))
     }
@@ -483,13 +487,14 @@ impl<D: Dataplane> Mirror<D> {
 
     /// Gives the views the rules now look up their FIBs, filled from
     /// their tables' routes, and empties those no rule looks up any more;
-    /// then writes the rule programs that changed.
-    fn place_tables(&mut self) -> Result<()> {
-        self.place_family::<u32>()?;
-        self.place_family::<u128>()
+    /// then writes the rule programs that changed. Whether one did: the
+    /// interfaces' entries must then all be written again, to name it.
+    fn place_tables(&mut self) -> Result<bool> {
+        let v4 = self.place_family::<u32>()?;
+        Ok(self.place_family::<u128>()? || v4)
     }
 
-    fn place_family<K: PerFamily>(&mut self) -> Result<()> {
+    fn place_family<K: PerFamily>(&mut self) -> Result<bool> {
         let ipv6 = K::BITS == 128;
         let (wanted, program) = self.wanted_views(ipv6);
         let (gone, added) = K::of_mut(&mut self.families).others.place(&wanted);
@@ -511,10 +516,10 @@ impl<D: Dataplane> Mirror<D> {
         self.write_program::<K>(program.unwrap_or_default())
     }
 
-    /// Writes the family's rule program if it changed: to the bank no
-    /// interface names; the interfaces' words name it once they are
-    /// written again (write_ingress), and the old bank is left alone.
-    fn write_program<K: PerFamily>(&mut self, compiled: Vec<Compiled>) -> Result<()> {
+    /// Writes the family's rule program if it changed (and says so): to
+    /// the bank no interface names; the interfaces' words name it once they
+    /// are written again (write_ingress), and the old bank is left alone.
+    fn write_program<K: PerFamily>(&mut self, compiled: Vec<Compiled>) -> Result<bool> {
         let ipv6 = K::BITS == 128;
         let others = &K::of(&self.families).others;
         let root = |v: View| {
@@ -527,7 +532,7 @@ impl<D: Dataplane> Mirror<D> {
         let written = linerate_dataplane::rules::encode(&compiled, K::BITS, root);
         let p = &self.programs[ipv6 as usize];
         if p.index.is_some() && p.written == written {
-            return Ok(());
+            return Ok(false);
         }
         let bank = match p.index {
             Some(i) => (i % 2) ^ 1,
@@ -540,9 +545,7 @@ impl<D: Dataplane> Mirror<D> {
             compiled,
             written,
         };
-        // Every interface walking it names the new one.
-        let all: Vec<u32> = self.ingress.keys().copied().collect();
-        all.into_iter().try_for_each(|i| self.write_ingress(i))
+        Ok(true)
     }
 
     /// A forwarding or rp_filter setting: the router's interfaces it
@@ -560,7 +563,9 @@ impl<D: Dataplane> Mirror<D> {
     /// forwards otherwise are marked as routed by policy).
     fn push_ingress(&mut self, ifindex: u32) -> Result<()> {
         // (A rename or a new master changes the tables the rules give.)
-        self.place_tables()?;
+        if self.place_tables()? {
+            return self.write_all_ingress();
+        }
         self.write_ingress(ifindex)
     }
 
