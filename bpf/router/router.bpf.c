@@ -244,116 +244,159 @@ __attribute__((noinline)) int fib6_walk_tables(__u64 tables, __u64 hi, __u64 lo_
 	return 0;
 }
 
-/* A transit packet as the policy rules see it (the kernel's flow for a
- * forwarded packet): addresses as 128-bit words in host order (IPv4 in the
- * low word), the destination's low word also as it lies in the packet,
- * the ingress, tos or traffic class, protocol and ports (0 for protocols
- * without ports, as the kernel's flow dissector leaves them). */
-struct rule_key {
-	__u64 src[2];
-	__u64 dst[2];
-	__u64 dst_lo_be;
-	__u32 iif;
-	__u8  tos;
-	__u8  proto;
-	__u16 sport;
-	__u16 dport;
-	__u16 pad[3];
-};
-
-/* Whether step `r` matches the packet, as fib_rule_match and the family's
- * match decide: every selector it has, then inverted with `not`. (`v6` a
- * constant: IPv4's prefixes are in the low words alone.) */
-static __always_inline int rule_matches(const struct policy_rule *r, const struct rule_key *k,
-					const int v6)
+/* The meta word of a rule key (abi/router.h, RULE_KEY4_WORDS). */
+static __always_inline __u64 rule_meta(__u32 iif, __u8 tos, __u8 proto)
 {
-	__u8 f = r->flags;
-	__u64 off = ((k->src[1] ^ r->src[1]) & r->src_mask[1]) |
-		    ((k->dst[1] ^ r->dst[1]) & r->dst_mask[1]);
-
-	if (v6)
-		off |= ((k->src[0] ^ r->src[0]) & r->src_mask[0]) |
-		       ((k->dst[0] ^ r->dst[0]) & r->dst_mask[0]);
-	int m = !off;
-	if (f & ~RULE_INVERT)
-		m = m && (!(f & RULE_IIF) || r->iif == k->iif) &&
-		    (!(f & RULE_TOS) || (k->tos & r->tos_mask) == r->tos) &&
-		    (!(f & RULE_PROTO) || k->proto == r->proto) &&
-		    (!(f & RULE_SPORT) || (k->sport >= r->sport_lo && k->sport <= r->sport_hi)) &&
-		    (!(f & RULE_DPORT) || (k->dport >= r->dport_lo && k->dport <= r->dport_hi));
-	return (f & RULE_INVERT) ? !m : m;
+	return ((__u64)iif << 32) | ((__u32)tos << 8) | proto;
 }
 
-/* The next-hop id the family's rule program `program` gives the packet, as
- * fib_rules_lookup walks the rules: each step that matches looks its table
- * up (a miss or a throw route going on), jumps, or ends the walk (dropped:
- * POLICY_DROP; the kernel's to decide: POLICY_KERNEL); 0 when no step
- * routes it (the kernel answers). A goto only jumps forward (the kernel
- * refuses one to an earlier rule), so POLICY_RULES steps bound the walk. */
-static __always_inline __u32 policy_walk(const struct rule_key *k, __u32 program, const int v6)
-{
-	const struct policy_program *p = bpf_map_lookup_elem(&policy_rules, &program);
-	__u32 i = 0;
+/* An IPv6 packet's rule key, its destination's low word also as it lies
+ * in the packet (for the lookups), and its ports (source << 16 |
+ * destination). */
+struct rule_key6 {
+	__u64 word[RULE_KEY6_WORDS];
+	__u64 dst_lo_be;
+	__u32 ports;
+	__u32 pad;
+};
 
-	if (!p)
+/* Whether step `r`, its words `off` away from the packet's (0: all
+ * match), misses the packet, for a step with flags (fib_rule_match): the
+ * ports, then inverted with `not`. */
+static __always_inline int rule_misses(const struct policy_rule *r, __u64 off, __u32 ports)
+{
+	__u8 f = r->flags;
+	int m = !off;
+
+	if (f & RULE_PORTS) {
+		__u16 sp = ports >> 16, dp = ports;
+		m = m && sp >= r->sport_lo && sp <= r->sport_hi && dp >= r->dport_lo &&
+		    dp <= r->dport_hi;
+	}
+	return !(m ^ (f & RULE_INVERT));
+}
+
+/* How far the packet's words `w` are from step `r`'s (0: all match). */
+static __always_inline __u64 rule_off(const struct policy_rule *r, const __u64 *w, const int v6)
+{
+	__u64 off = ((w[0] ^ r->word[0].value) & r->word[0].mask) |
+		    ((w[1] ^ r->word[1].value) & r->word[1].mask);
+
+	if (v6)
+		off |= ((w[2] ^ r->word[2].value) & r->word[2].mask) |
+		       ((w[3] ^ r->word[3].value) & r->word[3].mask) |
+		       ((w[4] ^ r->word[4].value) & r->word[4].mask);
+	return off;
+}
+
+/* What a step that matched does: ends the walk (1, its outcome in *out:
+ * a next-hop id, POLICY_DROP, POLICY_KERNEL, 0 at the END) or lets it go
+ * on (0: a lookup that missed, or a goto, which sets *from to its
+ * target). IPv6 looks main up as the other tables, by the walk alone: its
+ * shortcut, inlined in every step, would not fit the stack beside the
+ * router's frame. */
+static __always_inline int policy_act(const struct policy_rule *r, const __u64 *w,
+				      __u64 dst_lo_be, const int v6, __u32 *from, __u32 *out)
+{
+	__u8 step = r->step;
+
+	if (step == RULE_GOTO) {
+		*from = r->next;
 		return 0;
-	for (int n = 0; n < POLICY_RULES; n++) {
-		if (i >= POLICY_RULES)
+	}
+	if (step == RULE_LOOKUP) {
+		__u64 root = (__u64)r->table_mib << 20;
+		__u32 nh = v6 ? fib6_lookup_at(root, w[2], dst_lo_be) :
+				fib4_lookup_at(root, (__u32)w[0]);
+
+		if (!nh || nh == NH_ID_THROW)
 			return 0;
+		*out = nh;
+	} else {
+		*out = step == RULE_END ? 0 : step == RULE_BLACKHOLE ? POLICY_DROP : POLICY_KERNEL;
+	}
+	return 1;
+}
+
+/* Whether step `r` misses the packet of words `w` and ports. Most steps
+ * have prefixes and a meta word alone: one compare. (The END matches
+ * every packet: its words are zero.) */
+static __always_inline int rule_missed(const struct policy_rule *r, const __u64 *w, __u32 ports,
+				       const int v6)
+{
+	__u64 off = rule_off(r, w, v6);
+
+	if (r->flags)
+		off = rule_misses(r, off, ports);
+	return off != 0;
+}
+
+/* The next-hop id the family's rule program `p` gives the packet of key
+ * words `w` and ports, as fib_rules_lookup walks the rules: each step that
+ * matches looks its table up (a miss or a throw route going on), jumps,
+ * or ends the walk (dropped: POLICY_DROP; the kernel's to decide:
+ * POLICY_KERNEL); 0 when no step routes it (the kernel answers). A goto
+ * only jumps forward (the kernel refuses one to an earlier rule): the
+ * steps before its target are skipped by one compare each. Unrolled, each
+ * step's loads at a constant offset and no index to bound: a step that
+ * does not match costs a third of what it did in a loop (bench fastpath
+ * --rule-steps). */
+static __always_inline __u32 policy_walk(const struct policy_program *p, const __u64 *w,
+					 __u32 ports, __u64 dst_lo_be, const int v6)
+{
+	__u32 from = 0, out = 0;
+
+#pragma unroll
+	for (int i = 0; i < POLICY_RULES; i++) {
 		const struct policy_rule *r = &p->step[i];
 
-		if (r->step == RULE_END)
-			return 0;
-		if (!rule_matches(r, k, v6)) {
-			i++;
+		if (i < from || rule_missed(r, w, ports, v6))
 			continue;
-		}
-		if (r->step == RULE_GOTO) {
-			i = r->next;
-			continue;
-		}
-		if (r->step == RULE_BLACKHOLE)
-			return POLICY_DROP;
-		if (r->step != RULE_LOOKUP)
-			return POLICY_KERNEL;
-		__u64 root = (__u64)r->table_mib << 20;
-		__u32 nh;
-		if (v6)
-			nh = root == FIB6_ROOT_OFF ? fib6_lookup(k->dst[0], k->dst_lo_be) :
-						     fib6_lookup_at(root, k->dst[0], k->dst_lo_be);
-		else
-			nh = fib4_lookup_at(root, (__u32)k->dst[1]);
-		if (nh && nh != NH_ID_THROW)
-			return nh;
-		i++;
+		if (policy_act(r, w, dst_lo_be, v6, &from, &out))
+			return out;
 	}
 	return 0;
 }
 
-/* Verified once each (global), as the table walks. */
-__attribute__((noinline)) int policy_walk4(const struct rule_key *k, __u32 program)
+/* Verified once each (global), as the table walks; the program looked up
+ * by the caller, so that no call inside keeps the key out of registers
+ * (IPv4's: its two words). */
+__attribute__((noinline)) int policy_walk4(const struct policy_program *p, __u64 addrs,
+					   __u64 meta, __u32 ports)
 {
-	if (!k)
+	__u64 w[RULE_KEY4_WORDS] = { addrs, meta };
+
+	if (!p)
 		return 0;
-	return (int)policy_walk(k, program, 0);
+	return (int)policy_walk(p, w, ports, 0, 0);
 }
 
-__attribute__((noinline)) int policy_walk6(const struct rule_key *k, __u32 program)
+__attribute__((noinline)) int policy_walk6(const struct policy_program *p,
+					   const struct rule_key6 *k)
 {
-	if (!k)
+	if (!p || !k)
 		return 0;
-	return (int)policy_walk(k, program, 1);
+	return (int)policy_walk(p, k->word, k->ports, k->dst_lo_be, 1);
+}
+
+/* The family's rule program the interface's word names. */
+static __always_inline const struct policy_program *policy_program_of(__u64 tables)
+{
+	__u32 program = (tables >> 16) & 0xffff;
+
+	return bpf_map_lookup_elem(&policy_rules, &program);
 }
 
 /* The ports the kernel's flow dissector reads for protocol `proto` from
  * its header at `l4` (the protocols whose first four bytes are ports, and
- * AH's SPI), 0 for the others; -1 if the header is cut short (the kernel
- * decides). */
-static __always_inline int rule_ports(struct rule_key *k, const __u8 *l4, const void *data_end)
+ * AH's SPI) into *ports (source << 16 | destination), 0 for the others;
+ * -1 if the header is cut short (the kernel decides). */
+static __always_inline int rule_ports(__u8 proto, const __u8 *l4, const void *data_end,
+				      __u32 *ports)
 {
 	int off;
 
-	switch (k->proto) {
+	switch (proto) {
 	case IPPROTO_TCP:
 	case IPPROTO_UDP:
 	case IPPROTO_DCCP:
@@ -366,13 +409,13 @@ static __always_inline int rule_ports(struct rule_key *k, const __u8 *l4, const 
 		off = 4;
 		break;
 	default:
+		*ports = 0;
 		return 0;
 	}
-	const __u16 *p = (const void *)(l4 + off);
-	if ((const void *)(p + 2) > data_end)
+	const __u32 *p = (const void *)(l4 + off);
+	if ((const void *)(p + 1) > data_end)
 		return -1;
-	k->sport = bpf_ntohs(p[0]);
-	k->dport = bpf_ntohs(p[1]);
+	*ports = bpf_ntohl(*p);
 	return 0;
 }
 
@@ -434,16 +477,14 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 	} else if ((tables & 0xffff) != FIB_TABLES_RULES) {
 		nh = fib4_walk_tables(tables, daddr);
 	} else {
-		struct rule_key k = {
-			.src = { 0, saddr },
-			.dst = { 0, daddr },
-			.iif = ctx->ingress_ifindex,
-			.tos = ip->tos,
-			.proto = ip->protocol,
-		};
-		if (rule_ports(&k, (const __u8 *)(ip + 1), data_end))
+		__u32 ports;
+		if (rule_ports(ip->protocol, (const __u8 *)(ip + 1), data_end, &ports))
 			return PASS(R_PASS_POLICY);
-		__u32 walked = (__u32)policy_walk4(&k, (tables >> 16) & 0xffff);
+		__u32 walked = (__u32)policy_walk4(policy_program_of(tables),
+						   ((__u64)saddr << 32) | daddr,
+						   rule_meta(ctx->ingress_ifindex, ip->tos,
+							     ip->protocol),
+						   ports);
 		r = policy_route(walked, walked == POLICY_DROP ? fib4_lookup(daddr) : 0, &nh);
 		if (r == R_DROP_BLACKHOLE)
 			return verdict(c, r, len, XDP_DROP);
@@ -544,17 +585,15 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 		if (fw_ipv6_ext(ip6->nexthdr))
 			return PASS(R_PASS_EXT_HDR);
 		__u8 *v = (__u8 *)ip6;
-		struct rule_key k = {
-			.src = { shi, fib6_low_bits(*(const __u64 *)&s[2]) },
-			.dst = { dhi, fib6_low_bits(dlo) },
+		struct rule_key6 k = {
+			.word = { shi, fib6_low_bits(*(const __u64 *)&s[2]), dhi, fib6_low_bits(dlo),
+				  rule_meta(ctx->ingress_ifindex, (v[0] << 4) | (v[1] >> 4),
+					    ip6->nexthdr) },
 			.dst_lo_be = dlo,
-			.iif = ctx->ingress_ifindex,
-			.tos = (v[0] << 4) | (v[1] >> 4),
-			.proto = ip6->nexthdr,
 		};
-		if (rule_ports(&k, (const __u8 *)(ip6 + 1), data_end))
+		if (rule_ports(ip6->nexthdr, (const __u8 *)(ip6 + 1), data_end, &k.ports))
 			return PASS(R_PASS_POLICY);
-		__u32 walked = (__u32)policy_walk6(&k, (tables >> 16) & 0xffff);
+		__u32 walked = (__u32)policy_walk6(policy_program_of(tables), &k);
 		r = policy_route(walked, walked == POLICY_DROP ? fib6_lookup(dhi, dlo) : 0, &nh);
 		if (r == R_DROP_BLACKHOLE)
 			return verdict(c, r, len, XDP_DROP);

@@ -178,38 +178,39 @@ enum rule_step {
 	RULE_KERNEL,    /* the kernel decides (unreachable, prohibit, what the fast path cannot) */
 };
 
-/* What a step matches on beside its prefixes (a zero mask: any). */
+/* What a step's flags add to its words. */
 #define RULE_INVERT 1
-#define RULE_IIF    2
-#define RULE_TOS    4
-#define RULE_PROTO  8
-#define RULE_SPORT  16
-#define RULE_DPORT  32
+#define RULE_PORTS  2 /* source and destination ports within their ranges */
+
+/* A rule key's word as a step matches it: the packet's word under `mask`
+ * is `value` (a zero mask: any). */
+struct rule_word {
+	__u64 value;
+	__u64 mask;
+};
+
+/* A transit packet as the rules see it (the kernel's flow for a forwarded
+ * packet), as 64-bit words in host order: IPv4 word 0 the source << 32 |
+ * the destination, word 1 the meta word; IPv6 words 0-1 the source, 2-3
+ * the destination, 4 the meta word. The meta word: the ingress ifindex
+ * << 32 | tos or traffic class << 8 | protocol (the one after IPv6's
+ * extension headers). One masked compare a word decides every selector
+ * but the ports: a prefix, an interface, the kernel's tos bits (IPv4's
+ * 0x1c under the legacy selector, IPv6's DSCP), a protocol. */
+#define RULE_KEY4_WORDS 2
+#define RULE_KEY6_WORDS 5
 
 struct policy_rule {
-	/* Source and destination prefixes as 128-bit words, host order, high
-	 * word first (IPv4: in the low word's low half). */
-	__u64 src[2];
-	__u64 src_mask[2];
-	__u64 dst[2];
-	__u64 dst_mask[2];
-	__u32 iif;
-	__u8  step;     /* enum rule_step */
-	__u8  flags;    /* RULE_* */
-	/* The tos (IPv4) or traffic class (IPv6) a packet has under
-	 * tos_mask: the kernel compares the legacy tos selector with
-	 * IPv4's 0x1c bits, IPv6's DSCP. */
-	__u8  tos;
-	__u8  tos_mask;
-	__u8  proto;
-	__u8  pad;
+	__u8  step;  /* enum rule_step */
+	__u8  flags; /* RULE_* */
 	__u16 table_mib;
-	__u16 next;
+	__u16 next; /* a goto's: the step it jumps to */
+	__u16 pad;
 	__u16 sport_lo;
 	__u16 sport_hi;
 	__u16 dport_lo;
 	__u16 dport_hi;
-	__u16 pad2;
+	struct rule_word word[RULE_KEY6_WORDS];
 };
 
 struct policy_program {

@@ -185,39 +185,42 @@ pub const RULE_LOOKUP: u8 = 1;
 pub const RULE_GOTO: u8 = 2;
 pub const RULE_BLACKHOLE: u8 = 3;
 pub const RULE_KERNEL: u8 = 4;
-/// What a step matches on beside its prefixes.
+/// What a step's flags add to its words: `not`, and the ports within
+/// their ranges.
 pub const RULE_INVERT: u8 = 1;
-pub const RULE_IIF: u8 = 2;
-pub const RULE_TOS: u8 = 4;
-pub const RULE_PROTO: u8 = 8;
-pub const RULE_SPORT: u8 = 16;
-pub const RULE_DPORT: u8 = 32;
+pub const RULE_PORTS: u8 = 2;
+/// The words of a family's rule key (`struct rule_word`, abi/router.h):
+/// IPv4 the source << 32 | the destination, then the meta word; IPv6 the
+/// source's two, the destination's two, the meta word. The meta word is
+/// the ingress ifindex << 32 | tos << 8 | protocol.
+pub const RULE_KEY4_WORDS: usize = 2;
+pub const RULE_KEY6_WORDS: usize = 5;
+
+/// A word of a rule key as a step matches it: the packet's word under
+/// `mask` is `value`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleWord {
+    pub value: u64,
+    pub mask: u64,
+}
 
 /// A step of a rule program (`struct policy_rule`): a policy rule with
 /// its selectors as the fast path matches them and what it does.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PolicyRule {
-    /// Prefixes as 128-bit words, host order, high word first (IPv4 in
-    /// the low word).
-    pub src: [u64; 2],
-    pub src_mask: [u64; 2],
-    pub dst: [u64; 2],
-    pub dst_mask: [u64; 2],
-    pub iif: u32,
     pub step: u8,
     pub flags: u8,
-    pub tos: u8,
-    pub tos_mask: u8,
-    pub proto: u8,
-    pub pad: u8,
     pub table_mib: u16,
+    /// A goto's: the step it jumps to.
     pub next: u16,
+    pub pad: u16,
     pub sport_lo: u16,
     pub sport_hi: u16,
     pub dport_lo: u16,
     pub dport_hi: u16,
-    pub pad2: u16,
+    pub word: [RuleWord; RULE_KEY6_WORDS],
 }
 /// The next-hop id of `throw` routes: a miss, the walk goes on.
 pub const NH_ID_THROW: u32 = 2;
@@ -571,6 +574,7 @@ impl RouterCounters {
 unsafe impl Pod for Nexthop {}
 unsafe impl Pod for Iface {}
 unsafe impl Pod for PolicyRule {}
+unsafe impl Pod for RuleWord {}
 unsafe impl Pod for NhGroup {}
 unsafe impl Pod for RouterCounters {}
 unsafe impl Pod for FwState {}
@@ -635,14 +639,9 @@ mod tests {
         assert_eq!(define("FIB_TABLES_RULES"), FIB_TABLES_RULES as u64);
         assert_eq!(define("POLICY_RULES"), POLICY_RULES as u64);
         assert_eq!(define("POLICY_PROGRAMS"), POLICY_PROGRAMS as u64);
-        for (name, v) in [
-            ("RULE_INVERT", RULE_INVERT),
-            ("RULE_IIF", RULE_IIF),
-            ("RULE_TOS", RULE_TOS),
-            ("RULE_PROTO", RULE_PROTO),
-            ("RULE_SPORT", RULE_SPORT),
-            ("RULE_DPORT", RULE_DPORT),
-        ] {
+        assert_eq!(define("RULE_KEY4_WORDS"), RULE_KEY4_WORDS as u64);
+        assert_eq!(define("RULE_KEY6_WORDS"), RULE_KEY6_WORDS as u64);
+        for (name, v) in [("RULE_INVERT", RULE_INVERT), ("RULE_PORTS", RULE_PORTS)] {
             assert_eq!(define(name), v as u64, "{name}");
         }
         assert_eq!(rules_of(rules_word(3)), Some(3));
@@ -688,24 +687,24 @@ mod tests {
             "policy_rule",
             size_of::<PolicyRule>(),
             vec![
-                ("src", offset_of!(PolicyRule, src)),
-                ("src_mask", offset_of!(PolicyRule, src_mask)),
-                ("dst", offset_of!(PolicyRule, dst)),
-                ("dst_mask", offset_of!(PolicyRule, dst_mask)),
-                ("iif", offset_of!(PolicyRule, iif)),
                 ("step", offset_of!(PolicyRule, step)),
                 ("flags", offset_of!(PolicyRule, flags)),
-                ("tos", offset_of!(PolicyRule, tos)),
-                ("tos_mask", offset_of!(PolicyRule, tos_mask)),
-                ("proto", offset_of!(PolicyRule, proto)),
-                ("pad", offset_of!(PolicyRule, pad)),
                 ("table_mib", offset_of!(PolicyRule, table_mib)),
                 ("next", offset_of!(PolicyRule, next)),
+                ("pad", offset_of!(PolicyRule, pad)),
                 ("sport_lo", offset_of!(PolicyRule, sport_lo)),
                 ("sport_hi", offset_of!(PolicyRule, sport_hi)),
                 ("dport_lo", offset_of!(PolicyRule, dport_lo)),
                 ("dport_hi", offset_of!(PolicyRule, dport_hi)),
-                ("pad2", offset_of!(PolicyRule, pad2)),
+                ("word", offset_of!(PolicyRule, word)),
+            ],
+        );
+        check(
+            "rule_word",
+            size_of::<RuleWord>(),
+            vec![
+                ("value", offset_of!(RuleWord, value)),
+                ("mask", offset_of!(RuleWord, mask)),
             ],
         );
         check(

@@ -520,7 +520,7 @@ impl Model {
         if let Some(program) = rules_of(tables) {
             let f = flow().ok_or((XdpAction::Pass, POLICY))?;
             let steps = &self.programs[program as usize];
-            return match rules::walk(steps, &f, |mib| at(mib).unwrap_or(0)) {
+            return match rules::walk(steps, &f, K::BITS, |mib| at(mib).unwrap_or(0)) {
                 POLICY_KERNEL => Err((XdpAction::Pass, POLICY)),
                 POLICY_DROP if fibs[0].lookup(addr) == NH_ID_KERNEL => {
                     Err((XdpAction::Pass, POLICY))

@@ -624,11 +624,7 @@ fn jumbo_frames_go_as_the_kernel_sends_them() {
 /// choosing it: to table 100's routes, to its throw route, TTL and hop
 /// limit 1, oversize, to the receiver, and to `more` (further
 /// destinations). What arrived each time, and the fast path's counters.
-fn through_table_100(
-    lab: &str,
-    rules: &[&str],
-    more: Vec<Vec<u8>>,
-) -> (Seen, Seen, Value) {
+fn through_table_100(lab: &str, rules: &[&str], more: Vec<Vec<u8>>) -> (Seen, Seen, Value) {
     assert!(linerate(&["lab", "up", "--name", lab]).status.success());
     let dut = format!("{lab}-dut");
     for ns in [dut.clone(), format!("{lab}-recv")] {
