@@ -204,7 +204,7 @@ mod tests {
         for case in 0..4_000 {
             let bits: u8 = if case % 2 == 0 { 32 } else { 128 };
             // Addresses from a few prefixes, so that selectors match often.
-            let mut addr = |next: &mut dyn FnMut(u64) -> u64| -> u128 {
+            let addr = |next: &mut dyn FnMut(u64) -> u64| -> u128 {
                 let base: u128 = [0x0a00_0000, 0xc612_0000, 0xc613_0000][next(3) as usize];
                 let a = base | next(1 << 16) as u128;
                 if bits == 32 {
