@@ -67,6 +67,58 @@ pub fn load_sized(
     })
 }
 
+/// The instructions the kernel's verifier processed to load each program
+/// of `object` (its "processed N insns"), the maps named in `sizes` sized
+/// as [`load_sized`] sizes them: how close a program is to the
+/// verifier's limit (1M), which one more feature must not cross. The
+/// object is loaded and dropped.
+pub fn verifier_processed(object: &[u8], sizes: &[(&str, u32)]) -> Result<Vec<(String, u64)>> {
+    use std::sync::Mutex;
+    // libbpf hands a program's log to its print callback, a plain fn:
+    // the lines it prints while this load runs land here.
+    static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    fn keep(_: libbpf_rs::PrintLevel, msg: String) {
+        LINES.lock().unwrap().push(msg);
+    }
+    let mut open = ObjectBuilder::default()
+        .open_memory(object)
+        .context("cannot open the BPF object")?;
+    for (name, entries) in sizes {
+        if let Some(mut m) = open.maps_mut().find(|m| m.name() == *name) {
+            m.set_max_entries(*entries)?;
+        }
+    }
+    // BPF_LOG_STATS: the verifier's statistics, not its trace.
+    for mut p in open.progs_mut() {
+        p.set_log_level(4);
+    }
+    LINES.lock().unwrap().clear();
+    let before = libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, keep)));
+    let loaded = open.load();
+    libbpf_rs::set_print(before);
+    loaded.context("cannot load the BPF object")?;
+    let lines = std::mem::take(&mut *LINES.lock().unwrap());
+    // "prog 'NAME': -- BEGIN PROG LOAD LOG --", then "processed N insns".
+    let mut out = Vec::new();
+    let mut prog = None;
+    for line in lines.iter().flat_map(|m| m.lines()) {
+        if let Some(rest) = line
+            .strip_prefix("libbpf: prog '")
+            .or(line.strip_prefix("prog '"))
+        {
+            prog = rest.split('\'').next().map(str::to_string);
+        }
+        if let Some(n) = line
+            .strip_prefix("processed ")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+        {
+            out.push((prog.clone().unwrap_or_default(), n));
+        }
+    }
+    Ok(out)
+}
+
 /// Where the XDP program runs: the driver's hook (native; veth has one) or
 /// the generic hook after skb allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
