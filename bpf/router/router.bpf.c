@@ -263,7 +263,8 @@ struct rule_key6 {
 /* Whether step `r`, its words `off` away from the packet's (0: all
  * match), misses the packet, for a step with flags (fib_rule_match): the
  * ports, then inverted with `not`. */
-static __always_inline int rule_misses(const struct policy_rule *r, __u64 off, __u32 ports)
+static __always_inline int rule_misses_by_flags(const struct policy_rule *r, __u64 off,
+						__u32 ports)
 {
 	__u8 f = r->flags;
 	int m = !off;
@@ -327,7 +328,7 @@ static __always_inline int rule_missed(const struct policy_rule *r, const __u64 
 	__u64 off = rule_off(r, w, v6);
 
 	if (r->flags)
-		off = rule_misses(r, off, ports);
+		off = rule_misses_by_flags(r, off, ports);
 	return off != 0;
 }
 
