@@ -138,32 +138,14 @@ static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingres
 	return R_FORWARDED;
 }
 
-/* Whether `saddr` (host order) may be one of the router's own addresses. */
+/* Whether `saddr` (host order) may be one of the router's own addresses
+ * or one of its networks' broadcast addresses. */
 static __always_inline int local_source(__u32 saddr)
 {
 	__u32 bit = local_src_bit(saddr), word = bit >> 6;
 	__u64 *w = bpf_map_lookup_elem(&local_src4, &word);
 
 	return w && (*w >> (bit & 63)) & 1;
-}
-
-/* Reverse path filtering, as the kernel's fib_validate_source decides it,
- * where the fast path can tell: the source's route goes through a resolved
- * gateway (for strict filtering, on the interface the frame came in on).
- * No route, a connected, local, blackhole or ECMP route: the kernel
- * judges (it drops what fails). */
-static __always_inline int rpf_ok(__u32 saddr, __u32 ingress, __u16 ifflags)
-{
-	__u32 nh = fib4_lookup(saddr);
-	struct nexthop *n;
-
-	if (!nh)
-		return 0;
-	n = bpf_map_lookup_elem(&nexthops, &nh);
-	if (!n || (n->flags & (NH_VALID | NH_RESOLVED | NH_KERNEL | NH_GROUP)) !=
-			  (NH_VALID | NH_RESOLVED))
-		return 0;
-	return !(ifflags & IFACE_RPF_STRICT) || n->ifindex == ingress;
 }
 
 /* Makes the frame what the egress should see: the Ethernet header and the
@@ -434,6 +416,49 @@ static __always_inline enum reason policy_route(__u32 walked, __u32 main_nh, __u
 	return R_FORWARDED;
 }
 
+/* Reverse path filtering, as the kernel's fib_validate_source decides it,
+ * where the fast path can tell. The kernel looks the source up as if the
+ * packet came back: source and destination swapped, ports swapped, from
+ * the forward route's egress (__mkroute_input gives its output interface
+ * as the lookup's input), by the rules as they stand for packets from
+ * there: the egress's entry's word (main's table alone, a list of tables,
+ * or the rule program). The source's route must go through a resolved
+ * gateway (for strict filtering, on the interface the frame came in on).
+ * No route, a connected, local, blackhole or ECMP route, a rule the
+ * kernel decides, an egress without a word: the kernel judges (it drops
+ * what fails). */
+static __always_inline int rpf_ok(const struct iphdr *ip, const void *data_end, __u32 ingress,
+				  __u32 egress, __u16 ifflags)
+{
+	__u32 slot = egress < ROUTER_IFACES ? egress : 0;
+	struct iface *out = bpf_map_lookup_elem(&ifaces, &slot);
+	__u32 saddr = bpf_ntohl(ip->saddr), nh;
+
+	if (!out || out->ifindex != egress)
+		return 0;
+	__u64 tables = out->tables4;
+	if (tables == FIB_TABLES_MAIN4) {
+		nh = fib4_lookup(saddr);
+	} else if ((tables & 0xffff) != FIB_TABLES_RULES) {
+		nh = fib4_walk_tables(tables, saddr);
+	} else {
+		__u32 ports;
+		if (rule_ports(ip->protocol, (const __u8 *)(ip + 1), data_end, &ports))
+			return 0;
+		nh = (__u32)policy_walk4(policy_program_of(tables),
+					 ((__u64)bpf_ntohl(ip->daddr) << 32) | saddr,
+					 rule_meta(egress, ip->tos, ip->protocol),
+					 (ports << 16) | (ports >> 16));
+	}
+	if (!nh || nh >= POLICY_KERNEL)
+		return 0;
+	struct nexthop *n = bpf_map_lookup_elem(&nexthops, &nh);
+	if (!n || (n->flags & (NH_VALID | NH_RESOLVED | NH_KERNEL | NH_GROUP)) !=
+			  (NH_VALID | NH_RESOLVED))
+		return 0;
+	return !(ifflags & IFACE_RPF_STRICT) || n->ifindex == ingress;
+}
+
 static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 					struct router_counters *c, __u64 len, __u64 linear,
 					__u16 ifflags, __u64 tables, const int multibuf)
@@ -496,7 +521,7 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	if ((ifflags & (IFACE_RPF_STRICT | IFACE_RPF_LOOSE)) &&
-	    !rpf_ok(saddr, ctx->ingress_ifindex, ifflags))
+	    !rpf_ok(ip, data_end, ctx->ingress_ifindex, n->ifindex, ifflags))
 		return PASS(R_PASS_RP_FILTER);
 	struct fw_hit hit = { .n = 0 };
 	if (ifflags & IFACE_FIREWALL4) {

@@ -99,7 +99,9 @@ struct iface {
 	 * family from here is looked up in, in order (the kernel's policy
 	 * rules walked for it: crates/netlink/src/policy.rs), each as the
 	 * arena offset of its FIB's root in MiB, four to a word from the low
-	 * bits, FIB_TABLES_END after the last. */
+	 * bits, FIB_TABLES_END after the last. IPv4's is written whatever the
+	 * flag: the reverse path filter walks the egress's
+	 * (FIB_TABLES_MAIN4). */
 	__u64 tables4;
 	__u64 tables6;
 };
@@ -154,6 +156,12 @@ struct iface {
  * the family's rule program (policy_rules), the entry the word's second
  * 16 bits give, not a list of tables. */
 #define FIB_TABLES_RULES 0xfffe
+/* The IPv4 word of an interface whose packets main's table alone routes
+ * (its root, MiB 0, the one table): the forward lookup does not read it
+ * (IFACE_TABLES4 unset), the reverse path filter walks it for packets
+ * leaving there. A word that starts with FIB_TABLES_END: the kernel
+ * routes them. */
+#define FIB_TABLES_MAIN4 0xffffffffffff0000ull
 /* The next hop a `throw` route has: a miss in its table, the walk goes on
  * to the next (with main's alone, the kernel's: its entry is not valid). */
 #define NH_ID_THROW 2

@@ -161,6 +161,10 @@ pub const FIB_TABLES_END: u16 = 0xffff;
 /// The first table of a word that names a rule program instead
 /// ([`rules_word`]).
 pub const FIB_TABLES_RULES: u16 = 0xfffe;
+/// The IPv4 word of an interface whose packets main's table alone routes
+/// (its root, MiB 0): the reverse path filter walks it for packets that
+/// leave there; the forward lookup does not read it.
+pub const FIB_TABLES_MAIN4: u64 = 0xffff_ffff_ffff_0000;
 /// The next hop of what goes to the kernel.
 pub const NH_ID_KERNEL: u32 = 1;
 
@@ -625,6 +629,7 @@ mod tests {
                 .find(|l| l.starts_with(&format!("#define {name} ")))
                 .unwrap_or_else(|| panic!("#define {name}"));
             let v = line.split_whitespace().nth(2).unwrap();
+            let v = v.trim_end_matches("ull");
             match v.strip_prefix("0x") {
                 Some(x) => u64::from_str_radix(x, 16).unwrap(),
                 None => v.parse().unwrap(),
@@ -637,6 +642,9 @@ mod tests {
         assert_eq!(define("NH_ID_THROW"), NH_ID_THROW as u64);
         assert_eq!(define("NH_ID_KERNEL"), NH_ID_KERNEL as u64);
         assert_eq!(define("FIB_TABLES_RULES"), FIB_TABLES_RULES as u64);
+        assert_eq!(define("FIB_TABLES_MAIN4"), FIB_TABLES_MAIN4);
+        let main4 = linerate_bpf::fib_arena::root_mib(linerate_bpf::fib_arena::FIB4);
+        assert_eq!(tables_word(&[main4]), FIB_TABLES_MAIN4);
         assert_eq!(define("POLICY_RULES"), POLICY_RULES as u64);
         assert_eq!(define("POLICY_PROGRAMS"), POLICY_PROGRAMS as u64);
         assert_eq!(define("RULE_KEY4_WORDS"), RULE_KEY4_WORDS as u64);

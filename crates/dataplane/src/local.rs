@@ -1,6 +1,9 @@
-//! The router's own IPv4 addresses as the fast path's bit set
-//! (`local_src4` in bpf/include/router/maps.h): a frame from one of them is
-//! a martian source, which the kernel drops, so the fast path passes it.
+//! The router's own IPv4 addresses, and its networks' broadcast
+//! addresses, as the fast path's bit set (`local_src4` in
+//! bpf/include/router/maps.h): a frame from one of them is a martian
+//! source, which the kernel drops (a broadcast source, where it looks
+//! sources up: reverse path filtering, policy rules), so the fast path
+//! passes it.
 use std::collections::BTreeSet;
 
 /// Words of 64 bits: 2^16 bits.

@@ -296,8 +296,18 @@ impl Model {
             Ok(n) => n,
             Err(r) => return pass(r),
         };
+        let back = || {
+            flow().map(|f| Flow {
+                iif: n.1.ifindex,
+                src: f.dst,
+                dst: f.src,
+                sport: f.dport,
+                dport: f.sport,
+                ..f
+            })
+        };
         if ifflags & (IFACE_RPF_STRICT | IFACE_RPF_LOOSE) != 0
-            && !self.rpf_ok(saddr, ingress, ifflags)
+            && !self.rpf_ok(saddr, back, ingress, n.1.ifindex, ifflags)
         {
             return pass(RP_FILTER);
         }
@@ -540,11 +550,20 @@ impl Model {
         Ok(0)
     }
 
-    fn rpf_ok(&self, saddr: u32, ingress: u32, ifflags: u16) -> bool {
-        let nh = self.fib4[0].lookup(saddr);
-        if nh == 0 || nh >= ROUTER_NEXTHOPS {
+    /// Reverse path filtering where the fast path can tell (rpf_ok): the
+    /// source looked up as the packet coming back (`back`: from the
+    /// forward route's egress, addresses and ports swapped) by the
+    /// egress's word, and its route through a resolved gateway (strict:
+    /// on the ingress).
+    fn rpf_ok(&self, saddr: u32, back: impl FnOnce() -> Option<Flow>, ingress: u32, egress: u32, ifflags: u16) -> bool {
+        let slot = if egress < ROUTER_IFACES { egress } else { 0 };
+        let Some(out) = self.ifaces.get(&slot).filter(|o| o.ifindex == egress) else {
             return false;
-        }
+        };
+        let nh = match self.route(&self.fib4, true, out.tables4, saddr, back) {
+            Ok(nh) if nh != 0 && nh < ROUTER_NEXTHOPS => nh,
+            _ => return false,
+        };
         let n = self.nexthop(nh);
         let kinds = NH_VALID | NH_RESOLVED | NH_KERNEL | NH_GROUP;
         if n.flags & kinds != NH_VALID | NH_RESOLVED {

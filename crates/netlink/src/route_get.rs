@@ -17,6 +17,7 @@ const RTA_OIF: u16 = 4;
 const RTA_GATEWAY: u16 = 5;
 const RTA_TABLE: u16 = 15;
 const RTA_VIA: u16 = 18;
+const RTA_UID: u16 = 25;
 const RTA_IP_PROTO: u16 = 27;
 const RTA_SPORT: u16 = 28;
 const RTA_DPORT: u16 = 29;
@@ -81,6 +82,10 @@ impl RouteGet {
         body.extend(wire::attribute(RTA_DST, &bytes(q.dst)));
         body.extend(wire::attribute(RTA_SRC, &bytes(q.src)));
         body.extend(wire::attribute(RTA_IIF, &q.iif.to_ne_bytes()));
+        // A forwarded packet's uid is 0 (the rules' uidrange sees it);
+        // without this, IPv6's lookup with an input interface takes an
+        // invalid uid, which no uid range holds (inet6_rtm_getroute).
+        body.extend(wire::attribute(RTA_UID, &0u32.to_ne_bytes()));
         if q.proto != 0 {
             body.extend(wire::attribute(RTA_IP_PROTO, &[q.proto]));
             body.extend(wire::attribute(RTA_SPORT, &q.sport.to_be_bytes()));

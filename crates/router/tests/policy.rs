@@ -666,7 +666,7 @@ fn random_rules_and_packets_are_routed_as_the_kernel_walks_them() {
     let sh = |args: &[&str]| sh(&ns, args);
     let sides = [Side { ipv6: false }, Side { ipv6: true }];
     const GW_MACS: [[u8; 6]; 3] = [[2, 0, 0, 0, 0, 6], [2, 0, 0, 0, 0, 7], [2, 0, 0, 0, 0, 8]];
-    const ROUTES: [&str; 11] = [
+    const ROUTES: [&str; 14] = [
         "P(198.51.0.0/16) via G0 dev m1 table 100",
         "P(198.51.100.0/25) via G1 dev m1 table 101",
         "throw P(198.51.100.128/25) table 101",
@@ -678,6 +678,11 @@ fn random_rules_and_packets_are_routed_as_the_kernel_walks_them() {
         "P(198.51.0.0/16) via G1 dev m1",
         "P(10.0.0.0/8) via G2 dev m0",
         "prohibit P(198.51.102.0/24)",
+        // The sources', for reverse path filtering: back through m0 by
+        // main, through m1 by table 101, through m0 by table 100.
+        "P(198.18.0.0/16) via G2 dev m0",
+        "P(198.18.0.0/17) via G1 dev m1 table 101",
+        "P(198.18.128.0/17) via G2 dev m0 table 100",
     ];
     for side in &sides {
         let fam = if side.ipv6 { "-6" } else { "-4" };
@@ -753,6 +758,9 @@ fn random_rules_and_packets_are_routed_as_the_kernel_walks_them() {
     let mut count = |what: String| *tally.entry(what).or_default() += 1;
     let (mut sent, mut kernel_forwarded, mut fast_forwarded) = (0u64, 0u64, 0u64);
     for set in 0..10 {
+        // IPv4's reverse path filtering: off, strict, loose in turn.
+        let rp = set % 3;
+        sysctl(&ns, &format!("net.ipv4.conf.all.rp_filter={rp}"));
         for side in &sides {
             let fam = if side.ipv6 { "-6" } else { "-4" };
             let mut prios: Vec<u32> = (0..10).map(|_| rng.gen_range(10..300)).collect();
@@ -846,7 +854,7 @@ fn random_rules_and_packets_are_routed_as_the_kernel_walks_them() {
                     })
                     .unwrap();
                 let what = format!(
-                    "set {set}, rules {added:?}: {} -> {} from {}, tos {tos:#x}, ports {sport}-{dport}: the kernel's {kernel:?}",
+                    "set {set} (rp_filter {rp}), rules {added:?}: {} -> {} from {}, tos {tos:#x}, ports {sport}-{dport}: the kernel's {kernel:?}",
                     side.addr(src),
                     side.addr(dst),
                     if from_m1 { "m1" } else { "m0" },
@@ -866,7 +874,8 @@ fn random_rules_and_packets_are_routed_as_the_kernel_walks_them() {
                     (XdpAction::Redirect, _, to) => {
                         fast_forwarded += 1;
                         assert_eq!(kernel_to, Some(to), "{what}");
-                        count("forwarded, as the kernel".into());
+                        let rp = if side.ipv6 { "IPv6".into() } else { format!("rp_filter {rp}") };
+                        count(format!("forwarded, as the kernel ({rp})"));
                     }
                     (XdpAction::Drop, reason, _) => {
                         assert_eq!(reason, "drop_blackhole", "{what}");
@@ -876,7 +885,9 @@ fn random_rules_and_packets_are_routed_as_the_kernel_walks_them() {
                     (_, reason, _) => {
                         let kernels = match kernel {
                             _ if kernel_to.is_some() => "forwards",
-                            Answer::Refused(libc::EINVAL) => "blackholes",
+                            Answer::Refused(libc::EINVAL) => {
+                                "refuses with EINVAL (a blackhole, a source refused)"
+                            }
                             Answer::Refused(_) => "refuses (unreachable, prohibit, no route)",
                             Answer::Route {
                                 kind: RTN_LOCAL, ..

@@ -304,12 +304,12 @@ fn a_slot_given_back_holds_nothing_of_its_old_table() {
 
 /// Rules with selectors on the packet are walked as the kernel walks them;
 /// the rules the fast path leaves to the kernel take only the packets that
-/// reach them; reverse path filtering checks sources by the rules of `lo`,
-/// which must be main's alone.
+/// reach them; reverse path filtering checks sources by the rules for
+/// packets from the egress.
 #[test]
 fn the_rules_are_walked_and_what_they_leave_goes_to_the_kernel() {
     let env = tenant_mirror("cannot");
-    let (mut m, m0, _m1) = (env.m, env.m0, env.m1);
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
     // A source selector first: the sources it holds take table 100, the
     // others main.
     m.set_rules(&rules(&[rule(false, 90, 100, None, 16)]))
@@ -347,25 +347,38 @@ fn the_rules_are_walked_and_what_they_leave_goes_to_the_kernel() {
         "{said:?}"
     );
 
-    // rp_filter on: a rule for `lo` changes the source check: the kernel's.
-    m.netconf(&Netconf {
+    // rp_filter on: the kernel looks the source up as the packet coming
+    // back, from the forward route's egress (t1), by the rules for
+    // packets from there; `lo`'s play no part.
+    let rp_filter = |mode| Netconf {
         ipv6: false,
         ifindex: m0 as i32,
         forwarding: None,
-        rp_filter: Some(2),
+        rp_filter: Some(mode),
         gone: false,
-    })
-    .unwrap();
+    };
+    m.netconf(&rp_filter(1)).unwrap();
     m.set_rules(&rules(&[rule(false, 90, 100, Some("t0"), 0)]))
         .unwrap();
     m.apply(&via(254, "198.18.0.0", 16, "198.18.0.254", m0))
         .unwrap();
     m.apply(&neighbour(m0, "198.18.0.254", MAC_OTHER)).unwrap();
+    m.apply(&via(100, "198.18.0.0", 16, "198.19.0.3", m1))
+        .unwrap();
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
-    m.set_rules(&rules(&[
-        rule(false, 90, 100, Some("t0"), 0),
-        rule(false, 91, 100, Some("lo"), 0),
-    ]))
-    .unwrap();
-    assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_policy"));
+    let back_by_100 = |from: &str| {
+        rules(&[
+            rule(false, 90, 100, Some("t0"), 0),
+            rule(false, 91, 100, Some(from), 0),
+        ])
+    };
+    m.set_rules(&back_by_100("lo")).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
+    // Back from t1 by table 100: the source's route leaves by t1, not t0,
+    // which strict filtering refuses (the kernel drops it) and loose
+    // filtering takes.
+    m.set_rules(&back_by_100("t1")).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_rp_filter"));
+    m.netconf(&rp_filter(2)).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
 }

@@ -140,8 +140,10 @@ pub struct RouteUpdate {
     pub prefix: Prefix,
     pub candidate: Candidate,
     pub gone: bool,
-    /// A local /32 of the local table: one of the router's own IPv4
-    /// addresses.
+    /// A local or broadcast /32 of the local table: one of the router's
+    /// own IPv4 addresses, or a broadcast address of its networks (a
+    /// source the kernel refuses whenever it checks sources by a lookup:
+    /// reverse path filtering, policy rules).
     pub local_address: Option<u32>,
 }
 
@@ -192,7 +194,9 @@ pub fn route(r: &RouteMessage, gone: bool) -> Option<RouteUpdate> {
                 Some(IpAddr::V4(v)) => u32::from(v),
                 _ => 0,
             };
-            let local = r.header.kind == RouteType::Local && len == 32 && table == TABLE_LOCAL;
+            let local = matches!(r.header.kind, RouteType::Local | RouteType::Broadcast)
+                && len == 32
+                && table == TABLE_LOCAL;
             (Prefix::V4(a.mask(len), len), local.then_some(a))
         }
         AddressFamily::Inet6 if len <= 128 => {

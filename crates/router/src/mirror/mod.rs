@@ -443,7 +443,7 @@ impl<D: Dataplane> Mirror<D> {
     /// (linerate_netlink::policy::Policy::walk), a list of tables when it
     /// is one, else the family's rule program.
     fn routing_of(&self, ifindex: u32, ipv6: bool) -> Routing {
-        if self.kernels_whatever_the_rules(ifindex, ipv6).is_some() {
+        if self.kernels_whatever_the_rules(ifindex).is_some() {
             return Routing::Kernel;
         }
         let name = self.names.get(&ifindex).map(String::as_str);
@@ -577,6 +577,9 @@ impl<D: Dataplane> Mirror<D> {
         // None: the kernel routes the family from here; Some(None): main's
         // table alone, the fast path's lookup without a walk.
         let words = [self.word(ifindex, false), self.word(ifindex, true)];
+        // (IPv4's main alone has a word too: the reverse path filter walks
+        // the egress's.)
+        let main4 = tables_word(&[FastPath::table_root_mib(false, 0)]);
         let xmit = self.xmit(ifindex);
         let context = ifaces::Context {
             routed: [words[0].is_some(), words[1].is_some()],
@@ -598,7 +601,11 @@ impl<D: Dataplane> Mirror<D> {
             ifindex,
             mac,
             flags,
-            tables4: words[0].flatten().unwrap_or_else(|| tables_word(&[])),
+            tables4: match words[0] {
+                Some(Some(w)) => w,
+                Some(None) => main4,
+                None => tables_word(&[]),
+            },
             tables6: words[1].flatten().unwrap_or_else(|| tables_word(&[])),
         };
         self.dp.set_interface(&ifc, xmit.redirect)
@@ -618,7 +625,7 @@ impl<D: Dataplane> Mirror<D> {
                 let key = format!("{family} from {shown}");
                 let line = match self.routing_of(i, ipv6) {
                     Routing::Main => continue,
-                    Routing::Kernel => match self.kernels_whatever_the_rules(i, ipv6) {
+                    Routing::Kernel => match self.kernels_whatever_the_rules(i) {
                         Some(why) => format!("{key}: the kernel's ({why})"),
                         None => format!("{key}: the kernel's (no rule looks a table up for it)"),
                     },
@@ -678,23 +685,17 @@ impl<D: Dataplane> Mirror<D> {
     }
 
     /// Why the kernel routes the family from interface `ifindex` whatever
-    /// the walk of its rules: the interface is enslaved, or (IPv4) reverse
-    /// path filtering is on there and the kernel checks sources by the
-    /// rules of `lo` (fib_validate_source), which are not main's alone, the
-    /// table the fast path checks sources in.
-    fn kernels_whatever_the_rules(&self, ifindex: u32, ipv6: bool) -> Option<String> {
-        if self.links.get(&ifindex).is_some_and(|l| l.enslaved) {
-            let shown = self
-                .names
-                .get(&ifindex)
-                .cloned()
-                .unwrap_or_else(|| ifindex.to_string());
-            return Some(format!("{shown} is a bridge's or a VRF's port"));
-        }
-        (!ipv6
-            && self.settings.rp_filter(ifindex) != 0
-            && !self.policy.main_only(false, Some("lo")))
-        .then(|| "reverse path filtering checks sources by rules that are not main's alone".into())
+    /// the walk of its rules: the interface is enslaved. (Reverse path
+    /// filtering walks the rules too: the fast path looks sources up by
+    /// the words of the egresses, bpf/router/router.bpf.c rpf_ok.)
+    fn kernels_whatever_the_rules(&self, ifindex: u32) -> Option<String> {
+        self.links.get(&ifindex).filter(|l| l.enslaved)?;
+        let shown = self
+            .names
+            .get(&ifindex)
+            .cloned()
+            .unwrap_or_else(|| ifindex.to_string());
+        Some(format!("{shown} is a bridge's or a VRF's port"))
     }
 
     /// The word of interface `ifindex`'s entry for the family: None, the
