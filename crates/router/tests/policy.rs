@@ -636,12 +636,14 @@ impl Side {
 /// The fast path's verdicts against the kernel's own rule walk, packet by
 /// packet, both families: random rule sets (ten rules each, drawn from
 /// interfaces, `not`, sources, destinations, tos, protocols, ports,
-/// marks, uid ranges, suppressors, goto (to a rule, or to a priority no
+/// marks, uid ranges, suppressors by length and by interface group (m1
+/// in the group every other set), goto (to a rule, or to a priority no
 /// rule has), nop, blackhole, unreachable and prohibit rules) over four
 /// tables holding overlapping prefixes, throw, blackhole, unreachable and
 /// prohibit routes; random packets (either interface, sources,
 /// destinations, the router's own address, tos or traffic class, UDP or
-/// TCP and ports). The oracle is the kernel's input route lookup of the
+/// TCP and ports), with IPv4's reverse path filtering off, strict and
+/// loose in turn. The oracle is the kernel's input route lookup of the
 /// same packet (RTM_GETROUTE with its input interface, source, tos,
 /// protocol and ports: `ip route get`, which routes it as received, the
 /// rules walked). Every packet
@@ -726,7 +728,7 @@ fn random_rules_and_packets_are_routed_as_the_kernel_walks_them() {
         macs.insert(gw.parse().unwrap(), mc);
     }
     let mut oracle = RouteGet::open().unwrap();
-    const TEMPLATES: [&str; 25] = [
+    const TEMPLATES: [&str; 27] = [
         "iif m0 lookup 100",
         "iif m1 lookup 101",
         "lookup 102",
@@ -742,6 +744,8 @@ fn random_rules_and_packets_are_routed_as_the_kernel_walks_them() {
         "dport 80 lookup 102",
         "lookup main suppress_prefixlength 0",
         "lookup 100 suppress_prefixlength S(16)",
+        "lookup main suppress_ifgroup 7",
+        "lookup 100 suppress_ifgroup 7",
         "iif m1 unreachable",
         "from P(198.18.128.0/17) prohibit",
         "from P(10.0.0.0/8) blackhole",
@@ -761,6 +765,9 @@ fn random_rules_and_packets_are_routed_as_the_kernel_walks_them() {
         // IPv4's reverse path filtering: off, strict, loose in turn.
         let rp = set % 3;
         sysctl(&ns, &format!("net.ipv4.conf.all.rp_filter={rp}"));
+        // m1 in and out of the group the suppressors name.
+        let group = if set % 2 == 0 { "7" } else { "0" };
+        sh(&["link", "set", "dev", "m1", "group", group]);
         for side in &sides {
             let fam = if side.ipv6 { "-6" } else { "-4" };
             let mut prios: Vec<u32> = (0..10).map(|_| rng.gen_range(10..300)).collect();

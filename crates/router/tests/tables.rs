@@ -302,6 +302,46 @@ fn a_slot_given_back_holds_nothing_of_its_old_table() {
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
 }
 
+/// `suppress_ifgroup`: main's routes through a device of the group are
+/// refused and the walk goes on (to table 100), both families; a link
+/// that joins or leaves the group takes its routes with it.
+#[test]
+fn a_suppressor_by_interface_group_follows_the_links_groups() {
+    let env = tenant_mirror("ifgroup");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    let suppress = |ipv6| {
+        let mut r = rule(ipv6, 90, 254, None, 0);
+        r.attributes.push(RuleAttribute::SuppressIfGroup(7));
+        r
+    };
+    m.set_rules(&rules(&[
+        suppress(false),
+        suppress(true),
+        rule(false, 91, 100, None, 0),
+        rule(true, 91, 100, None, 0),
+    ]))
+    .unwrap();
+    let said = m.routing();
+    assert!(
+        said.iter().any(|(k, l)| k == "IPv4 from t0"
+            && l.contains("tables main suppress_ifgroup 7, 100, main")),
+        "{said:?}"
+    );
+    let grouped = |group| {
+        let mut l = link(m1, "t1", MAC_OUT);
+        if let M::NewLink(l) = &mut l {
+            l.attributes.push(LinkAttribute::Group(group));
+        }
+        l
+    };
+    let both = |m: &Mirror| (to(m, m0, "198.19.5.5"), to(m, m0, "2001:db8:19::5"));
+    assert_eq!(both(&m), (Ok(MAC_MAIN), Ok(MAC_MAIN)));
+    m.apply(&grouped(7)).unwrap();
+    assert_eq!(both(&m), (Ok(MAC_TENANT), Ok(MAC_TENANT)));
+    m.apply(&grouped(0)).unwrap();
+    assert_eq!(both(&m), (Ok(MAC_MAIN), Ok(MAC_MAIN)));
+}
+
 /// Rules with selectors on the packet are walked as the kernel walks them;
 /// the rules the fast path leaves to the kernel take only the packets that
 /// reach them; reverse path filtering checks sources by the rules for

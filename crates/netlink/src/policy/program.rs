@@ -6,19 +6,20 @@
 //! (those that cannot, a mark, an output interface, a uid range, are
 //! decided here once), and what it does; the fast path walks the steps as
 //! fib_rules_lookup walks the rules (bpf/router/router.bpf.c,
-//! policy_walk). What a step cannot decide (a suppressor by interface
-//! group, an attribute or action not known here, unreachable and prohibit,
-//! which the kernel answers with an ICMP error) goes to the kernel, for
-//! the packets that reach it only.
+//! policy_walk). What a step cannot decide (an attribute or action not
+//! known here, unreachable and prohibit, which the kernel answers with an
+//! ICMP error) goes to the kernel, for the packets that reach it only.
 use super::{Action, Policy, Rule, TABLE_LOCAL, TABLE_MAIN};
 
 /// A table as a rule looks it up: with `suppress_prefixlength N`, a route
 /// of N bits or fewer is refused and the walk goes on (as a throw route
-/// would).
+/// would); with `suppress_ifgroup G`, a route whose device (its first next
+/// hop's) is in interface group G.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct View {
     pub table: u32,
     pub suppress_len: Option<u8>,
+    pub suppress_group: Option<u32>,
 }
 
 impl View {
@@ -26,13 +27,14 @@ impl View {
     pub const MAIN: View = View {
         table: TABLE_MAIN,
         suppress_len: None,
+        suppress_group: None,
     };
 
     /// A table as it is.
     pub fn table(table: u32) -> View {
         View {
             table,
-            suppress_len: None,
+            ..View::MAIN
         }
     }
 
@@ -46,8 +48,11 @@ impl View {
 impl std::fmt::Display for View {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", super::table_name(self.table))?;
-        match self.suppress_len {
-            Some(n) => write!(f, " suppress_prefixlength {n}"),
+        if let Some(n) = self.suppress_len {
+            write!(f, " suppress_prefixlength {n}")?;
+        }
+        match self.suppress_group {
+            Some(g) => write!(f, " suppress_ifgroup {g}"),
             None => Ok(()),
         }
     }
@@ -281,10 +286,10 @@ fn compile(r: &Rule, ifindex: &impl Fn(&str) -> Option<u32>) -> Option<Compiled>
             id: TABLE_LOCAL, ..
         }
         | Action::Nop => return None,
-        Action::Table { .. } if p.suppress_group.is_some() => Step::Kernel,
         Action::Table { id, .. } => Step::Lookup(View {
             table: id,
             suppress_len: p.suppress_len.map(|n| n.min(128) as u8),
+            suppress_group: p.suppress_group,
         }),
         Action::Goto(_) => Step::Goto(0),
         Action::Blackhole => Step::Blackhole,

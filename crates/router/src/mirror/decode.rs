@@ -26,6 +26,9 @@ pub struct Link {
     /// A port of another device (a VRF, a bridge): the kernel routes what
     /// arrives here, if at all, as that device.
     pub enslaved: bool,
+    /// Its interface group (`ip link set ... group`), which a rule's
+    /// `suppress_ifgroup` names.
+    pub group: u32,
 }
 
 /// A link added, changed or gone.
@@ -62,6 +65,7 @@ pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
             LinkAttribute::Address(m) if m.len() == 6 => link.mac.copy_from_slice(m),
             LinkAttribute::Mtu(m) => link.mtu = *m,
             LinkAttribute::Controller(c) => link.enslaved = *c != 0,
+            LinkAttribute::Group(g) => link.group = *g,
             LinkAttribute::IfName(n) => name = Some(n.clone()),
             _ => {}
         }

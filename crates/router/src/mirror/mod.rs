@@ -1081,7 +1081,12 @@ impl<D: Dataplane> Mirror<D> {
                 if self.links.get(&index) == Some(&link) && !renamed {
                     return Ok(());
                 }
+                let regrouped = self.links.get(&index).map(|l| l.group) != Some(link.group);
                 self.links.insert(index, link);
+                if regrouped {
+                    self.refill_group_views::<u32>()?;
+                    self.refill_group_views::<u128>()?;
+                }
             }
         }
         self.follow_ingress(index)?;
@@ -1270,9 +1275,62 @@ impl<D: Dataplane> Mirror<D> {
             .map(|k| self.resolve(k))
             .map(|k| match k {
                 NhKey::Gateway { .. } | NhKey::Group(_) if view.refuses(key.1) => NhKey::Throw,
-                k => k,
+                k => match view.suppress_group {
+                    Some(g) => self.suppressed_by_group(k, g),
+                    None => k,
+                },
             });
         best.map(|k| self.nexthop_id(&k)).transpose()
+    }
+
+    /// A route's next hop in a view that refuses the routes through
+    /// interface group `g` (`suppress_ifgroup`): a throw if its device is
+    /// in the group (an ECMP route's: all its members'); the kernel's if
+    /// only some members' are (the kernel looks at the first member's,
+    /// IPv6 at the one the flow takes) or the device is not known.
+    fn suppressed_by_group(&self, k: NhKey, g: u32) -> NhKey {
+        let group = |oif: &u32| self.links.get(oif).map(|l| l.group);
+        match &k {
+            NhKey::Gateway { oif, .. } | NhKey::Device { oif, .. } => match group(oif) {
+                Some(x) if x == g => NhKey::Throw,
+                Some(_) => k,
+                None => NhKey::Kernel,
+            },
+            NhKey::Group(members) => {
+                let groups: Vec<Option<u32>> = members
+                    .iter()
+                    .map(|(m, _)| match m {
+                        NhKey::Gateway { oif, .. } => group(oif),
+                        _ => None,
+                    })
+                    .collect();
+                if groups.iter().all(|x| *x == Some(g)) {
+                    NhKey::Throw
+                } else if groups.iter().all(|x| x.is_some_and(|x| x != g)) {
+                    k
+                } else {
+                    NhKey::Kernel
+                }
+            }
+            _ => k,
+        }
+    }
+
+    /// Puts every route of the views that refuse routes by interface
+    /// group in their FIBs again: a link changed groups.
+    fn refill_group_views<K: PerFamily>(&mut self) -> Result<()> {
+        let views: Vec<View> = K::of(&self.families)
+            .others
+            .views()
+            .into_iter()
+            .filter(|v| v.suppress_group.is_some())
+            .collect();
+        for view in views {
+            for key in K::of(&self.families).routes.prefixes_in(view.table) {
+                self.sync_other(key, view)?;
+            }
+        }
+        Ok(())
     }
 
     /// Puts prefix `key` in the FIB of view `view` (not main's, one with

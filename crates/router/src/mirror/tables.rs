@@ -154,6 +154,7 @@ mod tests {
         let main0 = View {
             table: 254,
             suppress_len: Some(0),
+            ..View::MAIN
         };
         assert_eq!(o.place(&[main0]).1, [main0]);
         // Every slot taken: a new view takes an idle one's, after the
