@@ -5,6 +5,7 @@
 //! Hand-built rtnetlink messages, on the in-memory model of the fast path;
 //! with the `privileged` feature (root) on the BPF program beside it, which
 //! must agree. The kernel itself is the oracle in tests/policy.rs.
+use linerate_bpf::test_run::XdpAction;
 use linerate_netlink::netconf::{Netconf, IFINDEX_ALL};
 use linerate_router::mirror;
 use linerate_testkit::frames::frame_between;
@@ -300,6 +301,33 @@ fn a_slot_given_back_holds_nothing_of_its_old_table() {
     assert_eq!(to(&m, m0, "172.16.1.1"), Ok(MAC_OTHER));
     // Table 200 has no route for it: main's, not table 100's.
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
+}
+
+/// A rule that brings a table the fast path holds no FIB for: while its
+/// FIB fills, the packets the new rules route otherwise than by main go
+/// to the kernel, which walks the new rules, never by the rules before
+/// (main's route); then the table's route, in the fast path.
+#[test]
+fn no_packet_is_routed_by_the_old_rules_while_a_table_fills() {
+    let env = tenant_mirror("cold");
+    let (mut m, m0) = (env.m, env.m0);
+    let probe = frame_between(
+        "198.18.0.1".parse().unwrap(),
+        "198.19.5.5".parse().unwrap(),
+    );
+    m.fast_path_mut().probe = Some((probe, m0));
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
+    m.set_rules(&rules(&[rule(false, 90, 100, Some("t0"), 0)]))
+        .unwrap();
+    let probed = std::mem::take(&mut m.fast_path_mut().probed);
+    assert_eq!(probed, [(XdpAction::Pass, "pass_policy")]);
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
+    // Idle once the rule goes, the table's FIB stays: no fill, no pass.
+    m.set_rules(&rules(&[])).unwrap();
+    m.set_rules(&rules(&[rule(false, 90, 100, Some("t0"), 0)]))
+        .unwrap();
+    assert!(m.fast_path().probed.is_empty());
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
 }
 
 /// `suppress_ifgroup`: main's routes through a device of the group are

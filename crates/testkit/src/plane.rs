@@ -100,6 +100,11 @@ pub struct TestPlane {
     real: Option<FastPath>,
     /// Every write the mirror made, by kind (what a change cost).
     pub writes: Writes,
+    /// A frame and its ingress run whenever a table's FIB is opened (about
+    /// to be filled), and the verdicts it had then: what packets meet
+    /// while a table fills.
+    pub probe: Option<(Vec<u8>, u32)>,
+    pub probed: Vec<(XdpAction, &'static str)>,
 }
 
 /// Writes to the fast path, counted by kind: FIB entries one by one.
@@ -128,6 +133,8 @@ impl TestPlane {
             model,
             real: None,
             writes: Writes::default(),
+            probe: None,
+            probed: Vec::new(),
         }
     }
 
@@ -224,7 +231,12 @@ impl Dataplane for TestPlane {
         if let Some(fp) = &mut self.real {
             Dataplane::open_table(fp, ipv6, slot)?;
         }
-        self.model.open_table(ipv6, slot)
+        self.model.open_table(ipv6, slot)?;
+        if let Some((f, ingress)) = &self.probe {
+            let (action, reason, _) = self.run(f, *ingress);
+            self.probed.push((action, reason));
+        }
+        Ok(())
     }
     fn apply_fib<K: Key>(&mut self, slot: usize, fib: &Fib<K>, writes: &[Write]) -> Result<()> {
         self.writes.fib_entries += writes.len();

@@ -199,6 +199,10 @@ pub struct Mirror<D: Dataplane = FastPath> {
     /// `take_links_up_or_down` (tc's hooks are read again then: a link
     /// gets its default qdisc as it comes up).
     links_up_or_down: bool,
+    /// Views new to the rules are being filled: the interfaces the rules
+    /// route otherwise than by main's table alone pass to the kernel until
+    /// they are (the rules the kernel now walks may look those views up).
+    filling: bool,
     pub counts: Counts,
 }
 
@@ -309,6 +313,7 @@ impl<D: Dataplane> Mirror<D> {
             tc: BTreeMap::new(),
             xmit: BTreeMap::new(),
             links_up_or_down: false,
+            filling: false,
             // Until a dump says otherwise (a mirror fed by hand).
             policy: Policy::kernel_default(),
             programs: Default::default(),
@@ -320,6 +325,12 @@ impl<D: Dataplane> Mirror<D> {
     /// The dataplane the mirror writes to.
     pub fn fast_path(&self) -> &D {
         &self.dp
+    }
+
+    /// The same, to set up what a test dataplane watches (not to write
+    /// to it: the mirror would not know).
+    pub fn fast_path_mut(&mut self) -> &mut D {
+        &mut self.dp
     }
 
     /// Applies one message from a dump or a notification.
@@ -487,8 +498,9 @@ impl<D: Dataplane> Mirror<D> {
 
     /// Gives the views the rules now look up their FIBs, filled from
     /// their tables' routes, and empties those no rule looks up any more;
-    /// then writes the rule programs that changed. Whether one did: the
-    /// interfaces' entries must then all be written again, to name it.
+    /// then writes the rule programs that changed. Whether one did, or a
+    /// view was filled: the interfaces' entries must then all be written
+    /// again, to name them.
     fn place_tables(&mut self) -> Result<bool> {
         let v4 = self.place_family::<u32>()?;
         Ok(self.place_family::<u128>()? || v4)
@@ -510,10 +522,22 @@ impl<D: Dataplane> Mirror<D> {
                 t.view
             );
         }
-        for view in added {
-            self.fill_view::<K>(view)?;
+        // A view filled takes as long as its table's routes (half a second
+        // for a million): meanwhile the packets the new rules may send to
+        // it go to the kernel, which walks them, not by the rules before.
+        let cold = !added.is_empty();
+        if cold {
+            self.filling = true;
+            let passed = self.write_all_ingress();
+            let filled = passed.and_then(|()| {
+                added
+                    .into_iter()
+                    .try_for_each(|view| self.fill_view::<K>(view))
+            });
+            self.filling = false;
+            filled?;
         }
-        self.write_program::<K>(program.unwrap_or_default())
+        Ok(self.write_program::<K>(program.unwrap_or_default())? || cold)
     }
 
     /// Writes the family's rule program if it changed (and says so): to
@@ -706,6 +730,7 @@ impl<D: Dataplane> Mirror<D> {
         let roots: Vec<u16> = match self.routing_of(ifindex, ipv6) {
             Routing::Kernel => return None,
             Routing::Main => return Some(None),
+            _ if self.filling => return None,
             Routing::Program => {
                 return self.programs[ipv6 as usize]
                     .index
