@@ -242,13 +242,17 @@ struct rule_key6 {
 	__u32 pad;
 };
 
-/* Whether step `r`, its words `off` away from the packet's (0: all
- * match), misses the packet, for a step with flags (fib_rule_match): the
- * ports, then inverted with `not`. */
+/* Whether step `r`, its first words `off` away from the packet's `w` (0:
+ * all match), misses the packet, for a step with flags (fib_rule_match):
+ * IPv6's low words, the ports, then inverted with `not`. */
 static __always_inline int rule_misses_by_flags(const struct policy_rule *r, __u64 off,
-						__u32 ports)
+						const __u64 *w, __u32 ports, const int v6)
 {
 	__u8 f = r->flags;
+
+	if (v6 && (f & RULE_LOW))
+		off |= ((w[3] ^ r->word[3].value) & r->word[3].mask) |
+		       ((w[4] ^ r->word[4].value) & r->word[4].mask);
 	int m = !off;
 
 	if (f & RULE_PORTS) {
@@ -259,16 +263,15 @@ static __always_inline int rule_misses_by_flags(const struct policy_rule *r, __u
 	return !(m ^ (f & RULE_INVERT));
 }
 
-/* How far the packet's words `w` are from step `r`'s (0: all match). */
+/* How far the packet's words `w` are from step `r`'s (0: all match):
+ * IPv6's first three (the rest with RULE_LOW). */
 static __always_inline __u64 rule_off(const struct policy_rule *r, const __u64 *w, const int v6)
 {
 	__u64 off = ((w[0] ^ r->word[0].value) & r->word[0].mask) |
 		    ((w[1] ^ r->word[1].value) & r->word[1].mask);
 
 	if (v6)
-		off |= ((w[2] ^ r->word[2].value) & r->word[2].mask) |
-		       ((w[3] ^ r->word[3].value) & r->word[3].mask) |
-		       ((w[4] ^ r->word[4].value) & r->word[4].mask);
+		off |= (w[2] ^ r->word[2].value) & r->word[2].mask;
 	return off;
 }
 
@@ -289,7 +292,7 @@ static __always_inline int policy_act(const struct policy_rule *r, const __u64 *
 	}
 	if (step == RULE_LOOKUP) {
 		__u64 root = (__u64)r->table_mib << 20;
-		__u32 nh = v6 ? fib6_lookup_at(root, w[2], dst_lo_be) :
+		__u32 nh = v6 ? fib6_lookup_at(root, w[1], dst_lo_be) :
 				fib4_lookup_at(root, (__u32)w[0]);
 
 		if (!nh || nh == NH_ID_THROW)
@@ -310,7 +313,7 @@ static __always_inline int rule_missed(const struct policy_rule *r, const __u64 
 	__u64 off = rule_off(r, w, v6);
 
 	if (r->flags)
-		off = rule_misses_by_flags(r, off, ports);
+		return rule_misses_by_flags(r, off, w, ports, v6);
 	return off != 0;
 }
 
@@ -612,9 +615,10 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 			return PASS(R_PASS_EXT_HDR);
 		__u8 *v = (__u8 *)ip6;
 		struct rule_key6 k = {
-			.word = { shi, fib6_low_bits(*(const __u64 *)&s[2]), dhi, fib6_low_bits(dlo),
+			.word = { shi, dhi,
 				  rule_meta(ctx->ingress_ifindex, (v[0] << 4) | (v[1] >> 4),
-					    ip6->nexthdr) },
+					    ip6->nexthdr),
+				  fib6_low_bits(*(const __u64 *)&s[2]), fib6_low_bits(dlo) },
 			.dst_lo_be = dlo,
 		};
 		if (rule_ports(ip6->nexthdr, (const __u8 *)(ip6 + 1), data_end, &k.ports))

@@ -189,6 +189,9 @@ enum rule_step {
 /* What a step's flags add to its words. */
 #define RULE_INVERT 1
 #define RULE_PORTS  2 /* source and destination ports within their ranges */
+/* IPv6: the low words of the addresses (words 3-4) too, a prefix longer
+ * than /64; without it a step compares three words. */
+#define RULE_LOW    4
 
 /* A rule key's word as a step matches it: the packet's word under `mask`
  * is `value` (a zero mask: any). */
@@ -199,8 +202,9 @@ struct rule_word {
 
 /* A transit packet as the rules see it (the kernel's flow for a forwarded
  * packet), as 64-bit words in host order: IPv4 word 0 the source << 32 |
- * the destination, word 1 the meta word; IPv6 words 0-1 the source, 2-3
- * the destination, 4 the meta word. The meta word: the ingress ifindex
+ * the destination, word 1 the meta word; IPv6 words 0 and 1 the source's
+ * and the destination's high 64 bits, 2 the meta word, 3 and 4 their low
+ * 64 bits (RULE_LOW). The meta word: the ingress ifindex
  * << 32 | tos or traffic class << 8 | protocol (the one after IPv6's
  * extension headers). One masked compare a word decides every selector
  * but the ports: a prefix, an interface, the kernel's tos bits (IPv4's

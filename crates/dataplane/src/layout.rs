@@ -189,14 +189,16 @@ pub const RULE_LOOKUP: u8 = 1;
 pub const RULE_GOTO: u8 = 2;
 pub const RULE_BLACKHOLE: u8 = 3;
 pub const RULE_KERNEL: u8 = 4;
-/// What a step's flags add to its words: `not`, and the ports within
-/// their ranges.
+/// What a step's flags add to its words: `not`, the ports within their
+/// ranges, and (IPv6) the addresses' low words (3 and 4) compared too.
 pub const RULE_INVERT: u8 = 1;
 pub const RULE_PORTS: u8 = 2;
+pub const RULE_LOW: u8 = 4;
 /// The words of a family's rule key (`struct rule_word`, abi/router.h):
 /// IPv4 the source << 32 | the destination, then the meta word; IPv6 the
-/// source's two, the destination's two, the meta word. The meta word is
-/// the ingress ifindex << 32 | tos << 8 | protocol.
+/// source's and the destination's high words, the meta word, their low
+/// words. The meta word is the ingress ifindex << 32 | tos << 8 |
+/// protocol.
 pub const RULE_KEY4_WORDS: usize = 2;
 pub const RULE_KEY6_WORDS: usize = 5;
 
@@ -649,7 +651,11 @@ mod tests {
         assert_eq!(define("POLICY_PROGRAMS"), POLICY_PROGRAMS as u64);
         assert_eq!(define("RULE_KEY4_WORDS"), RULE_KEY4_WORDS as u64);
         assert_eq!(define("RULE_KEY6_WORDS"), RULE_KEY6_WORDS as u64);
-        for (name, v) in [("RULE_INVERT", RULE_INVERT), ("RULE_PORTS", RULE_PORTS)] {
+        for (name, v) in [
+            ("RULE_INVERT", RULE_INVERT),
+            ("RULE_PORTS", RULE_PORTS),
+            ("RULE_LOW", RULE_LOW),
+        ] {
             assert_eq!(define(name), v as u64, "{name}");
         }
         assert_eq!(rules_of(rules_word(3)), Some(3));

@@ -5,7 +5,7 @@
 //! model.
 use crate::layout::{
     PolicyRule, RuleWord, NH_ID_THROW, POLICY_RULES, RULE_BLACKHOLE, RULE_END, RULE_GOTO,
-    RULE_INVERT, RULE_KERNEL, RULE_KEY4_WORDS, RULE_KEY6_WORDS, RULE_LOOKUP, RULE_PORTS,
+    RULE_INVERT, RULE_KERNEL, RULE_LOOKUP, RULE_LOW, RULE_PORTS,
 };
 use linerate_netlink::policy::{mask, Compiled, Flow, Step, View};
 
@@ -23,33 +23,45 @@ fn meta(iif: u32, tos: u8, proto: u8) -> u64 {
 }
 
 /// `f`'s rule key, as the fast path builds it for addresses of `bits`
-/// bits (RULE_KEY4_WORDS, RULE_KEY6_WORDS).
+/// bits (abi/router.h, RULE_KEY4_WORDS): IPv4 source << 32 | destination,
+/// meta; IPv6 the source's and the destination's high words, meta, their
+/// low words.
 pub fn key(f: &Flow, bits: u8) -> Vec<u64> {
     let m = meta(f.iif, f.tos, f.proto);
     if bits == 32 {
         vec![(f.src as u64) << 32 | f.dst as u64 & 0xffff_ffff, m]
     } else {
-        let w = |a: u128| [(a >> 64) as u64, a as u64];
-        let (s, d) = (w(f.src), w(f.dst));
-        vec![s[0], s[1], d[0], d[1], m]
+        let (hi, lo) = (|a: u128| (a >> 64) as u64, |a: u128| a as u64);
+        vec![hi(f.src), hi(f.dst), m, lo(f.src), lo(f.dst)]
+    }
+}
+
+/// The meta word's place in a key of `bits`-bit addresses.
+fn meta_word(bits: u8) -> usize {
+    if bits == 32 {
+        1
+    } else {
+        2
     }
 }
 
 /// Adds a source (destination) prefix of `bits` bits to a step's words:
-/// IPv4's in word 0's high (low) half, IPv6's in words 0-1 (2-3).
-fn add_prefix(words: &mut [RuleWord], (net, len): (u128, u8), bits: u8, dst: bool) {
+/// IPv4's in word 0's high (low) half, IPv6's in words 0 and 3 (1 and 4).
+/// Whether it reaches an IPv6 address's low word (RULE_LOW).
+fn add_prefix(words: &mut [RuleWord], (net, len): (u128, u8), bits: u8, dst: bool) -> bool {
     let (value, keep) = (mask(net, len, bits), mask(u128::MAX, len, bits));
     if bits == 32 {
         let shift = if dst { 0 } else { 32 };
         words[0].value |= (value as u64) << shift;
         words[0].mask |= (keep as u64) << shift;
-    } else {
-        let first = if dst { 2 } else { 0 };
-        for (i, half) in [64u32, 0].into_iter().enumerate() {
-            words[first + i].value |= (value >> half) as u64;
-            words[first + i].mask |= (keep >> half) as u64;
-        }
+        return false;
     }
+    let (hi, lo) = if dst { (1, 4) } else { (0, 3) };
+    for (i, half) in [(hi, 64u32), (lo, 0)] {
+        words[i].value |= (value >> half) as u64;
+        words[i].mask |= (keep >> half) as u64;
+    }
+    keep as u64 != 0
 }
 
 /// `program`'s steps as the map's entries, for addresses of `bits` bits;
@@ -64,19 +76,19 @@ pub fn encode(
 ) -> Vec<PolicyRule> {
     assert!(program.len() < POLICY_RULES, "{} steps", program.len());
     let v4 = bits == 32;
-    let m = if v4 { RULE_KEY4_WORDS } else { RULE_KEY6_WORDS } - 1;
     program
         .iter()
         .map(|c| {
             let mut r = PolicyRule::default();
             let s = &c.sel;
+            let mut low = false;
             if let Some(p) = s.src {
-                add_prefix(&mut r.word, p, bits, false);
+                low |= add_prefix(&mut r.word, p, bits, false);
             }
             if let Some(p) = s.dst {
-                add_prefix(&mut r.word, p, bits, true);
+                low |= add_prefix(&mut r.word, p, bits, true);
             }
-            let meta_word = &mut r.word[m];
+            let meta_word = &mut r.word[meta_word(bits)];
             if let Some(i) = s.iif {
                 meta_word.value |= meta(i, 0, 0);
                 meta_word.mask |= meta(u32::MAX, 0, 0);
@@ -96,6 +108,9 @@ pub fn encode(
                 meta_word.mask |= meta(0, 0, u8::MAX);
             }
             let mut flags = if c.invert { RULE_INVERT } else { 0 };
+            if low {
+                flags |= RULE_LOW;
+            }
             if s.sport.is_some() || s.dport.is_some() {
                 (r.sport_lo, r.sport_hi) = s.sport.unwrap_or((0, u16::MAX));
                 (r.dport_lo, r.dport_hi) = s.dport.unwrap_or((0, u16::MAX));
@@ -125,9 +140,12 @@ pub fn encode(
 /// Whether step `r` matches the packet of key `key` and ports
 /// (rule_off, rule_matches).
 fn matches(r: &PolicyRule, key: &[u64], sport: u16, dport: u16) -> bool {
+    // (IPv6's low words only with RULE_LOW.)
+    let words = if r.flags & RULE_LOW == 0 { 3 } else { 5 };
     let off = key
         .iter()
         .zip(&r.word)
+        .take(words)
         .fold(0, |off, (k, w)| off | (k ^ w.value) & w.mask);
     let ports = r.flags & RULE_PORTS == 0
         || ((r.sport_lo..=r.sport_hi).contains(&sport)
