@@ -14,7 +14,8 @@ use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::{objects, test_run};
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    rules_word, tables_word, Iface, Nexthop, PolicyRule, FIB_WALK_TABLES, IFACE_TABLES4,
+    rules_word, tables_word, Iface, Nexthop, PolicyRule, FIB_WALK_TABLES, IFACE_RPF_LOOSE,
+    IFACE_RPF_STRICT, IFACE_TABLES4,
     IFACE_TABLES6, NH_RESOLVED, NH_VALID, POLICY_RULES,
 };
 use linerate_fib::{synthetic, Fib, Ipv6Layout, Key, Shape};
@@ -33,6 +34,9 @@ const GW6: &str = "2001:db8:ffff::2";
 /// The next hop every route goes to (not 2, which a walk of tables takes
 /// for a throw route: NH_ID_THROW).
 const NH: u32 = 3;
+/// The next hop back out of the ingress, for the frames' source
+/// (--rp-filter).
+const NH_BACK: u32 = 4;
 /// Kernel routing tables of the reference's one-route and full tables.
 const KERNEL_TABLES: [u32; 2] = [1001, 1002];
 
@@ -69,6 +73,23 @@ pub struct FastpathBench {
     /// that match no packet of the bench (a source prefix each), the last
     /// `lookup main`: what the rules before the table cost a packet.
     pub rule_steps: usize,
+    /// IPv4's reverse path filtering on the ingress (strict, loose): the
+    /// frames' source routed back out of it by a host route, checked
+    /// through the egress's routing as the kernel checks it.
+    pub rp_filter: Option<RpFilter>,
+}
+
+/// A reverse path filtering mode (rp_filter 1, 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RpFilter {
+    Strict,
+    Loose,
+}
+
+impl RpFilter {
+    pub const CHOICES: [(&'static str, RpFilter); 2] =
+        [("strict", RpFilter::Strict), ("loose", RpFilter::Loose)];
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -107,13 +128,16 @@ pub(crate) fn mac_of(ns: &str, dev: &str) -> Result<[u8; 6]> {
     Ok(m)
 }
 
+/// The IPv4 frames' source (198.18.0.1).
+const SOURCE4: u32 = 0xc612_0001;
+
 fn frame<K: Key>(dst_mac: [u8; 6], dst: K) -> Vec<u8> {
     let mut f = Vec::new();
     let eth = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], dst_mac);
     let payload = [0u8; 18];
     if K::BITS == 32 {
         let d = Ipv4Addr::from(dst.to_u128() as u32).octets();
-        eth.ipv4([198, 18, 0, 1], d, 255)
+        eth.ipv4(SOURCE4.to_be_bytes(), d, 255)
             .udp(2000, 2000)
             .write(&mut f, &payload)
             .unwrap();
@@ -212,6 +236,7 @@ fn fast_path<K: Key>(
     p: &Ports,
     walk_tables: usize,
     rule_steps: usize,
+    rp_filter: Option<RpFilter>,
 ) -> Result<FastPath> {
     let fp = FastPath::load_with(layout)?;
     // The scratch namespace forwards both families (run_family).
@@ -253,8 +278,42 @@ fn fast_path<K: Key>(
         };
         (walk_tables, ifc)
     };
-    fp.write_interface(&ingress, true)?;
-    fp.add_interface(p.out_idx, p.out_mac, both)?;
+    let rpf = match rp_filter {
+        Some(RpFilter::Strict) => IFACE_RPF_STRICT,
+        Some(RpFilter::Loose) => IFACE_RPF_LOOSE,
+        None => 0,
+    };
+    // The egress routes as the ingress does (its word is what the reverse
+    // path filter walks; main's alone, main's word).
+    let main4 = tables_word(&[FastPath::table_root_mib(false, 0)]);
+    let egress = Iface {
+        tables4: if ingress.flags & IFACE_TABLES4 != 0 {
+            ingress.tables4
+        } else {
+            main4
+        },
+        tables6: ingress.tables6,
+        ..Iface::new(p.out_idx, p.out_mac, ingress.flags)
+    };
+    fp.write_interface(
+        &Iface {
+            flags: ingress.flags | rpf,
+            ..ingress
+        },
+        true,
+    )?;
+    fp.write_interface(&egress, true)?;
+    fp.set_nexthop(
+        NH_BACK,
+        &Nexthop {
+            ifindex: p.in_idx,
+            mtu: 1500,
+            flags: NH_VALID | NH_RESOLVED,
+            used: 0,
+            dmac: p.out_mac,
+            smac: p.in_mac,
+        },
+    )?;
     fp.set_nexthop(
         NH,
         &Nexthop {
@@ -271,6 +330,11 @@ fn fast_path<K: Key>(
     let mut fib: Fib<K> = Fib::new(shape).without_concurrent_readers();
     fib.bulk_load(table)
         .map_err(|e| anyhow::anyhow!("{} routes in table slot {slot}: {e}", table.len()))?;
+    if rp_filter.is_some() {
+        // The frames' source, back out of the ingress.
+        fib.insert(K::from_u128(SOURCE4 as u128), 32, NH_BACK)
+            .map_err(|e| anyhow::anyhow!("the source's route: {e}"))?;
+    }
     fp.load_fib_at(slot, &fib)?;
     Ok(fp)
 }
@@ -478,6 +542,7 @@ fn run_family<K: Key>(
                 &ports,
                 b.walk_tables,
                 b.rule_steps,
+                b.rp_filter,
             )?);
         }
         fast_paths.push(pair);

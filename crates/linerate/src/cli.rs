@@ -599,6 +599,10 @@ pub struct BenchFastpathArgs {
     /// prefix each (1 to 63): what such rules cost a packet (0: none)
     #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=63), conflicts_with = "walk_tables")]
     pub rule_steps: u8,
+    /// IPv4 reverse path filtering on the ingress, strict or loose (the
+    /// frames' source routed back out of it): what the check costs a packet
+    #[arg(long, value_name = "MODE", value_parser = choice(&linerate_bench::fastpath::RpFilter::CHOICES))]
+    pub rp_filter: Option<linerate_bench::fastpath::RpFilter>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

@@ -197,6 +197,11 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         ipv6,
         a.match_lengths,
     )?;
+    if ipv6 && a.rp_filter.is_some() {
+        anyhow::bail!(
+            "--rp-filter: IPv4 only (the kernel has no reverse path filter for IPv6 outside netfilter)"
+        );
+    }
     let pair = ScratchPair::new(0)?;
     let b = linerate_bench::fastpath::FastpathBench {
         netns: pair.netns.clone(),
@@ -213,6 +218,7 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         multibuf: a.multibuf,
         walk_tables: a.walk_tables as usize,
         rule_steps: a.rule_steps as usize,
+        rp_filter: a.rp_filter,
     };
     let json = a.json;
     let results = std::thread::spawn(
