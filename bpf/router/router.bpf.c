@@ -450,7 +450,7 @@ static __always_inline int rpf_ok(const struct iphdr *ip, const void *data_end, 
 			return 0;
 		nh = (__u32)policy_walk4(policy_program_of(tables),
 					 ((__u64)bpf_ntohl(ip->daddr) << 32) | saddr,
-					 rule_meta(egress, ip->tos, ip->protocol),
+					 rule_meta(out->l3, ip->tos, ip->protocol),
 					 (ports << 16) | (ports >> 16));
 	}
 	if (!nh || nh >= POLICY_KERNEL)
@@ -464,7 +464,7 @@ static __always_inline int rpf_ok(const struct iphdr *ip, const void *data_end, 
 
 static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 					struct router_counters *c, __u64 len, __u64 linear,
-					__u16 ifflags, __u64 tables, const int multibuf)
+					__u16 ifflags, __u32 iif, __u64 tables, const int multibuf)
 {
 	void *data_end = (void *)(long)ctx->data_end;
 	struct iphdr *ip = (void *)(eth + 1);
@@ -511,7 +511,7 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 			return PASS(R_PASS_POLICY);
 		__u32 walked = (__u32)policy_walk4(policy_program_of(tables),
 						   ((__u64)saddr << 32) | daddr,
-						   rule_meta(ctx->ingress_ifindex, ip->tos,
+						   rule_meta(iif, ip->tos,
 							     ip->protocol),
 						   ports);
 		r = policy_route(walked, walked == POLICY_DROP ? fib4_lookup(daddr) : 0, &nh);
@@ -520,16 +520,16 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 		if (r != R_FORWARDED)
 			return PASS(r);
 	}
-	r = next_hop(nh, l3_len, ctx->ingress_ifindex, ip, 0, &n, multibuf);
+	r = next_hop(nh, l3_len, iif, ip, 0, &n, multibuf);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	if ((ifflags & (IFACE_RPF_STRICT | IFACE_RPF_LOOSE)) &&
-	    !rpf_ok(ip, data_end, ctx->ingress_ifindex, n->ifindex, ifflags))
+	    !rpf_ok(ip, data_end, iif, n->ifindex, ifflags))
 		return PASS(R_PASS_RP_FILTER);
 	struct fw_hit hit = { .n = 0 };
 	if (ifflags & IFACE_FIREWALL4) {
 		r = fw_judge(ctx, ip, 0, (const __u8 *)(ip + 1), l3_len - sizeof(*ip), ip->protocol,
-			     ip->protocol, n->ifindex, &hit, ifflags & IFACE_NAT4);
+			     ip->protocol, iif, n->ifindex, &hit, ifflags & IFACE_NAT4);
 		if (r == R_DROP_FIREWALL) {
 			fw_count(&hit, l3_len);
 			return verdict(c, R_DROP_FIREWALL, len, XDP_DROP);
@@ -565,7 +565,7 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 
 static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 					struct router_counters *c, __u64 len, __u64 linear,
-					__u16 ifflags, __u64 tables, const int multibuf)
+					__u16 ifflags, __u32 iif, __u64 tables, const int multibuf)
 {
 	void *data_end = (void *)(long)ctx->data_end;
 	struct ipv6hdr *ip6 = (void *)(eth + 1);
@@ -616,7 +616,7 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 		__u8 *v = (__u8 *)ip6;
 		struct rule_key6 k = {
 			.word = { shi, dhi,
-				  rule_meta(ctx->ingress_ifindex, (v[0] << 4) | (v[1] >> 4),
+				  rule_meta(iif, (v[0] << 4) | (v[1] >> 4),
 					    ip6->nexthdr),
 				  fib6_low_bits(*(const __u64 *)&s[2]), fib6_low_bits(dlo) },
 			.dst_lo_be = dlo,
@@ -630,13 +630,14 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 		if (r != R_FORWARDED)
 			return PASS(r);
 	}
-	r = next_hop(nh, l3_len, ctx->ingress_ifindex, ip6, 1, &n, multibuf);
+	r = next_hop(nh, l3_len, iif, ip6, 1, &n, multibuf);
 	if (r != R_FORWARDED || !n)
 		return PASS(r);
 	struct fw_hit hit = { .n = 0 };
 	if (ifflags & IFACE_FIREWALL6) {
 		r = fw_judge(ctx, ip6, 1, (const __u8 *)(ip6 + 1), l3_len - sizeof(*ip6),
-			     ip6->nexthdr, ip6->nexthdr, n->ifindex, &hit, ifflags & IFACE_NAT6);
+			     ip6->nexthdr, ip6->nexthdr, iif, n->ifindex, &hit,
+			     ifflags & IFACE_NAT6);
 		if (r == R_DROP_FIREWALL) {
 			fw_count(&hit, l3_len);
 			return verdict(c, R_DROP_FIREWALL, len, XDP_DROP);
@@ -703,12 +704,14 @@ static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		if (!(ifc->flags & IFACE_FORWARD4))
 			return PASS(not_forwarded(ifc->flags, IFACE_POLICY4, IFACE_NETFILTER4));
-		return forward_ipv4(ctx, eth, c, len, linear, ifc->flags, ifc->tables4, multibuf);
+		return forward_ipv4(ctx, eth, c, len, linear, ifc->flags, ifc->l3, ifc->tables4,
+				    multibuf);
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		if (!(ifc->flags & IFACE_FORWARD6))
 			return PASS(not_forwarded(ifc->flags, IFACE_POLICY6, IFACE_NETFILTER6));
-		return forward_ipv6(ctx, eth, c, len, linear, ifc->flags, ifc->tables6, multibuf);
+		return forward_ipv6(ctx, eth, c, len, linear, ifc->flags, ifc->l3, ifc->tables6,
+				    multibuf);
 	}
 	return PASS(R_PASS_NOT_IP);
 }

@@ -95,6 +95,10 @@ struct iface {
 	__u32 ifindex;  /* 0: slot unused */
 	__u8  mac[6];
 	__u16 flags;    /* IFACE_* */
+	/* The interface the kernel routes what arrives here as: this one, or
+	 * the bridge it is a port of (its rules' iif, the firewall's iifname,
+	 * the reverse path's interface, the same-interface check). */
+	__u32 l3;
 	/* With IFACE_TABLES4 (6): the routing tables a transit packet of the
 	 * family from here is looked up in, in order (the kernel's policy
 	 * rules walked for it: crates/netlink/src/policy.rs), each as the

@@ -90,7 +90,8 @@ static __always_inline __u64 fw_low_bytes(__u32 n)
  * counted here: fw_count, once the frame is sure to leave. */
 static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, const int v6,
 					    const __u8 *l4, __u32 avail, __u8 l4proto,
-					    __u8 nexthdr, __u32 oif, struct fw_hit *hit, __u16 nat_ran)
+					    __u8 nexthdr, __u32 iif, __u32 oif, struct fw_hit *hit,
+					    __u16 nat_ran)
 {
 	const __u8 *data_end = (const __u8 *)(long)ctx->data_end;
 	__u32 zero = 0;
@@ -106,7 +107,7 @@ static __always_inline enum reason fw_judge(struct xdp_md *ctx, const void *l3, 
 
 	__builtin_memset(&k, 0, sizeof(k));
 	if (fields & FW_READ_IIF)
-		k.iif = ctx->ingress_ifindex;
+		k.iif = iif;
 	if (fields & FW_READ_OIF)
 		k.oif = oif;
 	if (v6) {

@@ -167,13 +167,7 @@ impl FastPath {
         flags: u16,
         egress: bool,
     ) -> Result<()> {
-        let ifc = Iface {
-            ifindex,
-            mac,
-            flags,
-            ..Default::default()
-        };
-        self.write_interface(&ifc, egress)
+        self.write_interface(&Iface::new(ifindex, mac, flags), egress)
     }
 
     /// Writes interface entry `ifc` whole (its tables too); an egress only

@@ -118,6 +118,9 @@ pub struct Iface {
     /// IFACE_FORWARD4 | IFACE_FORWARD6: what the kernel forwards when it
     /// comes in here.
     pub flags: u16,
+    /// The interface the kernel routes what arrives here as: this one, or
+    /// the bridge it is a port of.
+    pub l3: u32,
     /// With IFACE_TABLES4 (6): the tables a transit packet of the family
     /// is looked up in, in order ([`tables_word`]).
     pub tables4: u64,
@@ -125,12 +128,13 @@ pub struct Iface {
 }
 
 impl Iface {
-    /// An interface routed by main's table alone.
+    /// An interface routed by main's table alone, as itself.
     pub fn new(ifindex: u32, mac: [u8; 6], flags: u16) -> Iface {
         Iface {
             ifindex,
             mac,
             flags,
+            l3: ifindex,
             ..Default::default()
         }
     }
@@ -733,6 +737,7 @@ mod tests {
                 ("ifindex", offset_of!(Iface, ifindex)),
                 ("mac", offset_of!(Iface, mac)),
                 ("flags", offset_of!(Iface, flags)),
+                ("l3", offset_of!(Iface, l3)),
                 ("tables4", offset_of!(Iface, tables4)),
                 ("tables6", offset_of!(Iface, tables6)),
             ],

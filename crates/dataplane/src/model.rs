@@ -218,19 +218,22 @@ impl Model {
             0x0800 if ifc.flags & IFACE_FORWARD4 == 0 => {
                 not_forwarded(IFACE_POLICY4, IFACE_NETFILTER4)
             }
-            0x0800 => self.forward_ipv4(f, ingress, ifc.flags, ifc.tables4),
+            0x0800 => self.forward_ipv4(f, ifc.l3, ifc.flags, ifc.tables4),
             0x86dd if ifc.flags & IFACE_FORWARD6 == 0 => {
                 not_forwarded(IFACE_POLICY6, IFACE_NETFILTER6)
             }
-            0x86dd => self.forward_ipv6(f, ingress, ifc.flags, ifc.tables6),
+            0x86dd => self.forward_ipv6(f, ifc.l3, ifc.flags, ifc.tables6),
             _ => pass(NOT_IP),
         }
     }
 
+    /// `iif`: the interface the frame arrived as (a bridge's port, as the
+    /// bridge), for the rules, the same-interface check, the reverse path
+    /// and the firewall.
     fn forward_ipv4(
         &self,
         f: &mut Vec<u8>,
-        ingress: u32,
+        iif: u32,
         ifflags: u16,
         tables: u64,
     ) -> (XdpAction, &'static str) {
@@ -273,7 +276,7 @@ impl Model {
         let flow = || {
             let (sport, dport) = rules::ports(ip[9], &f[34..])?;
             Some(Flow {
-                iif: ingress,
+                iif: iif,
                 src: saddr as u128,
                 dst: daddr as u128,
                 tos: ip[1],
@@ -292,7 +295,7 @@ impl Model {
             Ok(nh) => nh,
             Err(verdict) => return verdict,
         };
-        let n = match self.next_hop(nh, l3_len, ingress, bucket) {
+        let n = match self.next_hop(nh, l3_len, iif, bucket) {
             Ok(n) => n,
             Err(r) => return pass(r),
         };
@@ -307,12 +310,12 @@ impl Model {
             })
         };
         if ifflags & (IFACE_RPF_STRICT | IFACE_RPF_LOOSE) != 0
-            && !self.rpf_ok(saddr, back, ingress, n.1.ifindex, ifflags)
+            && !self.rpf_ok(saddr, back, iif, n.1.ifindex, ifflags)
         {
             return pass(RP_FILTER);
         }
         let counted = if ifflags & IFACE_FIREWALL4 != 0 {
-            match self.fw_stage(f, false, l3_len, ingress, n.1.ifindex) {
+            match self.fw_stage(f, false, l3_len, iif, n.1.ifindex) {
                 Ok(ids) => ids,
                 Err(verdict) => return verdict,
             }
@@ -333,7 +336,7 @@ impl Model {
     fn forward_ipv6(
         &self,
         f: &mut Vec<u8>,
-        ingress: u32,
+        iif: u32,
         ifflags: u16,
         tables: u64,
     ) -> (XdpAction, &'static str) {
@@ -373,7 +376,7 @@ impl Model {
         let flow = || {
             let (sport, dport) = rules::ports(ip[6], &f[54..])?;
             Some(Flow {
-                iif: ingress,
+                iif: iif,
                 src: saddr,
                 dst: daddr,
                 tos: ip[0] << 4 | ip[1] >> 4,
@@ -395,7 +398,7 @@ impl Model {
             Ok(nh) => nh,
             Err(verdict) => return verdict,
         };
-        let n = match self.next_hop(nh, l3_len, ingress, bucket) {
+        let n = match self.next_hop(nh, l3_len, iif, bucket) {
             Ok(n) => n,
             Err(r) => return pass(r),
         };
@@ -403,7 +406,7 @@ impl Model {
             if ipv6_ext(f[14 + 6]) {
                 return pass(EXT_HDR);
             }
-            match self.fw_stage(f, true, l3_len, ingress, n.1.ifindex) {
+            match self.fw_stage(f, true, l3_len, iif, n.1.ifindex) {
                 Ok(ids) => ids,
                 Err(verdict) => return verdict,
             }
@@ -551,8 +554,8 @@ impl Model {
     }
 
     /// Reverse path filtering where the fast path can tell (rpf_ok): the
-    /// source looked up as the packet coming back (`back`: from the
-    /// forward route's egress, addresses and ports swapped) by the
+    /// source looked up as the packet coming back (`back`: addresses and
+    /// ports swapped, from the forward route's egress as it is routed) by the
     /// egress's word, and its route through a resolved gateway (strict:
     /// on the ingress).
     fn rpf_ok(&self, saddr: u32, back: impl FnOnce() -> Option<Flow>, ingress: u32, egress: u32, ifflags: u16) -> bool {
@@ -560,6 +563,8 @@ impl Model {
         let Some(out) = self.ifaces.get(&slot).filter(|o| o.ifindex == egress) else {
             return false;
         };
+        // (From the interface the egress is routed as.)
+        let back = || back().map(|f| Flow { iif: out.l3, ..f });
         let nh = match self.route(&self.fib4, true, out.tables4, saddr, back) {
             Ok(nh) if nh != 0 && nh < ROUTER_NEXTHOPS => nh,
             _ => return false,

@@ -208,12 +208,12 @@ fn say_hooks_changed(
     }
 }
 
-/// Reads what tc does on the router's interfaces (linerate_netlink::tc) and hands
-/// it to the mirror, saying so when a side of an interface starts or stops
-/// going through it. Unreadable: every side is taken as acted on.
+/// Reads what tc does on the router's interfaces and the bridges they are
+/// ports of (linerate_netlink::tc) and hands it to the mirror, saying so
+/// when a side of an interface starts or stops going through it.
+/// Unreadable: every side is taken as acted on.
 pub fn follow_tc<D: Dataplane>(mirror: &mut Mirror<D>) {
-    let ifindexes: Vec<u32> = mirror.ingress().keys().copied().collect();
-    apply_tc(mirror, read_tc(&ifindexes));
+    apply_tc(mirror, read_tc(&mirror.tc_interfaces()));
 }
 
 fn read_tc(ifindexes: &[u32]) -> BTreeMap<u32, TcHooks> {
@@ -234,14 +234,8 @@ fn read_tc(ifindexes: &[u32]) -> BTreeMap<u32, TcHooks> {
 }
 
 pub fn apply_tc<D: Dataplane>(mirror: &mut Mirror<D>, tc: BTreeMap<u32, TcHooks>) {
-    let names = mirror.ingress_names();
-    let ifindexes: Vec<u32> = mirror.ingress().keys().copied().collect();
     let none = TcHooks::default();
-    for &i in &ifindexes {
-        let name = names
-            .iter()
-            .find(|(n, _)| *n == i)
-            .map_or_else(|| format!("interface {i}"), |(_, s)| s.clone());
+    for (i, name) in mirror.names_of(&mirror.tc_interfaces()) {
         let (now, was) = (
             tc.get(&i).unwrap_or(&none),
             mirror.tc().get(&i).unwrap_or(&none),

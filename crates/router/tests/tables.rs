@@ -303,6 +303,53 @@ fn a_slot_given_back_holds_nothing_of_its_old_table() {
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
 }
 
+/// A bridge's port is routed as the bridge while it forwards: the rules'
+/// `iif` is the bridge's name, not the port's; a port in another STP
+/// state passes.
+#[test]
+fn a_bridge_port_is_routed_as_its_bridge() {
+    use netlink_packet_route::link::{
+        BridgePortState, InfoBridgePort, InfoKind, InfoPortData, LinkInfo,
+    };
+    let env = tenant_mirror("brport");
+    let (mut m, m0) = (env.m, env.m0);
+    const BR: u32 = 900;
+    let mut bridge = link(BR, "br0", MAC_IN);
+    if let M::NewLink(l) = &mut bridge {
+        l.attributes
+            .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Bridge)]));
+    }
+    let port = |state| {
+        let mut p = link(m0, "t0", MAC_IN);
+        if let M::NewLink(l) = &mut p {
+            l.attributes.push(LinkAttribute::Controller(BR));
+            l.attributes.push(LinkAttribute::LinkInfo(vec![LinkInfo::PortData(
+                InfoPortData::BridgePort(vec![InfoBridgePort::State(state)]),
+            )]));
+        }
+        p
+    };
+    m.apply(&bridge).unwrap();
+    m.netconf(&Netconf {
+        ipv6: false,
+        ifindex: BR as i32,
+        forwarding: Some(true),
+        rp_filter: None,
+        gone: false,
+    })
+    .unwrap();
+    m.apply(&port(BridgePortState::Forwarding)).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
+    m.set_rules(&rules(&[rule(false, 90, 100, Some("br0"), 0)]))
+        .unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT), "iif br0");
+    m.set_rules(&rules(&[rule(false, 90, 100, Some("t0"), 0)]))
+        .unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN), "iif t0, the port");
+    m.apply(&port(BridgePortState::Blocking)).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_policy"), "blocking");
+}
+
 /// A rule that brings a table the fast path holds no FIB for: while its
 /// FIB fills, the packets the new rules route otherwise than by main go
 /// to the kernel, which walks the new rules, never by the rules before

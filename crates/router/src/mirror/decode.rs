@@ -4,7 +4,11 @@
 use super::nexthops::{members_key, NhKey};
 use super::routes::Candidate;
 use linerate_fib::Key;
-use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+use netlink_packet_core::Nla;
+use netlink_packet_route::link::{
+    InfoBridgePort, InfoKind, InfoPortData, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+    LinkProtoInfoBridge,
+};
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
 };
@@ -26,6 +30,13 @@ pub struct Link {
     /// A port of another device (a VRF, a bridge): the kernel routes what
     /// arrives here, if at all, as that device.
     pub enslaved: bool,
+    /// The device it is a port of (0: none).
+    pub master: u32,
+    /// It is a bridge (`ip link add ... type bridge`).
+    pub bridge: bool,
+    /// As a bridge's port, its STP state (BR_STATE_*), if the message
+    /// says it.
+    pub port_state: Option<u8>,
     /// Its interface group (`ip link set ... group`), which a rule's
     /// `suppress_ifgroup` names.
     pub group: u32,
@@ -40,9 +51,35 @@ pub struct LinkUpdate {
     pub name: Option<String>,
 }
 
+/// A bridge port's STP state: forwarding (BR_STATE_FORWARDING), the only
+/// one in which the bridge passes frames up to be routed.
+pub const BR_STATE_FORWARDING: u8 = 3;
+
+/// An AF_BRIDGE link message: a bridge port's state (its index, and the
+/// state; None when it leaves the bridge).
+pub fn bridge_port(l: &LinkMessage, gone: bool) -> Option<(u32, Option<u8>)> {
+    if l.header.interface_family != AddressFamily::Bridge {
+        return None;
+    }
+    // IFLA_PROTINFO's IFLA_BRPORT_STATE (1), which the crate leaves
+    // unnamed.
+    let state = l.attributes.iter().find_map(|a| match a {
+        LinkAttribute::ProtoInfoBridge(p) => p.iter().find_map(|x| match x {
+            LinkProtoInfoBridge::Other(nla) if nla.kind() == 1 && nla.value_len() == 1 => {
+                let mut b = [0u8];
+                nla.emit_value(&mut b);
+                Some(b[0])
+            }
+            _ => None,
+        }),
+        _ => None,
+    });
+    Some((l.header.index, if gone { None } else { state }))
+}
+
 /// A link message; None for AF_BRIDGE ones, which are about a bridge's
 /// port (its state in the bridge; a "deletion" when it leaves the bridge),
-/// not the link.
+/// not the link: [`bridge_port`].
 pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
     if l.header.interface_family == AddressFamily::Bridge {
         return None;
@@ -64,7 +101,24 @@ pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
         match a {
             LinkAttribute::Address(m) if m.len() == 6 => link.mac.copy_from_slice(m),
             LinkAttribute::Mtu(m) => link.mtu = *m,
-            LinkAttribute::Controller(c) => link.enslaved = *c != 0,
+            LinkAttribute::Controller(c) => {
+                link.enslaved = *c != 0;
+                link.master = *c;
+            }
+            LinkAttribute::LinkInfo(info) => {
+                for i in info {
+                    match i {
+                        LinkInfo::Kind(InfoKind::Bridge) => link.bridge = true,
+                        LinkInfo::PortData(InfoPortData::BridgePort(p)) => {
+                            link.port_state = p.iter().find_map(|a| match a {
+                                InfoBridgePort::State(s) => Some(u8::from(*s)),
+                                _ => None,
+                            })
+                        }
+                        _ => {}
+                    }
+                }
+            }
             LinkAttribute::Group(g) => link.group = *g,
             LinkAttribute::IfName(n) => name = Some(n.clone()),
             _ => {}

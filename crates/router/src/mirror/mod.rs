@@ -161,6 +161,8 @@ enum Routing {
 pub struct Mirror<D: Dataplane = FastPath> {
     dp: D,
     links: HashMap<u32, Link>,
+    /// Bridge ports' STP states (BR_STATE_*), by port.
+    port_states: HashMap<u32, u8>,
     /// Link names: policy rules name their input interface.
     names: HashMap<u32, String>,
     neighbours: Neighbours,
@@ -289,6 +291,7 @@ impl<D: Dataplane> Mirror<D> {
         Ok(Mirror {
             dp,
             links: HashMap::new(),
+            port_states: HashMap::new(),
             names: HashMap::new(),
             neighbours: Neighbours::default(),
             families: Families {
@@ -336,8 +339,14 @@ impl<D: Dataplane> Mirror<D> {
     /// Applies one message from a dump or a notification.
     pub fn apply(&mut self, msg: &RouteNetlinkMessage) -> Result<()> {
         match msg {
-            RouteNetlinkMessage::NewLink(l) => self.link(decode::link(l, false)),
-            RouteNetlinkMessage::DelLink(l) => self.link(decode::link(l, true)),
+            RouteNetlinkMessage::NewLink(l) => {
+                self.bridge_port(decode::bridge_port(l, false))?;
+                self.link(decode::link(l, false))
+            }
+            RouteNetlinkMessage::DelLink(l) => {
+                self.bridge_port(decode::bridge_port(l, true))?;
+                self.link(decode::link(l, true))
+            }
             RouteNetlinkMessage::NewNeighbour(n) => self.neighbour(decode::neighbour(n, false)),
             RouteNetlinkMessage::DelNeighbour(n) => self.neighbour(decode::neighbour(n, true)),
             RouteNetlinkMessage::NewRoute(r) => self.route(decode::route(r, false)),
@@ -392,6 +401,7 @@ impl<D: Dataplane> Mirror<D> {
         }
         for index in unseen(self.links.keys(), &seen.links) {
             self.links.remove(&index);
+            self.port_states.remove(&index);
             self.names.remove(&index);
             self.follow_ingress(index)?;
             self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))?;
@@ -457,7 +467,7 @@ impl<D: Dataplane> Mirror<D> {
         if self.kernels_whatever_the_rules(ifindex).is_some() {
             return Routing::Kernel;
         }
-        let name = self.names.get(&ifindex).map(String::as_str);
+        let name = self.names.get(&self.l3_of(ifindex)).map(String::as_str);
         let w = self.policy.walk(ipv6, name);
         match (w.ended_by, w.tables.as_slice()) {
             (Some(_), _) => Routing::Program,
@@ -590,7 +600,12 @@ impl<D: Dataplane> Mirror<D> {
         if self.place_tables()? {
             return self.write_all_ingress();
         }
-        self.write_ingress(ifindex)
+        self.write_ingress(ifindex)?;
+        // A bridge's settings, MAC and name are its ports'.
+        for p in self.ports_of(ifindex) {
+            self.write_ingress(p)?;
+        }
+        Ok(())
     }
 
     /// push_ingress, the tables' FIBs placed already.
@@ -605,10 +620,18 @@ impl<D: Dataplane> Mirror<D> {
         // the egress's.)
         let main4 = tables_word(&[FastPath::table_root_mib(false, 0)]);
         let xmit = self.xmit(ifindex);
+        // A bridge's port is routed as the bridge: its MAC, its settings,
+        // and tc on either (the port's ingress runs first).
+        let l3 = self.l3_of(ifindex);
+        let mac = match self.bridge_of(ifindex) {
+            Some(b) => self.link_mac(b).unwrap_or(mac),
+            None => mac,
+        };
+        let tc_on = |i: u32| self.tc.get(&i).is_some_and(|t| !t.ingress.is_empty());
         let context = ifaces::Context {
             routed: [words[0].is_some(), words[1].is_some()],
             walk: [words[0].flatten().is_some(), words[1].flatten().is_some()],
-            tc_ingress: self.tc.get(&ifindex).is_some_and(|t| !t.ingress.is_empty()),
+            tc_ingress: tc_on(ifindex) || tc_on(l3),
             netfilter: [
                 !self.netfilter.ipv4.is_empty(),
                 !self.netfilter.ipv6.is_empty(),
@@ -620,11 +643,12 @@ impl<D: Dataplane> Mirror<D> {
             nat: self.netfilter.nat,
             xmit_multibuf: xmit.multibuf,
         };
-        let flags = ifaces::flags(&self.settings, ifindex, &context);
+        let flags = ifaces::flags(&self.settings, l3, &context);
         let ifc = Iface {
             ifindex,
             mac,
             flags,
+            l3,
             tables4: match words[0] {
                 Some(Some(w)) => w,
                 Some(None) => main4,
@@ -709,9 +733,10 @@ impl<D: Dataplane> Mirror<D> {
     }
 
     /// Why the kernel routes the family from interface `ifindex` whatever
-    /// the walk of its rules: the interface is enslaved. (Reverse path
-    /// filtering walks the rules too: the fast path looks sources up by
-    /// the words of the egresses, bpf/router/router.bpf.c rpf_ok.)
+    /// the walk of its rules: the interface is enslaved to a device other
+    /// than a bridge (a bridge's port is routed as the bridge). (Reverse
+    /// path filtering walks the rules too: the fast path looks sources up
+    /// by the words of the egresses, bpf/router/router.bpf.c rpf_ok.)
     fn kernels_whatever_the_rules(&self, ifindex: u32) -> Option<String> {
         self.links.get(&ifindex).filter(|l| l.enslaved)?;
         let shown = self
@@ -719,7 +744,50 @@ impl<D: Dataplane> Mirror<D> {
             .get(&ifindex)
             .cloned()
             .unwrap_or_else(|| ifindex.to_string());
-        Some(format!("{shown} is a bridge's or a VRF's port"))
+        if self.bridge_of(ifindex).is_none() {
+            return Some(format!(
+                "{shown} is a port of a device other than a bridge (a VRF's)"
+            ));
+        }
+        match self.port_states.get(&ifindex) {
+            Some(&decode::BR_STATE_FORWARDING) => None,
+            Some(s) => Some(format!(
+                "{shown} is a bridge port not forwarding (STP state {s})"
+            )),
+            None => Some(format!("{shown} is a bridge port whose state is not known")),
+        }
+    }
+
+    /// The bridge interface `ifindex` is a port of, if it is one.
+    fn bridge_of(&self, ifindex: u32) -> Option<u32> {
+        let master = self.links.get(&ifindex)?.master;
+        self.links
+            .get(&master)
+            .filter(|m| m.bridge)
+            .map(|_| master)
+    }
+
+    /// The interface the kernel routes what arrives on `ifindex` as:
+    /// itself, or the bridge it is a port of.
+    fn l3_of(&self, ifindex: u32) -> u32 {
+        self.bridge_of(ifindex).unwrap_or(ifindex)
+    }
+
+    /// The router's interfaces that are ports of bridge `bridge`.
+    fn ports_of(&self, bridge: u32) -> Vec<u32> {
+        self.ingress
+            .keys()
+            .copied()
+            .filter(|&p| self.bridge_of(p) == Some(bridge))
+            .collect()
+    }
+
+    /// The interfaces whose tc hooks decide the router's: its own, and the
+    /// bridges they are ports of.
+    pub fn tc_interfaces(&self) -> Vec<u32> {
+        let mut all: BTreeSet<u32> = self.ingress.keys().copied().collect();
+        all.extend(self.ingress.keys().filter_map(|&i| self.bridge_of(i)));
+        all.into_iter().collect()
     }
 
     /// The word of interface `ifindex`'s entry for the family: None, the
@@ -999,6 +1067,15 @@ impl<D: Dataplane> Mirror<D> {
             .collect()
     }
 
+    /// Interfaces `ifindexes` with their names (the index where it has
+    /// none).
+    pub fn names_of(&self, ifindexes: &[u32]) -> Vec<(u32, String)> {
+        ifindexes
+            .iter()
+            .map(|i| (*i, self.names.get(i).cloned().unwrap_or_else(|| i.to_string())))
+            .collect()
+    }
+
     /// The router's interfaces still there, with their MACs.
     pub fn ingress(&self) -> &BTreeMap<u32, [u8; 6]> {
         &self.ingress
@@ -1089,6 +1166,7 @@ impl<D: Dataplane> Mirror<D> {
         match u.link {
             None => {
                 self.links.remove(&index);
+                self.port_states.remove(&index);
                 self.names.remove(&index);
                 self.links_up_or_down = true;
             }
@@ -1107,6 +1185,15 @@ impl<D: Dataplane> Mirror<D> {
                     return Ok(());
                 }
                 let regrouped = self.links.get(&index).map(|l| l.group) != Some(link.group);
+                match (link.master, link.port_state) {
+                    (0, _) => {
+                        self.port_states.remove(&index);
+                    }
+                    (_, Some(state)) => {
+                        self.port_states.insert(index, state);
+                    }
+                    _ => {}
+                }
                 self.links.insert(index, link);
                 if regrouped {
                     self.refill_group_views::<u32>()?;
@@ -1115,7 +1202,25 @@ impl<D: Dataplane> Mirror<D> {
             }
         }
         self.follow_ingress(index)?;
+        if !self.ingress.contains_key(&index) && !self.ports_of(index).is_empty() {
+            self.push_ingress(index)?;
+        }
         self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))
+    }
+
+    /// A bridge port's state (None: it left the bridge).
+    fn bridge_port(&mut self, update: Option<(u32, Option<u8>)>) -> Result<()> {
+        let Some((index, state)) = update else {
+            return Ok(());
+        };
+        let was = match state {
+            Some(s) => self.port_states.insert(index, s),
+            None => self.port_states.remove(&index),
+        };
+        if was != state {
+            self.push_ingress(index)?;
+        }
+        Ok(())
     }
 
     fn neighbour(&mut self, update: Option<decode::NeighUpdate>) -> Result<()> {
