@@ -33,6 +33,10 @@ const NFPROTO_IPV4: u8 = 2;
 const NFPROTO_NETDEV: u8 = 5;
 const NFPROTO_IPV6: u8 = 10;
 
+const NFPROTO_BRIDGE: u8 = 7;
+const NF_BR_PRE_ROUTING: u32 = 0;
+const NF_BR_LOCAL_IN: u32 = 1;
+
 const NF_INET_PRE_ROUTING: u32 = 0;
 const NF_INET_FORWARD: u32 = 2;
 const NF_INET_POST_ROUTING: u32 = 4;
@@ -44,7 +48,7 @@ const FAMILIES: [(u8, &str); 6] = [
     (NFPROTO_IPV4, "ip"),
     (3, "arp"),
     (NFPROTO_NETDEV, "netdev"),
-    (7, "bridge"),
+    (NFPROTO_BRIDGE, "bridge"),
     (NFPROTO_IPV6, "ip6"),
 ];
 
@@ -71,6 +75,9 @@ pub struct Hooks {
     /// Of them, nat chains (their connections' mappings the kernel's
     /// conntrack holds), per family.
     pub nat: [bool; 2],
+    /// Bridge-family chains at prerouting or input: they see what a
+    /// bridge's port takes in for the bridge itself (to be routed).
+    pub bridge: Vec<String>,
 }
 
 /// A base chain as nf_tables dumps it.
@@ -126,6 +133,9 @@ impl Hooks {
         };
         let family = family_name(c.family).unwrap_or("other");
         let what = format!("nft chain {family} {} {}", c.table, c.name);
+        if c.family == NFPROTO_BRIDGE && matches!(c.hook, NF_BR_PRE_ROUTING | NF_BR_LOCAL_IN) {
+            self.bridge.push(what.clone());
+        }
         let nat = c.kind == "nat";
         if v4 {
             self.ipv4.push(what.clone());
@@ -230,6 +240,16 @@ mod tests {
         assert_eq!(families(chain(NFPROTO_INET, LOCAL_IN)), (false, false));
         assert_eq!(families(chain(NFPROTO_IPV4, LOCAL_OUT)), (false, false));
         assert_eq!(families(chain(3, 0)), (false, false), "arp");
+        // A bridge's chains: none of the routed families', but what its
+        // ports take in for it (prerouting, input), not what it forwards.
+        let bridge = |hook| {
+            let mut h = Hooks::default();
+            h.add_chain(&chain(NFPROTO_BRIDGE, hook));
+            (h.ipv4.len(), h.ipv6.len(), h.bridge.len())
+        };
+        assert_eq!(bridge(NF_BR_PRE_ROUTING), (0, 0, 1));
+        assert_eq!(bridge(NF_BR_LOCAL_IN), (0, 0, 1));
+        assert_eq!(bridge(2), (0, 0, 0), "forward");
     }
 
     #[test]

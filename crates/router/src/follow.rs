@@ -163,8 +163,9 @@ fn read_netfilter() -> Hooks {
         let unknown = vec!["netfilter hooks that could not be read".to_string()];
         Hooks {
             ipv4: unknown.clone(),
-            ipv6: unknown,
+            ipv6: unknown.clone(),
             nat: [false; 2],
+            bridge: unknown,
         }
     })
 }
@@ -188,6 +189,14 @@ pub fn apply_netfilter<D: Dataplane>(mirror: &mut Mirror<D>, hooks: Hooks) {
             },
         );
     }
+    say_hooks_changed(
+        &hooks.bridge,
+        &before.bridge,
+        || "no netfilter bridge chain sees what a bridge's port takes in any more".to_string(),
+        |hooks| {
+            format!("netfilter's bridge chains see what a bridge's port takes in ({hooks}): the kernel routes what arrives on the router's bridge ports")
+        },
+    );
     if let Err(e) = mirror.set_netfilter(hooks) {
         tracing::warn!("{e:#}");
     }

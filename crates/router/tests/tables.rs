@@ -346,6 +346,15 @@ fn a_bridge_port_is_routed_as_its_bridge() {
     m.set_rules(&rules(&[rule(false, 90, 100, Some("t0"), 0)]))
         .unwrap();
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN), "iif t0, the port");
+    // Netfilter's bridge chains see what the port takes in: the kernel's.
+    m.set_netfilter(linerate_netlink::netfilter::Hooks {
+        bridge: vec!["nft chain bridge t c".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_policy"), "bridge chains");
+    m.set_netfilter(Default::default()).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
     m.apply(&port(BridgePortState::Blocking)).unwrap();
     assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_policy"), "blocking");
 }

@@ -749,6 +749,11 @@ impl<D: Dataplane> Mirror<D> {
                 "{shown} is a port of a device other than a bridge (a VRF's)"
             ));
         }
+        if let Some(c) = self.netfilter.bridge.first() {
+            return Some(format!(
+                "netfilter's bridge chains see what {shown} takes in ({c})"
+            ));
+        }
         match self.port_states.get(&ifindex) {
             Some(&decode::BR_STATE_FORWARDING) => None,
             Some(s) => Some(format!(
