@@ -100,6 +100,12 @@ static __always_inline __u32 flow_bucket_of(const void *l3, const int v6)
 	return flow_bucket(ip->saddr, ip->daddr);
 }
 
+/* The interface the kernel routes out of through next hop `n`. */
+static __always_inline __u32 nh_l3(const struct nexthop *n)
+{
+	return n->l3 ? n->l3 : n->ifindex;
+}
+
 /* The next hop for `nh` (for an ECMP route, the member the flow of the
  * header at `l3` hashes to), or a reason to pass. */
 static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingress,
@@ -130,7 +136,7 @@ static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingres
 		return n->flags & NH_TC ? R_PASS_TC : R_PASS_NO_NEIGH;
 	if (l3_len > n->mtu)
 		return R_PASS_MTU;
-	if (n->ifindex == ingress)
+	if (nh_l3(n) == ingress)
 		return R_PASS_SAME_IF;
 	if (!bpf_map_lookup_elem(TX_PORTS(multibuf), &n->ifindex))
 		return R_PASS_NO_PORT;
@@ -459,7 +465,7 @@ static __always_inline int rpf_ok(const struct iphdr *ip, const void *data_end, 
 	if (!n || (n->flags & (NH_VALID | NH_RESOLVED | NH_KERNEL | NH_GROUP)) !=
 			  (NH_VALID | NH_RESOLVED))
 		return 0;
-	return !(ifflags & IFACE_RPF_STRICT) || n->ifindex == ingress;
+	return !(ifflags & IFACE_RPF_STRICT) || nh_l3(n) == ingress;
 }
 
 static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
@@ -529,7 +535,7 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 	struct fw_hit hit = { .n = 0 };
 	if (ifflags & IFACE_FIREWALL4) {
 		r = fw_judge(ctx, ip, 0, (const __u8 *)(ip + 1), l3_len - sizeof(*ip), ip->protocol,
-			     ip->protocol, iif, n->ifindex, &hit, ifflags & IFACE_NAT4);
+			     ip->protocol, iif, nh_l3(n), &hit, ifflags & IFACE_NAT4);
 		if (r == R_DROP_FIREWALL) {
 			fw_count(&hit, l3_len);
 			return verdict(c, R_DROP_FIREWALL, len, XDP_DROP);
@@ -636,7 +642,7 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 	struct fw_hit hit = { .n = 0 };
 	if (ifflags & IFACE_FIREWALL6) {
 		r = fw_judge(ctx, ip6, 1, (const __u8 *)(ip6 + 1), l3_len - sizeof(*ip6),
-			     ip6->nexthdr, ip6->nexthdr, iif, n->ifindex, &hit,
+			     ip6->nexthdr, ip6->nexthdr, iif, nh_l3(n), &hit,
 			     ifflags & IFACE_NAT6);
 		if (r == R_DROP_FIREWALL) {
 			fw_count(&hit, l3_len);

@@ -80,7 +80,7 @@ struct nh_group {
 };
 
 struct nexthop {
-	__u32 ifindex;
+	__u32 ifindex;  /* the port the frame leaves by (a group: its index) */
 	__u16 mtu;
 	__u8  flags;
 	/* Set by the fast path when it sends through this next hop; the
@@ -89,6 +89,11 @@ struct nexthop {
 	__u8  used;
 	__u8  dmac[6];
 	__u8  smac[6];
+	/* The interface the kernel routes the frame out of: `ifindex`, or the
+	 * bridge whose port `ifindex` is (its FDB holds `dmac` there); 0 read
+	 * as `ifindex`. The same-interface check, the reverse path's strict
+	 * check and the firewall's oifname compare this one. */
+	__u32 l3;
 };
 
 struct iface {

@@ -312,6 +312,7 @@ fn fast_path<K: Key>(
             used: 0,
             dmac: p.out_mac,
             smac: p.in_mac,
+            l3: 0,
         },
     )?;
     fp.set_nexthop(
@@ -323,6 +324,7 @@ fn fast_path<K: Key>(
             used: 0,
             dmac: p.in_mac,
             smac: p.out_mac,
+            l3: 0,
         },
     )?;
     let main = shape_of::<K>(layout);

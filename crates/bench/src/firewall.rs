@@ -481,6 +481,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
             used: 0,
             dmac: in_mac,
             smac: out_mac,
+            l3: 0,
         },
     )?;
     let mut fib: Fib<u32> = Fib::new(Shape::IPV4);

@@ -93,6 +93,20 @@ pub struct Nexthop {
     pub used: u8,
     pub dmac: [u8; 6],
     pub smac: [u8; 6],
+    /// The interface the kernel routes out of: `ifindex`, or the bridge
+    /// whose port it is (0: `ifindex`).
+    pub l3: u32,
+}
+
+impl Nexthop {
+    /// The interface the kernel routes out of through it.
+    pub fn l3(&self) -> u32 {
+        if self.l3 != 0 {
+            self.l3
+        } else {
+            self.ifindex
+        }
+    }
 }
 
 /// An ECMP route's member next-hop ids, one per bucket.
@@ -699,6 +713,7 @@ mod tests {
                 ("used", offset_of!(Nexthop, used)),
                 ("dmac", offset_of!(Nexthop, dmac)),
                 ("smac", offset_of!(Nexthop, smac)),
+                ("l3", offset_of!(Nexthop, l3)),
             ],
         );
         check(

@@ -315,7 +315,7 @@ impl Model {
             return pass(RP_FILTER);
         }
         let counted = if ifflags & IFACE_FIREWALL4 != 0 {
-            match self.fw_stage(f, false, l3_len, iif, n.1.ifindex) {
+            match self.fw_stage(f, false, l3_len, iif, n.1.l3()) {
                 Ok(ids) => ids,
                 Err(verdict) => return verdict,
             }
@@ -406,7 +406,7 @@ impl Model {
             if ipv6_ext(f[14 + 6]) {
                 return pass(EXT_HDR);
             }
-            match self.fw_stage(f, true, l3_len, iif, n.1.ifindex) {
+            match self.fw_stage(f, true, l3_len, iif, n.1.l3()) {
                 Ok(ids) => ids,
                 Err(verdict) => return verdict,
             }
@@ -490,7 +490,7 @@ impl Model {
         if l3_len > n.mtu as usize {
             return Err(MTU);
         }
-        if n.ifindex == ingress {
+        if n.l3() == ingress {
             return Err(SAME_IF);
         }
         if !self.tx_ports.contains(&n.ifindex) {
@@ -574,7 +574,7 @@ impl Model {
         if n.flags & kinds != NH_VALID | NH_RESOLVED {
             return false;
         }
-        ifflags & IFACE_RPF_STRICT == 0 || n.ifindex == ingress
+        ifflags & IFACE_RPF_STRICT == 0 || n.l3() == ingress
     }
 
     fn send(&self, f: &mut [u8], (id, n): &(u32, Nexthop)) -> (XdpAction, &'static str) {

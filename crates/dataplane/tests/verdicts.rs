@@ -71,6 +71,7 @@ impl Router {
             used: 0,
             dmac: MAC_RECV,
             smac: MAC_OUT,
+            l3: 0,
         };
         fp.set_nexthop(1, &nh(fp1, 1500, NH_VALID | NH_RESOLVED))
             .unwrap();
@@ -484,6 +485,7 @@ fn what_follows_the_ip_packet_is_cut() {
             used: 0,
             dmac: MAC_RECV,
             smac: MAC_OUT,
+            l3: 0,
         },
     )
     .unwrap();

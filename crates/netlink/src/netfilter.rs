@@ -36,6 +36,8 @@ const NFPROTO_IPV6: u8 = 10;
 const NFPROTO_BRIDGE: u8 = 7;
 const NF_BR_PRE_ROUTING: u32 = 0;
 const NF_BR_LOCAL_IN: u32 = 1;
+const NF_BR_LOCAL_OUT: u32 = 3;
+const NF_BR_POST_ROUTING: u32 = 4;
 
 const NF_INET_PRE_ROUTING: u32 = 0;
 const NF_INET_FORWARD: u32 = 2;
@@ -75,8 +77,10 @@ pub struct Hooks {
     /// Of them, nat chains (their connections' mappings the kernel's
     /// conntrack holds), per family.
     pub nat: [bool; 2],
-    /// Bridge-family chains at prerouting or input: they see what a
-    /// bridge's port takes in for the bridge itself (to be routed).
+    /// Bridge-family chains at prerouting or input (they see what a
+    /// bridge's port takes in for the bridge itself, to be routed), output
+    /// or postrouting (what is routed out of a bridge); not forward, which
+    /// sees only what the bridge forwards between its ports.
     pub bridge: Vec<String>,
 }
 
@@ -133,7 +137,12 @@ impl Hooks {
         };
         let family = family_name(c.family).unwrap_or("other");
         let what = format!("nft chain {family} {} {}", c.table, c.name);
-        if c.family == NFPROTO_BRIDGE && matches!(c.hook, NF_BR_PRE_ROUTING | NF_BR_LOCAL_IN) {
+        if c.family == NFPROTO_BRIDGE
+            && matches!(
+                c.hook,
+                NF_BR_PRE_ROUTING | NF_BR_LOCAL_IN | NF_BR_LOCAL_OUT | NF_BR_POST_ROUTING
+            )
+        {
             self.bridge.push(what.clone());
         }
         let nat = c.kind == "nat";
@@ -241,7 +250,8 @@ mod tests {
         assert_eq!(families(chain(NFPROTO_IPV4, LOCAL_OUT)), (false, false));
         assert_eq!(families(chain(3, 0)), (false, false), "arp");
         // A bridge's chains: none of the routed families', but what its
-        // ports take in for it (prerouting, input), not what it forwards.
+        // ports take in for it or it sends out (prerouting, input, output,
+        // postrouting), not what it forwards between ports.
         let bridge = |hook| {
             let mut h = Hooks::default();
             h.add_chain(&chain(NFPROTO_BRIDGE, hook));
@@ -250,6 +260,8 @@ mod tests {
         assert_eq!(bridge(NF_BR_PRE_ROUTING), (0, 0, 1));
         assert_eq!(bridge(NF_BR_LOCAL_IN), (0, 0, 1));
         assert_eq!(bridge(2), (0, 0, 0), "forward");
+        assert_eq!(bridge(NF_BR_LOCAL_OUT), (0, 0, 1));
+        assert_eq!(bridge(NF_BR_POST_ROUTING), (0, 0, 1));
     }
 
     #[test]

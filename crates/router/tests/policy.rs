@@ -657,25 +657,28 @@ impl Side {
     ignore = "needs root: --features privileged"
 )]
 fn random_rules_and_packets_are_routed_as_the_kernel_walks_them() {
-    random_rules_and_packets("rdiff", None, 10);
+    random_rules_and_packets("rdiff", [None, None], 10);
 }
 
-/// The same, m0 a port of bridge br0 (forwarding, with m0's MAC and
-/// m0's addresses): what arrives on m0 for that MAC is routed as arriving
-/// on br0, by the kernel and by the fast path (the rules' iif, the reverse
-/// path, the same-interface check), which must agree packet by packet.
+/// The same, m0 and m1 ports of bridges br0 and br1 (forwarding, each
+/// with its port's MAC and addresses, the gateways' MACs in their FDBs):
+/// what arrives on a port for its bridge's MAC is routed as arriving on
+/// the bridge, and what is routed out of a bridge leaves by the port its
+/// FDB holds the next hop's MAC behind, by the kernel and by the fast path
+/// (the rules' iif, the reverse path, the same-interface check), which
+/// must agree packet by packet.
 #[test]
 #[cfg_attr(
     not(feature = "privileged"),
     ignore = "needs root: --features privileged"
 )]
-fn random_rules_and_packets_through_a_bridge_port_are_routed_as_the_kernel_walks_them() {
-    random_rules_and_packets("rbdiff", Some("br0"), 4);
+fn random_rules_and_packets_through_bridges_are_routed_as_the_kernel_walks_them() {
+    random_rules_and_packets("rbdiff", [Some("br0"), Some("br1")], 4);
 }
 
 /// Ten rule sets a family (`sets` of them) and 5,000 packets each, m0
-/// routed as `bridge` when it names one (m0 its port).
-fn random_rules_and_packets(tag: &str, bridge: Option<&str>, sets: u32) {
+/// and m1 routed as the bridges `bridges` names (each its port).
+fn random_rules_and_packets(tag: &str, bridges: [Option<&str>; 2], sets: u32) {
     use linerate_bpf::test_run::XdpAction;
     use linerate_netlink::route_get::{Answer, Query, RouteGet};
     use rand::{Rng, SeedableRng};
@@ -685,28 +688,64 @@ fn random_rules_and_packets(tag: &str, bridge: Option<&str>, sets: u32) {
     let (pair, mut m, mut monitor) = router(tag);
     let (m0, m1, ns) = (pair.if0, pair.if1, pair.ns.clone());
     let sh = |args: &[&str]| sh(&ns, args);
-    // m0's side as the kernel routes it: m0, or the bridge it is a port of.
-    let side0 = bridge.unwrap_or("m0");
-    let iif0 = match bridge {
-        Some(b) => {
-            sh(&["link", "add", b, "type", "bridge"]);
-            sh(&["link", "set", "dev", b, "address", &mac(MAC_IN)]);
-            sh(&["link", "set", "dev", "m0", "master", b]);
-            for a in ["198.18.0.254/24", "2001:db8:2::fe/64"] {
-                sh(&["addr", "del", a, "dev", "m0"]);
-                sh(&["addr", "add", a, "dev", b, "nodad"]);
-            }
-            sysctl(&ns, &format!("net.ipv6.conf.{b}.forwarding=1"));
-            sh(&["link", "set", "dev", b, "up"]);
-            linerate_bpf::loader::ifindex(b).unwrap()
+    // Each side as the kernel routes it: the port, or the bridge it is a
+    // port of, which takes its MAC, addresses and routes.
+    let sides_l3: Vec<(String, u32)> = [
+        ("m0", m0, MAC_IN, ["198.18.0.254/24", "2001:db8:2::fe/64"]),
+        ("m1", m1, MAC_OUT, ["198.19.0.254/24", "2001:db8:1::fe/64"]),
+    ]
+    .into_iter()
+    .zip(bridges)
+    .map(|((port, index, mc, addrs), bridge)| {
+        let Some(b) = bridge else {
+            return (port.to_string(), index);
+        };
+        sh(&["link", "add", b, "type", "bridge"]);
+        sh(&["link", "set", "dev", b, "address", &mac(mc)]);
+        sh(&["link", "set", "dev", port, "master", b]);
+        for a in addrs {
+            sh(&["addr", "del", a, "dev", port]);
+            sh(&["addr", "add", a, "dev", b, "nodad"]);
         }
-        None => m0,
-    };
-    // A text's m0 as the kernel routes it.
+        sysctl(&ns, &format!("net.ipv6.conf.{b}.forwarding=1"));
+        sh(&["link", "set", "dev", b, "up"]);
+        (b.to_string(), linerate_bpf::loader::ifindex(b).unwrap())
+    })
+    .collect();
+    let (side0, iif0) = (sides_l3[0].0.clone(), sides_l3[0].1);
+    let (side1, iif1) = (sides_l3[1].0.clone(), sides_l3[1].1);
+    // A text's ports as the kernel routes them.
     let on0 = |t: String| {
         t.replace("dev m0", &format!("dev {side0}"))
             .replace("iif m0", &format!("iif {side0}"))
+            .replace("dev m1", &format!("dev {side1}"))
+            .replace("iif m1", &format!("iif {side1}"))
     };
+    // router()'s gateways on m1, and the ones below, where a bridge
+    // holds m1: its routes, neighbours and FDB entries.
+    if bridges[1].is_some() {
+        for (gw, mc, net, table) in [
+            (MAIN_GW, MAC_GW, "198.51.100.0/24", "main"),
+            (POLICY_GW, MAC_GW2, "198.51.100.0/24", "100"),
+            ("2001:db8:1::1", MAC_GW, "2001:db8:5::/48", "main"),
+            ("2001:db8:1::2", MAC_GW2, "2001:db8:5::/48", "100"),
+        ] {
+            let mc = mac(mc);
+            let nud = ["nud", "permanent"];
+            sh(&[&["neigh", "replace", gw, "lladdr", &mc, "dev", &side1][..], &nud].concat());
+            sh(&["route", "replace", net, "via", gw, "dev", &side1, "table", table]);
+        }
+    }
+    for (i, mc) in [MAC_GW, MAC_GW2, [2, 0, 0, 0, 0, 6], [2, 0, 0, 0, 0, 7], [2, 0, 0, 0, 0, 8]]
+        .into_iter()
+        .enumerate()
+    {
+        let (port, bridge) = if i == 4 { ("m0", bridges[0]) } else { ("m1", bridges[1]) };
+        if bridge.is_some() {
+            let args = ["fdb", "add", &mac(mc), "dev", port, "master", "static"];
+            linerate_host::cmd::in_netns(&ns, "bridge", &args).unwrap();
+        }
+    }
     let sides = [Side { ipv6: false }, Side { ipv6: true }];
     const GW_MACS: [[u8; 6]; 3] = [[2, 0, 0, 0, 0, 6], [2, 0, 0, 0, 0, 7], [2, 0, 0, 0, 0, 8]];
     const ROUTES: [&str; 14] = [
@@ -730,7 +769,7 @@ fn random_rules_and_packets(tag: &str, bridge: Option<&str>, sets: u32) {
     for side in &sides {
         let fam = if side.ipv6 { "-6" } else { "-4" };
         for (i, mc) in GW_MACS.iter().enumerate() {
-            let dev = if i == 2 { side0 } else { "m1" };
+            let dev = if i == 2 { side0.as_str() } else { side1.as_str() };
             let (gw, mc) = (side.gw(i), mac(*mc));
             sh(&[
                 fam,
@@ -894,7 +933,7 @@ fn random_rules_and_packets(tag: &str, bridge: Option<&str>, sets: u32) {
                     .get(&Query {
                         src: side.addr(src),
                         dst: side.addr(dst),
-                        iif: if from_m1 { m1 } else { iif0 },
+                        iif: if from_m1 { iif1 } else { iif0 },
                         tos,
                         proto: f[if side.ipv6 { 20 } else { 23 }],
                         sport,
@@ -962,8 +1001,7 @@ fn random_rules_and_packets(tag: &str, bridge: Option<&str>, sets: u32) {
     let left: u64 = tally
         .iter()
         .filter(|(w, _)| w.ends_with("the kernel forwards") && !w.starts_with("pass_same_if"))
-        // (Out of a bridge: the kernel's, for now.)
-        .filter(|(w, _)| bridge.is_none() || !w.starts_with("pass_no_port"))
+
         .map(|(_, n)| n)
         .sum();
     assert!(

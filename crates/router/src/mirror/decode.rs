@@ -144,6 +144,45 @@ pub struct NeighUpdate {
 }
 
 /// A neighbour message; None without a destination address.
+/// A bridge's FDB entry added, changed or gone: the port its MAC is
+/// behind (None: gone, or one the fast path does not send to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FdbUpdate {
+    pub bridge: u32,
+    pub mac: [u8; 6],
+    pub port: Option<u32>,
+}
+
+/// An AF_BRIDGE neighbour message: a bridge's FDB entry (`bridge fdb`);
+/// None for other families and entries no bridge holds (a port's own
+/// `self` list). The bridge's own MACs (permanent entries: frames for them
+/// are its own) and entries of a VLAN (frames sent tagged) are no port to
+/// send to.
+pub fn fdb(n: &NeighbourMessage, gone: bool) -> Option<FdbUpdate> {
+    if n.header.family != AddressFamily::Bridge {
+        return None;
+    }
+    let (mut mac, mut bridge, mut vlan) = (None, None, 0);
+    for a in &n.attributes {
+        match a {
+            NeighbourAttribute::LinkLayerAddress(m) if m.len() == 6 => {
+                let mut x = [0u8; 6];
+                x.copy_from_slice(m);
+                mac = Some(x);
+            }
+            NeighbourAttribute::Controller(b) => bridge = Some(*b),
+            NeighbourAttribute::Vlan(v) => vlan = *v,
+            _ => {}
+        }
+    }
+    let own = n.header.state == NeighbourState::Permanent;
+    Some(FdbUpdate {
+        bridge: bridge?,
+        mac: mac?,
+        port: (!gone && !own && vlan == 0).then_some(n.header.ifindex),
+    })
+}
+
 pub fn neighbour(n: &NeighbourMessage, gone: bool) -> Option<NeighUpdate> {
     let mut ip = None;
     let mut mac = None;

@@ -85,6 +85,7 @@ struct Seen {
     routes4: HashSet<RouteId<u32>>,
     routes6: HashSet<RouteId<u128>>,
     local4: HashSet<u32>,
+    fdb: HashSet<(u32, [u8; 6])>,
     /// The rules, all of them: they replace the mirror's at the end.
     policy: Policy,
 }
@@ -163,6 +164,8 @@ pub struct Mirror<D: Dataplane = FastPath> {
     links: HashMap<u32, Link>,
     /// Bridge ports' STP states (BR_STATE_*), by port.
     port_states: HashMap<u32, u8>,
+    /// The bridges' FDBs: the port a (bridge, MAC) is behind.
+    fdb: HashMap<(u32, [u8; 6]), u32>,
     /// Link names: policy rules name their input interface.
     names: HashMap<u32, String>,
     neighbours: Neighbours,
@@ -215,6 +218,22 @@ struct NhView<'a> {
     neighbours: &'a Neighbours,
     tc: &'a BTreeMap<u32, TcHooks>,
     families: &'a Families,
+    port_states: &'a HashMap<u32, u8>,
+    fdb: &'a HashMap<(u32, [u8; 6]), u32>,
+    /// Netfilter's bridge chains see what is routed out of a bridge.
+    bridge_chains: bool,
+}
+
+impl NhView<'_> {
+    /// The port of bridge `bridge` that MAC `mac` is behind, if the fast
+    /// path may send there (the port forwards, is up, and no bridge chain
+    /// sees the frame).
+    fn bridge_port(&self, bridge: u32, mac: [u8; 6]) -> Option<u32> {
+        let port = *self.fdb.get(&(bridge, mac))?;
+        let forwards = self.port_states.get(&port) == Some(&decode::BR_STATE_FORWARDING);
+        let up = self.links.get(&port).is_some_and(|l| l.up);
+        (forwards && up && !self.bridge_chains).then_some(port)
+    }
 }
 
 impl NhContext for NhView<'_> {
@@ -236,23 +255,35 @@ impl NhContext for NhView<'_> {
             NhKey::Gateway { oif, gw, mtu } => {
                 let link = self.links.get(oif).copied().unwrap_or_default();
                 let dmac = self.neighbours.mac(&(*oif, *gw));
+                // Out of a bridge: by the port its FDB holds the
+                // neighbour's MAC behind (none known: the kernel's).
+                let port = match (link.bridge, dmac) {
+                    (false, _) => Some(*oif),
+                    (true, Some(m)) => self.bridge_port(*oif, m),
+                    (true, None) => None,
+                };
+                let out = port.unwrap_or(*oif);
+                let tc_egress = |i: &u32| self.tc.get(i).is_some_and(|t| !t.egress.is_empty());
                 let mut flags = NH_VALID;
-                if self.tc.get(oif).is_some_and(|t| !t.egress.is_empty()) {
+                if tc_egress(oif) || tc_egress(&out) {
                     flags |= NH_TC;
-                } else if link.up && dmac.is_some() {
+                } else if link.up && dmac.is_some() && port.is_some() {
                     flags |= NH_RESOLVED;
                 }
+                let port_mtu = self.links.get(&out).map_or(link.mtu, |l| l.mtu);
                 let mtu = mtu
                     .unwrap_or(link.mtu)
                     .min(link.mtu.max(1))
+                    .min(port_mtu.max(1))
                     .min(u16::MAX as u32);
                 Nexthop {
-                    ifindex: *oif,
+                    ifindex: out,
                     mtu: mtu as u16,
                     flags,
                     used: 0,
                     dmac: dmac.unwrap_or_default(),
                     smac: link.mac,
+                    l3: if link.bridge { *oif } else { 0 },
                 }
             }
         }
@@ -276,6 +307,9 @@ macro_rules! nh_view {
             neighbours: &$m.neighbours,
             tc: &$m.tc,
             families: &$m.families,
+            port_states: &$m.port_states,
+            fdb: &$m.fdb,
+            bridge_chains: !$m.netfilter.bridge.is_empty(),
         }
     };
 }
@@ -292,6 +326,7 @@ impl<D: Dataplane> Mirror<D> {
             dp,
             links: HashMap::new(),
             port_states: HashMap::new(),
+            fdb: HashMap::new(),
             names: HashMap::new(),
             neighbours: Neighbours::default(),
             families: Families {
@@ -347,8 +382,14 @@ impl<D: Dataplane> Mirror<D> {
                 self.bridge_port(decode::bridge_port(l, true))?;
                 self.link(decode::link(l, true))
             }
-            RouteNetlinkMessage::NewNeighbour(n) => self.neighbour(decode::neighbour(n, false)),
-            RouteNetlinkMessage::DelNeighbour(n) => self.neighbour(decode::neighbour(n, true)),
+            RouteNetlinkMessage::NewNeighbour(n) => {
+                self.fdb_entry(decode::fdb(n, false))?;
+                self.neighbour(decode::neighbour(n, false))
+            }
+            RouteNetlinkMessage::DelNeighbour(n) => {
+                self.fdb_entry(decode::fdb(n, true))?;
+                self.neighbour(decode::neighbour(n, true))
+            }
             RouteNetlinkMessage::NewRoute(r) => self.route(decode::route(r, false)),
             RouteNetlinkMessage::DelRoute(r) => self.route(decode::route(r, true)),
             RouteNetlinkMessage::NewRule(r) => {
@@ -398,6 +439,13 @@ impl<D: Dataplane> Mirror<D> {
         }
         for key in unseen(self.neighbours.keys(), &seen.neigh) {
             self.set_neighbour(key, None, false)?;
+        }
+        for (bridge, mac) in unseen(self.fdb.keys(), &seen.fdb) {
+            self.fdb_entry(Some(decode::FdbUpdate {
+                bridge,
+                mac,
+                port: None,
+            }))?;
         }
         for index in unseen(self.links.keys(), &seen.links) {
             self.links.remove(&index);
@@ -997,7 +1045,11 @@ impl<D: Dataplane> Mirror<D> {
         if self.netfilter == hooks {
             return Ok(());
         }
+        let bridges = self.netfilter.bridge != hooks.bridge;
         self.netfilter = hooks;
+        if bridges {
+            self.refresh_bridge_nexthops(None)?;
+        }
         self.push_all_ingress()
     }
 
@@ -1224,8 +1276,39 @@ impl<D: Dataplane> Mirror<D> {
         };
         if was != state {
             self.push_ingress(index)?;
+            self.refresh_bridge_nexthops(None)?;
         }
         Ok(())
+    }
+
+    /// A bridge's FDB entry: the next hops out of that bridge are
+    /// written again (the port they leave by may have changed).
+    fn fdb_entry(&mut self, update: Option<decode::FdbUpdate>) -> Result<()> {
+        let Some(u) = update else { return Ok(()) };
+        let key = (u.bridge, u.mac);
+        if let Some(seen) = &mut self.seen {
+            seen.fdb.insert(key);
+        }
+        let was = match u.port {
+            Some(p) => self.fdb.insert(key, p),
+            None => self.fdb.remove(&key),
+        };
+        if was != u.port {
+            self.refresh_bridge_nexthops(Some(u.bridge))?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites the next hops out of bridge `bridge` (None: of every
+    /// bridge).
+    fn refresh_bridge_nexthops(&mut self, bridge: Option<u32>) -> Result<()> {
+        let bridges: HashSet<u32> = self
+            .links
+            .iter()
+            .filter(|(i, l)| l.bridge && bridge.is_none_or(|b| b == **i))
+            .map(|(i, _)| *i)
+            .collect();
+        self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if bridges.contains(oif)))
     }
 
     fn neighbour(&mut self, update: Option<decode::NeighUpdate>) -> Result<()> {
