@@ -140,7 +140,8 @@ pub enum Change {
 }
 
 /// Everything the router mirrors, as the kernel has it now: links,
-/// addresses, neighbours, policy rules, the forwarding settings, then
+/// addresses, neighbours, the bridges' FDBs, policy rules, the forwarding
+/// settings, then
 /// nexthop objects before the routes that use them.
 pub fn dump_all() -> Result<Vec<Change>> {
     let mut all = Vec::new();
@@ -163,6 +164,11 @@ pub fn dump_all_each(mut each: impl FnMut(Change) -> Result<()>) -> Result<()> {
         n.header.family = family;
         rt.extend(dump(RouteNetlinkMessage::GetNeighbour(n))?);
     }
+    // The bridges' FDBs (`bridge fdb`): the ports next hops out of a
+    // bridge leave by.
+    let mut n = NeighbourMessage::default();
+    n.header.family = AddressFamily::Bridge;
+    rt.extend(dump(RouteNetlinkMessage::GetNeighbour(n))?);
     rt.extend(dump_rules()?.into_iter().map(RouteNetlinkMessage::NewRule));
     for m in rt {
         each(Change::Rt(m))?;
