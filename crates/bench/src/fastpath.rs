@@ -15,8 +15,7 @@ use linerate_bpf::{objects, test_run};
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
     rules_word, tables_word, Iface, Nexthop, PolicyRule, FIB_WALK_TABLES, IFACE_RPF_LOOSE,
-    IFACE_RPF_STRICT, IFACE_TABLES4,
-    IFACE_TABLES6, NH_RESOLVED, NH_VALID, POLICY_RULES,
+    IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, NH_RESOLVED, NH_VALID, POLICY_RULES,
 };
 use linerate_fib::{synthetic, Fib, Ipv6Layout, Key, Shape};
 use linerate_host::cmd::ip;
@@ -201,30 +200,37 @@ struct Ports {
     out_mac: [u8; 6],
 }
 
-/// Refuses the bench's arguments that cannot run, naming the option,
-/// before anything is built.
-pub fn check_args(
-    keys: usize,
-    repeat: u32,
-    rounds: usize,
-    routes: usize,
-    ipv6: bool,
-    match_lengths: Option<(u8, u8)>,
-) -> Result<()> {
-    if keys == 0 || repeat == 0 || rounds == 0 {
-        bail!("--keys, --repeat and --rounds: at least 1");
+/// The routes of the full table when none are asked for.
+pub fn default_routes(ipv6: bool) -> usize {
+    if ipv6 {
+        200_000
+    } else {
+        1_000_000
     }
-    if repeat > MAX_REPEAT {
-        bail!("--repeat: at most {MAX_REPEAT} (each repetition takes one TTL)");
+}
+
+impl FastpathBench {
+    /// Refuses the bench's arguments that cannot run, naming the option,
+    /// before anything is built.
+    pub fn check(&self) -> Result<()> {
+        if self.keys == 0 || self.repeat == 0 || self.rounds == 0 {
+            bail!("--keys, --repeat and --rounds: at least 1");
+        }
+        if self.repeat > MAX_REPEAT {
+            bail!("--repeat: at most {MAX_REPEAT} (each repetition takes one TTL)");
+        }
+        if self.routes < 2 {
+            bail!("--routes: at least 2 (the one-route case always runs)");
+        }
+        let bits = if self.ipv6 { 128 } else { 32 };
+        if let Some((_, hi)) = self.match_lengths.filter(|&(_, hi)| hi > bits) {
+            bail!("--match-lengths: /{hi} is longer than an address of the family ({bits} bits)");
+        }
+        if self.ipv6 && self.rp_filter.is_some() {
+            bail!("--rp-filter: IPv4 only (the kernel has no reverse path filter for IPv6 outside netfilter)");
+        }
+        Ok(())
     }
-    if routes < 2 {
-        bail!("--routes: at least 2 (the one-route case always runs)");
-    }
-    let bits = if ipv6 { 128 } else { 32 };
-    if let Some((_, hi)) = match_lengths.filter(|&(_, hi)| hi > bits) {
-        bail!("--match-lengths: /{hi} is longer than an address of the family ({bits} bits)");
-    }
-    Ok(())
 }
 
 /// A fast path holding `table`, forwarding everything to one next hop out

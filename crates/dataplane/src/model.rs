@@ -276,7 +276,7 @@ impl Model {
         let flow = || {
             let (sport, dport) = rules::ports(ip[9], &f[34..])?;
             Some(Flow {
-                iif: iif,
+                iif,
                 src: saddr as u128,
                 dst: daddr as u128,
                 tos: ip[1],
@@ -376,7 +376,7 @@ impl Model {
         let flow = || {
             let (sport, dport) = rules::ports(ip[6], &f[54..])?;
             Some(Flow {
-                iif: iif,
+                iif,
                 src: saddr,
                 dst: daddr,
                 tos: ip[0] << 4 | ip[1] >> 4,
@@ -558,7 +558,14 @@ impl Model {
     /// ports swapped, from the forward route's egress as it is routed) by the
     /// egress's word, and its route through a resolved gateway (strict:
     /// on the ingress).
-    fn rpf_ok(&self, saddr: u32, back: impl FnOnce() -> Option<Flow>, ingress: u32, egress: u32, ifflags: u16) -> bool {
+    fn rpf_ok(
+        &self,
+        saddr: u32,
+        back: impl FnOnce() -> Option<Flow>,
+        ingress: u32,
+        egress: u32,
+        ifflags: u16,
+    ) -> bool {
         let slot = if egress < ROUTER_IFACES { egress } else { 0 };
         let Some(out) = self.ifaces.get(&slot).filter(|o| o.ifindex == egress) else {
             return false;

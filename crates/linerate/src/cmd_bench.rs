@@ -182,33 +182,16 @@ fn search(a: crate::cli::BenchSearchArgs) -> Result<()> {
 }
 
 fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
-    use linerate_fib::Family;
     linerate_host::privilege::require_root("linerate bench fastpath")?;
-    let routes = a.routes.unwrap_or(match a.family {
-        Family::Ipv4 => 1_000_000,
-        Family::Ipv6 => 200_000,
-    });
-    let ipv6 = a.family == Family::Ipv6;
-    linerate_bench::fastpath::check_args(
-        a.keys,
-        a.repeat,
-        a.rounds,
-        routes,
+    let ipv6 = a.family == linerate_fib::Family::Ipv6;
+    let mut b = linerate_bench::fastpath::FastpathBench {
+        netns: String::new(),
+        ingress: String::new(),
+        egress: String::new(),
         ipv6,
-        a.match_lengths,
-    )?;
-    if ipv6 && a.rp_filter.is_some() {
-        anyhow::bail!(
-            "--rp-filter: IPv4 only (the kernel has no reverse path filter for IPv6 outside netfilter)"
-        );
-    }
-    let pair = ScratchPair::new(0)?;
-    let b = linerate_bench::fastpath::FastpathBench {
-        netns: pair.netns.clone(),
-        ingress: pair.tx.clone(),
-        egress: pair.rx.clone(),
-        ipv6,
-        routes,
+        routes: a
+            .routes
+            .unwrap_or(linerate_bench::fastpath::default_routes(ipv6)),
         keys: a.keys,
         repeat: a.repeat,
         rounds: a.rounds,
@@ -220,6 +203,9 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         rule_steps: a.rule_steps as usize,
         rp_filter: a.rp_filter,
     };
+    b.check()?;
+    let pair = ScratchPair::new(0)?;
+    (b.netns, b.ingress, b.egress) = (pair.netns.clone(), pair.tx.clone(), pair.rx.clone());
     let json = a.json;
     let results = std::thread::spawn(
         move || -> Result<Vec<linerate_bench::fastpath::FastpathResult>> {

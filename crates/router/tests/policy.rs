@@ -732,15 +732,31 @@ fn random_rules_and_packets(tag: &str, bridges: [Option<&str>; 2], sets: u32) {
         ] {
             let mc = mac(mc);
             let nud = ["nud", "permanent"];
-            sh(&[&["neigh", "replace", gw, "lladdr", &mc, "dev", &side1][..], &nud].concat());
-            sh(&["route", "replace", net, "via", gw, "dev", &side1, "table", table]);
+            sh(&[
+                &["neigh", "replace", gw, "lladdr", &mc, "dev", &side1][..],
+                &nud,
+            ]
+            .concat());
+            sh(&[
+                "route", "replace", net, "via", gw, "dev", &side1, "table", table,
+            ]);
         }
     }
-    for (i, mc) in [MAC_GW, MAC_GW2, [2, 0, 0, 0, 0, 6], [2, 0, 0, 0, 0, 7], [2, 0, 0, 0, 0, 8]]
-        .into_iter()
-        .enumerate()
+    for (i, mc) in [
+        MAC_GW,
+        MAC_GW2,
+        [2, 0, 0, 0, 0, 6],
+        [2, 0, 0, 0, 0, 7],
+        [2, 0, 0, 0, 0, 8],
+    ]
+    .into_iter()
+    .enumerate()
     {
-        let (port, bridge) = if i == 4 { ("m0", bridges[0]) } else { ("m1", bridges[1]) };
+        let (port, bridge) = if i == 4 {
+            ("m0", bridges[0])
+        } else {
+            ("m1", bridges[1])
+        };
         if bridge.is_some() {
             let args = ["fdb", "add", &mac(mc), "dev", port, "master", "static"];
             linerate_host::cmd::in_netns(&ns, "bridge", &args).unwrap();
@@ -769,7 +785,11 @@ fn random_rules_and_packets(tag: &str, bridges: [Option<&str>; 2], sets: u32) {
     for side in &sides {
         let fam = if side.ipv6 { "-6" } else { "-4" };
         for (i, mc) in GW_MACS.iter().enumerate() {
-            let dev = if i == 2 { side0.as_str() } else { side1.as_str() };
+            let dev = if i == 2 {
+                side0.as_str()
+            } else {
+                side1.as_str()
+            };
             let (gw, mc) = (side.gw(i), mac(*mc));
             sh(&[
                 fam,
@@ -961,7 +981,11 @@ fn random_rules_and_packets(tag: &str, bridges: [Option<&str>; 2], sets: u32) {
                     (XdpAction::Redirect, _, to) => {
                         fast_forwarded += 1;
                         assert_eq!(kernel_to, Some(to), "{what}");
-                        let rp = if side.ipv6 { "IPv6".into() } else { format!("rp_filter {rp}") };
+                        let rp = if side.ipv6 {
+                            "IPv6".into()
+                        } else {
+                            format!("rp_filter {rp}")
+                        };
                         count(format!("forwarded, as the kernel ({rp})"));
                     }
                     (XdpAction::Drop, reason, _) => {
@@ -1001,7 +1025,6 @@ fn random_rules_and_packets(tag: &str, bridges: [Option<&str>; 2], sets: u32) {
     let left: u64 = tally
         .iter()
         .filter(|(w, _)| w.ends_with("the kernel forwards") && !w.starts_with("pass_same_if"))
-
         .map(|(_, n)| n)
         .sum();
     assert!(

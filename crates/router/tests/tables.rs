@@ -317,15 +317,18 @@ fn a_bridge_port_is_routed_as_its_bridge() {
     let mut bridge = link(BR, "br0", MAC_IN);
     if let M::NewLink(l) = &mut bridge {
         l.attributes
-            .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Bridge)]));
+            .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
+                InfoKind::Bridge,
+            )]));
     }
     let port = |state| {
         let mut p = link(m0, "t0", MAC_IN);
         if let M::NewLink(l) = &mut p {
             l.attributes.push(LinkAttribute::Controller(BR));
-            l.attributes.push(LinkAttribute::LinkInfo(vec![LinkInfo::PortData(
-                InfoPortData::BridgePort(vec![InfoBridgePort::State(state)]),
-            )]));
+            l.attributes
+                .push(LinkAttribute::LinkInfo(vec![LinkInfo::PortData(
+                    InfoPortData::BridgePort(vec![InfoBridgePort::State(state)]),
+                )]));
         }
         p
     };
@@ -352,7 +355,11 @@ fn a_bridge_port_is_routed_as_its_bridge() {
         ..Default::default()
     })
     .unwrap();
-    assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_policy"), "bridge chains");
+    assert_eq!(
+        to(&m, m0, "198.19.5.5"),
+        Err("pass_policy"),
+        "bridge chains"
+    );
     m.set_netfilter(Default::default()).unwrap();
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
     m.apply(&port(BridgePortState::Blocking)).unwrap();
@@ -367,10 +374,7 @@ fn a_bridge_port_is_routed_as_its_bridge() {
 fn no_packet_is_routed_by_the_old_rules_while_a_table_fills() {
     let env = tenant_mirror("cold");
     let (mut m, m0) = (env.m, env.m0);
-    let probe = frame_between(
-        "198.18.0.1".parse().unwrap(),
-        "198.19.5.5".parse().unwrap(),
-    );
+    let probe = frame_between("198.18.0.1".parse().unwrap(), "198.19.5.5".parse().unwrap());
     m.fast_path_mut().probe = Some((probe, m0));
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
     m.set_rules(&rules(&[rule(false, 90, 100, Some("t0"), 0)]))
@@ -407,8 +411,9 @@ fn a_suppressor_by_interface_group_follows_the_links_groups() {
     .unwrap();
     let said = m.routing();
     assert!(
-        said.iter().any(|(k, l)| k == "IPv4 from t0"
-            && l.contains("tables main suppress_ifgroup 7, 100, main")),
+        said.iter()
+            .any(|(k, l)| k == "IPv4 from t0"
+                && l.contains("tables main suppress_ifgroup 7, 100, main")),
         "{said:?}"
     );
     let grouped = |group| {

@@ -814,10 +814,7 @@ impl<D: Dataplane> Mirror<D> {
     /// The bridge interface `ifindex` is a port of, if it is one.
     fn bridge_of(&self, ifindex: u32) -> Option<u32> {
         let master = self.links.get(&ifindex)?.master;
-        self.links
-            .get(&master)
-            .filter(|m| m.bridge)
-            .map(|_| master)
+        self.links.get(&master).filter(|m| m.bridge).map(|_| master)
     }
 
     /// The interface the kernel routes what arrives on `ifindex` as:
@@ -1129,7 +1126,12 @@ impl<D: Dataplane> Mirror<D> {
     pub fn names_of(&self, ifindexes: &[u32]) -> Vec<(u32, String)> {
         ifindexes
             .iter()
-            .map(|i| (*i, self.names.get(i).cloned().unwrap_or_else(|| i.to_string())))
+            .map(|i| {
+                (
+                    *i,
+                    self.names.get(i).cloned().unwrap_or_else(|| i.to_string()),
+                )
+            })
             .collect()
     }
 
