@@ -309,7 +309,7 @@ fn a_slot_given_back_holds_nothing_of_its_old_table() {
 #[test]
 fn a_bridge_port_is_routed_as_its_bridge() {
     use netlink_packet_route::link::{
-        BridgePortState, InfoBridgePort, InfoKind, InfoPortData, LinkInfo,
+        BridgePortState, InfoBridge, InfoBridgePort, InfoData, InfoKind, InfoPortData, LinkInfo,
     };
     let env = tenant_mirror("brport");
     let (mut m, m0) = (env.m, env.m0);
@@ -361,6 +361,22 @@ fn a_bridge_port_is_routed_as_its_bridge() {
         "bridge chains"
     );
     m.set_netfilter(Default::default()).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
+    // A bridge filtering VLANs passes up by each port's VLANs: the kernel's.
+    let mut filtering = bridge.clone();
+    if let M::NewLink(l) = &mut filtering {
+        l.attributes.push(LinkAttribute::LinkInfo(vec![
+            LinkInfo::Kind(InfoKind::Bridge),
+            LinkInfo::Data(InfoData::Bridge(vec![InfoBridge::VlanFiltering(true)])),
+        ]));
+    }
+    m.apply(&filtering).unwrap();
+    assert_eq!(
+        to(&m, m0, "198.19.5.5"),
+        Err("pass_policy"),
+        "vlan_filtering"
+    );
+    m.apply(&bridge).unwrap();
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
     m.apply(&port(BridgePortState::Blocking)).unwrap();
     assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_policy"), "blocking");

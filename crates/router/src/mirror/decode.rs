@@ -6,8 +6,8 @@ use super::routes::Candidate;
 use linerate_fib::Key;
 use netlink_packet_core::Nla;
 use netlink_packet_route::link::{
-    InfoBridgePort, InfoKind, InfoPortData, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
-    LinkProtoInfoBridge,
+    InfoBridge, InfoBridgePort, InfoData, InfoKind, InfoPortData, LinkAttribute, LinkFlags,
+    LinkInfo, LinkMessage, LinkProtoInfoBridge,
 };
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
@@ -37,6 +37,9 @@ pub struct Link {
     /// As a bridge's port, its STP state (BR_STATE_*), if the message
     /// says it.
     pub port_state: Option<u8>,
+    /// As a bridge, it filters VLANs (`vlan_filtering 1`): what it passes
+    /// up or sends out depends on each port's VLANs.
+    pub vlan_filtering: bool,
     /// Its interface group (`ip link set ... group`), which a rule's
     /// `suppress_ifgroup` names.
     pub group: u32,
@@ -109,6 +112,9 @@ pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
                 for i in info {
                     match i {
                         LinkInfo::Kind(InfoKind::Bridge) => link.bridge = true,
+                        LinkInfo::Data(InfoData::Bridge(b)) => {
+                            link.vlan_filtering = b.contains(&InfoBridge::VlanFiltering(true))
+                        }
                         LinkInfo::PortData(InfoPortData::BridgePort(p)) => {
                             link.port_state = p.iter().find_map(|a| match a {
                                 InfoBridgePort::State(s) => Some(u8::from(*s)),

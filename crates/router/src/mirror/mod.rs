@@ -229,6 +229,10 @@ impl NhView<'_> {
     /// path may send there (the port forwards, is up, and no bridge chain
     /// sees the frame).
     fn bridge_port(&self, bridge: u32, mac: [u8; 6]) -> Option<u32> {
+        // (A bridge filtering VLANs sends by each port's VLANs.)
+        if self.links.get(&bridge).is_some_and(|b| b.vlan_filtering) {
+            return None;
+        }
         let port = *self.fdb.get(&(bridge, mac))?;
         let forwards = self.port_states.get(&port) == Some(&decode::BR_STATE_FORWARDING);
         let up = self.links.get(&port).is_some_and(|l| l.up);
@@ -792,10 +796,14 @@ impl<D: Dataplane> Mirror<D> {
             .get(&ifindex)
             .cloned()
             .unwrap_or_else(|| ifindex.to_string());
-        if self.bridge_of(ifindex).is_none() {
+        let Some(bridge) = self.bridge_of(ifindex) else {
             return Some(format!(
                 "{shown} is a port of a device other than a bridge (a VRF's)"
             ));
+        };
+        if self.links.get(&bridge).is_some_and(|b| b.vlan_filtering) {
+            let b = self.names.get(&bridge).cloned().unwrap_or_default();
+            return Some(format!("{shown} is a port of {b}, which filters VLANs"));
         }
         if let Some(c) = self.netfilter.bridge.first() {
             return Some(format!(
