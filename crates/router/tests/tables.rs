@@ -343,6 +343,12 @@ fn a_bridge_port_is_routed_as_its_bridge() {
     .unwrap();
     m.apply(&port(BridgePortState::Forwarding)).unwrap();
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
+    let said = m.routing();
+    assert!(
+        said.iter()
+            .any(|(_, l)| l == "IPv4 from t0: routed as br0, a port of it, by main's table"),
+        "{said:?}"
+    );
     m.set_rules(&rules(&[rule(false, 90, 100, Some("br0"), 0)]))
         .unwrap();
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT), "iif br0");

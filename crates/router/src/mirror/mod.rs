@@ -712,7 +712,8 @@ impl<D: Dataplane> Mirror<D> {
     }
 
     /// What the rules make of the transit packets arriving on the router's
-    /// interfaces, where it is not main's table alone: for each interface
+    /// interfaces, where it is not main's table alone or the interface is
+    /// a bridge's port (routed as the bridge): for each interface
     /// and family (`IPv4 from dut0`), a line saying which tables the fast
     /// path walks, or why the kernel routes them (the rule it cannot
     /// follow, named as `ip rule` shows it).
@@ -724,7 +725,13 @@ impl<D: Dataplane> Mirror<D> {
             for (ipv6, family) in [(false, "IPv4"), (true, "IPv6")] {
                 let key = format!("{family} from {shown}");
                 let line = match self.routing_of(i, ipv6) {
-                    Routing::Main => continue,
+                    Routing::Main => match self.bridge_of(i) {
+                        Some(b) => {
+                            let b = self.names.get(&b).cloned().unwrap_or_else(|| b.to_string());
+                            format!("{key}: routed as {b}, a port of it, by main's table")
+                        }
+                        None => continue,
+                    },
                     Routing::Kernel => match self.kernels_whatever_the_rules(i) {
                         Some(why) => format!("{key}: the kernel's ({why})"),
                         None => format!("{key}: the kernel's (no rule looks a table up for it)"),
