@@ -388,6 +388,75 @@ fn a_bridge_port_is_routed_as_its_bridge() {
     assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_policy"), "blocking");
 }
 
+/// A route out of a bridge leaves by the port its FDB holds the next
+/// hop's MAC behind, and follows the entry: moved to a port that is not
+/// the router's (the kernel sends), gone (the kernel floods), back.
+#[test]
+fn a_route_out_of_a_bridge_follows_its_fdb() {
+    use netlink_packet_route::link::{
+        BridgePortState, InfoBridgePort, InfoKind, InfoPortData, LinkInfo,
+    };
+    let env = tenant_mirror("brfdb");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    const BR: u32 = 901;
+    const ELSEWHERE: u32 = 902;
+    let mut bridge = link(BR, "br1", MAC_OUT);
+    if let M::NewLink(l) = &mut bridge {
+        l.attributes
+            .push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(
+                InfoKind::Bridge,
+            )]));
+    }
+    let mut port = link(m1, "t1", MAC_OUT);
+    if let M::NewLink(l) = &mut port {
+        l.attributes.push(LinkAttribute::Controller(BR));
+        l.attributes
+            .push(LinkAttribute::LinkInfo(vec![LinkInfo::PortData(
+                InfoPortData::BridgePort(vec![InfoBridgePort::State(BridgePortState::Forwarding)]),
+            )]));
+    }
+    let fdb = |port: u32, gone: bool| {
+        let mut n = NeighbourMessage::default();
+        n.header.family = AddressFamily::Bridge;
+        n.header.ifindex = port;
+        n.header.state = NeighbourState::Reachable;
+        n.attributes = vec![
+            NeighbourAttribute::LinkLayerAddress(MAC_MAIN.to_vec()),
+            NeighbourAttribute::Controller(BR),
+        ];
+        if gone {
+            M::DelNeighbour(n)
+        } else {
+            M::NewNeighbour(n)
+        }
+    };
+    for msg in [
+        bridge,
+        port,
+        via(254, "198.19.0.0", 16, "198.19.0.1", BR),
+        neighbour(BR, "198.19.0.1", MAC_MAIN),
+    ] {
+        m.apply(&msg).unwrap();
+    }
+    assert_eq!(
+        to(&m, m0, "198.19.5.5"),
+        Err("pass_no_neigh"),
+        "no FDB entry"
+    );
+    m.apply(&fdb(m1, false)).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN), "behind t1");
+    m.apply(&fdb(ELSEWHERE, false)).unwrap();
+    assert_eq!(
+        to(&m, m0, "198.19.5.5"),
+        Err("pass_no_neigh"),
+        "moved elsewhere"
+    );
+    m.apply(&fdb(m1, false)).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN), "back");
+    m.apply(&fdb(m1, true)).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_no_neigh"), "gone");
+}
+
 /// A rule that brings a table the fast path holds no FIB for: while its
 /// FIB fills, the packets the new rules route otherwise than by main go
 /// to the kernel, which walks the new rules, never by the rules before
