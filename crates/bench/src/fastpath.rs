@@ -14,8 +14,9 @@ use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::{objects, test_run};
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    rules_word, tables_word, Iface, Nexthop, PolicyRule, FIB_WALK_TABLES, IFACE_RPF_LOOSE,
-    IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, NH_RESOLVED, NH_VALID, POLICY_RULES,
+    rules_word, tables_word, Iface, Nexthop, PolicyRule, FIB_TABLES_MAIN4, FIB_WALK_TABLES,
+    IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, NH_RESOLVED, NH_VALID,
+    POLICY_RULES,
 };
 use linerate_fib::{synthetic, Fib, Ipv6Layout, Key, Shape};
 use linerate_host::cmd::ip;
@@ -291,12 +292,11 @@ fn fast_path<K: Key>(
     };
     // The egress routes as the ingress does (its word is what the reverse
     // path filter walks; main's alone, main's word).
-    let main4 = tables_word(&[FastPath::table_root_mib(false, 0)]);
     let egress = Iface {
         tables4: if ingress.flags & IFACE_TABLES4 != 0 {
             ingress.tables4
         } else {
-            main4
+            FIB_TABLES_MAIN4
         },
         tables6: ingress.tables6,
         ..Iface::new(p.out_idx, p.out_mac, ingress.flags)

@@ -27,10 +27,8 @@ pub struct Link {
     pub mac: [u8; 6],
     pub mtu: u32,
     pub up: bool,
-    /// A port of another device (a VRF, a bridge): the kernel routes what
-    /// arrives here, if at all, as that device.
-    pub enslaved: bool,
-    /// The device it is a port of (0: none).
+    /// The device it is a port of (a bridge, a VRF; 0: none): the kernel
+    /// routes what arrives here, if at all, as that device.
     pub master: u32,
     /// It is a bridge (`ip link add ... type bridge`).
     pub bridge: bool,
@@ -104,10 +102,7 @@ pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
         match a {
             LinkAttribute::Address(m) if m.len() == 6 => link.mac.copy_from_slice(m),
             LinkAttribute::Mtu(m) => link.mtu = *m,
-            LinkAttribute::Controller(c) => {
-                link.enslaved = *c != 0;
-                link.master = *c;
-            }
+            LinkAttribute::Controller(c) => link.master = *c,
             LinkAttribute::LinkInfo(info) => {
                 for i in info {
                     match i {

@@ -43,8 +43,8 @@ use ifaces::{Scope, Settings};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    rules_word, tables_word, Iface, Nexthop, PolicyRule, NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_TC,
-    NH_VALID, POLICY_RULES,
+    rules_word, tables_word, Iface, Nexthop, PolicyRule, FIB_TABLES_MAIN4, NH_GROUP, NH_KERNEL,
+    NH_RESOLVED, NH_TC, NH_VALID, POLICY_RULES,
 };
 use linerate_dataplane::local::LocalSources;
 use linerate_fib::{Fib, FibError, Key, Shape};
@@ -668,9 +668,8 @@ impl<D: Dataplane> Mirror<D> {
         // None: the kernel routes the family from here; Some(None): main's
         // table alone, the fast path's lookup without a walk.
         let words = [self.word(ifindex, false), self.word(ifindex, true)];
-        // (IPv4's main alone has a word too: the reverse path filter walks
-        // the egress's.)
-        let main4 = tables_word(&[FastPath::table_root_mib(false, 0)]);
+        // (IPv4's main alone has a word too, FIB_TABLES_MAIN4: the reverse
+        // path filter walks the egress's.)
         let xmit = self.xmit(ifindex);
         // A bridge's port is routed as the bridge: its MAC, its settings,
         // and tc on either (the port's ingress runs first).
@@ -703,7 +702,7 @@ impl<D: Dataplane> Mirror<D> {
             l3,
             tables4: match words[0] {
                 Some(Some(w)) => w,
-                Some(None) => main4,
+                Some(None) => FIB_TABLES_MAIN4,
                 None => tables_word(&[]),
             },
             tables6: words[1].flatten().unwrap_or_else(|| tables_word(&[])),
@@ -797,7 +796,7 @@ impl<D: Dataplane> Mirror<D> {
     /// path filtering walks the rules too: the fast path looks sources up
     /// by the words of the egresses, bpf/router/router.bpf.c rpf_ok.)
     fn kernels_whatever_the_rules(&self, ifindex: u32) -> Option<String> {
-        self.links.get(&ifindex).filter(|l| l.enslaved)?;
+        self.links.get(&ifindex).filter(|l| l.master != 0)?;
         let shown = self
             .names
             .get(&ifindex)
