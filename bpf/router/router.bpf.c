@@ -672,6 +672,55 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 	return send(eth, n, multibuf);
 }
 
+/* A frame on a bridge's port (BRIDGE_PORT) for another MAC than the
+ * bridge's: sent to the port the bridge's FDB holds its destination
+ * behind, untouched, as br_forward sends it, when the FDB holds its source
+ * behind the port it came in by (the kernel would learn nothing from it).
+ * The kernel takes the rest: an unknown or moved source (it learns),
+ * an unknown destination or one of its own (it floods or takes it), one
+ * behind the same port (it drops), ARP (proxy and suppression are
+ * its), the kinds netfilter sees (BRIDGE_NF*), and what does not fit the
+ * egress. Multicast and broadcast were passed before. */
+static __always_inline int bridge_frame(struct xdp_md *ctx, struct ethhdr *eth,
+					struct router_counters *c, __u64 len, __u64 linear,
+					const struct iface *ifc, const int multibuf)
+{
+	struct fdb_key key = { .bridge = ifc->l3 };
+	struct fdb_entry *src, *dst;
+	__u16 proto = eth->h_proto;
+	__u16 nf = ifc->bridging;
+
+	if (proto == bpf_htons(ETH_P_ARP) ||
+	    ((nf & BRIDGE_NF4) && proto == bpf_htons(ETH_P_IP)) ||
+	    ((nf & BRIDGE_NF6) && proto == bpf_htons(ETH_P_IPV6)) ||
+	    ((nf & BRIDGE_NF_TAGGED) &&
+	     (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD) ||
+	      proto == bpf_htons(ETH_P_PPP_SES))))
+		return PASS(R_PASS_BRIDGE_KERNEL);
+	__builtin_memcpy(key.mac, eth->h_source, ETH_ALEN);
+	src = bpf_map_lookup_elem(&bridge_fdb, &key);
+	if (!src || src->port != ctx->ingress_ifindex)
+		return PASS(R_PASS_BRIDGE_LEARN);
+	__builtin_memcpy(key.mac, eth->h_dest, ETH_ALEN);
+	dst = bpf_map_lookup_elem(&bridge_fdb, &key);
+	if (!dst)
+		return PASS(R_PASS_BRIDGE_FLOOD);
+	if (dst->port == ctx->ingress_ifindex)
+		return PASS(R_PASS_SAME_IF);
+	if (!(dst->flags & FDB_TO_PORT))
+		return PASS(R_PASS_BRIDGE_KERNEL);
+	if (len - ETH_HLEN > dst->mtu)
+		return PASS(R_PASS_MTU);
+	if (len > linear)
+		return PASS(R_PASS_MULTIBUF);
+	if (!bpf_map_lookup_elem(TX_PORTS(multibuf), &dst->port))
+		return PASS(R_PASS_NO_PORT);
+	/* Written once per sweep of the control plane. */
+	if (!src->used)
+		src->used = 1;
+	return verdict(c, R_BRIDGED, len, bpf_redirect_map(TX_PORTS(multibuf), dst->port, XDP_PASS));
+}
+
 /* `multibuf`: the program is declared for multi-buffer frames. Only then
  * can a frame continue past its first buffer, and only then is the length
  * helper called: on the common frame it costs about a tenth of the
@@ -701,8 +750,11 @@ static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
 		return PASS(R_PASS_NOT_OURS);
 	if (eth->h_dest[0] & 1)
 		return PASS(R_PASS_SPECIAL);
-	if (!mac_eq(eth->h_dest, ifc->mac))
+	if (!mac_eq(eth->h_dest, ifc->mac)) {
+		if (ifc->bridging & BRIDGE_PORT)
+			return bridge_frame(ctx, eth, c, len, linear, ifc, multibuf);
 		return PASS(R_PASS_NOT_OURS);
+	}
 	/* With forwarding off the kernel drops transit packets (and still
 	 * takes its own), with policy rules it may route them by another
 	 * table, and tc or netfilter may filter or rewrite them: its call, not

@@ -15,6 +15,7 @@
 /* Why a frame got its verdict: one counter each, per interface and CPU. */
 enum reason {
 	R_FORWARDED = 0,
+	R_BRIDGED,           /* bridged between a bridge's ports, as the kernel's bridge would */
 	R_PASS_NOT_IP,       /* ARP, LLDP, anything not IPv4/IPv6 */
 	R_PASS_NOT_OURS,     /* unicast to another MAC, or an interface not configured */
 	R_PASS_SPECIAL,      /* multicast, broadcast, link-local, loopback, martians */
@@ -48,6 +49,11 @@ enum reason {
 	R_PASS_CT_STATE,     /* a TCP SYN, FIN or RST: the kernel tracks the connection's state */
 	R_PASS_CT_WINDOW,    /* TCP with its windows checked: each segment moves them, in the kernel */
 	R_PASS_CT_OFF,       /* the stateful stage is off (no conntrack kfuncs in this kernel) */
+	/* On a bridge's port, a frame for another MAC than the bridge's: */
+	R_PASS_BRIDGE_LEARN, /* its source is not known behind this port: the kernel learns it */
+	R_PASS_BRIDGE_FLOOD, /* its destination is not known (or is the bridge's own): the kernel's */
+	R_PASS_BRIDGE_KERNEL, /* ARP, netfilter sees what the bridge forwards of its kind, or the
+			       * destination's port is not one the fast path bridges to */
 	R_DROP_MALFORMED,    /* shorter than the headers it claims */
 	R_DROP_FIREWALL,     /* dropped by the nftables ruleset, as the kernel would */
 	R_DROP_BLACKHOLE,    /* a `blackhole` policy rule took it, as the kernel's would */
@@ -113,6 +119,48 @@ struct iface {
 	 * (FIB_TABLES_MAIN4). */
 	__u64 tables4;
 	__u64 tables6;
+	/* BRIDGE_*: what the fast path bridges of what arrives here for
+	 * another MAC than `mac` (0: none of it). */
+	__u16 bridging;
+	__u16 pad[3];
+};
+
+/* A bridge's port whose frames the fast path bridges: it forwards (STP),
+ * is up, has no special flag (isolated, locked, proxy ARP, neighbour
+ * suppression), no tc, and its bridge does not filter VLANs and has no
+ * netfilter bridge chain that sees what it forwards. */
+#define BRIDGE_PORT 1
+/* br_netfilter shows the bridged frames of IPv4 (IPv6) to the ip (ip6)
+ * hooks, and some are there: those frames are the kernel's. */
+#define BRIDGE_NF4 2
+#define BRIDGE_NF6 4
+/* ... and VLAN- or PPPoE-tagged frames too (bridge-nf-filter-vlan-tagged,
+ * -pppoe-tagged). */
+#define BRIDGE_NF_TAGGED 8
+
+/* The bridges' forwarding databases as the fast path bridges by them
+ * (crates/router/src/mirror/bridging.rs): the port a (bridge, MAC) is
+ * behind, written only for MACs the bridge learned or was given
+ * (not its own) behind a port with BRIDGE_PORT, without a VLAN. */
+#define ROUTER_FDB_ENTRIES 65536
+/* The fast path bridges to the entry's port (it has BRIDGE_PORT); without
+ * it, frames to the MAC are the kernel's. */
+#define FDB_TO_PORT 1
+
+struct fdb_key {
+	__u32 bridge;
+	__u8  mac[6];
+	__u8  pad[2];
+};
+
+struct fdb_entry {
+	__u32 port;
+	__u16 mtu;  /* the port's */
+	__u8  flags; /* FDB_* */
+	/* Set by the fast path when it bridges a frame from this MAC; the
+	 * control plane reads and clears it, and refreshes the kernel's
+	 * entry (NTF_USE), as the kernel's learning from the frame would. */
+	__u8  used;
 };
 
 /* What the kernel forwards when it comes in on the interface: IPv4 by the

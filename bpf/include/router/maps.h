@@ -51,6 +51,15 @@ struct {
 	__type(value, struct iface);
 } ifaces SEC(".maps");
 
+/* The bridges' FDBs (abi/router.h): a hash, as the kernel's is; a frame
+ * looks up its source and its destination. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ROUTER_FDB_ENTRIES);
+	__type(key, struct fdb_key);
+	__type(value, struct fdb_entry);
+} bridge_fdb SEC(".maps");
+
 /* The policy rules' programs (abi/router.h), one to an entry: a walk
  * looks its program up once. */
 struct {

@@ -7,7 +7,9 @@
 //! prometheus-client crate: the Prometheus text format (0.0.4), or
 //! OpenMetrics when the scraper asks for it.
 use anyhow::{anyhow, Result};
-use linerate_dataplane::layout::{RouterCounters, REASONS, R_DROPS, R_FORWARDED, R_PASSES};
+use linerate_dataplane::layout::{
+    RouterCounters, REASONS, R_BRIDGED, R_DROPS, R_FORWARDED, R_PASSES,
+};
 use linerate_firewall::tcp_carry::CarryCounts;
 use linerate_fwfollow::thread::FwNews;
 use prometheus_client::collector::Collector;
@@ -189,11 +191,12 @@ impl Collector for RouterCollector {
         family(
             &mut enc,
             "linerate_cpu_packets",
-            "Packets by interface, CPU and verdict (forwarded, passed, dropped): XDP runs on the CPU that polls the receive queue, so with one queue per CPU (RSS, interrupts pinned) this is per queue.",
+            "Packets by interface, CPU and verdict (forwarded, bridged, passed, dropped): XDP runs on the CPU that polls the receive queue, so with one queue per CPU (RSS, interrupts pinned) this is per queue.",
             per_cpu.iter().flat_map(|(ifname, cpus)| {
                 cpus.iter().enumerate().flat_map(move |(cpu, c)| {
                     [
                         ("forwarded", c.packets[R_FORWARDED]),
+                        ("bridged", c.packets[R_BRIDGED]),
                         ("passed", R_PASSES.map(|i| c.packets[i]).sum()),
                         ("dropped", R_DROPS.map(|i| c.packets[i]).sum()),
                     ]

@@ -9,7 +9,7 @@
 //! sent).
 use anyhow::{anyhow, bail, Result};
 use libbpf_rs::MapHandle;
-use linerate_dataplane::layout::{RouterCounters, R_FORWARDED};
+use linerate_dataplane::layout::{RouterCounters, R_BRIDGED, R_FORWARDED};
 use linerate_dataplane::record;
 use linerate_host::queue_stats;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -57,7 +57,7 @@ impl Source<'_> {
                 Ok(Reading {
                     queues: record::read_queues(rxq_map, *ifindex, *queues)?,
                     seen: c.packets.iter().sum(),
-                    out: c.packets[R_FORWARDED],
+                    out: c.packets[R_FORWARDED] + c.packets[R_BRIDGED],
                 })
             }
             Source::Kernel => {

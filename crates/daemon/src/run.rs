@@ -9,7 +9,7 @@ use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    RouterCounters, REASONS, R_DROPS, R_DROP_BLACKHOLE, R_DROP_FIREWALL, R_FORWARDED, R_PASSES,
+    RouterCounters, REASONS, R_DROPS, R_DROP_BLACKHOLE, R_DROP_FIREWALL, R_FORWARDED, R_PASSES, R_BRIDGED,
 };
 use linerate_fwfollow::thread::{FwNews, FwThread};
 use linerate_netlink::route::{self, Monitor};
@@ -87,6 +87,10 @@ impl Second {
     pub fn line(&self) -> String {
         let per_sec = |n: u64| n as f64 * 1e6 / self.usec.max(1) as f64;
         let fwd = per_sec(self.delta.packets[R_FORWARDED]);
+        let bridged = match self.delta.packets[R_BRIDGED] {
+            0 => String::new(),
+            n => format!(", bridged {:.3} Mpps", per_sec(n) / 1e6),
+        };
         let passed: u64 = R_PASSES.map(|i| self.delta.packets[i]).sum();
         let mut reasons: Vec<(u64, &str)> = R_PASSES
             .filter(|&i| self.delta.packets[i] > 0)
@@ -122,7 +126,7 @@ impl Second {
         .map(|(i, name)| format!("{name} {:.0}", per_sec(self.delta.packets[i])))
         .collect();
         format!(
-            "forwarded {:.3} Mpps, passed {:.0} pps{detail}, dropped {:.0} pps{}",
+            "forwarded {:.3} Mpps{bridged}, passed {:.0} pps{detail}, dropped {:.0} pps{}",
             fwd / 1e6,
             per_sec(passed),
             per_sec(dropped),
@@ -646,10 +650,15 @@ impl Following {
         }
     }
 
-    /// Once a second: the neighbours used marked in the kernel, the
-    /// second's counters handed on, what the metrics show published.
+    /// Once a second: the neighbours and bridges' entries used marked in
+    /// the kernel, the second's counters handed on, what the metrics show
+    /// published.
     fn each_second(&mut self, on_second: &mut impl FnMut(&Second)) -> Result<()> {
         self.poller.mark_used(self.mirror.neighbours_in_use());
+        match self.mirror.fdb_in_use() {
+            Ok(used) => self.poller.mark_fdb_used(used),
+            Err(e) => tracing::warn!("{e:#}"),
+        }
         let now = counters(&self.mirror, &self.ifindexes)?;
         let delta = now.since(&self.last);
         on_second(&Second {

@@ -2,7 +2,9 @@
 //! process, per interface, in the spirit of `netstat -ihw1`, then the
 //! totals by reason (its record: linerate_dataplane::record).
 use anyhow::Result;
-use linerate_dataplane::layout::{RouterCounters, REASONS, R_DROPS, R_FORWARDED, R_PASSES};
+use linerate_dataplane::layout::{
+    RouterCounters, REASONS, R_BRIDGED, R_DROPS, R_FORWARDED, R_PASSES,
+};
 use linerate_dataplane::record;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -91,7 +93,8 @@ pub fn watch(a: &Watch, stop: &AtomicBool) -> Result<()> {
                     };
                     format!(
                         "{:>13.0} {:>10.0} {:>10.0}",
-                        d(R_FORWARDED..R_FORWARDED + 1),
+                        // (Bridged frames are forwarded too.)
+                        d(R_FORWARDED..R_BRIDGED + 1),
                         d(R_PASSES),
                         d(R_DROPS)
                     )

@@ -4,7 +4,7 @@
 //! decides frames as the program does, so that the mirror's logic runs in
 //! plain unit tests, and root tests hold the two to the same verdicts.
 use crate::fastpath::FastPath;
-use crate::layout::{Iface, Nexthop, NhGroup, PolicyRule};
+use crate::layout::{FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule};
 use anyhow::Result;
 use linerate_fib::{Fib, Ipv6Layout, Key, Write};
 
@@ -19,6 +19,11 @@ pub trait Dataplane {
     fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()>;
     /// Whether next hop `id` was sent through since the last call.
     fn take_nexthop_used(&mut self, id: u32) -> bool;
+    /// The port a bridge's MAC is behind, as the fast path bridges to and
+    /// from it (None: it does not).
+    fn set_fdb(&mut self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<()>;
+    /// The FDB entries frames were bridged from since the last call.
+    fn take_fdb_used(&mut self) -> Result<Vec<FdbKey>>;
     /// ECMP group `index`'s buckets; written before a next hop points at it.
     fn set_nh_group(&mut self, index: u32, group: &NhGroup) -> Result<()>;
     /// Word `index` of the router's own IPv4 addresses' bit set.
@@ -54,6 +59,12 @@ impl Dataplane for FastPath {
     }
     fn take_nexthop_used(&mut self, id: u32) -> bool {
         FastPath::take_nexthop_used(self, id)
+    }
+    fn set_fdb(&mut self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<()> {
+        FastPath::set_fdb(self, key, entry)
+    }
+    fn take_fdb_used(&mut self) -> Result<Vec<FdbKey>> {
+        FastPath::take_fdb_used(self)
     }
     fn set_nh_group(&mut self, index: u32, group: &NhGroup) -> Result<()> {
         FastPath::set_nh_group(self, index, group)

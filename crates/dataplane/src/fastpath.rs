@@ -1,7 +1,7 @@
 //! The loaded fast path: the `router` program and its maps, filled from
 //! the control plane's tables.
 use crate::layout::{
-    Iface, Nexthop, NhGroup, PolicyRule, RouterCounters, POLICY_PROGRAMS, POLICY_RULES,
+    FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule, RouterCounters, POLICY_PROGRAMS, POLICY_RULES,
     ROUTER_IFACES,
 };
 use anyhow::{bail, Context, Result};
@@ -232,6 +232,46 @@ impl FastPath {
             self.nexthops.set_byte(id, at, 0);
         }
         used
+    }
+
+    /// Writes the port a bridge's MAC is behind (None: forgets the MAC;
+    /// frames to it, or from it, pass).
+    pub fn set_fdb(&self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<()> {
+        let map = loader::map(&self.obj, "bridge_fdb")?;
+        match entry {
+            Some(e) => map
+                .update(key.as_bytes(), e.as_bytes(), MapFlags::ANY)
+                .with_context(|| format!("cannot write the FDB entry {key:?}")),
+            None => match map.delete(key.as_bytes()) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e).context("cannot remove an FDB entry"),
+            },
+        }
+    }
+
+    /// The FDB entries the fast path bridged frames from since the last
+    /// call, their marks taken (a batch read, a write per marked entry).
+    pub fn take_fdb_used(&self) -> Result<Vec<FdbKey>> {
+        let map = loader::map(&self.obj, "bridge_fdb")?;
+        let mut used = Vec::new();
+        for (k, v) in map.lookup_batch(4096, MapFlags::ANY, MapFlags::ANY)? {
+            let (Some(key), Some(mut e)) = (FdbKey::from_bytes(&k), FdbEntry::from_bytes(&v))
+            else {
+                continue;
+            };
+            if e.used == 0 {
+                continue;
+            }
+            e.used = 0;
+            // (Gone meanwhile: nothing to clear.)
+            match map.update(&k, e.as_bytes(), MapFlags::EXIST) {
+                Ok(()) => used.push(key),
+                Err(err) if err.kind() == libbpf_rs::ErrorKind::NotFound => {}
+                Err(err) => return Err(err).context("cannot clear an FDB entry's mark"),
+            }
+        }
+        Ok(used)
     }
 
     /// Writes ECMP group `index`'s buckets (next-hop ids). Write it before

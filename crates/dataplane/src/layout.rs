@@ -28,8 +28,9 @@ pub const NH_GROUP_BUCKETS: usize = 64;
 pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
-pub const REASONS: [&str; 34] = [
+pub const REASONS: [&str; 38] = [
     "forwarded",
+    "bridged",
     "pass_not_ip",
     "pass_not_ours",
     "pass_special",
@@ -60,6 +61,9 @@ pub const REASONS: [&str; 34] = [
     "pass_ct_state",
     "pass_ct_window",
     "pass_ct_off",
+    "pass_bridge_learn",
+    "pass_bridge_flood",
+    "pass_bridge_kernel",
     "drop_malformed",
     "drop_firewall",
     "drop_blackhole",
@@ -67,6 +71,8 @@ pub const REASONS: [&str; 34] = [
 pub const R_MAX: usize = REASONS.len();
 /// The first reason: forwarded in XDP.
 pub const R_FORWARDED: usize = 0;
+/// Bridged between a bridge's ports in XDP.
+pub const R_BRIDGED: usize = 1;
 /// The first drop: malformed; those between it and forwarded are the
 /// passes, those after it the other drops.
 pub const R_DROP_MALFORMED: usize = R_MAX - 3;
@@ -75,7 +81,7 @@ pub const R_DROP_FIREWALL: usize = R_MAX - 2;
 /// Dropped by a `blackhole` policy rule.
 pub const R_DROP_BLACKHOLE: usize = R_MAX - 1;
 /// The reasons a frame is passed to the kernel, by index.
-pub const R_PASSES: std::ops::Range<usize> = R_FORWARDED + 1..R_DROP_MALFORMED;
+pub const R_PASSES: std::ops::Range<usize> = R_BRIDGED + 1..R_DROP_MALFORMED;
 /// The reasons a frame is dropped, by index.
 pub const R_DROPS: std::ops::Range<usize> = R_DROP_MALFORMED..R_MAX;
 
@@ -139,6 +145,56 @@ pub struct Iface {
     /// is looked up in, in order ([`tables_word`]).
     pub tables4: u64,
     pub tables6: u64,
+    /// BRIDGE_*: what the fast path bridges of what arrives here for
+    /// another MAC (0: nothing).
+    pub bridging: u16,
+    pub pad: [u16; 3],
+}
+
+/// A bridge's port whose frames for other MACs than the bridge's the fast
+/// path bridges by the FDB ([`FdbEntry`]).
+pub const BRIDGE_PORT: u16 = 1;
+/// br_netfilter shows bridged IPv4 (IPv6) to hooks that are there: those
+/// frames are the kernel's.
+pub const BRIDGE_NF4: u16 = 2;
+pub const BRIDGE_NF6: u16 = 4;
+/// ... and VLAN- or PPPoE-tagged frames too.
+pub const BRIDGE_NF_TAGGED: u16 = 8;
+/// The fast path bridges to the entry's port.
+pub const FDB_TO_PORT: u8 = 1;
+/// The most FDB entries the fast path holds (all bridges); beyond, the
+/// kernel bridges to the rest.
+pub const ROUTER_FDB_ENTRIES: u32 = 65536;
+
+/// A bridge's FDB entry's key: the bridge, a MAC.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FdbKey {
+    pub bridge: u32,
+    pub mac: [u8; 6],
+    pub pad: [u8; 2],
+}
+
+impl FdbKey {
+    pub fn new(bridge: u32, mac: [u8; 6]) -> FdbKey {
+        FdbKey {
+            bridge,
+            mac,
+            pad: [0; 2],
+        }
+    }
+}
+
+/// The port a MAC is behind, and that port's MTU.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FdbEntry {
+    pub port: u32,
+    pub mtu: u16,
+    /// FDB_TO_PORT: the fast path bridges to `port`.
+    pub flags: u8,
+    /// Set by the fast path when it bridges a frame from this MAC.
+    pub used: u8,
 }
 
 impl Iface {
@@ -600,6 +656,8 @@ unsafe impl Pod for Iface {}
 unsafe impl Pod for PolicyRule {}
 unsafe impl Pod for RuleWord {}
 unsafe impl Pod for NhGroup {}
+unsafe impl Pod for FdbKey {}
+unsafe impl Pod for FdbEntry {}
 unsafe impl Pod for RouterCounters {}
 unsafe impl Pod for FwState {}
 unsafe impl Pod for CtFlowKey {}
@@ -623,13 +681,14 @@ mod tests {
     #[test]
     fn named_reasons_are_where_the_program_counts() {
         assert_eq!(REASONS[R_FORWARDED], "forwarded");
+        assert_eq!(REASONS[R_BRIDGED], "bridged");
         assert_eq!(REASONS[R_DROP_MALFORMED], "drop_malformed");
         assert_eq!(REASONS[R_DROP_FIREWALL], "drop_firewall");
         assert_eq!(REASONS[R_DROP_BLACKHOLE], "drop_blackhole");
         assert!(R_PASSES.clone().all(|i| REASONS[i].starts_with("pass_")));
         assert!(R_DROPS.clone().all(|i| REASONS[i].starts_with("drop_")));
-        assert_eq!(R_PASSES.len() + R_DROPS.len(), R_MAX - 1);
-        assert_eq!(reason_index("pass_ct_off"), Some(R_DROP_MALFORMED - 1));
+        assert_eq!(R_PASSES.len() + R_DROPS.len(), R_MAX - 2);
+        assert_eq!(reason_index("pass_bridge_kernel"), Some(R_DROP_MALFORMED - 1));
         assert_eq!(reason_index("pass_nothing"), None);
         let mut c = RouterCounters::default();
         c.packets[R_FORWARDED] = 7;
@@ -657,6 +716,16 @@ mod tests {
         };
         assert_eq!(define("IFACE_TABLES4"), IFACE_TABLES4 as u64);
         assert_eq!(define("IFACE_TABLES6"), IFACE_TABLES6 as u64);
+        for (name, v) in [
+            ("BRIDGE_PORT", BRIDGE_PORT),
+            ("BRIDGE_NF4", BRIDGE_NF4),
+            ("BRIDGE_NF6", BRIDGE_NF6),
+            ("BRIDGE_NF_TAGGED", BRIDGE_NF_TAGGED),
+            ("FDB_TO_PORT", FDB_TO_PORT as u16),
+        ] {
+            assert_eq!(define(name), v as u64, "{name}");
+        }
+        assert_eq!(define("ROUTER_FDB_ENTRIES"), ROUTER_FDB_ENTRIES as u64);
         assert_eq!(define("FIB_WALK_TABLES"), FIB_WALK_TABLES as u64);
         assert_eq!(define("FIB_TABLES_END"), FIB_TABLES_END as u64);
         assert_eq!(define("NH_ID_THROW"), NH_ID_THROW as u64);
@@ -755,6 +824,27 @@ mod tests {
                 ("l3", offset_of!(Iface, l3)),
                 ("tables4", offset_of!(Iface, tables4)),
                 ("tables6", offset_of!(Iface, tables6)),
+                ("bridging", offset_of!(Iface, bridging)),
+                ("pad", offset_of!(Iface, pad)),
+            ],
+        );
+        check(
+            "fdb_key",
+            size_of::<FdbKey>(),
+            vec![
+                ("bridge", offset_of!(FdbKey, bridge)),
+                ("mac", offset_of!(FdbKey, mac)),
+                ("pad", offset_of!(FdbKey, pad)),
+            ],
+        );
+        check(
+            "fdb_entry",
+            size_of::<FdbEntry>(),
+            vec![
+                ("port", offset_of!(FdbEntry, port)),
+                ("mtu", offset_of!(FdbEntry, mtu)),
+                ("flags", offset_of!(FdbEntry, flags)),
+                ("used", offset_of!(FdbEntry, used)),
             ],
         );
         check(

@@ -9,7 +9,8 @@ use crate::dataplane::Dataplane;
 use crate::fastpath::FastPath;
 use crate::fw_model::{ipv6_ext, FwFrame, FwModel, FwOutcome};
 use crate::layout::{
-    rules_of, tables_of, Iface, Nexthop, NhGroup, PolicyRule, IFACE_FIREWALL4, IFACE_FIREWALL6,
+    rules_of, FdbEntry, FdbKey, FDB_TO_PORT, BRIDGE_NF4, BRIDGE_NF6, BRIDGE_NF_TAGGED, BRIDGE_PORT,
+    ROUTER_FDB_ENTRIES, tables_of, Iface, Nexthop, NhGroup, PolicyRule, IFACE_FIREWALL4, IFACE_FIREWALL6,
     IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4,
     IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, IFACE_TC,
     NH_GROUP, NH_GROUP_BUCKETS, NH_ID_KERNEL, NH_ID_THROW, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID,
@@ -28,6 +29,7 @@ use std::collections::{BTreeSet, HashMap};
 /// The reasons of `enum reason`, by name (crate::layout::REASONS).
 pub mod reason {
     pub const FORWARDED: &str = "forwarded";
+    pub const BRIDGED: &str = "bridged";
     pub const NOT_IP: &str = "pass_not_ip";
     pub const NOT_OURS: &str = "pass_not_ours";
     pub const SPECIAL: &str = "pass_special";
@@ -58,6 +60,9 @@ pub mod reason {
     pub const CT_STATE: &str = "pass_ct_state";
     pub const CT_WINDOW: &str = "pass_ct_window";
     pub const CT_OFF: &str = "pass_ct_off";
+    pub const BRIDGE_LEARN: &str = "pass_bridge_learn";
+    pub const BRIDGE_FLOOD: &str = "pass_bridge_flood";
+    pub const BRIDGE_KERNEL: &str = "pass_bridge_kernel";
     pub const DROP_MALFORMED: &str = "drop_malformed";
     pub const DROP_FIREWALL: &str = "drop_firewall";
     pub const DROP_BLACKHOLE: &str = "drop_blackhole";
@@ -138,6 +143,9 @@ pub struct Model {
     fib6: Vec<TableCopy>,
     /// The rule programs' steps (the end after them).
     programs: Vec<Vec<PolicyRule>>,
+    fdb: HashMap<FdbKey, FdbEntry>,
+    /// FDB entries frames were bridged from since their mark was taken.
+    fdb_used: RefCell<BTreeSet<FdbKey>>,
     fw: FwModel,
 }
 
@@ -154,6 +162,8 @@ impl Model {
             fib4: (0..TABLE_SLOTS).map(|_| TableCopy::default()).collect(),
             fib6: (0..TABLE_SLOTS).map(|_| TableCopy::default()).collect(),
             programs: vec![Vec::new(); POLICY_PROGRAMS],
+            fdb: HashMap::new(),
+            fdb_used: RefCell::new(BTreeSet::new()),
             fw: FwModel::default(),
         }
     }
@@ -201,6 +211,9 @@ impl Model {
             return pass(SPECIAL);
         }
         if f[0..6] != ifc.mac {
+            if ifc.bridging & BRIDGE_PORT != 0 {
+                return self.bridge_frame(f, &ifc, ingress);
+            }
             return pass(NOT_OURS);
         }
         let not_forwarded = |policy, netfilter| {
@@ -225,6 +238,51 @@ impl Model {
             0x86dd => self.forward_ipv6(f, ifc.l3, ifc.flags, ifc.tables6),
             _ => pass(NOT_IP),
         }
+    }
+
+    /// A frame for another MAC on a bridge's port (router.bpf.c's
+    /// bridge_frame).
+    fn bridge_frame(&self, f: &[u8], ifc: &Iface, ingress: u32) -> (XdpAction, &'static str) {
+        use reason::*;
+        let pass = |r| (XdpAction::Pass, r);
+        let nf = ifc.bridging;
+        let kernel = match u16::from_be_bytes([f[12], f[13]]) {
+            0x0806 => true,
+            0x0800 => nf & BRIDGE_NF4 != 0,
+            0x86dd => nf & BRIDGE_NF6 != 0,
+            0x8100 | 0x88a8 | 0x8864 => nf & BRIDGE_NF_TAGGED != 0,
+            _ => false,
+        };
+        if kernel {
+            return pass(BRIDGE_KERNEL);
+        }
+        let key = |at: usize| {
+            let mut mac = [0u8; 6];
+            mac.copy_from_slice(&f[at..at + 6]);
+            FdbKey::new(ifc.l3, mac)
+        };
+        let src = key(6);
+        match self.fdb.get(&src) {
+            Some(e) if e.port == ingress => {}
+            _ => return pass(BRIDGE_LEARN),
+        }
+        let Some(dst) = self.fdb.get(&key(0)) else {
+            return pass(BRIDGE_FLOOD);
+        };
+        if dst.port == ingress {
+            return pass(SAME_IF);
+        }
+        if dst.flags & FDB_TO_PORT == 0 {
+            return pass(BRIDGE_KERNEL);
+        }
+        if f.len() - 14 > dst.mtu as usize {
+            return pass(MTU);
+        }
+        if !self.tx_ports.contains(&dst.port) {
+            return pass(NO_PORT);
+        }
+        self.fdb_used.borrow_mut().insert(src);
+        (XdpAction::Redirect, BRIDGED)
     }
 
     /// `iif`: the interface the frame arrived as (a bridge's port, as the
@@ -670,6 +728,30 @@ impl Dataplane for Model {
 
     fn take_nexthop_used(&mut self, id: u32) -> bool {
         self.used.borrow_mut().remove(&id)
+    }
+
+    fn set_fdb(&mut self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<()> {
+        match entry {
+            Some(e) => {
+                if !self.fdb.contains_key(key) && self.fdb.len() >= ROUTER_FDB_ENTRIES as usize {
+                    bail!("the FDB map is full ({ROUTER_FDB_ENTRIES} entries)");
+                }
+                self.fdb.insert(*key, *e);
+                // A write replaces the entry, its mark with it.
+                if e.used == 0 {
+                    self.fdb_used.borrow_mut().remove(key);
+                }
+            }
+            None => {
+                self.fdb.remove(key);
+                self.fdb_used.borrow_mut().remove(key);
+            }
+        }
+        Ok(())
+    }
+
+    fn take_fdb_used(&mut self) -> Result<Vec<FdbKey>> {
+        Ok(std::mem::take(&mut *self.fdb_used.borrow_mut()).into_iter().collect())
     }
 
     fn set_nh_group(&mut self, index: u32, group: &NhGroup) -> Result<()> {

@@ -600,10 +600,11 @@ fn fast_path_section(r: &Results) -> String {
         return String::new();
     }
     let mut s = String::from(
-        "\n## linerate's fast path during the runs\n\nWhat the fast path did with the frames it judged while the runs measured (its counters by reason, summed over the runs; `linerate stats` shows the same live). Frames passed go through the kernel's stack, at its speed.\n\n| DUT | profile | frames | forwarded | passed to the kernel | dropped |\n|---|---|---:|---:|---|---|\n",
+        "\n## linerate's fast path during the runs\n\nWhat the fast path did with the frames it judged while the runs measured (its counters by reason, summed over the runs; `linerate stats` shows the same live). Frames passed go through the kernel's stack, at its speed.\n\n| DUT | profile | frames | forwarded (bridged) | passed to the kernel | dropped |\n|---|---|---:|---:|---|---|\n",
     );
     for ((dut, profile), by) in groups {
         let total: u64 = by.values().sum();
+        let bridged = by.get("bridged").copied().unwrap_or(0);
         let share = |n: u64| 100.0 * n as f64 / total.max(1) as f64;
         let part = |prefix: &str| {
             let mut v: Vec<(&str, u64)> = by
@@ -624,8 +625,13 @@ fn fast_path_section(r: &Results) -> String {
             format!("{:.3}% ({})", share(sum), detail.join(", "))
         };
         s.push_str(&format!(
-            "| {dut} | {profile} | {total} | {:.3}% | {} | {} |\n",
-            share(by.get("forwarded").copied().unwrap_or(0)),
+            "| {dut} | {profile} | {total} | {:.3}%{} | {} | {} |\n",
+            share(by.get("forwarded").copied().unwrap_or(0) + bridged),
+            if bridged > 0 {
+                format!(" ({:.3}%)", share(bridged))
+            } else {
+                String::new()
+            },
             part("pass_"),
             part("drop_")
         ));

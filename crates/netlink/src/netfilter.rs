@@ -36,6 +36,7 @@ const NFPROTO_IPV6: u8 = 10;
 const NFPROTO_BRIDGE: u8 = 7;
 const NF_BR_PRE_ROUTING: u32 = 0;
 const NF_BR_LOCAL_IN: u32 = 1;
+const NF_BR_FORWARD: u32 = 2;
 const NF_BR_LOCAL_OUT: u32 = 3;
 const NF_BR_POST_ROUTING: u32 = 4;
 
@@ -82,6 +83,40 @@ pub struct Hooks {
     /// or postrouting (what is routed out of a bridge); not forward, which
     /// sees only what the bridge forwards between its ports.
     pub bridge: Vec<String>,
+    /// What sees the frames a bridge forwards between its ports: bridge
+    /// chains at prerouting, forward or postrouting, netdev chains, inet
+    /// ingress chains (XDP on a port runs before them all).
+    pub bridged: Vec<String>,
+    /// br_netfilter's settings (None: it is not loaded): with it, the
+    /// frames a bridge forwards go through the family's ip hooks as well.
+    pub br_netfilter: Option<BrNetfilter>,
+}
+
+/// br_netfilter's sysctls (net.bridge.bridge-nf-*), of the namespace.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BrNetfilter {
+    /// bridge-nf-call-iptables, -ip6tables: bridged IPv4 (IPv6) goes
+    /// through the ip (ip6) hooks (a bridge's `nf_call_iptables` too).
+    pub call: [bool; 2],
+    /// bridge-nf-filter-vlan-tagged or -pppoe-tagged: so do tagged frames.
+    pub tagged: bool,
+}
+
+impl BrNetfilter {
+    /// The calling thread's namespace's (its /proc/sys/net is the
+    /// namespace of the thread that opens it); None without br_netfilter.
+    pub fn read() -> Option<BrNetfilter> {
+        let on = |name: &str| {
+            std::fs::read_to_string(format!("/proc/sys/net/bridge/bridge-nf-{name}"))
+                .ok()
+                .map(|v| v.trim() != "0")
+        };
+        Some(BrNetfilter {
+            call: [on("call-iptables")?, on("call-ip6tables")?],
+            tagged: on("filter-vlan-tagged").unwrap_or(true)
+                || on("filter-pppoe-tagged").unwrap_or(true),
+        })
+    }
 }
 
 /// A base chain as nf_tables dumps it.
@@ -98,7 +133,10 @@ struct Chain {
 impl Hooks {
     /// The hooks of the calling thread's namespace now.
     pub fn dump() -> Result<Hooks> {
-        let mut h = Hooks::default();
+        let mut h = Hooks {
+            br_netfilter: BrNetfilter::read(),
+            ..Default::default()
+        };
         for c in chains()? {
             h.add_chain(&c);
         }
@@ -137,6 +175,18 @@ impl Hooks {
         };
         let family = family_name(c.family).unwrap_or("other");
         let what = format!("nft chain {family} {} {}", c.table, c.name);
+        let bridged = match c.family {
+            NFPROTO_BRIDGE => matches!(
+                c.hook,
+                NF_BR_PRE_ROUTING | NF_BR_FORWARD | NF_BR_POST_ROUTING
+            ),
+            NFPROTO_NETDEV => true,
+            NFPROTO_INET => c.hook == NF_INET_INGRESS,
+            _ => false,
+        };
+        if bridged {
+            self.bridged.push(what.clone());
+        }
         if c.family == NFPROTO_BRIDGE
             && matches!(
                 c.hook,
@@ -252,16 +302,29 @@ mod tests {
         // A bridge's chains: none of the routed families', but what its
         // ports take in for it or it sends out (prerouting, input, output,
         // postrouting), not what it forwards between ports.
+        // What it forwards between ports: prerouting, forward,
+        // postrouting (the last number).
         let bridge = |hook| {
             let mut h = Hooks::default();
             h.add_chain(&chain(NFPROTO_BRIDGE, hook));
-            (h.ipv4.len(), h.ipv6.len(), h.bridge.len())
+            (h.ipv4.len(), h.ipv6.len(), h.bridge.len(), h.bridged.len())
         };
-        assert_eq!(bridge(NF_BR_PRE_ROUTING), (0, 0, 1));
-        assert_eq!(bridge(NF_BR_LOCAL_IN), (0, 0, 1));
-        assert_eq!(bridge(2), (0, 0, 0), "forward");
-        assert_eq!(bridge(NF_BR_LOCAL_OUT), (0, 0, 1));
-        assert_eq!(bridge(NF_BR_POST_ROUTING), (0, 0, 1));
+        assert_eq!(bridge(NF_BR_PRE_ROUTING), (0, 0, 1, 1));
+        assert_eq!(bridge(NF_BR_LOCAL_IN), (0, 0, 1, 0));
+        assert_eq!(bridge(NF_BR_FORWARD), (0, 0, 0, 1));
+        assert_eq!(bridge(NF_BR_LOCAL_OUT), (0, 0, 1, 0));
+        assert_eq!(bridge(NF_BR_POST_ROUTING), (0, 0, 1, 1));
+        // A device's hooks see what a port takes in before the bridge;
+        // an ip chain only through br_netfilter (the mirror's to weigh).
+        let bridged = |family, hook| {
+            let mut h = Hooks::default();
+            h.add_chain(&chain(family, hook));
+            h.bridged.len()
+        };
+        assert_eq!(bridged(NFPROTO_NETDEV, 0), 1);
+        assert_eq!(bridged(NFPROTO_INET, NF_INET_INGRESS), 1);
+        assert_eq!(bridged(NFPROTO_INET, NF_INET_FORWARD), 0);
+        assert_eq!(bridged(NFPROTO_IPV4, NF_INET_PRE_ROUTING), 0);
     }
 
     #[test]

@@ -125,6 +125,42 @@ pub fn mark_neighbours_used(neighbours: &[(u32, std::net::IpAddr)]) -> Result<()
     Ok(())
 }
 
+/// Tells the kernel's bridges that frames from these MACs came in by
+/// these ports (port, MAC; RTM_NEWNEIGH AF_BRIDGE with NTF_USE and
+/// NTF_MASTER, `bridge fdb replace MAC dev PORT master use`): each entry's
+/// ageing starts again, as when the bridge learns from a frame (and, as
+/// then, an entry gone is learned again).
+pub fn mark_fdb_used(entries: &[(u32, [u8; 6])]) -> Result<()> {
+    use netlink_packet_route::neighbour::{
+        NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
+    };
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let s = socket(0)?;
+    s.connect(&SocketAddr::new(0, 0))?;
+    for (port, mac) in entries {
+        let mut n = NeighbourMessage::default();
+        n.header.family = AddressFamily::Bridge;
+        n.header.ifindex = *port;
+        n.header.flags = NeighbourFlags::Use | NeighbourFlags::Controller;
+        // (The kernel asks for a state; NTF_USE does not read it.)
+        n.header.state = NeighbourState::Reachable;
+        n.attributes = vec![NeighbourAttribute::LinkLayerAddress(mac.to_vec())];
+        let mut hdr = NetlinkHeader::default();
+        hdr.flags = NLM_F_REQUEST;
+        let mut req = NetlinkMessage::new(
+            hdr,
+            NetlinkPayload::from(RouteNetlinkMessage::NewNeighbour(n)),
+        );
+        req.finalize();
+        let mut buf = vec![0; req.buffer_len()];
+        req.serialize(&mut buf);
+        s.send(&buf, 0).context("netlink FDB entry use")?;
+    }
+    Ok(())
+}
+
 /// A dumped entry or a notification.
 #[derive(Clone, Debug)]
 pub enum Change {

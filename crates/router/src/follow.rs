@@ -19,6 +19,9 @@ pub enum Job {
     Read(Vec<u32>),
     /// Tell the kernel these neighbours were used (NTF_USE).
     MarkUsed(Vec<(u32, std::net::IpAddr)>),
+    /// Tell the kernel's bridges frames came from these MACs on these
+    /// ports (NTF_USE).
+    MarkFdbUsed(Vec<(u32, [u8; 6])>),
 }
 
 pub struct Unnotified {
@@ -69,6 +72,11 @@ impl Poller {
                                 tracing::warn!("{e:#}");
                             }
                         }
+                        Job::MarkFdbUsed(entries) => {
+                            if let Err(e) = route::mark_fdb_used(&entries) {
+                                tracing::warn!("{e:#}");
+                            }
+                        }
                     }
                 }
             })?;
@@ -91,6 +99,13 @@ impl Poller {
     pub fn mark_used(&mut self, neighbours: Vec<(u32, std::net::IpAddr)>) {
         if !neighbours.is_empty() {
             let _ = self.asks.send(Job::MarkUsed(neighbours));
+        }
+    }
+
+    /// Has the kernel's bridges refresh these FDB entries (port, MAC).
+    pub fn mark_fdb_used(&mut self, entries: Vec<(u32, [u8; 6])>) {
+        if !entries.is_empty() {
+            let _ = self.asks.send(Job::MarkFdbUsed(entries));
         }
     }
 
@@ -165,7 +180,12 @@ fn read_netfilter() -> Hooks {
             ipv4: unknown.clone(),
             ipv6: unknown.clone(),
             nat: [false; 2],
-            bridge: unknown,
+            bridge: unknown.clone(),
+            bridged: unknown,
+            br_netfilter: Some(linerate_netlink::netfilter::BrNetfilter {
+                call: [true; 2],
+                tagged: true,
+            }),
         }
     })
 }
@@ -195,6 +215,14 @@ pub fn apply_netfilter<D: Dataplane>(mirror: &mut Mirror<D>, hooks: Hooks) {
         || "no netfilter bridge chain sees what a bridge's port takes in any more".to_string(),
         |hooks| {
             format!("netfilter's bridge chains see what a bridge's port takes in ({hooks}): the kernel routes what arrives on the router's bridge ports")
+        },
+    );
+    say_hooks_changed(
+        &hooks.bridged,
+        &before.bridged,
+        || "no netfilter chain sees what a bridge forwards between its ports any more".to_string(),
+        |hooks| {
+            format!("netfilter sees what a bridge forwards between its ports ({hooks}): the kernel bridges it")
         },
     );
     if let Err(e) = mirror.set_netfilter(hooks) {

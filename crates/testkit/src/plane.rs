@@ -6,7 +6,7 @@ use linerate_bpf::loader::{XdpAttachment, XdpMode};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    Iface, Nexthop, NhGroup, PolicyRule, IFACE_FORWARD4, IFACE_FORWARD6, REASONS,
+    FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule, IFACE_FORWARD4, IFACE_FORWARD6, REASONS,
 };
 use linerate_dataplane::model::Model;
 use linerate_fib::{Fib, Key, Write};
@@ -199,6 +199,21 @@ impl Dataplane for TestPlane {
             );
         }
         used
+    }
+    fn set_fdb(&mut self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<()> {
+        if let Some(fp) = &mut self.real {
+            Dataplane::set_fdb(fp, key, entry)?;
+        }
+        self.model.set_fdb(key, entry)
+    }
+    fn take_fdb_used(&mut self) -> Result<Vec<FdbKey>> {
+        let used = self.model.take_fdb_used()?;
+        if let Some(fp) = &mut self.real {
+            let mut real = Dataplane::take_fdb_used(fp)?;
+            real.sort();
+            assert_eq!(real, used, "the FDB's marks");
+        }
+        Ok(used)
     }
     fn set_nh_group(&mut self, index: u32, g: &NhGroup) -> Result<()> {
         self.writes.groups += 1;

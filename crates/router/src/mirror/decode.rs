@@ -32,12 +32,20 @@ pub struct Link {
     pub master: u32,
     /// It is a bridge (`ip link add ... type bridge`).
     pub bridge: bool,
-    /// As a bridge's port, its STP state (BR_STATE_*), if the message
-    /// says it.
-    pub port_state: Option<u8>,
+    /// As a bridge's port, its state and flags, if the message says them.
+    pub port: Option<PortInfo>,
     /// As a bridge, it filters VLANs (`vlan_filtering 1`): what it passes
     /// up or sends out depends on each port's VLANs.
     pub vlan_filtering: bool,
+    /// As a bridge, its `nf_call_iptables`, `nf_call_ip6tables`: what it
+    /// forwards goes through the family's ip hooks (with br_netfilter).
+    pub nf_call: [bool; 2],
+    /// As a bridge, the most entries it learns (`fdb_max_learned`; 0:
+    /// no limit).
+    pub fdb_max_learned: u32,
+    /// In promiscuous mode (`tcpdump -i br0`): a bridge then passes up a
+    /// copy of every frame it forwards.
+    pub promisc: bool,
     /// Its interface group (`ip link set ... group`), which a rule's
     /// `suppress_ifgroup` names.
     pub group: u32,
@@ -56,26 +64,78 @@ pub struct LinkUpdate {
 /// one in which the bridge passes frames up to be routed.
 pub const BR_STATE_FORWARDING: u8 = 3;
 
-/// An AF_BRIDGE link message: a bridge port's state (its index, and the
-/// state; None when it leaves the bridge).
-pub fn bridge_port(l: &LinkMessage, gone: bool) -> Option<(u32, Option<u8>)> {
+/// A bridge port's state and flags, as far as the fast path weighs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortInfo {
+    /// Its STP state (BR_STATE_*).
+    pub state: u8,
+    /// A flag by which the bridge treats its frames otherwise than by the
+    /// FDB alone (`isolated`, `locked`, `proxy_arp`, ...), named as
+    /// `bridge link` sets it.
+    pub special: Option<&'static str>,
+}
+
+/// IFLA_BRPORT_* flags that change what the bridge does with a port's
+/// unicast frames, by attribute number.
+const SPECIAL_FLAGS: [(u16, &str); 7] = [
+    (10, "proxy_arp"),
+    (12, "proxy_arp_wifi"),
+    (32, "neigh_suppress"),
+    (33, "isolated"),
+    (39, "locked"),
+    (40, "mab"),
+    (43, "neigh_vlan_suppress"),
+];
+
+/// An AF_BRIDGE link message: a bridge port's state and flags (its index,
+/// and them; None when it leaves the bridge).
+pub fn bridge_port(l: &LinkMessage, gone: bool) -> Option<(u32, Option<PortInfo>)> {
     if l.header.interface_family != AddressFamily::Bridge {
         return None;
     }
-    // IFLA_PROTINFO's IFLA_BRPORT_STATE (1), which the crate leaves
-    // unnamed.
-    let state = l.attributes.iter().find_map(|a| match a {
-        LinkAttribute::ProtoInfoBridge(p) => p.iter().find_map(|x| match x {
-            LinkProtoInfoBridge::Other(nla) if nla.kind() == 1 && nla.value_len() == 1 => {
-                let mut b = [0u8];
-                nla.emit_value(&mut b);
-                Some(b[0])
+    // IFLA_PROTINFO's IFLA_BRPORT_* bytes, which the crate leaves unnamed.
+    let (mut state, mut special) = (None, None);
+    for a in &l.attributes {
+        let LinkAttribute::ProtoInfoBridge(p) = a else {
+            continue;
+        };
+        for x in p {
+            let LinkProtoInfoBridge::Other(nla) = x else {
+                continue;
+            };
+            if nla.value_len() != 1 {
+                continue;
             }
-            _ => None,
-        }),
-        _ => None,
-    });
-    Some((l.header.index, if gone { None } else { state }))
+            let mut b = [0u8];
+            nla.emit_value(&mut b);
+            match nla.kind() {
+                1 => state = Some(b[0]),
+                k if b[0] != 0 => {
+                    if let Some((_, name)) = SPECIAL_FLAGS.iter().find(|f| f.0 == k) {
+                        special = special.or(Some(*name));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let info = state.map(|state| PortInfo { state, special });
+    Some((l.header.index, if gone { None } else { info }))
+}
+
+/// The flags of a port's IFLA_INFO_SLAVE_DATA that [`SPECIAL_FLAGS`] names.
+fn special_flag(a: &InfoBridgePort) -> Option<&'static str> {
+    let (on, name) = match a {
+        InfoBridgePort::ProxyARP(b) => (*b, "proxy_arp"),
+        InfoBridgePort::ProxyARPWifi(b) => (*b, "proxy_arp_wifi"),
+        InfoBridgePort::NeighSupress(b) => (*b, "neigh_suppress"),
+        InfoBridgePort::Isolated(b) => (*b, "isolated"),
+        InfoBridgePort::Locked(b) => (*b, "locked"),
+        InfoBridgePort::Mab(b) => (*b, "mab"),
+        InfoBridgePort::NeighVlanSuppress(b) => (*b, "neigh_vlan_suppress"),
+        _ => (false, ""),
+    };
+    on.then_some(name)
 }
 
 /// A link message; None for AF_BRIDGE ones, which are about a bridge's
@@ -95,6 +155,7 @@ pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
     }
     let mut link = Link {
         up: l.header.flags.contains(LinkFlags::Up) && l.header.flags.contains(LinkFlags::LowerUp),
+        promisc: l.header.flags.contains(LinkFlags::Promisc),
         ..Default::default()
     };
     let mut name = None;
@@ -108,13 +169,30 @@ pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
                     match i {
                         LinkInfo::Kind(InfoKind::Bridge) => link.bridge = true,
                         LinkInfo::Data(InfoData::Bridge(b)) => {
-                            link.vlan_filtering = b.contains(&InfoBridge::VlanFiltering(true))
+                            link.vlan_filtering = b.contains(&InfoBridge::VlanFiltering(true));
+                            link.nf_call = [
+                                b.contains(&InfoBridge::NfCallIpTables(true)),
+                                b.contains(&InfoBridge::NfCallIp6Tables(true)),
+                            ];
+                            link.fdb_max_learned = b
+                                .iter()
+                                .find_map(|a| match a {
+                                    InfoBridge::FdbMaxLearned(n) => Some(*n),
+                                    _ => None,
+                                })
+                                .unwrap_or(0);
                         }
                         LinkInfo::PortData(InfoPortData::BridgePort(p)) => {
-                            link.port_state = p.iter().find_map(|a| match a {
-                                InfoBridgePort::State(s) => Some(u8::from(*s)),
-                                _ => None,
-                            })
+                            link.port = p
+                                .iter()
+                                .find_map(|a| match a {
+                                    InfoBridgePort::State(s) => Some(u8::from(*s)),
+                                    _ => None,
+                                })
+                                .map(|state| PortInfo {
+                                    state,
+                                    special: p.iter().find_map(special_flag),
+                                })
                         }
                         _ => {}
                     }

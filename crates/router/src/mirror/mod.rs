@@ -29,6 +29,7 @@
 //! holds the usable neighbours and the hosts they make; [`ifaces`] makes
 //! an interface's flags. `Mirror` ties them and writes what changes to a
 //! [`Dataplane`]: the BPF maps, or the in-memory model of the tests.
+pub mod bridges;
 pub mod decode;
 pub mod ifaces;
 pub mod neighbours;
@@ -43,7 +44,7 @@ use ifaces::{Scope, Settings};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    rules_word, tables_word, Iface, Nexthop, PolicyRule, FIB_TABLES_MAIN4, NH_GROUP, NH_KERNEL,
+    rules_word, tables_word, FdbEntry, FdbKey, Iface, Nexthop, PolicyRule, FIB_TABLES_MAIN4, NH_GROUP, NH_KERNEL,
     NH_RESOLVED, NH_TC, NH_VALID, POLICY_RULES,
 };
 use linerate_dataplane::local::LocalSources;
@@ -162,10 +163,14 @@ enum Routing {
 pub struct Mirror<D: Dataplane = FastPath> {
     dp: D,
     links: HashMap<u32, Link>,
-    /// Bridge ports' STP states (BR_STATE_*), by port.
-    port_states: HashMap<u32, u8>,
+    /// Bridge ports' states and flags, by port.
+    ports: HashMap<u32, decode::PortInfo>,
     /// The bridges' FDBs: the port a (bridge, MAC) is behind.
     fdb: HashMap<(u32, [u8; 6]), u32>,
+    /// The FDB entries the fast path holds (crate::mirror::bridges).
+    fdb_written: HashMap<FdbKey, FdbEntry>,
+    /// MACs left out of the fast path's FDB: it was full.
+    fdb_left_out: u64,
     /// Link names: policy rules name their input interface.
     names: HashMap<u32, String>,
     neighbours: Neighbours,
@@ -218,7 +223,7 @@ struct NhView<'a> {
     neighbours: &'a Neighbours,
     tc: &'a BTreeMap<u32, TcHooks>,
     families: &'a Families,
-    port_states: &'a HashMap<u32, u8>,
+    ports: &'a HashMap<u32, decode::PortInfo>,
     fdb: &'a HashMap<(u32, [u8; 6]), u32>,
     /// Netfilter's bridge chains see what is routed out of a bridge.
     bridge_chains: bool,
@@ -234,7 +239,7 @@ impl NhView<'_> {
             return None;
         }
         let port = *self.fdb.get(&(bridge, mac))?;
-        let forwards = self.port_states.get(&port) == Some(&decode::BR_STATE_FORWARDING);
+        let forwards = self.ports.get(&port).map(|p| p.state) == Some(decode::BR_STATE_FORWARDING);
         let up = self.links.get(&port).is_some_and(|l| l.up);
         (forwards && up && !self.bridge_chains).then_some(port)
     }
@@ -311,7 +316,7 @@ macro_rules! nh_view {
             neighbours: &$m.neighbours,
             tc: &$m.tc,
             families: &$m.families,
-            port_states: &$m.port_states,
+            ports: &$m.ports,
             fdb: &$m.fdb,
             bridge_chains: !$m.netfilter.bridge.is_empty(),
         }
@@ -329,8 +334,10 @@ impl<D: Dataplane> Mirror<D> {
         Ok(Mirror {
             dp,
             links: HashMap::new(),
-            port_states: HashMap::new(),
+            ports: HashMap::new(),
             fdb: HashMap::new(),
+            fdb_written: HashMap::new(),
+            fdb_left_out: 0,
             names: HashMap::new(),
             neighbours: Neighbours::default(),
             families: Families {
@@ -453,7 +460,7 @@ impl<D: Dataplane> Mirror<D> {
         }
         for index in unseen(self.links.keys(), &seen.links) {
             self.links.remove(&index);
-            self.port_states.remove(&index);
+            self.ports.remove(&index);
             self.names.remove(&index);
             self.follow_ingress(index)?;
             self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))?;
@@ -508,7 +515,8 @@ impl<D: Dataplane> Mirror<D> {
 
     fn write_all_ingress(&mut self) -> Result<()> {
         let all: Vec<u32> = self.ingress.keys().copied().collect();
-        all.into_iter().try_for_each(|i| self.write_ingress(i))
+        all.into_iter().try_for_each(|i| self.write_ingress(i))?;
+        self.sync_fdb()
     }
 
     /// How the fast path routes the family's transit packets from
@@ -657,7 +665,8 @@ impl<D: Dataplane> Mirror<D> {
         for p in self.ports_of(ifindex) {
             self.write_ingress(p)?;
         }
-        Ok(())
+        // (What the fast path bridges to follows the ports.)
+        self.sync_fdb()
     }
 
     /// push_ingress, the tables' FIBs placed already.
@@ -706,6 +715,8 @@ impl<D: Dataplane> Mirror<D> {
                 None => tables_word(&[]),
             },
             tables6: words[1].flatten().unwrap_or_else(|| tables_word(&[])),
+            bridging: self.bridging_flags(ifindex),
+            pad: [0; 3],
         };
         self.dp.set_interface(&ifc, xmit.redirect)
     }
@@ -756,6 +767,7 @@ impl<D: Dataplane> Mirror<D> {
                 out.push((key, line));
             }
         }
+        out.extend(self.bridging());
         out
     }
 
@@ -816,34 +828,13 @@ impl<D: Dataplane> Mirror<D> {
                 "netfilter's bridge chains see what {shown} takes in ({c})"
             ));
         }
-        match self.port_states.get(&ifindex) {
-            Some(&decode::BR_STATE_FORWARDING) => None,
+        match self.ports.get(&ifindex).map(|p| p.state) {
+            Some(decode::BR_STATE_FORWARDING) => None,
             Some(s) => Some(format!(
                 "{shown} is a bridge port not forwarding (STP state {s})"
             )),
             None => Some(format!("{shown} is a bridge port whose state is not known")),
         }
-    }
-
-    /// The bridge interface `ifindex` is a port of, if it is one.
-    fn bridge_of(&self, ifindex: u32) -> Option<u32> {
-        let master = self.links.get(&ifindex)?.master;
-        self.links.get(&master).filter(|m| m.bridge).map(|_| master)
-    }
-
-    /// The interface the kernel routes what arrives on `ifindex` as:
-    /// itself, or the bridge it is a port of.
-    fn l3_of(&self, ifindex: u32) -> u32 {
-        self.bridge_of(ifindex).unwrap_or(ifindex)
-    }
-
-    /// The router's interfaces that are ports of bridge `bridge`.
-    fn ports_of(&self, bridge: u32) -> Vec<u32> {
-        self.ingress
-            .keys()
-            .copied()
-            .filter(|&p| self.bridge_of(p) == Some(bridge))
-            .collect()
     }
 
     /// The interfaces whose tc hooks decide the router's: its own, and the
@@ -1082,7 +1073,8 @@ impl<D: Dataplane> Mirror<D> {
         }
         self.tc = tc;
         for (i, ingress, egress) in changed {
-            if ingress {
+            // (What the fast path bridges from a port weighs both sides.)
+            if ingress || egress {
                 self.push_ingress(i)?;
             }
             if egress {
@@ -1239,7 +1231,7 @@ impl<D: Dataplane> Mirror<D> {
         match u.link {
             None => {
                 self.links.remove(&index);
-                self.port_states.remove(&index);
+                self.ports.remove(&index);
                 self.names.remove(&index);
                 self.links_up_or_down = true;
             }
@@ -1258,12 +1250,12 @@ impl<D: Dataplane> Mirror<D> {
                     return Ok(());
                 }
                 let regrouped = self.links.get(&index).map(|l| l.group) != Some(link.group);
-                match (link.master, link.port_state) {
+                match (link.master, link.port) {
                     (0, _) => {
-                        self.port_states.remove(&index);
+                        self.ports.remove(&index);
                     }
-                    (_, Some(state)) => {
-                        self.port_states.insert(index, state);
+                    (_, Some(port)) => {
+                        self.ports.insert(index, port);
                     }
                     _ => {}
                 }
@@ -1279,52 +1271,6 @@ impl<D: Dataplane> Mirror<D> {
             self.push_ingress(index)?;
         }
         self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))
-    }
-
-    /// A bridge port's state (None: it left the bridge).
-    fn bridge_port(&mut self, update: Option<(u32, Option<u8>)>) -> Result<()> {
-        let Some((index, state)) = update else {
-            return Ok(());
-        };
-        let was = match state {
-            Some(s) => self.port_states.insert(index, s),
-            None => self.port_states.remove(&index),
-        };
-        if was != state {
-            self.push_ingress(index)?;
-            self.refresh_bridge_nexthops(None)?;
-        }
-        Ok(())
-    }
-
-    /// A bridge's FDB entry: the next hops out of that bridge are
-    /// written again (the port they leave by may have changed).
-    fn fdb_entry(&mut self, update: Option<decode::FdbUpdate>) -> Result<()> {
-        let Some(u) = update else { return Ok(()) };
-        let key = (u.bridge, u.mac);
-        if let Some(seen) = &mut self.seen {
-            seen.fdb.insert(key);
-        }
-        let was = match u.port {
-            Some(p) => self.fdb.insert(key, p),
-            None => self.fdb.remove(&key),
-        };
-        if was != u.port {
-            self.refresh_bridge_nexthops(Some(u.bridge))?;
-        }
-        Ok(())
-    }
-
-    /// Rewrites the next hops out of bridge `bridge` (None: of every
-    /// bridge).
-    fn refresh_bridge_nexthops(&mut self, bridge: Option<u32>) -> Result<()> {
-        let bridges: HashSet<u32> = self
-            .links
-            .iter()
-            .filter(|(i, l)| l.bridge && bridge.is_none_or(|b| b == **i))
-            .map(|(i, _)| *i)
-            .collect();
-        self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if bridges.contains(oif)))
     }
 
     fn neighbour(&mut self, update: Option<decode::NeighUpdate>) -> Result<()> {
