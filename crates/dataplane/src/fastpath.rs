@@ -1,8 +1,8 @@
 //! The loaded fast path: the `router` program and its maps, filled from
 //! the control plane's tables.
 use crate::layout::{
-    FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule, RouterCounters, POLICY_PROGRAMS, POLICY_RULES,
-    ROUTER_IFACES,
+    FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule, RouterCounters, POLICY_PROGRAMS,
+    POLICY_RULES, ROUTER_IFACES,
 };
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};

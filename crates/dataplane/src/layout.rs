@@ -688,7 +688,10 @@ mod tests {
         assert!(R_PASSES.clone().all(|i| REASONS[i].starts_with("pass_")));
         assert!(R_DROPS.clone().all(|i| REASONS[i].starts_with("drop_")));
         assert_eq!(R_PASSES.len() + R_DROPS.len(), R_MAX - 2);
-        assert_eq!(reason_index("pass_bridge_kernel"), Some(R_DROP_MALFORMED - 1));
+        assert_eq!(
+            reason_index("pass_bridge_kernel"),
+            Some(R_DROP_MALFORMED - 1)
+        );
         assert_eq!(reason_index("pass_nothing"), None);
         let mut c = RouterCounters::default();
         c.packets[R_FORWARDED] = 7;

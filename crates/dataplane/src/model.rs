@@ -9,12 +9,12 @@ use crate::dataplane::Dataplane;
 use crate::fastpath::FastPath;
 use crate::fw_model::{ipv6_ext, FwFrame, FwModel, FwOutcome};
 use crate::layout::{
-    rules_of, FdbEntry, FdbKey, FDB_TO_PORT, BRIDGE_NF4, BRIDGE_NF6, BRIDGE_NF_TAGGED, BRIDGE_PORT,
-    ROUTER_FDB_ENTRIES, tables_of, Iface, Nexthop, NhGroup, PolicyRule, IFACE_FIREWALL4, IFACE_FIREWALL6,
+    rules_of, tables_of, FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule, BRIDGE_NF4,
+    BRIDGE_NF6, BRIDGE_NF_TAGGED, BRIDGE_PORT, FDB_TO_PORT, IFACE_FIREWALL4, IFACE_FIREWALL6,
     IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4,
     IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, IFACE_TC,
     NH_GROUP, NH_GROUP_BUCKETS, NH_ID_KERNEL, NH_ID_THROW, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID,
-    POLICY_PROGRAMS, ROUTER_IFACES, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+    POLICY_PROGRAMS, ROUTER_FDB_ENTRIES, ROUTER_IFACES, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
 use crate::local;
 use crate::rules::{self, POLICY_DROP, POLICY_KERNEL};
@@ -751,7 +751,9 @@ impl Dataplane for Model {
     }
 
     fn take_fdb_used(&mut self) -> Result<Vec<FdbKey>> {
-        Ok(std::mem::take(&mut *self.fdb_used.borrow_mut()).into_iter().collect())
+        Ok(std::mem::take(&mut *self.fdb_used.borrow_mut())
+            .into_iter()
+            .collect())
     }
 
     fn set_nh_group(&mut self, index: u32, group: &NhGroup) -> Result<()> {

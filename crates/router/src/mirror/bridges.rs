@@ -38,12 +38,6 @@ impl<D: Dataplane> Mirror<D> {
         };
         if was != info {
             self.push_ingress(index)?;
-            // (A port's flags weigh for its bridge's other ports.)
-            if let Some(b) = self.bridge_of(index) {
-                for p in self.ports_of(b) {
-                    self.write_ingress(p)?;
-                }
-            }
             self.refresh_bridge_nexthops(None)?;
         }
         Ok(())
@@ -301,6 +295,8 @@ impl<D: Dataplane> Mirror<D> {
                     Some(why) => kernel.push(why),
                 }
             }
+            fast.sort();
+            kernel.sort();
             let mut line = if fast.is_empty() {
                 format!("{key}: the kernel's")
             } else {

@@ -44,8 +44,8 @@ use ifaces::{Scope, Settings};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    rules_word, tables_word, FdbEntry, FdbKey, Iface, Nexthop, PolicyRule, FIB_TABLES_MAIN4, NH_GROUP, NH_KERNEL,
-    NH_RESOLVED, NH_TC, NH_VALID, POLICY_RULES,
+    rules_word, tables_word, FdbEntry, FdbKey, Iface, Nexthop, PolicyRule, FIB_TABLES_MAIN4,
+    NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID, POLICY_RULES,
 };
 use linerate_dataplane::local::LocalSources;
 use linerate_fib::{Fib, FibError, Key, Shape};
@@ -661,9 +661,13 @@ impl<D: Dataplane> Mirror<D> {
             return self.write_all_ingress();
         }
         self.write_ingress(ifindex)?;
-        // A bridge's settings, MAC and name are its ports'.
-        for p in self.ports_of(ifindex) {
-            self.write_ingress(p)?;
+        // A bridge's settings, MAC and name are its ports'; a port's state
+        // and flags weigh for what the fast path bridges from the others.
+        let bridge = self.bridge_of(ifindex).unwrap_or(ifindex);
+        for p in self.ports_of(bridge) {
+            if p != ifindex {
+                self.write_ingress(p)?;
+            }
         }
         // (What the fast path bridges to follows the ports.)
         self.sync_fdb()
