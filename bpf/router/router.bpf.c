@@ -681,6 +681,19 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
  * behind the same port (it drops), ARP (proxy and suppression are
  * its), the kinds netfilter sees (BRIDGE_NF*), and what does not fit the
  * egress. Multicast and broadcast were passed before. */
+/* The FDB entry of the frame's source if the bridge holds it behind the
+ * port the frame came in by; NULL: the kernel is to learn from the frame. */
+static __always_inline struct fdb_entry *fdb_source(const struct ethhdr *eth,
+						      const struct iface *ifc, __u32 ingress)
+{
+	struct fdb_key key = { .bridge = ifc->l3 };
+	struct fdb_entry *src;
+
+	__builtin_memcpy(key.mac, eth->h_source, ETH_ALEN);
+	src = bpf_map_lookup_elem(&bridge_fdb, &key);
+	return src && src->port == ingress ? src : NULL;
+}
+
 static __always_inline int bridge_frame(struct xdp_md *ctx, struct ethhdr *eth,
 					struct router_counters *c, __u64 len, __u64 linear,
 					const struct iface *ifc, const int multibuf)
@@ -697,9 +710,8 @@ static __always_inline int bridge_frame(struct xdp_md *ctx, struct ethhdr *eth,
 	     (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD) ||
 	      proto == bpf_htons(ETH_P_PPP_SES))))
 		return PASS(R_PASS_BRIDGE_KERNEL);
-	__builtin_memcpy(key.mac, eth->h_source, ETH_ALEN);
-	src = bpf_map_lookup_elem(&bridge_fdb, &key);
-	if (!src || src->port != ctx->ingress_ifindex)
+	src = fdb_source(eth, ifc, ctx->ingress_ifindex);
+	if (!src)
 		return PASS(R_PASS_BRIDGE_LEARN);
 	__builtin_memcpy(key.mac, eth->h_dest, ETH_ALEN);
 	dst = bpf_map_lookup_elem(&bridge_fdb, &key);
@@ -754,6 +766,14 @@ static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
 		if (ifc->bridging & BRIDGE_PORT)
 			return bridge_frame(ctx, eth, c, len, linear, ifc, multibuf);
 		return PASS(R_PASS_NOT_OURS);
+	}
+	if (ifc->bridging & BRIDGE_LEARN) {
+		struct fdb_entry *src = fdb_source(eth, ifc, ctx->ingress_ifindex);
+
+		if (!src)
+			return PASS(R_PASS_BRIDGE_LEARN);
+		if (!src->used)
+			src->used = 1;
 	}
 	/* With forwarding off the kernel drops transit packets (and still
 	 * takes its own), with policy rules it may route them by another

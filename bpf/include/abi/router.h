@@ -137,6 +137,11 @@ struct iface {
 /* ... and VLAN- or PPPoE-tagged frames too (bridge-nf-filter-vlan-tagged,
  * -pppoe-tagged). */
 #define BRIDGE_NF_TAGGED 8
+/* A learning port of a bridge whose FDB the fast path holds: the bridge
+ * learns from every frame it takes in, the ones it passes up to be routed
+ * too, so a frame routed from here must have its source known behind this
+ * port (else the kernel takes it, and learns), and marks its entry used. */
+#define BRIDGE_LEARN 16
 
 /* The bridges' forwarding databases as the fast path bridges by them
  * (crates/router/src/mirror/bridging.rs): the port a (bridge, MAC) is

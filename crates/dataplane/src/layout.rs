@@ -160,6 +160,10 @@ pub const BRIDGE_NF4: u16 = 2;
 pub const BRIDGE_NF6: u16 = 4;
 /// ... and VLAN- or PPPoE-tagged frames too.
 pub const BRIDGE_NF_TAGGED: u16 = 8;
+/// A learning port of a bridge whose FDB the fast path holds: a frame
+/// routed from here has its source known behind the port (else it passes,
+/// for the kernel to learn), and marks it used.
+pub const BRIDGE_LEARN: u16 = 16;
 /// The fast path bridges to the entry's port.
 pub const FDB_TO_PORT: u8 = 1;
 /// The most FDB entries the fast path holds (all bridges); beyond, the
@@ -724,6 +728,7 @@ mod tests {
             ("BRIDGE_NF4", BRIDGE_NF4),
             ("BRIDGE_NF6", BRIDGE_NF6),
             ("BRIDGE_NF_TAGGED", BRIDGE_NF_TAGGED),
+            ("BRIDGE_LEARN", BRIDGE_LEARN),
             ("FDB_TO_PORT", FDB_TO_PORT as u16),
         ] {
             assert_eq!(define(name), v as u64, "{name}");

@@ -216,6 +216,15 @@ impl Model {
             }
             return pass(NOT_OURS);
         }
+        if ifc.bridging & crate::layout::BRIDGE_LEARN != 0 {
+            let src = self.fdb_source(f, &ifc, ingress);
+            match src {
+                Some(k) => {
+                    self.fdb_used.borrow_mut().insert(k);
+                }
+                None => return pass(BRIDGE_LEARN),
+            }
+        }
         let not_forwarded = |policy, netfilter| {
             pass(if ifc.flags & policy != 0 {
                 POLICY
@@ -240,6 +249,18 @@ impl Model {
         }
     }
 
+    /// The key of the frame's source's FDB entry, if the bridge holds it
+    /// behind the port it came in by (router.bpf.c's fdb_source).
+    fn fdb_source(&self, f: &[u8], ifc: &Iface, ingress: u32) -> Option<FdbKey> {
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&f[6..12]);
+        let key = FdbKey::new(ifc.l3, mac);
+        self.fdb
+            .get(&key)
+            .filter(|e| e.port == ingress)
+            .map(|_| key)
+    }
+
     /// A frame for another MAC on a bridge's port (router.bpf.c's
     /// bridge_frame).
     fn bridge_frame(&self, f: &[u8], ifc: &Iface, ingress: u32) -> (XdpAction, &'static str) {
@@ -256,17 +277,12 @@ impl Model {
         if kernel {
             return pass(BRIDGE_KERNEL);
         }
-        let key = |at: usize| {
-            let mut mac = [0u8; 6];
-            mac.copy_from_slice(&f[at..at + 6]);
-            FdbKey::new(ifc.l3, mac)
+        let Some(src) = self.fdb_source(f, ifc, ingress) else {
+            return pass(BRIDGE_LEARN);
         };
-        let src = key(6);
-        match self.fdb.get(&src) {
-            Some(e) if e.port == ingress => {}
-            _ => return pass(BRIDGE_LEARN),
-        }
-        let Some(dst) = self.fdb.get(&key(0)) else {
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&f[0..6]);
+        let Some(dst) = self.fdb.get(&FdbKey::new(ifc.l3, mac)) else {
             return pass(BRIDGE_FLOOD);
         };
         if dst.port == ingress {

@@ -227,8 +227,16 @@ fn known_unicast_is_bridged_and_the_rest_is_the_bridges() {
     let mut arp = f(HOST_A, HOST_B);
     set_ethertype(&mut arp, 0x0806);
     assert_eq!(go(&m, p0, &arp), Err("pass_bridge_kernel"), "ARP");
-    // For the bridge's MAC: routed as the bridge (which forwards nothing).
+    // For the bridge's MAC: routed as the bridge (which forwards nothing),
+    // the source learned first, and refreshed.
     assert_eq!(go(&m, p0, &f(HOST_A, MAC_BR)), Err("pass_not_forwarding"));
+    assert_eq!(m.fdb_in_use().unwrap(), [(p0, HOST_A)]);
+    assert_eq!(go(&m, p0, &f(HOST_D, MAC_BR)), Err("pass_bridge_learn"));
+    assert_eq!(
+        go(&m, p1, &f(HOST_A, MAC_BR)),
+        Err("pass_bridge_learn"),
+        "moved"
+    );
     let mut long = f(HOST_A, HOST_B);
     long.resize(14 + 1501, 0);
     assert_eq!(go(&m, p0, &long), Err("pass_mtu"), "over b1's MTU");

@@ -762,6 +762,23 @@ fn random_rules_and_packets(tag: &str, bridges: [Option<&str>; 2], sets: u32) {
             linerate_host::cmd::in_netns(&ns, "bridge", &args).unwrap();
         }
     }
+    // The frames' sender, on either side, as a bridge holds it once it
+    // has heard from it (an unknown sender's frames are the kernel's, to
+    // learn from).
+    for (port, bridge) in [("m0", bridges[0]), ("m1", bridges[1])] {
+        if bridge.is_some() {
+            let args = [
+                "fdb",
+                "add",
+                "02:00:00:00:00:01",
+                "dev",
+                port,
+                "master",
+                "static",
+            ];
+            linerate_host::cmd::in_netns(&ns, "bridge", &args).unwrap();
+        }
+    }
     let sides = [Side { ipv6: false }, Side { ipv6: true }];
     const GW_MACS: [[u8; 6]; 3] = [[2, 0, 0, 0, 0, 6], [2, 0, 0, 0, 0, 7], [2, 0, 0, 0, 0, 8]];
     const ROUTES: [&str; 14] = [

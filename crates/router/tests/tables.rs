@@ -342,7 +342,24 @@ fn a_bridge_port_is_routed_as_its_bridge() {
     })
     .unwrap();
     m.apply(&port(BridgePortState::Forwarding)).unwrap();
+    // The bridge learns from what it passes up: a sender it does not
+    // hold behind the port is the kernel's, until it does.
+    assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_bridge_learn"));
+    let mut sender = NeighbourMessage::default();
+    sender.header.family = AddressFamily::Bridge;
+    sender.header.ifindex = m0;
+    sender.header.state = NeighbourState::Reachable;
+    sender.attributes = vec![
+        NeighbourAttribute::LinkLayerAddress(vec![2, 0, 0, 0, 0, 1]),
+        NeighbourAttribute::Controller(BR),
+    ];
+    m.apply(&M::NewNeighbour(sender)).unwrap();
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_MAIN));
+    assert_eq!(
+        m.fdb_in_use().unwrap(),
+        [(m0, [2, 0, 0, 0, 0, 1])],
+        "refreshed"
+    );
     let said = m.routing();
     assert!(
         said.iter()

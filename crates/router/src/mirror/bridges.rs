@@ -21,8 +21,8 @@ use super::{Mirror, NhKey};
 use anyhow::Result;
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::layout::{
-    FdbEntry, FdbKey, BRIDGE_NF4, BRIDGE_NF6, BRIDGE_NF_TAGGED, BRIDGE_PORT, FDB_TO_PORT,
-    ROUTER_FDB_ENTRIES,
+    FdbEntry, FdbKey, BRIDGE_LEARN, BRIDGE_NF4, BRIDGE_NF6, BRIDGE_NF_TAGGED, BRIDGE_PORT,
+    FDB_TO_PORT, ROUTER_FDB_ENTRIES,
 };
 use std::collections::HashSet;
 
@@ -166,17 +166,26 @@ impl<D: Dataplane> Mirror<D> {
     }
 
     /// What the fast path bridges of what arrives on port `port` for
-    /// another MAC than its bridge's (BRIDGE_*; 0: none of it).
+    /// another MAC than its bridge's, and whether it checks and refreshes
+    /// the sources of what it routes from there (BRIDGE_*; 0: neither).
     pub(super) fn bridging_flags(&self, port: u32) -> u16 {
         let Some(bridge) = self.bridge_of(port) else {
             return 0;
         };
+        // (A bridge limiting what it learns: no refresh, see bridge_refusal.)
+        let learns = self.ports.get(&port).is_some_and(|p| p.learning)
+            && self
+                .links
+                .get(&bridge)
+                .is_some_and(|b| b.fdb_max_learned == 0);
+        let learn = if learns { BRIDGE_LEARN } else { 0 };
         if self.bridge_refusal(bridge).is_some() || self.port_refusal(port).is_some() {
-            return 0;
+            return learn;
         }
         let [nf4, nf6] = self.br_netfilter_families(bridge);
         let tagged = (nf4 || nf6) && self.netfilter.br_netfilter.is_some_and(|b| b.tagged);
         BRIDGE_PORT
+            | learn
             | if nf4 { BRIDGE_NF4 } else { 0 }
             | if nf6 { BRIDGE_NF6 } else { 0 }
             | if tagged { BRIDGE_NF_TAGGED } else { 0 }

@@ -73,6 +73,9 @@ pub struct PortInfo {
     /// FDB alone (`isolated`, `locked`, `proxy_arp`, ...), named as
     /// `bridge link` sets it.
     pub special: Option<&'static str>,
+    /// It learns (`learning on`, the default): the bridge learns from
+    /// what arrives here.
+    pub learning: bool,
 }
 
 /// IFLA_BRPORT_* flags that change what the bridge does with a port's
@@ -94,7 +97,7 @@ pub fn bridge_port(l: &LinkMessage, gone: bool) -> Option<(u32, Option<PortInfo>
         return None;
     }
     // IFLA_PROTINFO's IFLA_BRPORT_* bytes, which the crate leaves unnamed.
-    let (mut state, mut special) = (None, None);
+    let (mut state, mut special, mut learning) = (None, None, true);
     for a in &l.attributes {
         let LinkAttribute::ProtoInfoBridge(p) = a else {
             continue;
@@ -110,6 +113,7 @@ pub fn bridge_port(l: &LinkMessage, gone: bool) -> Option<(u32, Option<PortInfo>
             nla.emit_value(&mut b);
             match nla.kind() {
                 1 => state = Some(b[0]),
+                8 => learning = b[0] != 0,
                 k if b[0] != 0 => {
                     if let Some((_, name)) = SPECIAL_FLAGS.iter().find(|f| f.0 == k) {
                         special = special.or(Some(*name));
@@ -119,7 +123,11 @@ pub fn bridge_port(l: &LinkMessage, gone: bool) -> Option<(u32, Option<PortInfo>
             }
         }
     }
-    let info = state.map(|state| PortInfo { state, special });
+    let info = state.map(|state| PortInfo {
+        state,
+        special,
+        learning,
+    });
     Some((l.header.index, if gone { None } else { info }))
 }
 
@@ -192,6 +200,7 @@ pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
                                 .map(|state| PortInfo {
                                     state,
                                     special: p.iter().find_map(special_flag),
+                                    learning: !p.contains(&InfoBridgePort::Learning(false)),
                                 })
                         }
                         _ => {}
