@@ -14,7 +14,8 @@ use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_bpf::{objects, test_run};
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    rules_word, tables_word, Iface, Nexthop, PolicyRule, FIB_TABLES_MAIN4, FIB_WALK_TABLES,
+    rules_word, tables_word, FdbEntry, FdbKey, Iface, Nexthop, PolicyRule, BRIDGE_LEARN,
+    FDB_TO_PORT, FIB_TABLES_MAIN4, FIB_WALK_TABLES,
     IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, NH_RESOLVED, NH_VALID,
     POLICY_RULES,
 };
@@ -77,7 +78,15 @@ pub struct FastpathBench {
     /// frames' source routed back out of it by a host route, checked
     /// through the egress's routing as the kernel checks it.
     pub rp_filter: Option<RpFilter>,
+    /// The ingress is a bridge's port, routed as the bridge: each frame's
+    /// source is looked up in the bridge's FDB (behind the port) and marked
+    /// used, as the bridge learns from what it passes up.
+    pub bridge_port: bool,
 }
+
+/// The bridge the ingress is a port of with `bridge_port` (an index no
+/// link has: the fast path reads it as a name).
+const BENCH_BRIDGE: u32 = 900;
 
 /// A reverse path filtering mode (rp_filter 1, 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -244,6 +253,7 @@ fn fast_path<K: Key>(
     walk_tables: usize,
     rule_steps: usize,
     rp_filter: Option<RpFilter>,
+    bridge_port: bool,
 ) -> Result<FastPath> {
     let fp = FastPath::load_with(layout)?;
     // The scratch namespace forwards both families (run_family).
@@ -300,6 +310,26 @@ fn fast_path<K: Key>(
         },
         tables6: ingress.tables6,
         ..Iface::new(p.out_idx, p.out_mac, ingress.flags)
+    };
+    let ingress = if bridge_port {
+        // The frames' sources: the first repetition's, then the egress's
+        // MAC (NH's source) on every later one.
+        for mac in [[2, 0, 0, 0, 0, 1], p.out_mac] {
+            let entry = FdbEntry {
+                port: p.in_idx,
+                mtu: 1500,
+                flags: FDB_TO_PORT,
+                used: 0,
+            };
+            fp.set_fdb(&FdbKey::new(BENCH_BRIDGE, mac), Some(&entry))?;
+        }
+        Iface {
+            l3: BENCH_BRIDGE,
+            bridging: BRIDGE_LEARN,
+            ..ingress
+        }
+    } else {
+        ingress
     };
     fp.write_interface(
         &Iface {
@@ -551,6 +581,7 @@ fn run_family<K: Key>(
                 b.walk_tables,
                 b.rule_steps,
                 b.rp_filter,
+                b.bridge_port,
             )?);
         }
         fast_paths.push(pair);

@@ -202,6 +202,7 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         walk_tables: a.walk_tables as usize,
         rule_steps: a.rule_steps as usize,
         rp_filter: a.rp_filter,
+        bridge_port: a.bridge_port,
     };
     b.check()?;
     let pair = ScratchPair::new(0)?;
