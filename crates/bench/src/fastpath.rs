@@ -15,9 +15,8 @@ use linerate_bpf::{objects, test_run};
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
     rules_word, tables_word, FdbEntry, FdbKey, Iface, Nexthop, PolicyRule, BRIDGE_LEARN,
-    FDB_TO_PORT, FIB_TABLES_MAIN4, FIB_WALK_TABLES,
-    IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, NH_RESOLVED, NH_VALID,
-    POLICY_RULES,
+    FDB_TO_PORT, FIB_TABLES_MAIN4, FIB_WALK_TABLES, IFACE_RPF_LOOSE, IFACE_RPF_STRICT,
+    IFACE_TABLES4, IFACE_TABLES6, NH_RESOLVED, NH_VALID, POLICY_RULES,
 };
 use linerate_fib::{synthetic, Fib, Ipv6Layout, Key, Shape};
 use linerate_host::cmd::ip;

@@ -172,8 +172,12 @@ impl<D: Dataplane> Mirror<D> {
         let Some(bridge) = self.bridge_of(port) else {
             return 0;
         };
-        // (A bridge limiting what it learns: no refresh, see bridge_refusal.)
-        let learns = self.ports.get(&port).is_some_and(|p| p.learning)
+        // (A bridge limiting what it learns: no refresh, see bridge_refusal.
+        // A port not forwarding: nothing is routed from it anyway.)
+        let learns = self
+            .ports
+            .get(&port)
+            .is_some_and(|p| p.learning && p.state == decode::BR_STATE_FORWARDING)
             && self
                 .links
                 .get(&bridge)
