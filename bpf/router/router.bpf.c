@@ -672,6 +672,65 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 	return send(eth, n, multibuf);
 }
 
+/* The FDB key of a MAC (6 bytes, 2-byte aligned: one 32-bit and one 16-bit
+ * load) on bridge `bridge` (abi/router.h, struct fdb_slot). */
+static __always_inline __u64 fdb_key(const __u8 *mac, __u32 bridge)
+{
+	const __u16 *m = (const __u16 *)mac;
+
+	return *(const __u32 *)m | (__u64)m[2] << 32 | (__u64)(bridge & 0xffff) << 48;
+}
+
+/* The slot of `key` in the FDB, its value read between two reads of its
+ * key (the control plane's order: abi/router.h), in *port, *mtu, *flags;
+ * NULL when the FDB does not hold it. */
+static __always_inline struct fdb_slot *fdb_find(__u64 key, __u32 *port, __u16 *mtu,
+						 __u8 *flags)
+{
+	__u32 set = (key * 0x9E3779B97F4A7C15ull) >> (64 - FDB_SET_BITS);
+	struct fdb_set *s = bpf_map_lookup_elem(&bridge_fdb, &set);
+
+	if (!s)
+		return NULL;
+#pragma unroll
+	for (int w = 0; w < FDB_WAYS; w++) {
+		struct fdb_slot *slot = &s->way[w];
+		volatile __u64 *k = &slot->key;
+
+		if (*k != key)
+			continue;
+		__u64 v = *(volatile __u64 *)&slot->port;
+
+		if (*k != key)
+			return NULL;
+		*port = (__u32)v;
+		*mtu = (__u16)(v >> 32);
+		*flags = (__u8)(v >> 48);
+		return slot;
+	}
+	return NULL;
+}
+
+/* The FDB slot of the frame's source if the bridge holds it behind the
+ * port the frame came in by; NULL: the kernel is to learn from the frame. */
+static __always_inline struct fdb_slot *fdb_source(const struct ethhdr *eth,
+						     const struct iface *ifc, __u32 ingress)
+{
+	__u32 port;
+	__u16 mtu;
+	__u8 flags;
+	struct fdb_slot *src = fdb_find(fdb_key(eth->h_source, ifc->l3), &port, &mtu, &flags);
+
+	return src && port == ingress ? src : NULL;
+}
+
+/* Marks an FDB slot used: written once per sweep of the control plane. */
+static __always_inline void fdb_mark_used(struct fdb_slot *slot)
+{
+	if (!slot->used)
+		slot->used = 1;
+}
+
 /* A frame on a bridge's port (BRIDGE_PORT) for another MAC than the
  * bridge's: sent to the port the bridge's FDB holds its destination
  * behind, untouched, as br_forward sends it, when the FDB holds its source
@@ -681,27 +740,16 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
  * behind the same port (it drops), ARP (proxy and suppression are
  * its), the kinds netfilter sees (BRIDGE_NF*), and what does not fit the
  * egress. Multicast and broadcast were passed before. */
-/* The FDB entry of the frame's source if the bridge holds it behind the
- * port the frame came in by; NULL: the kernel is to learn from the frame. */
-static __always_inline struct fdb_entry *fdb_source(const struct ethhdr *eth,
-						      const struct iface *ifc, __u32 ingress)
-{
-	struct fdb_key key = { .bridge = ifc->l3 };
-	struct fdb_entry *src;
-
-	__builtin_memcpy(key.mac, eth->h_source, ETH_ALEN);
-	src = bpf_map_lookup_elem(&bridge_fdb, &key);
-	return src && src->port == ingress ? src : NULL;
-}
-
 static __always_inline int bridge_frame(struct xdp_md *ctx, struct ethhdr *eth,
 					struct router_counters *c, __u64 len, __u64 linear,
 					const struct iface *ifc, const int multibuf)
 {
-	struct fdb_key key = { .bridge = ifc->l3 };
-	struct fdb_entry *src, *dst;
+	struct fdb_slot *src;
 	__u16 proto = eth->h_proto;
 	__u16 nf = ifc->bridging;
+	__u32 port;
+	__u16 mtu;
+	__u8 flags;
 
 	if (proto == bpf_htons(ETH_P_ARP) ||
 	    ((nf & BRIDGE_NF4) && proto == bpf_htons(ETH_P_IP)) ||
@@ -713,24 +761,20 @@ static __always_inline int bridge_frame(struct xdp_md *ctx, struct ethhdr *eth,
 	src = fdb_source(eth, ifc, ctx->ingress_ifindex);
 	if (!src)
 		return PASS(R_PASS_BRIDGE_LEARN);
-	__builtin_memcpy(key.mac, eth->h_dest, ETH_ALEN);
-	dst = bpf_map_lookup_elem(&bridge_fdb, &key);
-	if (!dst)
+	if (!fdb_find(fdb_key(eth->h_dest, ifc->l3), &port, &mtu, &flags))
 		return PASS(R_PASS_BRIDGE_FLOOD);
-	if (dst->port == ctx->ingress_ifindex)
+	if (port == ctx->ingress_ifindex)
 		return PASS(R_PASS_SAME_IF);
-	if (!(dst->flags & FDB_TO_PORT))
+	if (!(flags & FDB_TO_PORT))
 		return PASS(R_PASS_BRIDGE_KERNEL);
-	if (len - ETH_HLEN > dst->mtu)
+	if (len - ETH_HLEN > mtu)
 		return PASS(R_PASS_MTU);
 	if (len > linear)
 		return PASS(R_PASS_MULTIBUF);
-	if (!bpf_map_lookup_elem(TX_PORTS(multibuf), &dst->port))
+	if (!bpf_map_lookup_elem(TX_PORTS(multibuf), &port))
 		return PASS(R_PASS_NO_PORT);
-	/* Written once per sweep of the control plane. */
-	if (!src->used)
-		src->used = 1;
-	return verdict(c, R_BRIDGED, len, bpf_redirect_map(TX_PORTS(multibuf), dst->port, XDP_PASS));
+	fdb_mark_used(src);
+	return verdict(c, R_BRIDGED, len, bpf_redirect_map(TX_PORTS(multibuf), port, XDP_PASS));
 }
 
 /* `multibuf`: the program is declared for multi-buffer frames. Only then
@@ -768,12 +812,11 @@ static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
 		return PASS(R_PASS_NOT_OURS);
 	}
 	if (ifc->bridging & BRIDGE_LEARN) {
-		struct fdb_entry *src = fdb_source(eth, ifc, ctx->ingress_ifindex);
+		struct fdb_slot *src = fdb_source(eth, ifc, ctx->ingress_ifindex);
 
 		if (!src)
 			return PASS(R_PASS_BRIDGE_LEARN);
-		if (!src->used)
-			src->used = 1;
+		fdb_mark_used(src);
 	}
 	/* With forwarding off the kernel drops transit packets (and still
 	 * takes its own), with policy rules it may route them by another

@@ -144,28 +144,41 @@ struct iface {
 #define BRIDGE_LEARN 16
 
 /* The bridges' forwarding databases as the fast path bridges by them
- * (crates/router/src/mirror/bridging.rs): the port a (bridge, MAC) is
- * behind, written only for MACs the bridge learned or was given
- * (not its own) behind a port with BRIDGE_PORT, without a VLAN. */
-#define ROUTER_FDB_ENTRIES 65536
+ * (crates/router/src/mirror/bridges.rs): the port a (bridge, MAC) is
+ * behind, written only for MACs the bridge learned or was given (not its
+ * own), without a VLAN. A set-associative array, not a hash map: a lookup
+ * is a multiply, one array element (a cache line) and four compares, all
+ * inlined (a hash map's lookup is a call). The control plane places the
+ * entries (crates/dataplane/src/fdb.rs); a MAC whose set is full is left
+ * out (the kernel bridges to and from it). */
+#define FDB_WAYS 4
+#define FDB_SET_BITS 14
+#define FDB_SETS (1 << FDB_SET_BITS)
+#define ROUTER_FDB_ENTRIES (FDB_SETS * FDB_WAYS)
 /* The fast path bridges to the entry's port (it has BRIDGE_PORT); without
  * it, frames to the MAC are the kernel's. */
 #define FDB_TO_PORT 1
 
-struct fdb_key {
-	__u32 bridge;
-	__u8  mac[6];
-	__u8  pad[2];
+/* A slot: `key` the MAC's six bytes as a little-endian word, the bridge's
+ * index (below 65536) in the top 16 bits, 0 for an empty slot; the rest
+ * one 64-bit word the control plane writes at once. It fills a slot by
+ * writing the value, then the key; empties it by writing the key 0 first:
+ * a reader reads the key, the value, then the key again, and a key that
+ * changed is a miss. */
+struct fdb_slot {
+	__u64 key;
+	__u32 port;
+	__u16 mtu;   /* the port's */
+	__u8  flags; /* FDB_* */
+	/* Set by the fast path when it bridges (or routes) a frame from this
+	 * MAC; the control plane reads and clears it, and refreshes the
+	 * kernel's entry (NTF_USE), as the kernel's learning from the frame
+	 * would. */
+	__u8  used;
 };
 
-struct fdb_entry {
-	__u32 port;
-	__u16 mtu;  /* the port's */
-	__u8  flags; /* FDB_* */
-	/* Set by the fast path when it bridges a frame from this MAC; the
-	 * control plane reads and clears it, and refreshes the kernel's
-	 * entry (NTF_USE), as the kernel's learning from the frame would. */
-	__u8  used;
+struct fdb_set {
+	struct fdb_slot way[FDB_WAYS];
 };
 
 /* What the kernel forwards when it comes in on the interface: IPv4 by the

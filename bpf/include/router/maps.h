@@ -51,13 +51,14 @@ struct {
 	__type(value, struct iface);
 } ifaces SEC(".maps");
 
-/* The bridges' FDBs (abi/router.h): a hash, as the kernel's is; a frame
- * looks up its source and its destination. */
+/* The bridges' FDBs (abi/router.h), set by set; mappable: the control
+ * plane places entries and sweeps their `used` marks from its mapping. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, ROUTER_FDB_ENTRIES);
-	__type(key, struct fdb_key);
-	__type(value, struct fdb_entry);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FDB_SETS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct fdb_set);
 } bridge_fdb SEC(".maps");
 
 /* The policy rules' programs (abi/router.h), one to an entry: a walk

@@ -254,7 +254,7 @@ fn fast_path<K: Key>(
     rp_filter: Option<RpFilter>,
     bridge_port: bool,
 ) -> Result<FastPath> {
-    let fp = FastPath::load_with(layout)?;
+    let mut fp = FastPath::load_with(layout)?;
     // The scratch namespace forwards both families (run_family).
     let both =
         linerate_dataplane::layout::IFACE_FORWARD4 | linerate_dataplane::layout::IFACE_FORWARD6;

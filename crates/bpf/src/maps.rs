@@ -140,6 +140,16 @@ impl MappedArray {
         }
     }
 
+    /// The 64-bit word at byte `offset` of entry `index`, for ordered
+    /// reads and writes the programs see whole.
+    pub fn word64(&self, index: u32, offset: usize) -> &std::sync::atomic::AtomicU64 {
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.stride);
+        // SAFETY: aligned (entries are 8-byte aligned in a page-aligned
+        // mapping, the offset a multiple of 8) and within the mapping,
+        // which lives as long as `self`.
+        unsafe { &*(self.at(index, offset) as *const std::sync::atomic::AtomicU64) }
+    }
+
     /// The 32-bit word at byte `offset` of entry `index`, for ordered
     /// reads and writes (a sequence word, a generation).
     pub fn word(&self, index: u32, offset: usize) -> &std::sync::atomic::AtomicU32 {

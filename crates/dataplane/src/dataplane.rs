@@ -20,8 +20,9 @@ pub trait Dataplane {
     /// Whether next hop `id` was sent through since the last call.
     fn take_nexthop_used(&mut self, id: u32) -> bool;
     /// The port a bridge's MAC is behind, as the fast path bridges to and
-    /// from it (None: it does not).
-    fn set_fdb(&mut self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<()>;
+    /// from it (None: it does not); false when there is no room for it
+    /// (crate::fdb: its set is full).
+    fn set_fdb(&mut self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<bool>;
     /// The FDB entries frames were bridged from since the last call.
     fn take_fdb_used(&mut self) -> Result<Vec<FdbKey>>;
     /// ECMP group `index`'s buckets; written before a next hop points at it.
@@ -60,11 +61,11 @@ impl Dataplane for FastPath {
     fn take_nexthop_used(&mut self, id: u32) -> bool {
         FastPath::take_nexthop_used(self, id)
     }
-    fn set_fdb(&mut self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<()> {
+    fn set_fdb(&mut self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<bool> {
         FastPath::set_fdb(self, key, entry)
     }
     fn take_fdb_used(&mut self) -> Result<Vec<FdbKey>> {
-        FastPath::take_fdb_used(self)
+        Ok(FastPath::take_fdb_used(self))
     }
     fn set_nh_group(&mut self, index: u32, group: &NhGroup) -> Result<()> {
         FastPath::set_nh_group(self, index, group)

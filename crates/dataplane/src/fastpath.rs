@@ -1,8 +1,9 @@
 //! The loaded fast path: the `router` program and its maps, filled from
 //! the control plane's tables.
+use crate::fdb;
 use crate::layout::{
-    FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule, RouterCounters, POLICY_PROGRAMS,
-    POLICY_RULES, ROUTER_IFACES,
+    FdbEntry, FdbKey, FdbSlot, Iface, Nexthop, NhGroup, PolicyRule, RouterCounters, FDB_SETS,
+    FDB_WAYS, POLICY_PROGRAMS, POLICY_RULES, ROUTER_IFACES,
 };
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
@@ -14,6 +15,7 @@ use linerate_bpf::test_run::XdpAction;
 use linerate_bpf::{maps, objects, test_run};
 use linerate_fib::{Fib, Ipv6Layout, Key, Shape, Table, Write};
 use std::os::fd::AsFd;
+use std::sync::atomic::Ordering;
 
 /// The egress ports, once for each program: a devmap takes redirects from
 /// single-buffer or from multi-buffer programs, not both.
@@ -24,6 +26,9 @@ pub struct FastPath {
     arena: FibArena,
     /// The nexthops map, mapped: its `used` marks.
     nexthops: MappedArray,
+    /// The bridges' FDB, mapped, and where its entries sit.
+    fdb: MappedArray,
+    fdb_places: fdb::Places,
     ipv6: Ipv6Layout,
     obj: libbpf_rs::Object,
 }
@@ -80,6 +85,8 @@ impl FastPath {
         Ok(FastPath {
             arena,
             nexthops: MappedArray::open(&loader::map(&obj, "nexthops")?)?,
+            fdb: MappedArray::open(&loader::map(&obj, "bridge_fdb")?)?,
+            fdb_places: fdb::Places::default(),
             ipv6,
             obj,
         })
@@ -251,43 +258,60 @@ impl FastPath {
     }
 
     /// Writes the port a bridge's MAC is behind (None: forgets the MAC;
-    /// frames to it, or from it, pass).
-    pub fn set_fdb(&self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<()> {
-        let map = loader::map(&self.obj, "bridge_fdb")?;
-        match entry {
-            Some(e) => map
-                .update(key.as_bytes(), e.as_bytes(), MapFlags::ANY)
-                .with_context(|| format!("cannot write the FDB entry {key:?}")),
-            None => match map.delete(key.as_bytes()) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(e).context("cannot remove an FDB entry"),
-            },
+    /// frames to it, or from it, pass): false when its set is full (it is
+    /// left out). The order the program reads in (abi/router.h): a new
+    /// slot's value before its key, a freed slot's key first.
+    pub fn set_fdb(&mut self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<bool> {
+        if key.bridge == 0 || key.bridge > fdb::MAX_BRIDGE {
+            bail!(
+                "bridge index {}: the FDB's keys hold 1 to {}",
+                key.bridge,
+                fdb::MAX_BRIDGE
+            );
         }
+        let w = fdb::key(key);
+        let slot = |way: usize| way * std::mem::size_of::<FdbSlot>();
+        match entry {
+            Some(e) => {
+                let Some(((set, way), new)) = self.fdb_places.place(w) else {
+                    return Ok(false);
+                };
+                let value = fdb::value(e);
+                self.fdb
+                    .word64(set, slot(way) + 8)
+                    .store(value, Ordering::Release);
+                if new {
+                    self.fdb.word64(set, slot(way)).store(w, Ordering::Release);
+                }
+            }
+            None => {
+                if let Some((set, way)) = self.fdb_places.remove(w) {
+                    self.fdb.word64(set, slot(way)).store(0, Ordering::Release);
+                    self.fdb
+                        .word64(set, slot(way) + 8)
+                        .store(0, Ordering::Release);
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// The FDB entries the fast path bridged frames from since the last
-    /// call, their marks taken (a batch read, a write per marked entry).
-    pub fn take_fdb_used(&self) -> Result<Vec<FdbKey>> {
-        let map = loader::map(&self.obj, "bridge_fdb")?;
+    /// call, their marks taken (from the mapping: no syscall).
+    pub fn take_fdb_used(&mut self) -> Vec<FdbKey> {
+        let used_at = std::mem::offset_of!(FdbSlot, used);
         let mut used = Vec::new();
-        for (k, v) in map.lookup_batch(4096, MapFlags::ANY, MapFlags::ANY)? {
-            let (Some(key), Some(mut e)) = (FdbKey::from_bytes(&k), FdbEntry::from_bytes(&v))
-            else {
-                continue;
-            };
-            if e.used == 0 {
-                continue;
-            }
-            e.used = 0;
-            // (Gone meanwhile: nothing to clear.)
-            match map.update(&k, e.as_bytes(), MapFlags::EXIST) {
-                Ok(()) => used.push(key),
-                Err(err) if err.kind() == libbpf_rs::ErrorKind::NotFound => {}
-                Err(err) => return Err(err).context("cannot clear an FDB entry's mark"),
+        for set in 0..FDB_SETS {
+            for way in 0..FDB_WAYS {
+                let at = way * std::mem::size_of::<FdbSlot>();
+                let w = self.fdb.word64(set, at).load(Ordering::Acquire);
+                if w != 0 && self.fdb.byte(set, at + used_at) != 0 {
+                    self.fdb.set_byte(set, at + used_at, 0);
+                    used.push(fdb::unkey(w));
+                }
             }
         }
-        Ok(used)
+        used
     }
 
     /// Writes ECMP group `index`'s buckets (next-hop ids). Write it before

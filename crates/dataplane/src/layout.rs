@@ -166,31 +166,28 @@ pub const BRIDGE_NF_TAGGED: u16 = 8;
 pub const BRIDGE_LEARN: u16 = 16;
 /// The fast path bridges to the entry's port.
 pub const FDB_TO_PORT: u8 = 1;
-/// The most FDB entries the fast path holds (all bridges); beyond, the
-/// kernel bridges to the rest.
-pub const ROUTER_FDB_ENTRIES: u32 = 65536;
+/// The FDB's sets and ways (abi/router.h): 2^14 sets of 4 slots.
+pub const FDB_WAYS: usize = 4;
+pub const FDB_SET_BITS: u32 = 14;
+pub const FDB_SETS: u32 = 1 << FDB_SET_BITS;
+/// The most FDB entries the fast path holds (all bridges); a MAC whose
+/// set is full is left out, and the kernel bridges to and from it.
+pub const ROUTER_FDB_ENTRIES: u32 = FDB_SETS * FDB_WAYS as u32;
 
 /// A bridge's FDB entry's key: the bridge, a MAC.
-#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FdbKey {
     pub bridge: u32,
     pub mac: [u8; 6],
-    pub pad: [u8; 2],
 }
 
 impl FdbKey {
     pub fn new(bridge: u32, mac: [u8; 6]) -> FdbKey {
-        FdbKey {
-            bridge,
-            mac,
-            pad: [0; 2],
-        }
+        FdbKey { bridge, mac }
     }
 }
 
 /// The port a MAC is behind, and that port's MTU.
-#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FdbEntry {
     pub port: u32,
@@ -199,6 +196,24 @@ pub struct FdbEntry {
     pub flags: u8,
     /// Set by the fast path when it bridges a frame from this MAC.
     pub used: u8,
+}
+
+/// An FDB slot as the program reads it (`struct fdb_slot`): the key word
+/// (crate::fdb::key), then the entry.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FdbSlot {
+    pub key: u64,
+    pub port: u32,
+    pub mtu: u16,
+    pub flags: u8,
+    pub used: u8,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FdbSet {
+    pub way: [FdbSlot; FDB_WAYS],
 }
 
 impl Iface {
@@ -660,8 +675,8 @@ unsafe impl Pod for Iface {}
 unsafe impl Pod for PolicyRule {}
 unsafe impl Pod for RuleWord {}
 unsafe impl Pod for NhGroup {}
-unsafe impl Pod for FdbKey {}
-unsafe impl Pod for FdbEntry {}
+unsafe impl Pod for FdbSlot {}
+unsafe impl Pod for FdbSet {}
 unsafe impl Pod for RouterCounters {}
 unsafe impl Pod for FwState {}
 unsafe impl Pod for CtFlowKey {}
@@ -733,7 +748,8 @@ mod tests {
         ] {
             assert_eq!(define(name), v as u64, "{name}");
         }
-        assert_eq!(define("ROUTER_FDB_ENTRIES"), ROUTER_FDB_ENTRIES as u64);
+        assert_eq!(define("FDB_WAYS"), FDB_WAYS as u64);
+        assert_eq!(define("FDB_SET_BITS"), FDB_SET_BITS as u64);
         assert_eq!(define("FIB_WALK_TABLES"), FIB_WALK_TABLES as u64);
         assert_eq!(define("FIB_TABLES_END"), FIB_TABLES_END as u64);
         assert_eq!(define("NH_ID_THROW"), NH_ID_THROW as u64);
@@ -837,23 +853,20 @@ mod tests {
             ],
         );
         check(
-            "fdb_key",
-            size_of::<FdbKey>(),
+            "fdb_slot",
+            size_of::<FdbSlot>(),
             vec![
-                ("bridge", offset_of!(FdbKey, bridge)),
-                ("mac", offset_of!(FdbKey, mac)),
-                ("pad", offset_of!(FdbKey, pad)),
+                ("key", offset_of!(FdbSlot, key)),
+                ("port", offset_of!(FdbSlot, port)),
+                ("mtu", offset_of!(FdbSlot, mtu)),
+                ("flags", offset_of!(FdbSlot, flags)),
+                ("used", offset_of!(FdbSlot, used)),
             ],
         );
         check(
-            "fdb_entry",
-            size_of::<FdbEntry>(),
-            vec![
-                ("port", offset_of!(FdbEntry, port)),
-                ("mtu", offset_of!(FdbEntry, mtu)),
-                ("flags", offset_of!(FdbEntry, flags)),
-                ("used", offset_of!(FdbEntry, used)),
-            ],
+            "fdb_set",
+            size_of::<FdbSet>(),
+            vec![("way", offset_of!(FdbSet, way))],
         );
         check(
             "fw_reads",

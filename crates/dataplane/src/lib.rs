@@ -6,12 +6,14 @@
 //! [`model::Model`], the same maps in memory with the program's verdicts
 //! in Rust, held to the program by the tests. The verdict cache's and
 //! the connection cache's arithmetic ([`fw_cache`], [`ct_cache`]), the
+//! FDB's keys and slots ([`fdb`]), the
 //! firewall's classifier as the program holds and walks it ([`fwc`]), and the
 //! record by which other processes find a running router's maps
 //! ([`record`]) are the program's contract too.
 pub mod ct_cache;
 pub mod dataplane;
 pub mod fastpath;
+pub mod fdb;
 pub mod fw_cache;
 pub mod fw_maps;
 pub mod fw_model;

@@ -14,7 +14,7 @@ use crate::layout::{
     IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4,
     IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, IFACE_TC,
     NH_GROUP, NH_GROUP_BUCKETS, NH_ID_KERNEL, NH_ID_THROW, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID,
-    POLICY_PROGRAMS, ROUTER_FDB_ENTRIES, ROUTER_IFACES, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+    POLICY_PROGRAMS, ROUTER_IFACES, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
 use crate::local;
 use crate::rules::{self, POLICY_DROP, POLICY_KERNEL};
@@ -144,6 +144,8 @@ pub struct Model {
     /// The rule programs' steps (the end after them).
     programs: Vec<Vec<PolicyRule>>,
     fdb: HashMap<FdbKey, FdbEntry>,
+    /// Where the program's array would hold them (the same room).
+    fdb_places: crate::fdb::Places,
     /// FDB entries frames were bridged from since their mark was taken.
     fdb_used: RefCell<BTreeSet<FdbKey>>,
     fw: FwModel,
@@ -163,6 +165,7 @@ impl Model {
             fib6: (0..TABLE_SLOTS).map(|_| TableCopy::default()).collect(),
             programs: vec![Vec::new(); POLICY_PROGRAMS],
             fdb: HashMap::new(),
+            fdb_places: Default::default(),
             fdb_used: RefCell::new(BTreeSet::new()),
             fw: FwModel::default(),
         }
@@ -746,11 +749,18 @@ impl Dataplane for Model {
         self.used.borrow_mut().remove(&id)
     }
 
-    fn set_fdb(&mut self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<()> {
+    fn set_fdb(&mut self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<bool> {
+        if key.bridge == 0 || key.bridge > crate::fdb::MAX_BRIDGE {
+            bail!(
+                "bridge index {}: the FDB's keys hold 1 to 65535",
+                key.bridge
+            );
+        }
+        let w = crate::fdb::key(key);
         match entry {
             Some(e) => {
-                if !self.fdb.contains_key(key) && self.fdb.len() >= ROUTER_FDB_ENTRIES as usize {
-                    bail!("the FDB map is full ({ROUTER_FDB_ENTRIES} entries)");
+                if self.fdb_places.place(w).is_none() {
+                    return Ok(false);
                 }
                 self.fdb.insert(*key, *e);
                 // A write replaces the entry, its mark with it.
@@ -759,11 +769,12 @@ impl Dataplane for Model {
                 }
             }
             None => {
+                self.fdb_places.remove(w);
                 self.fdb.remove(key);
                 self.fdb_used.borrow_mut().remove(key);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     fn take_fdb_used(&mut self) -> Result<Vec<FdbKey>> {

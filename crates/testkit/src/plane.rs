@@ -200,11 +200,16 @@ impl Dataplane for TestPlane {
         }
         used
     }
-    fn set_fdb(&mut self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<()> {
+    fn set_fdb(&mut self, key: &FdbKey, entry: Option<&FdbEntry>) -> Result<bool> {
+        let placed = self.model.set_fdb(key, entry)?;
         if let Some(fp) = &mut self.real {
-            Dataplane::set_fdb(fp, key, entry)?;
+            assert_eq!(
+                Dataplane::set_fdb(fp, key, entry)?,
+                placed,
+                "room for {key:?}"
+            );
         }
-        self.model.set_fdb(key, entry)
+        Ok(placed)
     }
     fn take_fdb_used(&mut self) -> Result<Vec<FdbKey>> {
         let used = self.model.take_fdb_used()?;

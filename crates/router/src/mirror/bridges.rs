@@ -22,7 +22,7 @@ use anyhow::Result;
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::layout::{
     FdbEntry, FdbKey, BRIDGE_LEARN, BRIDGE_NF4, BRIDGE_NF6, BRIDGE_NF_TAGGED, BRIDGE_PORT,
-    FDB_TO_PORT, ROUTER_FDB_ENTRIES,
+    FDB_TO_PORT,
 };
 use std::collections::HashSet;
 
@@ -110,6 +110,12 @@ impl<D: Dataplane> Mirror<D> {
     fn bridge_refusal(&self, bridge: u32) -> Option<String> {
         let b = self.links.get(&bridge)?;
         let name = self.name_of(bridge);
+        if bridge > linerate_dataplane::fdb::MAX_BRIDGE {
+            return Some(format!(
+                "{name}'s index {bridge} is above {}, which the fast path's FDB keys hold",
+                linerate_dataplane::fdb::MAX_BRIDGE
+            ));
+        }
         if b.vlan_filtering {
             return Some(format!("{name} filters VLANs"));
         }
@@ -213,7 +219,7 @@ impl<D: Dataplane> Mirror<D> {
     /// bridge `bridge`: None for a bridge with none of the router's
     /// interfaces among its ports (no frame of it is seen).
     fn wanted_fdb(&self, bridge: u32, port: u32) -> Option<FdbEntry> {
-        if self.ports_of(bridge).is_empty() {
+        if self.ports_of(bridge).is_empty() || bridge > linerate_dataplane::fdb::MAX_BRIDGE {
             return None;
         }
         let to_port = self.bridge_refusal(bridge).is_none() && self.port_refusal(port).is_none();
@@ -228,19 +234,18 @@ impl<D: Dataplane> Mirror<D> {
         })
     }
 
-    /// Writes an FDB entry if it changes (None: removes it). Beyond the
-    /// map's size, new MACs are left out: frames to and from them are the
-    /// kernel's.
+    /// Writes an FDB entry if it changes (None: removes it). A MAC the
+    /// fast path has no room for (its set full) is left out: frames to and
+    /// from it are the kernel's.
     fn write_fdb(&mut self, key: FdbKey, want: Option<FdbEntry>) -> Result<()> {
         let have = self.fdb_written.get(&key).copied();
         if have == want {
             return Ok(());
         }
-        if have.is_none() && self.fdb_written.len() >= ROUTER_FDB_ENTRIES as usize {
+        if !self.dp.set_fdb(&key, want.as_ref())? {
             self.fdb_left_out += 1;
             return Ok(());
         }
-        self.dp.set_fdb(&key, want.as_ref())?;
         match want {
             Some(e) => self.fdb_written.insert(key, e),
             None => self.fdb_written.remove(&key),
