@@ -402,3 +402,53 @@ fn what_the_bridge_treats_otherwise_is_the_kernels() {
     m.set_netfilter(Default::default()).unwrap();
     assert_eq!(go(&m, p0, &ab), Ok(()), "no br_netfilter");
 }
+
+/// Five MACs whose key hashes to one set: the fifth is left out (the
+/// kernel's: flooded to, as the kernel would until told), said, and
+/// placed once one of the four goes.
+#[test]
+fn a_mac_with_no_room_is_the_kernels_until_there_is() {
+    use linerate_dataplane::fdb;
+    use linerate_dataplane::layout::FdbKey;
+    let env = bridged("brfull");
+    let (mut m, p0, p1) = (env.m, env.p0, env.p1);
+    let set = fdb::set_of(fdb::key(&FdbKey::new(BR, HOST_A)));
+    let crowd: Vec<[u8; 6]> = (1u32..)
+        .map(|i| {
+            let [a, b, c, d] = i.to_be_bytes();
+            [2, 0x77, a, b, c, d]
+        })
+        .filter(|&mac| fdb::set_of(fdb::key(&FdbKey::new(BR, mac))) == set)
+        .take(4)
+        .collect();
+    // A's set holds A and three of them; the fourth finds it full.
+    for &mac in &crowd {
+        m.apply(&fdb(mac, p1, false)).unwrap();
+    }
+    assert_eq!(go(&m, p0, &frame(HOST_A, crowd[2], false)), Ok(()));
+    assert_eq!(
+        go(&m, p0, &frame(HOST_A, crowd[3], false)),
+        Err("pass_bridge_flood")
+    );
+    assert!(
+        said(&m)
+            .ends_with("; 1 MACs left out of the fast path's FDB (their sets full): the kernel's"),
+        "{}",
+        said(&m)
+    );
+    m.apply(&fdb(crowd[0], p1, true)).unwrap();
+    assert_eq!(
+        go(&m, p0, &frame(HOST_A, crowd[3], false)),
+        Ok(()),
+        "placed"
+    );
+    assert_eq!(
+        go(&m, p0, &frame(HOST_A, crowd[0], false)),
+        Err("pass_bridge_flood"),
+        "gone"
+    );
+    assert_eq!(
+        said(&m),
+        "bridging on br0: known unicast between b0, b1 in the fast path"
+    );
+}

@@ -243,13 +243,32 @@ impl<D: Dataplane> Mirror<D> {
             return Ok(());
         }
         if !self.dp.set_fdb(&key, want.as_ref())? {
-            self.fdb_left_out += 1;
+            self.fdb_left_out.insert(key);
             return Ok(());
         }
+        self.fdb_left_out.remove(&key);
         match want {
-            Some(e) => self.fdb_written.insert(key, e),
-            None => self.fdb_written.remove(&key),
-        };
+            Some(e) => {
+                self.fdb_written.insert(key, e);
+            }
+            None => {
+                self.fdb_written.remove(&key);
+                // A slot freed: the MACs left out may fit now.
+                let left: Vec<FdbKey> = self.fdb_left_out.iter().copied().collect();
+                for k in left {
+                    let want = self
+                        .fdb
+                        .get(&(k.bridge, k.mac))
+                        .and_then(|&p| self.wanted_fdb(k.bridge, p));
+                    if self.dp.set_fdb(&k, want.as_ref())? {
+                        self.fdb_left_out.remove(&k);
+                        if let Some(e) = want {
+                            self.fdb_written.insert(k, e);
+                        }
+                    }
+                }
+            }
+        }
         Ok(())
     }
 
@@ -325,6 +344,12 @@ impl<D: Dataplane> Mirror<D> {
             };
             if !kernel.is_empty() {
                 line += &format!("; the kernel's where {}", kernel.join(", "));
+            }
+            let left = self.fdb_left_out.iter().filter(|k| k.bridge == b).count();
+            if left > 0 {
+                line += &format!(
+                    "; {left} MACs left out of the fast path's FDB (their sets full): the kernel's"
+                );
             }
             let brnf = self.br_netfilter_families(b);
             for (f, family) in [(0, "IPv4"), (1, "IPv6")] {

@@ -169,8 +169,8 @@ pub struct Mirror<D: Dataplane = FastPath> {
     fdb: HashMap<(u32, [u8; 6]), u32>,
     /// The FDB entries the fast path holds (crate::mirror::bridges).
     fdb_written: HashMap<FdbKey, FdbEntry>,
-    /// MACs left out of the fast path's FDB: it was full.
-    fdb_left_out: u64,
+    /// MACs left out of the fast path's FDB: their sets were full.
+    fdb_left_out: HashSet<FdbKey>,
     /// Link names: policy rules name their input interface.
     names: HashMap<u32, String>,
     neighbours: Neighbours,
@@ -337,7 +337,7 @@ impl<D: Dataplane> Mirror<D> {
             ports: HashMap::new(),
             fdb: HashMap::new(),
             fdb_written: HashMap::new(),
-            fdb_left_out: 0,
+            fdb_left_out: HashSet::new(),
             names: HashMap::new(),
             neighbours: Neighbours::default(),
             families: Families {
