@@ -603,9 +603,7 @@ pub struct BenchFastpathArgs {
     /// frames' source routed back out of it): what the check costs a packet
     #[arg(long, value_name = "MODE", value_parser = choice(&linerate_bench::fastpath::RpFilter::CHOICES))]
     pub rp_filter: Option<linerate_bench::fastpath::RpFilter>,
-    /// The ingress a bridge's port, routed as the bridge: each frame's
-    /// source looked up in the bridge's FDB and marked used, as the bridge
-    /// learns from what it passes up: what that costs a packet
+    /// The ingress a bridge's port: what checking a frame's source in the FDB costs a packet
     #[arg(long)]
     pub bridge_port: bool,
     /// Print JSON.
