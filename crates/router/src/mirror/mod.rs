@@ -20,8 +20,9 @@
 //! rules look up for one of the router's interfaces gets a FIB of its own
 //! ([`tables`]), and the interface's entry the tables its rules walk
 //! (linerate_netlink::policy); where the walk cannot be followed, or an
-//! interface is enslaved (to a VRF, a bridge), the family passes from that
-//! interface.
+//! interface is enslaved to a VRF, the family passes from that interface.
+//! A bridge's port is routed as the bridge, and known unicast between the
+//! router's bridge ports is bridged by the mirrored FDB ([`bridges`]).
 //!
 //! The parts, one job each: [`decode`] reads rtnetlink messages;
 //! [`routes`] holds a family's candidates and picks the kernel's;
