@@ -94,12 +94,7 @@ pub fn mark_neighbours_used(neighbours: &[(u32, std::net::IpAddr)]) -> Result<()
     use netlink_packet_route::neighbour::{
         NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage,
     };
-    if neighbours.is_empty() {
-        return Ok(());
-    }
-    let s = socket(0)?;
-    s.connect(&SocketAddr::new(0, 0))?;
-    for (oif, ip) in neighbours {
+    send_uses(neighbours.iter().map(|(oif, ip)| {
         let mut n = NeighbourMessage::default();
         n.header.ifindex = *oif;
         n.header.flags = NeighbourFlags::Use;
@@ -109,20 +104,8 @@ pub fn mark_neighbours_used(neighbours: &[(u32, std::net::IpAddr)]) -> Result<()
         };
         n.header.family = family;
         n.attributes = vec![NeighbourAttribute::Destination(addr)];
-        let mut hdr = NetlinkHeader::default();
-        hdr.flags = NLM_F_REQUEST;
-        let mut req = NetlinkMessage::new(
-            hdr,
-            NetlinkPayload::from(RouteNetlinkMessage::NewNeighbour(n)),
-        );
-        req.finalize();
-        let mut buf = vec![0; req.buffer_len()];
-        req.serialize(&mut buf);
-        s.send(&buf, 0).context("netlink neighbour use")?;
-    }
-    // Errors (an entry gone meanwhile) come back on this socket, which
-    // closes unread: nothing to do about them.
-    Ok(())
+        n
+    }))
 }
 
 /// Tells the kernel's bridges that frames from these MACs came in by
@@ -134,12 +117,7 @@ pub fn mark_fdb_used(entries: &[(u32, [u8; 6])]) -> Result<()> {
     use netlink_packet_route::neighbour::{
         NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
     };
-    if entries.is_empty() {
-        return Ok(());
-    }
-    let s = socket(0)?;
-    s.connect(&SocketAddr::new(0, 0))?;
-    for (port, mac) in entries {
+    send_uses(entries.iter().map(|(port, mac)| {
         let mut n = NeighbourMessage::default();
         n.header.family = AddressFamily::Bridge;
         n.header.ifindex = *port;
@@ -147,6 +125,23 @@ pub fn mark_fdb_used(entries: &[(u32, [u8; 6])]) -> Result<()> {
         // (The kernel asks for a state; NTF_USE does not read it.)
         n.header.state = NeighbourState::Reachable;
         n.attributes = vec![NeighbourAttribute::LinkLayerAddress(mac.to_vec())];
+        n
+    }))
+}
+
+/// Sends each NTF_USE message as a request, unacknowledged. Errors (an
+/// entry gone meanwhile) come back on the socket, which closes unread:
+/// nothing to do about them.
+fn send_uses(
+    msgs: impl Iterator<Item = netlink_packet_route::neighbour::NeighbourMessage>,
+) -> Result<()> {
+    let mut msgs = msgs.peekable();
+    if msgs.peek().is_none() {
+        return Ok(());
+    }
+    let s = socket(0)?;
+    s.connect(&SocketAddr::new(0, 0))?;
+    for n in msgs {
         let mut hdr = NetlinkHeader::default();
         hdr.flags = NLM_F_REQUEST;
         let mut req = NetlinkMessage::new(
@@ -156,7 +151,7 @@ pub fn mark_fdb_used(entries: &[(u32, [u8; 6])]) -> Result<()> {
         req.finalize();
         let mut buf = vec![0; req.buffer_len()];
         req.serialize(&mut buf);
-        s.send(&buf, 0).context("netlink FDB entry use")?;
+        s.send(&buf, 0).context("netlink neighbour use")?;
     }
     Ok(())
 }
