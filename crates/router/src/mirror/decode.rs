@@ -6,8 +6,8 @@ use super::routes::Candidate;
 use linerate_fib::Key;
 use netlink_packet_core::Nla;
 use netlink_packet_route::link::{
-    InfoBridge, InfoBridgePort, InfoData, InfoKind, InfoPortData, LinkAttribute, LinkFlags,
-    LinkInfo, LinkMessage, LinkProtoInfoBridge,
+    InfoBridge, InfoData, InfoKind, InfoPortData, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+    LinkProtoInfoBridge,
 };
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
@@ -90,60 +90,52 @@ const SPECIAL_FLAGS: [(u16, &str); 7] = [
     (43, "neigh_vlan_suppress"),
 ];
 
+/// A port's state and flags from its IFLA_BRPORT_* attributes, whichever
+/// message carries them (IFLA_PROTINFO, IFLA_INFO_SLAVE_DATA): each by its
+/// number and its one-byte value. None without a state.
+fn port_info<'a>(attrs: impl Iterator<Item = &'a dyn Nla>) -> Option<PortInfo> {
+    let (mut state, mut special, mut learning) = (None, None, true);
+    for nla in attrs {
+        if nla.value_len() != 1 {
+            continue;
+        }
+        let mut b = [0u8];
+        nla.emit_value(&mut b);
+        match nla.kind() {
+            1 => state = Some(b[0]),
+            8 => learning = b[0] != 0,
+            k if b[0] != 0 => {
+                if let Some((_, name)) = SPECIAL_FLAGS.iter().find(|f| f.0 == k) {
+                    special = special.or(Some(*name));
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(PortInfo {
+        state: state?,
+        special,
+        learning,
+    })
+}
+
 /// An AF_BRIDGE link message: a bridge port's state and flags (its index,
 /// and them; None when it leaves the bridge).
 pub fn bridge_port(l: &LinkMessage, gone: bool) -> Option<(u32, Option<PortInfo>)> {
     if l.header.interface_family != AddressFamily::Bridge {
         return None;
     }
-    // IFLA_PROTINFO's IFLA_BRPORT_* bytes, which the crate leaves unnamed.
-    let (mut state, mut special, mut learning) = (None, None, true);
-    for a in &l.attributes {
-        let LinkAttribute::ProtoInfoBridge(p) = a else {
-            continue;
-        };
-        for x in p {
-            let LinkProtoInfoBridge::Other(nla) = x else {
-                continue;
-            };
-            if nla.value_len() != 1 {
-                continue;
-            }
-            let mut b = [0u8];
-            nla.emit_value(&mut b);
-            match nla.kind() {
-                1 => state = Some(b[0]),
-                8 => learning = b[0] != 0,
-                k if b[0] != 0 => {
-                    if let Some((_, name)) = SPECIAL_FLAGS.iter().find(|f| f.0 == k) {
-                        special = special.or(Some(*name));
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    let info = state.map(|state| PortInfo {
-        state,
-        special,
-        learning,
+    // IFLA_PROTINFO's IFLA_BRPORT_* attributes, which the crate leaves
+    // unnamed.
+    let attrs = l.attributes.iter().flat_map(|a| match a {
+        LinkAttribute::ProtoInfoBridge(p) => p.as_slice(),
+        _ => &[],
     });
+    let info = port_info(attrs.filter_map(|x| match x {
+        LinkProtoInfoBridge::Other(nla) => Some(nla as &dyn Nla),
+        _ => None,
+    }));
     Some((l.header.index, if gone { None } else { info }))
-}
-
-/// The flags of a port's IFLA_INFO_SLAVE_DATA that [`SPECIAL_FLAGS`] names.
-fn special_flag(a: &InfoBridgePort) -> Option<&'static str> {
-    let (on, name) = match a {
-        InfoBridgePort::ProxyARP(b) => (*b, "proxy_arp"),
-        InfoBridgePort::ProxyARPWifi(b) => (*b, "proxy_arp_wifi"),
-        InfoBridgePort::NeighSupress(b) => (*b, "neigh_suppress"),
-        InfoBridgePort::Isolated(b) => (*b, "isolated"),
-        InfoBridgePort::Locked(b) => (*b, "locked"),
-        InfoBridgePort::Mab(b) => (*b, "mab"),
-        InfoBridgePort::NeighVlanSuppress(b) => (*b, "neigh_vlan_suppress"),
-        _ => (false, ""),
-    };
-    on.then_some(name)
 }
 
 /// A link message; None for AF_BRIDGE ones, which are about a bridge's
@@ -191,17 +183,7 @@ pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
                                 .unwrap_or(0);
                         }
                         LinkInfo::PortData(InfoPortData::BridgePort(p)) => {
-                            link.port = p
-                                .iter()
-                                .find_map(|a| match a {
-                                    InfoBridgePort::State(s) => Some(u8::from(*s)),
-                                    _ => None,
-                                })
-                                .map(|state| PortInfo {
-                                    state,
-                                    special: p.iter().find_map(special_flag),
-                                    learning: !p.contains(&InfoBridgePort::Learning(false)),
-                                })
+                            link.port = port_info(p.iter().map(|a| a as &dyn Nla))
                         }
                         _ => {}
                     }
