@@ -2,8 +2,8 @@
 //! the control plane's tables.
 use crate::fdb;
 use crate::layout::{
-    FdbEntry, FdbKey, FdbSlot, Iface, Nexthop, NhGroup, PolicyRule, RouterCounters, FDB_SETS,
-    FDB_WAYS, POLICY_PROGRAMS, POLICY_RULES, ROUTER_IFACES,
+    FdbEntry, FdbKey, FdbSlot, Iface, Nexthop, NhGroup, PolicyRule, RouterCounters,
+    POLICY_PROGRAMS, POLICY_RULES, ROUTER_IFACES,
 };
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
@@ -297,18 +297,16 @@ impl FastPath {
     }
 
     /// The FDB entries the fast path bridged frames from since the last
-    /// call, their marks taken (from the mapping: no syscall).
+    /// call, their marks taken (from the mapping, the placed slots alone:
+    /// no syscall).
     pub fn take_fdb_used(&mut self) -> Vec<FdbKey> {
         let used_at = std::mem::offset_of!(FdbSlot, used);
         let mut used = Vec::new();
-        for set in 0..FDB_SETS {
-            for way in 0..FDB_WAYS {
-                let at = way * std::mem::size_of::<FdbSlot>();
-                let w = self.fdb.word64(set, at).load(Ordering::Acquire);
-                if w != 0 && self.fdb.byte(set, at + used_at) != 0 {
-                    self.fdb.set_byte(set, at + used_at, 0);
-                    used.push(fdb::unkey(w));
-                }
+        for (w, (set, way)) in self.fdb_places.placed() {
+            let at = way * std::mem::size_of::<FdbSlot>() + used_at;
+            if self.fdb.byte(set, at) != 0 {
+                self.fdb.set_byte(set, at, 0);
+                used.push(fdb::unkey(w));
             }
         }
         used

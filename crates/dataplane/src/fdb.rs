@@ -74,6 +74,11 @@ impl Places {
         Some((set, way))
     }
 
+    /// Each placed key word and its (set, way).
+    pub fn placed(&self) -> impl Iterator<Item = (u64, (u32, usize))> + '_ {
+        self.at.iter().map(|(&w, &at)| (w, at))
+    }
+
     pub fn len(&self) -> usize {
         self.at.len()
     }

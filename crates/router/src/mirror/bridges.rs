@@ -24,7 +24,7 @@ use linerate_dataplane::layout::{
     FdbEntry, FdbKey, BRIDGE_LEARN, BRIDGE_NF4, BRIDGE_NF6, BRIDGE_NF_TAGGED, BRIDGE_PORT,
     FDB_TO_PORT,
 };
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 impl<D: Dataplane> Mirror<D> {
     /// A bridge port's state and flags (None: it left the bridge).
@@ -260,12 +260,7 @@ impl<D: Dataplane> Mirror<D> {
                         .fdb
                         .get(&(k.bridge, k.mac))
                         .and_then(|&p| self.wanted_fdb(k.bridge, p));
-                    if self.dp.set_fdb(&k, want.as_ref())? {
-                        self.fdb_left_out.remove(&k);
-                        if let Some(e) = want {
-                            self.fdb_written.insert(k, e);
-                        }
-                    }
+                    self.write_fdb(k, want)?;
                 }
             }
         }
@@ -276,11 +271,17 @@ impl<D: Dataplane> Mirror<D> {
     /// their ports are now (after a change of a port, a bridge, tc,
     /// netfilter or the router's interfaces).
     pub(super) fn sync_fdb(&mut self) -> Result<()> {
+        // (An entry depends on its bridge and port alone: each pair weighed
+        // once, however many MACs are behind it.)
+        let mut by_port = HashMap::new();
         let mut want: Vec<(FdbKey, Option<FdbEntry>)> = self
             .fdb
             .iter()
             .map(|(&(bridge, mac), &port)| {
-                (FdbKey::new(bridge, mac), self.wanted_fdb(bridge, port))
+                let entry = *by_port
+                    .entry((bridge, port))
+                    .or_insert_with(|| self.wanted_fdb(bridge, port));
+                (FdbKey::new(bridge, mac), entry)
             })
             .collect();
         want.extend(
