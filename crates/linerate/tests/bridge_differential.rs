@@ -52,6 +52,18 @@ impl Drop for Topology {
     }
 }
 
+/// `linerate route` on the bridge's ports, stopped when dropped (before
+/// the namespaces, declared after them), a failing test's too.
+struct Route(std::process::Child);
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        // SAFETY: signalling our child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}
+
 fn topology(tag: &str) -> Topology {
     let t = Topology {
         dut: format!("lrt-{tag}-{}-dut", std::process::id()),
@@ -273,11 +285,13 @@ fn normalise(mut f: Vec<u8>) -> Vec<u8> {
 fn run(tag: &str, linerate: bool) -> (Seen, u64) {
     let t = topology(tag);
     let route = linerate.then(|| {
-        let c = Command::new(BIN)
-            .args(["route", "--netns", &t.dut, "-i", "p0,p1,p2", "-q"])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let c = Route(
+            Command::new(BIN)
+                .args(["route", "--netns", &t.dut, "-i", "p0,p1,p2", "-q"])
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
         let at = Instant::now();
         while !std::path::Path::new(&format!("/run/linerate/routers/{}.json", t.dut)).exists() {
             assert!(
@@ -311,7 +325,7 @@ fn run(tag: &str, linerate: bool) -> (Seen, u64) {
         script(&mut d);
     }
     pause(300);
-    let bridged = route.map(|mut c| {
+    let bridged = route.map(|r| {
         let (_, map) = linerate_dataplane::record::open(&t.dut).unwrap();
         let n: u64 = ["p0", "p1", "p2"]
             .iter()
@@ -325,9 +339,7 @@ fn run(tag: &str, linerate: bool) -> (Seen, u64) {
                     .packets_of("bridged")
             })
             .sum();
-        // SAFETY: signalling our child.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        c.wait().unwrap();
+        drop(r);
         n
     });
     stop.store(true, Ordering::SeqCst);
