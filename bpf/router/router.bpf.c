@@ -3,8 +3,9 @@
  * packet (plain unicast IPv4/IPv6 transit, TTL > 1, no options, a route
  * with a resolved neighbour, fits the egress MTU) with a FIB lookup, a TTL
  * decrement and a MAC rewrite; hand every other frame to the kernel
- * untouched (XDP_PASS), counting why. Only frames shorter than the headers
- * they claim are dropped, as the kernel would. What a frame carries after
+ * untouched (XDP_PASS), counting why, within the limit of its class
+ * (router/police.h). Only frames shorter than the headers they claim are
+ * dropped, as the kernel would, and those over their class's limit. What a frame carries after
  * its IP packet is cut before it is sent, as the kernel cuts it. Two
  * entries: `router` for single-buffer frames, `router_mb` declared for
  * multi-buffer XDP (xdp.frags), which attaches at any MTU: a jumbo frame
@@ -22,6 +23,7 @@
 #include "parse.h"
 #include "router/firewall.h"
 #include "router/nat.h"
+#include "router/police.h"
 
 #define IP_MF_OFFSET 0x3fff
 #define NEXTHDR_HOP 0
@@ -41,7 +43,8 @@ static __always_inline int verdict(struct router_counters *c, enum reason r, __u
 	return action;
 }
 
-#define PASS(r) verdict(c, (r), len, XDP_PASS)
+/* A frame for the kernel: counted, or policed (router/police.h). */
+#define PASS(r) punt(ctx, (r), len)
 /* Headers that run past the frame's first buffer: a frame that short is
  * malformed, unless more of it sits in further buffers (multi-buffer XDP),
  * which the kernel reads whole. */

@@ -63,6 +63,49 @@ enum reason {
 struct router_counters {
 	__u64 packets[R_MAX];
 	__u64 bytes[R_MAX];
+	/* Frames of each pass reason dropped by the policer (router/police.h)
+	 * instead of passed: not in packets[]. */
+	__u64 policed[R_MAX];
+};
+
+/* Policing what goes to the kernel, as a hardware router polices what it
+ * punts to its control plane (CoPP): every frame a pass reason hands to the
+ * kernel belongs to a class, and each class has a rate and a burst per
+ * CPU; a frame over its class's limit is dropped in XDP and counted
+ * (router_counters.policed). The class is the reason's, refined by what
+ * the frame is where the reason alone cannot tell what the router must
+ * see (router/police.h, docs/policing.md). */
+enum punt_class {
+	PUNT_NEIGHBOUR = 0, /* ARP, IPv6 neighbour and router discovery */
+	PUNT_CONTROL,       /* routing and link protocols (BGP, OSPF, BFD, RIP, LDP, VRRP,
+			     * PIM, IGMP, MLD; STP, LACP, LLDP, IS-IS) */
+	PUNT_ICMP,          /* other ICMP and ICMPv6 for the router or its groups (ping) */
+	PUNT_LOCAL,         /* the rest for the router, its groups, martians */
+	PUNT_ERRORS,        /* what the kernel answers with an ICMP error or drops: TTL or
+			     * hop limit expired, no route, a bad header checksum */
+	PUNT_SLOW,          /* transit the kernel forwards and XDP does not: IP options,
+			     * extension headers, fragments, too big, back out of the same
+			     * interface, multi-buffer */
+	PUNT_UNRESOLVED,    /* to a next hop whose neighbour is not resolved yet */
+	PUNT_CONNECTIONS,   /* the first packets of flows: the firewall's misses, conntrack's
+			     * new, young and invalid, SYN/FIN/RST; a bridge's learning and
+			     * flooding */
+	PUNT_TRANSIT,       /* what the kernel forwards by the configuration: netfilter, policy
+			     * rules, tc, forwarding off, connections not carried, not ours */
+	PUNT_CLASSES
+};
+
+/* A class's limit as a generic cell rate (GCRA): a frame is due
+ * `interval_ns` after the last one let through, and may come up to
+ * `burst_ns` early (the burst, less one, frames' worth); interval 0:
+ * no limit. */
+struct punt_limit {
+	__u64 interval_ns;
+	__u64 burst_ns;
+};
+
+struct punt_policy {
+	struct punt_limit class[PUNT_CLASSES];
 };
 
 #define NH_VALID    1  /* the entry is in use */

@@ -90,14 +90,19 @@ pub fn verifier_processed(object: &[u8], sizes: &[(&str, u32)]) -> Result<Vec<(S
     }
     // BPF_LOG_STATS: the verifier's statistics, not its trace.
     for mut p in open.progs_mut() {
-        p.set_log_level(4);
+        p.set_log_level(if std::env::var_os("LINERATE_VERIFIER_TRACE").is_some() { 5 } else { 4 });
     }
     LINES.lock().unwrap().clear();
     let before = libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, keep)));
     let loaded = open.load();
     libbpf_rs::set_print(before);
-    loaded.context("cannot load the BPF object")?;
     let lines = std::mem::take(&mut *LINES.lock().unwrap());
+    if let Err(e) = loaded {
+        // The verifier's last words say why.
+        let log: Vec<&str> = lines.iter().flat_map(|m| m.lines()).collect();
+        let tail = log[log.len().saturating_sub(40)..].join("\n");
+        return Err(e).context(format!("cannot load the BPF object; its log ends:\n{tail}"));
+    }
     // "prog 'NAME': -- BEGIN PROG LOAD LOG --", then "processed N insns".
     let mut out = Vec::new();
     let mut prog = None;

@@ -2,7 +2,7 @@
 //! the control plane's tables.
 use crate::fdb;
 use crate::layout::{
-    FdbEntry, FdbKey, FdbSlot, Iface, Nexthop, NhGroup, PolicyRule, RouterCounters,
+    FdbEntry, FdbKey, FdbSlot, Iface, Nexthop, NhGroup, PolicyRule, PuntPolicy, RouterCounters,
     POLICY_PROGRAMS, POLICY_RULES, ROUTER_IFACES,
 };
 use anyhow::{bail, Context, Result};
@@ -404,6 +404,18 @@ impl FastPath {
     /// The kernel's id of the per-queue counters map (`linerate queues`).
     pub fn rxq_map_id(&self) -> Result<u32> {
         Ok(loader::map(&self.obj, "router_rxq")?.info()?.info.id)
+    }
+
+    /// Sets the limits of what the program passes to the kernel, each
+    /// class's (crate::police), in one write; every class's schedule then
+    /// starts afresh, its whole burst allowed.
+    pub fn set_punt_policy(&self, policy: &PuntPolicy) -> Result<()> {
+        maps::write(&loader::map(&self.obj, "punt_policy")?, 0, policy)?;
+        let schedules = loader::map(&self.obj, "punt_tat")?;
+        for class in 0..policy.class.len() as u32 {
+            maps::write_percpu(&schedules, class, &0u64)?;
+        }
+        Ok(())
     }
 
     /// Counters of an interface slot, summed over CPUs.

@@ -611,11 +611,42 @@ pub struct FwRuleCounter {
     pub bytes: u64,
 }
 
+/// The C `enum punt_class`, in order: the classes of what the fast path
+/// passes to the kernel, each policed to a rate of its own.
+pub const PUNT_CLASSES: [&str; 9] = [
+    "neighbour",
+    "control",
+    "icmp",
+    "local",
+    "errors",
+    "slow",
+    "unresolved",
+    "connections",
+    "transit",
+];
+
+/// A class's limit (struct punt_limit): a frame every `interval_ns`,
+/// up to `burst_ns` early; 0: no limit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PuntLimit {
+    pub interval_ns: u64,
+    pub burst_ns: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PuntPolicy {
+    pub class: [PuntLimit; PUNT_CLASSES.len()],
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RouterCounters {
     pub packets: [u64; R_MAX],
     pub bytes: [u64; R_MAX],
+    /// Frames of each pass reason the policer dropped (not in `packets`).
+    pub policed: [u64; R_MAX],
 }
 
 // (By hand: std derives Default for arrays of at most 32.)
@@ -624,6 +655,7 @@ impl Default for RouterCounters {
         RouterCounters {
             packets: [0; R_MAX],
             bytes: [0; R_MAX],
+            policed: [0; R_MAX],
         }
     }
 }
@@ -648,6 +680,7 @@ impl RouterCounters {
         for i in 0..R_MAX {
             self.packets[i] += other.packets[i];
             self.bytes[i] += other.bytes[i];
+            self.policed[i] += other.policed[i];
         }
     }
 
@@ -657,8 +690,24 @@ impl RouterCounters {
         for i in 0..R_MAX {
             d.packets[i] -= earlier.packets[i];
             d.bytes[i] -= earlier.bytes[i];
+            d.policed[i] -= earlier.policed[i];
         }
         d
+    }
+
+    /// Frames passed to the kernel, all reasons.
+    pub fn passed(&self) -> u64 {
+        R_PASSES.map(|i| self.packets[i]).sum()
+    }
+
+    /// Frames the policer dropped, all reasons.
+    pub fn policed(&self) -> u64 {
+        self.policed.iter().sum()
+    }
+
+    /// Frames dropped in XDP: the drops' reasons and the policed.
+    pub fn dropped(&self) -> u64 {
+        R_DROPS.map(|i| self.packets[i]).sum::<u64>() + self.policed()
     }
 
     /// Per-CPU values summed.
@@ -678,6 +727,8 @@ unsafe impl Pod for NhGroup {}
 unsafe impl Pod for FdbSlot {}
 unsafe impl Pod for FdbSet {}
 unsafe impl Pod for RouterCounters {}
+unsafe impl Pod for PuntLimit {}
+unsafe impl Pod for PuntPolicy {}
 unsafe impl Pod for FwState {}
 unsafe impl Pod for CtFlowKey {}
 unsafe impl Pod for CtSlot {}
@@ -1035,7 +1086,42 @@ mod tests {
             vec![
                 ("packets", offset_of!(RouterCounters, packets)),
                 ("bytes", offset_of!(RouterCounters, bytes)),
+                ("policed", offset_of!(RouterCounters, policed)),
             ],
         );
+        check(
+            "punt_limit",
+            size_of::<PuntLimit>(),
+            vec![
+                ("interval_ns", offset_of!(PuntLimit, interval_ns)),
+                ("burst_ns", offset_of!(PuntLimit, burst_ns)),
+            ],
+        );
+        check(
+            "punt_policy",
+            size_of::<PuntPolicy>(),
+            vec![("class", offset_of!(PuntPolicy, class))],
+        );
+    }
+
+    /// The classes are abi/router.h's enum punt_class, in order.
+    #[test]
+    fn punt_classes_are_the_headers() {
+        let h = include_str!("../../../bpf/include/abi/router.h");
+        let body = h.split("enum punt_class {").nth(1).unwrap();
+        let body = body.split("};").next().unwrap();
+        let names: Vec<String> = body
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("PUNT_"))
+            .map(|l| {
+                l.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+                    .next()
+                    .unwrap()
+                    .to_lowercase()
+            })
+            .collect();
+        let mut want: Vec<String> = PUNT_CLASSES.iter().map(|c| c.to_string()).collect();
+        want.push("classes".into());
+        assert_eq!(names, want);
     }
 }

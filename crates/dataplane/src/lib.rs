@@ -21,5 +21,6 @@ pub mod fwc;
 pub mod layout;
 pub mod local;
 pub mod model;
+pub mod police;
 pub mod record;
 pub mod rules;
