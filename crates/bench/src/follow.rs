@@ -100,6 +100,7 @@ impl RouterThread {
             status: Default::default(),
             service_manager: false,
             carry_tcp: false,
+            police: Default::default(),
         };
         let handle = {
             let (ns, stop, ready, resyncs) = (

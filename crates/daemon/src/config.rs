@@ -5,6 +5,7 @@
 //! namespace does not have is refused with the file, the line and the
 //! field. Flags given on the command line override the file's values.
 use anyhow::{anyhow, bail, Result};
+use linerate_dataplane::police::{parse_limit, Police};
 use linerate_fib::Ipv6Layout;
 use linerate_host::field::{at, line_of};
 use serde::Deserialize;
@@ -29,6 +30,41 @@ struct File {
     metrics: Option<Spanned<String>>,
     log_level: Option<Spanned<String>>,
     carry_tcp: Option<bool>,
+    police: Option<PoliceFile>,
+}
+
+/// `[police]`: each class's limit ("20k/5k", "off"), `all` first.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PoliceFile {
+    all: Option<Spanned<String>>,
+    neighbour: Option<Spanned<String>>,
+    control: Option<Spanned<String>>,
+    icmp: Option<Spanned<String>>,
+    local: Option<Spanned<String>>,
+    errors: Option<Spanned<String>>,
+    slow: Option<Spanned<String>>,
+    unresolved: Option<Spanned<String>>,
+    connections: Option<Spanned<String>>,
+    transit: Option<Spanned<String>>,
+}
+
+impl PoliceFile {
+    /// The classes as written, in linerate_dataplane::layout::PUNT_CLASSES'
+    /// order (the test below holds the two to each other).
+    fn classes(&self) -> [(&'static str, &Option<Spanned<String>>); 9] {
+        [
+            ("neighbour", &self.neighbour),
+            ("control", &self.control),
+            ("icmp", &self.icmp),
+            ("local", &self.local),
+            ("errors", &self.errors),
+            ("slow", &self.slow),
+            ("unresolved", &self.unresolved),
+            ("connections", &self.connections),
+            ("transit", &self.transit),
+        ]
+    }
 }
 
 /// What `linerate route` runs with, from the file, the flags or both.
@@ -49,6 +85,9 @@ pub struct RouteConfig {
     /// windows unchecked, as the kernel's flowtable would (default off:
     /// with the kernel's window checking on, they go to the kernel).
     pub carry_tcp: bool,
+    /// The limits of what the fast path passes to the kernel, per class
+    /// and CPU (`[police]`, `--police`).
+    pub police: Police,
 }
 
 impl RouteConfig {
@@ -203,6 +242,20 @@ impl Loaded {
                 ))
             }
         };
+        let mut police = Police::default();
+        if let Some(p) = &f.police {
+            if let Some(all) = &p.all {
+                let limit =
+                    parse_limit(all.get_ref()).map_err(|why| err(all.span(), "police.all", why))?;
+                police.limits = [limit; 9];
+            }
+            for (i, (name, value)) in p.classes().into_iter().enumerate() {
+                if let Some(v) = value {
+                    police.limits[i] = parse_limit(v.get_ref())
+                        .map_err(|why| err(v.span(), &format!("police.{name}"), why))?;
+                }
+            }
+        }
         Ok(Loaded {
             config: RouteConfig {
                 interfaces,
@@ -214,6 +267,7 @@ impl Loaded {
                 metrics,
                 log_level,
                 carry_tcp: f.carry_tcp.unwrap_or(false),
+                police,
             },
             source: source.to_string(),
             text: text.to_string(),
@@ -288,6 +342,8 @@ pub struct Overrides {
     pub log_level: Option<String>,
     /// `--carry-tcp` (a flag can only turn it on).
     pub carry_tcp: bool,
+    /// `--police`: `off`, or `CLASS=LIMIT,...` on top of the file's.
+    pub police: Option<String>,
 }
 
 /// The file's configuration with the flags given on top; without a file,
@@ -311,9 +367,16 @@ pub fn merge(file: Option<RouteConfig>, flags: Overrides) -> Result<RouteConfig>
                 metrics: None,
                 log_level: "info".into(),
                 carry_tcp: false,
+                police: Police::default(),
             }
         }
     };
+    let mut police = base.police;
+    if let Some(list) = &flags.police {
+        police
+            .apply_list(list)
+            .map_err(|why| anyhow!("--police: {why}"))?;
+    }
     Ok(RouteConfig {
         interfaces: if flags.interfaces.is_empty() {
             base.interfaces
@@ -328,6 +391,7 @@ pub fn merge(file: Option<RouteConfig>, flags: Overrides) -> Result<RouteConfig>
         metrics: flags.metrics.or(base.metrics),
         log_level: flags.log_level.unwrap_or(base.log_level),
         carry_tcp: flags.carry_tcp || base.carry_tcp,
+        police,
     })
 }
 
@@ -345,6 +409,11 @@ quiet = true
 metrics = "[::1]:9417"
 log_level = "debug"
 carry_tcp = true
+
+[police]
+all = "100k/10k"
+icmp = "1k/100"
+transit = "off"
 "#;
 
     #[test]
@@ -362,6 +431,16 @@ carry_tcp = true
                 metrics: Some("[::1]:9417".parse().unwrap()),
                 log_level: "debug".into(),
                 carry_tcp: true,
+                police: {
+                    let mut p = Police::off();
+                    p.apply_list(
+                        "neighbour=100k/10k,control=100k/10k,icmp=1k/100,local=100k/10k,\
+                         errors=100k/10k,slow=100k/10k,unresolved=100k/10k,\
+                         connections=100k/10k",
+                    )
+                    .unwrap();
+                    p
+                },
             }
         );
         // Only the interfaces are needed.
@@ -422,6 +501,16 @@ carry_tcp = true
             refused("interfaces = [\"a\"]\nlog_level = \"loud\"\n"),
             "/etc/l.toml:2: log_level: must be one of error, warn, info, debug, got \"loud\""
         );
+        assert_eq!(
+            refused("interfaces = [\"a\"]\n[police]\nicmp = \"5k\"\n"),
+            "/etc/l.toml:3: police.icmp: \"5k\": give RATE/BURST (\"20k/5k\") or \"off\""
+        );
+        assert_eq!(
+            refused("interfaces = [\"a\"]\n[police]\nall = \"0/1\"\n"),
+            "/etc/l.toml:3: police.all: rate 0: 1 to 1G frames a second (\"off\": no limit)"
+        );
+        let e = refused("interfaces = [\"a\"]\n[police]\npings = \"1/1\"\n");
+        assert!(e.starts_with("/etc/l.toml:3: unknown field `pings`"), "{e}");
         let e = refused("interfaces = [\"a\"]\nnice = \"low\"\n");
         assert!(e.starts_with("/etc/l.toml:2: "), "{e}");
         let e = refused("interfaces = [\"a\"\n");
@@ -450,6 +539,28 @@ carry_tcp = true
         );
         let e = merge(None, Overrides::default()).unwrap_err().to_string();
         assert!(e.starts_with("-i: give the interfaces"), "{e}");
+        // --police on top of the file's: the classes it names.
+        let c = merge(
+            Some(file.clone()),
+            Overrides {
+                police: Some("icmp=off".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let icmp = Police::class("icmp").unwrap();
+        assert_eq!(c.police.limits[icmp], None);
+        assert_eq!(c.police.limits[0], file.police.limits[0]);
+        let e = merge(
+            Some(file.clone()),
+            Overrides {
+                police: Some("icmp".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(e, "--police: \"icmp\": give CLASS=RATE/BURST or CLASS=off");
         let c = merge(
             None,
             Overrides {
@@ -459,6 +570,13 @@ carry_tcp = true
         )
         .unwrap();
         assert_eq!((c.mode.as_str(), c.nice), ("native", -10));
+    }
+
+    #[test]
+    fn the_police_table_names_the_programs_classes() {
+        let f: PoliceFile = toml::from_str("").unwrap();
+        let names: Vec<&str> = f.classes().iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, linerate_dataplane::layout::PUNT_CLASSES);
     }
 
     /// The keys the parser takes, as its refusal of an unknown one lists

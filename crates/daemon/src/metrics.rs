@@ -8,7 +8,7 @@
 //! OpenMetrics when the scraper asks for it.
 use anyhow::{anyhow, Result};
 use linerate_dataplane::layout::{
-    RouterCounters, REASONS, R_BRIDGED, R_DROPS, R_FORWARDED, R_PASSES,
+    RouterCounters, REASONS, R_BRIDGED, R_FORWARDED, R_PASSES,
 };
 use linerate_firewall::tcp_carry::CarryCounts;
 use linerate_fwfollow::thread::FwNews;
@@ -190,6 +190,23 @@ impl Collector for RouterCollector {
         }
         family(
             &mut enc,
+            "linerate_policed_packets",
+            "Packets the fast path would have passed to the kernel (reason pass_*) and dropped instead, over their class's limit on their CPU (docs/policing.md), by interface and reason.",
+            per_cpu.iter().flat_map(|(ifname, cpus)| {
+                let t = total(cpus);
+                R_PASSES.map(move |k| {
+                    (
+                        labels([
+                            ("interface", ifname.to_string()),
+                            ("reason", REASONS[k].to_string()),
+                        ]),
+                        counter(t.policed[k]),
+                    )
+                })
+            }),
+        )?;
+        family(
+            &mut enc,
             "linerate_cpu_packets",
             "Packets by interface, CPU and verdict (forwarded, bridged, passed, dropped): XDP runs on the CPU that polls the receive queue, so with one queue per CPU (RSS, interrupts pinned) this is per queue.",
             per_cpu.iter().flat_map(|(ifname, cpus)| {
@@ -197,8 +214,8 @@ impl Collector for RouterCollector {
                     [
                         ("forwarded", c.packets[R_FORWARDED]),
                         ("bridged", c.packets[R_BRIDGED]),
-                        ("passed", R_PASSES.map(|i| c.packets[i]).sum()),
-                        ("dropped", R_DROPS.map(|i| c.packets[i]).sum()),
+                        ("passed", c.passed()),
+                        ("dropped", c.dropped()),
                     ]
                     .map(|(verdict, v)| {
                         (

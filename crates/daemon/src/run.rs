@@ -9,7 +9,7 @@ use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    RouterCounters, REASONS, R_BRIDGED, R_DROPS, R_DROP_BLACKHOLE, R_DROP_FIREWALL, R_FORWARDED,
+    RouterCounters, REASONS, R_BRIDGED, R_DROP_BLACKHOLE, R_DROP_FIREWALL, R_FORWARDED,
     R_PASSES,
 };
 use linerate_fwfollow::thread::{FwNews, FwThread};
@@ -43,6 +43,9 @@ pub struct RouteOptions {
     /// carried, their windows no longer checked, as the kernel's flowtable
     /// does (`carry_tcp`; linerate_firewall::tcp_carry).
     pub carry_tcp: bool,
+    /// The limits of what the fast path passes to the kernel
+    /// (linerate_dataplane::police).
+    pub police: linerate_dataplane::police::Police,
 }
 
 /// The loop runs ahead of ordinary processes (nice -10): while a BGP
@@ -84,7 +87,7 @@ pub struct Second {
 }
 
 impl Second {
-    /// `forwarded 1.234 Mpps, passed 12 pps (ttl 10, no_neigh 2), dropped 5 pps (firewall 5)`.
+    /// `forwarded 1.234 Mpps, passed 12 pps (ttl 10, no_neigh 2), dropped 5 pps (firewall 5, policed 3)`.
     pub fn line(&self) -> String {
         let per_sec = |n: u64| n as f64 * 1e6 / self.usec.max(1) as f64;
         let fwd = per_sec(self.delta.packets[R_FORWARDED]);
@@ -92,7 +95,7 @@ impl Second {
             0 => String::new(),
             n => format!(", bridged {:.3} Mpps", per_sec(n) / 1e6),
         };
-        let passed: u64 = R_PASSES.map(|i| self.delta.packets[i]).sum();
+        let passed = self.delta.passed();
         let mut reasons: Vec<(u64, &str)> = R_PASSES
             .filter(|&i| self.delta.packets[i] > 0)
             .map(|i| {
@@ -116,15 +119,17 @@ impl Second {
                     .join(", ")
             )
         };
-        let dropped: u64 = R_DROPS.map(|i| self.delta.packets[i]).sum();
-        // The drops a rule made (the ruleset's, a blackhole rule's).
+        let dropped = self.delta.dropped();
+        // The drops a rule made (the ruleset's, a blackhole rule's), and
+        // the policer's.
         let by_rule: Vec<String> = [
-            (R_DROP_FIREWALL, "firewall"),
-            (R_DROP_BLACKHOLE, "blackhole"),
+            (self.delta.packets[R_DROP_FIREWALL], "firewall"),
+            (self.delta.packets[R_DROP_BLACKHOLE], "blackhole"),
+            (self.delta.policed(), "policed"),
         ]
         .into_iter()
-        .filter(|(i, _)| self.delta.packets[*i] > 0)
-        .map(|(i, name)| format!("{name} {:.0}", per_sec(self.delta.packets[i])))
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, name)| format!("{name} {:.0}", per_sec(n)))
         .collect();
         format!(
             "forwarded {:.3} Mpps{bridged}, passed {:.0} pps{detail}, dropped {:.0} pps{}",
@@ -175,6 +180,12 @@ pub fn run(
     let ifindexes = interface_indexes(&opts.interfaces)?;
     // A router running here already: take its fast path over.
     let (fp, mut predecessor) = take_over_or_load(opts)?;
+    // Before any link runs it: the kernel is policed from the first frame.
+    fp.set_punt_policy(&opts.police.program())?;
+    tracing::info!(
+        "what goes to the kernel is policed, per CPU (frames a second/burst): {}",
+        opts.police
+    );
     let mut inherited = Vec::new();
     if let Some(p) = &mut predecessor {
         for (name, link) in std::mem::take(&mut p.links) {

@@ -50,6 +50,7 @@ pub fn options(c: &config::RouteConfig) -> RouteOptions {
         record: c.netns.as_deref().unwrap_or("default").to_string(),
         interfaces: c.interfaces.clone(),
         carry_tcp: c.carry_tcp,
+        police: c.police,
         mode: if c.mode == "generic" {
             XdpMode::Generic
         } else {

@@ -3,7 +3,7 @@
 //! totals by reason (its record: linerate_dataplane::record).
 use anyhow::Result;
 use linerate_dataplane::layout::{
-    RouterCounters, REASONS, R_BRIDGED, R_DROPS, R_FORWARDED, R_PASSES,
+    RouterCounters, REASONS, R_BRIDGED, R_FORWARDED, R_PASSES,
 };
 use linerate_dataplane::record;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -96,7 +96,7 @@ pub fn watch(a: &Watch, stop: &AtomicBool) -> Result<()> {
                         // (Bridged frames are forwarded too.)
                         d(R_FORWARDED..R_BRIDGED + 1),
                         d(R_PASSES),
-                        d(R_DROPS)
+                        delta.dropped() as f64 / secs
                     )
                 })
                 .collect();
@@ -137,7 +137,7 @@ pub fn watch(a: &Watch, stop: &AtomicBool) -> Result<()> {
                 .map(|(k, r)| {
                     (
                         r.to_string(),
-                        serde_json::json!({"packets": t.packets[k], "bytes": t.bytes[k]}),
+                        serde_json::json!({"packets": t.packets[k], "bytes": t.bytes[k], "policed": t.policed[k]}),
                     )
                 })
                 .collect();

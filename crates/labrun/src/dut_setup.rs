@@ -157,7 +157,11 @@ impl RunningDut {
         match def.forwarder {
             Forwarder::Linux | Forwarder::Commands => {}
             Forwarder::Linerate => {
-                dut.router = Some(start_linerate(netns, interfaces, def.carry_tcp)?)
+                let mut police = linerate_dataplane::police::Police::default();
+                if let Some(list) = &def.police {
+                    police.apply_list(list).map_err(|why| anyhow!("police: {why}"))?;
+                }
+                dut.router = Some(start_linerate(netns, interfaces, def.carry_tcp, police)?)
             }
             Forwarder::XdpFibLookup => dut.router = Some(start_xdp_fib_lookup(netns, interfaces)?),
             Forwarder::XdpRedirect => dut.router = Some(start_xdp_redirect(netns, interfaces)?),
@@ -215,7 +219,12 @@ impl Drop for RunningDut {
 type Forwarding = (JoinHandle<Result<()>>, Arc<AtomicBool>);
 
 /// linerate's fast path on both DUT interfaces, until told to stop.
-fn start_linerate(netns: &str, interfaces: [&str; 2], carry_tcp: bool) -> Result<Forwarding> {
+fn start_linerate(
+    netns: &str,
+    interfaces: [&str; 2],
+    carry_tcp: bool,
+    police: linerate_dataplane::police::Police,
+) -> Result<Forwarding> {
     let ifs = interfaces.map(String::from).to_vec();
     let ns = netns.to_string();
     in_dut_namespace(netns, "linerate", move |stop, ready| {
@@ -229,6 +238,7 @@ fn start_linerate(netns: &str, interfaces: [&str; 2], carry_tcp: bool) -> Result
                 status: Default::default(),
                 service_manager: false,
                 carry_tcp,
+                police,
             },
             stop,
             ready,

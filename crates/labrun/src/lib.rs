@@ -539,22 +539,26 @@ fn fast_path_counts(
     Ok(Some(linerate_dataplane::layout::RouterCounters::sum(&each)))
 }
 
-/// Packets by reason between two readings, the reasons that moved.
+/// Packets by reason between two readings, the reasons that moved; the
+/// frames the policer dropped of a pass reason `pass_X` as `drop_policed_X`.
 fn fast_path_delta(
     before: &linerate_dataplane::layout::RouterCounters,
     after: &linerate_dataplane::layout::RouterCounters,
 ) -> std::collections::BTreeMap<String, u64> {
-    linerate_dataplane::layout::REASONS
-        .iter()
-        .enumerate()
-        .map(|(i, name)| {
-            (
-                name.to_string(),
-                after.packets[i].saturating_sub(before.packets[i]),
-            )
-        })
-        .filter(|(_, n)| *n > 0)
-        .collect()
+    let reasons = linerate_dataplane::layout::REASONS.iter().enumerate();
+    let counted = reasons.clone().map(|(i, name)| {
+        (
+            name.to_string(),
+            after.packets[i].saturating_sub(before.packets[i]),
+        )
+    });
+    let policed = reasons.map(|(i, name)| {
+        (
+            format!("drop_policed_{}", name.trim_start_matches("pass_")),
+            after.policed[i].saturating_sub(before.policed[i]),
+        )
+    });
+    counted.chain(policed).filter(|(_, n)| *n > 0).collect()
 }
 
 /// The run log's line for it: `# linerate's fast path during the run:

@@ -227,6 +227,10 @@ pub struct DutDef {
     /// (`linerate route --carry-tcp`).
     #[serde(default)]
     pub carry_tcp: bool,
+    /// linerate only: the limits of what it passes to the kernel, on top
+    /// of its defaults (`linerate route --police`: `off`, or
+    /// `CLASS=RATE/BURST,...`).
+    pub police: Option<String>,
 }
 
 /// Built-in DUT configurations: the kernel alone, with an nftables
@@ -247,6 +251,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         conntrack_max: None,
         conntrack_buckets: None,
         carry_tcp: false,
+        police: None,
     };
     let plain = |forwarder, routes| DutDef {
         forwarder,
@@ -262,6 +267,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         conntrack_max: None,
         conntrack_buckets: None,
         carry_tcp: false,
+        police: None,
     };
     match name {
         "linux" => Some(linux(None)),
@@ -299,6 +305,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
             conntrack_buckets: crate::firewall_duts::is_stateful(name)
                 .then_some(crate::firewall_duts::STATEFUL_CONNTRACK_BUCKETS),
             carry_tcp: false,
+            police: None,
         }),
     }
 }
@@ -813,6 +820,16 @@ fn check_dut(name: &str, d: &DutDef) -> std::result::Result<(), String> {
     if d.carry_tcp && d.forwarder != Forwarder::Linerate {
         return Err("carry_tcp: only linerate carries TCP (forwarder = \"linerate\")".to_string());
     }
+    if let Some(list) = &d.police {
+        if d.forwarder != Forwarder::Linerate {
+            return Err(
+                "police: only linerate polices what it passes (forwarder = \"linerate\")".into(),
+            );
+        }
+        linerate_dataplane::police::Police::default()
+            .apply_list(list)
+            .map_err(|why| format!("police: {why}"))?;
+    }
     Ok(())
 }
 
@@ -852,6 +869,7 @@ fn check_remote_lab(
             ("conntrack_max", d.conntrack_max.is_some()),
             ("conntrack_buckets", d.conntrack_buckets.is_some()),
             ("carry_tcp", d.carry_tcp),
+            ("police", d.police.is_some()),
         ];
         if let Some((k, _)) = local_keys.iter().find(|(_, set)| *set) {
             return Err(format!(

@@ -150,6 +150,13 @@ pub struct RouteArgs {
     /// they go to the kernel.
     #[arg(long)]
     pub carry_tcp: bool,
+    /// Limits of what the fast path passes to the kernel, per class and
+    /// CPU, on top of the defaults and the file's: CLASS=RATE/BURST or
+    /// CLASS=off, comma-separated (--police icmp=1k/100,transit=off), or
+    /// off for none. Classes: neighbour, control, icmp, local, errors,
+    /// slow, unresolved, connections, transit (docs/policing.md).
+    #[arg(long, value_name = "LIMITS")]
+    pub police: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -15,6 +15,7 @@ pub fn run(a: RouteArgs) -> Result<()> {
         metrics: a.metrics,
         log_level: a.log_level,
         carry_tcp: a.carry_tcp,
+        police: a.police,
     };
     linerate_daemon::service::route(a.config, flags, stop::flag())
 }
