@@ -133,8 +133,13 @@ static __always_inline enum reason next_hop(__u32 nh, __u32 l3_len, __u32 ingres
 		if (!n || !(n->flags & NH_VALID) || (n->flags & NH_GROUP))
 			return R_PASS_NO_ROUTE;
 	}
-	if (n->flags & NH_KERNEL)
-		return R_PASS_LOCAL;
+	if (n->flags & NH_KERNEL) {
+		if (n->flags & NH_ONLINK)
+			return R_PASS_NO_NEIGH;
+		if (n->flags & NH_UNREACHABLE)
+			return R_PASS_NO_ROUTE;
+		return n->flags & NH_UNSUPPORTED ? R_PASS_KERNEL_ROUTE : R_PASS_LOCAL;
+	}
 	if (!(n->flags & NH_RESOLVED))
 		return n->flags & NH_TC ? R_PASS_TC : R_PASS_NO_NEIGH;
 	if (l3_len > n->mtu)

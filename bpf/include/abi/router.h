@@ -24,9 +24,12 @@ enum reason {
 	R_PASS_FRAGMENT,     /* IPv4 fragments */
 	R_PASS_BAD_CSUM,     /* IPv4 header checksum wrong: the kernel drops and counts */
 	R_PASS_EXT_HDR,      /* IPv6 hop-by-hop options */
-	R_PASS_LOCAL,        /* local address, connected network, unsupported route */
+	R_PASS_LOCAL,        /* for the router: its addresses, broadcast, multicast, anycast routes */
+	R_PASS_KERNEL_ROUTE, /* a route the fast path leaves to the kernel: a next hop it does not
+			      * carry, another table's connected network, a FIB block that did not fit */
 	R_PASS_NO_ROUTE,
-	R_PASS_NO_NEIGH,     /* next hop not resolved yet */
+	R_PASS_NO_NEIGH,     /* next hop not resolved yet, or a host on a connected network the fast
+			      * path holds no neighbour entry of */
 	R_PASS_MTU,          /* too big for the egress: fragmentation or ICMP */
 	R_PASS_SAME_IF,      /* would leave where it came in: the kernel may redirect */
 	R_PASS_NO_PORT,      /* egress interface not attached */
@@ -116,6 +119,13 @@ struct punt_policy {
  * redirected frame would skip: set without NH_RESOLVED, so that the fast
  * path's one test of that bit still decides; this one only names why. */
 #define NH_TC      16
+/* With NH_KERNEL, what the kernel does with the packets, which names the
+ * reason they pass for: none of these, they are for the router
+ * (R_PASS_LOCAL); */
+#define NH_UNREACHABLE 32 /* an unreachable, prohibit or blackhole route (R_PASS_NO_ROUTE) */
+#define NH_ONLINK      64 /* main's connected network, to a host without a neighbour entry
+			   * here (R_PASS_NO_NEIGH) */
+#define NH_UNSUPPORTED 128 /* a route the fast path does not carry (R_PASS_KERNEL_ROUTE) */
 
 /* An ECMP route's members, as next-hop ids spread over buckets in
  * proportion to their weights; a flow's hash picks the bucket, so a flow
@@ -284,8 +294,13 @@ struct fdb_set {
  * to the next (with main's alone, the kernel's: its entry is not valid). */
 #define NH_ID_THROW 2
 
-/* The next hop of what goes to the kernel (local, connected, unsupported). */
+/* The next hop of what goes to the kernel for the router (local addresses). */
 #define NH_ID_KERNEL 1
+/* ... and of the other kernel next hops: NH_UNREACHABLE's, NH_ONLINK's,
+ * NH_UNSUPPORTED's. The control plane's ids start after them. */
+#define NH_ID_UNREACHABLE 3
+#define NH_ID_ONLINK 4
+#define NH_ID_UNSUPPORTED 5
 
 /* The kernel's policy rules (ip rule) of a family as the fast path walks
  * them where a list of tables cannot say it (selectors on the source, tos,

@@ -90,7 +90,11 @@ pub fn verifier_processed(object: &[u8], sizes: &[(&str, u32)]) -> Result<Vec<(S
     }
     // BPF_LOG_STATS: the verifier's statistics, not its trace.
     for mut p in open.progs_mut() {
-        p.set_log_level(if std::env::var_os("LINERATE_VERIFIER_TRACE").is_some() { 5 } else { 4 });
+        p.set_log_level(if std::env::var_os("LINERATE_VERIFIER_TRACE").is_some() {
+            5
+        } else {
+            4
+        });
     }
     LINES.lock().unwrap().clear();
     let before = libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Debug, keep)));

@@ -7,9 +7,7 @@
 //! prometheus-client crate: the Prometheus text format (0.0.4), or
 //! OpenMetrics when the scraper asks for it.
 use anyhow::{anyhow, Result};
-use linerate_dataplane::layout::{
-    RouterCounters, REASONS, R_BRIDGED, R_FORWARDED, R_PASSES,
-};
+use linerate_dataplane::layout::{RouterCounters, REASONS, R_BRIDGED, R_FORWARDED, R_PASSES};
 use linerate_firewall::tcp_carry::CarryCounts;
 use linerate_fwfollow::thread::FwNews;
 use prometheus_client::collector::Collector;

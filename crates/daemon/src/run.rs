@@ -9,8 +9,7 @@ use linerate_bpf::loader::{self, XdpAttachment, XdpMode};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    RouterCounters, REASONS, R_BRIDGED, R_DROP_BLACKHOLE, R_DROP_FIREWALL, R_FORWARDED,
-    R_PASSES,
+    RouterCounters, REASONS, R_BRIDGED, R_DROP_BLACKHOLE, R_DROP_FIREWALL, R_FORWARDED, R_PASSES,
 };
 use linerate_fwfollow::thread::{FwNews, FwThread};
 use linerate_netlink::route::{self, Monitor};

@@ -2,9 +2,7 @@
 //! process, per interface, in the spirit of `netstat -ihw1`, then the
 //! totals by reason (its record: linerate_dataplane::record).
 use anyhow::Result;
-use linerate_dataplane::layout::{
-    RouterCounters, REASONS, R_BRIDGED, R_FORWARDED, R_PASSES,
-};
+use linerate_dataplane::layout::{RouterCounters, REASONS, R_BRIDGED, R_FORWARDED, R_PASSES};
 use linerate_dataplane::record;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};

@@ -23,12 +23,19 @@ pub const NH_GROUP: u8 = 8;
 /// tc acts on the egress: set instead of NH_RESOLVED, naming why frames
 /// through this next hop pass.
 pub const NH_TC: u8 = 16;
+/// With NH_KERNEL: an unreachable, prohibit or blackhole route (pass_no_route).
+pub const NH_UNREACHABLE: u8 = 32;
+/// With NH_KERNEL: main's connected network, the host without a neighbour
+/// entry in the fast path (pass_no_neigh).
+pub const NH_ONLINK: u8 = 64;
+/// With NH_KERNEL: a route the fast path does not carry (pass_kernel_route).
+pub const NH_UNSUPPORTED: u8 = 128;
 
 pub const NH_GROUP_BUCKETS: usize = 64;
 pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
-pub const REASONS: [&str; 38] = [
+pub const REASONS: [&str; 39] = [
     "forwarded",
     "bridged",
     "pass_not_ip",
@@ -40,6 +47,7 @@ pub const REASONS: [&str; 38] = [
     "pass_bad_csum",
     "pass_ext_hdr",
     "pass_local",
+    "pass_kernel_route",
     "pass_no_route",
     "pass_no_neigh",
     "pass_mtu",
@@ -258,8 +266,13 @@ pub const FIB_TABLES_RULES: u16 = 0xfffe;
 /// (its root, MiB 0): the reverse path filter walks it for packets that
 /// leave there; the forward lookup does not read it.
 pub const FIB_TABLES_MAIN4: u64 = 0xffff_ffff_ffff_0000;
-/// The next hop of what goes to the kernel.
+/// The next hop of what goes to the kernel for the router (its addresses).
 pub const NH_ID_KERNEL: u32 = 1;
+/// The kernel's next hops by what it does: NH_UNREACHABLE's, NH_ONLINK's,
+/// NH_UNSUPPORTED's (the control plane's own ids start after them).
+pub const NH_ID_UNREACHABLE: u32 = 3;
+pub const NH_ID_ONLINK: u32 = 4;
+pub const NH_ID_UNSUPPORTED: u32 = 5;
 
 /// The word of an interface whose family walks rule program `program`
 /// (an index of [`POLICY_PROGRAMS`]).
@@ -805,6 +818,20 @@ mod tests {
         assert_eq!(define("FIB_TABLES_END"), FIB_TABLES_END as u64);
         assert_eq!(define("NH_ID_THROW"), NH_ID_THROW as u64);
         assert_eq!(define("NH_ID_KERNEL"), NH_ID_KERNEL as u64);
+        for (name, v) in [
+            ("NH_ID_UNREACHABLE", NH_ID_UNREACHABLE),
+            ("NH_ID_ONLINK", NH_ID_ONLINK),
+            ("NH_ID_UNSUPPORTED", NH_ID_UNSUPPORTED),
+        ] {
+            assert_eq!(define(name), v as u64, "{name}");
+        }
+        for (name, v) in [
+            ("NH_UNREACHABLE", NH_UNREACHABLE),
+            ("NH_ONLINK", NH_ONLINK),
+            ("NH_UNSUPPORTED", NH_UNSUPPORTED),
+        ] {
+            assert_eq!(define(name), v as u64, "{name}");
+        }
         assert_eq!(define("FIB_TABLES_RULES"), FIB_TABLES_RULES as u64);
         assert_eq!(define("FIB_TABLES_MAIN4"), FIB_TABLES_MAIN4);
         let main4 = linerate_bpf::fib_arena::root_mib(linerate_bpf::fib_arena::FIB4);

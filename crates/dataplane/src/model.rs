@@ -13,8 +13,9 @@ use crate::layout::{
     BRIDGE_NF6, BRIDGE_NF_TAGGED, BRIDGE_PORT, FDB_TO_PORT, IFACE_FIREWALL4, IFACE_FIREWALL6,
     IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4,
     IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, IFACE_TC,
-    NH_GROUP, NH_GROUP_BUCKETS, NH_ID_KERNEL, NH_ID_THROW, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID,
-    POLICY_PROGRAMS, ROUTER_IFACES, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+    NH_GROUP, NH_GROUP_BUCKETS, NH_ID_KERNEL, NH_ID_THROW, NH_KERNEL, NH_ONLINK, NH_RESOLVED,
+    NH_TC, NH_UNREACHABLE, NH_UNSUPPORTED, NH_VALID, POLICY_PROGRAMS, ROUTER_IFACES,
+    ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
 use crate::local;
 use crate::rules::{self, POLICY_DROP, POLICY_KERNEL};
@@ -39,6 +40,7 @@ pub mod reason {
     pub const BAD_CSUM: &str = "pass_bad_csum";
     pub const EXT_HDR: &str = "pass_ext_hdr";
     pub const LOCAL: &str = "pass_local";
+    pub const KERNEL_ROUTE: &str = "pass_kernel_route";
     pub const NO_ROUTE: &str = "pass_no_route";
     pub const NO_NEIGH: &str = "pass_no_neigh";
     pub const MTU: &str = "pass_mtu";
@@ -559,7 +561,15 @@ impl Model {
             id = member;
         }
         if n.flags & NH_KERNEL != 0 {
-            return Err(LOCAL);
+            return Err(if n.flags & NH_ONLINK != 0 {
+                NO_NEIGH
+            } else if n.flags & NH_UNREACHABLE != 0 {
+                NO_ROUTE
+            } else if n.flags & NH_UNSUPPORTED != 0 {
+                KERNEL_ROUTE
+            } else {
+                LOCAL
+            });
         }
         if n.flags & NH_RESOLVED == 0 {
             return Err(if n.flags & NH_TC != 0 { TC } else { NO_NEIGH });

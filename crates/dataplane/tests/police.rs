@@ -7,7 +7,8 @@ use etherparse::PacketBuilder;
 use linerate_bpf::test_run::XdpAction;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    reason_index, Nexthop, NH_KERNEL, NH_RESOLVED, NH_VALID, PUNT_CLASSES,
+    reason_index, Nexthop, NH_KERNEL, NH_ONLINK, NH_RESOLVED, NH_UNREACHABLE, NH_UNSUPPORTED,
+    NH_VALID, PUNT_CLASSES,
 };
 use linerate_dataplane::police::Police;
 use linerate_fib::{Fib, Shape};
@@ -163,12 +164,35 @@ fn cases() -> Vec<(&'static str, Vec<u8>, &'static str, &'static str)> {
         ("a first fragment", fragment, "pass_fragment", "slow"),
         ("a later fragment", later, "pass_fragment", "slow"),
         ("a bad header checksum", bad_csum, "pass_bad_csum", "errors"),
-        ("no route", udp("10.9.9.9", 64, 3000), "pass_no_route", "errors"),
+        (
+            "no route",
+            udp("10.9.9.9", 64, 3000),
+            "pass_no_route",
+            "errors",
+        ),
         (
             "an unresolved neighbour",
             udp("198.20.0.1", 64, 3000),
             "pass_no_neigh",
             "unresolved",
+        ),
+        (
+            "to a connected host not resolved",
+            udp("198.22.0.1", 64, 3000),
+            "pass_no_neigh",
+            "unresolved",
+        ),
+        (
+            "through a route the kernel carries",
+            udp("198.23.0.1", 64, 3000),
+            "pass_kernel_route",
+            "transit",
+        ),
+        (
+            "to an unreachable route",
+            udp("198.24.0.1", 64, 3000),
+            "pass_no_route",
+            "errors",
         ),
         (
             "for another MAC",
@@ -200,7 +224,9 @@ fn cases() -> Vec<(&'static str, Vec<u8>, &'static str, &'static str)> {
 }
 
 /// The program on a scratch pair, with routes: 198.19/16 resolved,
-/// 198.20/16 unresolved, 198.21/16 the kernel's (local); IPv6 none.
+/// 198.20/16 unresolved, 198.21/16 the router's (local), 198.22/16 a
+/// connected network, 198.23/16 a route the fast path does not carry,
+/// 198.24/16 unreachable; IPv6 none.
 fn router(tag: &str) -> (linerate_testkit::plane::ScratchPair, FastPath) {
     let (pair, fp) = linerate_testkit::plane::scratch_pair(tag, "pl");
     let nh = |flags| Nexthop {
@@ -215,8 +241,21 @@ fn router(tag: &str) -> (linerate_testkit::plane::ScratchPair, FastPath) {
     fp.set_nexthop(1, &nh(NH_VALID | NH_RESOLVED)).unwrap();
     fp.set_nexthop(2, &nh(NH_VALID)).unwrap();
     fp.set_nexthop(3, &nh(NH_VALID | NH_KERNEL)).unwrap();
+    fp.set_nexthop(4, &nh(NH_VALID | NH_KERNEL | NH_ONLINK))
+        .unwrap();
+    fp.set_nexthop(5, &nh(NH_VALID | NH_KERNEL | NH_UNSUPPORTED))
+        .unwrap();
+    fp.set_nexthop(6, &nh(NH_VALID | NH_KERNEL | NH_UNREACHABLE))
+        .unwrap();
     let mut f4: Fib<u32> = Fib::new(Shape::IPV4);
-    for (net, id) in [("198.19.0.0", 1), ("198.20.0.0", 2), ("198.21.0.0", 3)] {
+    for (net, id) in [
+        ("198.19.0.0", 1),
+        ("198.20.0.0", 2),
+        ("198.21.0.0", 3),
+        ("198.22.0.0", 4),
+        ("198.23.0.0", 5),
+        ("198.24.0.0", 6),
+    ] {
         f4.insert(v4(net), 16, id).unwrap();
     }
     fp.load_fib(&f4).unwrap();

@@ -159,7 +159,9 @@ impl RunningDut {
             Forwarder::Linerate => {
                 let mut police = linerate_dataplane::police::Police::default();
                 if let Some(list) = &def.police {
-                    police.apply_list(list).map_err(|why| anyhow!("police: {why}"))?;
+                    police
+                        .apply_list(list)
+                        .map_err(|why| anyhow!("police: {why}"))?;
                 }
                 dut.router = Some(start_linerate(netns, interfaces, def.carry_tcp, police)?)
             }

@@ -706,9 +706,9 @@ fn a_tenants_table_routes_as_the_kernel_routes_it() {
     let reasons = through_table_100(TLAB, &rules, Vec::new());
     // By table 100: two transit frames of each family, and the frame to
     // the receiver (its route covers it); the thrown ones go to main's
-    // blackholes, which are the kernel's.
+    // blackholes, which are the kernel's (pass_no_route).
     assert_eq!(reasons["forwarded"]["packets"], 5, "{reasons}");
-    assert_eq!(reasons["pass_local"]["packets"], 2, "{reasons}");
+    assert_eq!(reasons["pass_no_route"]["packets"], 2, "{reasons}");
 }
 
 /// The same table chosen by rules with selectors (the rule program: a
@@ -738,6 +738,6 @@ fn rules_with_selectors_route_as_the_kernel_routes() {
     ];
     let reasons = through_table_100(RLAB, &rules, blackholed);
     assert_eq!(reasons["forwarded"]["packets"], 5, "{reasons}");
-    assert_eq!(reasons["pass_local"]["packets"], 2, "{reasons}");
+    assert_eq!(reasons["pass_no_route"]["packets"], 2, "{reasons}");
     assert_eq!(reasons["drop_blackhole"]["packets"], 2, "{reasons}");
 }

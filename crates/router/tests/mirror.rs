@@ -131,7 +131,7 @@ fn the_fast_path_follows_the_kernel() {
     let check = |m: &Mirror, dst: &str, payload: usize| verdict(m, m0, &frame(dst, payload));
     let apply = |m: &mut Mirror, msg: M| m.apply(&msg).unwrap();
 
-    // A connected network: the kernel's.
+    // A connected network: the kernel's (it resolves the hosts).
     apply(
         &mut m,
         M::NewRoute(route(
@@ -145,7 +145,7 @@ fn the_fast_path_follows_the_kernel() {
             None,
         )),
     );
-    assert_eq!(check(&m, "198.19.0.9", 18).1, "pass_local");
+    assert_eq!(check(&m, "198.19.0.9", 18).1, "pass_no_neigh");
     // A route through a gateway not resolved yet: passed.
     apply(
         &mut m,
@@ -287,12 +287,13 @@ fn the_fast_path_follows_the_kernel() {
         )),
     );
     assert_eq!(check(&m, "198.19.7.7", 18).1, "pass_local");
-    // Multipath and blackhole routes: the kernel's.
+    // A multipath route through no gateway, a blackhole route: the
+    // kernel's.
     let mut ecmp = route("198.19.8.0", 24, 254, RouteType::Unicast, None, m1, 0, None);
     ecmp.attributes
         .push(RouteAttribute::MultiPath(vec![RouteNextHop::default()]));
     apply(&mut m, M::NewRoute(ecmp));
-    assert_eq!(check(&m, "198.19.8.1", 18).1, "pass_local");
+    assert_eq!(check(&m, "198.19.8.1", 18).1, "pass_kernel_route");
     apply(
         &mut m,
         M::NewRoute(route(
@@ -306,7 +307,7 @@ fn the_fast_path_follows_the_kernel() {
             None,
         )),
     );
-    assert_eq!(check(&m, "198.19.9.1", 18).1, "pass_local");
+    assert_eq!(check(&m, "198.19.9.1", 18).1, "pass_no_route");
     // Other tables are not mirrored.
     apply(
         &mut m,
@@ -533,7 +534,10 @@ fn ecmp_routes_spread_flows_over_their_gateways() {
         hops[1].attributes.clear();
     }
     m.apply(&M::NewRoute(dev_member)).unwrap();
-    assert_eq!(share(&paths(&m, "198.51.100.7"), Err("pass_local")), 1.0);
+    assert_eq!(
+        share(&paths(&m, "198.51.100.7"), Err("pass_kernel_route")),
+        1.0
+    );
     m.apply(&M::DelRoute(multipath("198.51.100.0", 24, &two, m1, 0)))
         .unwrap();
     assert_eq!(share(&paths(&m, "198.51.100.7"), Err("pass_no_route")), 1.0);
@@ -649,13 +653,17 @@ fn nexthop_objects_are_followed() {
     // A group with a member the fast path cannot take: the kernel's.
     object(&mut m, 3, NhObject::Kernel);
     object(&mut m, 10, NhObject::Group(vec![(1, 1), (3, 1)]));
-    assert_eq!(reached(&m), [Err("pass_local")], "a blackhole member");
+    assert_eq!(
+        reached(&m),
+        [Err("pass_kernel_route")],
+        "a blackhole member"
+    );
     // The group deleted: so is its route.
     delete(&mut m, 10);
     assert_eq!(reached(&m), [Err("pass_no_route")], "group 10 deleted");
     // A route through an object not known (yet): the kernel's.
     m.apply(&via_object(99)).unwrap();
-    assert_eq!(reached(&m), [Err("pass_local")], "unknown object 99");
+    assert_eq!(reached(&m), [Err("pass_kernel_route")], "unknown object 99");
     object(&mut m, 99, gw("198.19.0.1"));
     assert_eq!(reached(&m), [Ok(MAC_GW)], "object 99 arrives");
 }
@@ -1247,7 +1255,7 @@ fn hosts_on_connected_networks_are_forwarded() {
     let connected = unicast("198.19.0.0", 24, None, m1, None);
     add(&mut m, connected.clone());
     assert_eq!(to(&m, "198.19.0.9"), Ok(MAC_HOST));
-    assert_eq!(to(&m, "198.19.0.10"), Err("pass_local"), "no neighbour");
+    assert_eq!(to(&m, "198.19.0.10"), Err("pass_no_neigh"), "no neighbour");
     // The network first, then a neighbour, its states and a new MAC.
     state(
         &mut m,
@@ -1256,11 +1264,11 @@ fn hosts_on_connected_networks_are_forwarded() {
         MAC_HOST2,
         NeighbourState::Incomplete,
     );
-    assert_eq!(to(&m, "198.19.0.10"), Err("pass_local"));
+    assert_eq!(to(&m, "198.19.0.10"), Err("pass_no_neigh"));
     state(&mut m, m1, "198.19.0.10", MAC_HOST2, NeighbourState::Stale);
     assert_eq!(to(&m, "198.19.0.10"), Ok(MAC_HOST2));
     state(&mut m, m1, "198.19.0.9", MAC_HOST, NeighbourState::Failed);
-    assert_eq!(to(&m, "198.19.0.9"), Err("pass_local"));
+    assert_eq!(to(&m, "198.19.0.9"), Err("pass_no_neigh"));
     state(
         &mut m,
         m1,
@@ -1306,7 +1314,7 @@ fn hosts_on_connected_networks_are_forwarded() {
         MAC_HOST,
         NeighbourState::Reachable,
     );
-    assert_eq!(to(&m, "198.19.0.11"), Err("pass_local"));
+    assert_eq!(to(&m, "198.19.0.11"), Err("pass_no_neigh"));
 
     // The connected route's MTU is the host's.
     del(&mut m, connected);
@@ -1338,7 +1346,7 @@ fn hosts_on_connected_networks_are_forwarded() {
     );
     state(&mut m, m1, "fe80::9", MAC_HOST, NeighbourState::Reachable);
     assert_eq!(to6(&m, "2001:db8:1::9"), Ok(MAC_HOST));
-    assert_eq!(to6(&m, "2001:db8:1::a"), Err("pass_local"));
+    assert_eq!(to6(&m, "2001:db8:1::a"), Err("pass_no_neigh"));
     let (v4, v6) = m.routes();
     assert_eq!(v6, 3, "the two networks and one host ({v4} IPv4 entries)");
     state(
@@ -1348,5 +1356,5 @@ fn hosts_on_connected_networks_are_forwarded() {
         MAC_HOST,
         NeighbourState::Failed,
     );
-    assert_eq!(to6(&m, "2001:db8:1::9"), Err("pass_local"));
+    assert_eq!(to6(&m, "2001:db8:1::9"), Err("pass_no_neigh"));
 }

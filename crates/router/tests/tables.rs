@@ -264,7 +264,7 @@ fn a_table_chosen_by_the_incoming_interface_routes_its_packets() {
     // A blackhole in 100: the kernel drops, the fast path passes.
     m.apply(&route(100, "198.19.9.0", 24, RouteType::BlackHole, None, 0))
         .unwrap();
-    assert_eq!(to(&m, m0, "198.19.9.9"), Err("pass_local"));
+    assert_eq!(to(&m, m0, "198.19.9.9"), Err("pass_no_route"));
     // The router's own address (the local table, looked up first by
     // every walk) is the kernel's in table 100 too.
     m.apply(&route(255, "198.19.10.1", 32, RouteType::Local, None, m1))

@@ -347,7 +347,14 @@ pub fn route(r: &RouteMessage, gone: bool) -> Option<RouteUpdate> {
         (RouteType::Unicast, None, Some(oif), None, None) => NhKey::Device { oif, mtu },
         (RouteType::Unicast, _, _, Some(hops), None) => group_key(hops, mtu),
         (RouteType::Unicast, _, _, _, Some(id)) => NhKey::Object { id, mtu },
-        _ => NhKey::Kernel,
+        (RouteType::Unreachable | RouteType::Prohibit | RouteType::BlackHole, ..) => {
+            NhKey::Unreachable
+        }
+        (
+            RouteType::Local | RouteType::Broadcast | RouteType::Anycast | RouteType::Multicast,
+            ..,
+        ) => NhKey::Kernel,
+        _ => NhKey::Unsupported,
     };
     let candidate = Candidate {
         table,
@@ -410,7 +417,7 @@ fn group_key(hops: &[RouteNextHop], mtu: Option<u32>) -> NhKey {
                 let oif = h.interface_index;
                 members.push((NhKey::Gateway { oif, gw, mtu }, h.hops as u32 + 1));
             }
-            _ => return NhKey::Kernel,
+            _ => return NhKey::Unsupported,
         }
     }
     members_key(members)

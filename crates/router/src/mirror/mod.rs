@@ -46,7 +46,8 @@ use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
     rules_word, tables_word, FdbEntry, FdbKey, Iface, Nexthop, PolicyRule, FIB_TABLES_MAIN4,
-    NH_GROUP, NH_KERNEL, NH_RESOLVED, NH_TC, NH_VALID, POLICY_RULES,
+    NH_GROUP, NH_KERNEL, NH_ONLINK, NH_RESOLVED, NH_TC, NH_UNREACHABLE, NH_UNSUPPORTED, NH_VALID,
+    POLICY_RULES,
 };
 use linerate_dataplane::local::LocalSources;
 use linerate_fib::{Fib, FibError, Key, Shape};
@@ -66,7 +67,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use tables::Others;
 
-pub use nexthops::{NhKey, KERNEL_NH};
+pub use nexthops::{NhKey, KERNEL_NH, ONLINK_NH, UNREACHABLE_NH, UNSUPPORTED_NH};
 
 /// What happened, for logs and tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -250,10 +251,12 @@ impl NhContext for NhView<'_> {
     fn entry(&self, ids: &NhIds, k: &NhKey) -> Nexthop {
         match k {
             // (Objects are resolved before they get an id.)
-            NhKey::Kernel | NhKey::Object { .. } | NhKey::Device { .. } => Nexthop {
-                flags: NH_VALID | NH_KERNEL,
-                ..Default::default()
-            },
+            NhKey::Kernel
+            | NhKey::Unreachable
+            | NhKey::OnLink
+            | NhKey::Unsupported
+            | NhKey::Object { .. }
+            | NhKey::Device { .. } => kernel_nexthop(k),
             // Never valid: a throw found in main's table alone is the
             // kernel's (which walks on), pass_no_route.
             NhKey::Throw => Nexthop::default(),
@@ -326,11 +329,14 @@ macro_rules! nh_view {
 
 impl<D: Dataplane> Mirror<D> {
     pub fn new(mut dp: D) -> Result<Self> {
-        let kernel = Nexthop {
-            flags: NH_VALID | NH_KERNEL,
-            ..Default::default()
-        };
-        dp.set_nexthop(KERNEL_NH, &kernel)?;
+        for (id, k) in [
+            (KERNEL_NH, NhKey::Kernel),
+            (UNREACHABLE_NH, NhKey::Unreachable),
+            (ONLINK_NH, NhKey::OnLink),
+            (UNSUPPORTED_NH, NhKey::Unsupported),
+        ] {
+            dp.set_nexthop(id, &kernel_nexthop(&k))?;
+        }
         let ipv6 = dp.ipv6_layout().shape();
         Ok(Mirror {
             dp,
@@ -961,10 +967,14 @@ impl<D: Dataplane> Mirror<D> {
     /// What a candidate's next hop is now: an object's gateway or group,
     /// the kernel's if the object is unknown or not one the fast path
     /// takes.
-    fn resolve(&self, k: NhKey) -> NhKey {
+    fn resolve(&self, k: NhKey, main: bool) -> NhKey {
         let (id, mtu) = match k {
             NhKey::Object { id, mtu } => (id, mtu),
-            NhKey::Device { .. } => return NhKey::Kernel,
+            // Main's connected hosts with a neighbour entry have entries
+            // of their own (Mirror::attached); other tables' are the
+            // kernel's.
+            NhKey::Device { .. } if main => return NhKey::OnLink,
+            NhKey::Device { .. } => return NhKey::Unsupported,
             k => return k,
         };
         let gateway = |o: Option<&NhObject>| match o {
@@ -981,12 +991,12 @@ impl<D: Dataplane> Mirror<D> {
                 for (m, w) in members {
                     match gateway(self.objects.get(m)) {
                         Some(g) => keys.push((g, *w)),
-                        None => return NhKey::Kernel,
+                        None => return NhKey::Unsupported,
                     }
                 }
                 members_key(keys)
             }
-            o => gateway(o).unwrap_or(NhKey::Kernel),
+            o => gateway(o).unwrap_or(NhKey::Unsupported),
         }
     }
 
@@ -1400,7 +1410,7 @@ impl<D: Dataplane> Mirror<D> {
         };
         let best = host
             .or_else(|| K::of(&self.families).routes.best(&key, TABLE_MAIN))
-            .map(|k| self.resolve(k));
+            .map(|k| self.resolve(k, true));
         let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
         let fib = &mut K::of_mut(&mut self.families).fib;
         install(&mut self.dp, 0, fib, &mut self.counts, key, id)?;
@@ -1457,7 +1467,7 @@ impl<D: Dataplane> Mirror<D> {
         let best = K::of(&self.families)
             .routes
             .best(&key, view.table)
-            .map(|k| self.resolve(k))
+            .map(|k| self.resolve(k, false))
             .map(|k| match k {
                 NhKey::Gateway { .. } | NhKey::Group(_) if view.refuses(key.1) => NhKey::Throw,
                 k => match view.suppress_group {
@@ -1479,7 +1489,7 @@ impl<D: Dataplane> Mirror<D> {
             NhKey::Gateway { oif, .. } | NhKey::Device { oif, .. } => match group(oif) {
                 Some(x) if x == g => NhKey::Throw,
                 Some(_) => k,
-                None => NhKey::Kernel,
+                None => NhKey::Unsupported,
             },
             NhKey::Group(members) => {
                 let groups: Vec<Option<u32>> = members
@@ -1494,7 +1504,7 @@ impl<D: Dataplane> Mirror<D> {
                 } else if groups.iter().all(|x| x.is_some_and(|x| x != g)) {
                     k
                 } else {
-                    NhKey::Kernel
+                    NhKey::Unsupported
                 }
             }
             _ => k,
@@ -1533,6 +1543,21 @@ impl<D: Dataplane> Mirror<D> {
             return Ok(());
         };
         install(&mut self.dp, t.slot, &mut t.fib, &mut self.counts, key, id)
+    }
+}
+
+/// The entry of one of the kernel's next hops: what the kernel does with
+/// the packets names the reason they pass for (abi/router.h).
+fn kernel_nexthop(k: &NhKey) -> Nexthop {
+    let why = match k {
+        NhKey::Unreachable => NH_UNREACHABLE,
+        NhKey::OnLink => NH_ONLINK,
+        NhKey::Kernel => 0,
+        _ => NH_UNSUPPORTED,
+    };
+    Nexthop {
+        flags: NH_VALID | NH_KERNEL | why,
+        ..Default::default()
     }
 }
 
@@ -1579,7 +1604,7 @@ fn install<K: Key, D: Dataplane>(
                 linerate_fib::dump::show(addr, len)
             );
             let w = fib
-                .insert(addr.mask(first), first, KERNEL_NH)
+                .insert(addr.mask(first), first, UNSUPPORTED_NH)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             dp.apply_fib(slot, fib, &w)
         }

@@ -10,8 +10,16 @@ use linerate_dataplane::layout::{Nexthop, NhGroup, ROUTER_NEXTHOPS, ROUTER_NH_GR
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
-/// The next hop that hands packets to the kernel.
+/// The next hop that hands packets to the kernel, for the router.
 pub const KERNEL_NH: u32 = 1;
+/// The kernel's other next hops, by what it does with the packets
+/// (abi/router.h): unreachable routes', main's connected hosts without a
+/// neighbour entry here, the routes the fast path does not carry.
+pub const UNREACHABLE_NH: u32 = linerate_dataplane::layout::NH_ID_UNREACHABLE;
+pub const ONLINK_NH: u32 = linerate_dataplane::layout::NH_ID_ONLINK;
+pub const UNSUPPORTED_NH: u32 = linerate_dataplane::layout::NH_ID_UNSUPPORTED;
+/// The ids before this one are the fixed ones above.
+const FIRST_FREE_NH: u32 = UNSUPPORTED_NH + 1;
 
 /// The next hop of `throw` routes: a miss in its table, the fast path's
 /// walk of an interface's tables going on to the next (its entry is never
@@ -20,7 +28,17 @@ pub const THROW_NH: u32 = linerate_dataplane::layout::NH_ID_THROW;
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum NhKey {
+    /// For the router: local, broadcast, anycast, multicast routes.
     Kernel,
+    /// An unreachable, prohibit or blackhole route: the kernel answers
+    /// with an ICMP error or drops.
+    Unreachable,
+    /// Main's connected network, to a host whose neighbour entry the fast
+    /// path does not hold (the kernel resolves it).
+    OnLink,
+    /// A route the fast path does not carry: its next hops, another
+    /// table's connected network, a FIB block that did not fit.
+    Unsupported,
     /// A `throw` route: the kernel's rules walk on to the next table.
     Throw,
     Gateway {
@@ -31,24 +49,18 @@ pub enum NhKey {
     /// A unicast route with no gateway: a connected network (`ip route add
     /// P dev D`, or an address's prefix). The kernel's, but for the hosts
     /// on it whose neighbour is known (crate::mirror's attached hosts).
-    Device {
-        oif: u32,
-        mtu: Option<u32>,
-    },
+    Device { oif: u32, mtu: Option<u32> },
     /// An ECMP route: its members (`Gateway`s) and their weights, sorted.
     Group(Vec<(NhKey, u32)>),
     /// Through nexthop object `id`: a candidate's next hop, resolved to one
     /// of the above when the route is synced.
-    Object {
-        id: u32,
-        mtu: Option<u32>,
-    },
+    Object { id: u32, mtu: Option<u32> },
 }
 
 /// One member is a plain next hop, none the kernel's, more a group.
 pub fn members_key(mut members: Vec<(NhKey, u32)>) -> NhKey {
     match members.len() {
-        0 => NhKey::Kernel,
+        0 => NhKey::Unsupported,
         1 => members.pop().unwrap().0,
         _ => {
             members.sort();
@@ -74,10 +86,13 @@ impl Default for NhIds {
         let mut ids = HashMap::new();
         ids.insert(NhKey::Kernel, KERNEL_NH);
         ids.insert(NhKey::Throw, THROW_NH);
+        ids.insert(NhKey::Unreachable, UNREACHABLE_NH);
+        ids.insert(NhKey::OnLink, ONLINK_NH);
+        ids.insert(NhKey::Unsupported, UNSUPPORTED_NH);
         NhIds {
             ids,
             groups: HashMap::new(),
-            nh_pool: IdPool::new(THROW_NH + 1, ROUTER_NEXTHOPS),
+            nh_pool: IdPool::new(FIRST_FREE_NH, ROUTER_NEXTHOPS),
             group_pool: IdPool::new(0, ROUTER_NH_GROUPS),
             starved: false,
         }
@@ -106,21 +121,21 @@ impl NhIds {
 
     /// The id of next hop `k`, creating it the first time: `entry` says
     /// (ctx) what to write for a key, and a group's members and buckets are
-    /// written before it. KERNEL_NH when the fast path cannot hold it.
+    /// written before it. UNSUPPORTED_NH when the fast path cannot hold it.
     pub fn id<D: Dataplane>(&mut self, k: &NhKey, ctx: &dyn NhContext, dp: &mut D) -> Result<u32> {
         if let Some(&id) = self.ids.get(k) {
             return Ok(id);
         }
         if let NhKey::Group(members) = k {
             if !self.groups.contains_key(k) && !self.add_group(k, members, ctx, dp)? {
-                return Ok(KERNEL_NH);
+                return Ok(UNSUPPORTED_NH);
             }
         }
         let Some(id) = self.nh_pool.take() else {
             // Out of next-hop entries: the kernel forwards this route
             // until the sweep's ids come back.
             self.starve(ctx);
-            return Ok(KERNEL_NH);
+            return Ok(UNSUPPORTED_NH);
         };
         dp.set_nexthop(id, &ctx.entry(self, k))?;
         self.ids.insert(k.clone(), id);
@@ -145,7 +160,7 @@ impl NhIds {
         for (m, _) in members {
             ids.push(self.id(m, ctx, dp)?);
         }
-        if ids.contains(&KERNEL_NH) {
+        if ids.iter().any(|&id| id < FIRST_FREE_NH) {
             return Ok(false);
         }
         let Some(index) = self.group_pool.take() else {
@@ -190,7 +205,7 @@ impl NhIds {
         let unused: Vec<(NhKey, u32)> = self
             .ids
             .iter()
-            .filter(|(_, id)| **id != KERNEL_NH && **id != THROW_NH && !used.contains(id))
+            .filter(|(_, id)| **id >= FIRST_FREE_NH && !used.contains(id))
             .map(|(k, &id)| (k.clone(), id))
             .collect();
         for (k, id) in unused {
