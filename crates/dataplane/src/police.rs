@@ -119,9 +119,9 @@ impl fmt::Display for Police {
 
 /// A count as written back: 20000 as "20k", 1500000 as "1.5M".
 fn count(n: u64) -> String {
-    if n >= 1_000_000 && n % 100_000 == 0 {
+    if n >= 1_000_000 && n.is_multiple_of(100_000) {
         format!("{}M", n as f64 / 1e6)
-    } else if n >= 1_000 && n % 100 == 0 {
+    } else if n >= 1_000 && n.is_multiple_of(100) {
         format!("{}k", n as f64 / 1e3)
     } else {
         n.to_string()
