@@ -343,30 +343,36 @@ static __always_inline int churn_next(const struct gen_config *c, struct gen_sta
  * (docs/lab.md). */
 static __always_inline int build_v4(struct xdp_md *ctx, const struct gen_config *c,
 				    const struct flow *f, const struct frame_id *id,
-				    const struct segment *g)
+				    const struct segment *g, const int extra)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u16 ip_len = id->ip_len;
 
-	if (data + V4_IP > data_end)
+	if (data + V4_IP + extra > data_end)
 		return XDP_ABORTED;
-	__builtin_memcpy(data, c->template, V4_IP);
+	__builtin_memcpy(data, c->template, V4_IP + extra);
 
 	const struct iphdr *tip = (const void *)(c->template + sizeof(struct ethhdr));
 	struct iphdr *ip = data + sizeof(struct ethhdr);
 	__u16 tot_len = bpf_htons(ip_len);
 	__u32 saddr = bpf_htonl(f->saddr), daddr = bpf_htonl(f->daddr);
 	/* The header's words: the template's (version to protocol, less the
-	 * length) and this frame's length and addresses; check counts as 0. */
+	 * length; its options) and this frame's length and addresses; check
+	 * counts as 0. */
 	__u64 ip_sum = csum_words(tip, 1) + tip->id + tip->frag_off + csum_words(&tip->ttl, 1) +
 		       tot_len + csum_word32(saddr) + csum_word32(daddr);
 	__u64 pseudo = csum_word32(saddr) + csum_word32(daddr);
 
+	if (extra)
+		ip_sum += csum_words(c->template + V4_IP, extra / 2);
 	ip->tot_len = tot_len;
 	ip->saddr = saddr;
 	ip->daddr = daddr;
 	ip->check = csum_fold(ip_sum);
+	if (extra)
+		return build_udp(ctx, (void *)(ip + 1) + extra, data_end, c, V4_IP + extra, f, id,
+				 ip_len - sizeof(struct iphdr) - extra, pseudo);
 	if (c->l4 == IPPROTO_TCP)
 		return build_tcp(ctx, ip + 1, data_end, c, V4_IP, f, id,
 				 ip_len - sizeof(struct iphdr), g, pseudo);
@@ -376,15 +382,15 @@ static __always_inline int build_v4(struct xdp_md *ctx, const struct gen_config 
 
 static __always_inline int build_v6(struct xdp_md *ctx, const struct gen_config *c,
 				    const struct flow *f, const struct frame_id *id,
-				    const struct segment *g)
+				    const struct segment *g, const int extra)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	__u16 l4_len = id->ip_len - sizeof(struct ipv6hdr);
 
-	if (data + V6_IP > data_end)
+	if (data + V6_IP + extra > data_end)
 		return XDP_ABORTED;
-	__builtin_memcpy(data, c->template, V6_IP);
+	__builtin_memcpy(data, c->template, V6_IP + extra);
 
 	const struct ipv6hdr *tip6 = (const void *)(c->template + sizeof(struct ethhdr));
 	struct ipv6hdr *ip6 = data + sizeof(struct ethhdr);
@@ -393,9 +399,14 @@ static __always_inline int build_v6(struct xdp_md *ctx, const struct gen_config 
 	__u64 pseudo = csum_words(&tip6->saddr, 6) + csum_words(&tip6->daddr, 6) +
 		       csum_word32(saddr) + csum_word32(daddr);
 
+	/* (The payload length counts an extension header; the pseudo-header's
+	 * length is the datagram's.) */
 	ip6->payload_len = bpf_htons(l4_len);
 	ip6->saddr.in6_u.u6_addr32[3] = saddr;
 	ip6->daddr.in6_u.u6_addr32[3] = daddr;
+	if (extra)
+		return build_udp(ctx, (void *)(ip6 + 1) + extra, data_end, c, V6_IP + extra, f, id,
+				 l4_len - extra, pseudo);
 	if (c->l4 == IPPROTO_TCP)
 		return build_tcp(ctx, ip6 + 1, data_end, c, V6_IP, f, id, l4_len, g, pseudo);
 	return build_udp(ctx, ip6 + 1, data_end, c, V6_IP, f, id, l4_len, pseudo);
@@ -520,9 +531,13 @@ int lab_gen(struct xdp_md *ctx)
 		g.number = st->cycle;
 		next_flow(c, st, &f);
 	}
+	/* (UDP alone carries an extension: one constant each, one body.) */
+	if (c->l3_extra)
+		return c->family == 6 ? build_v6(ctx, c, &f, &id, &g, GEN_L3_EXTRA)
+				      : build_v4(ctx, c, &f, &id, &g, GEN_L3_EXTRA);
 	if (c->family == 6)
-		return build_v6(ctx, c, &f, &id, &g);
-	return build_v4(ctx, c, &f, &id, &g);
+		return build_v6(ctx, c, &f, &id, &g, 0);
+	return build_v4(ctx, c, &f, &id, &g, 0);
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

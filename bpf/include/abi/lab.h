@@ -105,8 +105,13 @@ struct gen_config {
 	 * each frame zeroes its payload up to here. 0: no mix. */
 	__u32 clear_to;
 	__u8  mix[GEN_MIX_SLOTS];
-	__u32 _pad;
+	/* UDP frames with an extension of the IP header, in the template
+	 * after the fixed header: IPv4 options, an IPv6 hop-by-hop or
+	 * fragment header (GEN_L3_EXTRA bytes); 0: none. */
+	__u32 l3_extra;
 };
+
+#define GEN_L3_EXTRA 8
 
 /* TCP connections (gen_config.l4 = IPPROTO_TCP): a lab opens them by
  * running the phases in order, the answering receiver replying to each

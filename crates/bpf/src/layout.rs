@@ -56,7 +56,8 @@ pub struct GenConfig {
     pub mix_count: u32,
     pub clear_to: u32,
     pub mix: [u8; GEN_MIX_SLOTS],
-    pub _pad: u32,
+    /// Bytes between the IP header and the UDP header (abi/lab.h).
+    pub l3_extra: u32,
 }
 
 impl Default for GenConfig {
@@ -252,7 +253,7 @@ mod tests {
                 mix_count,
                 clear_to,
                 mix,
-                _pad
+                l3_extra
             ]
         );
         check_layout!(objects::GEN, "gen_size", GenSize, [frame_len, ip_len]);

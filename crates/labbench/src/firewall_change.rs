@@ -356,11 +356,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
                 dst: Some("198.19.1.1:1-198.19.255.254:65535".into()),
                 random_dst: true,
                 random_src: true,
-                proto: Default::default(),
-                churn: None,
-                mix: Vec::new(),
-                weight: None,
-                rate: None,
+                ..Profile::new(Family::Ipv4, "60")
             }
         } else {
             builtin_profile("ipv4-60").ok_or_else(|| anyhow!("no built-in profile ipv4-60"))?

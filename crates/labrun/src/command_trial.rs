@@ -381,6 +381,8 @@ mod tests {
                 mix: Vec::new(),
                 weight: None,
                 rate: None,
+                ttl: None,
+                headers: Default::default(),
             };
             let whole = prof.check().unwrap().src;
             let mut ports = Vec::new();
@@ -406,6 +408,8 @@ mod tests {
             mix: Vec::new(),
             weight: None,
             rate: None,
+            ttl: None,
+            headers: Default::default(),
         };
         let e = p
             .gen_args(0, &one_port, offer(None, 1.0, Some(run)))
@@ -433,6 +437,8 @@ mod tests {
             mix: Vec::new(),
             weight: None,
             rate: None,
+            ttl: None,
+            headers: Default::default(),
         };
         let a = p
             .gen_args(1, &prof, offer(Some(1_000_001), 2.5, None))

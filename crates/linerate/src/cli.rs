@@ -1002,6 +1002,15 @@ pub struct GenArgs {
     /// round opens one connection); default: 2 ms at -R.
     #[arg(long, value_name = "ROUNDS", default_value_t = 0, requires = "tcp")]
     pub tcp_lag: u32,
+    /// Every frame's TTL (IPv6: hop limit). 1 and 0 make frames a router
+    /// hands its kernel (which answers with ICMP time exceeded).
+    #[arg(long, default_value_t = 64)]
+    pub ttl: u8,
+    /// What the IP header carries beyond the plain one (UDP): options
+    /// (IPv4 options; IPv6 a hop-by-hop header) or fragment (a first
+    /// fragment, more to follow) [default: plain].
+    #[arg(long, value_parser = choice(linerate_traffic::frame::Headers::CHOICES))]
+    pub headers: Option<linerate_traffic::frame::Headers>,
     /// Frames per kernel batch in xdp mode (1..256).
     #[arg(long, default_value_t = 64)]
     pub batch: u32,

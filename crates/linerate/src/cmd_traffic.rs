@@ -77,12 +77,13 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
         src_port: src.port_first,
         dst_port: dst.port_first,
         sizes: SizeMix::parse(&a.len, src.is_ipv6()).map_err(|e| anyhow::anyhow!("-l: {e}"))?,
-        ttl: 64,
+        ttl: a.ttl,
         l4: if a.tcp.is_some() {
             linerate_traffic::tcp::Proto::Tcp
         } else {
             linerate_traffic::tcp::Proto::Udp
         },
+        headers: a.headers.unwrap_or_default(),
     };
     frame.validate()?;
     let opts = GenOptions {

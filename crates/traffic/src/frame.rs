@@ -7,7 +7,87 @@ use crate::tcp::{Proto, TcpRun};
 use anyhow::{bail, Result};
 use etherparse::PacketBuilder;
 use linerate_bpf::layout::{GenConfig, GEN_TEMPLATE_MAX, STAMP_LEN};
+use serde::{Deserialize, Serialize};
 use std::net::IpAddr;
+
+/// What every frame's IP header carries beyond the plain header: the
+/// frames a router's fast path hands to its kernel (UDP only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Headers {
+    /// The plain header.
+    #[default]
+    Plain,
+    /// IPv4: 8 bytes of options (seven NOPs and an end). IPv6: a
+    /// hop-by-hop options header (8 bytes, PadN).
+    Options,
+    /// A first fragment, more to follow: IPv4's MF flag; IPv6: a fragment
+    /// header (8 bytes).
+    Fragment,
+}
+
+/// The bytes an extension adds between the IP header and the UDP header.
+const EXTRA_LEN: usize = 8;
+
+impl Headers {
+    pub const CHOICES: &'static [(&'static str, Headers)] = &[
+        ("plain", Headers::Plain),
+        ("options", Headers::Options),
+        ("fragment", Headers::Fragment),
+    ];
+
+    /// Bytes it adds to the IP header of a family's frames.
+    pub fn extra_len(self, ipv6: bool) -> usize {
+        match self {
+            Headers::Plain => 0,
+            Headers::Options => EXTRA_LEN,
+            Headers::Fragment if ipv6 => EXTRA_LEN,
+            Headers::Fragment => 0,
+        }
+    }
+
+    /// Rewrites plain frame `f` (its payload `extra_len` bytes short) to
+    /// carry it, the lengths and the IPv4 checksum made to match.
+    fn apply(self, f: &mut Vec<u8>, ipv6: bool) -> Result<()> {
+        let l3 = crate::sizes::ETH_LEN;
+        if ipv6 {
+            let (mut h, _) = etherparse::Ipv6Header::from_slice(&f[l3..])?;
+            let ext: [u8; EXTRA_LEN] = match self {
+                Headers::Plain => return Ok(()),
+                // Next header, length past the first 8 bytes, PadN of 4.
+                Headers::Options => [h.next_header.0, 0, 1, 4, 0, 0, 0, 0],
+                // Next header, reserved, offset 0 with M, an identification.
+                Headers::Fragment => [h.next_header.0, 0, 0, 1, 0, 0, 0x4c, 0x52],
+            };
+            h.next_header = match self {
+                Headers::Options => etherparse::IpNumber::IPV6_HEADER_HOP_BY_HOP,
+                _ => etherparse::IpNumber::IPV6_FRAGMENTATION_HEADER,
+            };
+            h.payload_length += EXTRA_LEN as u16;
+            let at = l3 + etherparse::Ipv6Header::LEN;
+            f.splice(at..at, ext);
+            f[l3..at].copy_from_slice(&h.to_bytes());
+            return Ok(());
+        }
+        let (mut h, _) = etherparse::Ipv4Header::from_slice(&f[l3..])?;
+        let old = h.header_len();
+        match self {
+            Headers::Plain => return Ok(()),
+            Headers::Options => {
+                h.options = etherparse::Ipv4Options::try_from(&[1, 1, 1, 1, 1, 1, 1, 0][..])
+                    .expect("8 bytes of options");
+                h.total_len += EXTRA_LEN as u16;
+            }
+            Headers::Fragment => {
+                h.dont_fragment = false;
+                h.more_fragments = true;
+            }
+        }
+        h.header_checksum = h.calc_header_checksum();
+        f.splice(l3..l3 + old, h.to_bytes());
+        Ok(())
+    }
+}
 
 /// Everything that makes one frame, apart from what changes per flow.
 #[derive(Clone, Debug)]
@@ -23,6 +103,8 @@ pub struct FrameSpec {
     pub sizes: SizeMix,
     pub ttl: u8,
     pub l4: Proto,
+    /// What the IP header carries beyond the plain one (UDP only).
+    pub headers: Headers,
 }
 
 impl FrameSpec {
@@ -30,9 +112,12 @@ impl FrameSpec {
         self.src.is_ipv6()
     }
 
-    /// Bytes of headers: Ethernet, IP, UDP or TCP.
+    /// Bytes of headers: Ethernet, IP (and its extension), UDP or TCP.
     pub fn header_len(&self) -> usize {
-        ETH_LEN + l3_header_len(self.is_ipv6()) + self.l4.header_len()
+        ETH_LEN
+            + l3_header_len(self.is_ipv6())
+            + self.headers.extra_len(self.is_ipv6())
+            + self.l4.header_len()
     }
 
     /// Whether every frame carries the stamp (stream, sequence, time).
@@ -69,6 +154,11 @@ impl FrameSpec {
         if self.sizes.sizes.is_empty() {
             bail!("-l: no frame size");
         }
+        if self.headers != Headers::Plain && self.l4 == Proto::Tcp {
+            bail!(
+                "--headers: IP options, extension headers and fragments are sent over UDP, not TCP"
+            );
+        }
         Ok(())
     }
 
@@ -94,6 +184,7 @@ impl FrameSpec {
                 .ack(0)
                 .write(&mut out, &payload)?,
         }
+        self.headers.apply(&mut out, self.is_ipv6())?;
         Ok(out)
     }
 
@@ -110,10 +201,12 @@ impl FrameSpec {
     ) -> Result<GenConfig> {
         let frame = self.build()?;
         // The program writes a TCP header whole: the template is the
-        // Ethernet and IP headers then.
+        // Ethernet and IP headers then; and a UDP header after an
+        // extension (which the template holds).
+        let extra = self.headers.extra_len(self.is_ipv6());
         let hdr = match self.l4 {
-            Proto::Udp => self.header_len(),
-            Proto::Tcp => ETH_LEN + l3_header_len(self.is_ipv6()),
+            Proto::Udp if extra == 0 => self.header_len(),
+            _ => ETH_LEN + l3_header_len(self.is_ipv6()) + extra,
         };
         let mut c = GenConfig::default();
         debug_assert!(hdr <= GEN_TEMPLATE_MAX);
@@ -132,6 +225,7 @@ impl FrameSpec {
         c.sizes[..self.sizes.sizes.len()].copy_from_slice(&self.sizes.sizes);
         c.rate_pps = rate_pps;
         c.l4 = self.l4.number();
+        c.l3_extra = extra as u32;
         if let Some(t) = tcp {
             c.tcp_phase = t.phase.code();
             c.tcp_from = t.from;
@@ -192,6 +286,7 @@ mod tests {
             src,
             ttl: 64,
             l4: Proto::Udp,
+            headers: Headers::Plain,
         }
     }
 

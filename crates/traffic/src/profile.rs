@@ -2,7 +2,7 @@
 //! frame sizes, flows), as a scenario names them, and the same checked
 //! once into typed values the generator takes.
 use crate::flows::{self, Endpoints};
-use crate::frame::FrameSpec;
+use crate::frame::{FrameSpec, Headers};
 use crate::gen::{GenOptions, Mode};
 use crate::sizes::SizeMix;
 use crate::tcp::{Proto, TcpPhase, TcpRun};
@@ -71,6 +71,18 @@ pub struct Profile {
     /// is offered (a churn part's new connections a second are this over
     /// churn + 3, as users make them whatever the router's speed).
     pub rate: Option<String>,
+    /// Every frame's TTL or hop limit (default 64; `gen --ttl`): 1 and 0
+    /// are what a router hands its kernel.
+    pub ttl: Option<u8>,
+    /// What the IP header carries beyond the plain one (UDP): `options`
+    /// (IPv4 options, an IPv6 hop-by-hop header) or `fragment` (a first
+    /// fragment); default `plain` (`gen --headers`).
+    #[serde(default, skip_serializing_if = "is_plain")]
+    pub headers: Headers,
+}
+
+fn is_plain(h: &Headers) -> bool {
+    *h == Headers::Plain
 }
 
 /// Why a profile is not good: the field (`len`, `src` or `dst`) and the
@@ -94,6 +106,8 @@ pub struct Traffic {
     pub weight: u32,
     /// A mix's part: its own frames a second.
     pub rate_pps: Option<u64>,
+    pub ttl: u8,
+    pub headers: Headers,
 }
 
 impl Profile {
@@ -111,6 +125,8 @@ impl Profile {
             mix: Vec::new(),
             weight: None,
             rate: None,
+            ttl: None,
+            headers: Headers::Plain,
         }
     }
 
@@ -216,7 +232,15 @@ impl Profile {
             mix: Vec::new(),
             weight: 1,
             rate_pps: None,
+            ttl: self.ttl.unwrap_or(64),
+            headers: self.headers,
         };
+        if self.headers != Headers::Plain && self.proto == Proto::Tcp {
+            return Err(ProfileError {
+                field: "headers",
+                reason: "IP options, extension headers and fragments are sent over UDP: no proto = \"tcp\"".into(),
+            });
+        }
         if self.churn.is_some() && self.proto != Proto::Tcp {
             return Err(ProfileError {
                 field: "churn",
@@ -229,6 +253,14 @@ impl Profile {
                 reason: "a connection sends one data segment at least (the handshake's last ACK)"
                     .into(),
             });
+        }
+        if self.headers != Headers::Plain {
+            t.frame_spec([0; 6], [0; 6])
+                .validate()
+                .map_err(|e| ProfileError {
+                    field: "len",
+                    reason: e.to_string().trim_start_matches("-l: ").to_string(),
+                })?;
         }
         if self.proto == Proto::Tcp {
             if self.random_dst || self.random_src {
@@ -303,8 +335,9 @@ impl Traffic {
             src_port: self.src.port_first,
             dst_port: self.dst.port_first,
             sizes: self.sizes.clone(),
-            ttl: 64,
+            ttl: self.ttl,
             l4: self.proto,
+            headers: self.headers,
         }
     }
 
@@ -405,6 +438,32 @@ mod tests {
         );
         let e = bad(&|p| p.src = Some("x".into()));
         assert_eq!(e.field, "src");
+        let e = bad(&|p| {
+            p.headers = Headers::Options;
+            p.proto = Proto::Tcp;
+        });
+        assert_eq!(e.field, "headers");
+        // IPv6's 62 bytes cannot hold a hop-by-hop header too.
+        let e = bad(&|p| {
+            *p = builtin_profile("ipv6-62").unwrap();
+            p.headers = Headers::Options;
+        });
+        assert_eq!(e.field, "len");
+        assert!(e.reason.contains("cannot hold"), "{e}");
+    }
+
+    #[test]
+    fn ttl_and_headers_reach_the_frame() {
+        let p: Profile =
+            toml::from_str("family = \"ipv4\"\nlen = \"60\"\nttl = 1\nheaders = \"fragment\"\n")
+                .unwrap();
+        let f = p.check().unwrap().frame_spec([0; 6], [0; 6]);
+        assert_eq!((f.ttl, f.headers), (1, Headers::Fragment));
+        let e = toml::from_str::<Profile>("family = \"ipv4\"\nlen = \"60\"\nheaders = \"jumbo\"\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("plain") && e.contains("fragment"), "{e}");
     }
 
     /// A mix's parts are checked as profiles of their own, an error said
@@ -493,5 +552,8 @@ mod names {
         }
         assert_eq!(ReceiverMode::CHOICES.len(), 4);
         assert_eq!(Mode::CHOICES.len(), 2);
+        for (name, h) in crate::frame::Headers::CHOICES {
+            assert_eq!(serde_json::to_value(h).unwrap(), *name);
+        }
     }
 }

@@ -51,16 +51,21 @@ fn fold(mut s: u32) -> u16 {
 /// headers, at least the frame's length) and returns its length.
 pub fn write_frame(c: &GenConfig, seq: u64, stream: u16, tx_ns: u32, out: &mut [u8]) -> usize {
     let v6 = c.family == 6;
+    // An extension of the IP header (options, a hop-by-hop or fragment
+    // header) moves the datagram; the template then ends before it.
+    let extra = c.l3_extra as usize;
     let (l3, l4, pay) = offsets(v6);
+    let (l4, pay) = (l4 + extra, pay + extra);
     let size = size_of_frame(c, seq);
     let len = size.frame_len as usize;
     let ip_len = size.ip_len as usize;
     let udp_len = ip_len - (l4 - l3);
-    out[..l4 + 8].copy_from_slice(&c.template[..l4 + 8]);
-    out[l4 + 8..len].fill(0);
+    let template = if extra == 0 { l4 + 8 } else { l4 };
+    out[..template].copy_from_slice(&c.template[..template]);
+    out[template..len].fill(0);
     let (saddr, daddr, sport, dport) = flow_of(c, seq);
     if v6 {
-        out[l3 + 4..l3 + 6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+        out[l3 + 4..l3 + 6].copy_from_slice(&((ip_len - 40) as u16).to_be_bytes());
         out[l3 + 20..l3 + 24].copy_from_slice(&saddr.to_be_bytes());
         out[l3 + 36..l3 + 40].copy_from_slice(&daddr.to_be_bytes());
     } else {

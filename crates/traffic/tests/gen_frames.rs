@@ -25,6 +25,7 @@ fn opts(src: &str, dst: &str, len: &str) -> GenOptions {
             sizes: SizeMix::parse(len, s.is_ipv6()).unwrap(),
             ttl: 64,
             l4: linerate_traffic::tcp::Proto::Udp,
+            headers: Default::default(),
         },
         src: s,
         dst: d,
@@ -457,4 +458,113 @@ fn pacing_holds_frames_ahead_of_the_schedule_and_catches_up_on_those_behind() {
         built >= 1 && built as f64 <= (secs * 10_000.0).ceil() + 1.0,
         "built {built} in {secs} s at 10 kpps"
     );
+}
+
+/// The frames a router hands its kernel: TTL 1 and 0, IPv4 options, an
+/// IPv6 hop-by-hop header, first fragments of both families. etherparse
+/// reads each header as asked, with the lengths and checksums holding,
+/// and the AF_PACKET synthesiser writes the same bytes.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn exception_frames_carry_what_they_are_asked_to() {
+    use etherparse::{IpNumber, Ipv4Header, Ipv6Header, LaxSlicedPacket};
+    use linerate_traffic::frame::Headers;
+    let v4 = ("198.18.10.1-198.18.10.3:2000-2001", "198.19.10.1");
+    let v6 = ("2001:2::1-2001:2::3", "2001:2:0:8000::1");
+    for ((src, dst), len, headers, ttl) in [
+        (v4, "60", Headers::Plain, 1),
+        (v4, "60", Headers::Plain, 0),
+        (v4, "60", Headers::Options, 64),
+        (v4, "100", Headers::Fragment, 64),
+        (v6, "78", Headers::Plain, 1),
+        (v6, "78", Headers::Options, 64),
+        (v6, "100", Headers::Fragment, 64),
+    ] {
+        let what = format!("{src} -l {len} {headers:?} ttl {ttl}");
+        let mut o = opts(src, dst, len);
+        o.frame.headers = headers;
+        o.frame.ttl = ttl;
+        let g = Generator::new(&o).unwrap();
+        for (seq, f) in g.sample(8).unwrap().iter().enumerate() {
+            assert_eq!(f.len(), len.parse::<usize>().unwrap(), "{what}");
+            let l3 = &f[14..];
+            // The datagram after the IP header and its extension: its
+            // length and checksum as the kernel would check them.
+            let (datagram, pseudo, hops): (&[u8], Vec<u8>, u8) = if src.starts_with("198") {
+                let (h, _) = Ipv4Header::from_slice(l3).unwrap();
+                assert_eq!(h.header_checksum, h.calc_header_checksum(), "{what}");
+                assert_eq!(h.total_len as usize, f.len() - 14, "{what}");
+                assert_eq!(
+                    h.options.as_slice(),
+                    if headers == Headers::Options {
+                        &[1, 1, 1, 1, 1, 1, 1, 0][..]
+                    } else {
+                        &[][..]
+                    },
+                    "{what}"
+                );
+                assert_eq!(h.more_fragments, headers == Headers::Fragment, "{what}");
+                assert_eq!(h.fragment_offset.value(), 0, "{what}");
+                let mut p = [h.source, h.destination].concat();
+                p.extend([0, 17]);
+                (&l3[h.header_len()..], p, h.time_to_live)
+            } else {
+                let (h, rest) = Ipv6Header::from_slice(l3).unwrap();
+                assert_eq!(h.payload_length as usize, f.len() - 54, "{what}");
+                let (next, ext) = match headers {
+                    Headers::Plain => (IpNumber::UDP, 0),
+                    Headers::Options => (IpNumber::IPV6_HEADER_HOP_BY_HOP, 8),
+                    Headers::Fragment => (IpNumber::IPV6_FRAGMENTATION_HEADER, 8),
+                };
+                assert_eq!(h.next_header, next, "{what}");
+                if ext > 0 {
+                    assert_eq!(rest[0], 17, "{what}: the extension's next header");
+                }
+                if headers == Headers::Fragment {
+                    assert_eq!(&rest[2..4], &[0, 1], "{what}: offset 0, more fragments");
+                }
+                let mut p = [h.source, h.destination].concat();
+                p.extend([0, 17]);
+                (&rest[ext..], p, h.hop_limit)
+            };
+            assert_eq!(hops, ttl, "{what}");
+            let udp_len = u16::from_be_bytes([datagram[4], datagram[5]]) as usize;
+            assert_eq!(udp_len, datagram.len(), "{what}: the UDP length");
+            let mut sum: u32 = pseudo
+                .chunks(2)
+                .chain(datagram.chunks(2))
+                .map(|w| u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]) as u32)
+                .sum();
+            sum += udp_len as u32;
+            while sum >> 16 != 0 {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            assert_eq!(sum, 0xffff, "{what}: the UDP checksum holds");
+            // A decoder that does not reassemble sees a fragment's
+            // payload, not a datagram.
+            let p = LaxSlicedPacket::from_ethernet(f).unwrap();
+            assert_eq!(
+                p.transport.is_some(),
+                headers != Headers::Fragment,
+                "{what}"
+            );
+            let mut buf = vec![0u8; f.len()];
+            let n = synth::write_frame(g.config(), seq as u64, 7, 0, &mut buf);
+            // (Stream and time are the program's: compare the rest.)
+            let stamped = |b: &[u8]| {
+                let mut b = b.to_vec();
+                let at = 14 + (f.len() - 14 - datagram.len()) + 8;
+                if b.len() >= at + 12 {
+                    b[at + 2..at + 4].fill(0);
+                    b[at + 8..at + 12].fill(0);
+                    b[at - 2..at].fill(0); // the checksum covers both
+                }
+                b
+            };
+            assert_eq!(stamped(&buf[..n]), stamped(f), "{what}: frame {seq}");
+        }
+    }
 }

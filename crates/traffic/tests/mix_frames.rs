@@ -25,6 +25,7 @@ fn frame(s: &Endpoints, d: &Endpoints, len: &str, l4: Proto) -> FrameSpec {
         sizes: SizeMix::parse(len, s.is_ipv6()).unwrap(),
         ttl: 64,
         l4,
+        headers: Default::default(),
     }
 }
 

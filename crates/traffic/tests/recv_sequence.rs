@@ -22,6 +22,7 @@ fn config() -> linerate_bpf::layout::GenConfig {
         sizes: SizeMix::parse("60", false).unwrap(),
         ttl: 64,
         l4: linerate_traffic::tcp::Proto::Udp,
+        headers: Default::default(),
     }
     .gen_config(&s, &d, 0, 0, None)
     .unwrap()

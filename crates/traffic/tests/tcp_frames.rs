@@ -36,6 +36,7 @@ fn opts(src: &str, dst: &str, len: &str, phase: TcpPhase, from: u32) -> GenOptio
             sizes: SizeMix::parse(len, s.is_ipv6()).unwrap(),
             ttl: 64,
             l4: Proto::Tcp,
+            headers: Default::default(),
         },
         src: s,
         dst: d,

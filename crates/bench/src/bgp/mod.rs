@@ -307,11 +307,7 @@ impl Traffic {
                 )),
                 random_dst: true,
                 random_src: false,
-                proto: Default::default(),
-                churn: None,
-                mix: Vec::new(),
-                weight: None,
-                rate: None,
+                ..Profile::new(Family::Ipv4, "60")
             },
             Some(d) => Profile {
                 family: if d.is_ipv4() {
@@ -324,11 +320,7 @@ impl Traffic {
                 dst: Some(d.to_string()),
                 random_dst: false,
                 random_src: false,
-                proto: Default::default(),
-                churn: None,
-                mix: Vec::new(),
-                weight: None,
-                rate: None,
+                ..Profile::new(Family::Ipv4, "60")
             },
         };
         let traffic = profile.check()?;
