@@ -329,6 +329,8 @@ pub fn trial_result(
         received_packets,
         sequence,
         latency_ns,
+        // (A host sends one profile: no mix.)
+        received_by_part: Vec::new(),
         offered,
     })
 }

@@ -34,6 +34,10 @@ pub struct RunRecord {
     /// from the sequence numbers, and one-way latency.
     pub sequence: Option<linerate_traffic::recv::SequenceTotals>,
     pub latency_ns: Option<linerate_traffic::latency::Latency>,
+    /// Overload of a mix with `receiver = "full"`: each part's frames a
+    /// second, offered and received (its stamped frames that arrived).
+    pub parts_offered_pps: Vec<f64>,
+    pub parts_received_pps: Vec<f64>,
     /// Searches: the search's own result, and every trial.
     pub search: Option<serde_json::Value>,
     pub trials: Vec<Trial>,
@@ -88,6 +92,20 @@ impl RunRecord {
             overloaded: Some(loss >= OVERLOAD_MIN_LOSS),
             sequence: r.sequence.clone(),
             latency_ns: r.latency_ns.clone(),
+            parts_offered_pps: match r.received_by_part.is_empty() {
+                true => Vec::new(),
+                false => r
+                    .offered
+                    .part_frames
+                    .iter()
+                    .map(|&n| n as f64 / secs)
+                    .collect(),
+            },
+            parts_received_pps: r
+                .received_by_part
+                .iter()
+                .map(|&n| n as f64 / secs)
+                .collect(),
             ..Default::default()
         }
     }
@@ -575,6 +593,53 @@ fn queues_section(r: &Results) -> String {
     s
 }
 
+/// A mix's parts under overload (the full receiver): each part's offered
+/// and received rates, the median over the runs, and what came through.
+fn parts_section(r: &Results) -> String {
+    let mut rows = String::new();
+    for x in &r.results {
+        let runs: Vec<&RunRecord> = r
+            .runs
+            .iter()
+            .filter(|y| y.dut == x.dut && y.profile == x.profile && !y.parts_received_pps.is_empty())
+            .collect();
+        let Some(first) = runs.first() else { continue };
+        for part in 0..first.parts_received_pps.len() {
+            let median = |f: &dyn Fn(&RunRecord) -> Option<f64>| {
+                let mut v: Vec<f64> = runs.iter().filter_map(|y| f(y)).collect();
+                v.sort_by(f64::total_cmp);
+                v.get(v.len() / 2).copied()
+            };
+            let offered = median(&|y| y.parts_offered_pps.get(part).copied());
+            let received = median(&|y| y.parts_received_pps.get(part).copied());
+            let ratios: Vec<String> = runs
+                .iter()
+                .filter_map(|y| {
+                    let o = y.parts_offered_pps.get(part)?;
+                    let v = y.parts_received_pps.get(part)?;
+                    (*o > 0.0).then(|| format!("{:.3}", v / o))
+                })
+                .collect();
+            let mpps = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.4}", v / 1e6));
+            rows.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                x.dut,
+                x.profile,
+                part + 1,
+                mpps(offered),
+                mpps(received),
+                ratios.join(", ")
+            ));
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n## A mix's parts\n\nEach part of a mix on its own (the full receiver's streams): frames a second offered and received, medians over the runs, and what came through of what was offered, run by run. A part whose frames carry no stamp the receiver reads (IP options, extension headers) receives none.\n\n| DUT | profile | part | offered Mpps | received Mpps | received / offered |\n|---|---|---|---|---|---|\n{rows}"
+    )
+}
+
 /// linerate's fast path by reason, per configuration x profile over its
 /// runs: the share of the frames it judged that it forwarded, passed to
 /// the kernel (with the reasons), or dropped.
@@ -803,6 +868,7 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
     }
     s.push_str(&against_limit_section(r));
     s.push_str(&queues_section(r));
+    s.push_str(&parts_section(r));
     s.push_str(&fast_path_section(r));
     s.push_str(&cpu_section(r));
     for (profile, text) in &r.ministat {

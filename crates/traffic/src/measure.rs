@@ -41,6 +41,11 @@ pub struct TrialResult {
     /// and latency (absent when the receiver only counted).
     pub sequence: Option<SequenceTotals>,
     pub latency_ns: Option<Latency>,
+    /// A mix with the full receiver: the stamped frames of each part that
+    /// arrived (its streams'), in the mix's order; a part whose frames
+    /// carry no stamp the receiver reads (IP options, extension headers)
+    /// counts none. Empty otherwise.
+    pub received_by_part: Vec<u64>,
 }
 
 /// Grace period after the generator stops for frames still in flight.
@@ -101,11 +106,17 @@ pub fn run_trial(
         all
     };
     let full = t.receiver == ReceiverMode::Full;
-    let sequence = full
-        .then(|| receiver.streams().map(|s| recv::totals(&s)))
-        .transpose()?;
+    let streams = full.then(|| receiver.streams()).transpose()?;
+    let sequence = streams.as_deref().map(recv::totals);
+    let received_by_part = match &streams {
+        Some(streams) if !t.gen.mix.is_empty() => {
+            by_part(streams, t.gen.stream_base, t.gen.mix.len() + 1)
+        }
+        _ => Vec::new(),
+    };
     let latency_ns = full.then(|| receiver.latency()).transpose()?;
     Ok(TrialResult {
+        received_by_part,
         sequence,
         latency_ns,
         received_bytes: total.bytes - base.bytes,
@@ -120,4 +131,33 @@ pub fn run_trial(
         received_packets,
         offered,
     })
+}
+
+/// The frames received of each of a mix's `parts`, from its streams: part
+/// i's are `base` + i * STREAMS_A_PART onwards (crate::mix).
+fn by_part(streams: &[recv::StreamStats], base: u16, parts: usize) -> Vec<u64> {
+    let mut v = vec![0; parts];
+    for s in streams {
+        let i = s.stream.saturating_sub(base as u32) / crate::mix::STREAMS_A_PART as u32;
+        if let Some(n) = v.get_mut(i as usize) {
+            *n += s.received;
+        }
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_add_up_by_part() {
+        let s = |stream, received| recv::StreamStats {
+            stream,
+            received,
+            ..Default::default()
+        };
+        let streams = [s(7, 10), s(8, 5), s(7 + 64, 3), s(7 + 128 + 1, 2), s(900, 1)];
+        assert_eq!(by_part(&streams, 7, 3), [15, 3, 2]);
+    }
 }
