@@ -546,6 +546,15 @@ impl Scenario {
                 "final_seconds and max_rate are for searches, not for method = \"overload\"".into(),
             ));
         }
+        if m.method != Method::Overload {
+            if let Some((name, def)) = f.profile.iter().find(|(_, p)| p.get_ref().rate.is_some()) {
+                return Err(err(
+                    def.span(),
+                    &format!("profile.{name}"),
+                    "rate: a profile with its own rate runs at that rate, which a search cannot vary: use method = \"overload\"".into(),
+                ));
+            }
+        }
 
         let dut_lines: BTreeMap<String, usize> = f
             .dut

@@ -69,7 +69,9 @@ pub struct Profile {
     pub weight: Option<u32>,
     /// A mix's part: its own frames a second (`"14k"`), whatever the rest
     /// is offered (a churn part's new connections a second are this over
-    /// churn + 3, as users make them whatever the router's speed).
+    /// churn + 3, as users make them whatever the router's speed). A
+    /// profile's: a fixed-rate run, whatever the measurement offers (its
+    /// mix's parts need rates of their own too).
     pub rate: Option<String>,
     /// Every frame's TTL or hop limit (default 64; `gen --ttl`): 1 and 0
     /// are what a router hands its kernel.
@@ -104,7 +106,7 @@ pub struct Traffic {
     /// A mix's other parts, and this traffic's weight in it (1 alone).
     pub mix: Vec<Traffic>,
     pub weight: u32,
-    /// A mix's part: its own frames a second.
+    /// Its own frames a second (a mix's part's, or a fixed-rate profile's).
     pub rate_pps: Option<u64>,
     pub ttl: u8,
     pub headers: Headers,
@@ -138,11 +140,20 @@ impl Profile {
             field: "mix",
             reason,
         };
-        if self.rate.is_some() {
-            return Err(ProfileError {
+        if let Some(r) = &self.rate {
+            // Its own rate: a fixed-rate run, whatever the measurement
+            // offers; a mix's parts then each need theirs.
+            let pps = linerate_imix::parse_rate("rate", r).map_err(|e| ProfileError {
                 field: "rate",
-                reason: "a rate of its own is a mix's part's (`[[profile.NAME.mix]]`); a profile is offered what the measurement asks".into(),
-            });
+                reason: e.trim_start_matches("rate: ").to_string(),
+            })?;
+            t.rate_pps = Some(pps.round().max(1.0) as u64);
+            if self.mix.iter().any(|p| p.rate.is_none()) {
+                return Err(ProfileError {
+                    field: "rate",
+                    reason: "a profile's own rate paces the whole mix: give each part a rate of its own too".into(),
+                });
+            }
         }
         if self.mix.is_empty() {
             if self.weight.is_some() {
@@ -352,6 +363,12 @@ impl Traffic {
     ) -> anyhow::Result<GenOptions> {
         let frame = self.frame_spec(sender.src_mac, sender.dst_mac);
         frame.validate()?;
+        // A profile with its own rate is offered that (and its parts
+        // theirs), whatever the measurement asks.
+        let rate_pps = match self.rate_pps {
+            Some(own) => Some(own + self.mix.iter().filter_map(|p| p.rate_pps).sum::<u64>()),
+            None => rate_pps,
+        };
         Ok(GenOptions {
             ifname: sender.ifname.clone(),
             frame,
@@ -510,10 +527,33 @@ mod tests {
         bad.mix.push(udp.clone());
         bad.mix.push(udp.clone());
         assert!(refused(&bad).reason.contains("5 parts"));
-        // Weights and rates belong to mixes.
+        // Weights belong to mixes.
         assert_eq!(refused(&udp).field, "weight");
+        // A profile's own rate: a fixed-rate run, the rate offered
+        // whatever the measurement asks; with a mix, every part paced too.
         let mut alone = tcp();
         alone.rate = Some("1k".into());
+        let t = alone.check().unwrap();
+        assert_eq!(t.rate_pps, Some(1000));
+        let s = Sender {
+            ifname: "gen0".into(),
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            cpu: 0,
+        };
+        assert_eq!(t.gen_options(&s, None, 1.0).unwrap().rate_pps, Some(1000));
+        let mut paced = p.clone();
+        paced.rate = Some("1M".into());
+        let e = refused(&paced);
+        assert_eq!(e.field, "rate");
+        assert!(e.reason.contains("each part a rate"), "{e}");
+        paced.mix[0].rate = Some("10k".into());
+        let t = paced.check().unwrap();
+        assert_eq!(
+            t.gen_options(&s, Some(5), 1.0).unwrap().rate_pps,
+            Some(1_000_000 + 10_000 + 14_000)
+        );
+        alone.rate = Some("fast".into());
         assert_eq!(refused(&alone).field, "rate");
     }
 
