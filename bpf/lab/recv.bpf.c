@@ -3,7 +3,8 @@
  * generator's stamp, track each stream's sequence numbers (lost, duplicated,
  * reordered) and the one-way latency; drop them all (an XDP drop costs
  * about a sixth of letting the kernel stack drop, measured on the lab's
- * veths).
+ * veths) but the segments of the probes' BGP session, which go to the
+ * namespace's kernel.
  *
  * State is per CPU, without locks: a stream whose packets arrive on several
  * CPUs is merged by the reader, and duplicates or reordering across CPUs
@@ -399,6 +400,21 @@ static __always_inline int answer(struct xdp_md *ctx, void *data, void *data_end
 /* `multibuf`: the program is declared for multi-buffer frames (xdp.frags),
  * which an interface with an MTU above one page's needs; the stamp is in the
  * first buffer, the length is the whole frame's. */
+/* A BGP segment over IPv4 (TCP port 179 at either end): the lab's probes
+ * run a BGP session through the DUT to this namespace
+ * (crates/labrun/src/probes.rs), whose kernel must see it. */
+static __always_inline int bgp_segment(void *data, void *data_end)
+{
+	struct ethhdr *eth = data;
+	struct iphdr *ip = (void *)(eth + 1);
+	struct tcphdr *t = (void *)(ip + 1);
+
+	if ((void *)(t + 1) > data_end || eth->h_proto != bpf_htons(ETH_P_IP) || ip->ihl != 5 ||
+	    ip->protocol != IPPROTO_TCP)
+		return 0;
+	return t->source == bpf_htons(179) || t->dest == bpf_htons(179);
+}
+
 static __always_inline int receive(struct xdp_md *ctx, const enum recv_mode mode,
 				   const int multibuf)
 {
@@ -417,6 +433,8 @@ static __always_inline int receive(struct xdp_md *ctx, const enum recv_mode mode
 	st = find_stamp(data, data_end);
 	if (st)
 		cnt->stamped++;
+	else if (bgp_segment(data, data_end))
+		return XDP_PASS;
 	/* Any UDP frame is answered, stamped or not (the smallest IPv6 one,
 	 * 62 bytes, has no room for a stamp), and the TCP segments that need
 	 * an answer. */

@@ -174,6 +174,7 @@ static __always_inline int punt_over(__u32 class)
 	/* Both read before the lookup, which takes the key's address. */
 	__u64 interval = p->class[class].interval_ns;
 	__u64 burst = p->class[class].burst_ns;
+	__u64 jiffy_ns = p->jiffy_ns;
 
 	if (!interval)
 		return 0;
@@ -182,7 +183,7 @@ static __always_inline int punt_over(__u32 class)
 
 	if (!tat)
 		return 0;
-	__u64 now = bpf_ktime_get_ns();
+	__u64 now = bpf_jiffies64() * jiffy_ns;
 	__u64 t = *tat > now ? *tat : now;
 
 	if (t - now > burst)

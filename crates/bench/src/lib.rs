@@ -7,8 +7,8 @@
 //! the fast path lags the kernel during a burst of route changes), `bgp`
 //! (the same with BIRD and FRR), `conntrack` (finding a connection: the
 //! kernel's table through the XDP kfuncs, or a hash of our own), `fw_cache` (a verdict cache's lookup
-//! by its shape) and `firewall` (the firewall's cost per packet by the
-//! ruleset's size). The benches under traffic in a lab of their own are
+//! by its shape), `firewall` (the firewall's cost per packet by the
+//! ruleset's size) and `punt` (what policing a passed frame costs). The benches under traffic in a lab of their own are
 //! linerate-labbench's; `linerate bench gen` is the generator's own, in
 //! linerate-traffic.
 pub mod bgp;
@@ -19,6 +19,7 @@ pub mod firewall;
 pub mod follow;
 pub mod fw_cache;
 pub mod probe;
+pub mod punt;
 pub mod route_churn;
 pub mod rule_churn;
 

@@ -180,7 +180,7 @@ pub fn run(
     // A router running here already: take its fast path over.
     let (fp, mut predecessor) = take_over_or_load(opts)?;
     // Before any link runs it: the kernel is policed from the first frame.
-    fp.set_punt_policy(&opts.police.program())?;
+    fp.set_police(&opts.police)?;
     tracing::info!(
         "what goes to the kernel is policed, per CPU (frames a second/burst): {}",
         opts.police

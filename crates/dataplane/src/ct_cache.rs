@@ -229,6 +229,23 @@ pub fn keep_request(seen: u64, now: u64, since: u64, hz: u64, stream: Duration) 
 
 /// The kernel's tick rate from two readings of the fast path's clock
 /// (jiffies, ns): the common HZ nearest.
+/// The clock of the router program's `ct_clock` now: (bpf_jiffies64,
+/// bpf_ktime_get_ns).
+pub fn clock_of(ct_clock: std::os::fd::BorrowedFd<'_>) -> Result<(u64, u64)> {
+    let mut out = [0u8; 64];
+    let r = test_run::run_xdp(ct_clock, &[0u8; 64], &mut out, 1)?;
+    anyhow::ensure!(r.verdict == XdpAction::Pass, "ct_clock: {:?}", r.verdict);
+    let word = |i: usize| u64::from_ne_bytes(out[i * 8..i * 8 + 8].try_into().unwrap());
+    Ok((word(0), word(1)))
+}
+
+/// The kernel's HZ, the jiffies `ct_clock` reads 40 ms apart.
+pub fn measure_hz(ct_clock: std::os::fd::BorrowedFd<'_>) -> Result<u64> {
+    let a = clock_of(ct_clock)?;
+    std::thread::sleep(Duration::from_millis(40));
+    Ok(hz_of(a, clock_of(ct_clock)?))
+}
+
 pub fn hz_of(a: (u64, u64), b: (u64, u64)) -> u64 {
     let (jiffies, ns) = (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1).max(1));
     let measured = jiffies as f64 * 1e9 / ns as f64;
@@ -403,9 +420,7 @@ impl CtMaps {
             offers: libbpf_rs::MapHandle::try_from(&linerate_bpf::loader::map(obj, "ct_offers")?)
                 .context("map ct_offers")?,
         };
-        let a = m.clock()?;
-        std::thread::sleep(Duration::from_millis(40));
-        m.hz = hz_of(a, m.clock()?);
+        m.hz = measure_hz(m.clock.as_fd())?;
         m.state
             .word(0, offset_of!(FwState, ct_idle))
             .store((KEEP_WAY_FOR.as_secs() * m.hz) as u32, Ordering::Release);
@@ -485,11 +500,7 @@ impl CtMaps {
 
     /// The fast path's clock now: (bpf_jiffies64, bpf_ktime_get_ns).
     fn clock(&self) -> Result<(u64, u64)> {
-        let mut out = [0u8; 64];
-        let r = test_run::run_xdp(self.clock.as_fd(), &[0u8; 64], &mut out, 1)?;
-        anyhow::ensure!(r.verdict == XdpAction::Pass, "ct_clock: {:?}", r.verdict);
-        let word = |i: usize| u64::from_ne_bytes(out[i * 8..i * 8 + 8].try_into().unwrap());
-        Ok((word(0), word(1)))
+        clock_of(self.clock.as_fd())
     }
 
     /// Runs ct_keeper on `batch`, writing the results into it; false if

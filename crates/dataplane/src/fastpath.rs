@@ -30,6 +30,8 @@ pub struct FastPath {
     fdb: MappedArray,
     fdb_places: fdb::Places,
     ipv6: Ipv6Layout,
+    /// The kernel's HZ, measured once (the policer's clock: set_police).
+    hz: std::sync::OnceLock<u64>,
     obj: libbpf_rs::Object,
 }
 
@@ -88,6 +90,7 @@ impl FastPath {
             fdb: MappedArray::open(&loader::map(&obj, "bridge_fdb")?)?,
             fdb_places: fdb::Places::default(),
             ipv6,
+            hz: Default::default(),
             obj,
         })
     }
@@ -409,8 +412,17 @@ impl FastPath {
     /// Sets the limits of what the program passes to the kernel, each
     /// class's (crate::police), in one write; every class's schedule then
     /// starts afresh, its whole burst allowed.
-    pub fn set_punt_policy(&self, policy: &PuntPolicy) -> Result<()> {
-        maps::write(&loader::map(&self.obj, "punt_policy")?, 0, policy)?;
+    pub fn set_police(&self, police: &crate::police::Police) -> Result<()> {
+        let hz = match self.hz.get() {
+            Some(&hz) => hz,
+            None => {
+                let prog = loader::prog(&self.obj, "ct_clock")?;
+                let hz = crate::ct_cache::measure_hz(prog.as_fd())?;
+                *self.hz.get_or_init(|| hz)
+            }
+        };
+        let policy: PuntPolicy = police.program(1_000_000_000 / hz);
+        maps::write(&loader::map(&self.obj, "punt_policy")?, 0, &policy)?;
         let schedules = loader::map(&self.obj, "punt_tat")?;
         for class in 0..policy.class.len() as u32 {
             maps::write_percpu(&schedules, class, &0u64)?;

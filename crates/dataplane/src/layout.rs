@@ -647,9 +647,11 @@ pub struct PuntLimit {
     pub burst_ns: u64,
 }
 
+/// The limits (struct punt_policy), on a clock of `jiffy_ns` ticks.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PuntPolicy {
+    pub jiffy_ns: u64,
     pub class: [PuntLimit; PUNT_CLASSES.len()],
 }
 
@@ -1127,7 +1129,10 @@ mod tests {
         check(
             "punt_policy",
             size_of::<PuntPolicy>(),
-            vec![("class", offset_of!(PuntPolicy, class))],
+            vec![
+                ("jiffy_ns", offset_of!(PuntPolicy, jiffy_ns)),
+                ("class", offset_of!(PuntPolicy, class)),
+            ],
         );
     }
 

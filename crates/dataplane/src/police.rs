@@ -86,15 +86,20 @@ impl Police {
         Ok(())
     }
 
-    /// The program's cell rates.
-    pub fn program(&self) -> PuntPolicy {
-        let mut p = PuntPolicy::default();
+    /// The program's cell rates on a clock of `jiffy_ns` ticks. A burst
+    /// is at least a tick's worth of frames: the clock moves a tick at a
+    /// time, and a shorter one would hold a class under its rate.
+    pub fn program(&self, jiffy_ns: u64) -> PuntPolicy {
+        let mut p = PuntPolicy {
+            jiffy_ns,
+            ..Default::default()
+        };
         for (i, l) in self.limits.iter().enumerate() {
             if let Some(l) = l {
                 let interval = (1_000_000_000 / l.rate).max(1);
                 p.class[i] = PuntLimit {
                     interval_ns: interval,
-                    burst_ns: interval * (l.burst - 1),
+                    burst_ns: (interval * (l.burst - 1)).max(jiffy_ns),
                 };
             }
         }
@@ -241,11 +246,13 @@ mod tests {
 
     #[test]
     fn cell_rates() {
+        const TICK: u64 = 4_000_000;
         let mut p = Police::off();
         p.set("errors", "1k/10").unwrap();
-        let prog = p.program();
+        let prog = p.program(TICK);
         let e = Police::class("errors").unwrap();
         // A frame a millisecond, nine of them early at most: ten at once.
+        assert_eq!(prog.jiffy_ns, TICK);
         assert_eq!(
             prog.class[e],
             PuntLimit {
@@ -258,8 +265,15 @@ mod tests {
             .iter()
             .enumerate()
             .all(|(i, l)| i == e || l.interval_ns == 0));
-        // A rate beyond a frame a nanosecond still limits.
+        // A rate beyond a frame a nanosecond still limits; its burst is
+        // a tick's worth.
         p.set("errors", "1G/1").unwrap();
-        assert_eq!(p.program().class[e].interval_ns, 1);
+        assert_eq!(
+            p.program(TICK).class[e],
+            PuntLimit {
+                interval_ns: 1,
+                burst_ns: TICK
+            }
+        );
     }
 }

@@ -287,7 +287,7 @@ fn each_frame_is_policed_by_its_class_alone() {
             let c = Police::class(class).unwrap();
             // Every other class limited, and spent: the frame passes.
             let others: Vec<usize> = every.iter().copied().filter(|&i| i != c).collect();
-            fp.set_punt_policy(&policy(&others, 1).program())?;
+            fp.set_police(&policy(&others, 1))?;
             for _ in 0..3 {
                 let before = fp.counters(pair.if0)?;
                 let (action, out) = fp.run(&frame, pair.if0)?;
@@ -302,7 +302,7 @@ fn each_frame_is_policed_by_its_class_alone() {
             }
             // Its own class limited to a burst of two (a new policy's
             // schedules start afresh): two pass, the third is policed.
-            fp.set_punt_policy(&policy(&[c], 2).program())?;
+            fp.set_police(&policy(&[c], 2))?;
             let before = fp.counters(pair.if0)?;
             let actions: Vec<XdpAction> = (0..3)
                 .map(|_| fp.run(&frame, pair.if0).map(|(a, _)| a))
@@ -319,7 +319,7 @@ fn each_frame_is_policed_by_its_class_alone() {
                 "{what}: two passed as {reason}, one policed as {reason}"
             );
             // Spent for a second: turned off, the class passes again.
-            fp.set_punt_policy(&Police::off().program())?;
+            fp.set_police(&Police::off())?;
             assert_eq!(fp.run(&frame, pair.if0)?.0, XdpAction::Pass, "{what}");
         }
         Ok(())
@@ -335,7 +335,7 @@ fn each_frame_is_policed_by_its_class_alone() {
 fn forwarded_frames_are_never_policed() {
     let (pair, fp) = router("unpoliced");
     let every: Vec<usize> = (0..PUNT_CLASSES.len()).collect();
-    fp.set_punt_policy(&policy(&every, 1).program()).unwrap();
+    fp.set_police(&policy(&every, 1)).unwrap();
     let frame = ip4(MAC_IN, "198.19.1.2", 64, 17, 3000);
     for _ in 0..100 {
         assert_eq!(fp.run(&frame, pair.if0).unwrap().0, XdpAction::Redirect);

@@ -12,6 +12,7 @@ pub mod median_ci;
 pub mod order;
 pub mod path_flags;
 pub mod plot;
+pub mod probes;
 pub mod profile;
 pub mod remote;
 pub mod report;
@@ -418,7 +419,17 @@ fn local_run(
         .map(|p| linerate_bpf::loader::program_runs(p.as_fd()))
         .transpose()?;
     let fast_path_before = fast_path_counts(&ns.dut, def)?;
+    let mut probes = match sc.probes {
+        true => Some(probes::Probes::start(&ns)?),
+        false => None,
+    };
+    let watch = probes.as_mut().map(|p| p.watch(sc.seconds)).transpose()?;
     let measured = measure_one(sc, &mut trials, progress);
+    let probed = match (&mut probes, watch) {
+        (Some(p), Some(w)) => Some(p.finish(w)?),
+        _ => None,
+    };
+    drop(probes);
     let fast_path = match fast_path_before {
         Some(before) => {
             let after = fast_path_counts(&ns.dut, def)?.unwrap_or_default();
@@ -453,6 +464,7 @@ fn local_run(
         r.log = log;
         r.set_queues(&run_path.gen_cpus, queue_frames);
         r.fast_path = fast_path;
+        r.probes = probed;
         r
     }))
 }

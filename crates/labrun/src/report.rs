@@ -59,6 +59,9 @@ pub struct RunRecord {
     /// not zero): where a rate comes from, or what held it back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_path: Option<std::collections::BTreeMap<String, u64>>,
+    /// `[measure] probes`: the router's ping and the BGP session through
+    /// it during the run.
+    pub probes: Option<crate::probes::ProbeRecord>,
 }
 
 impl RunRecord {
@@ -593,6 +596,45 @@ fn queues_section(r: &Results) -> String {
     s
 }
 
+/// The probes' runs (`[measure] probes`): pings answered and BGP up, per
+/// configuration x profile over its runs.
+fn probes_section(r: &Results) -> String {
+    let mut rows = String::new();
+    for x in &r.results {
+        let probed: Vec<&crate::probes::ProbeRecord> = r
+            .runs
+            .iter()
+            .filter(|y| y.dut == x.dut && y.profile == x.profile)
+            .filter_map(|y| y.probes.as_ref())
+            .collect();
+        if probed.is_empty() {
+            continue;
+        }
+        let sent: u64 = probed.iter().map(|p| p.pings_sent).sum();
+        let answered: u64 = probed.iter().map(|p| p.pings_answered).sum();
+        let up = probed.iter().filter(|p| p.bgp_up).count();
+        let downs: Vec<&str> = probed
+            .iter()
+            .filter(|p| !p.bgp_up)
+            .map(|p| p.bgp_state.as_str())
+            .collect();
+        rows.push_str(&format!(
+            "| {} | {} | {answered} of {sent} ({:.1}%) | {up} of {} | {} |\n",
+            x.dut,
+            x.profile,
+            100.0 * answered as f64 / sent.max(1) as f64,
+            probed.len(),
+            downs.join("; ")
+        ));
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\n## The router's services during the runs\n\nA ping of the DUT's address from the generator's side (ten a second) and a BGP session through the DUT between the generator's and the receiver's namespaces (keepalives every second, hold time 3 s), over each run: the pings answered, and the runs through which the session stayed established without a break.\n\n| DUT | profile | pings answered | BGP up throughout | the session when it was not |\n|---|---|---|---|---|\n{rows}"
+    )
+}
+
 /// A mix's parts under overload (the full receiver): each part's offered
 /// and received rates, the median over the runs, and what came through.
 fn parts_section(r: &Results) -> String {
@@ -601,7 +643,9 @@ fn parts_section(r: &Results) -> String {
         let runs: Vec<&RunRecord> = r
             .runs
             .iter()
-            .filter(|y| y.dut == x.dut && y.profile == x.profile && !y.parts_received_pps.is_empty())
+            .filter(|y| {
+                y.dut == x.dut && y.profile == x.profile && !y.parts_received_pps.is_empty()
+            })
             .collect();
         let Some(first) = runs.first() else { continue };
         for part in 0..first.parts_received_pps.len() {
@@ -868,6 +912,7 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
     }
     s.push_str(&against_limit_section(r));
     s.push_str(&queues_section(r));
+    s.push_str(&probes_section(r));
     s.push_str(&parts_section(r));
     s.push_str(&fast_path_section(r));
     s.push_str(&cpu_section(r));

@@ -99,6 +99,10 @@ pub struct Measure {
     /// "frames" never reads a frame and counts whatever arrives.
     #[serde(default)]
     pub receiver: ReceiverMode,
+    /// The router's ping and a BGP session through it watched during
+    /// every run (crate::probes); overload, the local lab.
+    #[serde(default)]
+    pub probes: bool,
 }
 
 impl Measure {
@@ -135,6 +139,7 @@ impl Default for Measure {
             exceed_ratio: Self::default_exceed_ratio(),
             duration_sum: None,
             receiver: ReceiverMode::Count,
+            probes: false,
         }
     }
 }
@@ -349,6 +354,8 @@ pub struct Scenario {
     pub exceed_ratio: f64,
     pub duration_sum: Option<f64>,
     pub receiver: ReceiverMode,
+    /// The router's ping and a BGP session through it during each run.
+    pub probes: bool,
     pub lab_name: String,
     pub gen_cpu: usize,
     pub dut_cpu: Option<usize>,
@@ -546,6 +553,13 @@ impl Scenario {
                 "final_seconds and max_rate are for searches, not for method = \"overload\"".into(),
             ));
         }
+        if m.probes && (m.method != Method::Overload || m.receiver == ReceiverMode::Frames) {
+            return Err(err(
+                0..0,
+                "measure.probes",
+                "the probes watch overload runs, with a receiver that reads frames (not \"frames\"): it hands BGP's segments to its namespace".into(),
+            ));
+        }
         if m.method != Method::Overload {
             if let Some((name, def)) = f.profile.iter().find(|(_, p)| p.get_ref().rate.is_some()) {
                 return Err(err(
@@ -603,6 +617,9 @@ impl Scenario {
                 origin(&dut_lines, source, name)
             })
             .map_err(|e| anyhow!("{e}"))?;
+            if m.probes {
+                bail!("{source}: measure.probes: the probes run in the local lab only (its namespaces' BIRD and ping)");
+            }
             // `linerate gen` on a host sends one kind of traffic.
             if let Some((name, _)) = profiles.iter().find(|(_, p)| !p.mix.is_empty()) {
                 bail!("{source}: profile.{name}: mix: a mix runs in the local lab only (a host's `linerate gen` sends one profile)");
@@ -630,6 +647,7 @@ impl Scenario {
             exceed_ratio,
             duration_sum,
             receiver: m.receiver,
+            probes: m.probes,
             lab_name,
             gen_cpu,
             dut_cpu: lab.dut_cpu,

@@ -234,6 +234,10 @@ pub enum BenchCmd {
     /// The router program per packet (BPF_PROG_RUN), with 1 route and a
     /// full table, against bpf_fib_lookup with the same routes in the kernel.
     Fastpath(BenchFastpathArgs),
+    /// What policing the frames passed to the kernel costs the fast path
+    /// per frame (BPF_PROG_RUN): TTL 1, for the router, to an unresolved
+    /// neighbour, each passed and policed, beside a forwarded frame.
+    Punt(BenchPuntArgs),
     /// The searches' cost on simulated DUTs: MLRsearch (NDR and PDR in one
     /// search) against two plain binary searches, same goals, same width.
     Search(BenchSearchArgs),
@@ -556,6 +560,20 @@ pub struct BenchSearchArgs {
     /// Simulated DUTs per noise level.
     #[arg(long, default_value_t = 20)]
     pub duts: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchPuntArgs {
+    /// BPF_PROG_RUN repetitions per frame and round (at most 254: a
+    /// forwarded frame takes a TTL each).
+    #[arg(long, default_value_t = 200)]
+    pub repeat: u32,
+    /// Rounds, each kind of frame and the forwarded one side by side.
+    #[arg(long, default_value_t = 20)]
+    pub rounds: usize,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }

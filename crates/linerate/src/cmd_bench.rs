@@ -10,6 +10,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Gen(a) => gen(a),
         BenchCmd::Fib(a) => crate::cmd_fib::bench(a),
         BenchCmd::Fastpath(a) => fastpath(a),
+        BenchCmd::Punt(a) => punt(a),
         BenchCmd::Search(a) => search(a),
         BenchCmd::RouteChange(a) => route_change(a),
         BenchCmd::FirewallChange(a) => firewall_change(a),
@@ -227,6 +228,39 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
     }
     println!();
     print!("{}", linerate_bench::fastpath::summary(&results));
+    Ok(())
+}
+
+fn punt(a: crate::cli::BenchPuntArgs) -> Result<()> {
+    linerate_host::privilege::require_root("linerate bench punt")?;
+    if a.repeat == 0 || a.repeat > 254 || a.rounds == 0 {
+        bail!("--repeat: 1 to 254; --rounds: at least 1");
+    }
+    let pair = ScratchPair::new(0)?;
+    let b = linerate_bench::punt::PuntBench {
+        netns: pair.netns.clone(),
+        ingress: pair.tx.clone(),
+        egress: pair.rx.clone(),
+        repeat: a.repeat,
+        rounds: a.rounds,
+    };
+    let json = a.json;
+    let results = std::thread::spawn(move || {
+        linerate_host::netns::enter_for_good(&b.netns)?;
+        linerate_bench::punt::run(&b, &mut |line| {
+            if !json {
+                eprintln!("{line}");
+            }
+        })
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("the bench thread panicked"))??;
+    drop(pair);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        print!("{}", linerate_bench::punt::summary(&results));
+    }
     Ok(())
 }
 

@@ -157,7 +157,13 @@ mod tests {
             received,
             ..Default::default()
         };
-        let streams = [s(7, 10), s(8, 5), s(7 + 64, 3), s(7 + 128 + 1, 2), s(900, 1)];
+        let streams = [
+            s(7, 10),
+            s(8, 5),
+            s(7 + 64, 3),
+            s(7 + 128 + 1, 2),
+            s(900, 1),
+        ];
         assert_eq!(by_part(&streams, 7, 3), [15, 3, 2]);
     }
 }
