@@ -71,8 +71,13 @@ impl Bird {
         std::fs::write(&file, conf)?;
         let ctl = dir.join(format!("{name}.ctl"));
         let pid = dir.join(format!("{name}.pid"));
+        // Real-time priority: the lab's generator keeps its CPU busy, and
+        // a starved end would miss keepalives the DUT forwarded.
         let args = [
             "-f".to_string(),
+            "10".into(),
+            "bird".into(),
+            "-f".into(),
             "-c".into(),
             file.display().to_string(),
             "-s".into(),
@@ -80,7 +85,7 @@ impl Bird {
             "-P".into(),
             pid.display().to_string(),
         ];
-        let mut daemon = Daemon::spawn(&format!("{name} bird"), netns, "bird", &args, dir)?;
+        let mut daemon = Daemon::spawn(&format!("{name} bird"), netns, "chrt", &args, dir)?;
         daemon.wait_for(&ctl)?;
         Ok(Bird { ctl, daemon })
     }
