@@ -453,6 +453,37 @@ fn matching_lengths<K: Key>(
 }
 
 /// Runs in the calling thread, which must be in `b.netns`.
+/// A run's results (as JSON, the list), printed as their summary.
+#[derive(Clone, Debug, Serialize)]
+#[serde(transparent)]
+pub struct Report(pub Vec<FastpathResult>);
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "\n{}", summary(&self.0))
+    }
+}
+
+/// The bench on a scratch veth pair of its own, removed after whatever
+/// happens (`b`'s namespace and interfaces are the pair's).
+pub fn run_on_scratch(
+    mut b: FastpathBench,
+    mut progress: impl FnMut(&String) + Send,
+) -> Result<Report> {
+    b.check()?;
+    let pair = linerate_lab::scratch::ScratchPair::new(0)?;
+    (b.netns, b.ingress, b.egress) = (pair.netns.clone(), pair.tx.clone(), pair.rx.clone());
+    let results = std::thread::scope(|s| {
+        s.spawn(|| {
+            linerate_host::netns::enter_for_good(&b.netns)?;
+            run(&b, &mut |line| progress(&line.to_string()))
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("the bench thread panicked"))?
+    })?;
+    Ok(Report(results))
+}
+
 pub fn run(b: &FastpathBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<FastpathResult>> {
     if b.ipv6 {
         run_family::<u128>(b, progress)

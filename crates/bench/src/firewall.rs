@@ -855,6 +855,49 @@ pub fn element_rate(ns: &str, elements: u32, per_transaction: u32) -> Result<Vec
 
 /// What `linerate bench firewall` prints of its cases and of the element
 /// changes' rates.
+/// A run: the rulesets' cases and the element changes' rates; printed as
+/// [`report`].
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub cases: Vec<Case>,
+    pub element_changes: Vec<ElementRate>,
+}
+
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&report(&self.cases, &self.element_changes))
+    }
+}
+
+/// The bench on a scratch veth pair of its own, removed after whatever
+/// happens (`b`'s namespace and interfaces are the pair's); then
+/// `elements` set elements changed, `per_transaction` a transaction (0:
+/// none).
+pub fn run_on_scratch(
+    mut b: FirewallBench,
+    (elements, per_transaction): (u32, u32),
+    mut progress: impl FnMut(&String) + Send,
+) -> Result<Report> {
+    let pair = linerate_lab::scratch::ScratchPair::new(0)?;
+    (b.netns, b.ingress, b.egress) = (pair.netns.clone(), pair.tx.clone(), pair.rx.clone());
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            linerate_host::netns::enter_for_good(&b.netns)?;
+            let cases = run(&b, &mut |line| progress(&line.to_string()))?;
+            let element_changes = match elements {
+                0 => Vec::new(),
+                n => element_rate(&b.netns, n, per_transaction)?,
+            };
+            Ok(Report {
+                cases,
+                element_changes,
+            })
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("the bench thread panicked"))?
+    })
+}
+
 pub fn report(cases: &[Case], rates: &[ElementRate]) -> String {
     use std::fmt::Write;
     let mut out = String::from(

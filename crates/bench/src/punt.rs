@@ -18,14 +18,20 @@ use serde::Serialize;
 use std::os::fd::AsFd;
 
 #[derive(Clone, Debug)]
-pub struct PuntBench {
-    /// The scratch namespace, and its veth pair's ends (the frames come
-    /// in on `ingress`).
-    pub netns: String,
-    pub ingress: String,
-    pub egress: String,
+pub struct Options {
+    /// BPF_PROG_RUN repetitions per frame and round (at most 254: a
+    /// forwarded frame takes a TTL each).
     pub repeat: u32,
     pub rounds: usize,
+}
+
+impl Options {
+    pub fn check(&self) -> Result<()> {
+        if self.repeat == 0 || self.repeat > 254 || self.rounds == 0 {
+            bail!("--repeat: 1 to 254; --rounds: at least 1");
+        }
+        Ok(())
+    }
 }
 
 /// One kind of frame: ns a frame passed, policed, and the forwarded
@@ -52,16 +58,39 @@ fn udp(dst_mac: [u8; 6], dst: [u8; 4], ttl: u8) -> Vec<u8> {
     f
 }
 
-/// Runs in `b.netns` (the calling thread in it).
-pub fn run(b: &PuntBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<PuntResult>> {
-    if b.rounds == 0 || b.repeat == 0 {
-        bail!("rounds and repeat: at least 1");
-    }
-    let (in_idx, out_idx) = (loader::ifindex(&b.ingress)?, loader::ifindex(&b.egress)?);
-    let in_mac = crate::fastpath::mac_of(&b.netns, &b.ingress)?;
-    let out_mac = crate::fastpath::mac_of(&b.netns, &b.egress)?;
+/// Each kind of frame's costs, measured in a scratch namespace of its own.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub results: Vec<PuntResult>,
+}
+
+/// The bench, on a scratch veth pair (removed after, whatever happens).
+pub fn run(o: &Options, mut progress: impl FnMut(&String) + Send) -> Result<Report> {
+    o.check()?;
+    let pair = linerate_lab::scratch::ScratchPair::new(0)?;
+    let results = std::thread::scope(|s| {
+        s.spawn(|| {
+            linerate_host::netns::enter_for_good(&pair.netns)?;
+            measure(o, &pair, &mut progress)
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("the bench thread panicked"))?
+    })?;
+    Ok(Report { results })
+}
+
+/// The measurement, in the pair's namespace.
+fn measure(
+    b: &Options,
+    pair: &linerate_lab::scratch::ScratchPair,
+    progress: &mut dyn FnMut(&String),
+) -> Result<Vec<PuntResult>> {
+    let (ingress, egress) = (&pair.tx, &pair.rx);
+    let (in_idx, out_idx) = (loader::ifindex(ingress)?, loader::ifindex(egress)?);
+    let in_mac = crate::fastpath::mac_of(&pair.netns, ingress)?;
+    let out_mac = crate::fastpath::mac_of(&pair.netns, egress)?;
     let fp = FastPath::load()?;
-    let _links = [&b.ingress, &b.egress]
+    let _links = [ingress, egress]
         .iter()
         .map(|d| fp.attach(d, XdpMode::Native))
         .collect::<Result<Vec<_>>>()?;
@@ -143,13 +172,19 @@ pub fn run(b: &PuntBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<PuntResu
     Ok(results)
 }
 
-pub fn summary(results: &[PuntResult]) -> String {
-    let mut s = String::from("frame                        class       forwarded  passed  policed (ns a frame, medians)\n");
-    for r in results {
-        s.push_str(&format!(
-            "{:<28} {:<11} {:>9.1} {:>7.1} {:>8.1}\n",
-            r.frame, r.class, r.forwarded_ns, r.passed_ns, r.policed_ns
-        ));
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "frame                        class       forwarded  passed  policed (ns a frame, medians)"
+        )?;
+        for r in &self.results {
+            writeln!(
+                f,
+                "{:<28} {:<11} {:>9.1} {:>7.1} {:>8.1}",
+                r.frame, r.class, r.forwarded_ns, r.passed_ns, r.policed_ns
+            )?;
+        }
+        Ok(())
     }
-    s
 }

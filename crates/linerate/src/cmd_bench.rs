@@ -185,7 +185,7 @@ fn search(a: crate::cli::BenchSearchArgs) -> Result<()> {
 fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
     linerate_host::privilege::require_root("linerate bench fastpath")?;
     let ipv6 = a.family == linerate_fib::Family::Ipv6;
-    let mut b = linerate_bench::fastpath::FastpathBench {
+    let b = linerate_bench::fastpath::FastpathBench {
         netns: String::new(),
         ingress: String::new(),
         egress: String::new(),
@@ -205,63 +205,20 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         rp_filter: a.rp_filter,
         bridge_port: a.bridge_port,
     };
-    b.check()?;
-    let pair = ScratchPair::new(0)?;
-    (b.netns, b.ingress, b.egress) = (pair.netns.clone(), pair.tx.clone(), pair.rx.clone());
-    let json = a.json;
-    let results = std::thread::spawn(
-        move || -> Result<Vec<linerate_bench::fastpath::FastpathResult>> {
-            linerate_host::netns::enter_for_good(&b.netns)?;
-            linerate_bench::fastpath::run(&b, &mut |line| {
-                if !json {
-                    println!("{line}");
-                }
-            })
-        },
-    )
-    .join()
-    .map_err(|_| anyhow::anyhow!("the bench thread panicked"))??;
-    drop(pair);
-    if json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
-        return Ok(());
-    }
-    println!();
-    print!("{}", linerate_bench::fastpath::summary(&results));
-    Ok(())
+    let r = linerate_bench::fastpath::run_on_scratch(b, progress(a.json))?;
+    print_report(a.json, &r)
 }
 
 fn punt(a: crate::cli::BenchPuntArgs) -> Result<()> {
-    linerate_host::privilege::require_root("linerate bench punt")?;
-    if a.repeat == 0 || a.repeat > 254 || a.rounds == 0 {
-        bail!("--repeat: 1 to 254; --rounds: at least 1");
-    }
-    let pair = ScratchPair::new(0)?;
-    let b = linerate_bench::punt::PuntBench {
-        netns: pair.netns.clone(),
-        ingress: pair.tx.clone(),
-        egress: pair.rx.clone(),
+    use linerate_bench::punt::{run, Options};
+    let o = Options {
         repeat: a.repeat,
         rounds: a.rounds,
     };
-    let json = a.json;
-    let results = std::thread::spawn(move || {
-        linerate_host::netns::enter_for_good(&b.netns)?;
-        linerate_bench::punt::run(&b, &mut |line| {
-            if !json {
-                eprintln!("{line}");
-            }
-        })
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("the bench thread panicked"))??;
-    drop(pair);
-    if json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
-    } else {
-        print!("{}", linerate_bench::punt::summary(&results));
-    }
-    Ok(())
+    o.check()?;
+    linerate_host::privilege::require_root("linerate bench punt")?;
+    let r = run(&o, progress(a.json))?;
+    print_report(a.json, &r)
 }
 
 fn gen(a: BenchGenArgs) -> Result<()> {
@@ -326,7 +283,7 @@ fn gen(a: BenchGenArgs) -> Result<()> {
 }
 
 fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
-    use linerate_bench::firewall::{check, run, Counts, FirewallBench};
+    use linerate_bench::firewall::{check, run_on_scratch, Counts, FirewallBench};
     linerate_host::privilege::require_root("linerate bench firewall")?;
     let rules: Vec<u32> = a.rules.iter().copied().filter(|&n| n > 0).collect();
     let sets: Vec<u32> = a.set_size.iter().copied().filter(|&m| m > 0).collect();
@@ -356,11 +313,13 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
     } else {
         None
     };
-    let pair = ScratchPair::new(0)?;
+    if a.per_transaction == 0 {
+        bail!("--per-transaction: at least 1");
+    }
     let b = FirewallBench {
-        netns: pair.netns.clone(),
-        ingress: pair.tx.clone(),
-        egress: pair.rx.clone(),
+        netns: String::new(),
+        ingress: String::new(),
+        egress: String::new(),
         rules,
         set_sizes: sets,
         access_lists: acls,
@@ -371,41 +330,13 @@ fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
         rounds: a.rounds,
         stop: linerate_host::stop::flag(),
     };
-    if a.per_transaction == 0 {
-        bail!("--per-transaction: at least 1");
-    }
     let json = a.json;
-    let (elements, per_transaction) = (a.elements, a.per_transaction);
-    let result = std::thread::spawn(move || -> Result<_> {
-        linerate_host::netns::enter_for_good(&b.netns)?;
-        let cases = run(&b, &mut |line| {
-            if !json {
-                eprintln!("{line}");
-            }
-        })?;
-        let rates = if elements > 0 {
-            linerate_bench::firewall::element_rate(&b.netns, elements, per_transaction)?
-        } else {
-            Vec::new()
-        };
-        Ok((cases, rates))
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("the bench thread panicked"))?;
-    // The scratch namespace goes whatever the bench's end.
-    drop(pair);
-    let (cases, rates) = result?;
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"cases": cases, "element_changes": rates})
-            )?
-        );
-        return Ok(());
-    }
-    print!("{}", linerate_bench::firewall::report(&cases, &rates));
-    Ok(())
+    let r = run_on_scratch(b, (a.elements, a.per_transaction), move |l: &String| {
+        if !json {
+            eprintln!("{l}");
+        }
+    })?;
+    print_report(json, &r)
 }
 
 fn conntrack(a: crate::cli::BenchConntrackArgs) -> Result<()> {

@@ -109,20 +109,7 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
         mix: Vec::new(),
         weight: 1,
     };
-    opts.check().map_err(|e| {
-        let flag = match e.field {
-            "src" | "dst" => "-s and -d",
-            "cpus" => "--cpu",
-            "rate_pps" => "-R",
-            "frame" => "-l",
-            "random_dst" => "-Z",
-            "random_src" => "-z",
-            "batch_size" => "--batch",
-            "tcp" => "--tcp",
-            _ => e.field,
-        };
-        anyhow::anyhow!("{flag}: {}", e.reason)
-    })?;
+    opts.check_flags()?;
     Ok(opts)
 }
 

@@ -327,6 +327,25 @@ fn a_config_file_is_checked_whole_and_drives_the_router() {
             &format!("{bad_mode}:3: mode: must be \"native\" or \"generic\", got \"fast\""),
         );
     }
+    let bad_police = write(
+        "police.toml",
+        &format!(
+            "netns = \"{ns}\"\ninterfaces = [\"dut0\", \"dut1\"]\n\n[police]\nicmp = \"5k\"\n"
+        ),
+    );
+    for args in [
+        vec!["check-config", bad_police.as_str()],
+        vec!["route", "--config", &bad_police],
+    ] {
+        refused(
+            &args,
+            &format!("{bad_police}:5: police.icmp: \"5k\": give RATE/BURST"),
+        );
+    }
+    refused(
+        &["route", "--config", &good, "--police", "pings=1/1"],
+        "--police: \"pings\" is not a class",
+    );
     // A flag replaces the file's interfaces, and is checked as a flag.
     refused(
         &["route", "--config", &good, "-i", "dut0,nope0"],
@@ -341,7 +360,15 @@ fn a_config_file_is_checked_whole_and_drives_the_router() {
     );
     // The good file drives the router (quiet: no per-second lines; a flag
     // would have been needed before).
-    let route = start_route_with(&["route", "--config", &good, "--nice", "-5"]);
+    let route = start_route_with(&[
+        "route",
+        "--config",
+        &good,
+        "--nice",
+        "-5",
+        "--police",
+        "icmp=1k/100",
+    ]);
     assert!(ping_through(), "ping through the fast path the file set up");
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", route.id())).unwrap();
     let nice: i32 = stat
@@ -361,6 +388,41 @@ fn a_config_file_is_checked_whole_and_drives_the_router() {
         "quiet = true: {}",
         String::from_utf8_lossy(&o.stdout)
     );
+    // The flag's limit on top of the defaults, said at start.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("policed, per CPU (frames a second/burst): neighbour 10k/2k, control 20k/5k, icmp 1k/100,"),
+        "{err}"
+    );
+}
+
+/// `linerate bench punt`: each kind of frame passed and policed (the bench
+/// fails if a frame's verdict is not the one measured), beside a
+/// forwarded frame.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn bench_punt_measures_frames_passed_and_policed() {
+    let o = linerate(&["bench", "punt", "--rounds", "2", "--repeat", "20", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let results = v["results"].as_array().unwrap();
+    let classes: Vec<&str> = results
+        .iter()
+        .map(|r| r["class"].as_str().unwrap())
+        .collect();
+    assert_eq!(classes, ["errors", "local", "unresolved"]);
+    for r in results {
+        for k in ["passed_ns", "policed_ns", "forwarded_ns"] {
+            assert!(r[k].as_f64().unwrap() > 0.0, "{k}: {r}");
+        }
+        assert_eq!(r["rounds_policed_ns"].as_array().unwrap().len(), 2);
+    }
+    let o = linerate(&["bench", "punt", "--repeat", "300"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--repeat: 1 to 254"));
 }
 
 /// The systemd unit shipped (packaging/linerate.service): systemd-analyze

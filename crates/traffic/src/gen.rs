@@ -74,6 +74,25 @@ pub struct GenOptions {
 impl GenOptions {
     /// Refuses options no generator can run: the field of these options
     /// and why (a command line says it as its flag).
+    /// [`GenOptions::check`], a refusal said as the flag of `linerate gen`
+    /// that sets the field.
+    pub fn check_flags(&self) -> anyhow::Result<()> {
+        self.check().map_err(|e| {
+            let flag = match e.field {
+                "src" | "dst" => "-s and -d",
+                "cpus" => "--cpu",
+                "rate_pps" => "-R",
+                "frame" => "-l",
+                "random_dst" => "-Z",
+                "random_src" => "-z",
+                "batch_size" => "--batch",
+                "tcp" => "--tcp",
+                _ => e.field,
+            };
+            anyhow::anyhow!("{flag}: {}", e.reason)
+        })
+    }
+
     pub fn check(&self) -> std::result::Result<(), GenOptionsError> {
         let fail = |field, reason: String| Err(GenOptionsError { field, reason });
         if self.src.is_ipv6() != self.dst.is_ipv6() {
