@@ -4,7 +4,8 @@
 //! ([`nhobj`], [`netconf`], [`tc`], [`netfilter`], [`nft_elements`], [`nft_events`],
 //! [`ctnetlink`], [`xdp_features`], [`policy`], and netlink-packet-route
 //! for links, addresses, neighbours, routes and rules), and [`route`]
-//! dumps the kernel's tables and follows their notifications.
+//! dumps the kernel's tables and follows their notifications;
+//! [`read_all`] runs every parser on a buffer (the fuzz targets').
 pub mod ctnetlink;
 pub mod netconf;
 pub mod netfilter;
@@ -12,6 +13,7 @@ pub mod nft_elements;
 pub mod nft_events;
 pub mod nhobj;
 pub mod policy;
+pub mod read_all;
 pub mod route;
 pub mod route_get;
 pub mod socket;

@@ -121,7 +121,7 @@ impl BrNetfilter {
 
 /// A base chain as nf_tables dumps it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Chain {
+pub(crate) struct Chain {
     family: u8,
     table: String,
     name: String,
@@ -225,7 +225,7 @@ fn chains() -> Result<Vec<Chain>> {
 
 /// One NFT_MSG_NEWCHAIN (netlink header included); None for a chain
 /// without a hook (a regular chain) or another message.
-fn parse_chain(m: &[u8]) -> Option<Chain> {
+pub(crate) fn parse_chain(m: &[u8]) -> Option<Chain> {
     let m = Message::new_checked(m).ok()?;
     if m.kind() != (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN {
         return None;

@@ -111,7 +111,7 @@ fn nul(s: &str) -> Vec<u8> {
 }
 
 /// The elements of one NFT_MSG_NEWSETELEM (netlink header included).
-fn elements_of(m: &[u8], out: &mut Vec<RawElement>) -> Result<()> {
+pub(crate) fn elements_of(m: &[u8], out: &mut Vec<RawElement>) -> Result<()> {
     let m = Message::new_checked(m)?;
     if m.kind() != (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWSETELEM {
         return Ok(());

@@ -51,7 +51,7 @@ pub struct TcHooks {
 
 /// A qdisc as the kernel dumps it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Qdisc {
+pub(crate) struct Qdisc {
     ifindex: u32,
     handle: u32,
     kind: String,
@@ -130,7 +130,7 @@ fn qdiscs() -> Result<Vec<Qdisc>> {
 }
 
 /// One RTM_NEWQDISC (netlink header included).
-fn parse_qdisc(m: &[u8]) -> Option<Qdisc> {
+pub(crate) fn parse_qdisc(m: &[u8]) -> Option<Qdisc> {
     let body = Message::new_checked(m).ok()?.body("qdisc", TCMSG).ok()?;
     let ifindex = body.word(4);
     let handle = body.word(8);

@@ -93,6 +93,20 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("testkit", &["bpf", "fib", "host", "dataplane", "router"]),
+    // The fuzz targets' bodies, over every parser of outside input.
+    (
+        "fuzz",
+        &[
+            "fib",
+            "host",
+            "netlink",
+            "dataplane",
+            "router",
+            "firewall",
+            "daemon",
+            "labrun",
+        ],
+    ),
     (
         "linerate",
         &[
