@@ -265,22 +265,15 @@ impl Profile {
                     .into(),
             });
         }
-        if self.headers != Headers::Plain {
-            t.frame_spec([0; 6], [0; 6])
-                .validate()
-                .map_err(|e| ProfileError {
-                    field: "len",
-                    reason: e.to_string().trim_start_matches("-l: ").to_string(),
-                })?;
+        if self.proto == Proto::Tcp && (self.random_dst || self.random_src) {
+            return Err(ProfileError {
+                field: "proto",
+                reason: "TCP connections are a fixed set of flows: no random_dst or random_src"
+                    .into(),
+            });
         }
-        if self.proto == Proto::Tcp {
-            if self.random_dst || self.random_src {
-                return Err(ProfileError {
-                    field: "proto",
-                    reason: "TCP connections are a fixed set of flows: no random_dst or random_src"
-                        .into(),
-                });
-            }
+        // TCP's headers, and an extension of the IP header, must fit.
+        if self.proto == Proto::Tcp || self.headers != Headers::Plain {
             t.frame_spec([0; 6], [0; 6])
                 .validate()
                 .map_err(|e| ProfileError {
