@@ -62,8 +62,29 @@ fn the_kernels_dumps_are_seeds() {
     ] {
         ip(&ns, cmd);
     }
-    linerate_host::cmd::in_netns(&ns, "bridge", &["fdb", "add", "02:00:00:00:00:09", "dev", "s1", "master", "static"]).unwrap();
-    linerate_host::cmd::in_netns(&ns, "tc", &["qdisc", "add", "dev", "d0", "root", "tbf", "rate", "100kbit", "burst", "1600", "limit", "3000"]).unwrap();
+    linerate_host::cmd::in_netns(
+        &ns,
+        "bridge",
+        &[
+            "fdb",
+            "add",
+            "02:00:00:00:00:09",
+            "dev",
+            "s1",
+            "master",
+            "static",
+        ],
+    )
+    .unwrap();
+    linerate_host::cmd::in_netns(
+        &ns,
+        "tc",
+        &[
+            "qdisc", "add", "dev", "d0", "root", "tbf", "rate", "100kbit", "burst", "1600",
+            "limit", "3000",
+        ],
+    )
+    .unwrap();
     let rules = "table inet t {
   set s { type ipv4_addr; elements = { 10.0.0.1, 10.0.0.2 } }
   chain f { type filter hook forward priority 0; ct state established accept; ip saddr @s drop; iifname \"s0\" tcp dport 22 accept; }
@@ -83,17 +104,39 @@ fn the_kernels_dumps_are_seeds() {
     let rtmsg = [0u8; 12];
     let dumps: Vec<(&str, Vec<Vec<u8>>)> = vec![
         ("links", raw_dump(18, &ifinfo, "links").unwrap().unwrap()),
-        ("addresses", raw_dump(22, &[0u8; 8], "addresses").unwrap().unwrap()),
+        (
+            "addresses",
+            raw_dump(22, &[0u8; 8], "addresses").unwrap().unwrap(),
+        ),
         ("routes", raw_dump(26, &rtmsg, "routes").unwrap().unwrap()),
-        ("neighbours", raw_dump(30, &[0u8; 12], "neighbours").unwrap().unwrap()),
-        ("fdb", raw_dump(30, &[7u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], "fdb").unwrap().unwrap()),
+        (
+            "neighbours",
+            raw_dump(30, &[0u8; 12], "neighbours").unwrap().unwrap(),
+        ),
+        (
+            "fdb",
+            raw_dump(30, &[7u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], "fdb")
+                .unwrap()
+                .unwrap(),
+        ),
         ("rules", raw_dump(34, &rtmsg, "rules").unwrap().unwrap()),
-        ("qdiscs", raw_dump(38, &[0u8; 20], "qdiscs").unwrap().unwrap()),
-        ("netconf", raw_dump(82, &[0u8; 4], "netconf").unwrap().unwrap()),
-        ("nexthops", raw_dump(106, &[0u8; 8], "nexthops").unwrap().unwrap()),
+        (
+            "qdiscs",
+            raw_dump(38, &[0u8; 20], "qdiscs").unwrap().unwrap(),
+        ),
+        (
+            "netconf",
+            raw_dump(82, &[0u8; 4], "netconf").unwrap().unwrap(),
+        ),
+        (
+            "nexthops",
+            raw_dump(106, &[0u8; 8], "nexthops").unwrap().unwrap(),
+        ),
         (
             "nft-chains",
-            raw_dump_on(12, (10 << 8) | 4, &[1u8, 0, 0, 0], "chains").unwrap().unwrap(),
+            raw_dump_on(12, (10 << 8) | 4, &[1u8, 0, 0, 0], "chains")
+                .unwrap()
+                .unwrap(),
         ),
     ];
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/netlink");
