@@ -14,10 +14,8 @@ pub fn read_all(buf: &[u8]) -> Vec<Change> {
     for m in wire::messages(buf) {
         let Ok(m) = m else { break };
         if let Ok(Some(c)) = route::notification(&m) {
-            if let Change::Rt(r) = &c {
-                if let netlink_packet_route::RouteNetlinkMessage::NewRule(rule) = r {
-                    let _ = crate::policy::Rule::parse(rule);
-                }
+            if let Change::Rt(netlink_packet_route::RouteNetlinkMessage::NewRule(rule)) = &c {
+                let _ = crate::policy::Rule::parse(rule);
             }
             changes.push(c);
         }
