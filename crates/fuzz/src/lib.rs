@@ -6,8 +6,11 @@
 //! every committed input through them on stable, as a test.
 use std::collections::BTreeMap;
 
+/// A target's body.
+pub type Body = fn(&[u8]);
+
 /// The targets, by name: `fuzz/fuzz_targets/NAME.rs` calls the body.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Body)] = &[
     ("netlink", netlink),
     ("nft_json", nft_json),
     ("config", config),
