@@ -18,19 +18,11 @@ use linerate_testkit::frames;
 use linerate_testkit::plane::{MAC_IN, MAC_OUT};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-/// xorshift64*: deterministic, seeded.
-struct Rng(u64);
+use linerate_testkit::rng::Rng;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+/// An index below `n`.
+fn pick(rng: &mut Rng, n: usize) -> usize {
+    rng.below(n as u64) as usize
 }
 
 const MAC_GEN: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -113,20 +105,20 @@ const EDGES: [u8; 10] = [0x00, 0x01, 0x05, 0x06, 0x11, 0x40, 0x45, 0x60, 0x86, 0
 /// value (mostly in the headers), the frame cut, or lengthened.
 fn mutate(f: &[u8], rng: &mut Rng) -> Vec<u8> {
     let mut g = f.to_vec();
-    for _ in 0..1 + rng.below(3) {
-        let at = if rng.below(4) == 0 {
-            rng.below(g.len())
+    for _ in 0..1 + pick(rng, 3) {
+        let at = if pick(rng, 4) == 0 {
+            pick(rng, g.len())
         } else {
-            rng.below(g.len().min(64))
+            pick(rng, g.len().min(64))
         };
-        match rng.below(5) {
-            0 => g[at] ^= 1 << rng.below(8),
-            1 => g[at] = EDGES[rng.below(EDGES.len())],
+        match pick(rng, 5) {
+            0 => g[at] ^= 1 << pick(rng, 8),
+            1 => g[at] = EDGES[pick(rng, EDGES.len())],
             2 => g[at] = rng.next() as u8,
             // BPF_PROG_RUN takes frames of an Ethernet header at least.
-            3 => g.truncate(14 + rng.below(g.len() - 13)),
+            3 => g.truncate(14 + pick(rng, g.len() - 13)),
             _ => {
-                let n = rng.below(40);
+                let n = pick(rng, 40);
                 g.extend((0..n).map(|_| rng.next() as u8));
             }
         }
@@ -226,7 +218,7 @@ fn a_million_random_frames_get_the_models_verdict() {
     }
     let mut reasons = std::collections::BTreeMap::<&str, u64>::new();
     for n in 0..1_000_000u64 {
-        let base = &seeds[rng.below(seeds.len())];
+        let base = &seeds[pick(&mut rng, seeds.len())];
         let f = mutate(base, &mut rng);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.run(&f, if0)));
         let Ok((_, reason, _)) = r else {

@@ -4,3 +4,4 @@
 //! field through etherparse rather than by byte offset.
 pub mod frames;
 pub mod plane;
+pub mod rng;

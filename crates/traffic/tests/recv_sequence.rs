@@ -50,19 +50,7 @@ fn oracle(arrivals: &[u64]) -> (u64, u64, u64, u64) {
     (arrivals.len() as u64, lost, dup, reord)
 }
 
-/// xorshift64*: deterministic, no dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use linerate_testkit::rng::Rng;
 
 /// Sequence numbers first..first+n with some lost, some sent twice and
 /// some swapped with a neighbour up to `reach` places away.
