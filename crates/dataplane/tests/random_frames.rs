@@ -114,12 +114,12 @@ fn mutate(f: &[u8], rng: &mut Rng) -> Vec<u8> {
         match pick(rng, 5) {
             0 => g[at] ^= 1 << pick(rng, 8),
             1 => g[at] = EDGES[pick(rng, EDGES.len())],
-            2 => g[at] = rng.next() as u8,
+            2 => g[at] = rng.next_u64() as u8,
             // BPF_PROG_RUN takes frames of an Ethernet header at least.
             3 => g.truncate(14 + pick(rng, g.len() - 13)),
             _ => {
                 let n = pick(rng, 40);
-                g.extend((0..n).map(|_| rng.next() as u8));
+                g.extend((0..n).map(|_| rng.next_u64() as u8));
             }
         }
         if g.len() < 14 {
