@@ -869,6 +869,61 @@ impl std::fmt::Display for Report {
     }
 }
 
+/// The command line's run: `c`'s lists with their 0s left out, checked
+/// before anything is changed, then [`run_on_scratch`] with room in the
+/// kernel's conntrack for the largest state count (other namespaces'
+/// entries count against the same limit; masqueraded, as many
+/// connections again), a bucket a state, put back after.
+pub fn run_counts(
+    c: &Counts,
+    (elements, per_transaction): (u32, u32),
+    stop: &'static std::sync::atomic::AtomicBool,
+    progress: impl FnMut(&String) + Send,
+) -> Result<Report> {
+    let some = |v: &[u32]| -> Vec<u32> { v.iter().copied().filter(|&n| n > 0).collect() };
+    let (rules, sets, states, acls) = (
+        some(c.rules),
+        some(c.set_sizes),
+        some(c.states),
+        some(c.access_lists),
+    );
+    check(&Counts {
+        rules: &rules,
+        set_sizes: &sets,
+        states: &states,
+        access_lists: &acls,
+        ..*c
+    })?;
+    if per_transaction == 0 {
+        bail!("--per-transaction: at least 1");
+    }
+    let largest = states.iter().copied().max().unwrap_or(0) as u64 * (1 + c.masquerade as u64);
+    let _raised = if largest > 0 {
+        use crate::conntrack::{Raised, CT_HASHSIZE, CT_MAX};
+        Some((
+            Raised::at_least(CT_MAX, largest + 65_536)?,
+            Raised::at_least(CT_HASHSIZE, largest)?,
+        ))
+    } else {
+        None
+    };
+    let b = FirewallBench {
+        netns: String::new(),
+        ingress: String::new(),
+        egress: String::new(),
+        rules,
+        set_sizes: sets,
+        access_lists: acls,
+        states,
+        masquerade: c.masquerade,
+        flows: c.flows,
+        repeat: c.repeat,
+        rounds: c.rounds,
+        stop,
+    };
+    run_on_scratch(b, (elements, per_transaction), progress)
+}
+
 /// The bench on a scratch veth pair of its own, removed after whatever
 /// happens (`b`'s namespace and interfaces are the pair's); then
 /// `elements` set elements changed, `per_transaction` a transaction (0:

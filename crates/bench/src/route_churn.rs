@@ -168,7 +168,8 @@ pub struct Report {
     pub withdraw: Phase,
 }
 
-fn prefix(i: usize) -> Ipv4Addr {
+/// Route `i`'s prefix (a /24).
+pub fn prefix(i: usize) -> Ipv4Addr {
     Ipv4Addr::from(FIRST_PREFIX + ((i as u32) << 8))
 }
 
@@ -239,7 +240,7 @@ impl Pace {
 /// `rate` a second if given; each change's ack time goes to `acked[i]`.
 /// The calling thread is in the DUT's namespace.
 #[allow(clippy::too_many_arguments)] // one phase's whole description
-fn inject(
+pub fn inject(
     sock: &Socket,
     routes: usize,
     announce: bool,

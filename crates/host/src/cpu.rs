@@ -3,11 +3,16 @@ use anyhow::{bail, Context, Result};
 use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
 use nix::unistd::Pid;
 
-/// CPUs online, from sysconf.
+/// CPUs online, from sysconf (not the calling thread's affinity: a
+/// thread pinned to one CPU may pin itself or others to another).
 pub fn online() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    // SAFETY: sysconf has no side effects.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n < 1 {
+        1
+    } else {
+        n as usize
+    }
 }
 
 /// Pins the calling thread (pid 0) or task `pid` to `cpu`.
@@ -44,4 +49,21 @@ pub fn on_this_cpu<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     let out = f();
     sched_setaffinity(me, &allowed).context("cannot restore the thread's CPUs")?;
     out
+}
+
+#[cfg(test)]
+mod tests {
+    /// Pinned to the last CPU, a thread still sees every CPU online, and
+    /// may move to the first.
+    #[test]
+    fn a_pinned_thread_still_sees_every_cpu_online() {
+        let all = super::online();
+        std::thread::spawn(move || {
+            super::pin(0, all - 1).unwrap();
+            assert_eq!(super::online(), all);
+            super::pin(0, 0).unwrap();
+        })
+        .join()
+        .unwrap();
+    }
 }

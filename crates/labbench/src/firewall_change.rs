@@ -114,7 +114,7 @@ struct Made {
 }
 
 /// The DUT's firewall record's (generation, whole reads).
-fn firewall_state(dut: &str) -> Result<(u32, u64)> {
+pub(crate) fn firewall_state(dut: &str) -> Result<(u32, u64)> {
     let r = linerate_dataplane::record::read_firewall(dut)?
         .ok_or_else(|| anyhow!("the DUT keeps no firewall record"))?;
     Ok((r.generation, r.reads))
@@ -172,7 +172,7 @@ fn summaries(changes: &[Change]) -> Vec<Summary> {
 /// The access list of `rules`, with a set of blocked sources its first
 /// rule reads (empty: nothing of the lab's is blocked), and another table
 /// with a chain no hook reaches ([`spare`]).
-fn ruleset(rules: u32) -> String {
+pub(crate) fn ruleset(rules: u32) -> String {
     linerate_firewall::seeds::access_list(rules)
         .replacen(
             "table inet linerate {\n",

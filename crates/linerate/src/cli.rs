@@ -248,6 +248,11 @@ pub enum BenchCmd {
     /// and set elements added to an access list under overload, the
     /// forwarding rate over 100 ms windows against the steady rate.
     FirewallChange(BenchFirewallChangeArgs),
+    /// The forwarding rate while the control plane works: a full table of
+    /// routes added and withdrawn, the ruleset reloaded, a million set
+    /// elements added and flushed, each against the rate just before it;
+    /// with the control plane on the forwarding CPU and on another.
+    ControlBurst(BenchControlBurstArgs),
     /// How far the fast path lags the kernel during a burst of route
     /// changes (a BGP table arriving, then withdrawn): the lag from each
     /// kernel change to the fast path, and the notification overflows.
@@ -537,6 +542,27 @@ pub struct BenchFirewallChangeArgs {
     /// the lab's 2,000 flows.
     #[arg(long)]
     pub new_flows: bool,
+    #[arg(long, default_value_t = 0)]
+    pub gen_cpu: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchControlBurstArgs {
+    /// Routes added, then withdrawn (/24s through rtnetlink).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub routes: usize,
+    /// Rules of the access list reloaded (twice over with the other table).
+    #[arg(long, default_value_t = 10_000)]
+    pub rules: u32,
+    /// Set elements added in one transaction, then flushed.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub elements: usize,
+    /// Where the control plane runs: shared (the forwarding CPU), apart,
+    /// or both in turn.
+    #[arg(long, default_value = "both")]
+    pub placement: String,
     #[arg(long, default_value_t = 0)]
     pub gen_cpu: usize,
     #[arg(long)]

@@ -14,6 +14,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Search(a) => search(a),
         BenchCmd::RouteChange(a) => route_change(a),
         BenchCmd::FirewallChange(a) => firewall_change(a),
+        BenchCmd::ControlBurst(a) => control_burst(a),
         BenchCmd::Tcp(a) => tcp(a),
         BenchCmd::RouteChurn(a) => route_churn(a),
         BenchCmd::RuleChurn(a) => rule_churn(a),
@@ -283,60 +284,38 @@ fn gen(a: BenchGenArgs) -> Result<()> {
 }
 
 fn firewall(a: crate::cli::BenchFirewallArgs) -> Result<()> {
-    use linerate_bench::firewall::{check, run_on_scratch, Counts, FirewallBench};
+    use linerate_bench::firewall::{run_counts, Counts};
     linerate_host::privilege::require_root("linerate bench firewall")?;
-    let rules: Vec<u32> = a.rules.iter().copied().filter(|&n| n > 0).collect();
-    let sets: Vec<u32> = a.set_size.iter().copied().filter(|&m| m > 0).collect();
-    let states: Vec<u32> = a.states.iter().copied().filter(|&n| n > 0).collect();
-    let acls: Vec<u32> = a.access_lists.iter().copied().filter(|&n| n > 0).collect();
-    check(&Counts {
-        rules: &rules,
-        set_sizes: &sets,
-        states: &states,
-        access_lists: &acls,
+    let counts = Counts {
+        rules: &a.rules,
+        set_sizes: &a.set_size,
+        states: &a.states,
+        access_lists: &a.access_lists,
         masquerade: a.masquerade,
         flows: a.flows,
         repeat: a.repeat,
         rounds: a.rounds,
-    })?;
-    // Room in the kernel's conntrack for the largest state count (other
-    // namespaces' entries count against the same limit), a bucket a
-    // state; put back after.
-    // (Masqueraded, as many connections again.)
-    let largest = states.iter().copied().max().unwrap_or(0) as u64 * (1 + a.masquerade as u64);
-    let _raised = if largest > 0 {
-        use linerate_bench::conntrack::{Raised, CT_HASHSIZE, CT_MAX};
-        Some((
-            Raised::at_least(CT_MAX, largest + 65_536)?,
-            Raised::at_least(CT_HASHSIZE, largest)?,
-        ))
-    } else {
-        None
-    };
-    if a.per_transaction == 0 {
-        bail!("--per-transaction: at least 1");
-    }
-    let b = FirewallBench {
-        netns: String::new(),
-        ingress: String::new(),
-        egress: String::new(),
-        rules,
-        set_sizes: sets,
-        access_lists: acls,
-        states,
-        masquerade: a.masquerade,
-        flows: a.flows,
-        repeat: a.repeat,
-        rounds: a.rounds,
-        stop: linerate_host::stop::flag(),
     };
     let json = a.json;
-    let r = run_on_scratch(b, (a.elements, a.per_transaction), move |l: &String| {
-        if !json {
-            eprintln!("{l}");
-        }
-    })?;
+    let r = run_counts(
+        &counts,
+        (a.elements, a.per_transaction),
+        linerate_host::stop::flag(),
+        move |l: &String| {
+            if !json {
+                eprintln!("{l}");
+            }
+        },
+    )?;
     print_report(json, &r)
+}
+
+fn control_burst(a: crate::cli::BenchControlBurstArgs) -> Result<()> {
+    use linerate_labbench::control_burst::{run, Options};
+    let o = Options::checked(a.routes, a.rules, a.elements, &a.placement, a.gen_cpu)?;
+    linerate_host::privilege::require_root("linerate bench control-burst")?;
+    let r = run(&o, linerate_host::stop::flag(), progress(a.json))?;
+    print_report(a.json, &r)
 }
 
 fn conntrack(a: crate::cli::BenchConntrackArgs) -> Result<()> {

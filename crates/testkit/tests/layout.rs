@@ -80,6 +80,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "labbench",
         &[
+            "bench",
             "bpf",
             "host",
             "lab",
