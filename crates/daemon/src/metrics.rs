@@ -34,8 +34,9 @@ pub struct Published {
     /// its prefixes and the bytes of it the fast path reads.
     pub fibs: Vec<FibStatus>,
     pub nexthops: u64,
-    /// Routes the FIB could not hold (their block goes to the kernel).
-    pub overflows: u64,
+    /// What each of the fast path's tables could not hold (the kernel's),
+    /// by table (linerate_router::mirror::limits).
+    pub overflows: Vec<(&'static str, u64)>,
     /// The kernel's notifications applied, and how long the last batch
     /// took from its reading to the fast path's maps.
     pub changes: u64,
@@ -281,9 +282,11 @@ impl Collector for RouterCollector {
         )?;
         family(
             &mut enc,
-            "linerate_route_overflows",
-            "Routes the FIB could not hold (the kernel forwards their block).",
-            [(vec![], counter(p.overflows))],
+            "linerate_table_overflows",
+            "Entries a full table of the fast path could not hold, left to the kernel (routes, next hops, ECMP groups and members, bridge MACs).",
+            p.overflows
+                .iter()
+                .map(|&(t, n)| (labels([("table", t.to_string())]), counter(n))),
         )?;
         family(
             &mut enc,
@@ -687,6 +690,7 @@ mod tests {
             let mut p = status.lock().unwrap();
             p.last_change = Some(Duration::from_micros(1));
             p.fibs = vec![FibStatus::default()];
+            p.overflows = vec![("nexthops", 0)];
             p.firewall = Some(Ok(FwNews {
                 refused: [Some("x".into()), None],
                 ..Default::default()

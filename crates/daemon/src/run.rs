@@ -770,7 +770,12 @@ impl Publisher {
         p.ready = true;
         p.fibs = fibs;
         p.nexthops = mirror.nexthops() as u64;
-        p.overflows = mirror.counts.overflows;
+        p.overflows = mirror
+            .overflows()
+            .all()
+            .into_iter()
+            .map(|(t, n)| (t.name(), n))
+            .collect();
         p.changes = self.changes;
         p.last_change = self.last_change;
         p.resyncs = self.resyncs;

@@ -325,7 +325,8 @@ impl<K: Key> Fib<K> {
         1 << self.shape.stride
     }
 
-    fn free_groups(&self) -> u32 {
+    /// Groups a route may take now (quarantined ones not counted).
+    pub fn free_groups(&self) -> u32 {
         self.shape.groups - self.group_start.len() as u32 + self.free.len() as u32
     }
 

@@ -54,6 +54,7 @@ use std::time::{Duration, Instant};
 
 /// How often the counts are read.
 const SAMPLE: Duration = Duration::from_millis(10);
+const WINDOW_NS: u64 = 100_000_000;
 /// The generator's warm-up, then quiet time before each burst (its
 /// baseline is the median 100 ms window of the last 500 ms of it).
 const WARM_UP: Duration = Duration::from_millis(700);
@@ -185,6 +186,12 @@ pub struct Event {
     /// under 0.9 of it.
     pub lowest: f64,
     pub under_ms: f64,
+    /// The lowest share of what the generator offered that arrived, over a
+    /// 100 ms window from the start to the next burst, against that share
+    /// before: where the generator shares a CPU with the control plane, a
+    /// window it sent little in is its own, not the DUT's (windows it
+    /// offered under a tenth of its rate before are left out).
+    pub lowest_kept: f64,
     /// What the generator offered over the burst, as a share of what it
     /// offered before.
     pub offered: f64,
@@ -462,6 +469,25 @@ fn settled(dut: &str, generation: u32, t0: u64, stop: &AtomicBool) -> Result<Opt
     }
 }
 
+/// The lowest kept share (received over offered) of a 100 ms window
+/// ending in (t0, t1], against the share over the 500 ms before t0.
+fn lowest_kept(samples: &[Sample], t0: u64, t1: u64) -> f64 {
+    let offered = |s: &Sample| s.taken + s.refused;
+    let (p, q) = (at(samples, t0.saturating_sub(500_000_000)), at(samples, t0));
+    let base_offered = (offered(&q) - offered(&p)) as f64 / 5.0;
+    let base = (q.received - p.received) as f64 / (offered(&q) - offered(&p)).max(1) as f64;
+    let mut lowest = f64::INFINITY;
+    for s in samples.iter().filter(|s| s.t > t0 && s.t <= t1) {
+        let w = at(samples, s.t - WINDOW_NS);
+        let o = (offered(s) - offered(&w)) as f64;
+        if o < base_offered / 10.0 || s.t - w.t < WINDOW_NS * 9 / 10 {
+            continue;
+        }
+        lowest = lowest.min((s.received - w.received) as f64 / o / base.max(1e-9));
+    }
+    lowest
+}
+
 /// The figures of each burst from the samples.
 fn events(samples: &[Sample], made: &[Made], end: u64) -> Vec<Event> {
     let received: Vec<(u64, u64)> = samples.iter().map(|s| (s.t, s.received)).collect();
@@ -469,7 +495,9 @@ fn events(samples: &[Sample], made: &[Made], end: u64) -> Vec<Event> {
     let windows = dips(&received, 0.0, &at_, end);
     made.iter()
         .zip(windows)
-        .map(|(m, (lowest, under_ms, baseline_pps))| {
+        .enumerate()
+        .map(|(i, (m, (lowest, under_ms, baseline_pps)))| {
+            let next = made.get(i + 1).map_or(end, |n| n.at);
             let t1 = m.fast_path_ns.unwrap_or(m.kernel_ns).max(m.kernel_ns);
             // At least one window's worth.
             let t1 = t1.max(m.at + 100_000_000);
@@ -492,6 +520,7 @@ fn events(samples: &[Sample], made: &[Made], end: u64) -> Vec<Event> {
                 forwarded: rate(a, b, |s| s.received) / baseline_pps.max(1.0),
                 lowest,
                 under_ms,
+                lowest_kept: lowest_kept(samples, m.at, next),
                 offered: rate(a, b, offered) / rate(p, q, offered).max(1.0),
                 refused: (b.refused - a.refused) as f64 / (offered(&b) - offered(&a)).max(1) as f64,
                 napi_cpu_before: napi_cpu(p, q),
@@ -629,12 +658,13 @@ impl std::fmt::Display for Event {
         };
         write!(
             f,
-            "{} (kernel {:.0} ms, {fast}): forwarded {:.3}x the {:.3} Mpps before, lowest 100 ms window {:.3}x, {:.0} ms under 0.9x; offered {:.3}x, {:.1}% refused; forwarding thread's CPU {:.0}% (before {:.0}%), its time a frame {:.2}x; the DUT's frames: {}",
+            "{} (kernel {:.0} ms, {fast}): forwarded {:.3}x the {:.3} Mpps before, lowest 100 ms window {:.3}x (of what was offered {:.3}x), {:.0} ms under 0.9x; offered {:.3}x, {:.1}% refused; forwarding thread's CPU {:.0}% (before {:.0}%), its time a frame {:.2}x; the DUT's frames: {}",
             self.command,
             self.kernel_ms,
             self.forwarded,
             self.baseline_pps / 1e6,
             self.lowest,
+            self.lowest_kept,
             self.under_ms,
             self.offered,
             100.0 * self.refused,
@@ -668,13 +698,14 @@ impl std::fmt::Display for Report {
             for e in &p.events {
                 write!(
                     f,
-                    "\n  {:<11} {:>7} ms  forwarded {:.3}x  lowest {:.3}x  {:>5.0} ms under 0.9x  offered {:.3}x  forwarding CPU {:.0}%",
+                    "\n  {:<11} {:>7} ms  forwarded {:.3}x  lowest {:.3}x (kept {:.3}x)  {:>5.0} ms under 0.9x  offered {:.3}x  forwarding CPU {:.0}%",
                     format!("{:?}", e.burst).to_lowercase(),
                     e.fast_path_ms
                         .map(|m| format!("{m:.0}"))
                         .unwrap_or_else(|| "never".into()),
                     e.forwarded,
                     e.lowest,
+                    e.lowest_kept,
                     e.under_ms,
                     e.offered,
                     100.0 * e.napi_cpu
@@ -727,10 +758,41 @@ mod tests {
         assert!((e.cost - 1.0).abs() < 0.03, "{e:?}");
         assert!((e.baseline_pps - 1e6).abs() < 1.0);
         assert!((e.lowest - 0.5).abs() < 1e-9);
+        // The samples' generator follows the DUT: every window kept as much.
+        assert!((e.lowest_kept - 1.0).abs() < 1e-9, "{e:?}");
         assert_eq!((e.kernel_ms, e.fast_path_ms), (200.0, Some(500.0)));
         // The samples' generator offers what the DUT takes twice over:
         // halved with it, a third refused.
         assert!((e.offered - 0.5).abs() < 0.03 && (e.refused - 1.0 / 3.0).abs() < 0.02);
+    }
+
+    /// The generator offering the same throughout, the DUT keeping half of
+    /// it for 300 ms, and later the generator sending nothing for 300 ms:
+    /// the first is the DUT's (kept 0.5x), the second not counted.
+    #[test]
+    fn what_the_dut_kept_of_what_it_was_offered() {
+        let (mut samples, mut n, mut offered) = (Vec::new(), 0u64, 0u64);
+        for i in 0..400u64 {
+            let t = i * 10;
+            samples.push(Sample {
+                t: t * 1_000_000,
+                received: n,
+                taken: offered,
+                refused: 0,
+                napi_ns: 0,
+            });
+            let (o, r) = match t {
+                1200..1500 => (20_000, 5_000),
+                2500..2800 => (0, 0),
+                _ => (20_000, 10_000),
+            };
+            offered += o;
+            n += r;
+        }
+        let kept = lowest_kept(&samples, 1_000_000_000, 2_000_000_000);
+        assert!((kept - 0.5).abs() < 1e-9, "{kept}");
+        let idle = lowest_kept(&samples, 2_000_000_000, 3_900_000_000);
+        assert!((idle - 1.0).abs() < 1e-9, "{idle}");
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! neighbour states; link down and MTU; ECMP; nexthop objects; id churn;
 //! resync. On the in-memory model of the fast path; with the `privileged`
 //! feature (root) on the BPF program beside it, which must agree.
+use linerate_dataplane::layout::{NH_GROUP_BUCKETS, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS};
 use linerate_router::mirror;
+use linerate_router::mirror::limits::Table;
 
 type Mirror = mirror::Mirror<TestPlane>;
 use linerate_netlink::netconf::Netconf;
@@ -386,7 +388,7 @@ fn the_fast_path_follows_the_kernel() {
         (XdpAction::Redirect, &MAC_GW[..]),
         "IPv6 forwarded to the gateway"
     );
-    assert_eq!(m.counts.overflows, 0);
+    assert_eq!(m.overflows(), Default::default());
 }
 
 fn addr(a: &str) -> RouteAddress {
@@ -1357,4 +1359,163 @@ fn hosts_on_connected_networks_are_forwarded() {
         NeighbourState::Failed,
     );
     assert_eq!(to6(&m, "2001:db8:1::9"), Err("pass_no_neigh"));
+}
+
+/// Full tables (docs/reference/limits.md): a frame to host .9 of /24
+/// number `i` from `base`.
+fn to_block(m: &Mirror, ingress: u32, base: u32, i: u32) -> (XdpAction, &'static str, [u8; 6]) {
+    let dst = Ipv4Addr::from(base + (i << 8) + 9);
+    verdict(
+        m,
+        ingress,
+        &frame_between("198.18.0.1".parse().unwrap(), dst.into()),
+    )
+}
+
+/// Routes through more distinct gateways than the fast path has next-hop
+/// entries: those past the room are the kernel's (pass_kernel_route, its
+/// gateway resolved or not), counted; once as many routes are removed,
+/// the ids come back a grace period later and the routes that waited
+/// are forwarded in XDP.
+#[test]
+fn next_hops_past_their_room_are_the_kernels_until_ids_come_back() {
+    let env = scratch_mirror("nhfull");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    const BASE: u32 = 0x1400_0000; // 20.0.0.0
+    let net = |i: u32| Ipv4Addr::from(BASE + (i << 8)).to_string();
+    let gw = |i: u32| Ipv4Addr::from(0x0a00_0000 + i + 1).to_string();
+    let n = ROUTER_NEXTHOPS;
+    for i in 0..n {
+        m.apply(&via24(&net(i), &gw(i), m1)).unwrap();
+    }
+    // The ids below the first free one are the kernel's kinds.
+    let room = ROUTER_NEXTHOPS - (mirror::UNSUPPORTED_NH + 1);
+    let left = n - room;
+    assert_eq!(m.overflows().of(Table::Nexthops), left as u64);
+    let last = n - 1;
+    resolve(&mut m, m1, &[(&gw(0), MAC_GW), (&gw(last), MAC_GW2)]);
+    assert_eq!(
+        to_block(&m, m0, BASE, 0),
+        (XdpAction::Redirect, "forwarded", MAC_GW)
+    );
+    assert_eq!(to_block(&m, m0, BASE, last).1, "pass_kernel_route");
+    // Nothing removed yet: a grace period changes nothing.
+    m.release_quarantine().unwrap();
+    assert_eq!(to_block(&m, m0, BASE, last).1, "pass_kernel_route");
+    for i in 1..=left {
+        let r = route(
+            &net(i),
+            24,
+            254,
+            RouteType::Unicast,
+            Some(&gw(i)),
+            m1,
+            0,
+            None,
+        );
+        m.apply(&M::DelRoute(r)).unwrap();
+    }
+    m.release_quarantine().unwrap();
+    assert_eq!(
+        to_block(&m, m0, BASE, last),
+        (XdpAction::Redirect, "forwarded", MAC_GW2),
+        "the route that waited, in XDP"
+    );
+    assert_eq!(to_block(&m, m0, BASE, 1).1, "pass_no_route");
+}
+
+/// ECMP routes each through a pair of its own: one more than the fast
+/// path's groups is the kernel's, counted, until a group is freed; a
+/// route of more members than a group's buckets is the kernel's too.
+#[test]
+fn ecmp_groups_past_their_room_are_the_kernels_until_one_is_freed() {
+    let env = scratch_mirror("grpfull");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    const BASE: u32 = 0x1e00_0000; // 30.0.0.0
+    let net = |j: u32| Ipv4Addr::from(BASE + (j << 8)).to_string();
+    let gw = |i: u32| Ipv4Addr::from(0x0a00_0000 + i + 1).to_string();
+    let ecmp = |j: u32| {
+        let (a, b) = (gw(2 * j), gw(2 * j + 1));
+        multipath(&net(j), 24, &[(&a, 1), (&b, 1)], m1, 0)
+    };
+    let n = ROUTER_NH_GROUPS + 1;
+    for j in 0..n {
+        m.apply(&M::NewRoute(ecmp(j))).unwrap();
+    }
+    assert_eq!(m.overflows().of(Table::Groups), 1);
+    let last = n - 1;
+    resolve(
+        &mut m,
+        m1,
+        &[(&gw(2 * last), MAC_GW2), (&gw(2 * last + 1), MAC_GW2)],
+    );
+    assert_eq!(to_block(&m, m0, BASE, last).1, "pass_kernel_route");
+    m.apply(&M::DelRoute(ecmp(0))).unwrap();
+    m.release_quarantine().unwrap();
+    assert_eq!(
+        to_block(&m, m0, BASE, last),
+        (XdpAction::Redirect, "forwarded", MAC_GW2),
+        "the group that waited, in XDP"
+    );
+
+    // More members than buckets.
+    let many: Vec<String> = (0..NH_GROUP_BUCKETS as u32 + 1)
+        .map(|i| gw(200_000 + i))
+        .collect();
+    let members: Vec<(&str, u8)> = many.iter().map(|g| (g.as_str(), 1)).collect();
+    m.apply(&M::NewRoute(multipath("198.51.100.0", 24, &members, m1, 0)))
+        .unwrap();
+    assert_eq!(m.overflows().of(Table::GroupMembers), 1);
+    assert_eq!(to_block(&m, m0, 0xc633_6400, 0).1, "pass_kernel_route");
+}
+
+/// More blocks with routes longer than the first level than main's IPv4
+/// FIB has groups for: the route past the room hands its whole /24 to
+/// the kernel (pass_kernel_route, the rest of the block too), counted;
+/// once a route is removed and a grace period has passed, the block is
+/// taken back and the route forwarded in XDP.
+#[test]
+fn a_route_past_the_fibs_room_hands_its_block_to_the_kernel_until_there_is_room() {
+    let env = scratch_mirror("fibfull");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    const BASE: u32 = 0x2800_0000; // 40.0.0.0
+    let net = |i: u32| Ipv4Addr::from(BASE + (i << 8)).to_string();
+    let half = |i: u32| {
+        route(
+            &net(i),
+            25,
+            254,
+            RouteType::Unicast,
+            Some("10.0.0.1"),
+            m1,
+            0,
+            None,
+        )
+    };
+    resolve(&mut m, m1, &[("10.0.0.1", MAC_GW)]);
+    let groups = linerate_fib::Shape::IPV4.groups;
+    for i in 0..=groups {
+        m.apply(&M::NewRoute(half(i))).unwrap();
+    }
+    assert_eq!(m.overflows().of(Table::Fib4), 1);
+    assert_eq!(
+        to_block(&m, m0, BASE, 0),
+        (XdpAction::Redirect, "forwarded", MAC_GW)
+    );
+    assert_eq!(to_block(&m, m0, BASE, groups).1, "pass_kernel_route");
+    let upper = Ipv4Addr::from(BASE + (groups << 8) + 200);
+    let f = frame_between("198.18.0.1".parse().unwrap(), upper.into());
+    assert_eq!(verdict(&m, m0, &f).1, "pass_kernel_route", "the whole block");
+    // Full still: a grace period changes nothing.
+    m.release_quarantine().unwrap();
+    assert_eq!(to_block(&m, m0, BASE, groups).1, "pass_kernel_route");
+    m.apply(&M::DelRoute(half(0))).unwrap();
+    m.release_quarantine().unwrap();
+    assert_eq!(
+        to_block(&m, m0, BASE, groups),
+        (XdpAction::Redirect, "forwarded", MAC_GW),
+        "the block taken back"
+    );
+    assert_eq!(verdict(&m, m0, &f).1, "pass_no_route", "its other half: no route");
+    assert_eq!(to_block(&m, m0, BASE, 0).1, "pass_no_route");
 }

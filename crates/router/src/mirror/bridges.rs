@@ -243,7 +243,11 @@ impl<D: Dataplane> Mirror<D> {
             return Ok(());
         }
         if !self.dp.set_fdb(&key, want.as_ref())? {
-            self.fdb_left_out.insert(key);
+            if self.fdb_left_out.insert(key) {
+                let mac: Vec<String> = key.mac.iter().map(|b| format!("{b:02x}")).collect();
+                let what = format!("MAC {} on bridge {}", mac.join(":"), key.bridge);
+                self.counts.full.left_out(super::limits::Table::Fdb, &what);
+            }
             return Ok(());
         }
         self.fdb_left_out.remove(&key);

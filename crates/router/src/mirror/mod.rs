@@ -33,6 +33,7 @@
 pub mod bridges;
 pub mod decode;
 pub mod ifaces;
+pub mod limits;
 pub mod neighbours;
 pub mod nexthops;
 pub mod routes;
@@ -75,8 +76,8 @@ pub struct Counts {
     pub routes_installed: u64,
     pub routes_removed: u64,
     pub nexthop_updates: u64,
-    /// Routes the FIB could not hold: their block goes to the kernel.
-    pub overflows: u64,
+    /// What the FIBs and the FDB could not hold: the kernel's.
+    pub full: limits::Overflows,
 }
 
 /// What a dump showed: everything else the mirror holds is stale.
@@ -99,6 +100,10 @@ struct Family<K: Key> {
     routes: RouteTable<K>,
     fib: Fib<K>,
     others: Others<K>,
+    /// Main's routes its FIB could not hold, and the first-level blocks
+    /// handed to the kernel for them: taken back once groups are free.
+    waiting: HashSet<(K, u8)>,
+    blocks: HashSet<K>,
 }
 
 struct Families {
@@ -352,11 +357,15 @@ impl<D: Dataplane> Mirror<D> {
                     routes: RouteTable::default(),
                     fib: Fib::new(Shape::IPV4),
                     others: Others::new(Shape::IPV4),
+                    waiting: HashSet::new(),
+                    blocks: HashSet::new(),
                 },
                 v6: Family {
                     routes: RouteTable::default(),
                     fib: Fib::new(ipv6),
                     others: Others::new(ipv6),
+                    waiting: HashSet::new(),
+                    blocks: HashSet::new(),
                 },
             },
             nh: NhIds::default(),
@@ -1000,6 +1009,12 @@ impl<D: Dataplane> Mirror<D> {
         }
     }
 
+    /// What the fast path's tables could not hold, by table: the kernel's
+    /// (limits::Table).
+    pub fn overflows(&self) -> limits::Overflows {
+        self.counts.full.merged(&self.nh.full)
+    }
+
     /// Lets freed FIB groups be reused: call a grace period after the
     /// writes that freed them.
     /// Next-hop and group ids freed by a sweep come back at the same time;
@@ -1007,6 +1022,8 @@ impl<D: Dataplane> Mirror<D> {
     pub fn release_quarantine(&mut self) -> Result<()> {
         self.families.v4.fib.release_quarantine();
         self.families.v6.fib.release_quarantine();
+        self.take_blocks_back::<u32>()?;
+        self.take_blocks_back::<u128>()?;
         // Slots given back are free now: views that waited for one get it.
         let waited = self.families.v4.others.draining() || self.families.v6.others.draining();
         self.families.v4.others.release_quarantine();
@@ -1014,13 +1031,37 @@ impl<D: Dataplane> Mirror<D> {
         if waited {
             self.push_all_ingress()?;
         }
-        if self.nh.release() {
+        let view = nh_view!(self);
+        if self.nh.release(|| view.ids_in_fibs()) {
             for k in self.families.v4.routes.prefixes() {
                 self.sync(k)?;
             }
             for k in self.families.v6.routes.prefixes() {
                 self.sync(k)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Once main's FIB has groups free again, the blocks handed to the
+    /// kernel for routes it could not hold are taken back: each block's
+    /// own prefix as the kernel has it, then the routes that waited (one
+    /// that still does not fit hands its block over again). Never while
+    /// it is full: that would redo them all after every change.
+    fn take_blocks_back<K: PerFamily>(&mut self) -> Result<()> {
+        let family = K::of_mut(&mut self.families);
+        if family.blocks.is_empty() || family.fib.free_groups() == 0 {
+            return Ok(());
+        }
+        let first = family.fib.shape().first;
+        let blocks = std::mem::take(&mut family.blocks);
+        let mut waiting: Vec<(K, u8)> = std::mem::take(&mut family.waiting).into_iter().collect();
+        waiting.sort();
+        for b in blocks {
+            self.sync((b, first))?;
+        }
+        for k in waiting {
+            self.sync(k)?;
         }
         Ok(())
     }
@@ -1412,8 +1453,16 @@ impl<D: Dataplane> Mirror<D> {
             .or_else(|| K::of(&self.families).routes.best(&key, TABLE_MAIN))
             .map(|k| self.resolve(k, true));
         let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
-        let fib = &mut K::of_mut(&mut self.families).fib;
-        install(&mut self.dp, 0, fib, &mut self.counts, key, id)?;
+        let family = K::of_mut(&mut self.families);
+        match install(&mut self.dp, 0, &mut family.fib, &mut self.counts, key, id)? {
+            Some(block) => {
+                family.waiting.insert(key);
+                family.blocks.insert(block);
+            }
+            None => {
+                family.waiting.remove(&key);
+            }
+        }
         for view in K::of(&self.families).others.views() {
             self.sync_other(key, view)?;
         }
@@ -1542,7 +1591,7 @@ impl<D: Dataplane> Mirror<D> {
         let Some(t) = K::of_mut(&mut self.families).others.get_mut(view) else {
             return Ok(());
         };
-        install(&mut self.dp, t.slot, &mut t.fib, &mut self.counts, key, id)
+        install(&mut self.dp, t.slot, &mut t.fib, &mut self.counts, key, id).map(drop)
     }
 }
 
@@ -1579,12 +1628,12 @@ fn install<K: Key, D: Dataplane>(
     counts: &mut Counts,
     (addr, len): (K, u8),
     id: Option<u32>,
-) -> Result<()> {
+) -> Result<Option<K>> {
     let result = match id {
-        Some(id) if fib.get(addr, len) == Some(id) => return Ok(()),
+        Some(id) if fib.get(addr, len) == Some(id) => return Ok(None),
         Some(id) => fib.insert(addr, len, id).map(|w| (w, true)),
         None if fib.get(addr, len).is_some() => fib.remove(addr, len).map(|w| (w, false)),
-        None => return Ok(()),
+        None => return Ok(None),
     };
     match result {
         Ok((w, added)) => {
@@ -1594,19 +1643,25 @@ fn install<K: Key, D: Dataplane>(
             } else {
                 counts.routes_removed += 1;
             }
-            Ok(())
+            Ok(None)
         }
         Err(FibError::TableFull { .. }) => {
-            counts.overflows += 1;
             let first = fib.shape().first;
-            tracing::info!(
-                "the FIB is full; {} goes to the kernel with its /{first} block",
+            let table = if K::BITS == 128 {
+                limits::Table::Fib6
+            } else {
+                limits::Table::Fib4
+            };
+            let what = format!(
+                "route {} (with its /{first} block)",
                 linerate_fib::dump::show(addr, len)
             );
+            counts.full.left_out(table, &what);
             let w = fib
                 .insert(addr.mask(first), first, UNSUPPORTED_NH)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
-            dp.apply_fib(slot, fib, &w)
+            dp.apply_fib(slot, fib, &w)?;
+            Ok(Some(addr.mask(first)))
         }
         Err(e) => Err(anyhow::anyhow!(
             "{}: {e}",

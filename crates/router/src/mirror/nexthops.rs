@@ -6,7 +6,10 @@ use crate::ecmp;
 use crate::ids::IdPool;
 use anyhow::Result;
 use linerate_dataplane::dataplane::Dataplane;
-use linerate_dataplane::layout::{Nexthop, NhGroup, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS};
+use super::limits::{Overflows, Table};
+use linerate_dataplane::layout::{
+    Nexthop, NhGroup, NH_GROUP_BUCKETS, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
@@ -79,6 +82,8 @@ pub struct NhIds {
     /// Some route went to the kernel for want of a free id: sync the
     /// routes again once ids come back.
     starved: bool,
+    /// Next hops and groups left to the kernel for want of room.
+    pub full: Overflows,
 }
 
 impl Default for NhIds {
@@ -95,6 +100,7 @@ impl Default for NhIds {
             nh_pool: IdPool::new(FIRST_FREE_NH, ROUTER_NEXTHOPS),
             group_pool: IdPool::new(0, ROUTER_NH_GROUPS),
             starved: false,
+            full: Overflows::default(),
         }
     }
 }
@@ -135,6 +141,7 @@ impl NhIds {
             // Out of next-hop entries: the kernel forwards this route
             // until the sweep's ids come back.
             self.starve(ctx);
+            self.full.left_out(Table::Nexthops, &format!("next hop {k:?}"));
             return Ok(UNSUPPORTED_NH);
         };
         dp.set_nexthop(id, &ctx.entry(self, k))?;
@@ -154,6 +161,10 @@ impl NhIds {
     ) -> Result<bool> {
         let weights: Vec<u32> = members.iter().map(|m| m.1).collect();
         let Some(counts) = ecmp::bucket_counts(&weights) else {
+            if members.len() > NH_GROUP_BUCKETS {
+                let what = format!("an ECMP route of {} members", members.len());
+                self.full.left_out(Table::GroupMembers, &what);
+            }
             return Ok(false);
         };
         let mut ids = Vec::with_capacity(members.len());
@@ -165,6 +176,8 @@ impl NhIds {
         }
         let Some(index) = self.group_pool.take() else {
             self.starve(ctx);
+            let what = format!("an ECMP group of {} members", members.len());
+            self.full.left_out(Table::Groups, &what);
             return Ok(false);
         };
         let group = NhGroup {
@@ -228,12 +241,22 @@ impl NhIds {
         }
     }
 
-    /// Ends the grace period of swept ids. True if routes went to the
-    /// kernel for want of ids and ids came back: sync them all again.
-    pub fn release(&mut self) -> bool {
+    /// Ends the grace period of swept ids; called a grace period after
+    /// the last change, so that while routes wait for ids, what no FIB
+    /// uses now (`used`: ctx.ids_in_fibs()) has not been read since and
+    /// is swept and freed at once. True if routes went to the kernel for
+    /// want of ids and ids came back: sync them all again. Until then
+    /// they wait: each route removed is a chance.
+    pub fn release(&mut self, used: impl FnOnce() -> HashSet<u32>) -> bool {
+        if self.starved {
+            self.sweep(used());
+        }
         let freed = self.nh_pool.release() | self.group_pool.release();
-        // Starved or not, the next shortage sweeps again.
-        std::mem::take(&mut self.starved) && freed
+        if self.starved && freed {
+            self.starved = false;
+            return true;
+        }
+        false
     }
 }
 
