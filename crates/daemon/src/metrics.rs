@@ -349,6 +349,21 @@ impl RouterCollector {
             "1 for a family whose ruleset the compiler refused (the kernel judges it), with the reason.",
             refused,
         )?;
+        // A judged family without a classifier (past its limits): new
+        // flows go to the kernel until their verdict is cached.
+        let unclassified = FAMILIES.iter().enumerate().filter_map(|(i, f)| {
+            let why = news?.unclassified[i].clone()?;
+            Some((
+                labels([("family", f.to_string()), ("reason", why)]),
+                gauge(1),
+            ))
+        });
+        family(
+            enc,
+            "linerate_firewall_unclassified",
+            "1 for a family the fast path judges without a classifier (past its limits: new flows go to the kernel until their verdict is cached), with the reason.",
+            unclassified,
+        )?;
         family(
             enc,
             "linerate_firewall_generation",
@@ -693,6 +708,7 @@ mod tests {
             p.overflows = vec![("nexthops", 0)];
             p.firewall = Some(Ok(FwNews {
                 refused: [Some("x".into()), None],
+                unclassified: [None, Some("y".into())],
                 ..Default::default()
             }));
         }

@@ -972,6 +972,70 @@ mod tests {
         assert!(e.contains("@blocked"), "{e}");
     }
 
+    /// A set at the classifier's room keeps the family's classifier; one
+    /// element more, and the family is judged by the cache alone (new
+    /// flows through the kernel until cached), its reason said; every
+    /// key still gets the evaluator's verdict; one element fewer, the
+    /// classifier is back.
+    #[test]
+    fn a_family_past_the_classifiers_elements_keeps_the_cache_and_says_why() {
+        let addr = |i: usize| std::net::Ipv4Addr::from(0x0a00_0000 + i as u32);
+        let elems: Vec<String> = (0..CLASSIFIER_SET_ELEMENTS)
+            .map(|i| format!("\"{}\"", addr(i)))
+            .collect();
+        let json = format!(
+            r#"{{"nftables": [
+          {{"table": {{"family": "ip", "name": "f", "handle": 1}}}},
+          {{"set": {{"family": "ip", "table": "f", "name": "blocked", "handle": 2, "type": "ipv4_addr", "elem": [{}]}}}},
+          {{"chain": {{"family": "ip", "table": "f", "name": "fwd", "handle": 3,
+                     "type": "filter", "hook": "forward", "prio": 0, "policy": "accept"}}}},
+          {{"rule": {{"family": "ip", "table": "f", "chain": "fwd", "handle": 4,
+                    "expr": [{{"match": {{"op": "==", "left": {{"payload": {{"protocol": "ip", "field": "saddr"}}}}, "right": "@blocked"}}}}, {{"drop": null}}]}}}}
+        ]}}"#,
+            elems.join(", ")
+        );
+        let rs = parse(&json, &|_| None).unwrap();
+        let (mut c, why) = Compiled::new(1, &rs, BTreeMap::new(), true);
+        assert_eq!(why, [None, None]);
+        assert_eq!(c.unclassified()[0], None, "at the room: classified");
+        let verdict = |c: &Compiled, src: std::net::Ipv4Addr| {
+            let p = crate::Packet {
+                saddr: u32::from(src) as u128,
+                l4proto: 17,
+                nexthdr: 17,
+                transport: vec![0, 1, 0, 2, 0, 8, 0, 0],
+                ..Default::default()
+            };
+            let reads = &c.families[0].as_ref().unwrap().reads;
+            c.slot(&FlowKey::of(&p, reads)).unwrap().verdict
+        };
+        let change = |add, i: usize| linerate_netlink::nft_events::ElementChange {
+            add,
+            table: crate::ruleset::TableId {
+                family: "ip".into(),
+                name: "f".into(),
+            },
+            set: "blocked".into(),
+            elements: vec![crate::raw_elements::RawElement {
+                key: addr(i).octets().to_vec(),
+                ..Default::default()
+            }],
+        };
+        let past = CLASSIFIER_SET_ELEMENTS;
+        c.apply(2, &[change(true, past)], &[], &|_| None).unwrap();
+        let why = c.unclassified()[0].clone().expect("past the room");
+        assert!(
+            why.contains(&format!("{} elements", past + 1)) && why.contains("classifier"),
+            "{why}"
+        );
+        assert_eq!(verdict(&c, addr(past)), FW_DROP);
+        assert_eq!(verdict(&c, addr(0)), FW_DROP);
+        assert_eq!(verdict(&c, addr(past + 1)), FW_ACCEPT);
+        c.apply(3, &[change(false, past)], &[], &|_| None).unwrap();
+        assert_eq!(c.unclassified()[0], None, "back at the room");
+        assert_eq!(verdict(&c, addr(past)), FW_ACCEPT);
+    }
+
     /// An interval set's boundaries changed at random, as the kernel
     /// notifies them, then applied in place: after every batch each
     /// address is matched as the kernel's rbtree matches it (the greatest

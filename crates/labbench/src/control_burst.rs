@@ -207,7 +207,8 @@ pub struct Event {
     /// time before (> 1: each frame cost more).
     pub cost: f64,
     /// Where the DUT's frames went from the start to the next burst: the
-    /// fast path's reasons, by packets (the ones that moved).
+    /// fast path's reasons, by packets (the ones that moved), and the
+    /// policer's drops of what was passed (`policed REASON`).
     pub reasons: Vec<(String, u64)>,
 }
 
@@ -414,9 +415,16 @@ impl Control {
             // Counted up to the next burst (or the end).
             std::thread::sleep(QUIET / 2);
             let moved = counts()?.since(&before);
+            // And what the policer dropped of what they passed.
             let reasons = REASONS
                 .iter()
-                .map(|r| (r.to_string(), moved.packets_of(r)))
+                .enumerate()
+                .flat_map(|(i, r)| {
+                    [
+                        (r.to_string(), moved.packets_of(r)),
+                        (format!("policed {r}"), moved.policed[i]),
+                    ]
+                })
                 .filter(|(_, n)| *n > 0)
                 .collect();
             made.lock().unwrap().push(Made {
@@ -486,6 +494,14 @@ fn lowest_kept(samples: &[Sample], t0: u64, t1: u64) -> f64 {
         lowest = lowest.min((s.received - w.received) as f64 / o / base.max(1e-9));
     }
     lowest
+}
+
+/// Puts the calling thread back to SCHED_OTHER (what it spawns next, the
+/// next placement's router, inherits it).
+fn run_as_before() {
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sets the calling thread's policy; `p` outlives the call.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &p) };
 }
 
 /// The figures of each burst from the samples.
@@ -603,6 +619,10 @@ fn run_placement(
         };
         let mut samples = Vec::new();
         let started = Instant::now();
+        // The sampler runs first on the generator's CPU (the generator and
+        // the control plane, spawned before, stay as they were): a count
+        // read late is a window measured wrong.
+        linerate_bench::bgp::monitor::run_first();
         while !control.is_finished() && !gen.is_finished() {
             if stop.load(Ordering::Relaxed) {
                 control_stop.store(true, Ordering::SeqCst);
@@ -618,6 +638,7 @@ fn run_placement(
             std::thread::sleep(SAMPLE);
         }
         let end = monotonic_ns();
+        run_as_before();
         gen_stop.store(true, Ordering::SeqCst);
         control_stop.store(true, Ordering::SeqCst);
         let controlled = control

@@ -1076,3 +1076,43 @@ fn route_keeps_the_kernel_confirming_the_neighbours_it_sends_to() {
     assert!(reconfirmed, "never confirmed again: {states:?}");
     assert!(failed, "the dead host's entry did not fail: {states:?}");
 }
+
+/// An interface of an index past the fast path's arrays (docs/reference/
+/// limits.md) is refused at start, named, with nothing attached.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn an_interface_past_the_fast_paths_indexes_is_refused_by_name() {
+    let ns = format!("lrt-ifx{}", std::process::id() % 100_000);
+    let ip = |args: &[&str]| {
+        let o = Command::new("ip").args(args).output().unwrap();
+        assert!(o.status.success(), "ip {args:?}: {o:?}");
+    };
+    ip(&["netns", "add", &ns]);
+    struct Gone(String);
+    impl Drop for Gone {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _gone = Gone(ns.clone());
+    ip(&[
+        "-n", &ns, "link", "add", "hi0", "index", "2000", "type", "veth", "peer", "name", "hi1",
+        "index", "2001",
+    ]);
+    ip(&["-n", &ns, "link", "set", "hi0", "up"]);
+    let o = linerate(&["route", "--netns", &ns, "-i", "hi0,hi1"]);
+    assert_eq!(o.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        said.contains("-i: interface hi0 has index 2000; linerate handles indexes below 1024"),
+        "{said}"
+    );
+    let link = Command::new("ip")
+        .args(["-n", &ns, "-d", "link", "show", "hi0"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&link.stdout).contains("xdp"));
+}

@@ -7,7 +7,9 @@
 //! must agree. The kernel itself is the oracle in tests/policy.rs.
 use linerate_bpf::test_run::XdpAction;
 use linerate_netlink::netconf::{Netconf, IFINDEX_ALL};
+use linerate_dataplane::layout::POLICY_RULES;
 use linerate_router::mirror;
+use linerate_router::mirror::limits::Table;
 use linerate_testkit::frames::frame_between;
 use linerate_testkit::plane::{path, TestPlane, MAC_IN, MAC_OUT};
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
@@ -618,4 +620,62 @@ fn the_rules_are_walked_and_what_they_leave_goes_to_the_kernel() {
     assert_eq!(to(&m, m0, "198.19.5.5"), Err("pass_rp_filter"));
     m.netconf(&rp_filter(2)).unwrap();
     assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
+}
+
+/// Full tables (docs/reference/limits.md): seven tables looked up by
+/// rules on the source, one more than the FIB slots beside main's: the
+/// last is the kernel's (the program sends what reaches its lookup to
+/// the kernel), counted once; a rule gone, its slot goes to the table
+/// that waited after the grace period.
+#[test]
+fn a_table_past_the_fib_slots_is_the_kernels_until_a_slot_is_free() {
+    let env = tenant_mirror("slotsfull");
+    let (mut m, m0, m1) = (env.m, env.m0, env.m1);
+    let tables: Vec<u32> = (1..=7).map(|x| 100 + x).collect();
+    for &t in &tables {
+        let net = format!("10.{}.0.0", t - 100);
+        m.apply(&via(t, &net, 16, "198.19.0.2", m1)).unwrap();
+    }
+    let by_source = |ts: &[u32]| -> Vec<RuleMessage> {
+        ts.iter().map(|&t| rule(false, t, t, None, 16)).collect()
+    };
+    m.set_rules(&rules(&by_source(&tables))).unwrap();
+    assert_eq!(to(&m, m0, "10.1.0.1"), Ok(MAC_TENANT));
+    assert_eq!(to(&m, m0, "10.6.0.1"), Ok(MAC_TENANT));
+    assert!(to(&m, m0, "10.7.0.1").is_err(), "table 107: no slot");
+    assert_eq!(m.overflows().of(Table::OtherTables), 1);
+    // Rules changed, the same table still without a slot: not again.
+    m.set_rules(&rules(&by_source(&tables))).unwrap();
+    assert_eq!(m.overflows().of(Table::OtherTables), 1);
+    m.set_rules(&rules(&by_source(&tables[1..]))).unwrap();
+    m.release_quarantine().unwrap();
+    assert_eq!(to(&m, m0, "10.7.0.1"), Ok(MAC_TENANT), "the slot taken");
+    // Table 101 no longer looked up, and main has no route there.
+    assert_eq!(to(&m, m0, "10.1.0.1"), Err("pass_no_route"));
+}
+
+/// A family's rules past its program's steps: what reaches the rules
+/// past them is the kernel's, counted once; fewer rules, the fast path's
+/// again.
+#[test]
+fn rules_past_the_programs_steps_are_the_kernels() {
+    let env = tenant_mirror("stepsfull");
+    let (mut m, m0) = (env.m, env.m0);
+    // Rules for the other interface (steps the frames from t0 pass),
+    // then the source's rule that sends them to table 100.
+    let many = |n: u32| -> Vec<RuleMessage> {
+        let mut r: Vec<RuleMessage> = (0..n)
+            .map(|i| rule(false, 100 + i, 100, Some("t1"), 16))
+            .collect();
+        r.push(rule(false, 1000, 100, None, 16));
+        r
+    };
+    m.set_rules(&rules(&many(10))).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
+    m.set_rules(&rules(&many(POLICY_RULES as u32))).unwrap();
+    assert!(to(&m, m0, "198.19.5.5").is_err(), "past the steps");
+    assert_eq!(m.overflows().of(Table::RuleSteps), 1);
+    m.set_rules(&rules(&many(10))).unwrap();
+    assert_eq!(to(&m, m0, "198.19.5.5"), Ok(MAC_TENANT));
+    assert_eq!(m.overflows().of(Table::RuleSteps), 1);
 }

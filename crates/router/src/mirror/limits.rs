@@ -6,8 +6,11 @@
 //! once: a table that stays full does not fill the log. docs/reference/
 //! limits.md lists them with the tests that fill each.
 use linerate_dataplane::layout::{
-    FDB_SETS, FDB_WAYS, NH_GROUP_BUCKETS, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+    FDB_SETS, FDB_WAYS, NH_GROUP_BUCKETS, POLICY_RULES, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
+
+/// FIB slots beside main's (linerate_dataplane::fastpath::FastPath::TABLE_SLOTS).
+const OTHER_TABLE_SLOTS: usize = linerate_dataplane::fastpath::FastPath::TABLE_SLOTS - 1;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
 
@@ -25,16 +28,22 @@ pub enum Table {
     GroupMembers,
     /// A bridge's FDB: a MAC whose set is full.
     Fdb,
+    /// Tables the policy rules look up beyond the FIB slots beside main's.
+    OtherTables,
+    /// A family's rules beyond the steps of its program.
+    RuleSteps,
 }
 
 impl Table {
-    pub const ALL: [Table; 6] = [
+    pub const ALL: [Table; 8] = [
         Table::Fib4,
         Table::Fib6,
         Table::Nexthops,
         Table::Groups,
         Table::GroupMembers,
         Table::Fdb,
+        Table::OtherTables,
+        Table::RuleSteps,
     ];
 
     /// Its name in metrics and logs.
@@ -46,6 +55,8 @@ impl Table {
             Table::Groups => "nexthop_groups",
             Table::GroupMembers => "nexthop_group_members",
             Table::Fdb => "fdb",
+            Table::OtherTables => "other_tables",
+            Table::RuleSteps => "rule_steps",
         }
     }
 
@@ -64,6 +75,14 @@ impl Table {
             ),
             Table::GroupMembers => format!(
                 "an ECMP route of more than {NH_GROUP_BUCKETS} members: the kernel forwards it"
+            ),
+            Table::OtherTables => format!(
+                "the {} FIB slots beside main's are taken: the kernel routes what the rules send to the table",
+                OTHER_TABLE_SLOTS
+            ),
+            Table::RuleSteps => format!(
+                "the rule program holds {} steps: the kernel routes what reaches the rules past them",
+                POLICY_RULES - 1
             ),
             Table::Fdb => format!(
                 "its FDB set is full ({FDB_SETS} sets of {FDB_WAYS}): frames to and from the MAC are the kernel's until a MAC of the set goes"

@@ -209,6 +209,11 @@ pub struct Mirror<D: Dataplane = FastPath> {
     policy: Policy,
     /// Each family's rule program as the fast path has it (`[ipv6]`).
     programs: [Program; 2],
+    /// Per family, the tables the rules look up that have no FIB slot,
+    /// and whether its rules are past the program's steps: counted in
+    /// `counts.full` as they become so.
+    unplaced: [BTreeSet<View>; 2],
+    steps_over: [bool; 2],
     /// The router's own IPv4 addresses (the local table's /32 local
     /// routes): frames from them pass.
     local4: LocalSources,
@@ -382,6 +387,8 @@ impl<D: Dataplane> Mirror<D> {
             // Until a dump says otherwise (a mirror fed by hand).
             policy: Policy::kernel_default(),
             programs: Default::default(),
+            unplaced: Default::default(),
+            steps_over: [false; 2],
             local4: LocalSources::default(),
             counts: Counts::default(),
         })
@@ -553,9 +560,21 @@ impl<D: Dataplane> Mirror<D> {
         }
     }
 
-    /// The family's rules as a program, interfaces named by index.
-    fn compile(&self, ipv6: bool) -> Vec<Compiled> {
+    /// The family's rules as a program, interfaces named by index; rules
+    /// past the program's room are counted once as they get there.
+    fn compile(&mut self, ipv6: bool) -> Vec<Compiled> {
         let index: HashMap<&str, u32> = self.names.iter().map(|(i, n)| (n.as_str(), *i)).collect();
+        let whole = self.policy.program(ipv6, |n| index.get(n).copied(), usize::MAX);
+        let over = whole.len() > POLICY_RULES - 1;
+        if over && !self.steps_over[ipv6 as usize] {
+            let what = format!(
+                "{} of {} rules' steps",
+                if ipv6 { "IPv6" } else { "IPv4" },
+                whole.len()
+            );
+            self.counts.full.left_out(limits::Table::RuleSteps, &what);
+        }
+        self.steps_over[ipv6 as usize] = over;
         self.policy
             .program(ipv6, |n| index.get(n).copied(), POLICY_RULES - 1)
     }
@@ -564,10 +583,11 @@ impl<D: Dataplane> Mirror<D> {
     /// the router's interfaces look up, in the order they get FIBs: the
     /// tables of their walks, then those of the rule program if one of
     /// them walks it; and the program.
-    fn wanted_views(&self, ipv6: bool) -> (Vec<View>, Option<Vec<Compiled>>) {
+    fn wanted_views(&mut self, ipv6: bool) -> (Vec<View>, Option<Vec<Compiled>>) {
         let mut views: Vec<View> = Vec::new();
         let mut program = None;
-        for &i in self.ingress.keys() {
+        let ingress: Vec<u32> = self.ingress.keys().copied().collect();
+        for i in ingress {
             match self.routing_of(i, ipv6) {
                 Routing::Tables(ts) => views.extend(ts.into_iter().map(View::table)),
                 Routing::Program if program.is_none() => program = Some(self.compile(ipv6)),
@@ -596,6 +616,17 @@ impl<D: Dataplane> Mirror<D> {
         let ipv6 = K::BITS == 128;
         let (wanted, program) = self.wanted_views(ipv6);
         let (gone, added) = K::of_mut(&mut self.families).others.place(&wanted);
+        let others = &K::of(&self.families).others;
+        let unplaced: BTreeSet<View> = wanted
+            .iter()
+            .filter(|v| others.slot_of(**v).is_none())
+            .copied()
+            .collect();
+        for v in unplaced.difference(&self.unplaced[ipv6 as usize]) {
+            let what = format!("table {v}");
+            self.counts.full.left_out(limits::Table::OtherTables, &what);
+        }
+        self.unplaced[ipv6 as usize] = unplaced;
         for mut t in gone {
             let held: Vec<(K, u8)> = t.fib.routes().map(|r| (r.0, r.1)).collect();
             for (a, len) in held {
