@@ -443,7 +443,11 @@ impl Control {
 
 /// Polls `done` (every 100 us: the prober must not take the CPU it
 /// measures) until it says so (the time) or GIVE_UP from `t0`.
-fn until(t0: u64, stop: &AtomicBool, mut done: impl FnMut() -> Result<bool>) -> Result<Option<u64>> {
+fn until(
+    t0: u64,
+    stop: &AtomicBool,
+    mut done: impl FnMut() -> Result<bool>,
+) -> Result<Option<u64>> {
     loop {
         if done()? {
             return Ok(Some(monotonic_ns()));
@@ -644,9 +648,7 @@ fn run_placement(
         let controlled = control
             .join()
             .map_err(|_| anyhow!("the control plane's thread panicked"))?;
-        let generated = gen
-            .join()
-            .map_err(|_| anyhow!("generator thread panicked"));
+        let generated = gen.join().map_err(|_| anyhow!("generator thread panicked"));
         drop(receiver);
         router.stop()?;
         controlled?;

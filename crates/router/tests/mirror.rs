@@ -1505,7 +1505,11 @@ fn a_route_past_the_fibs_room_hands_its_block_to_the_kernel_until_there_is_room(
     assert_eq!(to_block(&m, m0, BASE, groups).1, "pass_kernel_route");
     let upper = Ipv4Addr::from(BASE + (groups << 8) + 200);
     let f = frame_between("198.18.0.1".parse().unwrap(), upper.into());
-    assert_eq!(verdict(&m, m0, &f).1, "pass_kernel_route", "the whole block");
+    assert_eq!(
+        verdict(&m, m0, &f).1,
+        "pass_kernel_route",
+        "the whole block"
+    );
     // Full still: a grace period changes nothing.
     m.release_quarantine().unwrap();
     assert_eq!(to_block(&m, m0, BASE, groups).1, "pass_kernel_route");
@@ -1516,6 +1520,10 @@ fn a_route_past_the_fibs_room_hands_its_block_to_the_kernel_until_there_is_room(
         (XdpAction::Redirect, "forwarded", MAC_GW),
         "the block taken back"
     );
-    assert_eq!(verdict(&m, m0, &f).1, "pass_no_route", "its other half: no route");
+    assert_eq!(
+        verdict(&m, m0, &f).1,
+        "pass_no_route",
+        "its other half: no route"
+    );
     assert_eq!(to_block(&m, m0, BASE, 0).1, "pass_no_route");
 }

@@ -6,8 +6,8 @@
 //! with the `privileged` feature (root) on the BPF program beside it, which
 //! must agree. The kernel itself is the oracle in tests/policy.rs.
 use linerate_bpf::test_run::XdpAction;
-use linerate_netlink::netconf::{Netconf, IFINDEX_ALL};
 use linerate_dataplane::layout::POLICY_RULES;
+use linerate_netlink::netconf::{Netconf, IFINDEX_ALL};
 use linerate_router::mirror;
 use linerate_router::mirror::limits::Table;
 use linerate_testkit::frames::frame_between;

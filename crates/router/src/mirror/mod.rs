@@ -564,7 +564,9 @@ impl<D: Dataplane> Mirror<D> {
     /// past the program's room are counted once as they get there.
     fn compile(&mut self, ipv6: bool) -> Vec<Compiled> {
         let index: HashMap<&str, u32> = self.names.iter().map(|(i, n)| (n.as_str(), *i)).collect();
-        let whole = self.policy.program(ipv6, |n| index.get(n).copied(), usize::MAX);
+        let whole = self
+            .policy
+            .program(ipv6, |n| index.get(n).copied(), usize::MAX);
         let over = whole.len() > POLICY_RULES - 1;
         if over && !self.steps_over[ipv6 as usize] {
             let what = format!(

@@ -2,11 +2,11 @@
 //! have in the fast path's tables: handed out on first use, written
 //! before any route points at them, swept when ids run out, and given
 //! again only after a grace period (crate::ids).
+use super::limits::{Overflows, Table};
 use crate::ecmp;
 use crate::ids::IdPool;
 use anyhow::Result;
 use linerate_dataplane::dataplane::Dataplane;
-use super::limits::{Overflows, Table};
 use linerate_dataplane::layout::{
     Nexthop, NhGroup, NH_GROUP_BUCKETS, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
@@ -141,7 +141,8 @@ impl NhIds {
             // Out of next-hop entries: the kernel forwards this route
             // until the sweep's ids come back.
             self.starve(ctx);
-            self.full.left_out(Table::Nexthops, &format!("next hop {k:?}"));
+            self.full
+                .left_out(Table::Nexthops, &format!("next hop {k:?}"));
             return Ok(UNSUPPORTED_NH);
         };
         dp.set_nexthop(id, &ctx.entry(self, k))?;
