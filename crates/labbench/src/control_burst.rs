@@ -694,11 +694,7 @@ impl std::fmt::Display for Event {
             100.0 * self.napi_cpu,
             100.0 * self.napi_cpu_before,
             self.cost,
-            self.reasons
-                .iter()
-                .map(|(r, n)| format!("{r} {n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            crate::firewall_change::reasons_text(&self.reasons)
         )
     }
 }

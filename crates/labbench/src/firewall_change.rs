@@ -319,6 +319,15 @@ pub fn dips(samples: &[(u64, u64)], steady: f64, at: &[u64], end: u64) -> Vec<(f
         .collect()
 }
 
+/// Reasons and their packets, as the reports print them.
+pub(crate) fn reasons_text(reasons: &[(String, u64)]) -> String {
+    reasons
+        .iter()
+        .map(|(r, n)| format!("{r} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The index of interface `name` in namespace `ns` (`ip -o link`'s first
 /// column).
 fn ifindex(ns: &str, name: &str) -> Result<u32> {
@@ -509,11 +518,7 @@ impl std::fmt::Display for Change {
             self.lowest,
             self.baseline_pps / 1e6,
             self.under_ms,
-            self.reasons
-                .iter()
-                .map(|(r, n)| format!("{r} {n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            reasons_text(&self.reasons)
         )
     }
 }

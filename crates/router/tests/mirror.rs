@@ -1403,16 +1403,9 @@ fn next_hops_past_their_room_are_the_kernels_until_ids_come_back() {
     m.release_quarantine().unwrap();
     assert_eq!(to_block(&m, m0, BASE, last).1, "pass_kernel_route");
     for i in 1..=left {
-        let r = route(
-            &net(i),
-            24,
-            254,
-            RouteType::Unicast,
-            Some(&gw(i)),
-            m1,
-            0,
-            None,
-        );
+        let M::NewRoute(r) = via24(&net(i), &gw(i), m1) else {
+            unreachable!()
+        };
         m.apply(&M::DelRoute(r)).unwrap();
     }
     m.release_quarantine().unwrap();
