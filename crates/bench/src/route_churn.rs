@@ -236,6 +236,16 @@ impl Pace {
     }
 }
 
+/// An rtnetlink socket of the calling thread's namespace for [`inject`],
+/// with room for a window's acks.
+pub fn injector_socket() -> Result<Socket> {
+    let mut sock = Socket::new(NETLINK_ROUTE)?;
+    sock.bind_auto()?;
+    sock.connect(&SocketAddr::new(0, 0))?;
+    let _ = sock.set_rx_buf_sz(8 << 20);
+    Ok(sock)
+}
+
 /// Sends every change of a phase with `window` in flight, paced at
 /// `rate` a second if given; each change's ack time goes to `acked[i]`.
 /// The calling thread is in the DUT's namespace.
@@ -553,10 +563,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
                         linerate_host::cpu::pin(0, c)?;
                     }
                     let oif = loader::ifindex(&out)?;
-                    let mut sock = Socket::new(NETLINK_ROUTE)?;
-                    sock.bind_auto()?;
-                    sock.connect(&SocketAddr::new(0, 0))?;
-                    let _ = sock.set_rx_buf_sz(8 << 20);
+                    let sock = injector_socket()?;
                     let first = monotonic_ns();
                     inject(&sock, routes, announce, window, rate, gateway, oif, &acked)?;
                     Ok((first, monotonic_ns()))

@@ -31,7 +31,7 @@
 use crate::firewall_change::{dips, firewall_state};
 use anyhow::{anyhow, bail, Context, Result};
 use linerate_bench::follow::frame_to;
-use linerate_bench::route_churn::{inject, prefix};
+use linerate_bench::route_churn::{inject, injector_socket, prefix};
 use linerate_bpf::loader::{self, XdpMode};
 use linerate_bpf::test_run::{self, XdpAction};
 use linerate_dataplane::layout::REASONS;
@@ -39,13 +39,11 @@ use linerate_host::clock::monotonic_ns;
 use linerate_host::cmd;
 use linerate_lab::topology::addr;
 use linerate_lab::{Lab, LabSpec, UpOutcome};
-use linerate_labrun::dut_setup::RunningDut;
+use linerate_labrun::dut_setup::{ruleset_file, RunningDut};
 use linerate_labrun::scenario::builtin_dut;
 use linerate_traffic::profile::builtin_profile;
 use linerate_traffic::recv::Receiver;
-use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 use serde::Serialize;
-use std::io::Write;
 use std::net::Ipv4Addr;
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -278,17 +276,6 @@ fn gen_port(netns: &str, ifname: &str) -> Result<(u64, u64)> {
     Ok((sum("_xdp_xmit"), sum("_xdp_xmit_errors")))
 }
 
-/// A temporary nft script of `text`.
-fn script(text: &str) -> Result<tempfile::NamedTempFile> {
-    let mut f = tempfile::Builder::new()
-        .prefix("linerate-burst")
-        .suffix(".nft")
-        .tempfile()?;
-    f.write_all(text.as_bytes())?;
-    f.flush()?;
-    Ok(f)
-}
-
 /// firewall-change's ruleset, with the routes' prefixes accepted too (the
 /// probes of the routes' bursts go there).
 fn ruleset(rules: u32) -> String {
@@ -335,8 +322,8 @@ impl Control {
         let prog = loader::attached_xdp_program(ingress)?;
         let oif = loader::ifindex(&self.dut_out)?;
         let gateway: Ipv4Addr = addr::RECV_V4.parse()?;
-        let reload = script(&format!("flush ruleset\n{}", ruleset(self.rules)))?;
-        let add = script(&elements(self.elements))?;
+        let reload = ruleset_file(&format!("flush ruleset\n{}", ruleset(self.rules)))?;
+        let add = ruleset_file(&elements(self.elements))?;
         let path = |f: &tempfile::NamedTempFile| f.path().display().to_string();
         std::thread::sleep(WARM_UP);
         for burst in Burst::ALL {
@@ -350,10 +337,7 @@ impl Control {
             let (command, fast_path_ns, kernel_ns) = match burst {
                 Burst::Routes | Burst::Withdrawal => {
                     let announce = burst == Burst::Routes;
-                    let mut sock = Socket::new(NETLINK_ROUTE)?;
-                    sock.bind_auto()?;
-                    sock.connect(&SocketAddr::new(0, 0))?;
-                    let _ = sock.set_rx_buf_sz(8 << 20);
+                    let sock = injector_socket()?;
                     let acked: Vec<AtomicU64> =
                         (0..self.routes).map(|_| AtomicU64::new(0)).collect();
                     inject(
@@ -376,8 +360,8 @@ impl Control {
                     } else {
                         XdpAction::Pass
                     };
+                    let mut out = vec![0u8; 256];
                     let done = until(t0, stop, || {
-                        let mut out = vec![0u8; 256];
                         let r =
                             test_run::run_xdp_on(prog.as_fd(), &frame, &mut out, 1, Some(ingress))?;
                         Ok(r.verdict == want)

@@ -96,7 +96,8 @@ pub fn conntrack_assured(netns: &str) -> Result<u64> {
 const CT_MAX: &str = "/proc/sys/net/netfilter/nf_conntrack_max";
 const CT_BUCKETS: &str = "/sys/module/nf_conntrack/parameters/hashsize";
 
-fn ruleset_file(rules: &str) -> Result<tempfile::NamedTempFile> {
+/// `rules` in a temporary file, for `nft -f`.
+pub fn ruleset_file(rules: &str) -> Result<tempfile::NamedTempFile> {
     let mut f = tempfile::Builder::new().prefix("linerate-nft").tempfile()?;
     f.write_all(rules.as_bytes())?;
     f.flush()?;
