@@ -404,6 +404,18 @@ impl RouterCollector {
             "Rules added or removed in place, from nf_tables' notifications.",
             [(vec![], counter(rec.rules_changed))],
         )?;
+        family(
+            enc,
+            "linerate_firewall_verdicts_carried",
+            "Cached verdicts judged again and carried into the next generation, where the cache alone judges a family.",
+            [(vec![], counter(rec.verdicts_carried))],
+        )?;
+        family(
+            enc,
+            "linerate_firewall_verdicts_left",
+            "Cached verdicts not carried for want of time, learned again from their misses.",
+            [(vec![], counter(rec.verdicts_left))],
+        )?;
         let rule = |r: &linerate_dataplane::record::RuleCount| {
             labels([
                 ("family", FAMILIES[r.ipv6 as usize].to_string()),

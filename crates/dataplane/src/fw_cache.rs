@@ -15,8 +15,17 @@ pub trait FwTable {
     /// Makes `generation` the one frames are judged by, with what each
     /// family reads in it (`[ipv6]`) and the classifier it judges a key
     /// the cache lacks by (None: the key is reported, and the kernel
-    /// judges); both are in place before the generation is.
-    fn publish(&mut self, generation: u32, reads: [FwReads; 2], classifiers: [Option<&Tables>; 2]);
+    /// judges), and the slots `carried` into it (each written at its
+    /// index, tagged with it); all are in place before the generation
+    /// is, the slots last (frames of the generation before take them for
+    /// stale ones, and may write over them meanwhile).
+    fn publish(
+        &mut self,
+        generation: u32,
+        reads: [FwReads; 2],
+        classifiers: [Option<&Tables>; 2],
+        carried: &[(u32, FwSlot)],
+    );
 }
 
 /// The key's eight words as the program loads them.

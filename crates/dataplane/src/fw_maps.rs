@@ -107,7 +107,13 @@ impl FwTable for FwMaps {
         seq.store(s + 2, Ordering::Release);
     }
 
-    fn publish(&mut self, generation: u32, reads: [FwReads; 2], classifiers: [Option<&Tables>; 2]) {
+    fn publish(
+        &mut self,
+        generation: u32,
+        reads: [FwReads; 2],
+        classifiers: [Option<&Tables>; 2],
+        carried: &[(u32, FwSlot)],
+    ) {
         if let Some(t) = self.published {
             if let Some(left) = READS_GRACE.checked_sub(t.elapsed()) {
                 std::thread::sleep(left);
@@ -127,6 +133,9 @@ impl FwTable for FwMaps {
             let at = offset_of!(FwState, reads)
                 + ((generation as usize & 1) * 2 + ipv6) * size_of::<FwReads>();
             self.state.write_bytes(0, at, r.as_bytes());
+        }
+        for (index, slot) in carried {
+            self.write_slot(*index, slot);
         }
         self.state
             .word(0, offset_of!(FwState, generation))

@@ -211,7 +211,16 @@ impl FwTable for FwModel {
         );
     }
 
-    fn publish(&mut self, generation: u32, reads: [FwReads; 2], classifiers: [Option<&Tables>; 2]) {
+    fn publish(
+        &mut self,
+        generation: u32,
+        reads: [FwReads; 2],
+        classifiers: [Option<&Tables>; 2],
+        carried: &[(u32, FwSlot)],
+    ) {
+        for (index, slot) in carried {
+            self.write_slot(*index, slot);
+        }
         self.state.reads[generation as usize & 1] = reads;
         self.classifiers[generation as usize & 1] = classifiers.map(|t| t.cloned());
         self.state.generation = generation;

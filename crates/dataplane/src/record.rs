@@ -70,6 +70,13 @@ pub struct FirewallRecord {
     /// the rules added read from `nft monitor`, without a read).
     #[serde(default)]
     pub rules_changed: u64,
+    /// Cached verdicts carried into the next generation (of a family its
+    /// cache alone judges), and those left to be learned from their
+    /// misses because carrying took too long (linerate_firewall::carry).
+    #[serde(default)]
+    pub verdicts_carried: u64,
+    #[serde(default)]
+    pub verdicts_left: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

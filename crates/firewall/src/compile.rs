@@ -83,6 +83,29 @@ pub struct Compiled {
     pub names: BTreeMap<u32, String>,
     /// The fast path finds connections (a filter may read ct).
     pub ct: bool,
+    /// What changed from the generation before (crate::carry).
+    pub since: Since,
+}
+
+/// What changed between a generation and the one before it.
+#[derive(Clone, Debug, Default)]
+pub enum Since {
+    /// Anything may have: the ruleset was read whole, or rules changed.
+    #[default]
+    Anything,
+    /// Only set elements, `[ipv6]`: each set changed (its index in the
+    /// family's filter), and what of it.
+    Elements([Vec<(usize, Touched)>; 2]),
+}
+
+/// What of a set changed.
+#[derive(Clone, Debug)]
+pub enum Touched {
+    /// These keys, each of single numbers, were added or removed.
+    Keys(rustc_hash::FxHashSet<crate::eval::Numbers>),
+    /// Ranges, names or interval boundaries: anything the set holds may
+    /// have.
+    Anything,
 }
 
 impl Compiled {
@@ -117,6 +140,7 @@ impl Compiled {
                 families,
                 names,
                 ct,
+                since: Since::Anything,
             },
             why,
         )
@@ -347,7 +371,11 @@ impl Compiled {
         if plans.iter().all(Vec::is_empty) && !changes.iter().any(holds_set) {
             return Ok(false);
         }
-        self.apply_elements(changes)?;
+        let touched = self.apply_elements(changes)?;
+        self.since = match plans.iter().all(Vec::is_empty) {
+            true => Since::Elements(touched),
+            false => Since::Anything,
+        };
         // The rules replaced, kept until the filters are checked: a
         // refusal puts them back, so that rule counter ids stay what they
         // stood for until the ruleset is read.
@@ -482,12 +510,16 @@ impl Compiled {
         Ok(true)
     }
 
+    /// Applies element changes to the sets the filters name: per family,
+    /// what of each set changed.
     fn apply_elements(
         &mut self,
         changes: &[linerate_netlink::nft_events::ElementChange],
-    ) -> Result<(), String> {
+    ) -> Result<[Vec<(usize, Touched)>; 2], String> {
         use crate::raw_elements::{self, Boundary};
-        for family in self.families.iter_mut().flatten() {
+        let mut touched: [BTreeMap<usize, Touched>; 2] = Default::default();
+        for (family, touched) in self.families.iter_mut().zip(&mut touched) {
+            let Some(family) = family else { continue };
             let filter = &mut family.filter;
             // Interval sets whose boundaries changed.
             let mut redraw = BTreeSet::new();
@@ -544,6 +576,7 @@ impl Compiled {
                         }
                     }
                     redraw.insert(i);
+                    touched.insert(i, Touched::Anything);
                     continue;
                 }
                 let decoded = raw_elements::decode(&key, set.interval, &c.elements)
@@ -557,6 +590,17 @@ impl Compiled {
                         }
                         (true, Some(v)) => Some(action_of(&v)?),
                     };
+                    let t = touched
+                        .entry(i)
+                        .or_insert_with(|| Touched::Keys(Default::default()));
+                    if let Touched::Keys(keys) = t {
+                        match crate::ruleset::exact_numbers(&atoms) {
+                            Some(n) => {
+                                keys.insert(n);
+                            }
+                            None => *t = Touched::Anything,
+                        }
+                    }
                     let e = &mut filter.sets[i].elements;
                     if c.add {
                         e.insert(atoms, action);
@@ -580,7 +624,7 @@ impl Compiled {
                 set.elements = crate::ruleset::Elements::of_ranges(ranges);
             }
         }
-        Ok(())
+        Ok(touched.map(|t| t.into_iter().collect()))
     }
 
     /// The handles of chain `chain` of `table` in order, as a family
@@ -641,10 +685,16 @@ impl Compiled {
 /// Makes `c` the generation frames are judged by: every entry cached
 /// before is stale at once.
 pub fn publish(table: &mut impl FwTable, c: &Compiled) {
+    publish_carrying(table, c, &[]);
+}
+
+/// [`publish`], with the verdicts crate::carry carried into `c`.
+pub fn publish_carrying(table: &mut impl FwTable, c: &Compiled, carried: &[(u32, FwSlot)]) {
     table.publish(
         c.generation,
         [c.reads(false), c.reads(true)],
         c.classifiers(),
+        carried,
     );
 }
 

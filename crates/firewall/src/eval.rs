@@ -173,10 +173,52 @@ fn run_rule(
 }
 
 /// A field's value in a packet at a hook.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Value<'a> {
     Num(u128),
     Name(&'a str),
+}
+
+/// A key's values, on the stack for the keys rules have (a packet is
+/// judged by thousands of rules: no allocation per test).
+type Values<'a> = smallvec::SmallVec<[Value<'a>; 4]>;
+
+/// A key's values when all are numbers.
+pub type Numbers = smallvec::SmallVec<[u128; 4]>;
+
+/// The packet's values of `key` (masked): None if it lacks a field.
+fn values<'a>(key: &[Field], mask: Option<u128>, hook: Hook, p: &'a Packet) -> Option<Values<'a>> {
+    let mut values = Values::new();
+    for &f in key {
+        let mut v = value(f, hook, p)?;
+        if let (Some(m), Value::Num(n)) = (mask, v) {
+            v = Value::Num(n & m);
+        }
+        values.push(v);
+    }
+    Some(values)
+}
+
+fn numbers(values: &[Value]) -> Option<Numbers> {
+    values
+        .iter()
+        .map(|v| match v {
+            Value::Num(n) => Some(*n),
+            Value::Name(_) => None,
+        })
+        .collect()
+}
+
+/// The numbers a set lookup of `key` looks up for `p` at `hook`: None if
+/// the packet lacks a field (the test fails whatever the set holds),
+/// Some(None) if a value is a name.
+pub fn key_numbers(
+    key: &[Field],
+    mask: Option<u128>,
+    hook: Hook,
+    p: &Packet,
+) -> Option<Option<Numbers>> {
+    values(key, mask, hook, p).map(|v| numbers(&v))
 }
 
 /// The element the packet's key is in: None (outer) if the packet lacks a
@@ -188,35 +230,18 @@ fn lookup(
     hook: Hook,
     p: &Packet,
 ) -> Option<Option<usize>> {
-    let mut values = Vec::with_capacity(key.len());
-    for &f in key {
-        let mut v = value(f, hook, p)?;
-        if let (Some(m), Value::Num(n)) = (mask, &v) {
-            v = Value::Num(n & m);
-        }
-        values.push(v);
+    let values = values(key, mask, hook, p)?;
+    if let Some(found) = numbers(&values).and_then(|n| e.find_numbers(&n)) {
+        return Some(found);
     }
-    let walk = || {
-        e.keys.iter().position(|atoms| {
-            atoms.iter().zip(&values).all(|(a, v)| match (a, v) {
-                (Atom::Range(lo, hi), Value::Num(n)) => lo <= n && n <= hi,
-                (Atom::Name(s), Value::Name(n)) => s == n,
-                (Atom::NamePrefix(s), Value::Name(n)) => n.starts_with(s.as_str()),
-                _ => false,
-            })
+    Some(e.keys.iter().position(|atoms| {
+        atoms.iter().zip(&values).all(|(a, v)| match (a, v) {
+            (Atom::Range(lo, hi), Value::Num(n)) => lo <= n && n <= hi,
+            (Atom::Name(s), Value::Name(n)) => s == n,
+            (Atom::NamePrefix(s), Value::Name(n)) => n.starts_with(s.as_str()),
+            _ => false,
         })
-    };
-    let nums: Option<Vec<u128>> = values
-        .iter()
-        .map(|v| match v {
-            Value::Num(n) => Some(*n),
-            Value::Name(_) => None,
-        })
-        .collect();
-    Some(match nums.and_then(|n| e.find_numbers(&n)) {
-        Some(found) => found,
-        None => walk(),
-    })
+    }))
 }
 
 fn value(f: Field, hook: Hook, p: &Packet) -> Option<Value<'_>> {

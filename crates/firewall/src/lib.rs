@@ -19,6 +19,7 @@
 //! and [`listing`] and [`view`] set the fast path's rule counters beside
 //! the kernel's.
 pub mod cache;
+pub mod carry;
 pub mod classify;
 pub mod compile;
 pub mod conntrack;

@@ -276,6 +276,17 @@ impl Elements {
     }
 }
 
+/// A key of single numbers as those numbers, without allocating for the
+/// keys sets have.
+pub fn exact_numbers(key: &[Atom]) -> Option<crate::eval::Numbers> {
+    key.iter()
+        .map(|a| match a {
+            Atom::Range(lo, hi) if lo == hi => Some(*lo),
+            _ => None,
+        })
+        .collect()
+}
+
 /// A key of single numbers as those numbers.
 fn exact(key: &[Atom]) -> Option<Vec<u128>> {
     key.iter()

@@ -429,6 +429,46 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
             "rule counter {id} under the classifier"
         );
     }
+
+    // The classifiers gone (as when a set passes their room): the keys
+    // the program cached under generation 3 are judged again by the
+    // evaluator and carried into 4 as it is published; a frame whose key
+    // was carried hits at once, in the program as in the model, with the
+    // evaluator's verdict, and only the others miss.
+    let (c4, _) = Compiled::new(4, &ruleset, names.clone(), false);
+    let c4 = c4.without_classifiers();
+    let budget = std::time::Duration::from_secs(30);
+    let carried = linerate_firewall::carry::carried(&maps, 3, &c4, budget);
+    let in_model = linerate_firewall::carry::carried(model.fw(), 3, &c4, budget);
+    assert_eq!(carried.writes, in_model.writes);
+    assert_eq!(
+        (carried.kept, carried.left),
+        (0, 0),
+        "read whole: judged again"
+    );
+    assert!(carried.writes.len() > 40, "{carried:?}");
+    compile::publish_carrying(&mut maps, &c4, &carried.writes);
+    compile::publish_carrying(model.fw_mut(), &c4, &in_model.writes);
+    let keys: Vec<FlowKey> = carried.writes.iter().map(|(_, s)| s.key.flow).collect();
+    let mut missed = 0;
+    for f in &frames {
+        let reason = run(f, &model);
+        let p = packet_of(f, if0, if1, &names);
+        let reads = &c4.families[p.ipv6 as usize].as_ref().unwrap().reads;
+        let carried = keys.contains(&FlowKey::of(&p, reads));
+        if reason == "pass_fw_miss" {
+            assert!(!carried, "{p:?}: carried, and missed");
+            missed += 1;
+            continue;
+        }
+        judged_as_the_evaluator(f, reason, &c4, (if0, if1), &names, &mut BTreeMap::new());
+    }
+    assert_eq!(program_misses(&maps).len(), missed);
+    assert!(
+        missed < frames.len() / 4,
+        "{missed} of {} missed",
+        frames.len()
+    );
     drop(fp);
     drop(pair);
 }

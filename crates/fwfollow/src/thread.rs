@@ -25,8 +25,9 @@ use crate::monitor::RuleMonitor;
 use anyhow::{Context, Result};
 use linerate_bpf::layout::Pod;
 use linerate_dataplane::fw_maps::FwMaps;
-use linerate_dataplane::layout::{FwMiss, FwRuleCounter};
+use linerate_dataplane::layout::{FwMiss, FwRuleCounter, FwSlot};
 use linerate_dataplane::record::{FirewallRecord, RuleCount};
+use linerate_firewall::carry;
 use linerate_firewall::compile::{self, ChainRules, Compiled, RuleRef};
 use linerate_netlink::nft_events::ElementChange;
 use std::cell::RefCell;
@@ -203,7 +204,17 @@ struct Learner {
     /// element changes it applied: receiving, decoding, applying,
     /// publishing.
     elements_busy: Duration,
+    /// Cached verdicts carried into the generation after theirs, and
+    /// those the budget left to be learned from their misses.
+    carried: u64,
+    carry_left: u64,
 }
+
+/// How long the thread judges cached keys again before it publishes a
+/// generation its cache alone judges: the publication waits that long at
+/// most (a key takes the evaluator's walk of the ruleset: 10,000 rules
+/// about 100 us).
+const CARRY_BUDGET: Duration = Duration::from_millis(500);
 
 impl Learner {
     fn next_generation(&self) -> u32 {
@@ -230,11 +241,15 @@ impl Learner {
     /// replaces to `before` (its slots are stale from here on: nothing
     /// counts into them any more, past frames in flight).
     fn publish(&mut self, c: Compiled) {
-        compile::publish(&mut self.maps, &c);
-        // The program counts at every counter its classifiers name.
+        let (slots, carried) = self.carry(self.compiled.generation, &c);
+        compile::publish_carrying(&mut self.maps, &c, &slots);
+        // The program counts at every counter its classifiers name, and
+        // at those of the verdicts carried.
         let counted_by_program = c.classifier_counters();
         let old = std::mem::replace(&mut self.compiled, c);
+        self.compiled.since = Default::default();
         let used = std::mem::replace(&mut self.used, counted_by_program);
+        self.used.extend(carried);
         for id in used {
             if let (Some(rule), Ok(n)) = (old.rule_of(id), self.maps.counter(id)) {
                 let e = self.before.entry(rule).or_default();
@@ -263,14 +278,21 @@ impl Learner {
                 .map(|&id| (id, self.compiled.rule_of(id)))
                 .collect(),
         };
+        let current = self.compiled.generation;
         if !self
             .compiled
             .apply(next, elements, chains, &linerate_firewall::read::if_index)?
         {
             return Ok(());
         }
-        compile::publish(&mut self.maps, &self.compiled);
+        let compiled = std::mem::take(&mut self.compiled);
+        let (slots, carried) = self.carry(current, &compiled);
+        self.compiled = compiled;
+        // What changed is of no use past the carrying (and may be large).
+        self.compiled.since = Default::default();
+        compile::publish_carrying(&mut self.maps, &self.compiled, &slots);
         if chains.is_empty() {
+            self.used.extend(carried);
             return Ok(());
         }
         for (id, rule) in stood_for {
@@ -284,11 +306,37 @@ impl Learner {
             }
         }
         self.used = self.compiled.classifier_counters();
+        self.used.extend(carried);
         if !self.before.is_empty() {
             let rules = self.compiled.rules();
             self.before.retain(|r, _| rules.contains(r));
         }
         Ok(())
+    }
+
+    /// The verdicts cached under `current` that `next` would otherwise
+    /// leave to the kernel (linerate_firewall::carry), to be published
+    /// with it, and the rule counter ids they count at.
+    fn carry(&mut self, current: u32, next: &Compiled) -> (Vec<(u32, FwSlot)>, BTreeSet<u16>) {
+        let c = carry::carried(&self.maps, current, next, CARRY_BUDGET);
+        let ids = c
+            .writes
+            .iter()
+            .flat_map(|(_, s)| s.counters[..s.counters_n as usize].iter().copied())
+            .collect();
+        self.carried += c.writes.len() as u64;
+        self.carry_left += c.left as u64;
+        if c.keys > 0 {
+            tracing::debug!(
+                "generation {}: {} cached verdicts carried ({} as they were), {} not, {} left to their misses",
+                next.generation,
+                c.writes.len(),
+                c.kept,
+                c.dropped,
+                c.left
+            );
+        }
+        (c.writes, ids)
     }
 
     fn learn(&mut self, m: &FwMiss) {
@@ -341,6 +389,8 @@ fn run(
         elements_changed: 0,
         rules_changed: 0,
         elements_busy: Duration::ZERO,
+        carried: 0,
+        carry_left: 0,
     };
     let misses: RefCell<Vec<FwMiss>> = RefCell::new(Vec::new());
     let mut b = libbpf_rs::RingBufferBuilder::new();
@@ -453,6 +503,9 @@ fn run(
                     last_news.generation = l.compiled.generation;
                     last_news.unclassified = l.compiled.unclassified();
                     last_news.took = started.elapsed();
+                    // The flows the new generation lacks go to the
+                    // kernel until learned: learned first.
+                    learn_misses(&ring, &misses, &mut l);
                     keep_record(&l, &last_news, &mut written);
                 }
                 Err(why) => {
@@ -461,6 +514,11 @@ fn run(
                     }
                     reread = true;
                 }
+            }
+            // A batch of a million elements takes longer to free (0.15 s)
+            // than a flow's misses may wait to be learned: freed aside.
+            if b.element_changes() > FREE_ASIDE {
+                std::thread::spawn(move || drop(b));
             }
         }
         if reread {
@@ -509,18 +567,27 @@ fn run(
                 return Ok(());
             }
         }
-        // A failed read of the ring loses reports, not verdicts: those
-        // flows go on through the kernel until they miss again.
-        if let Err(e) = ring.consume() {
-            tracing::warn!("the firewall's misses: {e:#}");
-        }
-        for m in misses.borrow_mut().drain(..) {
-            l.learn(&m);
-        }
+        learn_misses(&ring, &misses, &mut l);
         if tick.elapsed() >= RECORD_EVERY {
             keep_record(&l, &last_news, &mut written);
             tick = Instant::now();
         }
+    }
+}
+
+/// Element changes in a batch past which it is freed on a thread of its
+/// own.
+const FREE_ASIDE: usize = 10_000;
+
+/// Learns the misses the program reported.
+fn learn_misses(ring: &libbpf_rs::RingBuffer, misses: &RefCell<Vec<FwMiss>>, l: &mut Learner) {
+    // A failed read of the ring loses reports, not verdicts: those flows
+    // go on through the kernel until they miss again.
+    if let Err(e) = ring.consume() {
+        tracing::warn!("the firewall's misses: {e:#}");
+    }
+    for m in misses.borrow_mut().drain(..) {
+        l.learn(&m);
     }
 }
 
@@ -547,5 +614,7 @@ fn record_of(l: &Learner, n: &FwNews) -> FirewallRecord {
         elements_changed: l.elements_changed,
         elements_busy_us: l.elements_busy.as_micros() as u64,
         rules_changed: l.rules_changed,
+        verdicts_carried: l.carried,
+        verdicts_left: l.carry_left,
     }
 }

@@ -190,6 +190,11 @@ pub struct Event {
     /// window it sent little in is its own, not the DUT's (windows it
     /// offered under a tenth of its rate before are left out).
     pub lowest_kept: f64,
+    /// The same over the windows the DUT's forwarding thread was busy in
+    /// (at least half its CPU): a window it had time to spare in, frames
+    /// refused, is the generator's (its CPU shared, it fills the DUT's
+    /// ring before it wakes its reader), not the DUT's. Infinite if none.
+    pub lowest_kept_busy: f64,
     /// What the generator offered over the burst, as a share of what it
     /// offered before.
     pub offered: f64,
@@ -465,9 +470,14 @@ fn settled(dut: &str, generation: u32, t0: u64, stop: &AtomicBool) -> Result<Opt
     }
 }
 
+/// A window the DUT's forwarding thread had at least this share of its
+/// CPU in is one it was busy in.
+const BUSY: f64 = 0.5;
+
 /// The lowest kept share (received over offered) of a 100 ms window
-/// ending in (t0, t1], against the share over the 500 ms before t0.
-fn lowest_kept(samples: &[Sample], t0: u64, t1: u64) -> f64 {
+/// ending in (t0, t1], against the share over the 500 ms before t0; of
+/// the windows the forwarding thread was busy in only, if `busy`.
+fn lowest_kept(samples: &[Sample], t0: u64, t1: u64, busy: bool) -> f64 {
     let offered = |s: &Sample| s.taken + s.refused;
     let (p, q) = (at(samples, t0.saturating_sub(500_000_000)), at(samples, t0));
     let base_offered = (offered(&q) - offered(&p)) as f64 / 5.0;
@@ -477,6 +487,9 @@ fn lowest_kept(samples: &[Sample], t0: u64, t1: u64) -> f64 {
         let w = at(samples, s.t - WINDOW_NS);
         let o = (offered(s) - offered(&w)) as f64;
         if o < base_offered / 10.0 || s.t - w.t < WINDOW_NS * 9 / 10 {
+            continue;
+        }
+        if busy && ((s.napi_ns - w.napi_ns) as f64) < BUSY * (s.t - w.t) as f64 {
             continue;
         }
         lowest = lowest.min((s.received - w.received) as f64 / o / base.max(1e-9));
@@ -524,7 +537,8 @@ fn events(samples: &[Sample], made: &[Made], end: u64) -> Vec<Event> {
                 forwarded: rate(a, b, |s| s.received) / baseline_pps.max(1.0),
                 lowest,
                 under_ms,
-                lowest_kept: lowest_kept(samples, m.at, next),
+                lowest_kept: lowest_kept(samples, m.at, next, false),
+                lowest_kept_busy: lowest_kept(samples, m.at, next, true),
                 offered: rate(a, b, offered) / rate(p, q, offered).max(1.0),
                 refused: (b.refused - a.refused) as f64 / (offered(&b) - offered(&a)).max(1) as f64,
                 napi_cpu_before: napi_cpu(p, q),
@@ -665,13 +679,14 @@ impl std::fmt::Display for Event {
         };
         write!(
             f,
-            "{} (kernel {:.0} ms, {fast}): forwarded {:.3}x the {:.3} Mpps before, lowest 100 ms window {:.3}x (of what was offered {:.3}x), {:.0} ms under 0.9x; offered {:.3}x, {:.1}% refused; forwarding thread's CPU {:.0}% (before {:.0}%), its time a frame {:.2}x; the DUT's frames: {}",
+            "{} (kernel {:.0} ms, {fast}): forwarded {:.3}x the {:.3} Mpps before, lowest 100 ms window {:.3}x (of what was offered {:.3}x, {:.3}x where the forwarding thread was busy), {:.0} ms under 0.9x; offered {:.3}x, {:.1}% refused; forwarding thread's CPU {:.0}% (before {:.0}%), its time a frame {:.2}x; the DUT's frames: {}",
             self.command,
             self.kernel_ms,
             self.forwarded,
             self.baseline_pps / 1e6,
             self.lowest,
             self.lowest_kept,
+            self.lowest_kept_busy,
             self.under_ms,
             self.offered,
             100.0 * self.refused,
@@ -701,7 +716,7 @@ impl std::fmt::Display for Report {
             for e in &p.events {
                 write!(
                     f,
-                    "\n  {:<11} {:>7} ms  forwarded {:.3}x  lowest {:.3}x (kept {:.3}x)  {:>5.0} ms under 0.9x  offered {:.3}x  forwarding CPU {:.0}%",
+                    "\n  {:<11} {:>7} ms  forwarded {:.3}x  lowest {:.3}x (kept {:.3}x, busy {:.3}x)  {:>5.0} ms under 0.9x  offered {:.3}x  forwarding CPU {:.0}%",
                     format!("{:?}", e.burst).to_lowercase(),
                     e.fast_path_ms
                         .map(|m| format!("{m:.0}"))
@@ -709,6 +724,7 @@ impl std::fmt::Display for Report {
                     e.forwarded,
                     e.lowest,
                     e.lowest_kept,
+                    e.lowest_kept_busy,
                     e.under_ms,
                     e.offered,
                     100.0 * e.napi_cpu
@@ -770,32 +786,47 @@ mod tests {
     }
 
     /// The generator offering the same throughout, the DUT keeping half of
-    /// it for 300 ms, and later the generator sending nothing for 300 ms:
-    /// the first is the DUT's (kept 0.5x), the second not counted.
+    /// it for 300 ms with its forwarding thread busy, later a quarter of
+    /// it for 300 ms with the thread mostly idle (the generator's doing),
+    /// and later the generator sending nothing for 300 ms: the first is
+    /// the DUT's (kept 0.5x), the second counts only among all windows,
+    /// the third not at all.
     #[test]
     fn what_the_dut_kept_of_what_it_was_offered() {
-        let (mut samples, mut n, mut offered) = (Vec::new(), 0u64, 0u64);
-        for i in 0..400u64 {
+        let (mut samples, mut n, mut offered, mut napi) = (Vec::new(), 0u64, 0u64, 0u64);
+        for i in 0..500u64 {
             let t = i * 10;
             samples.push(Sample {
                 t: t * 1_000_000,
                 received: n,
                 taken: offered,
                 refused: 0,
-                napi_ns: 0,
+                napi_ns: napi,
             });
-            let (o, r) = match t {
-                1200..1500 => (20_000, 5_000),
-                2500..2800 => (0, 0),
-                _ => (20_000, 10_000),
+            let (o, r, busy_ms) = match t {
+                1200..1500 => (20_000, 5_000, 10),
+                2500..2800 => (0, 0, 0),
+                3200..3500 => (20_000, 2_500, 2),
+                _ => (20_000, 10_000, 10),
             };
             offered += o;
             n += r;
+            napi += busy_ms * 1_000_000;
         }
-        let kept = lowest_kept(&samples, 1_000_000_000, 2_000_000_000);
+        let kept = lowest_kept(&samples, 1_000_000_000, 2_000_000_000, false);
         assert!((kept - 0.5).abs() < 1e-9, "{kept}");
-        let idle = lowest_kept(&samples, 2_000_000_000, 3_900_000_000);
+        let busy = lowest_kept(&samples, 1_000_000_000, 2_000_000_000, true);
+        assert!((busy - 0.5).abs() < 1e-9, "{busy}");
+        let idle = lowest_kept(&samples, 2_000_000_000, 3_000_000_000, false);
         assert!((idle - 1.0).abs() < 1e-9, "{idle}");
+        let spare = lowest_kept(&samples, 3_000_000_000, 4_900_000_000, false);
+        assert!((spare - 0.25).abs() < 1e-9, "{spare}");
+        // Among busy windows, the lowest is the one that straddles the
+        // spare time the most and is still busy half of it: four 10 ms
+        // samples of ten busy (8 * 4 + 20 = 52 ms of its CPU), kept
+        // (4 * 10,000 + 6 * 2,500) / 200,000, against 0.5 before.
+        let spare_busy = lowest_kept(&samples, 3_000_000_000, 4_900_000_000, true);
+        assert!((spare_busy - 0.55).abs() < 1e-9, "{spare_busy}");
     }
 
     #[test]
