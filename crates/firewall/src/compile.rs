@@ -1086,6 +1086,73 @@ mod tests {
         assert_eq!(verdict(&c, addr(past)), FW_ACCEPT);
     }
 
+    /// A chain of more rules than the classifier has terms for, and more
+    /// than a family has counter ids: the family keeps the cache alone,
+    /// said why; a key its rules judge before the last id is cached with
+    /// its verdict and counter, one a rule past the ids decides is cached
+    /// as the kernel's (which judges and counts it), and one no rule
+    /// matches takes the policy. Below the terms, the classifier is there.
+    #[test]
+    fn rules_past_the_classifiers_terms_and_the_counter_ids_are_said_and_the_kernels() {
+        let ruleset = |n: usize| {
+            let rules: Vec<String> = (0..n)
+                .map(|i| {
+                    format!(
+                        r#"{{"rule": {{"family": "ip", "table": "f", "chain": "fwd", "handle": {},
+                        "expr": [{{"match": {{"op": "==", "left": {{"payload": {{"protocol": "udp", "field": "dport"}}}}, "right": {}}}}},
+                                 {{"counter": {{"packets": 0, "bytes": 0}}}}, {{"drop": null}}]}}}}"#,
+                        i + 10,
+                        i + 1
+                    )
+                })
+                .collect();
+            let json = format!(
+                r#"{{"nftables": [
+              {{"table": {{"family": "ip", "name": "f", "handle": 1}}}},
+              {{"chain": {{"family": "ip", "table": "f", "name": "fwd", "handle": 3,
+                         "type": "filter", "hook": "forward", "prio": 0, "policy": "accept"}}}},
+              {}
+            ]}}"#,
+                rules.join(",\n")
+            );
+            let rs = parse(&json, &|_| None).unwrap();
+            let (c, why) = Compiled::new(1, &rs, BTreeMap::new(), true);
+            assert_eq!(why, [None, None]);
+            c
+        };
+        let slot = |c: &Compiled, port: u16| {
+            let p = crate::Packet {
+                l4proto: 17,
+                nexthdr: 17,
+                transport: [&1000u16.to_be_bytes()[..], &port.to_be_bytes(), &[0, 8, 0, 0]].concat(),
+                ..Default::default()
+            };
+            let reads = &c.families[0].as_ref().unwrap().reads;
+            c.slot(&FlowKey::of(&p, reads)).unwrap()
+        };
+        // A rule with a counter is two terms (its count, its verdict).
+        let below = ruleset(crate::classify::MAX_TERMS / 4);
+        assert_eq!(below.unclassified()[0], None);
+
+        let n = FAMILY_COUNTERS + 2;
+        let c = ruleset(n);
+        let why = c.unclassified()[0].clone().expect("past the terms");
+        assert!(why.contains(&format!("more than {} terms", crate::classify::MAX_TERMS)), "{why}");
+        let first = slot(&c, 1);
+        assert_eq!((first.verdict, first.counters_n, first.counters[0]), (FW_DROP, 1, 0));
+        let last_id = slot(&c, FAMILY_COUNTERS as u16);
+        assert_eq!(
+            (last_id.verdict, last_id.counters[0]),
+            (FW_DROP, FAMILY_COUNTERS as u16 - 1)
+        );
+        for port in [FAMILY_COUNTERS as u16 + 1, n as u16] {
+            let past = slot(&c, port);
+            assert_eq!((past.verdict, past.counters_n), (FW_KERNEL, 0), "port {port}");
+        }
+        let none = slot(&c, n as u16 + 1);
+        assert_eq!((none.verdict, none.counters_n), (FW_ACCEPT, 0));
+    }
+
     /// An interval set's boundaries changed at random, as the kernel
     /// notifies them, then applied in place: after every batch each
     /// address is matched as the kernel's rbtree matches it (the greatest

@@ -195,6 +195,8 @@ pub struct Event {
     /// refused, is the generator's (its CPU shared, it fills the DUT's
     /// ring before it wakes its reader), not the DUT's. Infinite if none.
     pub lowest_kept_busy: f64,
+    /// When that window ended, from the burst's start (ms).
+    pub lowest_kept_busy_at_ms: f64,
     /// What the generator offered over the burst, as a share of what it
     /// offered before.
     pub offered: f64,
@@ -478,11 +480,16 @@ const BUSY: f64 = 0.5;
 /// ending in (t0, t1], against the share over the 500 ms before t0; of
 /// the windows the forwarding thread was busy in only, if `busy`.
 fn lowest_kept(samples: &[Sample], t0: u64, t1: u64, busy: bool) -> f64 {
+    lowest_kept_at(samples, t0, t1, busy).0
+}
+
+/// [`lowest_kept`], and when its window ended (0 if none counted).
+fn lowest_kept_at(samples: &[Sample], t0: u64, t1: u64, busy: bool) -> (f64, u64) {
     let offered = |s: &Sample| s.taken + s.refused;
     let (p, q) = (at(samples, t0.saturating_sub(500_000_000)), at(samples, t0));
     let base_offered = (offered(&q) - offered(&p)) as f64 / 5.0;
     let base = (q.received - p.received) as f64 / (offered(&q) - offered(&p)).max(1) as f64;
-    let mut lowest = f64::INFINITY;
+    let (mut lowest, mut when) = (f64::INFINITY, 0);
     for s in samples.iter().filter(|s| s.t > t0 && s.t <= t1) {
         let w = at(samples, s.t - WINDOW_NS);
         let o = (offered(s) - offered(&w)) as f64;
@@ -492,9 +499,12 @@ fn lowest_kept(samples: &[Sample], t0: u64, t1: u64, busy: bool) -> f64 {
         if busy && ((s.napi_ns - w.napi_ns) as f64) < BUSY * (s.t - w.t) as f64 {
             continue;
         }
-        lowest = lowest.min((s.received - w.received) as f64 / o / base.max(1e-9));
+        let kept = (s.received - w.received) as f64 / o / base.max(1e-9);
+        if kept < lowest {
+            (lowest, when) = (kept, s.t);
+        }
     }
-    lowest
+    (lowest, when)
 }
 
 /// Puts the calling thread back to SCHED_OTHER (what it spawns next, the
@@ -525,6 +535,7 @@ fn events(samples: &[Sample], made: &[Made], end: u64) -> Vec<Event> {
             };
             let offered = |s: &Sample| s.taken + s.refused;
             let napi_cpu = |x: Sample, y: Sample| rate(x, y, |s| s.napi_ns) / 1e9;
+            let busy = lowest_kept_at(samples, m.at, next, true);
             let cost = |x: Sample, y: Sample| {
                 (y.napi_ns - x.napi_ns) as f64 / (y.received - x.received).max(1) as f64
             };
@@ -538,7 +549,8 @@ fn events(samples: &[Sample], made: &[Made], end: u64) -> Vec<Event> {
                 lowest,
                 under_ms,
                 lowest_kept: lowest_kept(samples, m.at, next, false),
-                lowest_kept_busy: lowest_kept(samples, m.at, next, true),
+                lowest_kept_busy: busy.0,
+                lowest_kept_busy_at_ms: busy.1.saturating_sub(m.at) as f64 / 1e6,
                 offered: rate(a, b, offered) / rate(p, q, offered).max(1.0),
                 refused: (b.refused - a.refused) as f64 / (offered(&b) - offered(&a)).max(1) as f64,
                 napi_cpu_before: napi_cpu(p, q),
@@ -679,7 +691,7 @@ impl std::fmt::Display for Event {
         };
         write!(
             f,
-            "{} (kernel {:.0} ms, {fast}): forwarded {:.3}x the {:.3} Mpps before, lowest 100 ms window {:.3}x (of what was offered {:.3}x, {:.3}x where the forwarding thread was busy), {:.0} ms under 0.9x; offered {:.3}x, {:.1}% refused; forwarding thread's CPU {:.0}% (before {:.0}%), its time a frame {:.2}x; the DUT's frames: {}",
+            "{} (kernel {:.0} ms, {fast}): forwarded {:.3}x the {:.3} Mpps before, lowest 100 ms window {:.3}x (of what was offered {:.3}x, {:.3}x where the forwarding thread was busy, {:.0} ms in), {:.0} ms under 0.9x; offered {:.3}x, {:.1}% refused; forwarding thread's CPU {:.0}% (before {:.0}%), its time a frame {:.2}x; the DUT's frames: {}",
             self.command,
             self.kernel_ms,
             self.forwarded,
@@ -687,6 +699,7 @@ impl std::fmt::Display for Event {
             self.lowest,
             self.lowest_kept,
             self.lowest_kept_busy,
+            self.lowest_kept_busy_at_ms,
             self.under_ms,
             self.offered,
             100.0 * self.refused,
