@@ -1124,7 +1124,12 @@ mod tests {
             let p = crate::Packet {
                 l4proto: 17,
                 nexthdr: 17,
-                transport: [&1000u16.to_be_bytes()[..], &port.to_be_bytes(), &[0, 8, 0, 0]].concat(),
+                transport: [
+                    &1000u16.to_be_bytes()[..],
+                    &port.to_be_bytes(),
+                    &[0, 8, 0, 0],
+                ]
+                .concat(),
                 ..Default::default()
             };
             let reads = &c.families[0].as_ref().unwrap().reads;
@@ -1137,9 +1142,15 @@ mod tests {
         let n = FAMILY_COUNTERS + 2;
         let c = ruleset(n);
         let why = c.unclassified()[0].clone().expect("past the terms");
-        assert!(why.contains(&format!("more than {} terms", crate::classify::MAX_TERMS)), "{why}");
+        assert!(
+            why.contains(&format!("more than {} terms", crate::classify::MAX_TERMS)),
+            "{why}"
+        );
         let first = slot(&c, 1);
-        assert_eq!((first.verdict, first.counters_n, first.counters[0]), (FW_DROP, 1, 0));
+        assert_eq!(
+            (first.verdict, first.counters_n, first.counters[0]),
+            (FW_DROP, 1, 0)
+        );
         let last_id = slot(&c, FAMILY_COUNTERS as u16);
         assert_eq!(
             (last_id.verdict, last_id.counters[0]),
@@ -1147,7 +1158,11 @@ mod tests {
         );
         for port in [FAMILY_COUNTERS as u16 + 1, n as u16] {
             let past = slot(&c, port);
-            assert_eq!((past.verdict, past.counters_n), (FW_KERNEL, 0), "port {port}");
+            assert_eq!(
+                (past.verdict, past.counters_n),
+                (FW_KERNEL, 0),
+                "port {port}"
+            );
         }
         let none = slot(&c, n as u16 + 1);
         assert_eq!((none.verdict, none.counters_n), (FW_ACCEPT, 0));
