@@ -190,63 +190,14 @@ impl ChangedLookups<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::{FlowKey, KeyOf};
+    use crate::cache::FlowKey;
+    use crate::compile::tests::{
+        blocked as compiled, blocked_addr as addr, blocked_change as change, key_from as key,
+    };
     use crate::compile::{learn, publish, publish_carrying, CLASSIFIER_SET_ELEMENTS};
-    use crate::read::parse;
     use linerate_dataplane::fw_model::FwModel;
     use linerate_dataplane::layout::{FW_ACCEPT, FW_DROP};
-    use std::collections::BTreeMap;
     use std::net::Ipv4Addr;
-
-    fn addr(i: usize) -> Ipv4Addr {
-        Ipv4Addr::from(0x0a00_0000 + i as u32)
-    }
-
-    /// `ip saddr @blocked drop` (a rule counting), `elements` of them.
-    fn compiled(generation: u32, elements: usize) -> Compiled {
-        let elems: Vec<String> = (0..elements).map(|i| format!("\"{}\"", addr(i))).collect();
-        let json = format!(
-            r#"{{"nftables": [
-          {{"table": {{"family": "ip", "name": "f", "handle": 1}}}},
-          {{"set": {{"family": "ip", "table": "f", "name": "blocked", "handle": 2, "type": "ipv4_addr", "elem": [{}]}}}},
-          {{"chain": {{"family": "ip", "table": "f", "name": "fwd", "handle": 3,
-                     "type": "filter", "hook": "forward", "prio": 0, "policy": "accept"}}}},
-          {{"rule": {{"family": "ip", "table": "f", "chain": "fwd", "handle": 4,
-                    "expr": [{{"match": {{"op": "==", "left": {{"payload": {{"protocol": "ip", "field": "saddr"}}}}, "right": "@blocked"}}}}, {{"counter": {{"packets": 0, "bytes": 0}}}}, {{"drop": null}}]}}}}
-        ]}}"#,
-            elems.join(", ")
-        );
-        let rs = parse(&json, &|_| None).unwrap();
-        let (c, why) = Compiled::new(generation, &rs, BTreeMap::new(), true);
-        assert_eq!(why, [None, None]);
-        c
-    }
-
-    fn key(c: &Compiled, src: Ipv4Addr) -> FlowKey {
-        let p = crate::Packet {
-            saddr: u32::from(src) as u128,
-            l4proto: 17,
-            nexthdr: 17,
-            transport: vec![0, 1, 0, 2, 0, 8, 0, 0],
-            ..Default::default()
-        };
-        FlowKey::of(&p, &c.families[0].as_ref().unwrap().reads)
-    }
-
-    fn change(add: bool, i: usize) -> linerate_netlink::nft_events::ElementChange {
-        linerate_netlink::nft_events::ElementChange {
-            add,
-            table: crate::ruleset::TableId {
-                family: "ip".into(),
-                name: "f".into(),
-            },
-            set: "blocked".into(),
-            elements: vec![crate::raw_elements::RawElement {
-                key: addr(i).octets().to_vec(),
-                ..Default::default()
-            }],
-        }
-    }
 
     /// The cached verdict of `k` under generation `generation`, wherever
     /// its set put it.

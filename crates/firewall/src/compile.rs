@@ -804,7 +804,7 @@ pub fn fw_reads(r: &Reads) -> FwReads {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::read::parse;
     use linerate_dataplane::layout::FW_CACHE_SETS;
@@ -953,21 +953,8 @@ mod tests {
         let rs = parse(json, &|_| None).unwrap();
         let (mut c, why) = Compiled::new(1, &rs, BTreeMap::new(), true);
         assert_eq!(why, [None, None]);
-        let verdict = |c: &Compiled, port: u16| {
-            let p = crate::Packet {
-                l4proto: 17,
-                nexthdr: 17,
-                transport: [
-                    &1000u16.to_be_bytes()[..],
-                    &port.to_be_bytes(),
-                    &[0, 8, 0, 0],
-                ]
-                .concat(),
-                ..Default::default()
-            };
-            let reads = &c.families[0].as_ref().unwrap().reads;
-            c.slot(&FlowKey::of(&p, reads)).unwrap().verdict
-        };
+        let verdict =
+            |c: &Compiled, port: u16| c.slot(&udp_key(c, false, port, 0)).unwrap().verdict;
         assert_eq!((verdict(&c, 53), verdict(&c, 80)), (FW_DROP, FW_ACCEPT));
         let change = |add, set: &str, key: &[u8]| linerate_netlink::nft_events::ElementChange {
             add,
@@ -1022,16 +1009,16 @@ mod tests {
         assert!(e.contains("@blocked"), "{e}");
     }
 
-    /// A set at the classifier's room keeps the family's classifier; one
-    /// element more, and the family is judged by the cache alone (new
-    /// flows through the kernel until cached), its reason said; every
-    /// key still gets the evaluator's verdict; one element fewer, the
-    /// classifier is back.
-    #[test]
-    fn a_family_past_the_classifiers_elements_keeps_the_cache_and_says_why() {
-        let addr = |i: usize| std::net::Ipv4Addr::from(0x0a00_0000 + i as u32);
-        let elems: Vec<String> = (0..CLASSIFIER_SET_ELEMENTS)
-            .map(|i| format!("\"{}\"", addr(i)))
+    /// Address `i` of the blocklist fixtures: 10.0.0.0 on.
+    pub(crate) fn blocked_addr(i: usize) -> std::net::Ipv4Addr {
+        std::net::Ipv4Addr::from(0x0a00_0000 + i as u32)
+    }
+
+    /// `ip saddr @blocked counter drop`, policy accept, the set holding
+    /// the first `elements` of [`blocked_addr`].
+    pub(crate) fn blocked(generation: u32, elements: usize) -> Compiled {
+        let elems: Vec<String> = (0..elements)
+            .map(|i| format!("\"{}\"", blocked_addr(i)))
             .collect();
         let json = format!(
             r#"{{"nftables": [
@@ -1040,26 +1027,34 @@ mod tests {
           {{"chain": {{"family": "ip", "table": "f", "name": "fwd", "handle": 3,
                      "type": "filter", "hook": "forward", "prio": 0, "policy": "accept"}}}},
           {{"rule": {{"family": "ip", "table": "f", "chain": "fwd", "handle": 4,
-                    "expr": [{{"match": {{"op": "==", "left": {{"payload": {{"protocol": "ip", "field": "saddr"}}}}, "right": "@blocked"}}}}, {{"drop": null}}]}}}}
+                    "expr": [{{"match": {{"op": "==", "left": {{"payload": {{"protocol": "ip", "field": "saddr"}}}}, "right": "@blocked"}}}}, {{"counter": {{"packets": 0, "bytes": 0}}}}, {{"drop": null}}]}}}}
         ]}}"#,
             elems.join(", ")
         );
         let rs = parse(&json, &|_| None).unwrap();
-        let (mut c, why) = Compiled::new(1, &rs, BTreeMap::new(), true);
+        let (c, why) = Compiled::new(generation, &rs, BTreeMap::new(), true);
         assert_eq!(why, [None, None]);
-        assert_eq!(c.unclassified()[0], None, "at the room: classified");
-        let verdict = |c: &Compiled, src: std::net::Ipv4Addr| {
-            let p = crate::Packet {
-                saddr: u32::from(src) as u128,
-                l4proto: 17,
-                nexthdr: 17,
-                transport: vec![0, 1, 0, 2, 0, 8, 0, 0],
-                ..Default::default()
-            };
-            let reads = &c.families[0].as_ref().unwrap().reads;
-            c.slot(&FlowKey::of(&p, reads)).unwrap().verdict
+        c
+    }
+
+    /// The key of a UDP packet from `src` under `c`'s IPv4 reads.
+    pub(crate) fn key_from(c: &Compiled, src: std::net::Ipv4Addr) -> FlowKey {
+        let p = crate::Packet {
+            saddr: u32::from(src) as u128,
+            l4proto: 17,
+            nexthdr: 17,
+            transport: vec![0, 1, 0, 2, 0, 8, 0, 0],
+            ..Default::default()
         };
-        let change = |add, i: usize| linerate_netlink::nft_events::ElementChange {
+        FlowKey::of(&p, &c.families[0].as_ref().unwrap().reads)
+    }
+
+    /// [`blocked_addr`] `i` added to (or removed from) the set.
+    pub(crate) fn blocked_change(
+        add: bool,
+        i: usize,
+    ) -> linerate_netlink::nft_events::ElementChange {
+        linerate_netlink::nft_events::ElementChange {
             add,
             table: crate::ruleset::TableId {
                 family: "ip".into(),
@@ -1067,10 +1062,23 @@ mod tests {
             },
             set: "blocked".into(),
             elements: vec![crate::raw_elements::RawElement {
-                key: addr(i).octets().to_vec(),
+                key: blocked_addr(i).octets().to_vec(),
                 ..Default::default()
             }],
-        };
+        }
+    }
+
+    /// A set at the classifier's room keeps the family's classifier; one
+    /// element more, and the family is judged by the cache alone (new
+    /// flows through the kernel until cached), its reason said; every
+    /// key still gets the evaluator's verdict; one element fewer, the
+    /// classifier is back.
+    #[test]
+    fn a_family_past_the_classifiers_elements_keeps_the_cache_and_says_why() {
+        let (addr, change) = (blocked_addr, blocked_change);
+        let mut c = blocked(1, CLASSIFIER_SET_ELEMENTS);
+        assert_eq!(c.unclassified()[0], None, "at the room: classified");
+        let verdict = |c: &Compiled, src| c.slot(&key_from(c, src)).unwrap().verdict;
         let past = CLASSIFIER_SET_ELEMENTS;
         c.apply(2, &[change(true, past)], &[], &|_| None).unwrap();
         let why = c.unclassified()[0].clone().expect("past the room");
@@ -1120,21 +1128,7 @@ mod tests {
             assert_eq!(why, [None, None]);
             c
         };
-        let slot = |c: &Compiled, port: u16| {
-            let p = crate::Packet {
-                l4proto: 17,
-                nexthdr: 17,
-                transport: [
-                    &1000u16.to_be_bytes()[..],
-                    &port.to_be_bytes(),
-                    &[0, 8, 0, 0],
-                ]
-                .concat(),
-                ..Default::default()
-            };
-            let reads = &c.families[0].as_ref().unwrap().reads;
-            c.slot(&FlowKey::of(&p, reads)).unwrap()
-        };
+        let slot = |c: &Compiled, port: u16| c.slot(&udp_key(c, false, port, 0)).unwrap();
         // A rule with a counter is two terms (its count, its verdict).
         let below = ruleset(crate::classify::MAX_TERMS / 4);
         assert_eq!(below.unclassified()[0], None);
