@@ -29,6 +29,9 @@ pub enum Command {
     Ministat(MinistatArgs),
     /// Simple IMIX pps <-> bps conversion and Ethernet line rates.
     Imix(ImixArgs),
+    /// The host's and interfaces' settings for forwarding: each one's
+    /// value, the one recommended, and why (docs/tuning.md).
+    Tune(TuneArgs),
     /// Benchmarks, each against a peer measured in the same run.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -702,6 +705,16 @@ pub struct BenchGenArgs {
     #[arg(long)]
     pub tcp_connections: Option<u32>,
     /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct TuneArgs {
+    /// Interfaces to check too, comma-separated.
+    #[arg(short, long, value_delimiter = ',')]
+    pub interfaces: Vec<String>,
+    /// Print JSON.
     #[arg(long)]
     pub json: bool,
 }

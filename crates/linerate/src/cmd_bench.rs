@@ -149,13 +149,13 @@ fn progress<P: std::fmt::Display>(json: bool) -> impl FnMut(&P) {
     }
 }
 
-/// Prints a bench's report: as JSON, or as its text.
-fn print_report<R: serde::Serialize + std::fmt::Display>(json: bool, r: &R) -> Result<()> {
-    if json {
-        println!("{}", serde_json::to_string_pretty(r)?);
-    } else {
-        println!("{r}");
-    }
+/// Prints a report: as JSON, or as its text (ended by a newline).
+pub fn print_report<R: serde::Serialize + std::fmt::Display>(json: bool, r: &R) -> Result<()> {
+    let text = match json {
+        true => serde_json::to_string_pretty(r)?,
+        false => r.to_string(),
+    };
+    println!("{}", text.strip_suffix('\n').unwrap_or(&text));
     Ok(())
 }
 
@@ -163,9 +163,6 @@ fn print_report<R: serde::Serialize + std::fmt::Display>(json: bool, r: &R) -> R
 /// capacities spread over 0.1-10 Mpps (log scale), without and with noise.
 fn search(a: crate::cli::BenchSearchArgs) -> Result<()> {
     use linerate_search::{cost, mlr};
-    if a.duts == 0 {
-        bail!("--duts: at least 1");
-    }
     let mut cfg = mlr::Config::ndr_pdr(1.0, a.loss_ratio);
     cfg.width = a.width;
     cfg.initial_seconds = a.initial_seconds;
@@ -328,12 +325,7 @@ fn conntrack(a: crate::cli::BenchConntrackArgs) -> Result<()> {
         repeat: a.repeat,
         rounds: a.rounds,
     })?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-        return Ok(());
-    }
-    print!("{r}");
-    Ok(())
+    print_report(a.json, &r)
 }
 
 fn firewall_cache(a: crate::cli::BenchFirewallCacheArgs) -> Result<()> {
@@ -345,10 +337,5 @@ fn firewall_cache(a: crate::cli::BenchFirewallCacheArgs) -> Result<()> {
         repeat: a.repeat,
         rounds: a.rounds,
     })?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-        return Ok(());
-    }
-    print!("{r}");
-    Ok(())
+    print_report(a.json, &r)
 }

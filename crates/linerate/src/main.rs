@@ -15,6 +15,7 @@ mod cmd_traffic;
 mod cmd_trial;
 
 use clap::Parser;
+use cmd_bench::print_report;
 use linerate_daemon::log;
 
 fn main() {
@@ -34,6 +35,7 @@ fn main() {
         cli::Command::Gen(g) => cmd_traffic::gen(g),
         cli::Command::Recv(r) => cmd_traffic::recv(r),
         cli::Command::Imix(i) => cmd_imix::run(i),
+        cli::Command::Tune(t) => print_report(t.json, &linerate_tune::machine(&t.interfaces)),
         cli::Command::Bench(b) => cmd_bench::run(b),
         cli::Command::Fib(f) => cmd_fib::run(f),
         cli::Command::Route(r) => cmd_route::run(r),

@@ -77,6 +77,9 @@ pub const NOISES: [f64; 3] = [0.0, 0.002, 0.01];
 /// Rows for `duts` simulated DUTs of capacities spread over 0.1-10 Mpps
 /// (log scale) at each of [`NOISES`].
 pub fn rows(duts: usize, cfg: &mlr::Config) -> Result<Vec<Row>> {
+    if duts == 0 {
+        anyhow::bail!("--duts: at least 1");
+    }
     let mut rows = Vec::new();
     for noise in NOISES {
         for i in 0..duts {

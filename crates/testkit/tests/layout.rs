@@ -18,6 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("bpf", &[]),
     ("fib", &[]),
     ("netlink", &[]),
+    ("tune", &[]),
     // The lab's tools.
     ("lab", &["host"]),
     ("traffic", &["bpf", "host", "imix"]),
@@ -115,6 +116,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "fib",
             "host",
             "imix",
+            "tune",
             "lab",
             "ministat",
             "search",
@@ -256,9 +258,13 @@ fn code_lines(text: &str) -> usize {
         .enumerate()
         .position(|(i, l)| {
             l.trim() == "#[cfg(test)]"
-                && lines
-                    .get(i + 1)
-                    .is_some_and(|n| n.trim_start().starts_with("mod "))
+                && lines.get(i + 1).is_some_and(|n| {
+                    // A test module, whatever its visibility (one
+                    // whose fixtures another module's tests share).
+                    let n = n.trim_start();
+                    let n = n.strip_prefix("pub(crate) ").unwrap_or(n);
+                    n.starts_with("mod ")
+                })
         })
         .unwrap_or(lines.len())
 }
@@ -313,6 +319,10 @@ fn no_library_crate_outgrows_one_job() {
 fn code_lines_stop_at_the_unit_tests() {
     assert_eq!(code_lines("a\nb\n#[cfg(test)]\nmod tests {\n}\n"), 2);
     assert_eq!(code_lines("a\n#[cfg(test)]\nfn f() {}\nb\n"), 4);
+    assert_eq!(
+        code_lines("a\n#[cfg(test)]\npub(crate) mod tests {\n}\n"),
+        1
+    );
 }
 
 /// `struct NAME {` or `union NAME {` definitions in C text, by name.

@@ -1,0 +1,115 @@
+//! `linerate tune` in a lab's DUT: what it reads of the DUT's interfaces
+//! is what `sysctl` and sysfs say there (read by other programs), and its
+//! verdicts follow a setting changed under it. Needs root.
+use serde_json::Value;
+use std::process::Command;
+
+mod common;
+
+const BIN: &str = env!("CARGO_BIN_EXE_linerate");
+const LAB: &str = "lrt-tune";
+
+fn in_dut(args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &format!("{LAB}-dut")])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn tune() -> Vec<Value> {
+    let out = in_dut(&[BIN, "tune", "-i", "dut0,dut1", "--json"]);
+    serde_json::from_str::<Value>(&out)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn finding<'a>(all: &'a [Value], scope: &str, check: &str) -> &'a Value {
+    all.iter()
+        .find(|f| f["scope"] == scope && f["check"] == check)
+        .unwrap_or_else(|| panic!("no {scope} {check} in {all:?}"))
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn what_tune_reads_is_what_the_dut_has() {
+    let _down = common::lab::up(LAB);
+    let sysctl = |key: &str| in_dut(&["sysctl", "-n", key]).trim().to_string();
+    let all = tune();
+    for (scope, check, key) in [
+        ("host", "IPv4 forwarding", "net.ipv4.ip_forward".to_string()),
+        (
+            "host",
+            "IPv6 forwarding",
+            "net.ipv6.conf.all.forwarding".into(),
+        ),
+        (
+            "host",
+            "reverse-path filter (all)",
+            "net.ipv4.conf.all.rp_filter".into(),
+        ),
+        (
+            "dut0",
+            "IPv4 forwarding",
+            "net.ipv4.conf.dut0.forwarding".into(),
+        ),
+        (
+            "dut1",
+            "IPv6 forwarding",
+            "net.ipv6.conf.dut1.forwarding".into(),
+        ),
+    ] {
+        let f = finding(&all, scope, check);
+        let want = sysctl(&key);
+        assert_eq!(f["current"], want.as_str(), "{key}: {f}");
+        let good = match check {
+            "reverse-path filter (all)" => want == "0" || want == "2",
+            _ => want == "1",
+        };
+        assert_eq!(f["verdict"] == "good", good, "{f}");
+    }
+    // The lab's DUT forwards both families.
+    assert_eq!(finding(&all, "dut0", "IPv4 forwarding")["verdict"], "good");
+    let queues = in_dut(&["ls", "/sys/class/net/dut0/queues"]);
+    let rx = queues
+        .split_whitespace()
+        .filter(|q| q.starts_with("rx-"))
+        .count();
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    let q = finding(&all, "dut0", "receive queues");
+    assert_eq!(q["current"], format!("{rx} ({cpus} CPUs)").as_str(), "{q}");
+
+    // A strict reverse-path filter on dut1 alone: dut1's changes, dut0's
+    // does not.
+    in_dut(&["sysctl", "-qw", "net.ipv4.conf.dut1.rp_filter=1"]);
+    let all = tune();
+    let all_rp = sysctl("net.ipv4.conf.all.rp_filter");
+    let dut1 = finding(&all, "dut1", "reverse-path filter");
+    assert_eq!(
+        dut1["current"],
+        format!("{} (all {all_rp}, own 1)", all_rp.as_str().max("1")).as_str(),
+        "{dut1}"
+    );
+    assert_eq!(dut1["verdict"], "change");
+    let dut0 = finding(&all, "dut0", "reverse-path filter");
+    assert_eq!(dut0["verdict"] == "good", all_rp != "1", "{dut0}");
+    // An interface the DUT lacks is said, not guessed.
+    let out = in_dut(&[BIN, "tune", "-i", "nosuch0", "--json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let missing = finding(v.as_array().unwrap(), "nosuch0", "interface");
+    assert_eq!(
+        missing["verdict"]["unread"], "no such interface",
+        "{missing}"
+    );
+}
