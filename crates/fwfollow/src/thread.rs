@@ -516,9 +516,11 @@ fn run(
                 }
             }
             // A batch of a million elements takes longer to free (0.15 s)
-            // than a flow's misses may wait to be learned: freed aside.
+            // than a flow's misses may wait to be learned: freed aside
+            // (here, if no thread can be made).
             if b.element_changes() > FREE_ASIDE {
-                std::thread::spawn(move || drop(b));
+                let aside = std::thread::Builder::new().name("lr-fw-free".into());
+                let _ = aside.spawn(move || drop(b));
             }
         }
         if reread {
