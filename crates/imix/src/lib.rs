@@ -100,6 +100,17 @@ pub struct LineRate {
     pub imix_pps_full_duplex: f64,
 }
 
+/// [`line_rate`] of a frame size given on a command line (`--size`, FCS
+/// included), checked.
+pub fn line_rate_of(speed_bps: f64, size: u32) -> Result<LineRate, String> {
+    if !(64..=16000).contains(&size) {
+        return Err(format!(
+            "--size: {size} bytes is not an Ethernet frame size (64..16000, FCS included)"
+        ));
+    }
+    Ok(line_rate(speed_bps, size as f64))
+}
+
 pub fn line_rate(speed_bps: f64, frame_bytes: f64) -> LineRate {
     let l = line_rate_pps(speed_bps, frame_bytes);
     let i = imix_pps(speed_bps, Layer::Ethernet);

@@ -714,6 +714,13 @@ pub struct TuneArgs {
     /// Interfaces to check too, comma-separated.
     #[arg(short, long, value_delimiter = ',')]
     pub interfaces: Vec<String>,
+    /// Make the safe fixes (forwarding, the governor), recording every
+    /// value they may change in this file first.
+    #[arg(long, value_name = "FILE", conflicts_with = "revert")]
+    pub fix: Option<std::path::PathBuf>,
+    /// Put back the values a `--fix` recorded in this file.
+    #[arg(long, value_name = "FILE")]
+    pub revert: Option<std::path::PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

@@ -1,7 +1,7 @@
 //! `linerate imix`: Simple IMIX conversions and line-rate references.
 use crate::cli::ImixArgs;
-use anyhow::{anyhow, bail, Result};
-use linerate_imix::{convert_pps, imix_pps, line_rate, parse_rate, Layer};
+use anyhow::{anyhow, Result};
+use linerate_imix::{convert_pps, imix_pps, line_rate_of, parse_rate, Layer};
 use linerate_traffic::units::norm as human;
 
 pub fn run(a: ImixArgs) -> Result<()> {
@@ -11,14 +11,8 @@ pub fn run(a: ImixArgs) -> Result<()> {
         Layer::Ethernet
     };
     if let Some(speed) = &a.line_rate {
-        if !(64..=16000).contains(&a.size) {
-            bail!(
-                "--size: {} bytes is not an Ethernet frame size (64..16000, FCS included)",
-                a.size
-            );
-        }
         let speed = parse_rate("--line-rate", speed).map_err(|e| anyhow!(e))?;
-        let l = line_rate(speed, a.size as f64);
+        let l = line_rate_of(speed, a.size).map_err(|e| anyhow!(e))?;
         let c = convert_pps(l.imix_pps);
         if a.json {
             let mut v = serde_json::to_value(&c)?;

@@ -35,7 +35,11 @@ fn main() {
         cli::Command::Gen(g) => cmd_traffic::gen(g),
         cli::Command::Recv(r) => cmd_traffic::recv(r),
         cli::Command::Imix(i) => cmd_imix::run(i),
-        cli::Command::Tune(t) => print_report(t.json, &linerate_tune::machine(&t.interfaces)),
+        cli::Command::Tune(t) => {
+            linerate_tune::machine(&t.interfaces, t.fix.as_deref(), t.revert.as_deref())
+                .map_err(anyhow::Error::msg)
+                .and_then(|r| print_report(t.json, &r))
+        }
         cli::Command::Bench(b) => cmd_bench::run(b),
         cli::Command::Fib(f) => cmd_fib::run(f),
         cli::Command::Route(r) => cmd_route::run(r),

@@ -113,3 +113,83 @@ fn what_tune_reads_is_what_the_dut_has() {
         "{missing}"
     );
 }
+
+/// `--fix` then `--revert` in a lab's DUT with forwarding off (as a
+/// fresh machine has it) and one interface's IPv6 forwarding off: the fix
+/// turns forwarding on everywhere (tune then finds it good), and the
+/// revert leaves every interface setting of both families, which the
+/// kernel changes beside the switches, exactly as `sysctl -a` showed
+/// before.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_fix_then_its_revert_leaves_every_value_as_it_was() {
+    let _down = common::lab::Down(LAB_FIX);
+    let up = Command::new(BIN)
+        .args(["lab", "up", "--name", LAB_FIX])
+        .output()
+        .unwrap();
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let ns = format!("{LAB_FIX}-dut");
+    let run = |args: &[&str]| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &ns])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    run(&["sysctl", "-qw", "net.ipv4.ip_forward=0"]);
+    run(&["sysctl", "-qw", "net.ipv6.conf.dut1.forwarding=0"]);
+    let settings = || run(&["sysctl", "-a", "-r", r"^net\.ipv[46]\.(conf\.|ip_forward)"]);
+    let before = settings();
+    assert!(
+        before.contains("net.ipv4.conf.dut0.forwarding = 0"),
+        "{before}"
+    );
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let path = file.path().to_str().unwrap();
+    let fixed: Value = serde_json::from_str(&run(&[
+        BIN,
+        "tune",
+        "-i",
+        "dut0,dut1",
+        "--fix",
+        path,
+        "--json",
+    ]))
+    .unwrap();
+    for f in fixed.as_array().unwrap() {
+        if f["check"].as_str().unwrap().ends_with("forwarding") {
+            assert_eq!(f["verdict"], "good", "{f}");
+        }
+    }
+    assert_ne!(settings(), before);
+    run(&[BIN, "tune", "--revert", path]);
+    assert_eq!(settings(), before);
+    // A file that is no record is refused, naming it, and changes nothing.
+    std::fs::write(file.path(), "{}").unwrap();
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns, BIN, "tune", "--revert", path])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains(path) && err.contains("not a record"),
+        "{err}"
+    );
+    assert_eq!(settings(), before);
+}
+
+const LAB_FIX: &str = "lrt-tunefix";

@@ -6,6 +6,7 @@
 //! A check reads files and nothing else, so that the same code judges
 //! the machine and a tree copied from one. What cannot be read says why;
 //! where the references disagree (SMT, turbo) the check says to measure.
+pub mod fix;
 pub mod host;
 pub mod iface;
 pub mod root;
@@ -118,9 +119,34 @@ pub fn check(root: &Root, ifaces: &[String]) -> Vec<Finding> {
 #[serde(transparent)]
 pub struct Report(pub Vec<Finding>);
 
-/// Every check, on this machine (in the caller's network namespace).
-pub fn machine(ifaces: &[String]) -> Report {
-    Report(check(&Root::machine(), ifaces))
+/// `linerate tune` on this machine (in the caller's network namespace):
+/// the checks; first, with `fix`, the safe fixes made and every value
+/// they may change recorded in that file (written before anything else
+/// is); or, with `revert`, the values such a file recorded put back. The
+/// findings are those after.
+pub fn machine(
+    ifaces: &[String],
+    fix: Option<&std::path::Path>,
+    revert: Option<&std::path::Path>,
+) -> Result<Report, String> {
+    let root = Root::machine();
+    if let Some(path) = revert {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let record: fix::Record = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{}: not a record of `linerate tune --fix`: {e}",
+                path.display()
+            )
+        })?;
+        fix::revert(&root, &record)?;
+    }
+    if let Some(path) = fix {
+        fix::fix(&root, &check(&root, ifaces), |r| {
+            let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
+            std::fs::write(path, json + "\n").map_err(|e| format!("{}: {e}", path.display()))
+        })?;
+    }
+    Ok(Report(check(&root, ifaces)))
 }
 
 impl std::fmt::Display for Report {

@@ -19,7 +19,7 @@ impl Root {
         Root { dir: dir.into() }
     }
 
-    fn path(&self, rel: &str) -> PathBuf {
+    pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.join(rel.trim_start_matches('/'))
     }
 
