@@ -10,8 +10,13 @@ const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 const LAB: &str = "lrt-tune";
 
 fn in_dut(args: &[&str]) -> String {
+    in_lab(LAB, args)
+}
+
+/// `args` run in lab `lab`'s DUT, its output (it must succeed).
+fn in_lab(lab: &str, args: &[&str]) -> String {
     let out = Command::new("ip")
-        .args(["netns", "exec", &format!("{LAB}-dut")])
+        .args(["netns", "exec", &format!("{lab}-dut")])
         .args(args)
         .output()
         .unwrap();
@@ -126,30 +131,9 @@ fn what_tune_reads_is_what_the_dut_has() {
     ignore = "needs root: --features privileged"
 )]
 fn a_fix_then_its_revert_leaves_every_value_as_it_was() {
-    let _down = common::lab::Down(LAB_FIX);
-    let up = Command::new(BIN)
-        .args(["lab", "up", "--name", LAB_FIX])
-        .output()
-        .unwrap();
-    assert!(
-        up.status.success(),
-        "{}",
-        String::from_utf8_lossy(&up.stderr)
-    );
+    let _down = common::lab::up(LAB_FIX);
     let ns = format!("{LAB_FIX}-dut");
-    let run = |args: &[&str]| {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &ns])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let run = |args: &[&str]| in_lab(LAB_FIX, args);
     run(&["sysctl", "-qw", "net.ipv4.ip_forward=0"]);
     run(&["sysctl", "-qw", "net.ipv6.conf.dut1.forwarding=0"]);
     let settings = || run(&["sysctl", "-a", "-r", r"^net\.ipv[46]\.(conf\.|ip_forward)"]);
