@@ -289,12 +289,7 @@ pub fn exact_numbers(key: &[Atom]) -> Option<crate::eval::Numbers> {
 
 /// A key of single numbers as those numbers.
 fn exact(key: &[Atom]) -> Option<Vec<u128>> {
-    key.iter()
-        .map(|a| match a {
-            Atom::Range(lo, hi) if lo == hi => Some(*lo),
-            _ => None,
-        })
-        .collect()
+    exact_numbers(key).map(|n| n.into_vec())
 }
 
 /// A named set or map of a table.

@@ -247,7 +247,6 @@ impl Learner {
         // at those of the verdicts carried.
         let counted_by_program = c.classifier_counters();
         let old = std::mem::replace(&mut self.compiled, c);
-        self.compiled.since = Default::default();
         let used = std::mem::replace(&mut self.used, counted_by_program);
         self.used.extend(carried);
         for id in used {

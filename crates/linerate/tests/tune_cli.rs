@@ -10,22 +10,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_linerate");
 const LAB: &str = "lrt-tune";
 
 fn in_dut(args: &[&str]) -> String {
-    in_lab(LAB, args)
-}
-
-/// `args` run in lab `lab`'s DUT, its output (it must succeed).
-fn in_lab(lab: &str, args: &[&str]) -> String {
-    let out = Command::new("ip")
-        .args(["netns", "exec", &format!("{lab}-dut")])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    common::lab::run_in(&format!("{LAB}-dut"), args)
 }
 
 fn tune() -> Vec<Value> {
@@ -133,7 +118,7 @@ fn what_tune_reads_is_what_the_dut_has() {
 fn a_fix_then_its_revert_leaves_every_value_as_it_was() {
     let _down = common::lab::up(LAB_FIX);
     let ns = format!("{LAB_FIX}-dut");
-    let run = |args: &[&str]| in_lab(LAB_FIX, args);
+    let run = |args: &[&str]| common::lab::run_in(&ns, args);
     run(&["sysctl", "-qw", "net.ipv4.ip_forward=0"]);
     run(&["sysctl", "-qw", "net.ipv6.conf.dut1.forwarding=0"]);
     let settings = || run(&["sysctl", "-a", "-r", r"^net\.ipv[46]\.(conf\.|ip_forward)"]);

@@ -2,6 +2,13 @@
 use crate::host::online_cpus;
 use crate::{Class, Finding, Root, Setting, Verdict};
 
+const PRESENT: Setting = Setting {
+    check: "interface",
+    class: Class::Correctness,
+    recommended: "present",
+    why: "the interfaces named with -i are those linerate forwards between",
+};
+
 const IPV4_FORWARDING: Setting = Setting {
     check: "IPv4 forwarding",
     class: Class::Correctness,
@@ -33,16 +40,13 @@ const QUEUES: Setting = Setting {
 /// The checks of interface `name`.
 pub fn check(root: &Root, name: &str) -> Vec<Finding> {
     if !root.exists(&format!("sys/class/net/{name}")) {
-        return vec![Finding {
-            check: "interface",
-            scope: name.to_string(),
-            class: Class::Correctness,
-            read: format!("sys/class/net/{name}"),
-            current: None,
-            recommended: "present".into(),
-            verdict: Verdict::Unread("no such interface".into()),
-            why: "the interfaces named with -i are those linerate forwards between",
-        }];
+        let read = format!("sys/class/net/{name}");
+        return vec![PRESENT.found(
+            name,
+            read,
+            None,
+            Verdict::Unread("no such interface".into()),
+        )];
     }
     let is_one = |v: &str| v == "1";
     vec![
