@@ -162,3 +162,103 @@ fn a_fix_then_its_revert_leaves_every_value_as_it_was() {
 }
 
 const LAB_FIX: &str = "lrt-tunefix";
+
+/// What `ethtool` says of the DUT's veths: one word of `ethtool -k`'s
+/// line for `feature`.
+fn ethtool_feature(iface: &str, feature: &str) -> String {
+    let out = common::lab::run_in(&format!("{LAB_DRIVER}-dut"), &["ethtool", "-k", iface]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(&format!("{feature}:")))
+        .unwrap_or_else(|| panic!("no {feature} in {out}"));
+    line.split_whitespace().nth(1).unwrap().to_string()
+}
+
+/// What tune asks a driver is what `ethtool` (another program, asking
+/// the same kernel) says; its verdicts follow GRO turned on and the XDP
+/// program attached natively, then generically, by `linerate route`.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn what_tune_asks_the_driver_is_what_ethtool_says() {
+    let _down = common::lab::up(LAB_DRIVER);
+    let ns = format!("{LAB_DRIVER}-dut");
+    let tune = || -> Vec<Value> {
+        let out = common::lab::run_in(&ns, &[BIN, "tune", "-i", "dut0,dut1", "--json"]);
+        serde_json::from_str::<Value>(&out)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let all = tune();
+    for (check, feature) in [
+        ("GRO", "generic-receive-offload"),
+        ("LRO", "large-receive-offload"),
+        ("TSO", "tcp-segmentation-offload"),
+        ("VLAN tag stripping", "rx-vlan-offload"),
+    ] {
+        for iface in ["dut0", "dut1"] {
+            let f = finding(&all, iface, check);
+            assert_eq!(
+                f["current"],
+                ethtool_feature(iface, feature).as_str(),
+                "{f}"
+            );
+        }
+    }
+    // Channels: "Current hardware settings" of `ethtool -l`, TX's line.
+    let l = common::lab::run_in(&ns, &["ethtool", "-l", "dut1"]);
+    let current = l.split("Current hardware settings:").nth(1).unwrap();
+    let tx: String = current
+        .lines()
+        .find(|l| l.starts_with("TX:"))
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .into();
+    let cpus = std::thread::available_parallelism().unwrap().get();
+    assert_eq!(
+        finding(&all, "dut1", "transmit channels")["current"],
+        format!("{tx} ({cpus} CPUs)").as_str()
+    );
+    // A veth has no rings: ethtool is refused, tune says so.
+    let g = Command::new("ip")
+        .args(["netns", "exec", &ns, "ethtool", "-g", "dut0"])
+        .output()
+        .unwrap();
+    assert!(!g.status.success());
+    assert_eq!(
+        finding(&all, "dut0", "ring sizes")["current"],
+        "not in this driver"
+    );
+    assert_eq!(finding(&all, "dut0", "XDP mode")["current"], "none");
+
+    common::lab::run_in(&ns, &["ethtool", "-K", "dut0", "gro", "on"]);
+    let all = tune();
+    assert_eq!(finding(&all, "dut0", "GRO")["current"], "on");
+    {
+        let _router = common::lab::start_router(LAB_DRIVER);
+        let all = tune();
+        for iface in ["dut0", "dut1"] {
+            let f = finding(&all, iface, "XDP mode");
+            assert_eq!(
+                (&f["current"], &f["verdict"]),
+                (&"native".into(), &"good".into()),
+                "{f}"
+            );
+        }
+    }
+    let _router = common::lab::start_router_with(LAB_DRIVER, &["--mode", "generic"]);
+    let f = finding(&tune(), "dut0", "XDP mode").clone();
+    assert_eq!(
+        (&f["current"], &f["verdict"]),
+        (&"generic".into(), &"change".into()),
+        "{f}"
+    );
+}
+
+const LAB_DRIVER: &str = "lrt-tunedrv";

@@ -54,6 +54,16 @@ impl XdpXmit {
 /// Every device of the calling thread's network namespace, by ifindex, or
 /// None where the kernel has no netdev family (before 6.3).
 pub fn dump() -> Result<Option<BTreeMap<u32, XdpXmit>>> {
+    Ok(dump_bits()?.map(|all| {
+        all.into_iter()
+            .map(|(i, b)| (i, XdpXmit::from_bits(b)))
+            .collect()
+    }))
+}
+
+/// Every device's xdp_features bits (NETDEV_XDP_ACT_*), by ifindex, or
+/// None where the kernel has no netdev family.
+pub fn dump_bits() -> Result<Option<BTreeMap<u32, u64>>> {
     let Some(family) = netdev_family()? else {
         return Ok(None);
     };
@@ -105,9 +115,9 @@ fn family_id(msgs: &[Vec<u8>], name: &str) -> Option<u16> {
     })
 }
 
-/// NETDEV_CMD_DEV_GET answers: ifindex -> what it takes. A device whose
-/// answer lacks either attribute is left out.
-fn parse_devices(msgs: &[Vec<u8>]) -> Result<BTreeMap<u32, XdpXmit>> {
+/// NETDEV_CMD_DEV_GET answers: ifindex -> its bits. A device whose answer
+/// lacks either attribute is left out.
+fn parse_devices(msgs: &[Vec<u8>]) -> Result<BTreeMap<u32, u64>> {
     let mut out = BTreeMap::new();
     for m in msgs {
         let body = Message::new_checked(m)?.body("netdev answer", GENLMSG)?;
@@ -120,7 +130,7 @@ fn parse_devices(msgs: &[Vec<u8>]) -> Result<BTreeMap<u32, XdpXmit>> {
             }
         }
         if let (Some(i), Some(b)) = (ifindex, bits) {
-            out.insert(i, XdpXmit::from_bits(b));
+            out.insert(i, b);
         }
     }
     Ok(out)
@@ -175,7 +185,9 @@ mod tests {
         .unwrap();
         let x = |redirect, multibuf| XdpXmit { redirect, multibuf };
         assert_eq!(
-            got.into_iter().collect::<Vec<_>>(),
+            got.into_iter()
+                .map(|(i, b)| (i, XdpXmit::from_bits(b)))
+                .collect::<Vec<_>>(),
             [
                 (7, x(true, true)),
                 (8, x(false, false)),

@@ -145,7 +145,7 @@ mod tests {
     fn a_fix_writes_what_changes_and_a_revert_puts_it_back() {
         let (_dir, root) = tree();
         let ifaces = ["tv0".to_string(), "tv1".to_string()];
-        let before = crate::check(&root, &ifaces);
+        let before = crate::check(&root, &ifaces, &|_| crate::Driver::unasked("a copied tree"));
         let mut saved = None;
         let written = fix(&root, &before, |r| {
             saved = Some(r.values.clone());
@@ -169,7 +169,7 @@ mod tests {
         assert!(saved
             .values
             .contains(&("proc/sys/net/ipv4/ip_forward".into(), "1".into())));
-        let after = crate::check(&root, &ifaces);
+        let after = crate::check(&root, &ifaces, &|_| crate::Driver::unasked("a copied tree"));
         let forwarding: Vec<&Verdict> = after
             .iter()
             .filter(|f| f.check.ends_with("forwarding"))
@@ -177,7 +177,10 @@ mod tests {
             .collect();
         assert!(forwarding.iter().all(|v| **v == Verdict::Good), "{after:?}");
         assert_eq!(revert(&root, &saved).unwrap(), 3);
-        assert_eq!(crate::check(&root, &ifaces), before);
+        assert_eq!(
+            crate::check(&root, &ifaces, &|_| crate::Driver::unasked("a copied tree")),
+            before
+        );
         // Reverted twice: nothing left to write.
         assert_eq!(revert(&root, &saved).unwrap(), 0);
     }
@@ -186,9 +189,12 @@ mod tests {
     #[test]
     fn nothing_is_written_without_its_record() {
         let (_dir, root) = tree();
-        let before = crate::check(&root, &[]);
+        let before = crate::check(&root, &[], &|_| crate::Driver::unasked("a copied tree"));
         let e = fix(&root, &before, |_| Err("disk full".into())).unwrap_err();
         assert_eq!(e, "disk full");
-        assert_eq!(crate::check(&root, &[]), before);
+        assert_eq!(
+            crate::check(&root, &[], &|_| crate::Driver::unasked("a copied tree")),
+            before
+        );
     }
 }

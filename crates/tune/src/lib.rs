@@ -3,13 +3,20 @@
 //! steadily it measures, each read from procfs and sysfs ([`Root`]), with
 //! the value recommended and why. The seeds' tuning guides, for Linux.
 //!
-//! A check reads files and nothing else, so that the same code judges
-//! the machine and a tree copied from one. What cannot be read says why;
-//! where the references disagree (SMT, turbo) the check says to measure.
+//! A check reads files and what a driver says of itself ([`Driver`],
+//! asked as `ethtool` asks), so that the same code judges the machine and
+//! a tree copied from one. What cannot be read says why; where the
+//! references disagree (SMT, turbo, GRO, rings) the check says to
+//! measure.
+pub mod ethtool;
 pub mod fix;
 pub mod host;
 pub mod iface;
+pub mod irq;
+pub mod link;
 pub mod root;
+
+pub use ethtool::Driver;
 
 pub use root::Root;
 use serde::Serialize;
@@ -105,11 +112,17 @@ impl Setting {
     }
 }
 
-/// Every check: the host's, then each interface's of `ifaces`.
-pub fn check(root: &Root, ifaces: &[String]) -> Vec<Finding> {
+/// Every check: the host's, then each interface's of `ifaces`, its
+/// driver's answers from `driver`.
+pub fn check(root: &Root, ifaces: &[String], driver: &dyn Fn(&str) -> Driver) -> Vec<Finding> {
     let mut all = host::check(root);
     for i in ifaces {
-        all.extend(iface::check(root, i));
+        let files = iface::check(root, i);
+        let present = files.iter().all(|f| f.check != "interface");
+        all.extend(files);
+        if present {
+            all.extend(link::check(root, i, &driver(i)));
+        }
     }
     all
 }
@@ -141,12 +154,12 @@ pub fn machine(
         fix::revert(&root, &record)?;
     }
     if let Some(path) = fix {
-        fix::fix(&root, &check(&root, ifaces), |r| {
+        fix::fix(&root, &check(&root, ifaces, &Driver::ask), |r| {
             let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
             std::fs::write(path, json + "\n").map_err(|e| format!("{}: {e}", path.display()))
         })?;
     }
-    Ok(Report(check(&root, ifaces)))
+    Ok(Report(check(&root, ifaces, &Driver::ask)))
 }
 
 impl std::fmt::Display for Report {
@@ -160,7 +173,7 @@ impl std::fmt::Display for Report {
 /// value from being read.
 pub fn table(findings: &[Finding]) -> String {
     let row = |a: &str, b: &str, c: &str, d: &str, e: &str, f: &str| {
-        format!("{a:<8} {b:<30} {c:<18} {d:<22} {e:<8} {f}\n")
+        format!("{a:<8} {b:<30} {c:<24} {d:<22} {e:<8} {f}\n")
     };
     let mut out = row(
         "scope",

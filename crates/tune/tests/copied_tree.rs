@@ -2,7 +2,16 @@
 //! (tests/data/debian12-veth/README says how): each finding's value is
 //! the copied file's, and its verdict the one its recommendation gives
 //! that value, worked out here by hand.
-use linerate_tune::{check, table, Class, Root, Verdict};
+use linerate_tune::{check, table, Class, Driver, Finding, Root, Verdict};
+
+/// A copied tree has no driver to ask.
+fn unasked(_: &str) -> Driver {
+    Driver::unasked("a copied tree")
+}
+
+fn checked(root: &Root, ifaces: &[String]) -> Vec<Finding> {
+    check(root, ifaces, &unasked)
+}
 
 fn root() -> Root {
     Root::at(concat!(
@@ -14,7 +23,7 @@ fn root() -> Root {
 /// (scope, check) -> (current, verdict).
 fn found(ifaces: &[&str]) -> Vec<(String, &'static str, Option<String>, Verdict, Class)> {
     let ifaces: Vec<String> = ifaces.iter().map(|s| s.to_string()).collect();
-    check(&root(), &ifaces)
+    checked(&root(), &ifaces)
         .into_iter()
         .map(|f| (f.scope, f.check, f.current, f.verdict, f.class))
         .collect()
@@ -125,14 +134,16 @@ fn each_interfaces_settings_are_read_and_judged() {
         one(&all, "eth9", "interface"),
         (None, &Verdict::Unread("no such interface".into()))
     );
-    let text = table(&check(&root(), &["tv1".to_string()]));
+    let text = table(&checked(&root(), &["tv1".to_string()]));
     assert!(
-        text.contains("\ntv1      reverse-path filter            1 (all 0, own 1)   0 or 2                 CHANGE   speed\n"),
+        text.contains("\ntv1      reverse-path filter            1 (all 0, own 1)         0 or 2                 CHANGE   speed\n"),
         "{text}"
     );
-    // A header; two lines a finding, three for the three unread (the
-    // governor, turbo: a virtual machine).
-    assert_eq!(text.lines().count(), 1 + 2 * 15 + 2);
+    // A header; two lines a finding (11 the host's, 4 of tv1's files, 13
+    // of its driver), three for the unread: the governor and turbo (a
+    // virtual machine), and the 11 of the driver that need no file (its
+    // MTU is read: a single buffer; a veth has no interrupts).
+    assert_eq!(text.lines().count(), 1 + 2 * 28 + 2 + 11);
     assert!(text.contains("         not read (sys/devices/system/cpu/cpu*/cpufreq/scaling_governor): CPU 0 has no cpufreq"));
 }
 
@@ -141,7 +152,7 @@ fn each_interfaces_settings_are_read_and_judged() {
 #[test]
 fn what_cannot_be_read_says_why() {
     let empty = tempfile::tempdir().unwrap();
-    let all = check(&Root::at(empty.path()), &[]);
+    let all = checked(&Root::at(empty.path()), &[]);
     assert_eq!(all.len(), 11);
     for f in &all {
         match (&f.verdict, f.check) {
@@ -156,4 +167,23 @@ fn what_cannot_be_read_says_why() {
             assert_eq!(f.current, None, "{f:?}");
         }
     }
+}
+
+/// A virtio_net interface's receive interrupt, found by its device's name
+/// (virtio2-input.0) and judged by the CPU it is delivered to.
+#[test]
+fn queue_interrupts_of_a_copied_virtio_interface() {
+    let root = Root::at(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/debian12-virtio"
+    ));
+    let all = checked(&root, &["eth0".to_string()]);
+    let irq = all
+        .iter()
+        .find(|f| f.scope == "eth0" && f.check == "queue interrupts")
+        .unwrap();
+    assert_eq!(irq.current.as_deref(), Some("38:cpu 1"), "{irq:?}");
+    assert_eq!(irq.verdict, Verdict::Good);
+    let mtu = all.iter().find(|f| f.check == "XDP multi-buffer").unwrap();
+    assert_eq!(mtu.current.as_deref(), Some("MTU 1400: single buffer"));
 }
