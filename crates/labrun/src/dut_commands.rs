@@ -1,9 +1,11 @@
 //! A DUT configuration's own commands: `setup` before a run,
 //! `teardown` after it (also after a failure or Ctrl-C), `record` into the
-//! results. They run on the DUT's host, in its namespace: a remote box over
-//! SSH, or the local lab's DUT namespace.
+//! results, and the DUT's settings as `linerate tune` finds them. They run
+//! on the DUT's host, in its namespace: a remote box over SSH, or the
+//! local lab's DUT namespace.
+use crate::dut_settings::Settings;
 use crate::hosts::in_netns;
-use crate::remote::Host;
+use crate::remote::{quote, Host};
 use crate::scenario::DutDef;
 use anyhow::Result;
 use serde::Serialize;
@@ -60,6 +62,18 @@ impl DutShell {
                 output: self.run(c).unwrap_or_else(|e| format!("(failed: {e})")),
             })
             .collect()
+    }
+}
+
+impl DutShell {
+    /// `LINERATE tune --json -i IFACES` in the DUT's namespace.
+    pub fn settings(&self, dut: &str, linerate: &str, ifaces: &[String]) -> Settings {
+        let command = format!(
+            "{} tune --json -i {}",
+            quote(linerate),
+            quote(&ifaces.join(","))
+        );
+        Settings::from_output(dut, command.clone(), self.run(&command))
     }
 }
 
@@ -122,6 +136,37 @@ mod tests {
         ];
         d.record = vec!["echo recorded".into(), "exit 2".into()];
         d
+    }
+
+    /// What a tune that is there prints is kept; one that fails (a
+    /// FreeBSD DUT has no linerate) or prints something else says why.
+    #[test]
+    fn settings_are_tunes_findings_or_why_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("linerate");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\necho '[{\"check\": \"IPv4 forwarding\", \"args\": \"'\"$*\"'\"}]'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let ifaces = ["p0".to_string(), "p1".to_string()];
+        let s = shell().settings("d", fake.to_str().unwrap(), &ifaces);
+        assert_eq!(s.error, None);
+        assert_eq!(
+            s.findings.unwrap()[0]["args"],
+            "tune --json -i p0,p1",
+            "the interfaces, comma-separated"
+        );
+        let s = shell().settings("d", "/nonexistent/linerate", &ifaces);
+        assert!(s.findings.is_none());
+        assert!(s.error.unwrap().contains("/nonexistent/linerate"));
+        let s = shell().settings("d", "echo", &ifaces);
+        assert!(
+            s.error.unwrap().contains("not tune's findings"),
+            "an echo is no tune"
+        );
     }
 
     #[test]

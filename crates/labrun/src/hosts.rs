@@ -52,6 +52,10 @@ pub struct DutHostDef {
     #[serde(default)]
     pub interfaces: Vec<String>,
     pub netns: Option<String>,
+    /// The DUT's linerate command, for its settings (`linerate tune`)
+    /// beside the results (default "linerate"; a DUT without one records
+    /// why not).
+    pub linerate: Option<String>,
 }
 
 /// `[ssh]`: options for every SSH host.
@@ -88,6 +92,7 @@ pub struct DutHost {
     pub netns: Option<String>,
     pub mac: Option<String>,
     pub interfaces: Vec<String>,
+    pub linerate: String,
 }
 
 /// The lab's hosts, checked.
@@ -332,6 +337,11 @@ impl LabHosts {
                 netns: d.netns.clone(),
                 mac: d.mac.clone(),
                 interfaces: d.interfaces.clone(),
+                linerate: match d.linerate.as_deref() {
+                    None => "linerate".into(),
+                    Some("") => return fail("hosts.dut.linerate", "empty".into()),
+                    Some(l) => l.to_string(),
+                },
             },
             ssh: SshOptions {
                 identity: ssh.identity.clone(),

@@ -4,6 +4,7 @@
 //! ministat comparison, and removes the lab, also on error or Ctrl-C.
 pub mod command_trial;
 pub mod dut_commands;
+pub mod dut_settings;
 pub mod dut_setup;
 pub mod firewall_duts;
 pub mod hosts;
@@ -125,6 +126,9 @@ pub fn run(
     // The hosts, connected and checked, before anything changes anywhere.
     let remote = connect_hosts(sc, progress)?;
     report::prepare_dir(out)?;
+    // What `linerate tune` is run as on the DUT, and on which interfaces
+    // (the local lab's: when the forwarder is up, in local_run).
+    let mut tune_remote: Option<(String, Vec<String>)> = None;
     let (mut site, dut_shell, dut_cpu) = match remote {
         None => {
             let mut spec = LabSpec::new(&sc.lab_name);
@@ -181,6 +185,7 @@ pub fn run(
                 netns: h.dut.netns.clone(),
                 timeout: std::time::Duration::from_secs_f64(h.command_timeout),
             });
+            tune_remote = Some((h.dut.linerate.clone(), h.dut.interfaces.clone()));
             let path = command_trial::CommandPath {
                 gens: h.gen.iter().cloned().zip(c.gen.iter().cloned()).collect(),
                 recv: h.recv.clone(),
@@ -229,6 +234,9 @@ pub fn run(
                             r?;
                             if recorded.insert(dname.clone()) {
                                 results.records.extend(sh.record(dname, def));
+                                if let Some((linerate, ifaces)) = &tune_remote {
+                                    results.settings.push(sh.settings(dname, linerate, ifaces));
+                                }
                             }
                             Some(guard)
                         }
@@ -241,6 +249,7 @@ pub fn run(
                             path,
                             &mut tables,
                             (dname, def),
+                            dut_shell.as_ref().map(|sh| (sh, &mut results.settings)),
                             (pname, profile, repeat),
                             out,
                             stop,
@@ -356,6 +365,7 @@ fn local_run(
     path: &Path,
     tables: &mut dut_setup::RouteTables,
     (dname, def): (&String, &scenario::DutDef),
+    settings: Option<(&dut_commands::DutShell, &mut Vec<dut_settings::Settings>)>,
     (pname, profile, repeat): (&String, &Profile, u32),
     out: &std::path::Path,
     stop: &AtomicBool,
@@ -373,6 +383,14 @@ fn local_run(
     let mut run_path = path.clone();
     run_path.gen_cpus = sc.gen_cpus(queues);
     let running = RunningDut::start(def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
+    // The DUT's settings with this configuration's forwarder up, once.
+    if let Some((sh, all)) = settings {
+        if !all.iter().any(|s| &s.dut == dname) {
+            let exe = std::env::current_exe()?;
+            let ifaces = [ifs.dut_in.clone(), ifs.dut_out.clone()];
+            all.push(sh.settings(dname, &exe.to_string_lossy(), &ifaces));
+        }
+    }
     // Checked when the scenario was read: this cannot fail.
     let traffic = profile.check()?;
     let runner = Runner::InProcess {

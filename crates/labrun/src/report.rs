@@ -212,6 +212,8 @@ pub struct Results {
     pub hosts: Option<crate::hosts::LabHosts>,
     /// The DUT configurations' `record` commands and their output.
     pub records: Vec<crate::dut_commands::Recorded>,
+    /// Each DUT configuration's settings, as `linerate tune` found them.
+    pub settings: Vec<crate::dut_settings::Settings>,
     pub duts: Vec<String>,
     pub profiles: Vec<(String, Profile)>,
     pub runs: Vec<RunRecord>,
@@ -250,6 +252,7 @@ impl Results {
             failed: None,
             hosts: sc.hosts.clone(),
             records: Vec::new(),
+            settings: Vec::new(),
             duts: sc.duts.iter().map(|d| d.0.clone()).collect(),
             profiles: sc.profiles.clone(),
             runs: Vec::new(),
@@ -970,6 +973,7 @@ fn markdown(r: &Results, plot_error: Option<&anyhow::Error>) -> String {
             .join(", "),
     );
     s.push_str(". Per-second receiver lines: `logs/`. Everything: `results.json`.\n");
+    s.push_str(&crate::dut_settings::markdown(&r.settings));
     if !r.records.is_empty() {
         s.push_str("\n## Recorded from the DUT\n");
         for x in &r.records {

@@ -115,7 +115,7 @@ impl Hosts {
         format!(
             "[ssh]\nidentity = \"{d}/id\"\nknown_hosts = \"{d}/known_hosts\"\nconnect_timeout = 3\n\n{}{}\
              [hosts.recv]\nssh = \"root@{}\"\ninterfaces = [\"recv0\"]\nlinerate = \"{BIN}\"\n\n\
-             [hosts.dut]\nssh = \"root@{}\"\ninterfaces = [\"dut0\", \"dut1\"]\n",
+             [hosts.dut]\nssh = \"root@{}\"\ninterfaces = [\"dut0\", \"dut1\"]\nlinerate = \"{BIN}\"\n",
             gen(0),
             gen(1),
             addr(2).0,
@@ -311,8 +311,14 @@ fn a_scenario_runs_on_hosts_over_ssh_as_it_runs_locally_and_fails_cleanly() {
         "on\noff\noff\non\n".repeat(3)
     );
     assert_eq!(forwarding(), "0", "the remote DUT as its teardown left it");
-    // What the DUT was asked to record, from the DUT.
+    // What the DUT was asked to record, from the DUT; and its settings
+    // with each configuration set up, as `linerate tune` found them there.
     assert!(report.contains("net.ipv4.ip_forward = 1"), "{report}");
+    assert!(
+        report.contains("| scope | check | kernel-on | kernel-off |\n")
+            && report.contains("| host | IPv4 forwarding | 1 | 0 (change) |\n"),
+        "{report}"
+    );
     assert!(report.contains("dut0@if"), "{report}");
     let g = addr(0).0;
     assert!(

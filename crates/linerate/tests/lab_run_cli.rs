@@ -443,8 +443,25 @@ fn linerate_and_conntrack_duts_forward_and_a_single_run_has_no_comparison() {
         assert!(run["sequence"]["lost"].is_u64(), "{run}");
     }
     assert_eq!(r["comparisons"].as_array().unwrap().len(), 0);
+    // The DUT's settings with each configuration running: linerate's XDP
+    // program attached natively, none for the kernel.
+    let settings = r["settings"].as_array().unwrap();
+    for (dut, mode) in [("linux-conntrack", "none"), ("linerate", "native")] {
+        let s = settings.iter().find(|s| s["dut"] == dut).unwrap();
+        let f = s["findings"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{s}"))
+            .iter()
+            .find(|f| f["scope"] == "dut0" && f["check"] == "XDP mode")
+            .unwrap();
+        assert_eq!(f["current"], mode, "{f}");
+    }
     let report = std::fs::read_to_string(dir.path().join("r/report.md")).unwrap();
     assert!(report.contains("No ministat comparison"));
+    assert!(
+        report.contains("| dut0 | XDP mode | none (report) | native |"),
+        "{report}"
+    );
     assert!(!netns_list().contains(name));
 }
 
