@@ -40,15 +40,17 @@ impl Settings {
     }
 }
 
-/// report.md's section: a row a finding that is not good in some
+/// report.md's section: a row a finding that says to change in some
 /// configuration, or that differs between them; a column a configuration.
+/// (What is only reported, to be measured, or unread is the same in every
+/// configuration of a lab: results.json has it.)
 pub fn markdown(all: &[Settings]) -> String {
     if all.is_empty() {
         return String::new();
     }
     let mut s = String::from(
         "\n## DUT settings\n\n`linerate tune` in the DUT with each configuration running; \
-         below, what is not `good` or differs between configurations (every finding: \
+         below, what it says to change or differs between configurations (every finding: \
          `results.json`, `settings`).\n",
     );
     let read: Vec<(&Settings, &Vec<Value>)> = all
@@ -98,7 +100,7 @@ pub fn markdown(all: &[Settings]) -> String {
             })
             .collect();
         let differ = cells.windows(2).any(|w| w[0].0 != w[1].0);
-        if !differ && cells.iter().all(|c| c.1) {
+        if !differ && !cells.iter().any(|c| c.0.ends_with(" (change)")) {
             continue;
         }
         let unquote = |t: &str| t.trim_matches('"').to_string();
@@ -136,12 +138,13 @@ mod tests {
     }
 
     #[test]
-    fn rows_that_are_not_good_or_differ_and_what_was_not_recorded() {
+    fn rows_to_change_or_that_differ_and_what_was_not_recorded() {
         let linux = vec![
             finding("host", "IPv4 forwarding", "1", "good".into()),
             finding("host", "SMT (hyper-threading)", "on", "measure".into()),
             finding("dut0", "XDP mode", "none", "report".into()),
             finding("dut0", "GRO", "off", "measure".into()),
+            finding("host", "softnet time squeeze", "248", "change".into()),
         ];
         let mut linerate = linux.clone();
         linerate[2] = finding("dut0", "XDP mode", "native", "good".into());
@@ -167,9 +170,8 @@ mod tests {
             [
                 "| scope | check | linux | linerate |",
                 "|---|---|---|---|",
-                "| host | SMT (hyper-threading) | on (measure) | on (measure) |",
                 "| dut0 | XDP mode | none (report) | native |",
-                "| dut0 | GRO | off (measure) | off (measure) |",
+                "| host | softnet time squeeze | 248 (change) | 248 (change) |",
             ]
         );
         assert_eq!(markdown(&[]), "");

@@ -164,7 +164,16 @@ impl RunningDut {
                         .apply_list(list)
                         .map_err(|why| anyhow!("police: {why}"))?;
                 }
-                dut.router = Some(start_linerate(netns, interfaces, def.carry_tcp, police)?)
+                let mode = match def.xdp_mode.as_deref() {
+                    Some("generic") => linerate_bpf::loader::XdpMode::Generic,
+                    _ => linerate_bpf::loader::XdpMode::Native,
+                };
+                dut.router = Some(start_linerate(
+                    netns,
+                    interfaces,
+                    (mode, def.carry_tcp),
+                    police,
+                )?)
             }
             Forwarder::XdpFibLookup => dut.router = Some(start_xdp_fib_lookup(netns, interfaces)?),
             Forwarder::XdpRedirect => dut.router = Some(start_xdp_redirect(netns, interfaces)?),
@@ -225,7 +234,7 @@ type Forwarding = (JoinHandle<Result<()>>, Arc<AtomicBool>);
 fn start_linerate(
     netns: &str,
     interfaces: [&str; 2],
-    carry_tcp: bool,
+    (mode, carry_tcp): (linerate_bpf::loader::XdpMode, bool),
     police: linerate_dataplane::police::Police,
 ) -> Result<Forwarding> {
     let ifs = interfaces.map(String::from).to_vec();
@@ -236,7 +245,7 @@ fn start_linerate(
                 ipv6: Default::default(),
                 record: ns,
                 interfaces: ifs,
-                mode: linerate_bpf::loader::XdpMode::Native,
+                mode,
                 nice: linerate_daemon::run::DEFAULT_NICE,
                 status: Default::default(),
                 service_manager: false,

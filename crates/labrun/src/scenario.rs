@@ -236,6 +236,9 @@ pub struct DutDef {
     /// of its defaults (`linerate route --police`: `off`, or
     /// `CLASS=RATE/BURST,...`).
     pub police: Option<String>,
+    /// linerate only: "native" (the default) or "generic" XDP
+    /// (`linerate route --mode`).
+    pub xdp_mode: Option<String>,
 }
 
 /// Built-in DUT configurations: the kernel alone, with an nftables
@@ -257,6 +260,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         conntrack_buckets: None,
         carry_tcp: false,
         police: None,
+        xdp_mode: None,
     };
     let plain = |forwarder, routes| DutDef {
         forwarder,
@@ -273,6 +277,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         conntrack_buckets: None,
         carry_tcp: false,
         police: None,
+        xdp_mode: None,
     };
     match name {
         "linux" => Some(linux(None)),
@@ -311,6 +316,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
                 .then_some(crate::firewall_duts::STATEFUL_CONNTRACK_BUCKETS),
             carry_tcp: false,
             police: None,
+            xdp_mode: None,
         }),
     }
 }
@@ -847,6 +853,14 @@ fn check_dut(name: &str, d: &DutDef) -> std::result::Result<(), String> {
     if d.carry_tcp && d.forwarder != Forwarder::Linerate {
         return Err("carry_tcp: only linerate carries TCP (forwarder = \"linerate\")".to_string());
     }
+    if let Some(m) = &d.xdp_mode {
+        if d.forwarder != Forwarder::Linerate {
+            return Err("xdp_mode: for linerate (forwarder = \"linerate\")".into());
+        }
+        if m != "native" && m != "generic" {
+            return Err(format!("xdp_mode: {m:?}: \"native\" or \"generic\""));
+        }
+    }
     if let Some(list) = &d.police {
         if d.forwarder != Forwarder::Linerate {
             return Err(
@@ -897,6 +911,7 @@ fn check_remote_lab(
             ("conntrack_buckets", d.conntrack_buckets.is_some()),
             ("carry_tcp", d.carry_tcp),
             ("police", d.police.is_some()),
+            ("xdp_mode", d.xdp_mode.is_some()),
         ];
         if let Some((k, _)) = local_keys.iter().find(|(_, set)| *set) {
             return Err(format!(
@@ -1025,6 +1040,16 @@ dst = "198.19.10.1:2000-198.19.10.10"
         let e = err("duts = [\"t\"]\n[dut.t]\nforwarder = \"linux\"\nsysctl = { \"kernel.pid_max\" = \"1\" }\n");
         assert!(
             e.starts_with("s.toml:2: dut.t: sysctl \"kernel.pid_max\": only net.*"),
+            "{e}"
+        );
+        let e = err("duts = [\"t\"]\n[dut.t]\nforwarder = \"linerate\"\nxdp_mode = \"skb\"\n");
+        assert!(
+            e.starts_with("s.toml:2: dut.t: xdp_mode: \"skb\": \"native\" or \"generic\""),
+            "{e}"
+        );
+        let e = err("duts = [\"t\"]\n[dut.t]\nforwarder = \"linux\"\nxdp_mode = \"generic\"\n");
+        assert!(
+            e.starts_with("s.toml:2: dut.t: xdp_mode: for linerate"),
             "{e}"
         );
         let e = err("duts = [\"t\"]\n[dut.t]\nforwarder = \"linux\"\ncarry_tcp = true\n");

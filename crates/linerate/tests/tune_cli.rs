@@ -236,6 +236,25 @@ fn what_tune_asks_the_driver_is_what_ethtool_says() {
         "not in this driver"
     );
     assert_eq!(finding(&all, "dut0", "XDP mode")["current"], "none");
+    // The lab's DUT polls dut0 in a NAPI thread pinned to its CPU: as
+    // pgrep and taskset see it.
+    let mut threads: Vec<String> = common::lab::run_in(&ns, &["pgrep", "-l", "^napi/dut0-"])
+        .lines()
+        .map(|l| {
+            let (pid, comm) = l.trim().split_once(' ').unwrap();
+            let affinity = common::lab::run_in(&ns, &["taskset", "-pc", pid]);
+            let cpu = affinity.trim().rsplit(' ').next().unwrap().to_string();
+            format!("{comm} on CPU {cpu}")
+        })
+        .collect();
+    threads.sort();
+    let napi = finding(&all, "dut0", "threaded NAPI");
+    assert_eq!(
+        napi["current"],
+        format!("on: {}", threads.join(", ")).as_str(),
+        "{napi}"
+    );
+    assert_eq!(napi["verdict"], "good");
 
     common::lab::run_in(&ns, &["ethtool", "-K", "dut0", "gro", "on"]);
     let all = tune();

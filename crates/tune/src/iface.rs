@@ -37,6 +37,13 @@ const QUEUES: Setting = Setting {
     why: "each queue is polled on one CPU: fewer leave CPUs idle (the seeds: queues = cores); one fewer frees a CPU for the control plane (docs/control-plane-load.md)",
 };
 
+const NAPI: Setting = Setting {
+    check: "threaded NAPI",
+    class: Class::Speed,
+    recommended: "on, each thread on one CPU",
+    why: "a NAPI thread pinned to a CPU of its own polls there; as a softirq, or left to the scheduler, it shares the CPU of whatever runs (measured: docs/tuning.md)",
+};
+
 /// The checks of interface `name`.
 pub fn check(root: &Root, name: &str) -> Vec<Finding> {
     if !root.exists(&format!("sys/class/net/{name}")) {
@@ -64,7 +71,68 @@ pub fn check(root: &Root, name: &str) -> Vec<Finding> {
         ),
         rp_filter(root, name),
         queues(root, name),
+        napi(root, name),
     ]
+}
+
+/// Threaded NAPI (`threaded`) and the CPUs its `napi/NAME-ID` threads may
+/// run on.
+fn napi(root: &Root, name: &str) -> Finding {
+    let rel = format!("sys/class/net/{name}/threaded");
+    let read = format!("{rel}, proc/*/comm, proc/*/status");
+    match root.read(&rel).as_deref() {
+        Ok("0") => NAPI.found(name, read, Some("off".into()), Verdict::Change),
+        Ok(_) => {
+            let prefix = format!("napi/{name}-");
+            let mut threads = Vec::new();
+            for pid in root.list("proc") {
+                if !pid.bytes().all(|b| b.is_ascii_digit()) {
+                    continue;
+                }
+                let Ok(comm) = root.read(&format!("proc/{pid}/comm")) else {
+                    continue;
+                };
+                if !comm.starts_with(&prefix) {
+                    continue;
+                }
+                let cpus = root
+                    .read(&format!("proc/{pid}/status"))
+                    .ok()
+                    .and_then(|st| {
+                        st.lines()
+                            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                            .map(|v| v.trim().to_string())
+                    })
+                    .unwrap_or_else(|| "?".into());
+                threads.push((comm, cpus));
+            }
+            threads.sort();
+            if threads.is_empty() {
+                return NAPI.found(
+                    name,
+                    read,
+                    Some("on, no thread (no NAPI on this device yet)".into()),
+                    Verdict::Report,
+                );
+            }
+            let pinned = threads.iter().all(|(_, c)| c.parse::<u32>().is_ok());
+            let current = threads
+                .iter()
+                .map(|(t, c)| format!("{t} on CPU {c}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            NAPI.found(
+                name,
+                read,
+                Some(format!("on: {current}")),
+                match pinned {
+                    true => Verdict::Good,
+                    false => Verdict::Change,
+                },
+            )
+        }
+        Err(e) => NAPI.found(name, read, None, Verdict::Unread(e.clone())),
+    }
 }
 
 /// The stricter of `all`'s and the interface's (the kernel's

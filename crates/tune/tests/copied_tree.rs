@@ -131,6 +131,10 @@ fn each_interfaces_settings_are_read_and_judged() {
         (Some("1 (2 CPUs)"), &Verdict::Good)
     );
     assert_eq!(
+        one(&all, "tv0", "threaded NAPI"),
+        (Some("off"), &Verdict::Change)
+    );
+    assert_eq!(
         one(&all, "eth9", "interface"),
         (None, &Verdict::Unread("no such interface".into()))
     );
@@ -139,11 +143,11 @@ fn each_interfaces_settings_are_read_and_judged() {
         text.contains("\ntv1      reverse-path filter            1 (all 0, own 1)         0 or 2                 CHANGE   speed\n"),
         "{text}"
     );
-    // A header; two lines a finding (11 the host's, 4 of tv1's files, 13
+    // A header; two lines a finding (11 the host's, 5 of tv1's files, 13
     // of its driver), three for the unread: the governor and turbo (a
     // virtual machine), and the 11 of the driver that need no file (its
     // MTU is read: a single buffer; a veth has no interrupts).
-    assert_eq!(text.lines().count(), 1 + 2 * 28 + 2 + 11);
+    assert_eq!(text.lines().count(), 1 + 2 * 29 + 2 + 11);
     assert!(text.contains("         not read (sys/devices/system/cpu/cpu*/cpufreq/scaling_governor): CPU 0 has no cpufreq"));
 }
 
