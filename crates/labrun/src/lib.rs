@@ -3,11 +3,11 @@
 //! raw values, logs, results.json, report.md and plots, prints the
 //! ministat comparison, and removes the lab, also on error or Ctrl-C.
 pub mod command_trial;
+pub use linerate_labhosts::{hosts, remote};
 pub mod dut_commands;
 pub mod dut_settings;
 pub mod dut_setup;
 pub mod firewall_duts;
-pub mod hosts;
 pub mod measure;
 pub mod median_ci;
 pub mod order;
@@ -15,7 +15,6 @@ pub mod path_flags;
 pub mod plot;
 pub mod probes;
 pub mod profile;
-pub mod remote;
 pub mod report;
 pub mod scenario;
 pub mod throughput;

@@ -18,10 +18,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("bpf", &[]),
     ("fib", &[]),
     ("netlink", &[]),
-    ("tune", &[]),
+    ("tune", &["netlink"]),
     // The lab's tools.
     ("lab", &["host"]),
     ("traffic", &["bpf", "host", "imix"]),
+    ("labhosts", &["host", "traffic"]),
     // The router, from the maps up.
     ("dataplane", &["bpf", "fib", "netlink"]),
     ("router", &["fib", "netlink", "dataplane"]),
@@ -49,6 +50,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "host",
             "imix",
             "lab",
+            "labhosts",
             "ministat",
             "search",
             "traffic",

@@ -40,8 +40,8 @@ const QUEUES: Setting = Setting {
 const NAPI: Setting = Setting {
     check: "threaded NAPI",
     class: Class::Speed,
-    recommended: "on, each thread on one CPU",
-    why: "a NAPI thread pinned to a CPU of its own polls there; as a softirq, or left to the scheduler, it shares the CPU of whatever runs (measured: docs/tuning.md)",
+    recommended: "a lab run decides",
+    why: "a NAPI thread pinned to a CPU of its own polls there, a softirq where the interrupt (a veth: the sender) ran; this lab proved no difference (docs/tuning.md)",
 };
 
 /// The checks of interface `name`.
@@ -81,7 +81,7 @@ fn napi(root: &Root, name: &str) -> Finding {
     let rel = format!("sys/class/net/{name}/threaded");
     let read = format!("{rel}, proc/*/comm, proc/*/status");
     match root.read(&rel).as_deref() {
-        Ok("0") => NAPI.found(name, read, Some("off".into()), Verdict::Change),
+        Ok("0") => NAPI.found(name, read, Some("off".into()), Verdict::Measure),
         Ok(_) => {
             let prefix = format!("napi/{name}-");
             let mut threads = Vec::new();
@@ -127,7 +127,7 @@ fn napi(root: &Root, name: &str) -> Finding {
                 Some(format!("on: {current}")),
                 match pinned {
                     true => Verdict::Good,
-                    false => Verdict::Change,
+                    false => Verdict::Measure,
                 },
             )
         }

@@ -132,7 +132,7 @@ fn each_interfaces_settings_are_read_and_judged() {
     );
     assert_eq!(
         one(&all, "tv0", "threaded NAPI"),
-        (Some("off"), &Verdict::Change)
+        (Some("off"), &Verdict::Measure)
     );
     assert_eq!(
         one(&all, "eth9", "interface"),
@@ -181,7 +181,9 @@ fn queue_interrupts_of_a_copied_virtio_interface() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/data/debian12-virtio"
     ));
-    let all = checked(&root, &["eth0".to_string()]);
+    let driver: Driver =
+        serde_json::from_str(include_str!("data/debian12-virtio/eth0.driver.json")).unwrap();
+    let all = check(&root, &["eth0".to_string()], &|_| driver.clone());
     let irq = all
         .iter()
         .find(|f| f.scope == "eth0" && f.check == "queue interrupts")
@@ -190,4 +192,38 @@ fn queue_interrupts_of_a_copied_virtio_interface() {
     assert_eq!(irq.verdict, Verdict::Good);
     let mtu = all.iter().find(|f| f.check == "XDP multi-buffer").unwrap();
     assert_eq!(mtu.current.as_deref(), Some("MTU 1400: single buffer"));
+    // Its driver's answers (virtio_net, one queue pair, no program
+    // attached), judged.
+    let by = |check: &str| {
+        let f = all
+            .iter()
+            .find(|f| f.scope == "eth0" && f.check == check)
+            .unwrap();
+        (f.current.as_deref(), f.verdict.clone())
+    };
+    for (check, current, verdict) in [
+        ("XDP mode", "none", Verdict::Report),
+        // 43: basic, redirect, xsk-zerocopy, rx-sg; ndo-xmit comes with
+        // a program.
+        (
+            "XDP redirect target",
+            "basic,redirect,xsk-zerocopy,rx-sg",
+            Verdict::Change,
+        ),
+        ("transmit channels", "1 (2 CPUs)", Verdict::Change),
+        ("LRO", "off", Verdict::Good),
+        ("GRO", "on", Verdict::Measure),
+        ("TSO", "on", Verdict::Report),
+        ("VLAN tag stripping", "off", Verdict::Report),
+        ("ring sizes", "rx 256/256 tx 256/256", Verdict::Measure),
+        ("flow control", "not in this driver", Verdict::Good),
+        (
+            "interrupt coalescing",
+            "rx 0 us 1 frames, adaptive off",
+            Verdict::Measure,
+        ),
+        ("RSS hash (UDP/IPv4)", "none, one queue", Verdict::Report),
+    ] {
+        assert_eq!(by(check), (Some(current), verdict), "{check}");
+    }
 }

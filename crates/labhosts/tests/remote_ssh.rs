@@ -5,7 +5,7 @@
 //! namespace), failures and hangs are errors naming the host, and a host
 //! nobody answers for is refused at connect. Needs root and
 //! openssh-server (scripts/setup.sh).
-use linerate_labrun::remote::{Host, SshOptions, Target};
+use linerate_labhosts::remote::{Host, SshOptions, Target};
 use std::process::Command;
 use std::time::{Duration, Instant};
 

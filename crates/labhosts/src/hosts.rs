@@ -3,7 +3,7 @@
 //! and CPUs, and the DUT, an SSH target or a box known only by its MAC.
 //! Without a `[hosts]` table the lab is the local namespace lab (this
 //! machine, the lab's three namespaces): one run loop serves both
-//! (crate::run).
+//! (linerate_labrun::run).
 use crate::remote::{quote, Host, SshOptions, Target};
 use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Serialize};
