@@ -69,6 +69,20 @@ fn what_tune_reads_is_what_the_dut_has() {
         };
         assert_eq!(f["verdict"] == "good", good, "{f}");
     }
+    // Said for the record, as sysctl says them.
+    assert_eq!(
+        finding(&all, "host", "ICMP redirects sent")["current"],
+        sysctl("net.ipv4.conf.all.send_redirects").as_str()
+    );
+    assert_eq!(
+        finding(&all, "host", "ICMP error rate limit")["current"],
+        format!(
+            "{} ms a host, {}/s in all",
+            sysctl("net.ipv4.icmp_ratelimit"),
+            sysctl("net.ipv4.icmp_msgs_per_sec")
+        )
+        .as_str()
+    );
     // The lab's DUT forwards both families.
     assert_eq!(finding(&all, "dut0", "IPv4 forwarding")["verdict"], "good");
     let queues = in_dut(&["ls", "/sys/class/net/dut0/queues"]);

@@ -14,6 +14,7 @@ pub mod host;
 pub mod iface;
 pub mod irq;
 pub mod link;
+pub mod platform;
 pub mod root;
 
 pub use ethtool::Driver;
@@ -116,11 +117,13 @@ impl Setting {
 /// driver's answers from `driver`.
 pub fn check(root: &Root, ifaces: &[String], driver: &dyn Fn(&str) -> Driver) -> Vec<Finding> {
     let mut all = host::check(root);
+    all.extend(platform::host(root));
     for i in ifaces {
         let files = iface::check(root, i);
         let present = files.iter().all(|f| f.check != "interface");
         all.extend(files);
         if present {
+            all.extend(platform::iface(root, i));
             all.extend(link::check(root, i, &driver(i)));
         }
     }
