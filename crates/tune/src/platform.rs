@@ -39,6 +39,13 @@ const ICMP_RATE: Setting = Setting {
     why: "TTL-expired and unreachable errors are the kernel's, limited per host and in all (icmp_ratelimit ms, icmp_msgs_per_sec): traceroute through the router sees them",
 };
 
+const ECMP_HASH: Setting = Setting {
+    check: "ECMP hash (IPv4)",
+    class: Class::Speed,
+    recommended: "0 (addresses)",
+    why: "linerate's fast path spreads a multipath route's flows by their addresses, as policy 0 does (docs/mirror.md); with ports too (1), flows between two hosts stay on one path in it",
+};
+
 const RPS: Setting = Setting {
     check: "RPS",
     class: Class::Speed,
@@ -66,6 +73,12 @@ pub fn host(root: &Root) -> Vec<Finding> {
             |_| false,
         ),
         icmp_rate(root),
+        ECMP_HASH.read(
+            root,
+            "host",
+            "proc/sys/net/ipv4/fib_multipath_hash_policy".into(),
+            |v| v == "0",
+        ),
     ]
     .into_iter()
     .map(|mut f| {
@@ -322,6 +335,7 @@ mod tests {
             ("proc/sys/net/ipv4/conf/all/send_redirects", "1"),
             ("proc/sys/net/ipv4/icmp_ratelimit", "1000"),
             ("proc/sys/net/ipv4/icmp_msgs_per_sec", "1000"),
+            ("proc/sys/net/ipv4/fib_multipath_hash_policy", "1"),
             ("sys/class/net/p0/queues/rx-0/rps_cpus", "0"),
             ("sys/class/net/p0/queues/rx-1/rps_cpus", "00000003"),
             ("sys/class/net/p0/device/current_link_width", "4"),
@@ -366,6 +380,7 @@ mod tests {
             (Some("1"), &Verdict::Report)
         );
         assert_eq!(get(&all, "RPS"), (Some("on: rx-1"), &Verdict::Report));
+        assert_eq!(get(&all, "ECMP hash (IPv4)"), (Some("1"), &Verdict::Change));
         assert_eq!(
             get(&all, "PCIe link"),
             (

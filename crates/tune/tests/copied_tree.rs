@@ -117,7 +117,11 @@ fn the_hosts_settings_are_read_and_judged() {
         one(&all, "host", "ICMP error rate limit"),
         (Some("1000 ms a host, 1000/s in all"), &Verdict::Report)
     );
-    assert_eq!(all.len(), 16);
+    assert_eq!(
+        one(&all, "host", "ECMP hash (IPv4)"),
+        (Some("0"), &Verdict::Good)
+    );
+    assert_eq!(all.len(), 17);
 }
 
 #[test]
@@ -168,11 +172,11 @@ fn each_interfaces_settings_are_read_and_judged() {
         text.contains("\ntv1      reverse-path filter            1 (all 0, own 1)         0 or 2                 CHANGE   speed\n"),
         "{text}"
     );
-    // A header; two lines a finding (16 the host's, 7 of tv1's files, 13
+    // A header; two lines a finding (17 the host's, 7 of tv1's files, 13
     // of its driver), three for the unread: the governor and turbo (a
     // virtual machine), and the 11 of the driver that need no file (its
     // MTU is read: a single buffer; a veth has no interrupts).
-    assert_eq!(text.lines().count(), 1 + 2 * 36 + 2 + 11);
+    assert_eq!(text.lines().count(), 1 + 2 * 37 + 2 + 11);
     assert!(text.contains("         not read (sys/devices/system/cpu/cpu*/cpufreq/scaling_governor): CPU 0 has no cpufreq"));
 }
 
@@ -182,7 +186,7 @@ fn each_interfaces_settings_are_read_and_judged() {
 fn what_cannot_be_read_says_why() {
     let empty = tempfile::tempdir().unwrap();
     let all = checked(&Root::at(empty.path()), &[]);
-    assert_eq!(all.len(), 16);
+    assert_eq!(all.len(), 17);
     let conntrack = ["connection tracking table", "connection tracking hash"];
     for f in &all {
         match (&f.verdict, f.check) {
