@@ -18,7 +18,8 @@ PACKAGES=(clang clang-19 llvm libbpf-dev libelf-dev zlib1g-dev pkg-config make g
           linux-perf  # lab run --profile records the DUT's core
           conntrack   # the stateful firewall's tests list and delete the kernel's entries
           iperf3      # real TCP through the router: its tests and `linerate bench tcp`
-          openssh-client openssh-server) # the lab's remote hosts (crates/labrun/src/remote.rs) and their test's sshd
+          openssh-client openssh-server # the lab's remote hosts (crates/labhosts/src/remote.rs) and their test's sshd
+          qemu-system-x86 busybox-static cpio kmod xz-utils) # the VM for what this kernel lacks (crates/testkit/src/vm.rs)
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "setup: run as root (apt-get, network namespaces and BPF need it)" >&2
@@ -33,6 +34,25 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}"
     apt-get update -q
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The VM's kernel: Debian's own, which has the modules this host's kernel
+# lacks (802.1Q, VRF, bonding), unpacked where crates/testkit/src/vm.rs
+# looks for it, its modules indexed for modprobe.
+VM_KERNEL=6.12.117+deb12-amd64
+VM_DIR=/var/cache/linerate/vm/$VM_KERNEL
+if [ ! -e "$VM_DIR/ready" ]; then
+    echo "setup: fetching the VM's kernel, linux-image-$VM_KERNEL"
+    tmp=$(mktemp -d)
+    chmod 755 "$tmp"
+    ( cd "$tmp" && { apt-get download -q "linux-image-$VM_KERNEL" 2>/dev/null ||
+        { apt-get update -q && apt-get download -q "linux-image-$VM_KERNEL"; }; } )
+    rm -rf "$VM_DIR"
+    mkdir -p "$VM_DIR"
+    dpkg-deb -x "$tmp"/linux-image-*.deb "$VM_DIR"
+    rm -rf "$tmp"
+    depmod -b "$VM_DIR" "$VM_KERNEL"
+    touch "$VM_DIR/ready"
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
