@@ -8,6 +8,15 @@
 
 #include "csum.h"
 
+/* An 802.1Q or 802.1ad tag after the MACs (the kernel's own definition
+ * is not in its UAPI): the TPID is the Ethernet header's h_proto. */
+#define VLAN_HLEN 4
+#define VLAN_VID_MASK 0x0fff
+struct vlan_hdr {
+	__be16 h_vlan_TCI;
+	__be16 h_vlan_encapsulated_proto;
+};
+
 /* IPv4 addresses (host order) the fast path never forwards to or from:
  * 0/8, 127/8, multicast and above (224/3, so also 240/4 and broadcast). */
 static __always_inline int ipv4_special(__u32 a)

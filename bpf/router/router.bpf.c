@@ -190,12 +190,24 @@ static __always_inline enum reason fit_frame(struct xdp_md *ctx, const struct ne
 	return R_FORWARDED;
 }
 
-static __always_inline int send(struct ethhdr *eth, struct nexthop *n, const int multibuf)
+static __always_inline int send(struct xdp_md *ctx, struct ethhdr *eth, struct nexthop *n,
+				const int multibuf)
 {
 	/* Written once per sweep of the control plane, read every time (the
 	 * entry's line is in cache for the MACs anyway). */
 	if (!n->used)
 		n->used = 1;
+	/* Out of a VLAN device: its tag pushed between the MACs and the
+	 * EtherType, as the kernel's vlan_dev_hard_start_xmit would. */
+	if (n->tag[0] | n->tag[1]) {
+		/* Cannot fail: XDP keeps headroom, and a popped tag left 4 more. */
+		if (bpf_xdp_adjust_head(ctx, -VLAN_HLEN))
+			return XDP_ABORTED;
+		eth = (void *)(long)ctx->data;
+		if ((void *)eth + ETH_HLEN + VLAN_HLEN > (void *)(long)ctx->data_end)
+			return XDP_ABORTED;
+		*(__u32 *)((__u8 *)eth + 2 * ETH_ALEN) = *(__u32 *)n->tag;
+	}
 	__builtin_memcpy(eth->h_dest, n->dmac, ETH_ALEN);
 	__builtin_memcpy(eth->h_source, n->smac, ETH_ALEN);
 	return bpf_redirect_map(TX_PORTS(multibuf), n->ifindex, XDP_PASS);
@@ -574,7 +586,7 @@ static __always_inline int forward_ipv4(struct xdp_md *ctx, struct ethhdr *eth,
 	 * is judged and counted by the kernel. */
 	fw_count(&hit, l3_len);
 	verdict(c, R_FORWARDED, len, 0);
-	return send(eth, n, multibuf);
+	return send(ctx, eth, n, multibuf);
 }
 
 static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
@@ -677,7 +689,7 @@ static __always_inline int forward_ipv6(struct xdp_md *ctx, struct ethhdr *eth,
 	}
 	fw_count(&hit, l3_len);
 	verdict(c, R_FORWARDED, len, 0);
-	return send(eth, n, multibuf);
+	return send(ctx, eth, n, multibuf);
 }
 
 /* The FDB key of a MAC (6 bytes, 2-byte aligned: one 32-bit and one 16-bit
@@ -789,28 +801,46 @@ static __always_inline int bridge_frame(struct xdp_md *ctx, struct ethhdr *eth,
  * can a frame continue past its first buffer, and only then is the length
  * helper called: on the common frame it costs about a tenth of the
  * program's time (docs/router.md). */
-static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
+/* A frame arriving as on interface `ifc` (a port, or a VLAN device on it,
+ * its tag popped). */
+static __always_inline struct router_counters *counters_of(struct xdp_md *ctx)
+{
+	__u32 slot = ctx->ingress_ifindex < ROUTER_IFACES ? ctx->ingress_ifindex : 0;
+
+	return bpf_map_lookup_elem(&router_stats, &slot);
+}
+
+/* The frame's length: more than its first buffer only for a multi-buffer
+ * frame. */
+static __always_inline __u64 frame_len(struct xdp_md *ctx, const int multibuf)
+{
+	return multibuf ? bpf_xdp_get_buff_len(ctx) :
+			  (__u64)((long)ctx->data_end - (long)ctx->data);
+}
+
+/* HEADERS_CUT() where none of its values is at hand (kept off the
+ * entry's stack: its frame counts against the calls'). */
+static __always_inline int headers_cut(struct xdp_md *ctx, const int multibuf)
+{
+	__u64 linear = (long)ctx->data_end - (long)ctx->data;
+	__u64 len = frame_len(ctx, multibuf);
+	struct router_counters *c = counters_of(ctx);
+
+	return HEADERS_CUT();
+}
+
+static __always_inline int route_as(struct xdp_md *ctx, struct iface *ifc, const int multibuf)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	/* The first buffer, and the whole frame (more than the first only for
-	 * a multi-buffer frame). */
 	__u64 linear = data_end - data;
 	__u64 len = multibuf ? bpf_xdp_get_buff_len(ctx) : linear;
-	__u32 slot = ctx->ingress_ifindex < ROUTER_IFACES ? ctx->ingress_ifindex : 0;
-	struct router_counters *c = bpf_map_lookup_elem(&router_stats, &slot);
-	struct iface *ifc = bpf_map_lookup_elem(&ifaces, &slot);
+	struct router_counters *c = counters_of(ctx);
 	struct ethhdr *eth = data;
-	__u32 rxq = slot * ROUTER_RXQ +
-		    (ctx->rx_queue_index < ROUTER_RXQ ? ctx->rx_queue_index : ROUTER_RXQ - 1);
-	__u64 *on_queue = bpf_map_lookup_elem(&router_rxq, &rxq);
-
-	if (on_queue)
-		(*on_queue)++;
 
 	if ((void *)(eth + 1) > data_end)
 		return HEADERS_CUT();
-	if (!ifc || ifc->ifindex != ctx->ingress_ifindex)
+	if (!ifc)
 		return PASS(R_PASS_NOT_OURS);
 	if (eth->h_dest[0] & 1)
 		return PASS(R_PASS_SPECIAL);
@@ -843,6 +873,104 @@ static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
 				    multibuf);
 	}
 	return PASS(R_PASS_NOT_IP);
+}
+
+/* A frame for the kernel (or dropped) that came tagged, its tag popped:
+ * the tag (`tag`, its four bytes as they came) put back, so that the
+ * kernel sees the frame as it came. Its MACs are where the pop left them:
+ * only a frame sent gets new ones. */
+static __always_inline int vlan_restore(struct xdp_md *ctx, __u32 tag, int action)
+{
+	if (bpf_xdp_adjust_head(ctx, -VLAN_HLEN))
+		return XDP_ABORTED;
+	__u8 *p = (void *)(long)ctx->data;
+	if ((void *)(p + ETH_HLEN + VLAN_HLEN) > (void *)(long)ctx->data_end)
+		return XDP_ABORTED;
+	/* Word moves (the MACs are 12 bytes): unaligned packet access is the
+	 * JIT's to do, and bytes would spill. Ascending, so none is read
+	 * after it was overwritten. */
+	*(__u64 *)p = *(__u64 *)(p + VLAN_HLEN);
+	*(__u32 *)(p + 8) = *(__u32 *)(p + VLAN_HLEN + 8);
+	*(__u32 *)(p + 2 * ETH_ALEN) = tag;
+	return action;
+}
+
+/* A function of its own, verified once (global), called by the untagged
+ * path and the tagged one (`tag`: the tag popped, 0 for none): inlined in
+ * both, the forwarding path would be verified twice over, past the
+ * verifier's limit. The multi-buffer program keeps it inline: its stack,
+ * a frame deeper, would pass the verifier's 512 bytes, so it leaves
+ * tagged frames to the kernel. */
+__attribute__((noinline)) int route_as_sb(struct xdp_md *ctx, struct iface *ifc, __u32 tag)
+{
+	int action = route_as(ctx, ifc, 0);
+
+	return tag && action != XDP_REDIRECT ? vlan_restore(ctx, tag, action) : action;
+}
+
+
+/* A tagged frame: routed as the VLAN device its port and tag name, the tag
+ * popped (vlan_do_receive; counted as the device counts it, without the
+ * tag), and put back on a frame for the kernel. A tag no device of the
+ * port's holds (the kernel drops its frame), a priority tag and a second
+ * tag are the kernel's. */
+static __always_inline int route_tagged(struct xdp_md *ctx, struct ethhdr *eth,
+					const int multibuf)
+{
+	void *data_end = (void *)(long)ctx->data_end;
+	struct vlan_hdr *vh = (void *)(eth + 1);
+
+	if ((void *)(vh + 1) > data_end)
+		return headers_cut(ctx, multibuf);
+	struct vlan_key key = {
+		.ifindex = ctx->ingress_ifindex,
+		.tpid = eth->h_proto,
+		.vid = vh->h_vlan_TCI & bpf_htons(VLAN_VID_MASK),
+	};
+	if (!key.vid || vh->h_vlan_encapsulated_proto == bpf_htons(ETH_P_8021Q) ||
+	    vh->h_vlan_encapsulated_proto == bpf_htons(ETH_P_8021AD))
+		return punt(ctx, R_PASS_VLAN, frame_len(ctx, multibuf));
+	struct iface *sub = bpf_map_lookup_elem(&vlan_ifaces, &key);
+	if (!sub)
+		return punt(ctx, R_PASS_VLAN, frame_len(ctx, multibuf));
+	/* (Words: see vlan_restore.) */
+	__u64 dst_src = *(__u64 *)eth;
+	__u32 src_end = *(__u32 *)((__u8 *)eth + 8);
+	__u32 tag = *(__u32 *)((__u8 *)eth + 2 * ETH_ALEN);
+	if (bpf_xdp_adjust_head(ctx, VLAN_HLEN))
+		return punt(ctx, R_PASS_VLAN, frame_len(ctx, multibuf));
+	__u8 *p = (void *)(long)ctx->data;
+	if ((void *)(p + ETH_HLEN) > (void *)(long)ctx->data_end)
+		return XDP_ABORTED;
+	*(__u64 *)p = dst_src;
+	*(__u32 *)(p + 8) = src_end;
+	return route_as_sb(ctx, sub, tag);
+}
+
+static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	__u32 slot = ctx->ingress_ifindex < ROUTER_IFACES ? ctx->ingress_ifindex : 0;
+	struct iface *ifc = bpf_map_lookup_elem(&ifaces, &slot);
+	struct ethhdr *eth = data;
+	__u32 rxq = slot * ROUTER_RXQ +
+		    (ctx->rx_queue_index < ROUTER_RXQ ? ctx->rx_queue_index : ROUTER_RXQ - 1);
+	__u64 *on_queue = bpf_map_lookup_elem(&router_rxq, &rxq);
+
+	if (on_queue)
+		(*on_queue)++;
+
+	if ((void *)(eth + 1) > data_end)
+		return headers_cut(ctx, multibuf);
+	if (!ifc || ifc->ifindex != ctx->ingress_ifindex)
+		return punt(ctx, R_PASS_NOT_OURS, frame_len(ctx, multibuf));
+	if (eth->h_proto == bpf_htons(ETH_P_8021Q) || eth->h_proto == bpf_htons(ETH_P_8021AD)) {
+		if (multibuf)
+			return punt(ctx, R_PASS_VLAN, frame_len(ctx, multibuf));
+		return route_tagged(ctx, eth, multibuf);
+	}
+	return multibuf ? route_as(ctx, ifc, 1) : route_as_sb(ctx, ifc, 0);
 }
 
 /* For interfaces up to Ethernet's MTU: the kernel hands a single-buffer

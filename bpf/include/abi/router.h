@@ -11,6 +11,8 @@
  * share slot 0 (counters) and are not ours (ifaces). */
 #define ROUTER_IFACES 1024
 #define ROUTER_NEXTHOPS 65536
+/* VLAN devices on the router's ports (vlan_ifaces). */
+#define ROUTER_VLANS 4096
 
 /* Why a frame got its verdict: one counter each, per interface and CPU. */
 enum reason {
@@ -57,6 +59,8 @@ enum reason {
 	R_PASS_BRIDGE_FLOOD, /* its destination is not known (or is the bridge's own): the kernel's */
 	R_PASS_BRIDGE_KERNEL, /* ARP, netfilter sees what the bridge forwards of its kind, or the
 			       * destination's port is not one the fast path bridges to */
+	R_PASS_VLAN,         /* a tagged frame the fast path does not route: no VLAN device of its
+			      * tag on the port, a priority tag, a second tag (QinQ) */
 	R_DROP_MALFORMED,    /* shorter than the headers it claims */
 	R_DROP_FIREWALL,     /* dropped by the nftables ruleset, as the kernel would */
 	R_DROP_BLACKHOLE,    /* a `blackhole` policy rule took it, as the kernel's would */
@@ -152,10 +156,24 @@ struct nexthop {
 	__u8  dmac[6];
 	__u8  smac[6];
 	/* The interface the kernel routes the frame out of: `ifindex`, or the
-	 * bridge whose port `ifindex` is (its FDB holds `dmac` there); 0 read
-	 * as `ifindex`. The same-interface check, the reverse path's strict
-	 * check and the firewall's oifname compare this one. */
+	 * bridge whose port `ifindex` is (its FDB holds `dmac` there), or the
+	 * VLAN device on it; 0 read as `ifindex`. The same-interface check,
+	 * the reverse path's strict check and the firewall's oifname compare
+	 * this one. */
 	__u32 l3;
+	/* Out of a VLAN device: the tag pushed after the MACs, as on the wire
+	 * (TPID, then TCI); all zero: none. */
+	__u8  tag[4];
+};
+
+/* A VLAN device on one of the router's ports, as a tagged frame names it:
+ * the port, the tag's TPID (ETH_P_8021Q or ETH_P_8021AD) and VLAN id, both
+ * in network order. The fast path routes what arrives with the tag as
+ * what arrives on the device (vlan_ifaces: the device's struct iface). */
+struct vlan_key {
+	__u32  ifindex;
+	__be16 tpid;
+	__be16 vid;
 };
 
 struct iface {

@@ -51,6 +51,15 @@ struct {
 	__type(value, struct iface);
 } ifaces SEC(".maps");
 
+/* The VLAN devices on the router's ports (abi/router.h, struct vlan_key):
+ * what a tagged frame is routed as. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ROUTER_VLANS);
+	__type(key, struct vlan_key);
+	__type(value, struct iface);
+} vlan_ifaces SEC(".maps");
+
 /* The bridges' FDBs (abi/router.h), set by set; mappable: the control
  * plane places entries and sweeps their `used` marks from its mapping. */
 struct {

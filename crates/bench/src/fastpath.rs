@@ -348,6 +348,7 @@ fn fast_path<K: Key>(
             dmac: p.out_mac,
             smac: p.in_mac,
             l3: 0,
+            tag: [0; 4],
         },
     )?;
     fp.set_nexthop(
@@ -360,6 +361,7 @@ fn fast_path<K: Key>(
             dmac: p.in_mac,
             smac: p.out_mac,
             l3: 0,
+            tag: [0; 4],
         },
     )?;
     let main = shape_of::<K>(layout);

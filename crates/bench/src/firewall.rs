@@ -482,6 +482,7 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
             dmac: in_mac,
             smac: out_mac,
             l3: 0,
+            tag: [0; 4],
         },
     )?;
     let mut fib: Fib<u32> = Fib::new(Shape::IPV4);

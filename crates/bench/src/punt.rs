@@ -105,6 +105,7 @@ fn measure(
         dmac: in_mac,
         smac: out_mac,
         l3: 0,
+        tag: [0; 4],
     };
     fp.set_nexthop(1, &nh(NH_VALID | NH_RESOLVED, out_idx))?;
     fp.set_nexthop(2, &nh(NH_VALID, out_idx))?;

@@ -4,7 +4,7 @@
 //! decides frames as the program does, so that the mirror's logic runs in
 //! plain unit tests, and root tests hold the two to the same verdicts.
 use crate::fastpath::FastPath;
-use crate::layout::{FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule};
+use crate::layout::{FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule, VlanKey};
 use anyhow::Result;
 use linerate_fib::{Fib, Ipv6Layout, Key, Write};
 
@@ -16,6 +16,10 @@ pub trait Dataplane {
     fn set_interface(&mut self, ifc: &Iface, egress: bool) -> Result<()>;
     /// Forgets interface `ifindex`: no frame of it considered, none sent.
     fn remove_interface(&mut self, ifindex: u32) -> Result<()>;
+    /// The VLAN device a port's frames tagged `key` arrive on: routed as
+    /// `ifc` (its MAC, flags, tables, `l3` the device), or, with None,
+    /// left to the kernel.
+    fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<()>;
     fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()>;
     /// Whether next hop `id` was sent through since the last call.
     fn take_nexthop_used(&mut self, id: u32) -> bool;
@@ -54,6 +58,9 @@ impl Dataplane for FastPath {
     }
     fn remove_interface(&mut self, ifindex: u32) -> Result<()> {
         FastPath::remove_interface(self, ifindex)
+    }
+    fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<()> {
+        FastPath::set_vlan_interface(self, key, ifc)
     }
     fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()> {
         FastPath::set_nexthop(self, id, nh)

@@ -3,7 +3,7 @@
 use crate::fdb;
 use crate::layout::{
     FdbEntry, FdbKey, FdbSlot, Iface, Nexthop, NhGroup, PolicyRule, PuntPolicy, RouterCounters,
-    POLICY_PROGRAMS, POLICY_RULES, ROUTER_IFACES,
+    VlanKey, POLICY_PROGRAMS, POLICY_RULES, ROUTER_IFACES, ROUTER_VLANS,
 };
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
@@ -215,6 +215,24 @@ impl FastPath {
                 .with_context(|| format!("cannot add interface {ifindex} to the egress ports"))?;
         }
         Ok(())
+    }
+
+    /// Routes a port's frames tagged `key` as VLAN device `ifc`, or (None)
+    /// leaves them to the kernel.
+    pub fn set_vlan_interface(&self, key: &VlanKey, ifc: Option<&Iface>) -> Result<()> {
+        let map = loader::map(&self.obj, "vlan_ifaces")?;
+        match ifc {
+            Some(i) => map
+                .update(key.as_bytes(), i.as_bytes(), MapFlags::ANY)
+                .with_context(|| {
+                    format!("cannot add VLAN device {} (at most {ROUTER_VLANS})", i.l3)
+                }),
+            None => match map.delete(key.as_bytes()) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e).context("cannot remove a VLAN device"),
+            },
+        }
     }
 
     /// Stops considering frames on `ifindex` and sending through it.

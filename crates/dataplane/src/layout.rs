@@ -35,7 +35,7 @@ pub const NH_GROUP_BUCKETS: usize = 64;
 pub const ROUTER_NH_GROUPS: u32 = 4096;
 
 /// The C `enum reason`, in order: counter index and name.
-pub const REASONS: [&str; 39] = [
+pub const REASONS: [&str; 40] = [
     "forwarded",
     "bridged",
     "pass_not_ip",
@@ -72,6 +72,7 @@ pub const REASONS: [&str; 39] = [
     "pass_bridge_learn",
     "pass_bridge_flood",
     "pass_bridge_kernel",
+    "pass_vlan",
     "drop_malformed",
     "drop_firewall",
     "drop_blackhole",
@@ -108,8 +109,11 @@ pub struct Nexthop {
     pub dmac: [u8; 6],
     pub smac: [u8; 6],
     /// The interface the kernel routes out of: `ifindex`, or the bridge
-    /// whose port it is (0: `ifindex`).
+    /// whose port it is, or the VLAN device on it (0: `ifindex`).
     pub l3: u32,
+    /// Out of a VLAN device: the tag pushed after the MACs, as on the wire
+    /// (TPID, TCI); all zero: none.
+    pub tag: [u8; 4],
 }
 
 impl Nexthop {
@@ -181,6 +185,38 @@ pub const FDB_SETS: u32 = 1 << FDB_SET_BITS;
 /// The most FDB entries the fast path holds (all bridges); a MAC whose
 /// set is full is left out, and the kernel bridges to and from it.
 pub const ROUTER_FDB_ENTRIES: u32 = FDB_SETS * FDB_WAYS as u32;
+
+/// A VLAN device on one of the router's ports, as a tagged frame names it
+/// (struct vlan_key): the port, the tag's TPID and VLAN id, both in
+/// network order.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VlanKey {
+    pub ifindex: u32,
+    pub tpid: [u8; 2],
+    pub vid: [u8; 2],
+}
+
+pub const ETH_P_8021Q: u16 = 0x8100;
+pub const ETH_P_8021AD: u16 = 0x88a8;
+/// VLAN devices the fast path holds (vlan_ifaces).
+pub const ROUTER_VLANS: usize = 4096;
+
+impl VlanKey {
+    pub fn new(ifindex: u32, tpid: u16, vid: u16) -> VlanKey {
+        VlanKey {
+            ifindex,
+            tpid: tpid.to_be_bytes(),
+            vid: (vid & 0x0fff).to_be_bytes(),
+        }
+    }
+
+    /// The tag a frame leaving by the device carries: TPID, then the TCI
+    /// (priority 0, as the kernel's default egress map gives it).
+    pub fn tag(&self) -> [u8; 4] {
+        [self.tpid[0], self.tpid[1], self.vid[0], self.vid[1]]
+    }
+}
 
 /// A bridge's FDB entry's key: the bridge, a MAC.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -736,6 +772,7 @@ impl RouterCounters {
 
 unsafe impl Pod for Nexthop {}
 unsafe impl Pod for Iface {}
+unsafe impl Pod for VlanKey {}
 unsafe impl Pod for PolicyRule {}
 unsafe impl Pod for RuleWord {}
 unsafe impl Pod for NhGroup {}
@@ -773,10 +810,7 @@ mod tests {
         assert!(R_PASSES.clone().all(|i| REASONS[i].starts_with("pass_")));
         assert!(R_DROPS.clone().all(|i| REASONS[i].starts_with("drop_")));
         assert_eq!(R_PASSES.len() + R_DROPS.len(), R_MAX - 2);
-        assert_eq!(
-            reason_index("pass_bridge_kernel"),
-            Some(R_DROP_MALFORMED - 1)
-        );
+        assert_eq!(reason_index("pass_vlan"), Some(R_DROP_MALFORMED - 1));
         assert_eq!(reason_index("pass_nothing"), None);
         let mut c = RouterCounters::default();
         c.packets[R_FORWARDED] = 7;
@@ -887,6 +921,16 @@ mod tests {
                 ("dmac", offset_of!(Nexthop, dmac)),
                 ("smac", offset_of!(Nexthop, smac)),
                 ("l3", offset_of!(Nexthop, l3)),
+                ("tag", offset_of!(Nexthop, tag)),
+            ],
+        );
+        check(
+            "vlan_key",
+            size_of::<VlanKey>(),
+            vec![
+                ("ifindex", offset_of!(VlanKey, ifindex)),
+                ("tpid", offset_of!(VlanKey, tpid)),
+                ("vid", offset_of!(VlanKey, vid)),
             ],
         );
         check(

@@ -9,12 +9,12 @@ use crate::dataplane::Dataplane;
 use crate::fastpath::FastPath;
 use crate::fw_model::{ipv6_ext, FwFrame, FwModel, FwOutcome};
 use crate::layout::{
-    rules_of, tables_of, FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule, BRIDGE_NF4,
-    BRIDGE_NF6, BRIDGE_NF_TAGGED, BRIDGE_PORT, FDB_TO_PORT, IFACE_FIREWALL4, IFACE_FIREWALL6,
-    IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6, IFACE_POLICY4,
-    IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6, IFACE_TC,
-    NH_GROUP, NH_GROUP_BUCKETS, NH_ID_KERNEL, NH_ID_THROW, NH_KERNEL, NH_ONLINK, NH_RESOLVED,
-    NH_TC, NH_UNREACHABLE, NH_UNSUPPORTED, NH_VALID, POLICY_PROGRAMS, ROUTER_IFACES,
+    rules_of, tables_of, FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule, VlanKey,
+    BRIDGE_NF4, BRIDGE_NF6, BRIDGE_NF_TAGGED, BRIDGE_PORT, FDB_TO_PORT, IFACE_FIREWALL4,
+    IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6,
+    IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6,
+    IFACE_TC, NH_GROUP, NH_GROUP_BUCKETS, NH_ID_KERNEL, NH_ID_THROW, NH_KERNEL, NH_ONLINK,
+    NH_RESOLVED, NH_TC, NH_UNREACHABLE, NH_UNSUPPORTED, NH_VALID, POLICY_PROGRAMS, ROUTER_IFACES,
     ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
 use crate::local;
@@ -65,6 +65,7 @@ pub mod reason {
     pub const BRIDGE_LEARN: &str = "pass_bridge_learn";
     pub const BRIDGE_FLOOD: &str = "pass_bridge_flood";
     pub const BRIDGE_KERNEL: &str = "pass_bridge_kernel";
+    pub const VLAN: &str = "pass_vlan";
     pub const DROP_MALFORMED: &str = "drop_malformed";
     pub const DROP_FIREWALL: &str = "drop_firewall";
     pub const DROP_BLACKHOLE: &str = "drop_blackhole";
@@ -133,6 +134,7 @@ impl TableCopy {
 pub struct Model {
     ipv6: Ipv6Layout,
     ifaces: HashMap<u32, Iface>,
+    vlan_ifaces: HashMap<VlanKey, Iface>,
     /// The egress ports (both devmaps hold the same).
     tx_ports: BTreeSet<u32>,
     nexthops: HashMap<u32, Nexthop>,
@@ -158,6 +160,7 @@ impl Model {
         Model {
             ipv6,
             ifaces: HashMap::new(),
+            vlan_ifaces: HashMap::new(),
             tx_ports: BTreeSet::new(),
             nexthops: HashMap::new(),
             used: RefCell::new(BTreeSet::new()),
@@ -212,6 +215,42 @@ impl Model {
         if ifc.ifindex != ingress {
             return pass(NOT_OURS);
         }
+        if matches!(
+            u16::from_be_bytes([f[12], f[13]]),
+            crate::layout::ETH_P_8021Q | crate::layout::ETH_P_8021AD
+        ) {
+            return self.route_tagged(f, ingress);
+        }
+        self.route_as(f, &ifc, ingress)
+    }
+
+    /// A tagged frame (route_tagged): routed as the VLAN device its port
+    /// and tag name, the tag taken off; the kernel's otherwise. (A frame
+    /// passed goes back whole: [`Model::run`].)
+    fn route_tagged(&self, f: &mut Vec<u8>, ingress: u32) -> (XdpAction, &'static str) {
+        use crate::layout::{ETH_P_8021AD, ETH_P_8021Q};
+        if f.len() < 18 {
+            return (XdpAction::Drop, reason::DROP_MALFORMED);
+        }
+        let key = VlanKey {
+            ifindex: ingress,
+            tpid: [f[12], f[13]],
+            vid: [f[14] & 0x0f, f[15]],
+        };
+        let inner = u16::from_be_bytes([f[16], f[17]]);
+        let sub = match self.vlan_ifaces.get(&key) {
+            Some(sub) if key.vid != [0, 0] && inner != ETH_P_8021Q && inner != ETH_P_8021AD => *sub,
+            _ => return (XdpAction::Pass, reason::VLAN),
+        };
+        f.drain(12..16);
+        self.route_as(f, &sub, ingress)
+    }
+
+    /// A frame arriving as on `ifc` (a port, or a VLAN device on it).
+    fn route_as(&self, f: &mut Vec<u8>, ifc: &Iface, ingress: u32) -> (XdpAction, &'static str) {
+        use reason::*;
+        let ifc = *ifc;
+        let pass = |r| (XdpAction::Pass, r);
         if f[0] & 1 != 0 {
             return pass(SPECIAL);
         }
@@ -671,8 +710,11 @@ impl Model {
         ifflags & IFACE_RPF_STRICT == 0 || n.l3() == ingress
     }
 
-    fn send(&self, f: &mut [u8], (id, n): &(u32, Nexthop)) -> (XdpAction, &'static str) {
+    fn send(&self, f: &mut Vec<u8>, (id, n): &(u32, Nexthop)) -> (XdpAction, &'static str) {
         self.used.borrow_mut().insert(*id);
+        if n.tag[..2] != [0, 0] {
+            f.splice(12..12, n.tag);
+        }
         f[0..6].copy_from_slice(&n.dmac);
         f[6..12].copy_from_slice(&n.smac);
         (XdpAction::Redirect, reason::FORWARDED)
@@ -740,6 +782,27 @@ impl Dataplane for Model {
         crate::layout::check_ifindex(ifindex)?;
         self.ifaces.remove(&ifindex);
         self.tx_ports.remove(&ifindex);
+        Ok(())
+    }
+
+    fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<()> {
+        match ifc {
+            Some(i) => {
+                if !self.vlan_ifaces.contains_key(key)
+                    && self.vlan_ifaces.len() >= crate::layout::ROUTER_VLANS
+                {
+                    bail!(
+                        "cannot add VLAN device {} (at most {})",
+                        i.l3,
+                        crate::layout::ROUTER_VLANS
+                    );
+                }
+                self.vlan_ifaces.insert(*key, *i);
+            }
+            None => {
+                self.vlan_ifaces.remove(key);
+            }
+        }
         Ok(())
     }
 

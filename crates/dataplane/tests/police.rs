@@ -237,6 +237,7 @@ fn router(tag: &str) -> (linerate_testkit::plane::ScratchPair, FastPath) {
         dmac: [2, 0, 0, 0, 0, 4],
         smac: MAC_OUT,
         l3: 0,
+        tag: [0; 4],
     };
     fp.set_nexthop(1, &nh(NH_VALID | NH_RESOLVED)).unwrap();
     fp.set_nexthop(2, &nh(NH_VALID)).unwrap();

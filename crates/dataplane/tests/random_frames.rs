@@ -1,7 +1,8 @@
 //! The router program against its model on a million random and mutated
 //! frames: frames of every kind the fast path meets (forwarded, to an
 //! unresolved neighbour, for the router, too big, without a route, TTL 1,
-//! options, fragments, extension headers, ARP, VLAN tags, multicast),
+//! options, fragments, extension headers, ARP, VLAN tags of a device
+//! there is and of none, priority and double tags, multicast),
 //! their bytes flipped, set to edge values, cut or lengthened at random
 //! (a seeded generator: a failure names its frame and seed). With root the
 //! program runs each frame beside the model (BPF_PROG_RUN), and the two
@@ -10,8 +11,8 @@
 use etherparse::PacketBuilder;
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::layout::{
-    Nexthop, NhGroup, NH_GROUP, NH_GROUP_BUCKETS, NH_KERNEL, NH_ONLINK, NH_RESOLVED,
-    NH_UNREACHABLE, NH_UNSUPPORTED, NH_VALID,
+    Iface, Nexthop, NhGroup, VlanKey, IFACE_FORWARD4, IFACE_FORWARD6, NH_GROUP, NH_GROUP_BUCKETS,
+    NH_KERNEL, NH_ONLINK, NH_RESOLVED, NH_UNREACHABLE, NH_UNSUPPORTED, NH_VALID,
 };
 use linerate_fib::{Fib, Shape};
 use linerate_testkit::frames;
@@ -90,11 +91,29 @@ fn seeds() -> Vec<Vec<u8>> {
     frames::add_ipv6_hop_by_hop(&mut hbh);
     let mut arp = v4("198.19.1.2", 64, 17, 18);
     frames::set_ethertype(&mut arp, 0x0806);
-    let mut vlan = v4("198.19.1.2", 64, 17, 18);
-    vlan.splice(12..12, [0x81, 0x00, 0x00, 0x0a]);
+    let tagged = |mut f: Vec<u8>, tag: &[u8]| {
+        f.splice(12..12, tag.iter().copied());
+        f
+    };
     let mut broadcast = v4("198.19.1.2", 64, 17, 18);
     broadcast[..6].copy_from_slice(&[0xff; 6]);
-    s.extend([options, fragment, hbh, arp, vlan, broadcast]);
+    s.extend([options, fragment, hbh, arp, broadcast]);
+    // On VLAN devices 10 (802.1Q) and 20 (802.1ad) of if0; out of one
+    // (198.26/16: tag 30 pushed, or 10's rewritten); a VLAN no device
+    // holds, a priority tag, two tags.
+    s.extend([
+        tagged(v4("198.19.1.2", 64, 17, 18), &[0x81, 0x00, 0x00, 0x0a]),
+        tagged(v4("198.26.1.2", 64, 6, 30), &[0x81, 0x00, 0x20, 0x0a]),
+        tagged(v6("2001:db8:1::1", 64, 18), &[0x88, 0xa8, 0x00, 0x14]),
+        tagged(v4("198.19.1.2", 1, 17, 18), &[0x88, 0xa8, 0x00, 0x14]),
+        v4("198.26.1.2", 64, 17, 18),
+        tagged(v4("198.19.1.2", 64, 17, 18), &[0x81, 0x00, 0x00, 0x0b]),
+        tagged(v4("198.19.1.2", 64, 17, 18), &[0x81, 0x00, 0x60, 0x00]),
+        tagged(
+            v4("198.19.1.2", 64, 17, 18),
+            &[0x88, 0xa8, 0x00, 0x14, 0x81, 0x00, 0x00, 0x0a],
+        ),
+    ]);
     s
 }
 
@@ -149,6 +168,7 @@ fn plane() -> (
         dmac: [2, 0, 0, 0, 0, dmac],
         smac: MAC_OUT,
         l3: 0,
+        tag: [0; 4],
     };
     let hops = [
         (1, nh(NH_VALID | NH_RESOLVED, 1500, 4)),
@@ -159,6 +179,14 @@ fn plane() -> (
         (6, nh(NH_VALID | NH_KERNEL | NH_UNSUPPORTED, 0, 0)),
         (7, nh(NH_VALID | NH_KERNEL | NH_UNREACHABLE, 0, 0)),
         (8, nh(NH_VALID | NH_RESOLVED, 1500, 8)),
+        (
+            10,
+            Nexthop {
+                l3: 931,
+                tag: [0x81, 0x00, 0x00, 0x1e],
+                ..nh(NH_VALID | NH_RESOLVED, 1500, 10)
+            },
+        ),
     ];
     for (id, n) in hops {
         p.set_nexthop(id, &n).unwrap();
@@ -168,6 +196,13 @@ fn plane() -> (
     };
     group.bucket[NH_GROUP_BUCKETS / 2..].fill(8);
     p.set_nh_group(0, &group).unwrap();
+    // VLAN devices on if0 (ifindexes the kernel never gave: the fast path
+    // only routes as them).
+    for (tpid, vid, dev) in [(0x8100, 10, 910), (0x88a8, 20, 920)] {
+        let sub = Iface::new(dev, MAC_IN, IFACE_FORWARD4 | IFACE_FORWARD6);
+        p.set_vlan_interface(&VlanKey::new(if0, tpid, vid), Some(&sub))
+            .unwrap();
+    }
     p.set_nexthop(
         9,
         &Nexthop {
@@ -187,6 +222,7 @@ fn plane() -> (
         ("198.24.0.0", 16, 6),
         ("198.25.0.0", 16, 7),
         ("10.0.0.0", 8, 9),
+        ("198.26.0.0", 16, 10),
     ] {
         let w = f4
             .insert(u32::from(net.parse::<Ipv4Addr>().unwrap()), len, id)
@@ -242,6 +278,7 @@ fn a_million_random_frames_get_the_models_verdict() {
         "pass_no_route",
         "pass_no_neigh",
         "pass_mtu",
+        "pass_vlan",
         "drop_malformed",
     ] {
         assert!(

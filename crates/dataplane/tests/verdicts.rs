@@ -72,6 +72,7 @@ impl Router {
             dmac: MAC_RECV,
             smac: MAC_OUT,
             l3: 0,
+            tag: [0; 4],
         };
         fp.set_nexthop(1, &nh(fp1, 1500, NH_VALID | NH_RESOLVED))
             .unwrap();
@@ -486,6 +487,7 @@ fn what_follows_the_ip_packet_is_cut() {
             dmac: MAC_RECV,
             smac: MAC_OUT,
             l3: 0,
+            tag: [0; 4],
         },
     )
     .unwrap();
@@ -680,6 +682,151 @@ fn same_frame(got: &[u8], want: &[u8], what: &str) {
             want.len(),
             &got[at.unwrap_or(0)..got.len().min(at.unwrap_or(0) + 16)],
             &want[at.unwrap_or(0)..want.len().min(at.unwrap_or(0) + 16)],
+        );
+    }
+}
+
+/// Tagged frames, by hand: routed as the VLAN device their port and tag
+/// name, the tag popped, or pushed and rewritten on the way out of one; a
+/// frame for the kernel leaves as it came, tag and all; a tag without a
+/// device, a priority tag and a second tag are the kernel's. The frames
+/// the kernel would send are built here from the untagged ones (TTL - 1,
+/// the next hop's MACs, the egress device's tag: priority 0).
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn tagged_frames_are_routed_as_their_vlan_device() {
+    use linerate_dataplane::layout::{Iface, VlanKey, IFACE_FORWARD4, IFACE_FORWARD6};
+    let r = Router::new("vlan");
+    let (fp, fp0, fp1) = (&r.fp, r.fp0, r.fp1);
+    // VLAN 10 (802.1Q) on fp0, routed as device 900; next hop 9 out of
+    // VLAN 30 on fp1 (device 901), for 198.26/16.
+    let sub = Iface::new(900, MAC_IN, IFACE_FORWARD4 | IFACE_FORWARD6);
+    fp.set_vlan_interface(&VlanKey::new(fp0, 0x8100, 10), Some(&sub))
+        .unwrap();
+    let out = VlanKey::new(fp1, 0x8100, 30);
+    fp.set_nexthop(
+        9,
+        &Nexthop {
+            ifindex: fp1,
+            mtu: 1500,
+            flags: NH_VALID | NH_RESOLVED,
+            used: 0,
+            dmac: MAC_RECV,
+            smac: MAC_OUT,
+            l3: 901,
+            tag: out.tag(),
+        },
+    )
+    .unwrap();
+    let mut f4: Fib<u32> = Fib::new(Shape::IPV4);
+    f4.insert(v4("198.19.0.0"), 16, 1).unwrap();
+    f4.insert(v4("198.26.0.0"), 16, 9).unwrap();
+    fp.load_fib(&f4).unwrap();
+
+    let tagged = |f: &[u8], tag: &[u8]| {
+        let mut t = f.to_vec();
+        t.splice(12..12, tag.iter().copied());
+        t
+    };
+    let sent = |f: &[u8], tag: Option<[u8; 4]>| {
+        let mut e = f.to_vec();
+        e[0..6].copy_from_slice(&MAC_RECV);
+        e[6..12].copy_from_slice(&MAC_OUT);
+        frames::edit_ipv4(&mut e, |h| h.time_to_live -= 1);
+        if let Some(t) = tag {
+            e.splice(12..12, t);
+        }
+        e
+    };
+    let to19 = udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 64, 18);
+    let to26 = udp4(MAC_IN, "198.18.0.1", "198.26.1.2", 64, 18);
+    let ttl1 = udp4(MAC_IN, "198.18.0.1", "198.19.1.2", 1, 18);
+    let q10 = [0x81, 0x00, 0x00, 0x0a];
+    // Priority 5 and DEI set: the device takes it all the same.
+    let q10_prio = [0x81, 0x00, 0xb0, 0x0a];
+    let cases: Vec<(&str, Vec<u8>, XdpAction, Vec<u8>, &str, u64)> = vec![
+        (
+            "VLAN 10 to an untagged next hop",
+            tagged(&to19, &q10),
+            XdpAction::Redirect,
+            sent(&to19, None),
+            "forwarded",
+            4,
+        ),
+        (
+            "VLAN 10 with a priority to VLAN 30",
+            tagged(&to26, &q10_prio),
+            XdpAction::Redirect,
+            sent(&to26, Some(out.tag())),
+            "forwarded",
+            4,
+        ),
+        (
+            "untagged to VLAN 30",
+            to26.clone(),
+            XdpAction::Redirect,
+            sent(&to26, Some(out.tag())),
+            "forwarded",
+            0,
+        ),
+        (
+            "VLAN 10, TTL 1",
+            tagged(&ttl1, &q10),
+            XdpAction::Pass,
+            tagged(&ttl1, &q10),
+            "pass_ttl",
+            4,
+        ),
+        (
+            "VLAN 11: no device",
+            tagged(&to19, &[0x81, 0, 0, 11]),
+            XdpAction::Pass,
+            tagged(&to19, &[0x81, 0, 0, 11]),
+            "pass_vlan",
+            0,
+        ),
+        (
+            "802.1ad 10: no device",
+            tagged(&to19, &[0x88, 0xa8, 0, 10]),
+            XdpAction::Pass,
+            tagged(&to19, &[0x88, 0xa8, 0, 10]),
+            "pass_vlan",
+            0,
+        ),
+        (
+            "a priority tag",
+            tagged(&to19, &[0x81, 0, 0x60, 0]),
+            XdpAction::Pass,
+            tagged(&to19, &[0x81, 0, 0x60, 0]),
+            "pass_vlan",
+            0,
+        ),
+        (
+            "two tags",
+            tagged(&to19, &[0x81, 0, 0, 10, 0x81, 0, 0, 10]),
+            XdpAction::Pass,
+            tagged(&to19, &[0x81, 0, 0, 10, 0x81, 0, 0, 10]),
+            "pass_vlan",
+            0,
+        ),
+    ];
+    for (what, frame, action, want, reason, untagged) in cases {
+        let before = fp.counters(fp0).unwrap();
+        let (got_action, got) = fp.run(&frame, fp0).unwrap();
+        let after = fp.counters(fp0).unwrap();
+        assert_eq!(got_action, action, "{what}");
+        same_frame(&got, &want, what);
+        // Counted under its reason, as the VLAN device counts it: without
+        // the tag it came with.
+        let i = REASONS.iter().position(|r| *r == reason).unwrap();
+        assert_eq!(after.packets[i] - before.packets[i], 1, "{what}");
+        assert_eq!(
+            after.bytes[i] - before.bytes[i],
+            frame.len() as u64 - untagged,
+            "{what}: bytes"
         );
     }
 }

@@ -254,6 +254,7 @@ fn routed(
         dmac: [2, 0, 0, 0, 0, 4],
         smac: MAC_OUT,
         l3: 0,
+        tag: [0; 4],
     };
     let mut f4: Fib<u32> = Fib::new(Shape::IPV4);
     let w4 = f4.insert(p4, l4, 1).unwrap();

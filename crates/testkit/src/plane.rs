@@ -6,7 +6,8 @@ use linerate_bpf::loader::{XdpAttachment, XdpMode};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule, IFACE_FORWARD4, IFACE_FORWARD6, REASONS,
+    FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule, VlanKey, IFACE_FORWARD4, IFACE_FORWARD6,
+    REASONS,
 };
 use linerate_dataplane::model::Model;
 use linerate_fib::{Fib, Key, Write};
@@ -182,6 +183,13 @@ impl Dataplane for TestPlane {
         }
         self.model.remove_interface(i)
     }
+    fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<()> {
+        self.writes.interfaces += 1;
+        if let Some(fp) = &mut self.real {
+            Dataplane::set_vlan_interface(fp, key, ifc)?;
+        }
+        self.model.set_vlan_interface(key, ifc)
+    }
     fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()> {
         self.writes.nexthops += 1;
         if let Some(fp) = &mut self.real {
@@ -290,11 +298,15 @@ pub fn program_verdict(
     let before = fp.counters(ingress).unwrap();
     let (v, out) = fp.run(f, ingress).unwrap();
     let after = fp.counters(ingress).unwrap();
-    // The counter that moved by this one frame (its packets and bytes).
+    // The counter that moved by this one frame (its packets and bytes;
+    // a tagged frame routed as its VLAN device is counted without the
+    // tag, as the device counts it).
+    let tagged = f.len() >= 18 && matches!(u16::from_be_bytes([f[12], f[13]]), 0x8100 | 0x88a8);
     let r = (0..REASONS.len())
         .find(|&i| {
+            let bytes = after.bytes[i] - before.bytes[i];
             after.packets[i] == before.packets[i] + 1
-                && after.bytes[i] == before.bytes[i] + f.len() as u64
+                && (bytes == f.len() as u64 || tagged && bytes + 4 == f.len() as u64)
         })
         .unwrap();
     (v, REASONS[r], out)

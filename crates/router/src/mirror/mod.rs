@@ -307,6 +307,7 @@ impl NhContext for NhView<'_> {
                     dmac: dmac.unwrap_or_default(),
                     smac: link.mac,
                     l3: if link.bridge { *oif } else { 0 },
+                    tag: [0; 4],
                 }
             }
         }
