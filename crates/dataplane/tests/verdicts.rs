@@ -747,7 +747,9 @@ fn tagged_frames_are_routed_as_their_vlan_device() {
     let q10 = [0x81, 0x00, 0x00, 0x0a];
     // Priority 5 and DEI set: the device takes it all the same.
     let q10_prio = [0x81, 0x00, 0xb0, 0x0a];
-    let cases: Vec<(&str, Vec<u8>, XdpAction, Vec<u8>, &str, u64)> = vec![
+    // (what, frame, action, frame out, reason, tag bytes not counted)
+    type Case<'a> = (&'a str, Vec<u8>, XdpAction, Vec<u8>, &'a str, u64);
+    let cases: Vec<Case> = vec![
         (
             "VLAN 10 to an untagged next hop",
             tagged(&to19, &q10),
