@@ -81,7 +81,20 @@ pub struct FastpathBench {
     /// source is looked up in the bridge's FDB (behind the port) and marked
     /// used, as the bridge learns from what it passes up.
     pub bridge_port: bool,
+    /// The frames tagged 802.1Q VLAN 10 and routed as a VLAN device of the
+    /// ingress, sent out of VLAN 10 of the egress: the tag popped and
+    /// pushed again. The reference, which routes no VLAN, gets them
+    /// untagged: against it, a run with and one without say what the tag
+    /// costs.
+    pub vlan: bool,
 }
+
+/// The tag of `vlan`'s frames and of the VLAN device they are sent out of
+/// (802.1Q, VLAN 10: the same, so that every repetition comes tagged).
+const BENCH_TAG: [u8; 4] = [0x81, 0x00, 0x00, 0x0a];
+/// The VLAN devices' ifindexes (no link has them: names to the fast path).
+const BENCH_VLAN_IN: u32 = 901;
+const BENCH_VLAN_OUT: u32 = 902;
 
 /// The bridge the ingress is a port of with `bridge_port` (an index no
 /// link has: the fast path reads it as a name).
@@ -252,7 +265,7 @@ fn fast_path<K: Key>(
     walk_tables: usize,
     rule_steps: usize,
     rp_filter: Option<RpFilter>,
-    bridge_port: bool,
+    (bridge_port, vlan): (bool, bool),
 ) -> Result<FastPath> {
     let mut fp = FastPath::load_with(layout)?;
     // The scratch namespace forwards both families (run_family).
@@ -338,6 +351,16 @@ fn fast_path<K: Key>(
         true,
     )?;
     fp.write_interface(&egress, true)?;
+    if vlan {
+        let sub = Iface {
+            ifindex: BENCH_VLAN_IN,
+            l3: BENCH_VLAN_IN,
+            flags: ingress.flags | rpf,
+            ..ingress
+        };
+        let key = linerate_dataplane::layout::VlanKey::new(p.in_idx, 0x8100, 10);
+        fp.set_vlan_interface(&key, Some(&sub))?;
+    }
     fp.set_nexthop(
         NH_BACK,
         &Nexthop {
@@ -360,8 +383,8 @@ fn fast_path<K: Key>(
             used: 0,
             dmac: p.in_mac,
             smac: p.out_mac,
-            l3: 0,
-            tag: [0; 4],
+            l3: if vlan { BENCH_VLAN_OUT } else { 0 },
+            tag: if vlan { BENCH_TAG } else { [0; 4] },
         },
     )?;
     let main = shape_of::<K>(layout);
@@ -613,7 +636,7 @@ fn run_family<K: Key>(
                 b.walk_tables,
                 b.rule_steps,
                 b.rp_filter,
-                b.bridge_port,
+                (b.bridge_port, b.vlan),
             )?);
         }
         fast_paths.push(pair);
@@ -658,20 +681,35 @@ fn run_family<K: Key>(
         .map(|(i, d)| XdpAttachment::attach(progs[i.saturating_sub(1)], d, XdpMode::Native))
         .collect::<Result<Vec<_>>>()?;
 
-    let frames: Vec<Vec<u8>> = keys.iter().map(|&k| frame(in_mac, k)).collect();
+    // Each destination's frame as ours and as the reference get it.
+    let frames: Vec<(Vec<u8>, Vec<u8>)> = keys
+        .iter()
+        .map(|&k| {
+            let plain = frame(in_mac, k);
+            let mut tagged = plain.clone();
+            if b.vlan {
+                tagged.splice(12..12, BENCH_TAG);
+            }
+            (tagged, plain)
+        })
+        .collect();
     let mut out = vec![0u8; 256];
     let run = |prog: &libbpf_rs::Program<'_>, f: &[u8], out: &mut [u8]| {
         test_run::run_xdp_on(prog.as_fd(), f, out, b.repeat, Some(in_idx))
     };
+    let redirected = linerate_bpf::test_run::XdpAction::Redirect;
     // Destinations every program forwards; the others are in no mean.
     let mut forwarded = Vec::new();
-    for f in &frames {
+    for (f, plain) in &frames {
         let mut all = true;
-        for prog in ours.iter().flatten().chain(theirs.iter()) {
-            all &= run(prog, f, &mut out)?.verdict == linerate_bpf::test_run::XdpAction::Redirect;
+        for prog in ours.iter().flatten() {
+            all &= run(prog, f, &mut out)?.verdict == redirected;
+        }
+        for prog in &theirs {
+            all &= run(prog, plain, &mut out)?.verdict == redirected;
         }
         if all {
-            forwarded.push(f);
+            forwarded.push((f, plain));
         }
     }
     if forwarded.is_empty() {
@@ -688,7 +726,7 @@ fn run_family<K: Key>(
             forwarded.len(),
             b.repeat
         ));
-        for (i, f) in forwarded.iter().enumerate() {
+        for (i, (f, plain)) in forwarded.iter().enumerate() {
             // Which table goes first alternates, so neither always runs
             // on what the other left in the caches.
             let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
@@ -696,7 +734,7 @@ fn run_family<K: Key>(
                 for (l, pair) in ours.iter().enumerate() {
                     ours_ns[round][l][t] += run(&pair[t], f, &mut out)?.duration_ns as f64;
                 }
-                ref_ns[round][t] += run(&theirs[t], f, &mut out)?.duration_ns as f64;
+                ref_ns[round][t] += run(&theirs[t], plain, &mut out)?.duration_ns as f64;
             }
         }
     }
@@ -709,7 +747,11 @@ fn run_family<K: Key>(
             let res = FastpathResult {
                 family: if K::BITS == 32 { "ipv4" } else { "ipv6" },
                 layout: layout_name::<K>(layout),
-                program: if b.multibuf { "router_mb" } else { "router" },
+                program: match (b.multibuf, b.vlan) {
+                    (true, _) => "router_mb",
+                    (false, true) => "router, 802.1Q VLAN in and out",
+                    (false, false) => "router",
+                },
                 routes: table.len(),
                 ns_per_packet: median(&rounds),
                 rounds_ns_per_packet: rounds,

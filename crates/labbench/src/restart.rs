@@ -145,6 +145,23 @@ const LAB: &str = "lrt-restart";
 const SAMPLE: Duration = Duration::from_millis(10);
 
 /// Runs the trials, one after another, in a lab of its own.
+/// [`run`] as `linerate bench restart` shows it: a line a trial under the
+/// table's header as each ends, or (`json`) the trials as JSON at the end.
+pub fn run_printed(o: &Options, stop: &AtomicBool, json: bool) -> Result<()> {
+    if !json {
+        println!("{}", table_header());
+    }
+    let trials = run(o, stop, |t| {
+        if !json {
+            println!("{t}");
+        }
+    })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&trials)?);
+    }
+    Ok(())
+}
+
 pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Trial)) -> Result<Vec<Trial>> {
     let this = std::env::current_exe()?;
     let copy = tempfile::tempdir()?;

@@ -27,7 +27,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
 }
 
 fn restart(a: crate::cli::BenchRestartArgs) -> Result<()> {
-    use linerate_labbench::restart::{run, Options};
+    use linerate_labbench::restart::Options;
     let o = Options {
         ways: a.ways,
         rate: a.rate,
@@ -37,19 +37,7 @@ fn restart(a: crate::cli::BenchRestartArgs) -> Result<()> {
     };
     o.check()?;
     linerate_host::privilege::require_root("linerate bench restart")?;
-    let json = a.json;
-    if !json {
-        println!("{}", linerate_labbench::restart::table_header());
-    }
-    let trials = run(&o, linerate_host::stop::flag(), |t| {
-        if !json {
-            println!("{t}");
-        }
-    })?;
-    if json {
-        println!("{}", serde_json::to_string_pretty(&trials)?);
-    }
-    Ok(())
+    linerate_labbench::restart::run_printed(&o, linerate_host::stop::flag(), a.json)
 }
 
 fn bgp(a: crate::cli::BenchBgpArgs) -> Result<()> {
@@ -202,6 +190,7 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         rule_steps: a.rule_steps as usize,
         rp_filter: a.rp_filter,
         bridge_port: a.bridge_port,
+        vlan: a.vlan,
     };
     let r = linerate_bench::fastpath::run_on_scratch(b, progress(a.json))?;
     print_report(a.json, &r)
