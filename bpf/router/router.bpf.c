@@ -6,7 +6,10 @@
  * untouched (XDP_PASS), counting why, within the limit of its class
  * (router/police.h). Only frames shorter than the headers they claim are
  * dropped, as the kernel would, and those over their class's limit. What a frame carries after
- * its IP packet is cut before it is sent, as the kernel cuts it. Two
+ * its IP packet is cut before it is sent, as the kernel cuts it. A tagged
+ * frame is routed as the VLAN device its port and tag name (vlan_index),
+ * its tag popped, and a frame sent out of a VLAN device gets the device's
+ * tag (route_frame, send). Two
  * entries: `router` for single-buffer frames, `router_mb` declared for
  * multi-buffer XDP (xdp.frags), which attaches at any MTU: a jumbo frame
  * may arrive in several buffers, its headers in the first. */
@@ -803,45 +806,12 @@ static __always_inline int bridge_frame(struct xdp_md *ctx, struct ethhdr *eth,
  * program's time (docs/router.md). */
 /* A frame arriving as on interface `ifc` (a port, or a VLAN device on it,
  * its tag popped). */
-static __always_inline struct router_counters *counters_of(struct xdp_md *ctx)
+/* A frame arriving as on interface `ifc` (a port, or a VLAN device on it,
+ * its tag popped), its Ethernet header at `eth`. */
+static __always_inline int route_as(struct xdp_md *ctx, struct ethhdr *eth, struct iface *ifc,
+				    struct router_counters *c, __u64 len, __u64 linear,
+				    const int multibuf)
 {
-	__u32 slot = ctx->ingress_ifindex < ROUTER_IFACES ? ctx->ingress_ifindex : 0;
-
-	return bpf_map_lookup_elem(&router_stats, &slot);
-}
-
-/* The frame's length: more than its first buffer only for a multi-buffer
- * frame. */
-static __always_inline __u64 frame_len(struct xdp_md *ctx, const int multibuf)
-{
-	return multibuf ? bpf_xdp_get_buff_len(ctx) :
-			  (__u64)((long)ctx->data_end - (long)ctx->data);
-}
-
-/* HEADERS_CUT() where none of its values is at hand (kept off the
- * entry's stack: its frame counts against the calls'). */
-static __always_inline int headers_cut(struct xdp_md *ctx, const int multibuf)
-{
-	__u64 linear = (long)ctx->data_end - (long)ctx->data;
-	__u64 len = frame_len(ctx, multibuf);
-	struct router_counters *c = counters_of(ctx);
-
-	return HEADERS_CUT();
-}
-
-static __always_inline int route_as(struct xdp_md *ctx, struct iface *ifc, const int multibuf)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	__u64 linear = data_end - data;
-	__u64 len = multibuf ? bpf_xdp_get_buff_len(ctx) : linear;
-	struct router_counters *c = counters_of(ctx);
-	struct ethhdr *eth = data;
-
-	if ((void *)(eth + 1) > data_end)
-		return HEADERS_CUT();
-	if (!ifc)
-		return PASS(R_PASS_NOT_OURS);
 	if (eth->h_dest[0] & 1)
 		return PASS(R_PASS_SPECIAL);
 	if (!mac_eq(eth->h_dest, ifc->mac)) {
@@ -895,82 +865,79 @@ static __always_inline int vlan_restore(struct xdp_md *ctx, __u32 tag, int actio
 	return action;
 }
 
-/* A function of its own, verified once (global), called by the untagged
- * path and the tagged one (`tag`: the tag popped, 0 for none): inlined in
- * both, the forwarding path would be verified twice over, past the
- * verifier's limit. The multi-buffer program keeps it inline: its stack,
- * a frame deeper, would pass the verifier's 512 bytes, so it leaves
- * tagged frames to the kernel. */
-__attribute__((noinline)) int route_as_sb(struct xdp_md *ctx, struct iface *ifc, __u32 tag)
-{
-	int action = route_as(ctx, ifc, 0);
-
-	return tag && action != XDP_REDIRECT ? vlan_restore(ctx, tag, action) : action;
-}
-
-
-/* A tagged frame: routed as the VLAN device its port and tag name, the tag
- * popped (vlan_do_receive; counted as the device counts it, without the
- * tag), and put back on a frame for the kernel. A tag no device of the
- * port's holds (the kernel drops its frame), a priority tag and a second
- * tag are the kernel's. */
-static __always_inline int route_tagged(struct xdp_md *ctx, struct ethhdr *eth,
-					const int multibuf)
-{
-	void *data_end = (void *)(long)ctx->data_end;
-	struct vlan_hdr *vh = (void *)(eth + 1);
-
-	if ((void *)(vh + 1) > data_end)
-		return headers_cut(ctx, multibuf);
-	struct vlan_key key = {
-		.ifindex = ctx->ingress_ifindex,
-		.tpid = eth->h_proto,
-		.vid = vh->h_vlan_TCI & bpf_htons(VLAN_VID_MASK),
-	};
-	if (!key.vid || vh->h_vlan_encapsulated_proto == bpf_htons(ETH_P_8021Q) ||
-	    vh->h_vlan_encapsulated_proto == bpf_htons(ETH_P_8021AD))
-		return punt(ctx, R_PASS_VLAN, frame_len(ctx, multibuf));
-	struct iface *sub = bpf_map_lookup_elem(&vlan_ifaces, &key);
-	if (!sub)
-		return punt(ctx, R_PASS_VLAN, frame_len(ctx, multibuf));
-	/* (Words: see vlan_restore.) */
-	__u64 dst_src = *(__u64 *)eth;
-	__u32 src_end = *(__u32 *)((__u8 *)eth + 8);
-	__u32 tag = *(__u32 *)((__u8 *)eth + 2 * ETH_ALEN);
-	if (bpf_xdp_adjust_head(ctx, VLAN_HLEN))
-		return punt(ctx, R_PASS_VLAN, frame_len(ctx, multibuf));
-	__u8 *p = (void *)(long)ctx->data;
-	if ((void *)(p + ETH_HLEN) > (void *)(long)ctx->data_end)
-		return XDP_ABORTED;
-	*(__u64 *)p = dst_src;
-	*(__u32 *)(p + 8) = src_end;
-	return route_as_sb(ctx, sub, tag);
-}
-
+/* A frame on one of the router's ports, routed as the port, or, tagged,
+ * as the VLAN device its port and tag name: the tag popped
+ * (vlan_do_receive; counted as the device counts it, without the tag), and
+ * put back on a frame for the kernel. A tag no device of the port's holds
+ * (the kernel drops its frame), a priority tag and a second tag are the
+ * kernel's. Both ways meet before the one route_as: the VLAN devices'
+ * entries are in `ifaces` too, past the ports', so that the verifier sees
+ * one path (two would be verified twice over, past its limit). The
+ * multi-buffer program leaves tagged frames to the kernel: its stack has
+ * no room for the tag's key. */
 static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
 {
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
+	/* The first buffer, and the whole frame (more than the first only for
+	 * a multi-buffer frame). */
+	__u64 linear = data_end - data;
+	__u64 len = multibuf ? bpf_xdp_get_buff_len(ctx) : linear;
 	__u32 slot = ctx->ingress_ifindex < ROUTER_IFACES ? ctx->ingress_ifindex : 0;
+	struct router_counters *c = bpf_map_lookup_elem(&router_stats, &slot);
 	struct iface *ifc = bpf_map_lookup_elem(&ifaces, &slot);
 	struct ethhdr *eth = data;
 	__u32 rxq = slot * ROUTER_RXQ +
 		    (ctx->rx_queue_index < ROUTER_RXQ ? ctx->rx_queue_index : ROUTER_RXQ - 1);
 	__u64 *on_queue = bpf_map_lookup_elem(&router_rxq, &rxq);
+	__u32 tag = 0;
 
 	if (on_queue)
 		(*on_queue)++;
 
 	if ((void *)(eth + 1) > data_end)
-		return headers_cut(ctx, multibuf);
+		return HEADERS_CUT();
 	if (!ifc || ifc->ifindex != ctx->ingress_ifindex)
-		return punt(ctx, R_PASS_NOT_OURS, frame_len(ctx, multibuf));
+		return PASS(R_PASS_NOT_OURS);
 	if (eth->h_proto == bpf_htons(ETH_P_8021Q) || eth->h_proto == bpf_htons(ETH_P_8021AD)) {
+		struct vlan_hdr *vh = (void *)(eth + 1);
+
 		if (multibuf)
-			return punt(ctx, R_PASS_VLAN, frame_len(ctx, multibuf));
-		return route_tagged(ctx, eth, multibuf);
+			return PASS(R_PASS_VLAN);
+		if ((void *)(vh + 1) > data_end)
+			return HEADERS_CUT();
+		struct vlan_key key = {
+			.ifindex = ctx->ingress_ifindex,
+			.tpid = eth->h_proto,
+			.vid = vh->h_vlan_TCI & bpf_htons(VLAN_VID_MASK),
+		};
+		if (!key.vid || vh->h_vlan_encapsulated_proto == bpf_htons(ETH_P_8021Q) ||
+		    vh->h_vlan_encapsulated_proto == bpf_htons(ETH_P_8021AD))
+			return PASS(R_PASS_VLAN);
+		__u32 *sub = bpf_map_lookup_elem(&vlan_index, &key);
+		if (!sub)
+			return PASS(R_PASS_VLAN);
+		ifc = bpf_map_lookup_elem(&ifaces, sub);
+		if (!ifc)
+			return PASS(R_PASS_VLAN);
+		/* (Words: see vlan_restore.) */
+		__u64 dst_src = *(__u64 *)eth;
+		__u32 src_end = *(__u32 *)((__u8 *)eth + 8);
+		tag = *(__u32 *)((__u8 *)eth + 2 * ETH_ALEN);
+		if (bpf_xdp_adjust_head(ctx, VLAN_HLEN))
+			return PASS(R_PASS_VLAN);
+		eth = (void *)(long)ctx->data;
+		if ((void *)(eth + 1) > (void *)(long)ctx->data_end)
+			return XDP_ABORTED;
+		*(__u64 *)eth = dst_src;
+		*(__u32 *)((__u8 *)eth + 8) = src_end;
+		len -= VLAN_HLEN;
+		linear -= VLAN_HLEN;
 	}
-	return multibuf ? route_as(ctx, ifc, 1) : route_as_sb(ctx, ifc, 0);
+	int action = route_as(ctx, eth, ifc, c, len, linear, multibuf);
+	if (tag && action != XDP_REDIRECT)
+		return vlan_restore(ctx, tag, action);
+	return action;
 }
 
 /* For interfaces up to Ethernet's MTU: the kernel hands a single-buffer

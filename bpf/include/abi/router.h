@@ -11,7 +11,8 @@
  * share slot 0 (counters) and are not ours (ifaces). */
 #define ROUTER_IFACES 1024
 #define ROUTER_NEXTHOPS 65536
-/* VLAN devices on the router's ports (vlan_ifaces). */
+/* VLAN devices on the router's ports (vlan_index, and their entries in
+ * ifaces past the ports'). */
 #define ROUTER_VLANS 4096
 
 /* Why a frame got its verdict: one counter each, per interface and CPU. */
@@ -169,7 +170,8 @@ struct nexthop {
 /* A VLAN device on one of the router's ports, as a tagged frame names it:
  * the port, the tag's TPID (ETH_P_8021Q or ETH_P_8021AD) and VLAN id, both
  * in network order. The fast path routes what arrives with the tag as
- * what arrives on the device (vlan_ifaces: the device's struct iface). */
+ * what arrives on the device (vlan_index: the slot of the device's struct
+ * iface in ifaces). */
 struct vlan_key {
 	__u32  ifindex;
 	__be16 tpid;

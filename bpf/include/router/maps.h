@@ -44,21 +44,23 @@ struct {
 	__type(value, struct nh_group);
 } nh_groups SEC(".maps");
 
+/* The router's ports by ifindex, then the VLAN devices on them from
+ * ROUTER_IFACES on (vlan_index gives their slots). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, ROUTER_IFACES);
+	__uint(max_entries, ROUTER_IFACES + ROUTER_VLANS);
 	__type(key, __u32);
 	__type(value, struct iface);
 } ifaces SEC(".maps");
 
 /* The VLAN devices on the router's ports (abi/router.h, struct vlan_key):
- * what a tagged frame is routed as. */
+ * the slot of `ifaces` a tagged frame is routed as. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, ROUTER_VLANS);
 	__type(key, struct vlan_key);
-	__type(value, struct iface);
-} vlan_ifaces SEC(".maps");
+	__type(value, __u32);
+} vlan_index SEC(".maps");
 
 /* The bridges' FDBs (abi/router.h), set by set; mappable: the control
  * plane places entries and sweeps their `used` marks from its mapping. */

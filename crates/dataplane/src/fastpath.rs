@@ -29,6 +29,8 @@ pub struct FastPath {
     /// The bridges' FDB, mapped, and where its entries sit.
     fdb: MappedArray,
     fdb_places: fdb::Places,
+    /// The VLAN devices' slots in `ifaces` (past the ports'), by key.
+    vlan_slots: VlanSlots,
     ipv6: Ipv6Layout,
     /// The kernel's HZ, measured once (the policer's clock: set_police).
     hz: std::sync::OnceLock<u64>,
@@ -89,6 +91,7 @@ impl FastPath {
             nexthops: MappedArray::open(&loader::map(&obj, "nexthops")?)?,
             fdb: MappedArray::open(&loader::map(&obj, "bridge_fdb")?)?,
             fdb_places: fdb::Places::default(),
+            vlan_slots: VlanSlots::default(),
             ipv6,
             hz: Default::default(),
             obj,
@@ -218,20 +221,34 @@ impl FastPath {
     }
 
     /// Routes a port's frames tagged `key` as VLAN device `ifc`, or (None)
-    /// leaves them to the kernel.
-    pub fn set_vlan_interface(&self, key: &VlanKey, ifc: Option<&Iface>) -> Result<()> {
-        let map = loader::map(&self.obj, "vlan_ifaces")?;
+    /// leaves them to the kernel. The device's entry is written into its
+    /// slot of `ifaces` before the key names it; a slot let go is taken
+    /// again last (a frame that read the key just before may still read
+    /// the slot).
+    pub fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<()> {
+        let index = loader::map(&self.obj, "vlan_index")?;
         match ifc {
-            Some(i) => map
-                .update(key.as_bytes(), i.as_bytes(), MapFlags::ANY)
-                .with_context(|| {
-                    format!("cannot add VLAN device {} (at most {ROUTER_VLANS})", i.l3)
-                }),
-            None => match map.delete(key.as_bytes()) {
-                Ok(()) => Ok(()),
-                Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => Ok(()),
-                Err(e) => Err(e).context("cannot remove a VLAN device"),
-            },
+            Some(i) => {
+                let Some(slot) = self.vlan_slots.take(key) else {
+                    bail!(
+                        "cannot add VLAN device {}: the fast path holds {ROUTER_VLANS}",
+                        i.l3
+                    );
+                };
+                maps::write(&loader::map(&self.obj, "ifaces")?, slot, i)?;
+                index
+                    .update(key.as_bytes(), &slot.to_ne_bytes(), MapFlags::ANY)
+                    .with_context(|| format!("cannot add VLAN device {}", i.l3))
+            }
+            None => {
+                match index.delete(key.as_bytes()) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e).context("cannot remove a VLAN device"),
+                }
+                self.vlan_slots.give_back(key);
+                Ok(())
+            }
         }
     }
 
@@ -489,5 +506,61 @@ impl FastPath {
         let r = test_run::run_xdp_on(prog.as_fd(), frame, &mut out, 1, Some(ingress))?;
         out.truncate(r.len);
         Ok((r.verdict, out))
+    }
+}
+
+/// The slots of `ifaces` past the ports' that VLAN devices' entries take:
+/// a key keeps its slot while it is held; one let go is taken again after
+/// every other free one.
+#[derive(Default)]
+struct VlanSlots {
+    held: std::collections::HashMap<VlanKey, u32>,
+    free: std::collections::VecDeque<u32>,
+    next: u32,
+}
+
+impl VlanSlots {
+    /// The key's slot: its own, a free one, or none left.
+    fn take(&mut self, key: &VlanKey) -> Option<u32> {
+        if let Some(&s) = self.held.get(key) {
+            return Some(s);
+        }
+        let slot = match self.free.pop_front() {
+            Some(s) => s,
+            None if (self.next as usize) < ROUTER_VLANS => {
+                self.next += 1;
+                ROUTER_IFACES + self.next - 1
+            }
+            None => return None,
+        };
+        self.held.insert(*key, slot);
+        Some(slot)
+    }
+
+    fn give_back(&mut self, key: &VlanKey) {
+        if let Some(s) = self.held.remove(key) {
+            self.free.push_back(s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vlan_slots_are_kept_and_given_back_last() {
+        let mut s = VlanSlots::default();
+        // (Distinct keys by port: VLAN ids are 12 bits.)
+        let k = |n: u32| VlanKey::new(100 + n, 0x8100, 10);
+        assert_eq!(s.take(&k(0)), Some(ROUTER_IFACES));
+        assert_eq!(s.take(&k(1)), Some(ROUTER_IFACES + 1));
+        assert_eq!(s.take(&k(0)), Some(ROUTER_IFACES), "a key keeps its slot");
+        s.give_back(&k(0));
+        assert_eq!(s.take(&k(2)), Some(ROUTER_IFACES), "the free one first");
+        for n in 3..ROUTER_VLANS as u32 + 1 {
+            assert!(s.take(&k(n)).is_some(), "{n}");
+        }
+        assert_eq!(s.take(&k(ROUTER_VLANS as u32 + 1)), None, "no room left");
     }
 }

@@ -699,13 +699,13 @@ fn same_frame(got: &[u8], want: &[u8], what: &str) {
 )]
 fn tagged_frames_are_routed_as_their_vlan_device() {
     use linerate_dataplane::layout::{Iface, VlanKey, IFACE_FORWARD4, IFACE_FORWARD6};
-    let r = Router::new("vlan");
-    let (fp, fp0, fp1) = (&r.fp, r.fp0, r.fp1);
+    let mut r = Router::new("vlan");
     // VLAN 10 (802.1Q) on fp0, routed as device 900; next hop 9 out of
     // VLAN 30 on fp1 (device 901), for 198.26/16.
     let sub = Iface::new(900, MAC_IN, IFACE_FORWARD4 | IFACE_FORWARD6);
-    fp.set_vlan_interface(&VlanKey::new(fp0, 0x8100, 10), Some(&sub))
-        .unwrap();
+    let dev10 = VlanKey::new(r.fp0, 0x8100, 10);
+    r.fp.set_vlan_interface(&dev10, Some(&sub)).unwrap();
+    let (fp, fp0, fp1) = (&r.fp, r.fp0, r.fp1);
     let out = VlanKey::new(fp1, 0x8100, 30);
     fp.set_nexthop(
         9,
@@ -831,4 +831,14 @@ fn tagged_frames_are_routed_as_their_vlan_device() {
             "{what}: bytes"
         );
     }
+    // The device gone: its frames are the kernel's, as they came.
+    let frame = tagged(&to19, &dev10.tag());
+    r.fp.set_vlan_interface(&dev10, None).unwrap();
+    assert_eq!(
+        r.fp.run(&frame, fp0).unwrap(),
+        (XdpAction::Pass, frame.clone())
+    );
+    // And back, in a slot of its own again.
+    r.fp.set_vlan_interface(&dev10, Some(&sub)).unwrap();
+    assert_eq!(r.fp.run(&frame, fp0).unwrap().0, XdpAction::Redirect);
 }
