@@ -219,18 +219,27 @@ impl Model {
             u16::from_be_bytes([f[12], f[13]]),
             crate::layout::ETH_P_8021Q | crate::layout::ETH_P_8021AD
         ) {
-            return self.route_tagged(f, ingress);
+            match self.vlan_device(f, ingress) {
+                Some(sub) => {
+                    f.drain(12..16);
+                    return self.route_as(f, &sub, ingress);
+                }
+                // A bridge's port: the bridge's, as an untagged frame.
+                None if ifc.bridging & BRIDGE_PORT != 0 => {}
+                None => return pass(VLAN),
+            }
         }
         self.route_as(f, &ifc, ingress)
     }
 
-    /// A tagged frame (route_tagged): routed as the VLAN device its port
-    /// and tag name, the tag taken off; the kernel's otherwise. (A frame
-    /// passed goes back whole: [`Model::run`].)
-    fn route_tagged(&self, f: &mut Vec<u8>, ingress: u32) -> (XdpAction, &'static str) {
+    /// The VLAN device a tagged frame is routed as (route_frame): its
+    /// port's and its tag's, if the fast path holds it; none for a
+    /// priority tag, a second tag, or a frame too short for its tag. (A
+    /// frame passed goes back whole: [`Model::run`].)
+    fn vlan_device(&self, f: &[u8], ingress: u32) -> Option<Iface> {
         use crate::layout::{ETH_P_8021AD, ETH_P_8021Q};
         if f.len() < 18 {
-            return (XdpAction::Drop, reason::DROP_MALFORMED);
+            return None;
         }
         let key = VlanKey {
             ifindex: ingress,
@@ -238,12 +247,10 @@ impl Model {
             vid: [f[14] & 0x0f, f[15]],
         };
         let inner = u16::from_be_bytes([f[16], f[17]]);
-        let sub = match self.vlan_ifaces.get(&key) {
-            Some(sub) if key.vid != [0, 0] && inner != ETH_P_8021Q && inner != ETH_P_8021AD => *sub,
-            _ => return (XdpAction::Pass, reason::VLAN),
-        };
-        f.drain(12..16);
-        self.route_as(f, &sub, ingress)
+        if key.vid == [0, 0] || inner == ETH_P_8021Q || inner == ETH_P_8021AD {
+            return None;
+        }
+        self.vlan_ifaces.get(&key).copied()
     }
 
     /// A frame arriving as on `ifc` (a port, or a VLAN device on it).

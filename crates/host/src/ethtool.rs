@@ -13,8 +13,9 @@ const ETHTOOL_GSSET_INFO: u32 = 0x37;
 const ETH_SS_STATS: u32 = 1;
 const ETH_GSTRING_LEN: usize = 32;
 
-/// Runs ethtool command `buf` (its first u32 is the command) on `ifname`.
-fn ioctl(sock: &OwnedFd, ifname: &str, buf: &mut [u64]) -> std::io::Result<()> {
+/// Runs ethtool command `buf` (its first u32 is the command) on `ifname`,
+/// through `sock` (any socket of the namespace: AF_INET, SOCK_DGRAM).
+pub fn ioctl(sock: &OwnedFd, ifname: &str, buf: &mut [u64]) -> std::io::Result<()> {
     // SAFETY: an all-zero ifreq is valid.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     for (d, s) in ifr.ifr_name.iter_mut().zip(ifname.bytes()) {

@@ -217,9 +217,11 @@ fn tempdir() -> anyhow::Result<PathBuf> {
     Ok(base)
 }
 
-/// The guest's first process: the root over 9p beneath a tmpfs, the
-/// kernel's modules at /lib/modules, the script run in it (chroot), its
-/// status said on the console, the machine off.
+/// The guest's first process: the root over 9p beneath a tmpfs (/tmp
+/// included: a clone there holds the binaries), /run a tmpfs of its own
+/// (no host namespaces named there), the kernel's modules at
+/// /lib/modules, the script run in it (chroot), its status said on the
+/// console, the machine off.
 const INIT: &str = r#"#!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
@@ -238,7 +240,6 @@ mount -t proc proc /newroot/proc
 mount -t sysfs sys /newroot/sys
 mount -t devtmpfs dev /newroot/dev
 mount -t bpf bpf /newroot/sys/fs/bpf
-mount -t tmpfs tmpfs /newroot/tmp
 mount -t tmpfs tmpfs /newroot/run
 mkdir -p /newroot/vm /newroot/lib/modules
 mount --bind /vm /newroot/vm

@@ -18,7 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("bpf", &[]),
     ("fib", &[]),
     ("netlink", &[]),
-    ("tune", &["netlink"]),
+    ("tune", &["host", "netlink"]),
     // The lab's tools.
     ("lab", &["host"]),
     ("traffic", &["bpf", "host", "imix"]),

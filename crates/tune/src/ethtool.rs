@@ -7,7 +7,7 @@
 //! A driver that lacks an operation answers EOPNOTSUPP: that is a fact
 //! about the device ([`Asked::Unsupported`]), not a failure to read.
 use serde::{Deserialize, Serialize};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 
 /// One thing asked of a driver.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -198,7 +198,6 @@ impl Driver {
     }
 }
 
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GDRVINFO: u32 = 0x03;
 const ETHTOOL_GCOALESCE: u32 = 0x0e;
 const ETHTOOL_GRINGPARAM: u32 = 0x10;
@@ -212,18 +211,10 @@ const ETH_FLAG_RXVLAN: u32 = 1 << 8;
 const ETH_FLAG_LRO: u32 = 1 << 15;
 const UDP_V4_FLOW: u32 = 0x02;
 
-/// struct ifreq with ifr_data.
-#[repr(C)]
-struct IfReq {
-    name: [u8; libc::IFNAMSIZ],
-    data: *mut libc::c_void,
-    _pad: [u8; 16],
-}
-
 /// A socket to ask one interface's driver through.
 struct Ioctl {
     fd: OwnedFd,
-    name: [u8; libc::IFNAMSIZ],
+    name: String,
 }
 
 impl Ioctl {
@@ -231,8 +222,6 @@ impl Ioctl {
         if ifname.is_empty() || ifname.len() >= libc::IFNAMSIZ {
             return Err(format!("{ifname:?}: not an interface name"));
         }
-        let mut name = [0u8; libc::IFNAMSIZ];
-        name[..ifname.len()].copy_from_slice(ifname.as_bytes());
         // SAFETY: plain socket(2); the descriptor is owned below.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -240,23 +229,31 @@ impl Ioctl {
         }
         // SAFETY: fd is a new descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(Ioctl { fd, name })
+        Ok(Ioctl {
+            fd,
+            name: ifname.to_string(),
+        })
     }
 
-    /// SIOCETHTOOL with `buf` (its first word the command); Err: errno.
+    /// SIOCETHTOOL with `buf` as bytes (its first word the command, a
+    /// structure's size at most); `buf` gets what the kernel wrote. Err:
+    /// errno.
     fn ask(&self, buf: &mut [u8]) -> Result<(), i32> {
-        let mut req = IfReq {
-            name: self.name,
-            data: buf.as_mut_ptr().cast(),
-            _pad: [0; 16],
-        };
-        // SAFETY: req names a buffer as large as the command's structure,
-        // which the kernel fills; both outlive the call.
-        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), SIOCETHTOOL, &mut req) };
-        match r {
-            0 => Ok(()),
-            _ => Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)),
+        // The same bytes in memory, in words (the kernel's u64 fields).
+        let mut words: Vec<u64> = buf
+            .chunks(8)
+            .map(|c| {
+                let mut a = [0u8; 8];
+                a[..c.len()].copy_from_slice(c);
+                u64::from_ne_bytes(a)
+            })
+            .collect();
+        linerate_host::ethtool::ioctl(&self.fd, &self.name, &mut words)
+            .map_err(|e| e.raw_os_error().unwrap_or(0))?;
+        for (c, w) in buf.chunks_mut(8).zip(&words) {
+            c.copy_from_slice(&w.to_ne_bytes()[..c.len()]);
         }
+        Ok(())
     }
 
     /// A structure of N 32-bit words, the first the command.
