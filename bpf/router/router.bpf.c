@@ -869,9 +869,9 @@ static __always_inline int vlan_restore(struct xdp_md *ctx, __u32 tag, int actio
  * as the VLAN device its port and tag name: the tag popped
  * (vlan_do_receive; counted as the device counts it, without the tag), and
  * put back on a frame for the kernel. A tag no device of the port's holds
- * (the kernel drops its frame, or a bridge takes it), a priority tag and a
- * second tag are the kernel's, or, on a bridge's port, the bridge's (as
- * untagged ones are). Both ways meet before the one route_as: the VLAN devices'
+ * (the kernel drops its frame), a priority tag and a second tag are the
+ * kernel's; on a bridge's port every tagged frame takes the bridge's way,
+ * as untagged ones do. Both ways meet before the one route_as: the VLAN devices'
  * entries are in `ifaces` too, past the ports', so that the verifier sees
  * one path (two would be verified twice over, past its limit). The
  * multi-buffer program leaves tagged frames to the kernel: its stack has
@@ -900,44 +900,43 @@ static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
 		return HEADERS_CUT();
 	if (!ifc || ifc->ifindex != ctx->ingress_ifindex)
 		return PASS(R_PASS_NOT_OURS);
-	if (eth->h_proto == bpf_htons(ETH_P_8021Q) || eth->h_proto == bpf_htons(ETH_P_8021AD)) {
+	/* A bridge's port hands tagged frames to the bridge, as untagged ones
+	 * (VLAN devices on a bridge's port are the kernel's). */
+	if ((eth->h_proto == bpf_htons(ETH_P_8021Q) || eth->h_proto == bpf_htons(ETH_P_8021AD)) &&
+	    !(ifc->bridging & BRIDGE_PORT)) {
 		struct vlan_hdr *vh = (void *)(eth + 1);
-		__u32 *sub = 0;
 
-		if (!multibuf && (void *)(vh + 1) <= data_end) {
-			struct vlan_key key = {
-				.ifindex = ctx->ingress_ifindex,
-				.tpid = eth->h_proto,
-				.vid = vh->h_vlan_TCI & bpf_htons(VLAN_VID_MASK),
-			};
-			if (key.vid && vh->h_vlan_encapsulated_proto != bpf_htons(ETH_P_8021Q) &&
-			    vh->h_vlan_encapsulated_proto != bpf_htons(ETH_P_8021AD))
-				sub = bpf_map_lookup_elem(&vlan_index, &key);
-		}
-		if (sub) {
-			struct iface *dev = bpf_map_lookup_elem(&ifaces, sub);
-
-			if (!dev)
-				return PASS(R_PASS_VLAN);
-			/* (Words: see vlan_restore.) */
-			__u64 dst_src = *(__u64 *)eth;
-			__u32 src_end = *(__u32 *)((__u8 *)eth + 8);
-			tag = *(__u32 *)((__u8 *)eth + 2 * ETH_ALEN);
-			if (bpf_xdp_adjust_head(ctx, VLAN_HLEN))
-				return PASS(R_PASS_VLAN);
-			eth = (void *)(long)ctx->data;
-			if ((void *)(eth + 1) > (void *)(long)ctx->data_end)
-				return XDP_ABORTED;
-			*(__u64 *)eth = dst_src;
-			*(__u32 *)((__u8 *)eth + 8) = src_end;
-			len -= VLAN_HLEN;
-			linear -= VLAN_HLEN;
-			ifc = dev;
-		} else if (!(ifc->bridging & BRIDGE_PORT)) {
+		if (multibuf)
 			return PASS(R_PASS_VLAN);
-		}
-		/* A bridge's port without the device: the bridge's frame, as the
-		 * kernel hands it to the bridge once no VLAN device took it. */
+		if ((void *)(vh + 1) > data_end)
+			return HEADERS_CUT();
+		struct vlan_key key = {
+			.ifindex = ctx->ingress_ifindex,
+			.tpid = eth->h_proto,
+			.vid = vh->h_vlan_TCI & bpf_htons(VLAN_VID_MASK),
+		};
+		if (!key.vid || vh->h_vlan_encapsulated_proto == bpf_htons(ETH_P_8021Q) ||
+		    vh->h_vlan_encapsulated_proto == bpf_htons(ETH_P_8021AD))
+			return PASS(R_PASS_VLAN);
+		__u32 *sub = bpf_map_lookup_elem(&vlan_index, &key);
+		if (!sub)
+			return PASS(R_PASS_VLAN);
+		ifc = bpf_map_lookup_elem(&ifaces, sub);
+		if (!ifc)
+			return PASS(R_PASS_VLAN);
+		/* (Words: see vlan_restore.) */
+		__u64 dst_src = *(__u64 *)eth;
+		__u32 src_end = *(__u32 *)((__u8 *)eth + 8);
+		tag = *(__u32 *)((__u8 *)eth + 2 * ETH_ALEN);
+		if (bpf_xdp_adjust_head(ctx, VLAN_HLEN))
+			return PASS(R_PASS_VLAN);
+		eth = (void *)(long)ctx->data;
+		if ((void *)(eth + 1) > (void *)(long)ctx->data_end)
+			return XDP_ABORTED;
+		*(__u64 *)eth = dst_src;
+		*(__u32 *)((__u8 *)eth + 8) = src_end;
+		len -= VLAN_HLEN;
+		linear -= VLAN_HLEN;
 	}
 	int action = route_as(ctx, eth, ifc, c, len, linear, multibuf);
 	if (tag && action != XDP_REDIRECT)

@@ -215,17 +215,20 @@ impl Model {
         if ifc.ifindex != ingress {
             return pass(NOT_OURS);
         }
+        // A bridge's port: the bridge's way, as an untagged frame.
         if matches!(
             u16::from_be_bytes([f[12], f[13]]),
             crate::layout::ETH_P_8021Q | crate::layout::ETH_P_8021AD
-        ) {
+        ) && ifc.bridging & BRIDGE_PORT == 0
+        {
+            if f.len() < 18 {
+                return (XdpAction::Drop, DROP_MALFORMED);
+            }
             match self.vlan_device(f, ingress) {
                 Some(sub) => {
                     f.drain(12..16);
                     return self.route_as(f, &sub, ingress);
                 }
-                // A bridge's port: the bridge's, as an untagged frame.
-                None if ifc.bridging & BRIDGE_PORT != 0 => {}
                 None => return pass(VLAN),
             }
         }
@@ -234,13 +237,10 @@ impl Model {
 
     /// The VLAN device a tagged frame is routed as (route_frame): its
     /// port's and its tag's, if the fast path holds it; none for a
-    /// priority tag, a second tag, or a frame too short for its tag. (A
-    /// frame passed goes back whole: [`Model::run`].)
+    /// priority tag, a second tag. (A frame passed goes back whole:
+    /// [`Model::run`].)
     fn vlan_device(&self, f: &[u8], ingress: u32) -> Option<Iface> {
         use crate::layout::{ETH_P_8021AD, ETH_P_8021Q};
-        if f.len() < 18 {
-            return None;
-        }
         let key = VlanKey {
             ifindex: ingress,
             tpid: [f[12], f[13]],
