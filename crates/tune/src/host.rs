@@ -143,12 +143,7 @@ fn conntrack(root: &Root) -> Finding {
     if !root.exists(&format!("{dir}/nf_conntrack_max")) {
         return CONNTRACK.found("host", read, Some("not loaded".into()), Verdict::Good);
     }
-    let num = |name: &str| {
-        root.read(&format!("{dir}/{name}")).and_then(|v| {
-            v.parse::<u64>()
-                .map_err(|_| format!("{name}: not a number"))
-        })
-    };
+    let num = |name: &str| root.number(&format!("{dir}/{name}"));
     match (num("nf_conntrack_max"), num("nf_conntrack_count")) {
         (Ok(max), Ok(count)) => CONNTRACK.found(
             "host",

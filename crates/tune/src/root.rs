@@ -34,6 +34,14 @@ impl Root {
         }
     }
 
+    /// A file's content as a number; Err: why it could not be read, or
+    /// that it is not one.
+    pub fn number(&self, rel: &str) -> Result<u64, String> {
+        self.read(rel)?
+            .parse::<u64>()
+            .map_err(|_| format!("{rel}: not a number"))
+    }
+
     /// The names in a directory, sorted (empty if it is absent).
     pub fn list(&self, rel: &str) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(self.path(rel))
