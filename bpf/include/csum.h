@@ -70,29 +70,32 @@ static __always_inline int csum_rest_holds(const __u8 *p, __u32 off, __u32 len,
 					     const __u8 *end, __u64 sum)
 {
 	__u32 left = len - off;
+	/* One pointer, checked and read through: older verifiers do not
+	 * carry a check over to `p + off` computed again. */
+	const __u8 *q = p + off;
 
 	if (left >= 4) {
-		if (p + off + 4 > end)
+		if (q + 4 > end)
 			return 0;
-		sum += *(const __u32 *)(p + off);
-		off += 4;
+		sum += *(const __u32 *)q;
+		q += 4;
 		left -= 4;
 	}
 	if (left) {
 		__u32 tail = 0;
 
-		if (p + off + 1 > end)
+		if (q + 1 > end)
 			return 0;
-		tail = p[off];
+		tail = q[0];
 		if (left > 1) {
-			if (p + off + 2 > end)
+			if (q + 2 > end)
 				return 0;
-			tail |= (__u32)p[off + 1] << 8;
+			tail |= (__u32)q[1] << 8;
 		}
 		if (left > 2) {
-			if (p + off + 3 > end)
+			if (q + 3 > end)
 				return 0;
-			tail |= (__u32)p[off + 2] << 16;
+			tail |= (__u32)q[2] << 16;
 		}
 		sum += tail;
 	}

@@ -900,13 +900,14 @@ static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
 		return HEADERS_CUT();
 	if (!ifc || ifc->ifindex != ctx->ingress_ifindex)
 		return PASS(R_PASS_NOT_OURS);
-	/* A bridge's port hands tagged frames to the bridge, as untagged ones
-	 * (VLAN devices on a bridge's port are the kernel's). */
+	/* A bridge's port hands tagged frames to the bridge, as untagged ones,
+	 * unless VLAN devices on it may take them first (those are the
+	 * kernel's). */
 	if ((eth->h_proto == bpf_htons(ETH_P_8021Q) || eth->h_proto == bpf_htons(ETH_P_8021AD)) &&
-	    !(ifc->bridging & BRIDGE_PORT)) {
+	    (ifc->bridging & (BRIDGE_PORT | BRIDGE_VLAN_DEVICES)) != BRIDGE_PORT) {
 		struct vlan_hdr *vh = (void *)(eth + 1);
 
-		if (multibuf)
+		if (multibuf || (ifc->bridging & BRIDGE_VLAN_DEVICES))
 			return PASS(R_PASS_VLAN);
 		if ((void *)(vh + 1) > data_end)
 			return HEADERS_CUT();

@@ -218,6 +218,10 @@ struct iface {
  * too, so a frame routed from here must have its source known behind this
  * port (else the kernel takes it, and learns), and marks its entry used. */
 #define BRIDGE_LEARN 16
+/* A bridge's port with VLAN devices on it: the kernel hands their tagged
+ * frames to them before the bridge (vlan_do_receive comes before the
+ * port's rx_handler), which the fast path leaves to it. */
+#define BRIDGE_VLAN_DEVICES 32
 
 /* The bridges' forwarding databases as the fast path bridges by them
  * (crates/router/src/mirror/bridges.rs): the port a (bridge, MAC) is

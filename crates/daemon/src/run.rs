@@ -375,6 +375,13 @@ fn first_sync(mirror: &mut Mirror<FastPath>, ifindexes: &[u32], names: &[String]
             .add_ingress(idx)
             .with_context(|| format!("-i: interface {name}"))?;
     }
+    let strips: Vec<u32> = ifindexes
+        .iter()
+        .zip(names)
+        .filter(|(_, n)| linerate_host::ethtool::strips_vlan_tags(n).unwrap_or(false))
+        .map(|(i, _)| *i)
+        .collect();
+    mirror.set_strips_tags(strips)?;
     follow_tc(mirror);
     follow_xdp_features(mirror);
     Ok(())
@@ -788,8 +795,12 @@ impl Publisher {
 const FIRST_FIREWALL_READ: Duration = Duration::from_secs(60);
 
 /// The names of the router's interfaces, by index.
+/// The names of the interfaces the router routes from: its own, and the
+/// VLAN devices on them (what the firewall's iifname and oifname see).
 fn names_of<D: Dataplane>(mirror: &Mirror<D>) -> BTreeMap<u32, String> {
-    mirror.ingress_names().into_iter().collect()
+    let mut names: BTreeMap<u32, String> = mirror.ingress_names().into_iter().collect();
+    names.extend(mirror.vlan_names());
+    names
 }
 
 /// What the firewall thread last said, to say only what changes.

@@ -176,6 +176,9 @@ pub const BRIDGE_NF_TAGGED: u16 = 8;
 /// routed from here has its source known behind the port (else it passes,
 /// for the kernel to learn), and marks it used.
 pub const BRIDGE_LEARN: u16 = 16;
+/// A bridge's port with VLAN devices on it: the kernel hands them their
+/// tagged frames before the bridge; the fast path passes tagged frames.
+pub const BRIDGE_VLAN_DEVICES: u16 = 32;
 /// The fast path bridges to the entry's port.
 pub const FDB_TO_PORT: u8 = 1;
 /// The FDB's sets and ways (abi/router.h): 2^14 sets of 4 slots.
@@ -844,6 +847,7 @@ mod tests {
             ("BRIDGE_NF6", BRIDGE_NF6),
             ("BRIDGE_NF_TAGGED", BRIDGE_NF_TAGGED),
             ("BRIDGE_LEARN", BRIDGE_LEARN),
+            ("BRIDGE_VLAN_DEVICES", BRIDGE_VLAN_DEVICES),
             ("FDB_TO_PORT", FDB_TO_PORT as u16),
         ] {
             assert_eq!(define(name), v as u64, "{name}");

@@ -10,12 +10,12 @@ use crate::fastpath::FastPath;
 use crate::fw_model::{ipv6_ext, FwFrame, FwModel, FwOutcome};
 use crate::layout::{
     rules_of, tables_of, FdbEntry, FdbKey, Iface, Nexthop, NhGroup, PolicyRule, VlanKey,
-    BRIDGE_NF4, BRIDGE_NF6, BRIDGE_NF_TAGGED, BRIDGE_PORT, FDB_TO_PORT, IFACE_FIREWALL4,
-    IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4, IFACE_NETFILTER6,
-    IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT, IFACE_TABLES4, IFACE_TABLES6,
-    IFACE_TC, NH_GROUP, NH_GROUP_BUCKETS, NH_ID_KERNEL, NH_ID_THROW, NH_KERNEL, NH_ONLINK,
-    NH_RESOLVED, NH_TC, NH_UNREACHABLE, NH_UNSUPPORTED, NH_VALID, POLICY_PROGRAMS, ROUTER_IFACES,
-    ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+    BRIDGE_NF4, BRIDGE_NF6, BRIDGE_NF_TAGGED, BRIDGE_PORT, BRIDGE_VLAN_DEVICES, FDB_TO_PORT,
+    IFACE_FIREWALL4, IFACE_FIREWALL6, IFACE_FORWARD4, IFACE_FORWARD6, IFACE_NETFILTER4,
+    IFACE_NETFILTER6, IFACE_POLICY4, IFACE_POLICY6, IFACE_RPF_LOOSE, IFACE_RPF_STRICT,
+    IFACE_TABLES4, IFACE_TABLES6, IFACE_TC, NH_GROUP, NH_GROUP_BUCKETS, NH_ID_KERNEL, NH_ID_THROW,
+    NH_KERNEL, NH_ONLINK, NH_RESOLVED, NH_TC, NH_UNREACHABLE, NH_UNSUPPORTED, NH_VALID,
+    POLICY_PROGRAMS, ROUTER_IFACES, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
 };
 use crate::local;
 use crate::rules::{self, POLICY_DROP, POLICY_KERNEL};
@@ -215,12 +215,16 @@ impl Model {
         if ifc.ifindex != ingress {
             return pass(NOT_OURS);
         }
-        // A bridge's port: the bridge's way, as an untagged frame.
+        // A bridge's port: the bridge's way, as an untagged frame, unless
+        // VLAN devices on it may take it first (the kernel's).
         if matches!(
             u16::from_be_bytes([f[12], f[13]]),
             crate::layout::ETH_P_8021Q | crate::layout::ETH_P_8021AD
-        ) && ifc.bridging & BRIDGE_PORT == 0
+        ) && ifc.bridging & (BRIDGE_PORT | BRIDGE_VLAN_DEVICES) != BRIDGE_PORT
         {
+            if ifc.bridging & BRIDGE_VLAN_DEVICES != 0 {
+                return pass(VLAN);
+            }
             if f.len() < 18 {
                 return (XdpAction::Drop, DROP_MALFORMED);
             }

@@ -10,6 +10,8 @@ const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GSTRINGS: u32 = 0x1b;
 const ETHTOOL_GSTATS: u32 = 0x1d;
 const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETHTOOL_GFLAGS: u32 = 0x25;
+const ETH_FLAG_RXVLAN: u32 = 1 << 8;
 const ETH_SS_STATS: u32 = 1;
 const ETH_GSTRING_LEN: usize = 32;
 
@@ -27,6 +29,28 @@ pub fn ioctl(sock: &OwnedFd, ifname: &str, buf: &mut [u64]) -> std::io::Result<(
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Whether `ifname`'s driver strips 802.1Q tags on receive
+/// (rx-vlan-offload, ETH_FLAG_RXVLAN): XDP then sees a tagged frame
+/// untagged, its tag only in the driver's metadata. (A veth takes its
+/// peer's tags as metadata whatever this says: its peer's tx-vlan-offload.)
+pub fn strips_vlan_tags(ifname: &str) -> Result<bool> {
+    // SAFETY: a plain socket call; the descriptor is owned below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        bail!("socket: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a new descriptor nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut buf = [0u64; 1];
+    put(&mut buf, 0, ETHTOOL_GFLAGS);
+    match ioctl(&sock, ifname, &mut buf) {
+        Ok(()) => Ok(get(&mut buf, 4) & ETH_FLAG_RXVLAN != 0),
+        // A driver without the operation strips nothing it could say.
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(false),
+        Err(e) => bail!("{ifname}: ethtool flags: {e}"),
+    }
 }
 
 /// The bytes of an ioctl buffer (u64s: aligned for the u64 fields).

@@ -345,7 +345,9 @@ pub fn apply_xdp_features<D: Dataplane>(mirror: &mut Mirror<D>, known: BTreeMap<
 /// notification says when it changes: run after notifications, which its
 /// effects bring, and once a second).
 pub fn follow_ipv6_switches<D: Dataplane>(mirror: &mut Mirror<D>) {
-    for (ifindex, name) in mirror.ingress_names() {
+    let mut all = mirror.ingress_names();
+    all.extend(mirror.vlan_names());
+    for (ifindex, name) in all {
         let on = linerate_netlink::netconf::ipv6_enabled(&name);
         if let Err(e) = mirror.set_ipv6_enabled(ifindex, on) {
             tracing::warn!("{name}: {e:#}");

@@ -18,7 +18,10 @@ pub fn capture(
 }
 
 /// Frames arriving on `dev` of namespace `ns` until `stop`, and with
-/// `outgoing` those it sends too.
+/// `outgoing` those it sends too. A VLAN tag the kernel took out of the
+/// frame (into the skb's metadata, as it does on receive, or as a veth
+/// with tx-vlan-offload sends it) is put back where it was on the wire,
+/// as libpcap does from PACKET_AUXDATA.
 pub fn capture_on(
     ns: String,
     dev: &'static str,
@@ -45,6 +48,17 @@ pub fn capture_on(
                 ),
                 0
             );
+            let on: libc::c_int = 1;
+            assert_eq!(
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_PACKET,
+                    libc::PACKET_AUXDATA,
+                    &on as *const _ as *const libc::c_void,
+                    std::mem::size_of_val(&on) as u32,
+                ),
+                0
+            );
             let tv = libc::timeval {
                 tv_sec: 0,
                 tv_usec: 100_000,
@@ -58,20 +72,31 @@ pub fn capture_on(
             );
             let mut out = Vec::new();
             let mut buf = vec![0u8; 65536];
+            let mut control = [0u64; 16];
             while !stop.load(Ordering::SeqCst) {
                 let mut from: libc::sockaddr_ll = std::mem::zeroed();
-                let mut len = std::mem::size_of_val(&from) as u32;
-                let n = libc::recvfrom(
-                    fd,
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    buf.len(),
-                    0,
-                    &mut from as *mut _ as *mut libc::sockaddr,
-                    &mut len,
-                );
-                if n > 0 && (outgoing || from.sll_pkttype != libc::PACKET_OUTGOING) {
-                    out.push(buf[..n as usize].to_vec());
+                let mut iov = libc::iovec {
+                    iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+                    iov_len: buf.len(),
+                };
+                let mut msg: libc::msghdr = std::mem::zeroed();
+                msg.msg_name = &mut from as *mut _ as *mut libc::c_void;
+                msg.msg_namelen = std::mem::size_of_val(&from) as u32;
+                msg.msg_iov = &mut iov;
+                msg.msg_iovlen = 1;
+                msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+                msg.msg_controllen = std::mem::size_of_val(&control);
+                let n = libc::recvmsg(fd, &mut msg, 0);
+                if n <= 0 || (!outgoing && from.sll_pkttype == libc::PACKET_OUTGOING) {
+                    continue;
                 }
+                let mut f = buf[..n as usize].to_vec();
+                if let Some(tag) = aux_tag(&msg) {
+                    if f.len() >= 12 {
+                        f.splice(12..12, tag);
+                    }
+                }
+                out.push(f);
             }
             libc::close(fd);
             out
@@ -79,11 +104,55 @@ pub fn capture_on(
     })
 }
 
+/// The VLAN tag (TPID, TCI, as on the wire) PACKET_AUXDATA says the
+/// kernel holds beside a received frame, if any.
+///
+/// # Safety
+/// `msg` is a msghdr recvmsg filled.
+unsafe fn aux_tag(msg: &libc::msghdr) -> Option<[u8; 4]> {
+    let mut c = libc::CMSG_FIRSTHDR(msg);
+    while !c.is_null() {
+        if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == libc::PACKET_AUXDATA {
+            let aux = std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::tpacket_auxdata);
+            if aux.tp_status & libc::TP_STATUS_VLAN_VALID == 0 {
+                return None;
+            }
+            let tpid = if aux.tp_status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                aux.tp_vlan_tpid
+            } else {
+                0x8100
+            };
+            let mut t = [0u8; 4];
+            t[..2].copy_from_slice(&tpid.to_be_bytes());
+            t[2..].copy_from_slice(&aux.tp_vlan_tci.to_be_bytes());
+            return Some(t);
+        }
+        c = libc::CMSG_NXTHDR(msg, c);
+    }
+    None
+}
+
+/// A frame's VLAN tags taken out: the tags (as on the wire) and the
+/// frame without them.
+fn untagged(f: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut tags = Vec::new();
+    let mut f = f.to_vec();
+    while f.len() >= 18 && matches!(u16::from_be_bytes([f[12], f[13]]), 0x8100 | 0x88a8) {
+        tags.extend(f.drain(12..16));
+    }
+    (tags, f)
+}
+
+/// The kernels' own ARP, ND, MLD and IGMP, tagged or not.
 pub fn is_chatter(f: &[u8]) -> bool {
+    let (_, f) = untagged(f);
+    if f.len() < 24 {
+        return false;
+    }
     let et = u16::from_be_bytes([f[12], f[13]]);
     match et {
         0x0806 => true,
-        0x86dd => {
+        0x86dd if f.len() > 54 => {
             // ICMPv6 ND (133-137) and MLD (130-132, 143), after a plain header or hop-by-hop.
             let (nh, off) = if f[20] == 0 {
                 (f[54], 54 + 8)
@@ -99,24 +168,28 @@ pub fn is_chatter(f: &[u8]) -> bool {
 
 /// Zeroes the IPv4 ID and header checksum of the errors the DUT or the
 /// receiver originates (ICMP from their addresses: the DUT's also
-/// masquerades others' packets, which must arrive as they are).
-pub fn normalise(mut f: Vec<u8>) -> Vec<u8> {
-    let ours =
-        |src: [u8; 4]| [[198, 18, 0, 254], [198, 19, 0, 254], [198, 19, 0, 1]].contains(&src);
+/// masquerades others' packets, which must arrive as they are), tagged
+/// or not.
+pub fn normalise(f: Vec<u8>) -> Vec<u8> {
+    let ours = |src: [u8; 4]| {
+        [[198, 18, 0, 254], [198, 19, 0, 254], [198, 19, 0, 1]].contains(&src)
+            // (The VLANs of crates/linerate/tests/vlan_differential.rs.)
+            || matches!(src, [10, 0 | 1, _, 254] | [10, 1, _, 1])
+    };
+    let (tags, mut f) = untagged(&f);
     let is_ipv4 = etherparse::Ethernet2Header::from_slice(&f)
         .is_ok_and(|(e, _)| e.ether_type == etherparse::EtherType::IPV4);
-    if !is_ipv4 {
-        return f;
+    if is_ipv4 {
+        if let Ok((mut h, _)) = etherparse::Ipv4Header::from_slice(&f[ETH_LEN..]) {
+            if ours(h.source) && h.protocol == etherparse::IpNumber::ICMP {
+                let len = h.header_len();
+                h.identification = 0;
+                h.header_checksum = 0;
+                f[ETH_LEN..ETH_LEN + len].copy_from_slice(&h.to_bytes());
+            }
+        }
     }
-    let Ok((mut h, _)) = etherparse::Ipv4Header::from_slice(&f[ETH_LEN..]) else {
-        return f;
-    };
-    if ours(h.source) && h.protocol == etherparse::IpNumber::ICMP {
-        let len = h.header_len();
-        h.identification = 0;
-        h.header_checksum = 0;
-        f[ETH_LEN..ETH_LEN + len].copy_from_slice(&h.to_bytes());
-    }
+    f.splice(12..12, tags);
     f
 }
 

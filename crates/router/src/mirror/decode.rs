@@ -6,8 +6,8 @@ use super::routes::Candidate;
 use linerate_fib::Key;
 use netlink_packet_core::Nla;
 use netlink_packet_route::link::{
-    InfoBridge, InfoData, InfoKind, InfoPortData, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
-    LinkProtoInfoBridge,
+    InfoBridge, InfoData, InfoKind, InfoPortData, InfoVlan, LinkAttribute, LinkFlags, LinkInfo,
+    LinkMessage, LinkProtoInfoBridge, VlanQosMapping,
 };
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
@@ -49,6 +49,26 @@ pub struct Link {
     /// Its interface group (`ip link set ... group`), which a rule's
     /// `suppress_ifgroup` names.
     pub group: u32,
+    /// As a VLAN device (`ip link add link P name P.10 type vlan id 10`),
+    /// what it is on and tags with.
+    pub vlan: Option<Vlan>,
+}
+
+/// A VLAN device's parent and tag, as the kernel reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Vlan {
+    /// The device it sends and receives through (IFLA_LINK).
+    pub parent: u32,
+    /// Its parent is in another namespace (IFLA_LINK_NETNSID): not one
+    /// of this router's.
+    pub foreign: bool,
+    /// 802.1Q (0x8100) or 802.1ad (0x88a8).
+    pub tpid: u16,
+    pub id: u16,
+    /// It maps some skb priorities to a non-zero PCP (`egress-qos-map`):
+    /// the tag it pushes depends on the packet's priority, which the fast
+    /// path does not know.
+    pub egress_qos: bool,
 }
 
 /// A link added, changed or gone.
@@ -159,6 +179,7 @@ pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
         ..Default::default()
     };
     let mut name = None;
+    let (mut parent, mut foreign) = (0, false);
     for a in &l.attributes {
         match a {
             LinkAttribute::Address(m) if m.len() == 6 => link.mac.copy_from_slice(m),
@@ -168,6 +189,12 @@ pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
                 for i in info {
                     match i {
                         LinkInfo::Kind(InfoKind::Bridge) => link.bridge = true,
+                        LinkInfo::Kind(InfoKind::Vlan) => {
+                            link.vlan.get_or_insert_with(Vlan::default);
+                        }
+                        LinkInfo::Data(InfoData::Vlan(v)) => {
+                            vlan_data(link.vlan.get_or_insert_with(Vlan::default), v)
+                        }
                         LinkInfo::Data(InfoData::Bridge(b)) => {
                             link.vlan_filtering = b.contains(&InfoBridge::VlanFiltering(true));
                             link.nf_call = [
@@ -191,14 +218,35 @@ pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
             }
             LinkAttribute::Group(g) => link.group = *g,
             LinkAttribute::IfName(n) => name = Some(n.clone()),
+            LinkAttribute::Link(p) => parent = *p,
+            LinkAttribute::LinkNetNsId(_) => foreign = true,
             _ => {}
         }
+    }
+    if let Some(v) = &mut link.vlan {
+        v.parent = parent;
+        v.foreign = foreign;
     }
     Some(LinkUpdate {
         index,
         link: Some(link),
         name,
     })
+}
+
+/// A VLAN device's IFLA_INFO_DATA: its id, protocol and egress map (the
+/// kernel lists only the priorities it maps to a non-zero PCP).
+fn vlan_data(v: &mut Vlan, data: &[InfoVlan]) {
+    for a in data {
+        match a {
+            InfoVlan::Id(id) => v.id = *id,
+            InfoVlan::Protocol(p) => v.tpid = u16::from(*p),
+            InfoVlan::EgressQos(m) => {
+                v.egress_qos = m.iter().any(|m| matches!(m, VlanQosMapping::Mapping(_, _)))
+            }
+            _ => {}
+        }
+    }
 }
 
 /// A neighbour entry as the kernel forwards with it.

@@ -38,6 +38,7 @@ pub mod neighbours;
 pub mod nexthops;
 pub mod routes;
 pub mod tables;
+pub mod vlans;
 
 use anyhow::Result;
 use decode::TABLE_MAIN;
@@ -46,9 +47,9 @@ use ifaces::{Scope, Settings};
 use linerate_dataplane::dataplane::Dataplane;
 use linerate_dataplane::fastpath::FastPath;
 use linerate_dataplane::layout::{
-    rules_word, tables_word, FdbEntry, FdbKey, Iface, Nexthop, PolicyRule, FIB_TABLES_MAIN4,
-    NH_GROUP, NH_KERNEL, NH_ONLINK, NH_RESOLVED, NH_TC, NH_UNREACHABLE, NH_UNSUPPORTED, NH_VALID,
-    POLICY_RULES,
+    rules_word, tables_word, FdbEntry, FdbKey, Iface, Nexthop, PolicyRule, VlanKey,
+    BRIDGE_VLAN_DEVICES, FIB_TABLES_MAIN4, IFACE_FORWARD4, IFACE_FORWARD6, NH_GROUP, NH_KERNEL,
+    NH_ONLINK, NH_RESOLVED, NH_TC, NH_UNREACHABLE, NH_UNSUPPORTED, NH_VALID, POLICY_RULES,
 };
 use linerate_dataplane::local::LocalSources;
 use linerate_fib::{Fib, FibError, Key, Shape};
@@ -180,6 +181,11 @@ pub struct Mirror<D: Dataplane = FastPath> {
     fdb_left_out: HashSet<FdbKey>,
     /// Link names: policy rules name their input interface.
     names: HashMap<u32, String>,
+    /// The VLAN devices the fast path routes tagged frames as, by device
+    /// ([`vlans`]).
+    vlans: HashMap<u32, VlanKey>,
+    /// The router's ports whose drivers strip VLAN tags on receive.
+    strips_tags: HashSet<u32>,
     neighbours: Neighbours,
     families: Families,
     nh: NhIds,
@@ -278,10 +284,18 @@ impl NhContext for NhView<'_> {
             NhKey::Gateway { oif, gw, mtu } => {
                 let link = self.links.get(oif).copied().unwrap_or_default();
                 let dmac = self.neighbours.mac(&(*oif, *gw));
+                // Out of a VLAN device: by its parent, its tag pushed.
+                let (dev, tag) = match &link.vlan {
+                    None => (*oif, [0; 4]),
+                    Some(v) => match vlans::egress(v, self.links.get(&v.parent)) {
+                        vlans::Egress::Tagged(parent, tag) => (parent, tag),
+                        vlans::Egress::Kernel => return kernel_nexthop(&NhKey::Unsupported),
+                    },
+                };
                 // Out of a bridge: by the port its FDB holds the
                 // neighbour's MAC behind (none known: the kernel's).
                 let port = match (link.bridge, dmac) {
-                    (false, _) => Some(*oif),
+                    (false, _) => Some(dev),
                     (true, Some(m)) => self.bridge_port(*oif, m),
                     (true, None) => None,
                 };
@@ -306,8 +320,12 @@ impl NhContext for NhView<'_> {
                     used: 0,
                     dmac: dmac.unwrap_or_default(),
                     smac: link.mac,
-                    l3: if link.bridge { *oif } else { 0 },
-                    tag: [0; 4],
+                    l3: if link.bridge || link.vlan.is_some() {
+                        *oif
+                    } else {
+                        0
+                    },
+                    tag,
                 }
             }
         }
@@ -357,6 +375,8 @@ impl<D: Dataplane> Mirror<D> {
             fdb_written: HashMap::new(),
             fdb_left_out: HashSet::new(),
             names: HashMap::new(),
+            vlans: HashMap::new(),
+            strips_tags: HashSet::new(),
             neighbours: Neighbours::default(),
             families: Families {
                 v4: Family {
@@ -723,29 +743,49 @@ impl<D: Dataplane> Mirror<D> {
         self.sync_fdb()
     }
 
-    /// push_ingress, the tables' FIBs placed already.
+    /// push_ingress, the tables' FIBs placed already; a VLAN device's
+    /// entry ([`vlans`]) if `ifindex` is one, and a port's VLAN devices'
+    /// with the port's.
     fn write_ingress(&mut self, ifindex: u32) -> Result<()> {
         let Some(&mac) = self.ingress.get(&ifindex) else {
-            return Ok(());
+            return self.write_vlan(ifindex);
         };
-        // None: the kernel routes the family from here; Some(None): main's
-        // table alone, the fast path's lookup without a walk.
-        let words = [self.word(ifindex, false), self.word(ifindex, true)];
-        // (IPv4's main alone has a word too, FIB_TABLES_MAIN4: the reverse
-        // path filter walks the egress's.)
-        let xmit = self.xmit(ifindex);
         // A bridge's port is routed as the bridge: its MAC, its settings,
         // and tc on either (the port's ingress runs first).
-        let l3 = self.l3_of(ifindex);
         let mac = match self.bridge_of(ifindex) {
             Some(b) => self.link_mac(b).unwrap_or(mac),
             None => mac,
         };
+        let mut ifc = self.entry(ifindex, ifindex, mac);
+        ifc.bridging = self.bridging_flags(ifindex);
+        // (A bridge's port: its VLAN devices take their frames first.)
+        if self.bridge_of(ifindex).is_some() && !self.vlans_on(ifindex).is_empty() {
+            ifc.bridging |= BRIDGE_VLAN_DEVICES;
+        }
+        // A driver that strips tags hides them from XDP: with VLAN devices
+        // on the port, the fast path cannot tell their frames from its own.
+        if self.hides_vlans(ifindex) {
+            ifc.flags &= !(IFACE_FORWARD4 | IFACE_FORWARD6);
+        }
+        self.dp.set_interface(&ifc, self.xmit(ifindex).redirect)?;
+        self.write_vlans_on(ifindex)
+    }
+
+    /// The entry of what arrives on port `port` as interface `dev` (the
+    /// port, or a VLAN device on it) with MAC `mac`: the families the
+    /// kernel forwards from `dev` (as the bridge it is a port of), and how.
+    fn entry(&self, port: u32, dev: u32, mac: [u8; 6]) -> Iface {
+        // None: the kernel routes the family from here; Some(None): main's
+        // table alone, the fast path's lookup without a walk.
+        let words = [self.word(dev, false), self.word(dev, true)];
+        // (IPv4's main alone has a word too, FIB_TABLES_MAIN4: the reverse
+        // path filter walks the egress's.)
+        let l3 = self.l3_of(dev);
         let tc_on = |i: u32| self.tc.get(&i).is_some_and(|t| !t.ingress.is_empty());
         let context = ifaces::Context {
             routed: [words[0].is_some(), words[1].is_some()],
             walk: [words[0].flatten().is_some(), words[1].flatten().is_some()],
-            tc_ingress: tc_on(ifindex) || tc_on(l3),
+            tc_ingress: tc_on(port) || tc_on(l3),
             netfilter: [
                 !self.netfilter.ipv4.is_empty(),
                 !self.netfilter.ipv6.is_empty(),
@@ -755,13 +795,12 @@ impl<D: Dataplane> Mirror<D> {
                 self.judged_by_firewall(true),
             ],
             nat: self.netfilter.nat,
-            xmit_multibuf: xmit.multibuf,
+            xmit_multibuf: self.xmit(port).multibuf,
         };
-        let flags = ifaces::flags(&self.settings, l3, &context);
-        let ifc = Iface {
-            ifindex,
+        Iface {
+            ifindex: dev,
             mac,
-            flags,
+            flags: ifaces::flags(&self.settings, l3, &context),
             l3,
             tables4: match words[0] {
                 Some(Some(w)) => w,
@@ -769,10 +808,9 @@ impl<D: Dataplane> Mirror<D> {
                 None => tables_word(&[]),
             },
             tables6: words[1].flatten().unwrap_or_else(|| tables_word(&[])),
-            bridging: self.bridging_flags(ifindex),
+            bridging: 0,
             pad: [0; 3],
-        };
-        self.dp.set_interface(&ifc, xmit.redirect)
+        }
     }
 
     /// What the rules make of the transit packets arriving on the router's
@@ -783,7 +821,9 @@ impl<D: Dataplane> Mirror<D> {
     /// follow, named as `ip rule` shows it).
     pub fn routing(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        for &i in self.ingress.keys() {
+        let mut vlans: Vec<u32> = self.vlans.keys().copied().collect();
+        vlans.sort_unstable();
+        for &i in self.ingress.keys().chain(&vlans) {
             let name = self.names.get(&i).map(String::as_str);
             let shown = name.map_or_else(|| i.to_string(), str::to_string);
             for (ipv6, family) in [(false, "IPv4"), (true, "IPv6")] {
@@ -822,6 +862,7 @@ impl<D: Dataplane> Mirror<D> {
             }
         }
         out.extend(self.bridging());
+        out.extend(self.vlan_lines());
         out
     }
 
@@ -896,6 +937,7 @@ impl<D: Dataplane> Mirror<D> {
     pub fn tc_interfaces(&self) -> Vec<u32> {
         let mut all: BTreeSet<u32> = self.ingress.keys().copied().collect();
         all.extend(self.ingress.keys().filter_map(|&i| self.bridge_of(i)));
+        all.extend(self.ingress.keys().flat_map(|&i| self.vlans_on(i)));
         all.into_iter().collect()
     }
 
@@ -1247,7 +1289,8 @@ impl<D: Dataplane> Mirror<D> {
         match self.links.get(&index).map(|l| l.mac) {
             None => {
                 self.ingress.remove(&index);
-                self.dp.remove_interface(index)
+                self.dp.remove_interface(index)?;
+                self.write_vlans_on(index)
             }
             Some(mac) => {
                 // A link message without an address leaves the MAC alone.
@@ -1315,6 +1358,11 @@ impl<D: Dataplane> Mirror<D> {
     fn link(&mut self, update: Option<decode::LinkUpdate>) -> Result<()> {
         let Some(u) = update else { return Ok(()) };
         let index = u.index;
+        let vlan_parent = self
+            .links
+            .get(&index)
+            .and_then(|l| l.vlan)
+            .map(|v| v.parent);
         if let Some(seen) = &mut self.seen {
             seen.links.insert(index);
         }
@@ -1359,6 +1407,9 @@ impl<D: Dataplane> Mirror<D> {
         self.follow_ingress(index)?;
         if !self.ingress.contains_key(&index) && !self.ports_of(index).is_empty() {
             self.push_ingress(index)?;
+        }
+        if vlan_parent.is_some() || self.links.get(&index).is_some_and(|l| l.vlan.is_some()) {
+            self.follow_vlan(index, vlan_parent)?;
         }
         self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))
     }

@@ -1,0 +1,228 @@
+//! VLAN devices on the router's ports (`ip link add link dut0 name
+//! dut0.10 type vlan id 10`). The kernel hands a tagged frame to the VLAN
+//! device its port and tag name (vlan_do_receive), tag popped, and routes
+//! it as arriving there: that device's settings, rules, firewall names.
+//! The fast path does the same from the device's entry (its key the port,
+//! TPID and id; bpf/router/router.bpf.c route_frame); what it cannot hold
+//! it leaves to the kernel, tag and all:
+//!
+//! - a device that is down (the kernel drops its frames), on a device
+//!   that is not one of the router's ports (a VLAN on a VLAN: QinQ), on a
+//!   bridge's port (the port's entry says so: tagged frames pass), itself
+//!   a bridge's port, of id 0, or whose parent is in another namespace;
+//! - every frame of a port whose driver strips tags on receive
+//!   (`rx-vlan-offload on`), once VLAN devices are on it: XDP sees a
+//!   stripped frame untagged, its tag only in the driver's metadata, and
+//!   cannot tell it from the port's own.
+//!
+//! A route out of a VLAN device leaves by its parent with the device's tag
+//! pushed (the next hop's `tag`, priority 0 as the default egress map
+//! gives it); a device with an egress QoS map tags by the packet's
+//! priority, which the fast path does not know: its next hops are the
+//! kernel's ([`egress`]).
+use super::Mirror;
+use anyhow::Result;
+use linerate_dataplane::dataplane::Dataplane;
+use linerate_dataplane::layout::{VlanKey, ETH_P_8021AD, ETH_P_8021Q};
+use std::collections::BTreeSet;
+
+/// How a next hop leaves by a VLAN device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Egress {
+    /// By this port, with this tag pushed.
+    Tagged(u32, [u8; 4]),
+    /// Not by the fast path.
+    Kernel,
+}
+
+impl<D: Dataplane> Mirror<D> {
+    /// The key of VLAN device `dev` if the fast path routes the frames
+    /// tagged for it.
+    pub(super) fn routed_vlan(&self, dev: u32) -> Option<VlanKey> {
+        let v = self.links.get(&dev)?.vlan?;
+        self.vlan_refusal(dev)
+            .is_none()
+            .then(|| VlanKey::new(v.parent, v.tpid, v.id))
+    }
+
+    /// Why the frames tagged for VLAN device `dev` are the kernel's, if
+    /// they are.
+    fn vlan_refusal(&self, dev: u32) -> Option<&'static str> {
+        let link = self.links.get(&dev)?;
+        let v = link.vlan?;
+        Some(if v.foreign {
+            "its parent is in another namespace"
+        } else if !self.ingress.contains_key(&v.parent) {
+            "not on one of the router's ports"
+        } else if v.id == 0 || !matches!(v.tpid, ETH_P_8021Q | ETH_P_8021AD) {
+            "VLAN 0 is a priority tag"
+        } else if !link.up {
+            "down"
+        } else if link.mac == [0; 6] {
+            "no address"
+        } else if self.bridge_of(v.parent).is_some() {
+            "on a bridge's port"
+        } else if self.bridge_of(dev).is_some() {
+            "a bridge's port"
+        } else if self.strips_tags.contains(&v.parent) {
+            "its port's driver strips tags"
+        } else {
+            return None;
+        })
+    }
+
+    /// What the fast path does with the VLAN devices on each of the
+    /// router's ports (`VLANs on dut0`), for Mirror::routing.
+    pub(super) fn vlan_lines(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for &port in self.ingress.keys() {
+            let devs = self.vlans_on(port);
+            if devs.is_empty() {
+                continue;
+            }
+            let name = |i: u32| self.names.get(&i).cloned().unwrap_or_else(|| i.to_string());
+            let key = format!("VLANs on {}", name(port));
+            if self.strips_tags.contains(&port) {
+                let p = name(port);
+                out.push((
+                    key.clone(),
+                    format!("{key}: the kernel's, and every frame of {p}'s (its driver strips tags, which XDP then does not see: ethtool -K {p} rxvlan off)"),
+                ));
+                continue;
+            }
+            let mut held = Vec::new();
+            let mut kernels = Vec::new();
+            for d in devs {
+                let Some(v) = self.links.get(&d).and_then(|l| l.vlan) else {
+                    continue;
+                };
+                let proto = if v.tpid == ETH_P_8021AD {
+                    "802.1ad"
+                } else {
+                    "802.1Q"
+                };
+                let mut shown = format!("{} ({proto} {})", name(d), v.id);
+                if v.egress_qos {
+                    shown += ", what leaves by it the kernel's (egress-qos-map)";
+                }
+                match self.vlan_refusal(d) {
+                    None => held.push(shown),
+                    Some(why) => kernels.push(format!("{shown}: {why}")),
+                }
+            }
+            let mut line = format!("{key}: ");
+            if !held.is_empty() {
+                line += &format!("{} in the fast path", held.join(", "));
+            }
+            if !kernels.is_empty() {
+                if !held.is_empty() {
+                    line += "; ";
+                }
+                line += &format!("the kernel's: {}", kernels.join("; "));
+            }
+            out.push((key, line));
+        }
+        out
+    }
+
+    /// The VLAN devices on port `port` (of this namespace).
+    pub(super) fn vlans_on(&self, port: u32) -> BTreeSet<u32> {
+        self.links
+            .iter()
+            .filter(|(_, l)| l.vlan.is_some_and(|v| v.parent == port && !v.foreign))
+            .map(|(i, _)| *i)
+            .collect()
+    }
+
+    /// Port `port` strips tags on receive and has VLAN devices on it: the
+    /// fast path cannot tell what arrives there for them from its own.
+    pub(super) fn hides_vlans(&self, port: u32) -> bool {
+        self.strips_tags.contains(&port) && !self.vlans_on(port).is_empty()
+    }
+
+    /// Writes VLAN device `dev`'s entry, or removes it where the fast path
+    /// does not route its frames (any more).
+    pub(super) fn write_vlan(&mut self, dev: u32) -> Result<()> {
+        let want = self.routed_vlan(dev);
+        if let Some(had) = self.vlans.get(&dev).copied().filter(|k| Some(*k) != want) {
+            self.dp.set_vlan_interface(&had, None)?;
+            self.vlans.remove(&dev);
+        }
+        let Some(key) = want else { return Ok(()) };
+        let mac = self.links[&dev].mac;
+        let ifc = self.entry(key.ifindex, dev, mac);
+        self.dp.set_vlan_interface(&key, Some(&ifc))?;
+        self.vlans.insert(dev, key);
+        Ok(())
+    }
+
+    /// Writes the entries of port `port`'s VLAN devices, and removes those
+    /// of devices gone from it.
+    pub(super) fn write_vlans_on(&mut self, port: u32) -> Result<()> {
+        let mut devs = self.vlans_on(port);
+        devs.extend(
+            self.vlans
+                .iter()
+                .filter(|(_, k)| k.ifindex == port)
+                .map(|(d, _)| *d),
+        );
+        devs.into_iter().try_for_each(|d| self.write_vlan(d))
+    }
+
+    /// After a change of link `index`, which was (`before`) or is a VLAN
+    /// device on the parent it names: the parent's entry (a bridge's port
+    /// says whether VLAN devices are on it) and its devices'.
+    pub(super) fn follow_vlan(&mut self, index: u32, before: Option<u32>) -> Result<()> {
+        let now = self
+            .links
+            .get(&index)
+            .and_then(|l| l.vlan)
+            .map(|v| v.parent);
+        for parent in [before, now].into_iter().flatten().collect::<BTreeSet<_>>() {
+            if self.ingress.contains_key(&parent) {
+                self.push_ingress(parent)?;
+            }
+        }
+        // (Gone from a port of the router's: removed.)
+        self.write_vlan(index)
+    }
+
+    /// Which of the router's ports strip VLAN tags on receive (the
+    /// driver's rx-vlan-offload): their VLAN devices' frames are the
+    /// kernel's, and with VLAN devices on them all their frames.
+    pub fn set_strips_tags(&mut self, ports: impl IntoIterator<Item = u32>) -> Result<()> {
+        let now: std::collections::HashSet<u32> = ports.into_iter().collect();
+        if now == self.strips_tags {
+            return Ok(());
+        }
+        let changed: Vec<u32> = now
+            .symmetric_difference(&self.strips_tags)
+            .copied()
+            .collect();
+        self.strips_tags = now;
+        changed.into_iter().try_for_each(|p| self.push_ingress(p))
+    }
+
+    /// The VLAN devices the fast path routes frames as, with their names
+    /// (IPv6 switched on or off is read by name).
+    pub fn vlan_names(&self) -> Vec<(u32, String)> {
+        let mut devs: Vec<u32> = self.vlans.keys().copied().collect();
+        devs.sort_unstable();
+        self.names_of(&devs)
+    }
+}
+
+/// How a next hop out of `link` (a VLAN device) leaves, given its parent's
+/// link: by the parent, tagged, when the parent is a plain device (not a
+/// bridge, not another VLAN device) of this namespace and the device tags
+/// every packet alike.
+pub(super) fn egress(v: &super::decode::Vlan, parent: Option<&super::decode::Link>) -> Egress {
+    let plain = parent.is_some_and(|p| !p.bridge && p.vlan.is_none());
+    if v.foreign || v.egress_qos || v.id == 0 || !plain {
+        return Egress::Kernel;
+    }
+    if !matches!(v.tpid, ETH_P_8021Q | ETH_P_8021AD) {
+        return Egress::Kernel;
+    }
+    Egress::Tagged(v.parent, VlanKey::new(v.parent, v.tpid, v.id).tag())
+}
