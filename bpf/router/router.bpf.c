@@ -7,7 +7,7 @@
  * (router/police.h). Only frames shorter than the headers they claim are
  * dropped, as the kernel would, and those over their class's limit. What a frame carries after
  * its IP packet is cut before it is sent, as the kernel cuts it. A tagged
- * frame is routed as the VLAN device its port and tag name (vlan_index),
+ * frame is routed as the VLAN device its port and tag name (vlan_slots),
  * its tag popped, and a frame sent out of a VLAN device gets the device's
  * tag (route_frame, send). Two
  * entries: `router` for single-buffer frames, `router_mb` declared for
@@ -911,16 +911,15 @@ static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf)
 			return PASS(R_PASS_VLAN);
 		if ((void *)(vh + 1) > data_end)
 			return HEADERS_CUT();
-		struct vlan_key key = {
-			.ifindex = ctx->ingress_ifindex,
-			.tpid = eth->h_proto,
-			.vid = vh->h_vlan_TCI & bpf_htons(VLAN_VID_MASK),
-		};
-		if (!key.vid || vh->h_vlan_encapsulated_proto == bpf_htons(ETH_P_8021Q) ||
+		__u32 vid = bpf_ntohs(vh->h_vlan_TCI) & VLAN_VID_MASK;
+
+		if (!vid || !ifc->vlans || vh->h_vlan_encapsulated_proto == bpf_htons(ETH_P_8021Q) ||
 		    vh->h_vlan_encapsulated_proto == bpf_htons(ETH_P_8021AD))
 			return PASS(R_PASS_VLAN);
-		__u32 *sub = bpf_map_lookup_elem(&vlan_index, &key);
-		if (!sub)
+		__u32 at = (__u32)(ifc->vlans - 1) * VLAN_TABLE_SLOTS + vid +
+			   (eth->h_proto == bpf_htons(ETH_P_8021AD) ? 4096 : 0);
+		__u32 *sub = bpf_map_lookup_elem(&vlan_slots, &at);
+		if (!sub || !*sub)
 			return PASS(R_PASS_VLAN);
 		ifc = bpf_map_lookup_elem(&ifaces, sub);
 		if (!ifc)

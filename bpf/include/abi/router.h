@@ -11,9 +11,13 @@
  * share slot 0 (counters) and are not ours (ifaces). */
 #define ROUTER_IFACES 1024
 #define ROUTER_NEXTHOPS 65536
-/* VLAN devices on the router's ports (vlan_index, and their entries in
- * ifaces past the ports'). */
+/* VLAN devices on the router's ports (their entries in ifaces past the
+ * ports'), on at most ROUTER_VLAN_PORTS of them: a port with VLAN devices
+ * has a table of VLAN_TABLE_SLOTS in vlan_slots (iface.vlans), a slot for
+ * each TPID (802.1Q, then 802.1ad) and VLAN id. */
 #define ROUTER_VLANS 4096
+#define ROUTER_VLAN_PORTS 32
+#define VLAN_TABLE_SLOTS 8192
 
 /* Why a frame got its verdict: one counter each, per interface and CPU. */
 enum reason {
@@ -167,17 +171,6 @@ struct nexthop {
 	__u8  tag[4];
 };
 
-/* A VLAN device on one of the router's ports, as a tagged frame names it:
- * the port, the tag's TPID (ETH_P_8021Q or ETH_P_8021AD) and VLAN id, both
- * in network order. The fast path routes what arrives with the tag as
- * what arrives on the device (vlan_index: the slot of the device's struct
- * iface in ifaces). */
-struct vlan_key {
-	__u32  ifindex;
-	__be16 tpid;
-	__be16 vid;
-};
-
 struct iface {
 	__u32 ifindex;  /* 0: slot unused */
 	__u8  mac[6];
@@ -198,7 +191,9 @@ struct iface {
 	/* BRIDGE_*: what the fast path bridges of what arrives here for
 	 * another MAC than `mac` (0: none of it). */
 	__u16 bridging;
-	__u16 pad[3];
+	/* A port with VLAN devices: 1 + its table in vlan_slots (0: none). */
+	__u16 vlans;
+	__u16 pad[2];
 };
 
 /* A bridge's port whose frames the fast path bridges: it forwards (STP),

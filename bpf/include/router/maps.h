@@ -45,7 +45,7 @@ struct {
 } nh_groups SEC(".maps");
 
 /* The router's ports by ifindex, then the VLAN devices on them from
- * ROUTER_IFACES on (vlan_index gives their slots). */
+ * ROUTER_IFACES on (vlan_slots gives their slots). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, ROUTER_IFACES + ROUTER_VLANS);
@@ -53,14 +53,18 @@ struct {
 	__type(value, struct iface);
 } ifaces SEC(".maps");
 
-/* The VLAN devices on the router's ports (abi/router.h, struct vlan_key):
- * the slot of `ifaces` a tagged frame is routed as. */
+/* The VLAN devices on the router's ports: by the port's table
+ * (iface.vlans - 1), TPID (802.1ad: + 4096) and VLAN id, the slot of
+ * `ifaces` a tagged frame is routed as (0: none). An array, not a hash
+ * map keyed by port and tag: its lookup is inlined, an index and a load,
+ * where a hash's is a call that hashes the key (a quarter of a tagged
+ * frame's time). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, ROUTER_VLANS);
-	__type(key, struct vlan_key);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ROUTER_VLAN_PORTS * VLAN_TABLE_SLOTS);
+	__type(key, __u32);
 	__type(value, __u32);
-} vlan_index SEC(".maps");
+} vlan_slots SEC(".maps");
 
 /* The bridges' FDBs (abi/router.h), set by set; mappable: the control
  * plane places entries and sweeps their `used` marks from its mapping. */

@@ -18,8 +18,10 @@ pub trait Dataplane {
     fn remove_interface(&mut self, ifindex: u32) -> Result<()>;
     /// The VLAN device a port's frames tagged `key` arrive on: routed as
     /// `ifc` (its MAC, flags, tables, `l3` the device), or, with None,
-    /// left to the kernel.
-    fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<()>;
+    /// left to the kernel. False: no room for it (the fast path holds
+    /// ROUTER_VLANS devices on ROUTER_VLAN_PORTS ports): its frames stay
+    /// the kernel's.
+    fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<bool>;
     fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()>;
     /// Whether next hop `id` was sent through since the last call.
     fn take_nexthop_used(&mut self, id: u32) -> bool;
@@ -59,7 +61,7 @@ impl Dataplane for FastPath {
     fn remove_interface(&mut self, ifindex: u32) -> Result<()> {
         FastPath::remove_interface(self, ifindex)
     }
-    fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<()> {
+    fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<bool> {
         FastPath::set_vlan_interface(self, key, ifc)
     }
     fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()> {

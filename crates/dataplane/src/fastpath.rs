@@ -1,9 +1,10 @@
 //! The loaded fast path: the `router` program and its maps, filled from
 //! the control plane's tables.
 use crate::fdb;
+use crate::vlans::{Place, Vlans};
 use crate::layout::{
     FdbEntry, FdbKey, FdbSlot, Iface, Nexthop, NhGroup, PolicyRule, PuntPolicy, RouterCounters,
-    VlanKey, POLICY_PROGRAMS, POLICY_RULES, ROUTER_IFACES, ROUTER_VLANS,
+    VlanKey, POLICY_PROGRAMS, POLICY_RULES, ROUTER_IFACES, VLAN_TABLE_SLOTS,
 };
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
@@ -29,8 +30,8 @@ pub struct FastPath {
     /// The bridges' FDB, mapped, and where its entries sit.
     fdb: MappedArray,
     fdb_places: fdb::Places,
-    /// The VLAN devices' slots in `ifaces` (past the ports'), by key.
-    vlan_slots: VlanSlots,
+    /// Where the VLAN devices' entries are (crate::vlans).
+    vlans: Vlans,
     ipv6: Ipv6Layout,
     /// The kernel's HZ, measured once (the policer's clock: set_police).
     hz: std::sync::OnceLock<u64>,
@@ -91,7 +92,7 @@ impl FastPath {
             nexthops: MappedArray::open(&loader::map(&obj, "nexthops")?)?,
             fdb: MappedArray::open(&loader::map(&obj, "bridge_fdb")?)?,
             fdb_places: fdb::Places::default(),
-            vlan_slots: VlanSlots::default(),
+            vlans: Vlans::default(),
             ipv6,
             hz: Default::default(),
             obj,
@@ -204,7 +205,11 @@ impl FastPath {
     pub fn write_interface(&self, ifc: &Iface, egress: bool) -> Result<()> {
         let ifindex = ifc.ifindex;
         crate::layout::check_ifindex(ifindex)?;
-        maps::write(&loader::map(&self.obj, "ifaces")?, ifindex, ifc)?;
+        let ifc = Iface {
+            vlans: self.vlans.table_of(ifindex),
+            ..*ifc
+        };
+        maps::write(&loader::map(&self.obj, "ifaces")?, ifindex, &ifc)?;
         if !egress {
             return self.remove_egress(ifindex);
         }
@@ -221,35 +226,48 @@ impl FastPath {
     }
 
     /// Routes a port's frames tagged `key` as VLAN device `ifc`, or (None)
-    /// leaves them to the kernel. The device's entry is written into its
-    /// slot of `ifaces` before the key names it; a slot let go is taken
-    /// again last (a frame that read the key just before may still read
-    /// the slot).
-    pub fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<()> {
-        let index = loader::map(&self.obj, "vlan_index")?;
+    /// leaves them to the kernel; false when it holds all the VLAN devices
+    /// or ports with them it can (crate::vlans). The device's entry is
+    /// written into its slot of `ifaces` before its port's table names it.
+    pub fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<bool> {
+        let table = |p: &Place| (p.table as u32 - 1) * VLAN_TABLE_SLOTS + key.table_index();
+        let slots = loader::map(&self.obj, "vlan_slots")?;
         match ifc {
             Some(i) => {
-                let Some(slot) = self.vlan_slots.take(key) else {
-                    bail!(
-                        "cannot add VLAN device {}: the fast path holds {ROUTER_VLANS}",
-                        i.l3
-                    );
+                let Some(place) = self.vlans.take(key) else {
+                    return Ok(false);
                 };
-                maps::write(&loader::map(&self.obj, "ifaces")?, slot, i)?;
-                index
-                    .update(key.as_bytes(), &slot.to_ne_bytes(), MapFlags::ANY)
-                    .with_context(|| format!("cannot add VLAN device {}", i.l3))
+                maps::write(&loader::map(&self.obj, "ifaces")?, place.slot, i)?;
+                maps::write(&slots, table(&place), &place.slot)?;
+                if place.port_changed {
+                    self.write_port_vlans(key.ifindex, place.table)?;
+                }
             }
             None => {
-                match index.delete(key.as_bytes()) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == libbpf_rs::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e).context("cannot remove a VLAN device"),
+                let Some(place) = self.vlans.give_back(key) else {
+                    return Ok(true);
+                };
+                maps::write(&slots, table(&place), &0u32)?;
+                if place.port_changed {
+                    self.write_port_vlans(key.ifindex, 0)?;
                 }
-                self.vlan_slots.give_back(key);
-                Ok(())
             }
         }
+        Ok(true)
+    }
+
+    /// Port `port`'s entry, if written, names its VLAN table (0: none).
+    fn write_port_vlans(&self, port: u32, table: u16) -> Result<()> {
+        if port == 0 || port >= ROUTER_IFACES {
+            return Ok(());
+        }
+        let ifaces = loader::map(&self.obj, "ifaces")?;
+        let mut e: Iface = maps::read(&ifaces, port)?;
+        if e.ifindex == 0 {
+            return Ok(());
+        }
+        e.vlans = table;
+        maps::write(&ifaces, port, &e)
     }
 
     /// Stops considering frames on `ifindex` and sending through it.
@@ -509,58 +527,3 @@ impl FastPath {
     }
 }
 
-/// The slots of `ifaces` past the ports' that VLAN devices' entries take:
-/// a key keeps its slot while it is held; one let go is taken again after
-/// every other free one.
-#[derive(Default)]
-struct VlanSlots {
-    held: std::collections::HashMap<VlanKey, u32>,
-    free: std::collections::VecDeque<u32>,
-    next: u32,
-}
-
-impl VlanSlots {
-    /// The key's slot: its own, a free one, or none left.
-    fn take(&mut self, key: &VlanKey) -> Option<u32> {
-        if let Some(&s) = self.held.get(key) {
-            return Some(s);
-        }
-        let slot = match self.free.pop_front() {
-            Some(s) => s,
-            None if (self.next as usize) < ROUTER_VLANS => {
-                self.next += 1;
-                ROUTER_IFACES + self.next - 1
-            }
-            None => return None,
-        };
-        self.held.insert(*key, slot);
-        Some(slot)
-    }
-
-    fn give_back(&mut self, key: &VlanKey) {
-        if let Some(s) = self.held.remove(key) {
-            self.free.push_back(s);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn vlan_slots_are_kept_and_given_back_last() {
-        let mut s = VlanSlots::default();
-        // (Distinct keys by port: VLAN ids are 12 bits.)
-        let k = |n: u32| VlanKey::new(100 + n, 0x8100, 10);
-        assert_eq!(s.take(&k(0)), Some(ROUTER_IFACES));
-        assert_eq!(s.take(&k(1)), Some(ROUTER_IFACES + 1));
-        assert_eq!(s.take(&k(0)), Some(ROUTER_IFACES), "a key keeps its slot");
-        s.give_back(&k(0));
-        assert_eq!(s.take(&k(2)), Some(ROUTER_IFACES), "the free one first");
-        for n in 3..ROUTER_VLANS as u32 + 1 {
-            assert!(s.take(&k(n)).is_some(), "{n}");
-        }
-        assert_eq!(s.take(&k(ROUTER_VLANS as u32 + 1)), None, "no room left");
-    }
-}

@@ -160,7 +160,10 @@ pub struct Iface {
     /// BRIDGE_*: what the fast path bridges of what arrives here for
     /// another MAC (0: nothing).
     pub bridging: u16,
-    pub pad: [u16; 3],
+    /// A port with VLAN devices: 1 + its table in `vlan_slots` (0: none).
+    /// The fast path's own (FastPath::write_interface fills it in).
+    pub vlans: u16,
+    pub pad: [u16; 2],
 }
 
 /// A bridge's port whose frames for other MACs than the bridge's the fast
@@ -189,10 +192,8 @@ pub const FDB_SETS: u32 = 1 << FDB_SET_BITS;
 /// set is full is left out, and the kernel bridges to and from it.
 pub const ROUTER_FDB_ENTRIES: u32 = FDB_SETS * FDB_WAYS as u32;
 
-/// A VLAN device on one of the router's ports, as a tagged frame names it
-/// (struct vlan_key): the port, the tag's TPID and VLAN id, both in
-/// network order.
-#[repr(C)]
+/// A VLAN device on one of the router's ports, as a tagged frame names it:
+/// the port, the tag's TPID and VLAN id, both in network order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct VlanKey {
     pub ifindex: u32,
@@ -202,8 +203,12 @@ pub struct VlanKey {
 
 pub const ETH_P_8021Q: u16 = 0x8100;
 pub const ETH_P_8021AD: u16 = 0x88a8;
-/// VLAN devices the fast path holds (vlan_ifaces).
+/// VLAN devices the fast path holds (their entries in `ifaces`), on at
+/// most ROUTER_VLAN_PORTS ports: a port with VLAN devices has a table of
+/// VLAN_TABLE_SLOTS in `vlan_slots` ([`Iface::vlans`]).
 pub const ROUTER_VLANS: usize = 4096;
+pub const ROUTER_VLAN_PORTS: usize = 32;
+pub const VLAN_TABLE_SLOTS: u32 = 8192;
 
 impl VlanKey {
     pub fn new(ifindex: u32, tpid: u16, vid: u16) -> VlanKey {
@@ -212,6 +217,13 @@ impl VlanKey {
             tpid: tpid.to_be_bytes(),
             vid: (vid & 0x0fff).to_be_bytes(),
         }
+    }
+
+    /// Its place in its port's table of `vlan_slots`: 802.1Q ids, then
+    /// 802.1ad ones.
+    pub fn table_index(&self) -> u32 {
+        let ad = u16::from_be_bytes(self.tpid) == ETH_P_8021AD;
+        u16::from_be_bytes(self.vid) as u32 + if ad { 4096 } else { 0 }
     }
 
     /// The tag a frame leaving by the device carries: TPID, then the TCI
@@ -775,7 +787,6 @@ impl RouterCounters {
 
 unsafe impl Pod for Nexthop {}
 unsafe impl Pod for Iface {}
-unsafe impl Pod for VlanKey {}
 unsafe impl Pod for PolicyRule {}
 unsafe impl Pod for RuleWord {}
 unsafe impl Pod for NhGroup {}
@@ -853,6 +864,9 @@ mod tests {
             assert_eq!(define(name), v as u64, "{name}");
         }
         assert_eq!(define("FDB_WAYS"), FDB_WAYS as u64);
+        assert_eq!(define("ROUTER_VLANS"), ROUTER_VLANS as u64);
+        assert_eq!(define("ROUTER_VLAN_PORTS"), ROUTER_VLAN_PORTS as u64);
+        assert_eq!(define("VLAN_TABLE_SLOTS"), VLAN_TABLE_SLOTS as u64);
         assert_eq!(define("FDB_SET_BITS"), FDB_SET_BITS as u64);
         assert_eq!(define("FIB_WALK_TABLES"), FIB_WALK_TABLES as u64);
         assert_eq!(define("FIB_TABLES_END"), FIB_TABLES_END as u64);
@@ -929,15 +943,6 @@ mod tests {
             ],
         );
         check(
-            "vlan_key",
-            size_of::<VlanKey>(),
-            vec![
-                ("ifindex", offset_of!(VlanKey, ifindex)),
-                ("tpid", offset_of!(VlanKey, tpid)),
-                ("vid", offset_of!(VlanKey, vid)),
-            ],
-        );
-        check(
             "policy_rule",
             size_of::<PolicyRule>(),
             vec![
@@ -977,6 +982,7 @@ mod tests {
                 ("tables4", offset_of!(Iface, tables4)),
                 ("tables6", offset_of!(Iface, tables6)),
                 ("bridging", offset_of!(Iface, bridging)),
+                ("vlans", offset_of!(Iface, vlans)),
                 ("pad", offset_of!(Iface, pad)),
             ],
         );

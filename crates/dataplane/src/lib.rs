@@ -6,7 +6,7 @@
 //! [`model::Model`], the same maps in memory with the program's verdicts
 //! in Rust, held to the program by the tests. The verdict cache's and
 //! the connection cache's arithmetic ([`fw_cache`], [`ct_cache`]), the
-//! FDB's keys and slots ([`fdb`]), the
+//! FDB's keys and slots ([`fdb`]), the VLAN devices' places ([`vlans`]), the
 //! firewall's classifier as the program holds and walks it ([`fwc`]), and the
 //! record by which other processes find a running router's maps
 //! ([`record`]) are the program's contract too.
@@ -24,3 +24,4 @@ pub mod model;
 pub mod police;
 pub mod record;
 pub mod rules;
+pub mod vlans;

@@ -25,7 +25,7 @@ use linerate_bpf::test_run::XdpAction;
 use linerate_fib::{Fib, Ipv6Layout, Key, Shape, Table, Tables, Write};
 use linerate_netlink::policy::Flow;
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// The reasons of `enum reason`, by name (crate::layout::REASONS).
 pub mod reason {
@@ -796,17 +796,17 @@ impl Dataplane for Model {
         Ok(())
     }
 
-    fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<()> {
+    fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<bool> {
+        use crate::layout::{ROUTER_VLANS, ROUTER_VLAN_PORTS};
         match ifc {
             Some(i) => {
-                if !self.vlan_ifaces.contains_key(key)
-                    && self.vlan_ifaces.len() >= crate::layout::ROUTER_VLANS
-                {
-                    bail!(
-                        "cannot add VLAN device {} (at most {})",
-                        i.l3,
-                        crate::layout::ROUTER_VLANS
-                    );
+                if !self.vlan_ifaces.contains_key(key) {
+                    let ports: HashSet<u32> = self.vlan_ifaces.keys().map(|k| k.ifindex).collect();
+                    if self.vlan_ifaces.len() >= ROUTER_VLANS
+                        || !ports.contains(&key.ifindex) && ports.len() >= ROUTER_VLAN_PORTS
+                    {
+                        return Ok(false);
+                    }
                 }
                 self.vlan_ifaces.insert(*key, *i);
             }
@@ -814,7 +814,7 @@ impl Dataplane for Model {
                 self.vlan_ifaces.remove(key);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()> {

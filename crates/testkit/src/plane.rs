@@ -183,12 +183,14 @@ impl Dataplane for TestPlane {
         }
         self.model.remove_interface(i)
     }
-    fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<()> {
+    fn set_vlan_interface(&mut self, key: &VlanKey, ifc: Option<&Iface>) -> Result<bool> {
         self.writes.interfaces += 1;
+        let model = self.model.set_vlan_interface(key, ifc)?;
         if let Some(fp) = &mut self.real {
-            Dataplane::set_vlan_interface(fp, key, ifc)?;
+            let real = Dataplane::set_vlan_interface(fp, key, ifc)?;
+            assert_eq!(real, model, "the program and the model hold the same VLAN devices");
         }
-        self.model.set_vlan_interface(key, ifc)
+        Ok(model)
     }
     fn set_nexthop(&mut self, id: u32, nh: &Nexthop) -> Result<()> {
         self.writes.nexthops += 1;

@@ -184,6 +184,8 @@ pub struct Mirror<D: Dataplane = FastPath> {
     /// The VLAN devices the fast path routes tagged frames as, by device
     /// ([`vlans`]).
     vlans: HashMap<u32, VlanKey>,
+    /// VLAN devices the fast path had no room for.
+    vlans_left_out: HashSet<u32>,
     /// The router's ports whose drivers strip VLAN tags on receive.
     strips_tags: HashSet<u32>,
     neighbours: Neighbours,
@@ -376,6 +378,7 @@ impl<D: Dataplane> Mirror<D> {
             fdb_left_out: HashSet::new(),
             names: HashMap::new(),
             vlans: HashMap::new(),
+            vlans_left_out: HashSet::new(),
             strips_tags: HashSet::new(),
             neighbours: Neighbours::default(),
             families: Families {
@@ -809,7 +812,8 @@ impl<D: Dataplane> Mirror<D> {
             },
             tables6: words[1].flatten().unwrap_or_else(|| tables_word(&[])),
             bridging: 0,
-            pad: [0; 3],
+            vlans: 0,
+            pad: [0; 2],
         }
     }
 

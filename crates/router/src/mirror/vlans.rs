@@ -66,6 +66,8 @@ impl<D: Dataplane> Mirror<D> {
             "a bridge's port"
         } else if self.strips_tags.contains(&v.parent) {
             "its port's driver strips tags"
+        } else if self.vlans_left_out.contains(&dev) {
+            "no room: the fast path holds 4096 VLAN devices on 32 ports"
         } else {
             return None;
         })
@@ -148,11 +150,18 @@ impl<D: Dataplane> Mirror<D> {
             self.dp.set_vlan_interface(&had, None)?;
             self.vlans.remove(&dev);
         }
-        let Some(key) = want else { return Ok(()) };
+        let Some(key) = want else {
+            self.vlans_left_out.remove(&dev);
+            return Ok(());
+        };
         let mac = self.links[&dev].mac;
         let ifc = self.entry(key.ifindex, dev, mac);
-        self.dp.set_vlan_interface(&key, Some(&ifc))?;
-        self.vlans.insert(dev, key);
+        if self.dp.set_vlan_interface(&key, Some(&ifc))? {
+            self.vlans.insert(dev, key);
+            self.vlans_left_out.remove(&dev);
+        } else {
+            self.vlans_left_out.insert(dev);
+        }
         Ok(())
     }
 
