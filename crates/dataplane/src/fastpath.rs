@@ -1,11 +1,11 @@
 //! The loaded fast path: the `router` program and its maps, filled from
 //! the control plane's tables.
 use crate::fdb;
-use crate::vlans::{Place, Vlans};
 use crate::layout::{
     FdbEntry, FdbKey, FdbSlot, Iface, Nexthop, NhGroup, PolicyRule, PuntPolicy, RouterCounters,
     VlanKey, POLICY_PROGRAMS, POLICY_RULES, ROUTER_IFACES, VLAN_TABLE_SLOTS,
 };
+use crate::vlans::{Place, Vlans};
 use anyhow::{bail, Context, Result};
 use libbpf_rs::{MapCore, MapFlags};
 use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
@@ -526,4 +526,3 @@ impl FastPath {
         Ok((r.verdict, out))
     }
 }
-

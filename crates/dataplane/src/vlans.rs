@@ -79,7 +79,10 @@ impl Vlans {
     pub fn give_back(&mut self, key: &VlanKey) -> Option<Place> {
         let slot = self.held.remove(key)?;
         self.free_slots.push_back(slot);
-        let (table, devices) = self.tables.get_mut(&key.ifindex).expect("a held key's port");
+        let (table, devices) = self
+            .tables
+            .get_mut(&key.ifindex)
+            .expect("a held key's port");
         let table = *table;
         *devices -= 1;
         let port_changed = *devices == 0;
@@ -110,11 +113,21 @@ mod tests {
             (b.slot, b.table, b.port_changed),
             (ROUTER_IFACES + 1, 1, false)
         );
-        assert_eq!(v.take(&k(100, 10)), Some(Place { port_changed: false, ..a }), "kept");
+        assert_eq!(
+            v.take(&k(100, 10)),
+            Some(Place {
+                port_changed: false,
+                ..a
+            }),
+            "kept"
+        );
         let c = v.take(&k(200, 10)).unwrap();
         assert_eq!((c.table, c.port_changed), (2, true), "another port's table");
         assert_eq!(v.table_of(200), 2);
-        assert_eq!(v.give_back(&k(100, 10)).map(|p| p.port_changed), Some(false));
+        assert_eq!(
+            v.give_back(&k(100, 10)).map(|p| p.port_changed),
+            Some(false)
+        );
         let gone = v.give_back(&k(100, 11)).unwrap();
         assert!(gone.port_changed, "the port's last device");
         assert_eq!(v.table_of(100), 0);

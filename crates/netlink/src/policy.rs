@@ -224,13 +224,24 @@ impl Rule {
         Some((ipv6, r))
     }
 
+    /// The rule as a packet of a VRF of table `vrf` meets it: the l3mdev
+    /// rule's lookup is of that table.
+    fn in_vrf(&self, vrf: Option<u32>) -> Rule {
+        let mut r = self.clone();
+        if let (true, Some(t), Action::Table { id, .. }) = (r.l3mdev, vrf, &mut r.action) {
+            *id = t;
+        }
+        r
+    }
+
     /// Which of the packets forwarded from interface `iif` (its name, if
-    /// known) this rule matches.
-    fn matches(&self, iif: Option<&str>) -> Match {
+    /// known; with `vrf`, a VRF device, whose table the l3mdev rule looks
+    /// up) this rule matches.
+    fn matches(&self, iif: Option<&str>, vrf: Option<u32>) -> Match {
         let never = self.oif
             || self.marked
             || self.tun_id
-            || self.l3mdev
+            || self.l3mdev && vrf.is_none()
             || self.uid_excludes_root
             || matches!((&self.iif, iif), (Some(r), Some(i)) if r != i);
         let m = if never {
@@ -412,12 +423,20 @@ impl Policy {
 
     /// [`Policy::tables`], and the rule that ended the list, if one did.
     pub fn walk(&self, ipv6: bool, iif: Option<&str>) -> Walk {
+        self.walk_in(ipv6, iif, None)
+    }
+
+    /// [`Policy::walk`] for a packet that arrived on an interface of a VRF
+    /// (`vrf`: its table), routed as arriving on the VRF device (`iif`,
+    /// as the kernel's vrf_l3_rcv makes it): the l3mdev rule
+    /// (`lookup [l3mdev-table]`) looks the VRF's table up.
+    pub fn walk_in(&self, ipv6: bool, iif: Option<&str>, vrf: Option<u32>) -> Walk {
         let rules = if ipv6 { &self.v6 } else { &self.v4 };
         // The rules a packet from `iif` may meet: those it never matches,
         // nop and local's are passed over.
-        let live: Vec<(&Rule, Match)> = rules
+        let live: Vec<(Rule, Match)> = rules
             .iter()
-            .map(|r| (r, r.matches(iif)))
+            .map(|r| (r.in_vrf(vrf), r.matches(iif, vrf)))
             .filter(|(r, m)| {
                 *m != Match::Never
                     && r.action != Action::Nop
@@ -531,6 +550,24 @@ mod tests {
         let (start, dumped) = (Policy::kernel_default(), defaults());
         assert_eq!(start.v4, dumped.v4);
         assert_eq!(start.v6, dumped.v4[..2]);
+    }
+
+    /// The l3mdev rule (`ip rule add l3mdev pref 1000`, which a VRF's
+    /// setup adds) looks up the table of the VRF a packet arrived in, and
+    /// nothing for a packet of no VRF.
+    #[test]
+    fn the_l3mdev_rule_looks_up_the_vrfs_table() {
+        let p = with(&[lookup(1000, 0, vec![RuleAttribute::L3MDev(true)])]);
+        assert_eq!(p.walk_in(false, Some("red"), Some(10)).tables, [10, 254]);
+        assert_eq!(p.walk_in(false, Some("blue"), Some(20)).tables, [20, 254]);
+        assert_eq!(p.walk(false, IIF).tables, [254]);
+        // A rule of another interface than the VRF device is not met.
+        let q = with(&[
+            lookup(900, 30, vec![RuleAttribute::Iifname("dut0".into())]),
+            lookup(1000, 0, vec![RuleAttribute::L3MDev(true)]),
+        ]);
+        assert_eq!(q.walk_in(false, Some("red"), Some(10)).tables, [10, 254]);
+        assert_eq!(q.walk(false, IIF).tables, [30, 254]);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! hand-built rtnetlink messages, on the in-memory model of the fast
 //! path; with the `privileged` feature (root) on the BPF program beside
 //! it, which must agree. The kernel's own VLAN devices are the oracle in
-//! crates/linerate/tests/vlan_differential.rs (in a VM).
+//! crates/linerate/tests/vm_differential.rs (in a VM).
 use linerate_netlink::netconf::Netconf;
 use linerate_router::mirror;
 use linerate_testkit::frames::frame_between;

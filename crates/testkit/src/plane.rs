@@ -188,7 +188,10 @@ impl Dataplane for TestPlane {
         let model = self.model.set_vlan_interface(key, ifc)?;
         if let Some(fp) = &mut self.real {
             let real = Dataplane::set_vlan_interface(fp, key, ifc)?;
-            assert_eq!(real, model, "the program and the model hold the same VLAN devices");
+            assert_eq!(
+                real, model,
+                "the program and the model hold the same VLAN devices"
+            );
         }
         Ok(model)
     }

@@ -173,7 +173,7 @@ pub fn is_chatter(f: &[u8]) -> bool {
 pub fn normalise(f: Vec<u8>) -> Vec<u8> {
     let ours = |src: [u8; 4]| {
         [[198, 18, 0, 254], [198, 19, 0, 254], [198, 19, 0, 1]].contains(&src)
-            // (The VLANs of crates/linerate/tests/vlan_differential.rs.)
+            // (The VLANs of crates/linerate/tests/vm_differential.rs.)
             || matches!(src, [10, 0 | 1, _, 254] | [10, 1, _, 1])
     };
     let (tags, mut f) = untagged(&f);

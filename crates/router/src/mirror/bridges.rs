@@ -83,9 +83,23 @@ impl<D: Dataplane> Mirror<D> {
     }
 
     /// The interface the kernel routes what arrives on `ifindex` as:
-    /// itself, or the bridge it is a port of.
+    /// itself, the bridge it is a port of, or the VRF it is enslaved to
+    /// (crate::mirror::vrfs).
     pub(super) fn l3_of(&self, ifindex: u32) -> u32 {
-        self.bridge_of(ifindex).unwrap_or(ifindex)
+        self.bridge_of(ifindex)
+            .or_else(|| self.vrf_of(ifindex).map(|(dev, _)| dev))
+            .unwrap_or(ifindex)
+    }
+
+    /// The router's interfaces and VLAN devices routed as `l3` (a bridge,
+    /// a VRF, or one of them itself).
+    pub(super) fn routed_as(&self, l3: u32) -> Vec<u32> {
+        let ports = self.ingress.keys().copied();
+        let vlans = self.ingress.keys().flat_map(|&p| self.vlans_on(p));
+        ports
+            .chain(vlans)
+            .filter(|&i| self.l3_of(i) == l3)
+            .collect()
     }
 
     /// The router's interfaces that are ports of bridge `bridge`.

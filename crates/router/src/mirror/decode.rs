@@ -6,8 +6,8 @@ use super::routes::Candidate;
 use linerate_fib::Key;
 use netlink_packet_core::Nla;
 use netlink_packet_route::link::{
-    InfoBridge, InfoData, InfoKind, InfoPortData, InfoVlan, LinkAttribute, LinkFlags, LinkInfo,
-    LinkMessage, LinkProtoInfoBridge, VlanQosMapping,
+    InfoBridge, InfoData, InfoKind, InfoPortData, InfoVlan, InfoVrf, LinkAttribute, LinkFlags,
+    LinkInfo, LinkMessage, LinkProtoInfoBridge, VlanQosMapping,
 };
 use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState,
@@ -52,6 +52,8 @@ pub struct Link {
     /// As a VLAN device (`ip link add link P name P.10 type vlan id 10`),
     /// what it is on and tags with.
     pub vlan: Option<Vlan>,
+    /// As a VRF device (`ip link add red type vrf table 10`), its table.
+    pub vrf_table: Option<u32>,
 }
 
 /// A VLAN device's parent and tag, as the kernel reports them.
@@ -189,6 +191,12 @@ pub fn link(l: &LinkMessage, gone: bool) -> Option<LinkUpdate> {
                 for i in info {
                     match i {
                         LinkInfo::Kind(InfoKind::Bridge) => link.bridge = true,
+                        LinkInfo::Data(InfoData::Vrf(v)) => {
+                            link.vrf_table = v.iter().find_map(|a| match a {
+                                InfoVrf::TableId(t) => Some(*t),
+                                _ => None,
+                            })
+                        }
                         LinkInfo::Kind(InfoKind::Vlan) => {
                             link.vlan.get_or_insert_with(Vlan::default);
                         }

@@ -39,6 +39,7 @@ pub mod nexthops;
 pub mod routes;
 pub mod tables;
 pub mod vlans;
+pub mod vrfs;
 
 use anyhow::Result;
 use decode::TABLE_MAIN;
@@ -574,14 +575,27 @@ impl<D: Dataplane> Mirror<D> {
         if self.kernels_whatever_the_rules(ifindex).is_some() {
             return Routing::Kernel;
         }
-        let name = self.names.get(&self.l3_of(ifindex)).map(String::as_str);
-        let w = self.policy.walk(ipv6, name);
+        let vrf = self.vrf_of(ifindex);
+        if vrf.is_some_and(|(dev, _)| self.vrf_refusal(ifindex, dev, ipv6).is_some()) {
+            return Routing::Kernel;
+        }
+        let w = self.walk_of(ifindex, ipv6);
         match (w.ended_by, w.tables.as_slice()) {
+            // (The rule program knows no VRF.)
+            (Some(_), _) if vrf.is_some() => Routing::Kernel,
             (Some(_), _) => Routing::Program,
             (None, []) => Routing::Kernel,
             (None, [TABLE_MAIN]) => Routing::Main,
             (None, _) => Routing::Tables(w.tables),
         }
+    }
+
+    /// The rules' walk for a transit packet arriving on `ifindex`, as the
+    /// kernel routes it: arriving on the bridge or VRF it is a port of.
+    fn walk_of(&self, ifindex: u32, ipv6: bool) -> linerate_netlink::policy::Walk {
+        let name = self.names.get(&self.l3_of(ifindex)).map(String::as_str);
+        self.policy
+            .walk_in(ipv6, name, self.vrf_of(ifindex).map(|(_, table)| table))
     }
 
     /// The family's rules as a program, interfaces named by index; rules
@@ -612,7 +626,10 @@ impl<D: Dataplane> Mirror<D> {
     fn wanted_views(&mut self, ipv6: bool) -> (Vec<View>, Option<Vec<Compiled>>) {
         let mut views: Vec<View> = Vec::new();
         let mut program = None;
-        let ingress: Vec<u32> = self.ingress.keys().copied().collect();
+        let mut ingress: Vec<u32> = self.ingress.keys().copied().collect();
+        let vlans = ingress.iter().flat_map(|&p| self.vlans_on(p));
+        let vlans: Vec<u32> = vlans.filter(|&d| self.routed_vlan(d).is_some()).collect();
+        ingress.extend(vlans);
         for i in ingress {
             match self.routing_of(i, ipv6) {
                 Routing::Tables(ts) => views.extend(ts.into_iter().map(View::table)),
@@ -734,10 +751,10 @@ impl<D: Dataplane> Mirror<D> {
             return self.write_all_ingress();
         }
         self.write_ingress(ifindex)?;
-        // A bridge's settings, MAC and name are its ports'; a port's state
-        // and flags weigh for what the fast path bridges from the others.
-        let bridge = self.bridge_of(ifindex).unwrap_or(ifindex);
-        for p in self.ports_of(bridge) {
+        // A bridge's or a VRF's settings, MAC and name are its ports'; a
+        // port's state and flags weigh for what the fast path bridges from
+        // the others.
+        for p in self.routed_as(self.l3_of(ifindex)) {
             if p != ifindex {
                 self.write_ingress(p)?;
             }
@@ -840,7 +857,10 @@ impl<D: Dataplane> Mirror<D> {
                         }
                         None => continue,
                     },
-                    Routing::Kernel => match self.kernels_whatever_the_rules(i) {
+                    Routing::Kernel => match self.kernels_whatever_the_rules(i).or_else(|| {
+                        let (vrf, _) = self.vrf_of(i)?;
+                        self.vrf_refusal(i, vrf, ipv6).map(String::from)
+                    }) {
                         Some(why) => format!("{key}: the kernel's ({why})"),
                         None => format!("{key}: the kernel's (no rule looks a table up for it)"),
                     },
@@ -849,8 +869,12 @@ impl<D: Dataplane> Mirror<D> {
                             .word(i, ipv6)
                             .flatten()
                             .map_or(0, |w| linerate_dataplane::layout::tables_of(w).len());
-                        let w = self.policy.walk(ipv6, name);
-                        let mut l = format!("{key}: routed by tables {}", w.names());
+                        let w = self.walk_of(i, ipv6);
+                        let vrf = self
+                            .vrf_of(i)
+                            .and_then(|(v, _)| self.names.get(&v))
+                            .map_or(String::new(), |v| format!("as VRF {v}, "));
+                        let mut l = format!("{key}: routed {vrf}by tables {}", w.names());
                         if held < ts.len() {
                             l += &format!(
                                 "; from table {} on the kernel's (no FIB slot left: {} tables beside main)",
@@ -913,9 +937,12 @@ impl<D: Dataplane> Mirror<D> {
             .get(&ifindex)
             .cloned()
             .unwrap_or_else(|| ifindex.to_string());
+        if self.vrf_of(ifindex).is_some() {
+            return None;
+        }
         let Some(bridge) = self.bridge_of(ifindex) else {
             return Some(format!(
-                "{shown} is a port of a device other than a bridge (a VRF's)"
+                "{shown} is a port of a device other than a bridge or a VRF"
             ));
         };
         if self.links.get(&bridge).is_some_and(|b| b.vlan_filtering) {
@@ -1409,7 +1436,7 @@ impl<D: Dataplane> Mirror<D> {
             }
         }
         self.follow_ingress(index)?;
-        if !self.ingress.contains_key(&index) && !self.ports_of(index).is_empty() {
+        if !self.ingress.contains_key(&index) && !self.routed_as(index).is_empty() {
             self.push_ingress(index)?;
         }
         if vlan_parent.is_some() || self.links.get(&index).is_some_and(|l| l.vlan.is_some()) {

@@ -1,19 +1,23 @@
-//! VLAN devices change nothing but speed: in a VM running Debian's kernel
-//! (this host's has no 802.1Q; linerate_testkit::vm), the lab's DUT gets
-//! VLAN devices on both ports (802.1Q and 802.1ad), and tagged frames
-//! (to and from VLANs on one port and on the other, into a VLAN from an
-//! untagged frame, out untagged, priority bits set, a tag without a
-//! device, the wrong TPID, a priority tag, a second tag, TTL 1, the DUT's
-//! own VLAN addresses, over a VLAN device's MTU) go out of gen0 once with
-//! the kernel forwarding alone and once with `linerate route` attached.
-//! What arrives at recv0 and comes back to gen0, tags included (the
-//! capture puts back those the kernel holds beside the frame), must be
-//! the same frames, byte for byte.
+//! VLAN devices and VRFs change nothing but speed: in a VM running
+//! Debian's kernel (this host's has neither 802.1Q nor VRF;
+//! linerate_testkit::vm), the lab's DUT gets VLAN devices on both ports
+//! (802.1Q and 802.1ad), then VRF tenants with overlapping addresses, and
+//! frames go out of gen0 once with the kernel forwarding alone and once
+//! with `linerate route` attached. What arrives at recv0 and comes back to
+//! gen0, tags included (the capture puts back those the kernel holds
+//! beside the frame), must be the same frames, byte for byte.
 //!
-//! The test runs this very binary in the VM (its `in_the_vm` test, which
-//! does nothing outside one). Needs root, qemu and the VM's kernel
-//! (scripts/setup.sh installs both); without them it says why and passes.
-//! Software emulation: slow, and for correctness only.
+//! VLANs: to and from VLANs on one port and on the other, into a VLAN from
+//! an untagged frame, out untagged, priority bits set, a tag without a
+//! device, the wrong TPID, a priority tag, a second tag, TTL 1, the DUT's
+//! own VLAN addresses, over a VLAN device's MTU. VRFs: two tenants on the
+//! same addresses and prefixes, one whose table ends in an unreachable
+//! default and one whose misses fall through to main, IPv4 and IPv6.
+//!
+//! Each test runs this very binary in the VM (its `*_in_the_vm` tests,
+//! which do nothing outside one). Needs root, qemu and the VM's kernel
+//! (scripts/setup.sh installs both); without them a test says why and
+//! passes. Software emulation: slow, and for correctness only.
 use linerate_host::cmd::in_netns;
 use serde_json::Value;
 use std::process::{Command, Stdio};
@@ -29,12 +33,8 @@ const DUT_IN: [u8; 6] = [2, 0, 0, 0, 0, 2];
 /// Set in the VM: `in_the_vm` runs only there.
 const IN_VM: &str = "LINERATE_IN_VM";
 
-#[test]
-#[cfg_attr(
-    not(feature = "privileged"),
-    ignore = "needs root: --features privileged"
-)]
-fn tagged_frames_are_routed_as_the_kernel_routes_them() {
+/// Runs test `inner` of this binary in the VM, with the modules it needs.
+fn in_vm(inner: &str, modules: &str) {
     let k = match linerate_testkit::vm::kernel() {
         Ok(k) => k,
         Err(why) => {
@@ -44,7 +44,7 @@ fn tagged_frames_are_routed_as_the_kernel_routes_them() {
     };
     let me = std::env::current_exe().unwrap();
     let script = format!(
-        "set -e\nmodprobe -a veth 8021q nfnetlink nf_tables nf_conntrack\n{IN_VM}=1 {} --exact in_the_vm --include-ignored --nocapture --test-threads 1\n",
+        "set -e\nmodprobe -a veth nfnetlink nf_tables nf_conntrack {modules}\n{IN_VM}=1 {} --exact {inner} --include-ignored --nocapture --test-threads 1\n",
         me.display()
     );
     let ran = k.run(&script, Duration::from_secs(1200)).unwrap();
@@ -56,6 +56,33 @@ fn tagged_frames_are_routed_as_the_kernel_routes_them() {
         ran.console
     );
     assert_eq!(ran.status, 0, "{}", ran.output);
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn tagged_frames_are_routed_as_the_kernel_routes_them() {
+    in_vm("vlans_in_the_vm", "8021q");
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn vrf_tenants_are_routed_as_the_kernel_routes_them() {
+    in_vm("vrfs_in_the_vm", "8021q vrf");
+}
+
+/// In the VM (IN_VM set), or says it is not and passes.
+fn in_the_vm() -> bool {
+    let there = std::env::var_os(IN_VM).is_some();
+    if !there {
+        eprintln!("skipped: not in the VM");
+    }
+    there
 }
 
 fn linerate(args: &[&str]) -> std::process::Output {
@@ -222,24 +249,20 @@ fn send_corpus(frames: Vec<Vec<u8>>) -> Seen {
     )
 }
 
-/// The differential itself: only in the VM (`tagged_frames_are_routed_as_the_kernel_routes_them`).
-#[test]
-#[ignore = "runs in the VM that tagged_frames_are_routed_as_the_kernel_routes_them starts"]
-fn in_the_vm() {
-    if std::env::var_os(IN_VM).is_none() {
-        eprintln!("skipped: not in the VM");
-        return;
-    }
-    let _down = Down;
-    let up = linerate(&["lab", "up", "--name", LAB]);
-    assert!(
-        up.status.success(),
-        "{}",
-        String::from_utf8_lossy(&up.stderr)
-    );
-    vlans_up();
+/// What the fast path must have done with a corpus, by the DUT's
+/// counters: frames forwarded from dut0, from dut1, and passed from dut0
+/// as tagged frames it does not route.
+struct Expect {
+    forwarded: u64,
+    back: u64,
+    pass_vlan: u64,
+}
+
+/// The differential: `frames` sent once with the kernel alone, once with
+/// `linerate route` on dut0 and dut1; the same frames must arrive, and
+/// the fast path must have done what `expect` says.
+fn differential(frames: Vec<Vec<u8>>, expect: Expect) {
     let dut = format!("{LAB}-dut");
-    let (frames, forwarded) = corpus();
     // The neighbours both runs use, resolved first (a first frame to an
     // unresolved one is queued by the kernel, and passed by the fast path).
     send_corpus(frames.clone());
@@ -270,18 +293,17 @@ fn in_the_vm() {
     let out = route.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     let reasons = &st["interfaces"][0]["reasons"];
-    let count = |r: &str| reasons[r]["packets"].as_u64().unwrap_or(0);
-    assert_eq!(
-        count("forwarded"),
-        forwarded,
-        "the fast path forwarded the tagged transit frames: {reasons}\n{said}"
-    );
-    // The receiver's errors back, tagged: port unreachable for its own
-    // address, no route for the IPv6 transit frames (it does not forward).
     let back = &st["interfaces"][1]["reasons"];
-    assert_eq!(back["forwarded"]["packets"], 3, "{back}");
-    // VLAN 11, 802.1ad 10, VLAN 30 on dut0, the priority tag, QinQ.
-    assert_eq!(count("pass_vlan"), 5, "{reasons}");
+    let count = |r: &Value, what: &str| r[what]["packets"].as_u64().unwrap_or(0);
+    assert_eq!(
+        (
+            count(reasons, "forwarded"),
+            count(back, "forwarded"),
+            count(reasons, "pass_vlan")
+        ),
+        (expect.forwarded, expect.back, expect.pass_vlan),
+        "forwarded from dut0, from dut1, tagged frames passed: {reasons}\n{back}\n{said}"
+    );
     let only = |a: &Seen, b: &Seen| -> Vec<String> {
         a.iter()
             .filter(|(k, n)| b.get(*k) != Some(n))
@@ -295,9 +317,151 @@ fn in_the_vm() {
     };
     assert!(
         kernel == linerate_run,
-        "kernel only:\n{}\nlinerate only:\n{}\n{reasons}",
+        "kernel only:\n{}\nlinerate only:\n{}\n{reasons}\n{said}",
         only(&kernel, &linerate_run).join("\n"),
         only(&linerate_run, &kernel).join("\n")
     );
-    assert!(kernel.len() > 15, "the corpus made traffic: {kernel:?}");
+    assert!(kernel.len() > 8, "the corpus made traffic: {kernel:?}");
+}
+
+/// The lab, up until dropped.
+fn lab() -> Down {
+    let up = linerate(&["lab", "up", "--name", LAB]);
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    Down
+}
+
+#[test]
+#[ignore = "runs in the VM that tagged_frames_are_routed_as_the_kernel_routes_them starts"]
+fn vlans_in_the_vm() {
+    if !in_the_vm() {
+        return;
+    }
+    let _down = lab();
+    vlans_up();
+    let (frames, forwarded) = corpus();
+    differential(
+        frames,
+        Expect {
+            forwarded,
+            // The receiver's errors back, tagged: port unreachable for its
+            // own address, no route for the IPv6 transit frames (it does
+            // not forward).
+            back: 3,
+            // VLAN 11, 802.1ad 10, VLAN 30 on dut0, the priority tag, QinQ.
+            pass_vlan: 5,
+        },
+    );
+}
+
+/// Two tenants on the DUT, VRFs red (table 10: dut0.10, dut1.30) and blue
+/// (table 20: dut0.20, dut1.40), 802.1Q all, on the same addresses
+/// (10.0.10.254/24 towards the generator, 10.1.30.254/24 towards the
+/// receiver, and IPv6's) with the same routes (198.51.100/24 and
+/// 2001:db8:100::/48 via the receiver's 10.1.30.1, 2001:db8:30::1); red's
+/// table ends in an unreachable default, blue's misses fall through to
+/// main. The generator and the receiver hold each tenant's address on
+/// both of its VLANs.
+fn vrfs_up() {
+    let (gen, dut, recv) = (
+        format!("{LAB}-gen"),
+        format!("{LAB}-dut"),
+        format!("{LAB}-recv"),
+    );
+    let dev = |parent: &str, id: u32, net: &str, host: u32, vrf: Option<&str>| {
+        let side = if net == "0" { 10 } else { 30 };
+        let master = vrf.map_or(String::new(), |v| {
+            format!("ip link set {parent}.{id} master {v}\n")
+        });
+        format!(
+            "ip link add link {parent} name {parent}.{id} type vlan id {id}\n{master}\
+             ip addr add 10.{net}.{side}.{host}/24 dev {parent}.{id}\n\
+             ip addr add 2001:db8:{side}::{host}/64 dev {parent}.{id} nodad\n\
+             ip link set {parent}.{id} up\n"
+        )
+    };
+    let offloads = |d: &str| format!("ethtool -K {d} rxvlan off txvlan off\n");
+    sh(
+        &dut,
+        &format!(
+            "ip link add red type vrf table 10\nip link add blue type vrf table 20\n\
+             ip link set red up\nip link set blue up\n{}{}{}{}{}{}\
+             ip route add 198.51.100.0/24 via 10.1.30.1 vrf red\n\
+             ip route add 198.51.100.0/24 via 10.1.30.1 vrf blue\n\
+             ip -6 route add 2001:db8:100::/48 via 2001:db8:30::1 vrf red\n\
+             ip -6 route add 2001:db8:100::/48 via 2001:db8:30::1 vrf blue\n\
+             ip route add unreachable default metric 4278198272 vrf red\n\
+             ip -6 route add unreachable default metric 4278198272 vrf red\n\
+             sysctl -qw net.ipv4.icmp_ratelimit=0 net.ipv6.icmp.ratelimit=0\n",
+            offloads("dut0"),
+            offloads("dut1"),
+            dev("dut0", 10, "0", 254, Some("red")),
+            dev("dut0", 20, "0", 254, Some("blue")),
+            dev("dut1", 30, "1", 254, Some("red")),
+            dev("dut1", 40, "1", 254, Some("blue")),
+        ),
+    );
+    sh(
+        &gen,
+        &format!(
+            "{}{}{}",
+            offloads("gen0"),
+            dev("gen0", 10, "0", 1, None),
+            dev("gen0", 20, "0", 1, None),
+        ),
+    );
+    sh(
+        &recv,
+        &format!(
+            "{}{}{}",
+            offloads("recv0"),
+            dev("recv0", 30, "1", 1, None),
+            dev("recv0", 40, "1", 1, None),
+        ),
+    );
+}
+
+#[test]
+#[ignore = "runs in the VM that vrf_tenants_are_routed_as_the_kernel_routes_them starts"]
+fn vrfs_in_the_vm() {
+    if !in_the_vm() {
+        return;
+    }
+    let _down = lab();
+    vrfs_up();
+    let red = Some((0x8100, 10));
+    let blue = Some((0x8100, 20));
+    let forwarded = vec![
+        // The same addresses and route in each tenant: out of its VLAN.
+        udp("10.0.10.1", "198.51.100.9", 64, 18, red),
+        udp("10.0.10.1", "198.51.100.9", 64, 18, blue),
+        udp("2001:db8:10::1", "2001:db8:100::9", 64, 18, red),
+        udp("2001:db8:10::1", "2001:db8:100::9", 64, 18, blue),
+        // Blue's miss falls through to main: out of dut1, untagged.
+        udp("10.0.10.1", "198.19.10.1", 64, 18, blue),
+    ];
+    let n = forwarded.len() as u64;
+    let mut frames = forwarded;
+    frames.extend([
+        // Red's miss meets its unreachable default: the kernel's error.
+        udp("10.0.10.1", "198.19.10.1", 64, 18, red),
+        udp("2001:db8:10::1", "2001:db8:7::1", 64, 18, red),
+        // TTL 1, the tenant's own addresses, main's unrouted.
+        udp("10.0.10.1", "198.51.100.9", 1, 18, red),
+        udp("10.0.10.1", "10.0.10.254", 64, 18, blue),
+        udp("10.0.10.1", "10.1.30.254", 64, 18, red),
+        udp("198.18.0.1", "198.51.100.9", 64, 18, None),
+    ]);
+    differential(
+        frames,
+        Expect {
+            forwarded: n,
+            back: 0,
+            pass_vlan: 0,
+        },
+    );
 }
