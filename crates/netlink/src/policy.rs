@@ -421,6 +421,16 @@ impl Policy {
         self.walk(ipv6, iif).tables
     }
 
+    /// Whether a rule of either family names `iif` as its input
+    /// interface: only then can the walk of an interface differ from its
+    /// namesakes' by its name.
+    pub fn names_iif(&self, iif: &str) -> bool {
+        self.v4
+            .iter()
+            .chain(&self.v6)
+            .any(|r| r.iif.as_deref() == Some(iif))
+    }
+
     /// [`Policy::tables`], and the rule that ended the list, if one did.
     pub fn walk(&self, ipv6: bool, iif: Option<&str>) -> Walk {
         self.walk_in(ipv6, iif, None)

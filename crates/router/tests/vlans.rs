@@ -332,3 +332,54 @@ fn vlan_devices_are_followed() {
     assert_eq!(go(&m, p0, &frame("198.51.100.9", q10)), Err("pass_vlan"));
     assert!(m.vlan_names().iter().all(|(i, _)| *i != V10));
 }
+
+/// Past the VLAN devices the fast path holds (4,096), a device's frames
+/// are the kernel's, counted and said, until one goes.
+#[test]
+fn a_vlan_device_past_the_room_is_the_kernels_until_one_goes() {
+    use linerate_dataplane::layout::ROUTER_VLANS;
+    use linerate_router::mirror::limits::Table;
+    let env = vlans("vlanr");
+    let (mut m, p0) = (env.m, env.p0);
+    // V10 on p0, V20 and V30 on p1 already: fill the rest on p0.
+    let mut made = Vec::new();
+    let mut i = 0;
+    while made.len() + 3 < ROUTER_VLANS + 1 {
+        // 802.1Q ids 1 to 4094 but V10's, then 802.1ad ones.
+        let (proto, id) = if i < 4093 {
+            let id = 1 + i as u16;
+            (VlanProtocol::Ieee8021Q, if id < 10 { id } else { id + 1 })
+        } else {
+            (VlanProtocol::Ieee8021Ad, 1 + (i - 4093) as u16)
+        };
+        let index = 2000 + i as u32;
+        m.apply(&vlan(index, p0, proto, id, false, true)).unwrap();
+        made.push((index, u16::from(proto), id));
+        i += 1;
+    }
+    assert_eq!(m.counts.full.of(Table::VlanDevices), 1);
+    let &(last, tpid, id) = made.last().unwrap();
+    m.netconf(&forwarding(last, true)).unwrap();
+    // (The device has p1's MAC: vlan().)
+    let to = |tpid, id| {
+        let mut f = frame("198.51.101.9", Some((tpid, id)));
+        f[0..6].copy_from_slice(&MAC_OUT);
+        f
+    };
+    assert_eq!(go(&m, p0, &to(tpid, id)), Err("pass_vlan"), "no room");
+    let lines = m.routing();
+    assert!(
+        lines
+            .iter()
+            .any(|(_, l)| l.contains(&format!("v{id} (802.1ad {id}): no room"))),
+        "{:?}",
+        lines
+            .iter()
+            .map(|(_, l)| &l[l.len().saturating_sub(300)..])
+            .collect::<Vec<_>>()
+    );
+    let mut del = LinkMessage::default();
+    del.header.index = made[0].0;
+    m.apply(&M::DelLink(del)).unwrap();
+    assert_eq!(go(&m, p0, &to(tpid, id)), Ok((None, MAC_GW)), "taken back");
+}

@@ -7,6 +7,7 @@
 //! limits.md lists them with the tests that fill each.
 use linerate_dataplane::layout::{
     FDB_SETS, FDB_WAYS, NH_GROUP_BUCKETS, POLICY_RULES, ROUTER_NEXTHOPS, ROUTER_NH_GROUPS,
+    ROUTER_VLANS, ROUTER_VLAN_PORTS,
 };
 
 /// FIB slots beside main's (linerate_dataplane::fastpath::FastPath::TABLE_SLOTS).
@@ -32,10 +33,12 @@ pub enum Table {
     OtherTables,
     /// A family's rules beyond the steps of its program.
     RuleSteps,
+    /// VLAN devices beyond the devices or the ports with them it holds.
+    VlanDevices,
 }
 
 impl Table {
-    pub const ALL: [Table; 8] = [
+    pub const ALL: [Table; 9] = [
         Table::Fib4,
         Table::Fib6,
         Table::Nexthops,
@@ -44,6 +47,7 @@ impl Table {
         Table::Fdb,
         Table::OtherTables,
         Table::RuleSteps,
+        Table::VlanDevices,
     ];
 
     /// Its name in metrics and logs.
@@ -57,6 +61,7 @@ impl Table {
             Table::Fdb => "fdb",
             Table::OtherTables => "other_tables",
             Table::RuleSteps => "rule_steps",
+            Table::VlanDevices => "vlan_devices",
         }
     }
 
@@ -83,6 +88,9 @@ impl Table {
             Table::RuleSteps => format!(
                 "the rule program holds {} steps: the kernel routes what reaches the rules past them",
                 POLICY_RULES - 1
+            ),
+            Table::VlanDevices => format!(
+                "the fast path holds {ROUTER_VLANS} VLAN devices on {ROUTER_VLAN_PORTS} ports: the kernel routes the device's frames until one goes"
             ),
             Table::Fdb => format!(
                 "its FDB set is full ({FDB_SETS} sets of {FDB_WAYS}): frames to and from the MAC are the kernel's until a MAC of the set goes"

@@ -627,8 +627,16 @@ impl<D: Dataplane> Mirror<D> {
         let mut views: Vec<View> = Vec::new();
         let mut program = None;
         let mut ingress: Vec<u32> = self.ingress.keys().copied().collect();
+        // (A VLAN device's walk is its port's unless a VRF or a rule takes
+        // it: the others are not walked, one by one, at every change.)
         let vlans = ingress.iter().flat_map(|&p| self.vlans_on(p));
-        let vlans: Vec<u32> = vlans.filter(|&d| self.routed_vlan(d).is_some()).collect();
+        let own_walk = |d: &u32| {
+            self.vrf_of(*d).is_some() || self.names.get(d).is_some_and(|n| self.policy.names_iif(n))
+        };
+        let vlans: Vec<u32> = vlans
+            .filter(own_walk)
+            .filter(|&d| self.routed_vlan(d).is_some())
+            .collect();
         ingress.extend(vlans);
         for i in ingress {
             match self.routing_of(i, ipv6) {
@@ -1436,11 +1444,10 @@ impl<D: Dataplane> Mirror<D> {
             }
         }
         self.follow_ingress(index)?;
-        if !self.ingress.contains_key(&index) && !self.routed_as(index).is_empty() {
-            self.push_ingress(index)?;
-        }
         if vlan_parent.is_some() || self.links.get(&index).is_some_and(|l| l.vlan.is_some()) {
             self.follow_vlan(index, vlan_parent)?;
+        } else if !self.ingress.contains_key(&index) && !self.routed_as(index).is_empty() {
+            self.push_ingress(index)?;
         }
         self.refresh_nexthops(|k| matches!(k, NhKey::Gateway { oif, .. } if *oif == index))
     }

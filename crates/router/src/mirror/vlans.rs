@@ -66,8 +66,6 @@ impl<D: Dataplane> Mirror<D> {
             "a bridge's port"
         } else if self.strips_tags.contains(&v.parent) {
             "its port's driver strips tags"
-        } else if self.vlans_left_out.contains(&dev) {
-            "no room: the fast path holds 4096 VLAN devices on 32 ports"
         } else {
             return None;
         })
@@ -107,7 +105,12 @@ impl<D: Dataplane> Mirror<D> {
                 if v.egress_qos {
                     shown += ", what leaves by it the kernel's (egress-qos-map)";
                 }
-                match self.vlan_refusal(d) {
+                let why = self.vlan_refusal(d).or_else(|| {
+                    self.vlans_left_out.contains(&d).then_some(
+                        "no room: the fast path holds 4096 VLAN devices on 32 ports (linerate_table_overflows)",
+                    )
+                });
+                match why {
                     None => held.push(shown),
                     Some(why) => kernels.push(format!("{shown}: {why}")),
                 }
@@ -149,6 +152,11 @@ impl<D: Dataplane> Mirror<D> {
         if let Some(had) = self.vlans.get(&dev).copied().filter(|k| Some(*k) != want) {
             self.dp.set_vlan_interface(&had, None)?;
             self.vlans.remove(&dev);
+            // Room came back: what waited for it is taken back.
+            let waiting: Vec<u32> = self.vlans_left_out.iter().copied().collect();
+            for d in waiting {
+                self.write_vlan(d)?;
+            }
         }
         let Some(key) = want else {
             self.vlans_left_out.remove(&dev);
@@ -159,8 +167,17 @@ impl<D: Dataplane> Mirror<D> {
         if self.dp.set_vlan_interface(&key, Some(&ifc))? {
             self.vlans.insert(dev, key);
             self.vlans_left_out.remove(&dev);
-        } else {
-            self.vlans_left_out.insert(dev);
+        } else if self.vlans_left_out.insert(dev) {
+            let what = format!(
+                "VLAN device {}",
+                self.names
+                    .get(&dev)
+                    .cloned()
+                    .unwrap_or_else(|| dev.to_string())
+            );
+            self.counts
+                .full
+                .left_out(super::limits::Table::VlanDevices, &what);
         }
         Ok(())
     }
@@ -179,17 +196,26 @@ impl<D: Dataplane> Mirror<D> {
     }
 
     /// After a change of link `index`, which was (`before`) or is a VLAN
-    /// device on the parent it names: the parent's entry (a bridge's port
-    /// says whether VLAN devices are on it) and its devices'.
+    /// device on the parent it names: its entry, and its parent's when
+    /// the parent's first VLAN device came or its last went (a bridge's
+    /// port, a driver stripping tags: the port's entry says whether VLAN
+    /// devices are on it). Not every device of the port: a trunk of a
+    /// thousand VLANs is written once, not a thousand times.
     pub(super) fn follow_vlan(&mut self, index: u32, before: Option<u32>) -> Result<()> {
+        if self.place_tables()? {
+            return self.write_all_ingress();
+        }
         let now = self
             .links
             .get(&index)
             .and_then(|l| l.vlan)
             .map(|v| v.parent);
         for parent in [before, now].into_iter().flatten().collect::<BTreeSet<_>>() {
-            if self.ingress.contains_key(&parent) {
-                self.push_ingress(parent)?;
+            let held = self.vlans_on(parent).len();
+            let first = now == Some(parent) && before != now && held == 1;
+            let last = now != Some(parent) && held == 0;
+            if (first || last) && self.ingress.contains_key(&parent) {
+                self.write_ingress(parent)?;
             }
         }
         // (Gone from a port of the router's: removed.)
