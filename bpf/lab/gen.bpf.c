@@ -23,6 +23,7 @@
 
 #include "abi/lab.h"
 #include "csum.h"
+#include "vlan_tag.h"
 
 #define V4_IP (sizeof(struct ethhdr) + sizeof(struct iphdr))
 #define V6_IP (sizeof(struct ethhdr) + sizeof(struct ipv6hdr))
@@ -522,7 +523,7 @@ int lab_gen(struct xdp_md *ctx)
 	if (delta && bpf_xdp_adjust_tail(ctx, delta))
 		return XDP_ABORTED;
 	st->seq = id.seq + 1;
-	st->bytes += frame_len;
+	st->bytes += frame_len + (c->vlan_tag ? VLAN_TAG_LEN : 0);
 	st->last_ns = id.now;
 	if (++st->size_idx >= c->size_count)
 		st->size_idx = 0;
@@ -532,12 +533,19 @@ int lab_gen(struct xdp_md *ctx)
 		next_flow(c, st, &f);
 	}
 	/* (UDP alone carries an extension: one constant each, one body.) */
+	int act;
 	if (c->l3_extra)
-		return c->family == 6 ? build_v6(ctx, c, &f, &id, &g, GEN_L3_EXTRA)
-				      : build_v4(ctx, c, &f, &id, &g, GEN_L3_EXTRA);
-	if (c->family == 6)
-		return build_v6(ctx, c, &f, &id, &g, 0);
-	return build_v4(ctx, c, &f, &id, &g, 0);
+		act = c->family == 6 ? build_v6(ctx, c, &f, &id, &g, GEN_L3_EXTRA)
+				     : build_v4(ctx, c, &f, &id, &g, GEN_L3_EXTRA);
+	else if (c->family == 6)
+		act = build_v6(ctx, c, &f, &id, &g, 0);
+	else
+		act = build_v4(ctx, c, &f, &id, &g, 0);
+	/* Tagged last: every part of the frame is built where it always is.
+	 * (The kernel puts the frame's start back for the next run.) */
+	if (act == XDP_TX && c->vlan_tag && !vlan_tag_push(ctx, c->vlan_tag))
+		return XDP_ABORTED;
+	return act;
 }
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";

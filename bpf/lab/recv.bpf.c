@@ -21,6 +21,7 @@
 
 #include "abi/lab.h"
 #include "csum.h"
+#include "vlan_tag.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -418,8 +419,6 @@ static __always_inline int bgp_segment(void *data, void *data_end)
 static __always_inline int receive(struct xdp_md *ctx, const enum recv_mode mode,
 				   const int multibuf)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
 	__u32 zero = 0;
 	struct recv_counters *cnt = bpf_map_lookup_elem(&recv_counters, &zero);
 	struct stamp *st;
@@ -427,19 +426,31 @@ static __always_inline int receive(struct xdp_md *ctx, const enum recv_mode mode
 	if (!cnt)
 		return XDP_DROP;
 	cnt->packets++;
-	cnt->bytes += multibuf ? bpf_xdp_get_buff_len(ctx) : (__u64)(data_end - data);
+	cnt->bytes += multibuf ? bpf_xdp_get_buff_len(ctx) : (__u64)(ctx->data_end - ctx->data);
 	if (mode == FRAMES)
 		return XDP_DROP;
+	/* A frame a VLAN device sent: read without its tag, and answered with
+	 * it. The packet pointers only after: the frame's start may move. */
+	__u32 tag = vlan_tag_pop(ctx);
+	/* (The bounds read afresh: a value the compiler kept from before
+	 * would reach the verifier as a plain number.) */
+	asm volatile("" ::: "memory");
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
 	st = find_stamp(data, data_end);
 	if (st)
 		cnt->stamped++;
 	else if (bgp_segment(data, data_end))
-		return XDP_PASS;
+		return !tag || vlan_tag_push(ctx, tag) ? XDP_PASS : XDP_DROP;
 	/* Any UDP frame is answered, stamped or not (the smallest IPv6 one,
 	 * 62 bytes, has no room for a stamp), and the TCP segments that need
 	 * an answer. */
-	if (mode == ANSWER)
-		return answer(ctx, data, data_end);
+	if (mode == ANSWER) {
+		int act = answer(ctx, data, data_end);
+		if (tag && act != XDP_DROP && !vlan_tag_push(ctx, tag))
+			return XDP_DROP;
+		return act;
+	}
 	if (!st || mode == COUNT)
 		return XDP_DROP;
 

@@ -109,6 +109,10 @@ struct gen_config {
 	 * after the fixed header: IPv4 options, an IPv6 hop-by-hop or
 	 * fragment header (GEN_L3_EXTRA bytes); 0: none. */
 	__u32 l3_extra;
+	/* Frames tagged: the tag pushed after the MACs, as on the wire (TPID,
+	 * TCI); 0: untagged. The IP packet is the size's, the frame 4 bytes
+	 * longer. */
+	__u32 vlan_tag;
 };
 
 #define GEN_L3_EXTRA 8

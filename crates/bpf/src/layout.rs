@@ -58,6 +58,8 @@ pub struct GenConfig {
     pub mix: [u8; GEN_MIX_SLOTS],
     /// Bytes between the IP header and the UDP header (abi/lab.h).
     pub l3_extra: u32,
+    /// The VLAN tag pushed on every frame, as on the wire (0: none).
+    pub vlan_tag: u32,
 }
 
 impl Default for GenConfig {
@@ -253,7 +255,8 @@ mod tests {
                 mix_count,
                 clear_to,
                 mix,
-                l3_extra
+                l3_extra,
+                vlan_tag
             ]
         );
         check_layout!(objects::GEN, "gen_size", GenSize, [frame_len, ip_len]);

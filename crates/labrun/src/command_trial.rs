@@ -110,6 +110,9 @@ impl CommandPath {
             a.push("-z".into());
         }
         a.extend(["-D".into(), self.dut_mac.clone()]);
+        if let Some(v) = profile.vlan {
+            a.extend(["--vlan".into(), v.to_string()]);
+        }
         if let Some(r) = rate {
             // The rate is shared: the first interfaces take the remainder.
             let share = r / n as u64 + u64::from((k as u64) < r % n as u64);
@@ -385,6 +388,7 @@ mod tests {
                 rate: None,
                 ttl: None,
                 headers: Default::default(),
+                vlan: None,
             };
             let whole = prof.check().unwrap().src;
             let mut ports = Vec::new();
@@ -412,6 +416,7 @@ mod tests {
             rate: None,
             ttl: None,
             headers: Default::default(),
+            vlan: None,
         };
         let e = p
             .gen_args(0, &one_port, offer(None, 1.0, Some(run)))
@@ -441,6 +446,7 @@ mod tests {
             rate: None,
             ttl: None,
             headers: Default::default(),
+            vlan: None,
         };
         let a = p
             .gen_args(1, &prof, offer(Some(1_000_001), 2.5, None))

@@ -1078,6 +1078,9 @@ pub struct GenArgs {
     /// fragment, more to follow) [default: plain].
     #[arg(long, value_parser = choice(linerate_traffic::frame::Headers::CHOICES))]
     pub headers: Option<linerate_traffic::frame::Headers>,
+    /// Every frame tagged with this 802.1Q VLAN id, for a router's trunk.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=4094))]
+    pub vlan: Option<u16>,
     /// Frames per kernel batch in xdp mode (1..256).
     #[arg(long, default_value_t = 64)]
     pub batch: u32,

@@ -78,12 +78,9 @@ pub fn gen_options(a: &GenArgs, src_mac: &str) -> Result<GenOptions> {
         dst_port: dst.port_first,
         sizes: SizeMix::parse(&a.len, src.is_ipv6()).map_err(|e| anyhow::anyhow!("-l: {e}"))?,
         ttl: a.ttl,
-        l4: if a.tcp.is_some() {
-            linerate_traffic::tcp::Proto::Tcp
-        } else {
-            linerate_traffic::tcp::Proto::Udp
-        },
+        l4: linerate_traffic::tcp::Proto::tcp_if(a.tcp.is_some()),
         headers: a.headers.unwrap_or_default(),
+        vlan: a.vlan,
     };
     frame.validate()?;
     let opts = GenOptions {

@@ -105,6 +105,9 @@ pub struct FrameSpec {
     pub l4: Proto,
     /// What the IP header carries beyond the plain one (UDP only).
     pub headers: Headers,
+    /// Every frame tagged with this 802.1Q VLAN id (1 to 4094; the
+    /// frame 4 bytes longer than its size says, the IP packet not).
+    pub vlan: Option<u16>,
 }
 
 impl FrameSpec {
@@ -226,6 +229,9 @@ impl FrameSpec {
         c.rate_pps = rate_pps;
         c.l4 = self.l4.number();
         c.l3_extra = extra as u32;
+        if let Some(id) = self.vlan {
+            c.vlan_tag = u32::from_ne_bytes([0x81, 0x00, (id >> 8) as u8 & 0x0f, id as u8]);
+        }
         if let Some(t) = tcp {
             c.tcp_phase = t.phase.code();
             c.tcp_from = t.from;
@@ -287,6 +293,7 @@ mod tests {
             ttl: 64,
             l4: Proto::Udp,
             headers: Headers::Plain,
+            vlan: None,
         }
     }
 

@@ -81,6 +81,10 @@ pub struct Profile {
     /// fragment); default `plain` (`gen --headers`).
     #[serde(default, skip_serializing_if = "is_plain")]
     pub headers: Headers,
+    /// Every frame tagged with this 802.1Q VLAN id (1 to 4094): for a DUT
+    /// whose port is a trunk (scenario `vlans`; `gen --vlan`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<u16>,
 }
 
 fn is_plain(h: &Headers) -> bool {
@@ -110,6 +114,7 @@ pub struct Traffic {
     pub rate_pps: Option<u64>,
     pub ttl: u8,
     pub headers: Headers,
+    pub vlan: Option<u16>,
 }
 
 impl Profile {
@@ -129,6 +134,7 @@ impl Profile {
             rate: None,
             ttl: None,
             headers: Headers::Plain,
+            vlan: None,
         }
     }
 
@@ -245,7 +251,14 @@ impl Profile {
             rate_pps: None,
             ttl: self.ttl.unwrap_or(64),
             headers: self.headers,
+            vlan: self.vlan,
         };
+        if self.vlan.is_some_and(|v| !(1..=4094).contains(&v)) {
+            return Err(ProfileError {
+                field: "vlan",
+                reason: format!("{}: a VLAN id is 1 to 4094", self.vlan.unwrap_or(0)),
+            });
+        }
         if self.headers != Headers::Plain && self.proto == Proto::Tcp {
             return Err(ProfileError {
                 field: "headers",
@@ -342,6 +355,7 @@ impl Traffic {
             ttl: self.ttl,
             l4: self.proto,
             headers: self.headers,
+            vlan: self.vlan,
         }
     }
 

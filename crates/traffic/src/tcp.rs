@@ -24,6 +24,15 @@ pub enum Proto {
 }
 
 impl Proto {
+    /// TCP if `tcp`, else UDP.
+    pub fn tcp_if(tcp: bool) -> Proto {
+        if tcp {
+            Proto::Tcp
+        } else {
+            Proto::Udp
+        }
+    }
+
     /// The L4 header's length (without TCP options).
     pub fn header_len(self) -> usize {
         match self {

@@ -26,6 +26,7 @@ fn opts(src: &str, dst: &str, len: &str) -> GenOptions {
             ttl: 64,
             l4: linerate_traffic::tcp::Proto::Udp,
             headers: Default::default(),
+            vlan: None,
         },
         src: s,
         dst: d,
@@ -565,6 +566,41 @@ fn exception_frames_carry_what_they_are_asked_to() {
                 b
             };
             assert_eq!(stamped(&buf[..n]), stamped(f), "{what}: frame {seq}");
+        }
+    }
+}
+
+/// With `vlan`, every frame is the untagged generator's frame with an
+/// 802.1Q tag after its MACs: 4 bytes longer, the same MACs, IP header,
+/// flow and sequence (the stamp's time, and so the UDP checksum, are the
+/// moment's).
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn tagged_frames_are_the_untagged_ones_with_the_tag() {
+    for (src, dst, len) in [
+        ("198.18.10.1-198.18.10.3:2000-2001", "198.19.10.1", "imix"),
+        ("2001:2::1-2001:2::3", "2001:2:0:8001::1", "78"),
+    ] {
+        let plain = opts(src, dst, len);
+        let mut tagged = opts(src, dst, len);
+        tagged.frame.vlan = Some(0x123);
+        let want = Generator::new(&plain).unwrap().sample(12).unwrap();
+        let got = Generator::new(&tagged).unwrap().sample(12).unwrap();
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            assert_eq!(g[12..16], [0x81, 0x00, 0x01, 0x23], "frame {i}: the tag");
+            let mut untagged = g.clone();
+            untagged.drain(12..16);
+            let l3 = if w[12..14] == [0x86, 0xdd] { 54 } else { 34 };
+            assert_eq!((untagged.len(), &untagged[..l3]), (w.len(), &w[..l3]), "frame {i}");
+            let (a, b) = (decode(&untagged), decode(w));
+            assert_eq!(
+                (a.src, a.dst, a.sport, a.dport, a.seq),
+                (b.src, b.dst, b.sport, b.dport, b.seq),
+                "frame {i}: flow and sequence"
+            );
         }
     }
 }

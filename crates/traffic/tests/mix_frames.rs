@@ -26,6 +26,7 @@ fn frame(s: &Endpoints, d: &Endpoints, len: &str, l4: Proto) -> FrameSpec {
         ttl: 64,
         l4,
         headers: Default::default(),
+        vlan: None,
     }
 }
 

@@ -23,6 +23,7 @@ fn config() -> linerate_bpf::layout::GenConfig {
         ttl: 64,
         l4: linerate_traffic::tcp::Proto::Udp,
         headers: Default::default(),
+        vlan: None,
     }
     .gen_config(&s, &d, 0, 0, None)
     .unwrap()
@@ -307,4 +308,30 @@ fn the_answering_receiver_swaps_every_udp_frame_back() {
         r.run_program_out(ReceiverMode::Answer, &arp).unwrap().0,
         XdpAction::Drop
     );
+}
+
+/// A frame a DUT's VLAN device sent (802.1Q or 802.1ad) is read as it
+/// would be untagged: counted with its tag's bytes, its stamp found.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn tagged_frames_are_read_past_their_tag() {
+    linerate_host::cpu::pin(0, 0).unwrap();
+    let r = Receiver::detached().unwrap();
+    let cfg = config();
+    let mut buf = vec![0u8; 60];
+    let now = monotonic_ns() as u32;
+    for (s, tpid) in [(1u64, [0x81, 0x00]), (2, [0x88, 0xa8]), (3, [0x81, 0x00])] {
+        let n = synth::write_frame(&cfg, s, 9, now.wrapping_sub(5_000), &mut buf);
+        let mut f = buf[..n].to_vec();
+        f.splice(12..12, [tpid[0], tpid[1], 0x00, 0x14]);
+        r.run_frame(&f).unwrap();
+    }
+    let total = r.total().unwrap();
+    assert_eq!((total.packets, total.stamped), (3, 3));
+    assert_eq!(total.bytes, 3 * 64);
+    let streams = r.streams().unwrap();
+    assert_eq!((streams[0].stream, streams[0].received, streams[0].lost), (9, 3, 0));
 }

@@ -37,6 +37,7 @@ fn opts(src: &str, dst: &str, len: &str, phase: TcpPhase, from: u32) -> GenOptio
             ttl: 64,
             l4: Proto::Tcp,
             headers: Default::default(),
+            vlan: None,
         },
         src: s,
         dst: d,
