@@ -36,6 +36,9 @@ pub fn preflight(def: &DutDef) -> std::result::Result<(), String> {
     if def.establish {
         cmd::require_tool("conntrack").map_err(|e| format!("establish: {e}"))?;
     }
+    if def.vlans.is_some() {
+        crate::dut_vlans::preflight()?;
+    }
     for (what, path, v) in [
         ("conntrack_max", CT_MAX, def.conntrack_max),
         ("conntrack_buckets", CT_BUCKETS, def.conntrack_buckets),
@@ -115,6 +118,8 @@ pub struct RunningDut {
     /// Flush the DUT's conntrack table after the run.
     flush_conntrack: bool,
     router: Option<Forwarding>,
+    /// The ports made trunks (crate::dut_vlans), to put back.
+    trunks: Option<([String; 2], [u16; 2])>,
 }
 
 /// How long a forwarder may take to start before the run is abandoned
@@ -130,7 +135,12 @@ impl RunningDut {
             host_restore: Vec::new(),
             flush_conntrack: def.establish,
             router: None,
+            trunks: None,
         };
+        if let Some(ids) = def.vlans {
+            dut.trunks = Some((interfaces.map(String::from), ids));
+            crate::dut_vlans::trunk(netns, interfaces, ids)?;
+        }
         for (path, v) in [
             (CT_MAX, def.conntrack_max),
             (CT_BUCKETS, def.conntrack_buckets),
@@ -210,6 +220,12 @@ impl RunningDut {
         // says how many it deleted on stderr and exits 0.)
         if std::mem::take(&mut self.flush_conntrack) {
             if let Err(e) = cmd::in_netns(&self.netns, "conntrack", &["-F"]) {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some((ports, ids)) = self.trunks.take() {
+            let ports = [ports[0].as_str(), ports[1].as_str()];
+            if let Err(e) = crate::dut_vlans::untrunk(&self.netns, ports, ids) {
                 first_error.get_or_insert(e);
             }
         }

@@ -7,6 +7,7 @@ pub use linerate_labhosts::{hosts, remote};
 pub mod dut_commands;
 pub mod dut_settings;
 pub mod dut_setup;
+pub mod dut_vlans;
 pub mod firewall_duts;
 pub mod measure;
 pub mod median_ci;

@@ -239,6 +239,13 @@ pub struct DutDef {
     /// linerate only: "native" (the default) or "generic" XDP
     /// (`linerate route --mode`).
     pub xdp_mode: Option<String>,
+    /// The DUT's ports as 802.1Q trunks (the seeds' "VLAN tagging"
+    /// configuration): frames arrive on the first port tagged with the
+    /// first id and leave the second tagged with the second, routed as
+    /// VLAN devices, which take the lab's addresses, routes and
+    /// neighbours for the runs (crate::dut_vlans). The profiles tag their
+    /// frames with the first (`vlan`). Needs a kernel with 802.1Q.
+    pub vlans: Option<[u16; 2]>,
 }
 
 /// Built-in DUT configurations: the kernel alone, with an nftables
@@ -261,6 +268,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         carry_tcp: false,
         police: None,
         xdp_mode: None,
+        vlans: None,
     };
     let plain = |forwarder, routes| DutDef {
         forwarder,
@@ -278,6 +286,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         carry_tcp: false,
         police: None,
         xdp_mode: None,
+        vlans: None,
     };
     match name {
         "linux" => Some(linux(None)),
@@ -317,6 +326,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
             carry_tcp: false,
             police: None,
             xdp_mode: None,
+            vlans: None,
         }),
     }
 }
@@ -618,6 +628,7 @@ impl Scenario {
         // into these tables.
         let hosts = crate::hosts::LabHosts::check(&f.hosts, &f.ssh)
             .map_err(|e| err(0..0, e.field, e.reason))?;
+        check_vlans(&duts, &profiles).map_err(|e| anyhow!("{source}: {e}"))?;
         if let Some(h) = &hosts {
             check_remote_lab(source, lab, h, &duts, &|name| {
                 origin(&dut_lines, source, name)
@@ -758,6 +769,9 @@ impl Scenario {
             )
             .map_err(because("profiles"))?;
         }
+        if let Err(reason) = check_vlans(&self.duts, &self.profiles) {
+            return fail("duts", reason);
+        }
         if let Some(n) = o.lab_name {
             // (Only the name can be wrong in a spec made of it.)
             if let Err(e) = linerate_lab::LabSpec::new(&n).validate() {
@@ -861,6 +875,11 @@ fn check_dut(name: &str, d: &DutDef) -> std::result::Result<(), String> {
             return Err(format!("xdp_mode: {m:?}: \"native\" or \"generic\""));
         }
     }
+    if let Some(ids) = d.vlans {
+        if let Some(id) = ids.iter().find(|id| !(1..=4094).contains(*id)) {
+            return Err(format!("vlans: {id}: a VLAN id is 1 to 4094"));
+        }
+    }
     if let Some(list) = &d.police {
         if d.forwarder != Forwarder::Linerate {
             return Err(
@@ -870,6 +889,32 @@ fn check_dut(name: &str, d: &DutDef) -> std::result::Result<(), String> {
         linerate_dataplane::police::Police::default()
             .apply_list(list)
             .map_err(|why| format!("police: {why}"))?;
+    }
+    Ok(())
+}
+
+/// The DUT configurations' trunks and the profiles' tags agree: with
+/// `vlans`, every configuration has the same first id and every profile
+/// tags its frames with it; without, none tags.
+fn check_vlans(
+    duts: &[(String, DutDef)],
+    profiles: &[(String, Profile)],
+) -> std::result::Result<(), String> {
+    let first = duts.first().and_then(|(_, d)| d.vlans).map(|v| v[0]);
+    if let Some((name, d)) = duts.iter().find(|(_, d)| d.vlans.map(|v| v[0]) != first) {
+        return Err(format!(
+            "dut.{name}: vlans: {:?}, where {} takes its frames {}: the generator tags every run's frames alike",
+            d.vlans, duts[0].0, first.map_or("untagged".to_string(), |v| format!("on VLAN {v}"))
+        ));
+    }
+    if let Some((name, p)) = profiles.iter().find(|(_, p)| p.vlan != first) {
+        return Err(format!(
+            "profile.{name}: vlan: {}, where the DUT takes its frames {}",
+            p.vlan.map_or("none".to_string(), |v| v.to_string()),
+            first.map_or("untagged (no vlans)".to_string(), |v| format!(
+                "on VLAN {v} (vlans)"
+            ))
+        ));
     }
     Ok(())
 }
@@ -912,6 +957,7 @@ fn check_remote_lab(
             ("carry_tcp", d.carry_tcp),
             ("police", d.police.is_some()),
             ("xdp_mode", d.xdp_mode.is_some()),
+            ("vlans", d.vlans.is_some()),
         ];
         if let Some((k, _)) = local_keys.iter().find(|(_, set)| *set) {
             return Err(format!(
@@ -938,6 +984,40 @@ mod tests {
 
     fn err(text: &str) -> String {
         Scenario::parse("s.toml", text).unwrap_err().to_string()
+    }
+
+    /// Trunks and tags agree across the scenario, VLAN ids in range; the
+    /// shipped VLAN scenario parses.
+    #[test]
+    fn vlans_and_the_profiles_tags_agree() {
+        let vlan = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scenarios/vlan.toml"
+        ))
+        .unwrap();
+        let s = Scenario::parse("vlan.toml", &vlan).unwrap();
+        assert_eq!(s.duts[1].1.vlans, Some([10, 20]));
+        assert_eq!(s.profiles[0].1.vlan, Some(10));
+        let e = err("duts = [\"t\"]\n[dut.t]\nforwarder = \"linux\"\nvlans = [10, 5000]\n");
+        assert!(
+            e.contains("dut.t: vlans: 5000: a VLAN id is 1 to 4094"),
+            "{e}"
+        );
+        let e = err("duts = [\"t\"]\n[dut.t]\nforwarder = \"linux\"\nvlans = [10, 20]\n");
+        assert!(
+            e.contains("profile.ipv4-60: vlan: none, where the DUT takes its frames on VLAN 10"),
+            "{e}"
+        );
+        let e = err("duts = [\"t\", \"linux\"]\nprofiles = [\"p\"]\n[dut.t]\nforwarder = \"linux\"\nvlans = [10, 20]\n[profile.p]\nfamily = \"ipv4\"\nlen = \"60\"\nvlan = 10\n");
+        assert!(
+            e.contains("dut.linux: vlans: None, where t takes its frames on VLAN 10"),
+            "{e}"
+        );
+        let e = err("duts = [\"linux\"]\nprofiles = [\"p\"]\n[profile.p]\nfamily = \"ipv4\"\nlen = \"60\"\nvlan = 7\n");
+        assert!(
+            e.contains("profile.p: vlan: 7, where the DUT takes its frames untagged"),
+            "{e}"
+        );
     }
 
     #[test]

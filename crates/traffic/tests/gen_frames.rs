@@ -594,7 +594,11 @@ fn tagged_frames_are_the_untagged_ones_with_the_tag() {
             let mut untagged = g.clone();
             untagged.drain(12..16);
             let l3 = if w[12..14] == [0x86, 0xdd] { 54 } else { 34 };
-            assert_eq!((untagged.len(), &untagged[..l3]), (w.len(), &w[..l3]), "frame {i}");
+            assert_eq!(
+                (untagged.len(), &untagged[..l3]),
+                (w.len(), &w[..l3]),
+                "frame {i}"
+            );
             let (a, b) = (decode(&untagged), decode(w));
             assert_eq!(
                 (a.src, a.dst, a.sport, a.dport, a.seq),

@@ -333,5 +333,8 @@ fn tagged_frames_are_read_past_their_tag() {
     assert_eq!((total.packets, total.stamped), (3, 3));
     assert_eq!(total.bytes, 3 * 64);
     let streams = r.streams().unwrap();
-    assert_eq!((streams[0].stream, streams[0].received, streams[0].lost), (9, 3, 0));
+    assert_eq!(
+        (streams[0].stream, streams[0].received, streams[0].lost),
+        (9, 3, 0)
+    );
 }
