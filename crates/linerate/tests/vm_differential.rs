@@ -72,6 +72,15 @@ fn tagged_frames_are_routed_as_the_kernel_routes_them() {
     not(feature = "privileged"),
     ignore = "needs root: --features privileged"
 )]
+fn rules_and_the_firewall_see_vlan_devices_as_the_kernel_does() {
+    in_vm("vlan_rules_in_the_vm", "8021q");
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
 fn vrf_tenants_are_routed_as_the_kernel_routes_them() {
     in_vm("vrfs_in_the_vm", "8021q vrf");
 }
@@ -321,7 +330,10 @@ fn differential(frames: Vec<Vec<u8>>, expect: Expect) {
         only(&kernel, &linerate_run).join("\n"),
         only(&linerate_run, &kernel).join("\n")
     );
-    assert!(kernel.len() > 8, "the corpus made traffic: {kernel:?}");
+    assert!(
+        kernel.len() >= expect.forwarded as usize,
+        "the transit frames arrived: {kernel:?}"
+    );
 }
 
 /// The lab, up until dropped.
@@ -460,6 +472,62 @@ fn vrfs_in_the_vm() {
         frames,
         Expect {
             forwarded: n,
+            back: 0,
+            pass_vlan: 0,
+        },
+    );
+}
+
+/// The VLAN lab with a policy rule naming a VLAN device (`iif dut0.20`:
+/// table 100, which sends 198.51.100/24 out of VLAN 40 rather than 30)
+/// and a ruleset naming them (`iifname`, `oifname`): the rules' walk and
+/// the firewall's verdicts of the fast path are the kernel's.
+#[test]
+#[ignore = "runs in the VM that rules_and_the_firewall_see_vlan_devices_as_the_kernel_does starts"]
+fn vlan_rules_in_the_vm() {
+    if !in_the_vm() {
+        return;
+    }
+    let _down = lab();
+    vlans_up();
+    let dut = format!("{LAB}-dut");
+    sh(
+        &dut,
+        "ip route add 198.51.100.0/24 via 10.1.40.1 table 100\n\
+         ip rule add iif dut0.20 lookup 100 pref 100\n\
+         nft -f - <<'EOF'\n\
+         table inet f {\n\
+           chain filter_forward {\n\
+             type filter hook forward priority 0; policy accept;\n\
+             iifname \"dut0.10\" oifname \"dut1.40\" drop\n\
+             iifname \"dut0.10\" ip daddr 198.51.100.128/25 drop\n\
+             oifname \"dut1.30\" udp dport 5001 drop\n\
+           }\n\
+         }\n\
+         EOF\n",
+    );
+    let q = |vid| Some((0x8100, vid));
+    let ad = |vid| Some((0x88a8, vid));
+    let mut dport = udp("10.0.10.1", "198.51.100.9", 64, 18, q(10));
+    dport[14 + 4 + 20 + 3] = 0x89; // 5001, its UDP checksum left as it was: the rule reads the port
+    let forwarded = vec![
+        // VLAN 20's by table 100: out of VLAN 40.
+        udp("10.0.20.1", "198.51.100.9", 64, 18, ad(20)),
+        // Accepted: VLAN 10 out of VLAN 30; untagged out of VLAN 30.
+        udp("10.0.10.1", "198.51.100.9", 64, 18, q(10)),
+        udp("198.18.0.1", "198.51.100.9", 64, 18, None),
+    ];
+    let mut frames = forwarded.clone();
+    frames.extend([
+        // Dropped: VLAN 10 to VLAN 40, to the upper half, to port 5001.
+        udp("10.0.10.1", "203.0.113.9", 64, 18, q(10)),
+        udp("10.0.10.1", "198.51.100.200", 64, 18, q(10)),
+        dport,
+    ]);
+    differential(
+        frames,
+        Expect {
+            forwarded: forwarded.len() as u64,
             back: 0,
             pass_vlan: 0,
         },
