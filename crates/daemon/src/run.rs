@@ -375,13 +375,7 @@ fn first_sync(mirror: &mut Mirror<FastPath>, ifindexes: &[u32], names: &[String]
             .add_ingress(idx)
             .with_context(|| format!("-i: interface {name}"))?;
     }
-    let strips: Vec<u32> = ifindexes
-        .iter()
-        .zip(names)
-        .filter(|(_, n)| linerate_host::ethtool::strips_vlan_tags(n).unwrap_or(false))
-        .map(|(i, _)| *i)
-        .collect();
-    mirror.set_strips_tags(strips)?;
+    linerate_router::follow::follow_tag_stripping(mirror, strips_tags);
     follow_tc(mirror);
     follow_xdp_features(mirror);
     Ok(())
@@ -574,6 +568,9 @@ impl Following {
             let second = self.tick.elapsed() >= Duration::from_secs(1);
             if changed || second {
                 follow_ipv6_switches(&mut self.mirror);
+            }
+            if second {
+                linerate_router::follow::follow_tag_stripping(&mut self.mirror, strips_tags);
             }
             self.apply_unnotified(second);
             if changed {
@@ -795,6 +792,11 @@ impl Publisher {
 const FIRST_FIREWALL_READ: Duration = Duration::from_secs(60);
 
 /// The names of the router's interfaces, by index.
+/// Whether port `name`'s driver strips VLAN tags (unknown: no).
+fn strips_tags(name: &str) -> bool {
+    linerate_host::ethtool::strips_vlan_tags(name).unwrap_or(false)
+}
+
 /// The names of the interfaces the router routes from: its own, and the
 /// VLAN devices on them (what the firewall's iifname and oifname see).
 fn names_of<D: Dataplane>(mirror: &Mirror<D>) -> BTreeMap<u32, String> {

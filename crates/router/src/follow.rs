@@ -122,6 +122,7 @@ impl Poller {
 /// on. A change of the policy rules reloads them whole (linerate_netlink::policy).
 /// Whether it read netfilter's, tc's hooks or the XDP features again.
 pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[route::Change]) -> bool {
+    let before = mirror.routing();
     for m in msgs {
         if let Err(e) = mirror.apply_change(m) {
             tracing::warn!("{e:#}");
@@ -139,13 +140,31 @@ pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[route::
         follow_xdp_features(mirror);
     }
     if again.rules {
-        let before = mirror.routing();
         if let Err(e) = route::dump_rules().and_then(|r| mirror.set_rules(&r)) {
             tracing::warn!("the policy rules: {e:#}");
         }
-        say_routing_changed(&before, &mirror.routing());
     }
+    // (A rule, a VLAN device, a VRF's port came or went.)
+    say_routing_changed(&before, &mirror.routing());
     again.netfilter || tc || again.xdp_features
+}
+
+/// Asks `strips` whether each of the router's ports strips VLAN tags
+/// (the driver's rx-vlan-offload, by name: no notification says when
+/// `ethtool -K` changes it), and says what that changes for their VLAN
+/// devices.
+pub fn follow_tag_stripping<D: Dataplane>(mirror: &mut Mirror<D>, strips: impl Fn(&str) -> bool) {
+    let strips: Vec<u32> = mirror
+        .ingress_names()
+        .into_iter()
+        .filter(|(_, n)| strips(n))
+        .map(|(i, _)| i)
+        .collect();
+    let before = mirror.routing();
+    if let Err(e) = mirror.set_strips_tags(strips) {
+        tracing::warn!("{e:#}");
+    }
+    say_routing_changed(&before, &mirror.routing());
 }
 
 /// Says what the policy rules now make of an interface's transit packets
