@@ -362,21 +362,7 @@ fn run(tag: &str, linerate: bool) -> (Seen, u64) {
 fn bridging_delivers_what_the_kernels_bridge_delivers() {
     let (kernel, _) = run("brk", false);
     let (with_linerate, bridged) = run("brl", true);
-    let only = |a: &Seen, b: &Seen| -> Vec<String> {
-        a.iter()
-            .filter(|(k, n)| b.get(*k) != Some(n))
-            .map(|((h, f), n)| {
-                let hex: String = f.iter().map(|b| format!("{b:02x}")).collect();
-                format!("{h} x{n}: {hex}")
-            })
-            .collect()
-    };
-    assert!(
-        kernel == with_linerate,
-        "kernel only:\n{}\nlinerate only:\n{}",
-        only(&kernel, &with_linerate).join("\n"),
-        only(&with_linerate, &kernel).join("\n")
-    );
+    common::frames::assert_same(&kernel, &with_linerate, usize::MAX, "");
     // The script's deliveries: floods reach two hosts, the echo's reply
     // comes back; the 4 s exchange alone is about 80 frames.
     let total: usize = kernel.values().sum();

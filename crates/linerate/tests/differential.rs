@@ -237,23 +237,7 @@ fn the_fast_path_changes_nothing_but_speed() {
         count("pass_ttl") >= 3 && count("pass_options") == 1 && count("pass_mtu") >= 4,
         "{reasons}"
     );
-    let only = |a: &Seen, b: &Seen| -> Vec<String> {
-        a.iter()
-            .filter(|(k, n)| b.get(*k) != Some(n))
-            .map(|((dev, f), n)| {
-                format!(
-                    "{dev} x{n}: {}",
-                    f.iter().map(|b| format!("{b:02x}")).collect::<String>()
-                )
-            })
-            .collect()
-    };
-    assert!(
-        kernel == linerate_run,
-        "kernel only:\n{}\nlinerate only:\n{}",
-        only(&kernel, &linerate_run).join("\n"),
-        only(&linerate_run, &kernel).join("\n")
-    );
+    common::frames::assert_same(&kernel, &linerate_run, usize::MAX, "");
     assert!(
         kernel.len() > 10,
         "the corpus produced traffic: {}",
@@ -588,24 +572,7 @@ fn jumbo_frames_go_as_the_kernel_sends_them() {
     // dut1 (each quotes 1232 bytes of the packet).
     let back = &st["interfaces"][1]["reasons"];
     assert_eq!(back["forwarded"]["packets"], n6 as u64, "{back}");
-    let only = |a: &Seen, b: &Seen| -> Vec<String> {
-        a.iter()
-            .filter(|(k, n)| b.get(*k) != Some(n))
-            .map(|((dev, f), n)| {
-                format!(
-                    "{dev} x{n}: {} bytes, {:02x?}",
-                    f.len(),
-                    &f[..64.min(f.len())]
-                )
-            })
-            .collect()
-    };
-    assert!(
-        kernel == linerate_run,
-        "kernel only:\n{}\nlinerate only:\n{}",
-        only(&kernel, &linerate_run).join("\n"),
-        only(&linerate_run, &kernel).join("\n")
-    );
+    common::frames::assert_same(&kernel, &linerate_run, 64, "");
     let at_recv: Vec<usize> = kernel
         .keys()
         .filter(|(dev, _)| dev == "recv0")

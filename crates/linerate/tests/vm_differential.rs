@@ -313,22 +313,11 @@ fn differential(frames: Vec<Vec<u8>>, expect: Expect) {
         (expect.forwarded, expect.back, expect.pass_vlan),
         "forwarded from dut0, from dut1, tagged frames passed: {reasons}\n{back}\n{said}"
     );
-    let only = |a: &Seen, b: &Seen| -> Vec<String> {
-        a.iter()
-            .filter(|(k, n)| b.get(*k) != Some(n))
-            .map(|((dev, f), n)| {
-                format!(
-                    "{dev} x{n}: {}",
-                    f.iter().map(|b| format!("{b:02x}")).collect::<String>()
-                )
-            })
-            .collect()
-    };
-    assert!(
-        kernel == linerate_run,
-        "kernel only:\n{}\nlinerate only:\n{}\n{reasons}\n{said}",
-        only(&kernel, &linerate_run).join("\n"),
-        only(&linerate_run, &kernel).join("\n")
+    common::frames::assert_same(
+        &kernel,
+        &linerate_run,
+        usize::MAX,
+        &format!("{reasons}\n{said}"),
     );
     assert!(
         kernel.len() >= expect.forwarded as usize,

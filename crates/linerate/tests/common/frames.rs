@@ -195,6 +195,30 @@ pub fn normalise(f: Vec<u8>) -> Vec<u8> {
 
 pub type Seen = BTreeMap<(String, Vec<u8>), usize>;
 
+/// Asserts that the kernel alone and linerate delivered the same frames,
+/// the same number of times each; else says which each delivered that
+/// the other did not (hex, the first `shown` bytes), and `context`.
+pub fn assert_same(kernel: &Seen, linerate: &Seen, shown: usize, context: &str) {
+    let only = |a: &Seen, b: &Seen| -> Vec<String> {
+        a.iter()
+            .filter(|(k, n)| b.get(*k) != Some(n))
+            .map(|((dev, f), n)| {
+                let hex: String = f[..shown.min(f.len())]
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                format!("{dev} x{n}: {} bytes, {hex}", f.len())
+            })
+            .collect()
+    };
+    assert!(
+        kernel == linerate,
+        "kernel only:\n{}\nlinerate only:\n{}\n{context}",
+        only(kernel, linerate).join("\n"),
+        only(linerate, kernel).join("\n")
+    );
+}
+
 /// Sends `frames` out of lab `lab`'s gen0, `gap` apart, and returns what
 /// arrived at recv0 and gen0 until `settle` after the last.
 pub fn send(lab: &str, frames: Vec<Vec<u8>>, gap: Duration, settle: Duration) -> Seen {
