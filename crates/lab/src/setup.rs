@@ -156,22 +156,29 @@ fn routes_and_neighbours(spec: &LabSpec) -> Result<()> {
         (&ns.recv, &i.recv, addr::DUT_OUT_V4, mac::DUT_OUT),
         (&ns.recv, &i.recv, addr::DUT_OUT_V6, mac::DUT_OUT),
     ] {
-        ip(
-            Some(n),
-            &[
-                "neigh",
-                "replace",
-                a,
-                "lladdr",
-                m,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ],
-        )?;
+        static_neighbour(n, a, m, dev)?;
     }
     Ok(())
+}
+
+/// Neighbour `addr` at `mac` on `dev` of namespace `ns`, permanent: no
+/// ARP or ND traffic during measurements.
+pub fn static_neighbour(ns: &str, addr: &str, mac: &str, dev: &str) -> Result<()> {
+    ip(
+        Some(ns),
+        &[
+            "neigh",
+            "replace",
+            addr,
+            "lladdr",
+            mac,
+            "dev",
+            dev,
+            "nud",
+            "permanent",
+        ],
+    )
+    .map(|_| ())
 }
 
 /// Writes a sysctl of namespace `ns` (the /proc/sys/net tree a thread sees

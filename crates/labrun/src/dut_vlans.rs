@@ -87,20 +87,7 @@ fn layer3(netns: &str, side: &Side<'_>, dev: &str, add: bool) -> Result<()> {
         ip(n, &["route", "replace", net, "via", via, "dev", dev])?;
     }
     for a in [side.host4, side.host6] {
-        ip(
-            n,
-            &[
-                "neigh",
-                "replace",
-                a,
-                "lladdr",
-                side.host_mac,
-                "dev",
-                dev,
-                "nud",
-                "permanent",
-            ],
-        )?;
+        linerate_lab::setup::static_neighbour(netns, a, side.host_mac, dev)?;
     }
     Ok(())
 }
