@@ -9,7 +9,9 @@
 //! - a device that is down (the kernel drops its frames), on a device
 //!   that is not one of the router's ports (a VLAN on a VLAN: QinQ), on a
 //!   bridge's port (the port's entry says so: tagged frames pass), itself
-//!   a bridge's port, of id 0, or whose parent is in another namespace;
+//!   a bridge's port, of id 0, whose parent is in another namespace, or
+//!   past the devices the fast path holds (counted: `vlan_devices`; taken
+//!   back when one goes);
 //! - every frame of a port whose driver strips tags on receive
 //!   (`rx-vlan-offload on`), once VLAN devices are on it: XDP sees a
 //!   stripped frame untagged, its tag only in the driver's metadata, and
