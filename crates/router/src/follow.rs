@@ -122,13 +122,15 @@ impl Poller {
 /// on. A change of the policy rules reloads them whole (linerate_netlink::policy).
 /// Whether it read netfilter's, tc's hooks or the XDP features again.
 pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[route::Change]) -> bool {
-    let before = mirror.routing();
+    let again = route::rereads(msgs);
+    // What the routing lines say changes with a rule or a link (a VLAN
+    // device, a VRF's port), not with the routes of a table's load.
+    let before = (again.rules || again.xdp_features).then(|| mirror.routing());
     for m in msgs {
         if let Err(e) = mirror.apply_change(m) {
             tracing::warn!("{e:#}");
         }
     }
-    let again = route::rereads(msgs);
     let tc = again.tc || mirror.take_links_up_or_down();
     if again.netfilter {
         follow_netfilter(mirror);
@@ -144,8 +146,9 @@ pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[route::
             tracing::warn!("the policy rules: {e:#}");
         }
     }
-    // (A rule, a VLAN device, a VRF's port came or went.)
-    say_routing_changed(&before, &mirror.routing());
+    if let Some(before) = before {
+        say_routing_changed(&before, &mirror.routing());
+    }
     again.netfilter || tc || again.xdp_features
 }
 
