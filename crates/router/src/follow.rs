@@ -157,12 +157,16 @@ pub fn apply_notifications<D: Dataplane>(mirror: &mut Mirror<D>, msgs: &[route::
 /// `ethtool -K` changes it), and says what that changes for their VLAN
 /// devices.
 pub fn follow_tag_stripping<D: Dataplane>(mirror: &mut Mirror<D>, strips: impl Fn(&str) -> bool) {
-    let strips: Vec<u32> = mirror
+    let strips: std::collections::HashSet<u32> = mirror
         .ingress_names()
         .into_iter()
         .filter(|(_, n)| strips(n))
         .map(|(i, _)| i)
         .collect();
+    // (Read each second: the lines only when it changed.)
+    if !mirror.strips_tags_change(&strips) {
+        return;
+    }
     let before = mirror.routing();
     if let Err(e) = mirror.set_strips_tags(strips) {
         tracing::warn!("{e:#}");

@@ -111,7 +111,7 @@ impl<D: Dataplane> Mirror<D> {
             .collect()
     }
 
-    fn name_of(&self, ifindex: u32) -> String {
+    pub(super) fn name_of(&self, ifindex: u32) -> String {
         self.names
             .get(&ifindex)
             .cloned()

@@ -25,7 +25,9 @@
 use super::Mirror;
 use anyhow::Result;
 use linerate_dataplane::dataplane::Dataplane;
-use linerate_dataplane::layout::{VlanKey, ETH_P_8021AD, ETH_P_8021Q};
+use linerate_dataplane::layout::{
+    VlanKey, ETH_P_8021AD, ETH_P_8021Q, ROUTER_VLANS, ROUTER_VLAN_PORTS,
+};
 use std::collections::BTreeSet;
 
 /// How a next hop leaves by a VLAN device.
@@ -82,7 +84,7 @@ impl<D: Dataplane> Mirror<D> {
             if devs.is_empty() {
                 continue;
             }
-            let name = |i: u32| self.names.get(&i).cloned().unwrap_or_else(|| i.to_string());
+            let name = |i: u32| self.name_of(i);
             let key = format!("VLANs on {}", name(port));
             if self.strips_tags.contains(&port) {
                 let p = name(port);
@@ -107,10 +109,10 @@ impl<D: Dataplane> Mirror<D> {
                 if v.egress_qos {
                     shown += ", what leaves by it the kernel's (egress-qos-map)";
                 }
-                let why = self.vlan_refusal(d).or_else(|| {
-                    self.vlans_left_out.contains(&d).then_some(
-                        "no room: the fast path holds 4096 VLAN devices on 32 ports (linerate_table_overflows)",
-                    )
+                let why = self.vlan_refusal(d).map(String::from).or_else(|| {
+                    self.vlans_left_out.contains(&d).then(|| format!(
+                        "no room: the fast path holds {ROUTER_VLANS} VLAN devices on {ROUTER_VLAN_PORTS} ports (linerate_table_overflows)"
+                    ))
                 });
                 match why {
                     None => held.push(shown),
@@ -170,13 +172,7 @@ impl<D: Dataplane> Mirror<D> {
             self.vlans.insert(dev, key);
             self.vlans_left_out.remove(&dev);
         } else if self.vlans_left_out.insert(dev) {
-            let what = format!(
-                "VLAN device {}",
-                self.names
-                    .get(&dev)
-                    .cloned()
-                    .unwrap_or_else(|| dev.to_string())
-            );
+            let what = format!("VLAN device {}", self.name_of(dev));
             self.counts
                 .full
                 .left_out(super::limits::Table::VlanDevices, &what);
@@ -224,12 +220,17 @@ impl<D: Dataplane> Mirror<D> {
         self.write_vlan(index)
     }
 
+    /// Whether `ports` are not the ports known to strip tags.
+    pub fn strips_tags_change(&self, ports: &std::collections::HashSet<u32>) -> bool {
+        *ports != self.strips_tags
+    }
+
     /// Which of the router's ports strip VLAN tags on receive (the
     /// driver's rx-vlan-offload): their VLAN devices' frames are the
     /// kernel's, and with VLAN devices on them all their frames.
     pub fn set_strips_tags(&mut self, ports: impl IntoIterator<Item = u32>) -> Result<()> {
         let now: std::collections::HashSet<u32> = ports.into_iter().collect();
-        if now == self.strips_tags {
+        if !self.strips_tags_change(&now) {
             return Ok(());
         }
         let changed: Vec<u32> = now
