@@ -17,6 +17,8 @@ case "${1:-}" in
         shift
         # As root, everything: the tests that need namespaces, BPF and XDP
         # too (the `privileged` feature; without it they are ignored).
+        # One build, not kept for edits: no incremental caches on disk.
+        export CARGO_INCREMENTAL=0
         exec cargo test --workspace --features privileged "$@"
         ;;
     *)
