@@ -113,6 +113,10 @@ struct gen_config {
 	 * TCI); 0: untagged. The IP packet is the size's, the frame 4 bytes
 	 * longer. */
 	__u32 vlan_tag;
+	/* The port this part's frames leave by: 0, the port the generator
+	 * runs on (XDP_TX); else that interface's index (a redirect), for a
+	 * lab whose generator has a second port into the DUT. */
+	__u32 out_ifindex;
 };
 
 #define GEN_L3_EXTRA 8

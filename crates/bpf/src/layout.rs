@@ -60,6 +60,8 @@ pub struct GenConfig {
     pub l3_extra: u32,
     /// The VLAN tag pushed on every frame, as on the wire (0: none).
     pub vlan_tag: u32,
+    /// The interface this part's frames leave by (0: the generator's).
+    pub out_ifindex: u32,
 }
 
 impl Default for GenConfig {
@@ -256,7 +258,8 @@ mod tests {
                 clear_to,
                 mix,
                 l3_extra,
-                vlan_tag
+                vlan_tag,
+                out_ifindex
             ]
         );
         check_layout!(objects::GEN, "gen_size", GenSize, [frame_len, ip_len]);

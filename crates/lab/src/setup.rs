@@ -85,12 +85,18 @@ fn links(spec: &LabSpec) -> Result<()> {
     };
     pair(&i.gen, &ns.gen, &i.dut_in, &ns.dut)?;
     pair(&i.dut_out, &ns.dut, &i.recv, &ns.recv)?;
-    for (n, dev, mac) in [
+    let mut ends = vec![
         (&ns.gen, &i.gen, mac::GEN),
         (&ns.dut, &i.dut_in, mac::DUT_IN),
         (&ns.dut, &i.dut_out, mac::DUT_OUT),
         (&ns.recv, &i.recv, mac::RECV),
-    ] {
+    ];
+    if spec.gen_ports > 1 {
+        pair(&i.gen_port2, &ns.gen, &i.dut_port2, &ns.dut)?;
+        ends.push((&ns.gen, &i.gen_port2, mac::GEN_PORT2));
+        ends.push((&ns.dut, &i.dut_port2, mac::DUT_PORT2));
+    }
+    for (n, dev, mac) in ends {
         ip(Some(n), &["link", "set", "dev", dev, "address", mac])?;
         ip(
             Some(n),
@@ -107,12 +113,27 @@ fn links(spec: &LabSpec) -> Result<()> {
 fn addresses(spec: &LabSpec) -> Result<()> {
     let ns = spec.namespaces();
     let i = Interfaces::default();
-    for (n, dev, a4, a6) in [
+    let mut ends = vec![
         (&ns.gen, &i.gen, addr::GEN_V4, addr::GEN_V6),
         (&ns.dut, &i.dut_in, addr::DUT_IN_V4, addr::DUT_IN_V6),
         (&ns.dut, &i.dut_out, addr::DUT_OUT_V4, addr::DUT_OUT_V6),
         (&ns.recv, &i.recv, addr::RECV_V4, addr::RECV_V6),
-    ] {
+    ];
+    if spec.gen_ports > 1 {
+        ends.push((
+            &ns.gen,
+            &i.gen_port2,
+            addr::GEN_PORT2_V4,
+            addr::GEN_PORT2_V6,
+        ));
+        ends.push((
+            &ns.dut,
+            &i.dut_port2,
+            addr::DUT_PORT2_V4,
+            addr::DUT_PORT2_V6,
+        ));
+    }
+    for (n, dev, a4, a6) in ends {
         ip(Some(n), &["addr", "add", &format!("{a4}/24"), "dev", dev])?;
         // nodad: the address is usable at once, no duplicate detection wait.
         ip(
@@ -158,8 +179,87 @@ fn routes_and_neighbours(spec: &LabSpec) -> Result<()> {
     ] {
         static_neighbour(n, a, m, dev)?;
     }
+    if spec.gen_ports > 1 {
+        second_port_routes(spec)?;
+    }
     Ok(())
 }
+
+/// The second port: the DUT routes its network to it; the generator's
+/// sockets bound to its addresses (a routing daemon's session) leave by
+/// it, through a table of their own chosen by source, since the main
+/// table sends the receiver's network out of the first port.
+fn second_port_routes(spec: &LabSpec) -> Result<()> {
+    let ns = spec.namespaces();
+    let i = Interfaces::default();
+    ip(
+        Some(&ns.dut),
+        &[
+            "route",
+            "add",
+            addr::GEN_PORT2_NET_V4,
+            "via",
+            addr::GEN_PORT2_V4,
+        ],
+    )?;
+    ip(
+        Some(&ns.dut),
+        &[
+            "route",
+            "add",
+            addr::GEN_PORT2_NET_V6,
+            "via",
+            addr::GEN_PORT2_V6,
+        ],
+    )?;
+    for (family, net, recv, via) in [
+        (
+            "-4",
+            addr::GEN_PORT2_NET_V4,
+            addr::RECV_NET_V4,
+            addr::DUT_PORT2_V4,
+        ),
+        (
+            "-6",
+            addr::GEN_PORT2_NET_V6,
+            addr::RECV_NET_V6,
+            addr::DUT_PORT2_V6,
+        ),
+    ] {
+        let table = SECOND_PORT_TABLE.to_string();
+        ip(
+            Some(&ns.gen),
+            &[family, "rule", "add", "from", net, "lookup", &table],
+        )?;
+        ip(
+            Some(&ns.gen),
+            &[
+                family,
+                "route",
+                "add",
+                recv,
+                "via",
+                via,
+                "dev",
+                &i.gen_port2,
+                "table",
+                &table,
+            ],
+        )?;
+    }
+    for (n, dev, a, m) in [
+        (&ns.gen, &i.gen_port2, addr::DUT_PORT2_V4, mac::DUT_PORT2),
+        (&ns.gen, &i.gen_port2, addr::DUT_PORT2_V6, mac::DUT_PORT2),
+        (&ns.dut, &i.dut_port2, addr::GEN_PORT2_V4, mac::GEN_PORT2),
+        (&ns.dut, &i.dut_port2, addr::GEN_PORT2_V6, mac::GEN_PORT2),
+    ] {
+        static_neighbour(n, a, m, dev)?;
+    }
+    Ok(())
+}
+
+/// The generator namespace's table for what leaves by the second port.
+pub const SECOND_PORT_TABLE: u32 = 2;
 
 /// Neighbour `addr` at `mac` on `dev` of namespace `ns`, permanent: no
 /// ARP or ND traffic during measurements.
@@ -236,7 +336,18 @@ fn tune(spec: &LabSpec) -> Result<Vec<NapiThread>> {
     for (n, dev) in [(&ns.gen, &i.gen), (&ns.recv, &i.recv)] {
         in_netns(n, "ethtool", &["-K", dev, "tx", "off"])?;
     }
-    threaded_napi(&ns.dut, &i.dut_in, spec.dut_cpu)
+    let mut threads = threaded_napi(&ns.dut, &i.dut_in, spec.dut_cpu)?;
+    if spec.gen_ports > 1 {
+        // The second port as the first: its DUT end on the DUT's CPU.
+        in_netns(
+            &ns.gen,
+            "ethtool",
+            &["-K", &i.gen_port2, "tso", "off", "tx", "off", "gro", "on"],
+        )?;
+        in_netns(&ns.dut, "ethtool", &["-K", &i.dut_port2, "gro", "on"])?;
+        threads.extend(threaded_napi(&ns.dut, &i.dut_port2, spec.dut_cpu)?);
+    }
+    Ok(threads)
 }
 
 /// Turns on threaded NAPI for `dev` (in namespace `ns`) and pins its new
@@ -275,7 +386,16 @@ pub fn use_queues(spec: &LabSpec, k: u32, known: &[NapiThread]) -> Result<Vec<Na
         .into_iter()
         .filter(|t| !before.contains(t) || known.iter().any(|m| m.pid == t.0))
         .collect();
-    pin_by_queue(mine, spec.dut_cpu)
+    let mut pinned = pin_by_queue(mine, spec.dut_cpu)?;
+    // The second port's threads stay as they were.
+    let port2 = napi_threads(&i.dut_port2);
+    pinned.extend(
+        known
+            .iter()
+            .filter(|m| port2.iter().any(|t| t.0 == m.pid))
+            .cloned(),
+    );
+    Ok(pinned)
 }
 
 /// Threads are told apart by name, and every lab's DUT port has the same

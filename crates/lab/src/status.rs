@@ -76,12 +76,17 @@ pub fn read(rec: &LabRecord) -> Result<LabStatus> {
         .map(|n| n.to_string())
         .collect();
     let mut links = Vec::new();
-    for (role, n, dev) in [
+    let mut ends = vec![
         ("gen", &ns.gen, &ifs.gen),
         ("dut_in", &ns.dut, &ifs.dut_in),
         ("dut_out", &ns.dut, &ifs.dut_out),
         ("recv", &ns.recv, &ifs.recv),
-    ] {
+    ];
+    if rec.spec.gen_ports > 1 {
+        ends.push(("gen_port2", &ns.gen, &ifs.gen_port2));
+        ends.push(("dut_port2", &ns.dut, &ifs.dut_port2));
+    }
+    for (role, n, dev) in ends {
         if !present.contains(n) {
             continue;
         }

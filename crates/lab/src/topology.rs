@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Why a [`LabSpec`] is refused: its field (`name`, `queues`, `mtu`,
-/// `dut_cpu`) and the reason.
+/// `gen_ports`, `dut_cpu`) and the reason.
 pub type SpecError = linerate_host::field::FieldError;
 
 /// The user's choices for one lab.
@@ -20,6 +20,19 @@ pub struct LabSpec {
     /// MTU of all four veth ends (9000 for a jumbo-frame lab).
     #[serde(default = "default_mtu")]
     pub mtu: u32,
+    /// The generator's ports into the DUT: 1 (gen0 to dut0), or 2, with a
+    /// second pair (gen1 to dut2) for traffic that must come in by another
+    /// interface (tenants chosen by `iif`, a routing session apart from a
+    /// flood).
+    #[serde(default = "one_port")]
+    pub gen_ports: u32,
+}
+
+/// The ports a lab's generator may have into the DUT.
+pub const GEN_PORTS_MAX: u32 = 2;
+
+fn one_port() -> u32 {
+    1
 }
 
 /// Ethernet's MTU; what labs recorded before `mtu` existed were built with.
@@ -47,6 +60,7 @@ impl LabSpec {
             queues: 1,
             dut_cpu,
             mtu: DEFAULT_MTU,
+            gen_ports: 1,
         }
     }
 
@@ -85,6 +99,15 @@ impl LabSpec {
                     MTU_RANGE.start(),
                     MTU_RANGE.end(),
                     self.mtu
+                ),
+            );
+        }
+        if !(1..=GEN_PORTS_MAX).contains(&self.gen_ports) {
+            return fail(
+                "gen_ports",
+                format!(
+                    "must be 1 or {GEN_PORTS_MAX} (a second port into the DUT), got {}",
+                    self.gen_ports
                 ),
             );
         }
@@ -131,6 +154,9 @@ pub struct Interfaces {
     pub dut_in: String,
     pub dut_out: String,
     pub recv: String,
+    /// The second generator port and its DUT end (a lab of two ports).
+    pub gen_port2: String,
+    pub dut_port2: String,
 }
 
 impl Default for Interfaces {
@@ -140,7 +166,21 @@ impl Default for Interfaces {
             dut_in: "dut0".into(),
             dut_out: "dut1".into(),
             recv: "recv0".into(),
+            gen_port2: "gen1".into(),
+            dut_port2: "dut2".into(),
         }
+    }
+}
+
+impl Interfaces {
+    /// The DUT's ports in a lab of `gen_ports`: its ingress, its egress,
+    /// then the second port's end.
+    pub fn dut_ports(&self, gen_ports: u32) -> Vec<String> {
+        let mut v = vec![self.dut_in.clone(), self.dut_out.clone()];
+        if gen_ports > 1 {
+            v.push(self.dut_port2.clone());
+        }
+        v
     }
 }
 
@@ -151,6 +191,8 @@ pub mod mac {
     pub const DUT_IN: &str = "02:00:00:00:00:02";
     pub const DUT_OUT: &str = "02:00:00:00:00:03";
     pub const RECV: &str = "02:00:00:00:00:04";
+    pub const GEN_PORT2: &str = "02:00:00:00:00:05";
+    pub const DUT_PORT2: &str = "02:00:00:00:00:06";
 }
 
 /// Addresses (RFC 2544 / RFC 5180 benchmark ranges).
@@ -167,6 +209,15 @@ pub mod addr {
     pub const RECV_V6: &str = "2001:2:0:8000::1";
     pub const GEN_NET_V6: &str = "2001:2::/49";
     pub const RECV_NET_V6: &str = "2001:2:0:8000::/49";
+    /// The second generator port's network: the upper half of the
+    /// generator's /16 (the DUT routes it by the longer prefix), a /50 of
+    /// its /49.
+    pub const GEN_PORT2_V4: &str = "198.18.128.1";
+    pub const DUT_PORT2_V4: &str = "198.18.128.254";
+    pub const GEN_PORT2_NET_V4: &str = "198.18.128.0/17";
+    pub const GEN_PORT2_V6: &str = "2001:2:0:4000::1";
+    pub const DUT_PORT2_V6: &str = "2001:2:0:4000::254";
+    pub const GEN_PORT2_NET_V6: &str = "2001:2:0:4000::/50";
 }
 
 #[cfg(test)]
@@ -194,6 +245,12 @@ mod tests {
         assert_eq!(e.field, "dut_cpu");
         assert!(e.reason.starts_with("CPU 4096 does not exist"), "{e}");
         s.dut_cpu = 0;
+        assert!(s.validate().is_ok());
+        s.gen_ports = 3;
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.field, "gen_ports");
+        assert!(e.reason.contains("got 3"), "{e}");
+        s.gen_ports = 2;
         assert!(s.validate().is_ok());
     }
 }

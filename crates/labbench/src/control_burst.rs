@@ -608,7 +608,7 @@ fn run_placement(
     let result = (|| -> Result<PlacementReport> {
         // The router's threads inherit this thread's CPU.
         linerate_host::cpu::pin(0, control_cpu)?;
-        let router = RunningDut::start(&def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
+        let router = RunningDut::start(&def, &ns.dut, &ifs.dut_ports(1))?;
         linerate_host::cpu::pin(0, o.gen_cpu)?;
         let receiver = Receiver::attach(&ifs.recv, Some(&ns.recv), XdpMode::Native)?;
         let sender = crate::lab_traffic::sender(&ifs, o.gen_cpu)?;

@@ -354,7 +354,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
     let mut def = builtin_dut("linerate").expect("built-in");
     def.nft = Some(ruleset(o.rules));
     let result = (|| -> Result<Report> {
-        let router = RunningDut::start(&def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
+        let router = RunningDut::start(&def, &ns.dut, &ifs.dut_ports(1))?;
         let receiver = Receiver::attach(&ifs.recv, Some(&ns.recv), XdpMode::Native)?;
         let sender = crate::lab_traffic::sender(&ifs, o.gen_cpu)?;
         let profile = if o.new_flows {

@@ -18,6 +18,7 @@ pub fn sender(ifs: &Interfaces, cpu: usize) -> Result<Sender> {
         src_mac: parse_mac("the lab's generator MAC", topology::mac::GEN)?,
         dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_IN)?,
         cpu,
+        other_ports: Vec::new(),
     })
 }
 

@@ -126,7 +126,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Change)) ->
         &ifs.dut_out,
     ])?;
     let def = builtin_dut("linerate").expect("built-in");
-    let router = RunningDut::start(&def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
+    let router = RunningDut::start(&def, &ns.dut, &ifs.dut_ports(1))?;
     let receiver = Receiver::attach_watching(&ifs.recv, Some(&ns.recv), XdpMode::Native, &MACS)?;
     let notes = Notes::start(&ns.dut)?;
 

@@ -287,7 +287,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Run)) -> Re
                 for (n, dev) in [(&ns.gen, &ifs.gen), (&ns.recv, &ifs.recv)] {
                     cmd::in_netns(n, "ethtool", &["-K", dev, "gso", gso])?;
                 }
-                let dut = RunningDut::start(&def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
+                let dut = RunningDut::start(&def, &ns.dut, &ifs.dut_ports(1))?;
                 for reverse in [false, true] {
                     // (The samples' forwarder redirects one way: back is
                     // the kernel's.)

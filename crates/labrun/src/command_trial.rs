@@ -389,6 +389,7 @@ mod tests {
                 ttl: None,
                 headers: Default::default(),
                 vlan: None,
+                port: None,
             };
             let whole = prof.check().unwrap().src;
             let mut ports = Vec::new();
@@ -417,6 +418,7 @@ mod tests {
             ttl: None,
             headers: Default::default(),
             vlan: None,
+            port: None,
         };
         let e = p
             .gen_args(0, &one_port, offer(None, 1.0, Some(run)))
@@ -447,6 +449,7 @@ mod tests {
             ttl: None,
             headers: Default::default(),
             vlan: None,
+            port: None,
         };
         let a = p
             .gen_args(1, &prof, offer(Some(1_000_001), 2.5, None))

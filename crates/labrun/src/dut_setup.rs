@@ -127,7 +127,10 @@ pub struct RunningDut {
 const ROUTER_START: Duration = Duration::from_secs(60);
 
 impl RunningDut {
-    pub fn start(def: &DutDef, netns: &str, interfaces: [&str; 2]) -> Result<Self> {
+    /// Starts the DUT on `ports`: its ingress, its egress, then any other
+    /// ingress (a lab's second generator port).
+    pub fn start(def: &DutDef, netns: &str, ports: &[String]) -> Result<Self> {
+        let interfaces = [ports[0].as_str(), ports[1].as_str()];
         let mut dut = RunningDut {
             netns: netns.to_string(),
             nft: false,
@@ -178,15 +181,10 @@ impl RunningDut {
                     Some("generic") => linerate_bpf::loader::XdpMode::Generic,
                     _ => linerate_bpf::loader::XdpMode::Native,
                 };
-                dut.router = Some(start_linerate(
-                    netns,
-                    interfaces,
-                    (mode, def.carry_tcp),
-                    police,
-                )?)
+                dut.router = Some(start_linerate(netns, ports, (mode, def.carry_tcp), police)?)
             }
-            Forwarder::XdpFibLookup => dut.router = Some(start_xdp_fib_lookup(netns, interfaces)?),
-            Forwarder::XdpRedirect => dut.router = Some(start_xdp_redirect(netns, interfaces)?),
+            Forwarder::XdpFibLookup => dut.router = Some(start_xdp_fib_lookup(netns, ports)?),
+            Forwarder::XdpRedirect => dut.router = Some(start_xdp_redirect(netns, ports)?),
         }
         Ok(dut)
     }
@@ -249,11 +247,11 @@ type Forwarding = (JoinHandle<Result<()>>, Arc<AtomicBool>);
 /// linerate's fast path on both DUT interfaces, until told to stop.
 fn start_linerate(
     netns: &str,
-    interfaces: [&str; 2],
+    ports: &[String],
     (mode, carry_tcp): (linerate_bpf::loader::XdpMode, bool),
     police: linerate_dataplane::police::Police,
 ) -> Result<Forwarding> {
-    let ifs = interfaces.map(String::from).to_vec();
+    let ifs = ports.to_vec();
     let ns = netns.to_string();
     in_dut_namespace(netns, "linerate", move |stop, ready| {
         linerate_daemon::run::run(
@@ -277,10 +275,10 @@ fn start_linerate(
 }
 
 /// The reference: the XDP samples' forwarder (bpf_fib_lookup, then
-/// bpf_redirect) attached to both DUT interfaces, until told to stop.
-fn start_xdp_fib_lookup(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding> {
+/// bpf_redirect) attached to every DUT port, until told to stop.
+fn start_xdp_fib_lookup(netns: &str, ports: &[String]) -> Result<Forwarding> {
     use linerate_bpf::{loader, objects};
-    let ifs = interfaces.map(String::from);
+    let ifs = ports.to_vec();
     in_dut_namespace(netns, "xdp-fib-lookup", move |stop, ready| {
         let obj = loader::load(objects::REF_FWD, "the xdp-fib-lookup reference")?;
         let prog = loader::prog(&obj, "ref_fwd")?;
@@ -296,12 +294,19 @@ fn start_xdp_fib_lookup(netns: &str, interfaces: [&str; 2]) -> Result<Forwarding
     })
 }
 
-/// The machine's XDP limit (bpf/ref/ref_redirect.bpf.c) on the DUT's ingress:
-/// what comes in gets the receiver's MACs and goes out of the egress.
-fn start_xdp_redirect(netns: &str, [ingress, egress]: [&str; 2]) -> Result<Forwarding> {
+/// The machine's XDP limit (bpf/ref/ref_redirect.bpf.c) on the DUT's
+/// ingress ports (every port but the egress, `ports[1]`): what comes in
+/// gets the receiver's MACs and goes out of the egress.
+fn start_xdp_redirect(netns: &str, ports: &[String]) -> Result<Forwarding> {
     use linerate_bpf::{loader, maps, objects};
     use linerate_lab::topology::mac;
-    let (ingress, egress) = (ingress.to_string(), egress.to_string());
+    let egress = ports[1].clone();
+    let ingress: Vec<String> = ports
+        .iter()
+        .enumerate()
+        .filter(|p| p.0 != 1)
+        .map(|p| p.1.clone())
+        .collect();
     in_dut_namespace(netns, "xdp-redirect", move |stop, ready| {
         let obj = loader::load(objects::REF_REDIRECT, "the xdp-redirect reference")?;
         let out = loader::ifindex(&egress)?;
@@ -314,7 +319,10 @@ fn start_xdp_redirect(netns: &str, [ingress, egress]: [&str; 2]) -> Result<Forwa
         maps::write(&loader::data_section(&obj, ".data.next")?, 0, &next)?;
         maps::write(&loader::map(&obj, "ref_out")?, 0, &out)?;
         let prog = loader::prog(&obj, "ref_redirect")?;
-        let _link = loader::XdpAttachment::attach(&prog, &ingress, loader::XdpMode::Native)?;
+        let _links = ingress
+            .iter()
+            .map(|i| loader::XdpAttachment::attach(&prog, i, loader::XdpMode::Native))
+            .collect::<Result<Vec<_>>>()?;
         ready.store(true, Ordering::SeqCst);
         while !stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(20));

@@ -136,6 +136,7 @@ pub fn run(
                 spec.dut_cpu = c;
             }
             spec.queues = sc.queues;
+            spec.gen_ports = sc.gen_ports;
             let (lab, outcome) = Lab::up(&spec, false)?;
             if outcome == UpOutcome::AlreadyUp {
                 bail!(
@@ -161,6 +162,17 @@ pub fn run(
                     src_mac: parse_mac("the lab's generator MAC", topology::mac::GEN)?,
                     dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_IN)?,
                     cpu: sc.gen_cpu,
+                    other_ports: match sc.gen_ports {
+                        1 => Vec::new(),
+                        _ => vec![linerate_traffic::profile::Port {
+                            ifname: ifs.gen_port2.clone(),
+                            src_mac: parse_mac(
+                                "the lab's generator MAC",
+                                topology::mac::GEN_PORT2,
+                            )?,
+                            dst_mac: parse_mac("the lab's DUT MAC", topology::mac::DUT_PORT2)?,
+                        }],
+                    },
                 },
                 gen_cpus: Vec::new(),
                 recv_netns: ns.recv.clone(),
@@ -382,13 +394,13 @@ fn local_run(
     lab.use_queues(queues)?;
     let mut run_path = path.clone();
     run_path.gen_cpus = sc.gen_cpus(queues);
-    let running = RunningDut::start(def, &ns.dut, [&ifs.dut_in, &ifs.dut_out])?;
+    let ports = ifs.dut_ports(lab.spec().gen_ports);
+    let running = RunningDut::start(def, &ns.dut, &ports)?;
     // The DUT's settings with this configuration's forwarder up, once.
     if let Some((sh, all)) = settings {
         if !all.iter().any(|s| &s.dut == dname) {
             let exe = std::env::current_exe()?;
-            let ifaces = [ifs.dut_in.clone(), ifs.dut_out.clone()];
-            all.push(sh.settings(dname, &exe.to_string_lossy(), &ifaces));
+            all.push(sh.settings(dname, &exe.to_string_lossy(), &ports));
         }
     }
     // Checked when the scenario was read: this cannot fail.
@@ -438,7 +450,7 @@ fn local_run(
         .transpose()?;
     let fast_path_before = fast_path_counts(&ns.dut, def)?;
     let mut probes = match sc.probes {
-        true => Some(probes::Probes::start(&ns)?),
+        true => Some(probes::Probes::start(&ns, lab.spec().gen_ports)?),
         false => None,
     };
     let watch = probes.as_mut().map(|p| p.watch(sc.seconds)).transpose()?;

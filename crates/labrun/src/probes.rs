@@ -5,7 +5,9 @@
 //! least hold time BGP allows, 3 s). What a flood of the slow path takes
 //! from the control plane and from the traffic the router must carry
 //! (docs/policing.md). The receiver hands BGP's segments to its
-//! namespace's kernel (bpf/lab/recv.bpf.c, `bgp_segment`).
+//! namespace's kernel (bpf/lab/recv.bpf.c, `bgp_segment`). In a lab with a
+//! second generator port the probes use it: their packets then queue
+//! behind none of the generator's, and what they lose is the DUT's doing.
 use anyhow::{bail, Context, Result};
 use linerate_host::daemon::Daemon;
 use linerate_lab::topology::{addr, Namespaces};
@@ -31,6 +33,9 @@ pub struct ProbeRecord {
 /// The two BIRDs of the session, running.
 pub struct Probes {
     gen_ns: String,
+    /// The generator side's address and the DUT's it pings.
+    gen_addr: &'static str,
+    dut_addr: &'static str,
     gen: Bird,
     recv: Bird,
     _dir: tempfile::TempDir,
@@ -116,8 +121,13 @@ fn established_since(line: &str) -> Option<String> {
 }
 
 impl Probes {
-    /// Both ends started and the session established.
-    pub fn start(ns: &Namespaces) -> Result<Probes> {
+    /// Both ends started and the session established; from the
+    /// generator's second port if the lab has one (`gen_ports`).
+    pub fn start(ns: &Namespaces, gen_ports: u32) -> Result<Probes> {
+        let (gen_addr, dut_addr) = match gen_ports {
+            1 => (addr::GEN_V4, addr::DUT_IN_V4),
+            _ => (addr::GEN_PORT2_V4, addr::DUT_PORT2_V4),
+        };
         let dir = tempfile::Builder::new()
             .prefix("linerate-probes")
             .tempdir()?;
@@ -125,16 +135,18 @@ impl Probes {
             &ns.gen,
             dir.path(),
             "gen",
-            bird_config(addr::GEN_V4, 65101, addr::RECV_V4, 65102),
+            bird_config(gen_addr, 65101, addr::RECV_V4, 65102),
         )?;
         let recv = Bird::start(
             &ns.recv,
             dir.path(),
             "recv",
-            bird_config(addr::RECV_V4, 65102, addr::GEN_V4, 65101),
+            bird_config(addr::RECV_V4, 65102, gen_addr, 65101),
         )?;
         let mut p = Probes {
             gen_ns: ns.gen.clone(),
+            gen_addr,
+            dut_addr,
             gen,
             recv,
             _dir: dir,
@@ -171,9 +183,11 @@ impl Probes {
                 "-n",
                 "-i",
                 "0.1",
+                "-I",
+                self.gen_addr,
             ])
             .args(["-w", &format!("{}", seconds.ceil().max(1.0) as u64)])
-            .arg(addr::DUT_IN_V4)
+            .arg(self.dut_addr)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -155,6 +155,9 @@ pub struct LabSection {
     /// threads are pinned from dut_cpu on, one a queue, and the generator
     /// sends from as many CPUs from gen_cpu on.
     pub queues: Option<u32>,
+    /// The generator's ports into the DUT: 2 adds gen1 -> dut2, the
+    /// port a profile's `port = 2` sends by (default 1).
+    pub gen_ports: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -377,6 +380,8 @@ pub struct Scenario {
     pub dut_cpu: Option<usize>,
     /// The lab's queues (its DUT port's receive queues, at most).
     pub queues: u32,
+    /// The generator's ports into the DUT (1 or 2).
+    pub gen_ports: u32,
     /// The lab's hosts; None: the local namespace lab.
     pub hosts: Option<crate::hosts::LabHosts>,
     /// Record the DUT's core during every run (`lab run --profile`:
@@ -600,6 +605,9 @@ impl Scenario {
         if let Some(q) = lab.queues {
             spec.queues = q;
         }
+        if let Some(p) = lab.gen_ports {
+            spec.gen_ports = p;
+        }
         spec.validate()
             .map_err(|e| anyhow!("{source}: lab.{}: {}", e.field, e.reason))?;
         let gen_cpu = lab.gen_cpu.unwrap_or(0);
@@ -629,6 +637,7 @@ impl Scenario {
         let hosts = crate::hosts::LabHosts::check(&f.hosts, &f.ssh)
             .map_err(|e| err(0..0, e.field, e.reason))?;
         check_vlans(&duts, &profiles).map_err(|e| anyhow!("{source}: {e}"))?;
+        check_ports(spec.gen_ports, &duts, &profiles).map_err(|e| anyhow!("{source}: {e}"))?;
         if let Some(h) = &hosts {
             check_remote_lab(source, lab, h, &duts, &|name| {
                 origin(&dut_lines, source, name)
@@ -669,6 +678,7 @@ impl Scenario {
             gen_cpu,
             dut_cpu: lab.dut_cpu,
             queues: spec.queues,
+            gen_ports: spec.gen_ports,
             hosts,
             profile: false,
             dut_lines,
@@ -771,6 +781,9 @@ impl Scenario {
         }
         if let Err(reason) = check_vlans(&self.duts, &self.profiles) {
             return fail("duts", reason);
+        }
+        if let Err(reason) = check_ports(self.gen_ports, &self.duts, &self.profiles) {
+            return fail("profiles", reason);
         }
         if let Some(n) = o.lab_name {
             // (Only the name can be wrong in a spec made of it.)
@@ -919,6 +932,31 @@ fn check_vlans(
     Ok(())
 }
 
+/// Every profile's parts leave by ports the lab has; a second port is not
+/// made a trunk.
+fn check_ports(
+    gen_ports: u32,
+    duts: &[(String, DutDef)],
+    profiles: &[(String, Profile)],
+) -> std::result::Result<(), String> {
+    for (name, p) in profiles {
+        let ports = std::iter::once(p).chain(&p.mix).filter_map(|p| p.port);
+        if let Some(port) = ports.clone().find(|&n| n > gen_ports) {
+            return Err(format!(
+                "profile.{name}: port: {port}, and the lab's generator has {gen_ports} port(s) into the DUT (set lab.gen_ports = {port})"
+            ));
+        }
+    }
+    if gen_ports > 1 {
+        if let Some((name, _)) = duts.iter().find(|(_, d)| d.vlans.is_some()) {
+            return Err(format!(
+                "dut.{name}: vlans: the trunks are dut0 and dut1; a lab with lab.gen_ports = {gen_ports} has a port that would not be one"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// With `[hosts]`, the lab starts nothing on the DUT and has no namespaces
 /// of its own: what belongs to the local lab is refused, naming the key.
 fn check_remote_lab(
@@ -933,6 +971,7 @@ fn check_remote_lab(
         ("gen_cpu", lab.gen_cpu.is_some()),
         ("dut_cpu", lab.dut_cpu.is_some()),
         ("queues", lab.queues.is_some()),
+        ("gen_ports", lab.gen_ports.is_some()),
     ];
     if let Some((k, _)) = local_only.iter().find(|(_, set)| *set) {
         return Err(format!(
@@ -984,6 +1023,49 @@ mod tests {
 
     fn err(text: &str) -> String {
         Scenario::parse("s.toml", text).unwrap_err().to_string()
+    }
+
+    /// A profile's port is one the lab has; the shipped scenario of two
+    /// ports parses; a second port is refused with trunks, and a profile
+    /// named on the command line is checked as one of the file.
+    #[test]
+    fn profiles_send_by_ports_the_lab_has() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scenarios/tenants-by-port.toml"
+        ))
+        .unwrap();
+        let s = Scenario::parse("tenants-by-port.toml", &text).unwrap();
+        assert_eq!(s.gen_ports, 2);
+        assert_eq!(s.profiles[0].1.mix[0].port, Some(2));
+        let e = err("duts = [\"linux\"]\nprofiles = [\"p\"]\n[profile.p]\nfamily = \"ipv4\"\nlen = \"60\"\n[[profile.p.mix]]\nfamily = \"ipv4\"\nlen = \"60\"\nport = 2\n");
+        assert!(
+            e.contains("profile.p: port: 2, and the lab's generator has 1 port(s) into the DUT (set lab.gen_ports = 2)"),
+            "{e}"
+        );
+        let e = err("duts = [\"linux\"]\n[lab]\ngen_ports = 3\n");
+        assert!(e.contains("lab.gen_ports: must be 1 or 2"), "{e}");
+        let e = err("duts = [\"t\"]\nprofiles = [\"p\"]\n[lab]\ngen_ports = 2\n[dut.t]\nforwarder = \"linux\"\nvlans = [10, 20]\n[profile.p]\nfamily = \"ipv4\"\nlen = \"60\"\nvlan = 10\n");
+        assert!(
+            e.contains("dut.t: vlans: the trunks are dut0 and dut1"),
+            "{e}"
+        );
+        let mut s = Scenario::parse(
+            "s.toml",
+            "duts = [\"linux\"]\nprofiles = [\"ipv4-60\"]\n[profile.p2]\nfamily = \"ipv4\"\nlen = \"60\"\nport = 2\n",
+        )
+        .unwrap();
+        let e = s
+            .apply(Overrides {
+                repeat: None,
+                seconds: None,
+                duts: None,
+                profiles: Some(vec!["p2".into()]),
+                lab_name: None,
+            })
+            .unwrap_err();
+        assert_eq!(e.field, "profiles");
+        assert!(e.reason.contains("port: 2"), "{e}");
     }
 
     /// Trunks and tags agree across the scenario, VLAN ids in range; the

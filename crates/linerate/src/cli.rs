@@ -791,6 +791,11 @@ pub struct UpArgs {
     /// MTU of the lab's four veth ends (1280..9216; 9000 for jumbo frames).
     #[arg(long, default_value_t = linerate_lab::topology::DEFAULT_MTU)]
     pub mtu: u32,
+    /// The generator's ports into the DUT: 2 adds gen1 -> dut2
+    /// (198.18.128.0/17, 2001:2:0:4000::/50), for traffic that must come
+    /// in by its own interface.
+    #[arg(long, default_value_t = 1)]
+    pub gen_ports: u32,
     /// Remove and rebuild the lab if it is already up.
     #[arg(long)]
     pub force: bool,

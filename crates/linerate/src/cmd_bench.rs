@@ -243,6 +243,7 @@ fn gen(a: BenchGenArgs) -> Result<()> {
         src_mac: [2, 0, 0, 0, 0, 0xfe],
         dst_mac: [2, 0, 0, 0, 0, 0xff],
         cpu: a.cpu,
+        other_ports: Vec::new(),
     };
     let b = GenBench {
         netns: pair.netns.clone(),

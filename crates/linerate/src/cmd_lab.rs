@@ -18,10 +18,12 @@ pub fn run(cmd: LabCmd) -> Result<()> {
 
 /// The lab of these arguments, checked: a field refused is said as its
 /// option (`dut_cpu` as `--dut-cpu`).
-fn spec(name: &str, queues: u32, dut_cpu: Option<usize>, mtu: u32) -> Result<LabSpec> {
-    let mut s = LabSpec::new(name);
-    s.queues = queues;
-    s.mtu = mtu;
+fn spec(a: &UpArgs) -> Result<LabSpec> {
+    let mut s = LabSpec::new(&a.name.name);
+    s.queues = a.queues;
+    s.mtu = a.mtu;
+    s.gen_ports = a.gen_ports;
+    let dut_cpu = a.dut_cpu;
     if let Some(c) = dut_cpu {
         s.dut_cpu = c;
     }
@@ -31,7 +33,7 @@ fn spec(name: &str, queues: u32, dut_cpu: Option<usize>, mtu: u32) -> Result<Lab
 }
 
 fn up(a: UpArgs) -> Result<()> {
-    let (lab, outcome) = Lab::up(&spec(&a.name.name, a.queues, a.dut_cpu, a.mtu)?, a.force)?;
+    let (lab, outcome) = Lab::up(&spec(&a)?, a.force)?;
     let ns = lab.namespaces();
     match outcome {
         UpOutcome::AlreadyUp => {
@@ -46,6 +48,15 @@ fn up(a: UpArgs) -> Result<()> {
                 a.name.name, ns.gen, ns.dut, ns.recv
             );
             let i = lab.interfaces();
+            if a.gen_ports > 1 {
+                println!(
+                    "second port: {} -> {} ({}, {})",
+                    i.gen_port2,
+                    i.dut_port2,
+                    linerate_lab::topology::addr::GEN_PORT2_NET_V4,
+                    linerate_lab::topology::addr::GEN_PORT2_NET_V6
+                );
+            }
             println!(
                 "checksums complete on the wire: transmit checksum offload off on {} and {} \
                  (a veth would hand a local socket's partial checksum on)",

@@ -164,6 +164,81 @@ fn up_ping_status_down_leaves_nothing() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no lab named lrt-basic"));
 }
 
+/// A lab with a second generator port: what the generator's sockets send
+/// from the port's addresses goes out of it and comes into the DUT by
+/// dut2, both families; the DUT routes the answers back to it; status
+/// shows its two links.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_second_port_carries_what_is_sent_from_its_addresses() {
+    let name = "lrt-ports2";
+    let _down = Down(name);
+    let said = ok(&["lab", "up", "--name", name, "--gen-ports", "2"]);
+    assert!(said.contains("second port: gen1 -> dut2"), "{said}");
+    let from = |src: &str, to: &str| {
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                "lrt-ports2-gen",
+                "ping",
+                "-c",
+                "2",
+                "-i",
+                "0.2",
+                "-W",
+                "2",
+            ])
+            .args(["-I", src, to])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
+    assert!(
+        from("198.18.128.1", "198.19.0.1"),
+        "IPv4 by the second port"
+    );
+    assert!(
+        from("2001:2:0:4000::1", "2001:2:0:8000::1"),
+        "IPv6 by the second port"
+    );
+    let status = || -> Value {
+        serde_json::from_str(&ok(&["lab", "status", "--name", name, "--json"])).unwrap()
+    };
+    let rx = |s: &Value, role: &str| {
+        let l = s["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["role"] == role)
+            .cloned();
+        l.unwrap_or_else(|| panic!("no {role} in {s}"))["rx_packets"]
+            .as_u64()
+            .unwrap()
+    };
+    let s = status();
+    assert_eq!(s["links"].as_array().unwrap().len(), 6, "{s}");
+    assert_eq!(s["interfaces"]["dut_port2"], "dut2");
+    assert!(rx(&s, "dut_port2") >= 4, "{s}");
+    // The first port still carries the rest; the second only its own.
+    let before = (rx(&s, "dut_in"), rx(&s, "dut_port2"));
+    assert!(ping("lrt-ports2-gen", false, "198.19.0.1"));
+    let s = status();
+    assert!(rx(&s, "dut_in") >= before.0 + 2, "{s}");
+    assert!(rx(&s, "dut_port2") < before.1 + 2, "{s}");
+    assert_eq!(
+        s["napi_threads"].as_array().unwrap().len(),
+        2,
+        "dut0's and dut2's"
+    );
+    ok(&["lab", "down", "--name", name]);
+    assert!(!netns_list().contains(name));
+}
+
 #[test]
 #[cfg_attr(
     not(feature = "privileged"),
@@ -237,6 +312,10 @@ fn bad_arguments_are_refused_before_anything_is_built() {
         (
             vec!["lab", "up", "--name", "lrt-q", "--dut-cpu", "999"],
             "--dut-cpu",
+        ),
+        (
+            vec!["lab", "up", "--name", "lrt-q", "--gen-ports", "3"],
+            "--gen-ports",
         ),
     ] {
         let o = linerate(&args);

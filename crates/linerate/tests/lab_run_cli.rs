@@ -981,3 +981,66 @@ fn a_traffic_mix_is_established_part_by_part_and_sent_together() {
     }
     assert!(!netns_list().contains(name), "the lab was left behind");
 }
+
+/// A lab with a second generator port: a mix's part sent by it comes in by
+/// dut2, and each tenant's table is chosen by the port its frames came in
+/// by (`ip rule ... iif`). Each table routes only its tenant's
+/// destinations and main blackholes them all, so a frame that came in by
+/// the wrong port, or was routed by the wrong table, is lost: the kernel
+/// and linerate carry all of both parts' fixed rates, linerate in its fast
+/// path.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_second_port_carries_a_tenant_chosen_by_its_interface() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-ports";
+    let _down = Down(name);
+    let dir = tempfile::tempdir().unwrap();
+    let setup = "setup = [\"ip route add 198.19.10.0/24 via 198.19.0.1 dev dut1 table 100\", \
+                 \"ip route add 198.19.20.0/24 via 198.19.0.1 dev dut1 table 200\", \
+                 \"ip route replace blackhole 198.19.0.0/16\", \
+                 \"ip rule add pref 100 iif dut0 lookup 100\", \"ip rule add pref 101 iif dut2 lookup 200\"]\n\
+                 teardown = [\"ip rule del pref 100; ip rule del pref 101\", \
+                 \"ip route replace 198.19.0.0/16 via 198.19.0.1\", \
+                 \"ip route flush table 100; ip route flush table 200\"]\n";
+    let o = run_scenario(
+        name,
+        &dir,
+        &format!(
+            "name = \"ports\"\nrepeat = 1\nduts = [\"linux-ports\", \"linerate-ports\"]\nprofiles = [\"tenants\"]\n\
+             [lab]\ngen_ports = 2\n[measure]\nmethod = \"overload\"\nseconds = 2\n\
+             [dut.linux-ports]\nforwarder = \"linux\"\n{setup}\
+             [dut.linerate-ports]\nforwarder = \"linerate\"\n{setup}\
+             [profile.tenants]\nfamily = \"ipv4\"\nlen = \"60\"\nrate = \"20k\"\n\
+             src = \"198.18.10.1:2000-198.18.10.20\"\ndst = \"198.19.10.1:2000-198.19.10.50\"\n\
+             [[profile.tenants.mix]]\nfamily = \"ipv4\"\nlen = \"60\"\nrate = \"20k\"\nport = 2\n\
+             src = \"198.18.10.1:2000-198.18.10.20\"\ndst = \"198.19.20.1:2000-198.19.20.50\"\n"
+        ),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for run in runs {
+        // Both parts' 20k a second, not one.
+        let received = run["received_pps"].as_f64().unwrap();
+        assert!(received > 39_000.0 && received < 41_000.0, "{run}");
+        if run["dut"] == "linerate-ports" {
+            let fp = &run["fast_path"];
+            let all: u64 = fp
+                .as_object()
+                .unwrap()
+                .values()
+                .filter_map(Value::as_u64)
+                .sum();
+            assert!(
+                fp["forwarded"].as_u64().unwrap_or(0) as f64 > 0.99 * all as f64,
+                "{fp}"
+            );
+        }
+    }
+    assert!(!netns_list().contains(name), "the lab was left behind");
+}

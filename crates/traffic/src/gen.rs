@@ -521,12 +521,14 @@ impl Generator {
         // program built that the driver refused (a veth whose peer's ring
         // was full, or whose peer has no XDP) are xmit errors. The kernel's
         // own few frames (ND, MLD) are capped out by `built`.
-        let tx_base = tx_counters(&opts.ifname)?;
+        // (Over every port the parts leave by.)
+        let ports = opts.ports();
+        let tx_base = ports_tx(&ports)?;
         // A veth counts the XDP frames its peer took apart from the rest
         // (tx_queue_N_xdp_xmit): the exact count, without the kernel's own
         // frames, which the interface's totals mix in (a few ND or MLD
         // frames are counted as sent, and as many refused ones not).
-        let xmit_base = if xdp { xdp_xmit(&opts.ifname) } else { None };
+        let xmit_base = if xdp { ports_xdp_xmit(&ports) } else { None };
         let totals = || -> Result<Totals> {
             let (built, built_bytes, held) = if xdp {
                 self.all_states()?
@@ -542,8 +544,8 @@ impl Generator {
                     )
                 })
             };
-            let (bytes, packets) = tx_counters(&opts.ifname)?;
-            let packets = match (xmit_base, xmit_base.and(xdp_xmit(&opts.ifname))) {
+            let (bytes, packets) = ports_tx(&ports)?;
+            let packets = match (xmit_base, xmit_base.and(ports_xdp_xmit(&ports))) {
                 (Some(base), Some(now)) => now - base + tx_base.1,
                 _ => packets,
             };
@@ -586,6 +588,12 @@ impl Generator {
                 }
                 maps::write_percpu_each(&state_map, part as u32, &states)?;
                 let mut cfg = self.cfgs[part];
+                if let Some(out) = part
+                    .checked_sub(1)
+                    .and_then(|i| opts.mix[i].out_ifname.as_ref())
+                {
+                    cfg.out_ifindex = loader::ifindex(out)?;
+                }
                 cfg.start_ns = start_ns;
                 cfg.stop_ns = opts.duration.map_or(0, |d| start_ns + d.as_nanos() as u64);
                 maps::write(&config_map, part as u32, &cfg)?;
@@ -919,6 +927,19 @@ struct Job<'a> {
     quit: &'a AtomicBool,
     counters: &'a SenderCounters,
     ifindex: u32,
+}
+
+/// [`tx_counters`] summed over `ports`.
+fn ports_tx(ports: &[&str]) -> Result<(u64, u64)> {
+    ports.iter().try_fold((0, 0), |a, p| {
+        let (bytes, packets) = tx_counters(p)?;
+        Ok((a.0 + bytes, a.1 + packets))
+    })
+}
+
+/// [`xdp_xmit`] summed over `ports`; None if one does not count them.
+fn ports_xdp_xmit(ports: &[&str]) -> Option<u64> {
+    ports.iter().map(|p| xdp_xmit(p)).sum()
 }
 
 /// The XDP frames `ifname`'s peer took from it (a veth's

@@ -25,6 +25,9 @@ pub struct GenPart {
     /// mix is offered (a churn part's new connections a second, as users
     /// make them); None: its weight's share of the generator's rate.
     pub rate_pps: Option<u64>,
+    /// The interface its frames leave by, when not the generator's (a
+    /// lab's second port into the DUT; in the generator's namespace).
+    pub out_ifname: Option<String>,
 }
 
 /// Each part's frames a second (the options' own first) when the whole
@@ -99,6 +102,18 @@ impl GenOptions {
                 },
                 p.weight,
             ));
+        }
+        v
+    }
+
+    /// The interfaces its frames leave by: its own, then each other
+    /// port a part names, once.
+    pub fn ports(&self) -> Vec<&str> {
+        let mut v = vec![self.ifname.as_str()];
+        for p in self.mix.iter().filter_map(|p| p.out_ifname.as_deref()) {
+            if !v.contains(&p) {
+                v.push(p);
+            }
         }
         v
     }

@@ -85,6 +85,11 @@ pub struct Profile {
     /// whose port is a trunk (scenario `vlans`; `gen --vlan`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vlan: Option<u16>,
+    /// The generator's port its frames leave by: 1 (default) or 2, a
+    /// lab's second port into the DUT (`lab.gen_ports = 2`): a mix's part
+    /// of its own ingress, such as a tenant chosen by `iif`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u32>,
 }
 
 fn is_plain(h: &Headers) -> bool {
@@ -115,6 +120,8 @@ pub struct Traffic {
     pub ttl: u8,
     pub headers: Headers,
     pub vlan: Option<u16>,
+    /// The generator's port (1 or 2).
+    pub port: u32,
 }
 
 impl Profile {
@@ -135,6 +142,7 @@ impl Profile {
             ttl: None,
             headers: Headers::Plain,
             vlan: None,
+            port: None,
         }
     }
 
@@ -252,7 +260,14 @@ impl Profile {
             ttl: self.ttl.unwrap_or(64),
             headers: self.headers,
             vlan: self.vlan,
+            port: self.port.unwrap_or(1),
         };
+        if !(1..=PORTS_MAX).contains(&t.port) {
+            return Err(ProfileError {
+                field: "port",
+                reason: format!("{}: the generator's port is 1 or {PORTS_MAX}", t.port),
+            });
+        }
         if self.vlan.is_some_and(|v| !(1..=4094).contains(&v)) {
             return Err(ProfileError {
                 field: "vlan",
@@ -298,6 +313,9 @@ impl Profile {
     }
 }
 
+/// The ports a profile may name: a lab's generator has one or two.
+pub const PORTS_MAX: u32 = 2;
+
 /// Where a lab trial sends from and to, beyond the profile.
 #[derive(Clone, Debug)]
 pub struct Sender {
@@ -306,6 +324,39 @@ pub struct Sender {
     /// The DUT's MAC on the generator's side.
     pub dst_mac: [u8; 6],
     pub cpu: usize,
+    /// The generator's other ports into the DUT, port 2 first (in the
+    /// same namespace as `ifname`).
+    pub other_ports: Vec<Port>,
+}
+
+/// A generator port: its interface, its MAC and the DUT's at its far end.
+#[derive(Clone, Debug)]
+pub struct Port {
+    pub ifname: String,
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
+}
+
+impl Sender {
+    /// Port `n` (1: the sender's own), or why the lab has none.
+    pub fn port(&self, n: u32) -> anyhow::Result<Port> {
+        if n == 1 {
+            return Ok(Port {
+                ifname: self.ifname.clone(),
+                src_mac: self.src_mac,
+                dst_mac: self.dst_mac,
+            });
+        }
+        self.other_ports
+            .get(n as usize - 2)
+            .cloned()
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "port {n}: this generator has {} port(s) into the DUT (a lab's gen_ports)",
+                    self.other_ports.len() + 1
+                )
+            })
+    }
 }
 
 impl Traffic {
@@ -368,7 +419,10 @@ impl Traffic {
         rate_pps: Option<u64>,
         seconds: f64,
     ) -> anyhow::Result<GenOptions> {
-        let frame = self.frame_spec(sender.src_mac, sender.dst_mac);
+        // Each part leaves by its port: the first part's is where the
+        // generator runs, another part's a redirect.
+        let own = sender.port(self.port)?;
+        let frame = self.frame_spec(own.src_mac, own.dst_mac);
         frame.validate()?;
         // A profile with its own rate is offered that (and its parts
         // theirs), whatever the measurement asks.
@@ -376,8 +430,23 @@ impl Traffic {
             Some(own) => Some(own + self.mix.iter().filter_map(|p| p.rate_pps).sum::<u64>()),
             None => rate_pps,
         };
+        let mut mix = Vec::new();
+        for p in &self.mix {
+            let port = sender.port(p.port)?;
+            mix.push(crate::mix::GenPart {
+                frame: p.frame_spec(port.src_mac, port.dst_mac),
+                src: p.src.clone(),
+                dst: p.dst.clone(),
+                random_dst: p.random_dst,
+                random_src: p.random_src,
+                tcp: p.tcp_run(),
+                weight: p.weight,
+                rate_pps: p.rate_pps,
+                out_ifname: (p.port != self.port).then_some(port.ifname),
+            });
+        }
         Ok(GenOptions {
-            ifname: sender.ifname.clone(),
+            ifname: own.ifname,
             frame,
             src: self.src.clone(),
             dst: self.dst.clone(),
@@ -391,20 +460,7 @@ impl Traffic {
             random_dst: self.random_dst,
             random_src: self.random_src,
             tcp: self.tcp_run(),
-            mix: self
-                .mix
-                .iter()
-                .map(|p| crate::mix::GenPart {
-                    frame: p.frame_spec(sender.src_mac, sender.dst_mac),
-                    src: p.src.clone(),
-                    dst: p.dst.clone(),
-                    random_dst: p.random_dst,
-                    random_src: p.random_src,
-                    tcp: p.tcp_run(),
-                    weight: p.weight,
-                    rate_pps: p.rate_pps,
-                })
-                .collect(),
+            mix,
             weight: self.weight,
         })
     }
@@ -547,6 +603,7 @@ mod tests {
             src_mac: [2, 0, 0, 0, 0, 1],
             dst_mac: [2, 0, 0, 0, 0, 2],
             cpu: 0,
+            other_ports: Vec::new(),
         };
         assert_eq!(t.gen_options(&s, None, 1.0).unwrap().rate_pps, Some(1000));
         let mut paced = p.clone();
@@ -572,6 +629,7 @@ mod tests {
             src_mac: [2, 0, 0, 0, 0, 1],
             dst_mac: [2, 0, 0, 0, 0, 2],
             cpu: 0,
+            other_ports: Vec::new(),
         };
         let g = t.gen_options(&s, Some(0), 2.5).unwrap();
         assert_eq!(g.cpus, [0]);
@@ -579,6 +637,58 @@ mod tests {
         assert_eq!(g.duration, Some(Duration::from_millis(2500)));
         assert_eq!(g.mode, Mode::Xdp);
         assert_eq!(g.frame.sizes, t.sizes);
+    }
+
+    /// A part of another port leaves by it, with its MACs; a profile of
+    /// port 2 alone runs there; a port the sender lacks is refused.
+    #[test]
+    fn each_part_leaves_by_its_port() {
+        let port2 = Port {
+            ifname: "gen1".into(),
+            src_mac: [2, 0, 0, 0, 0, 5],
+            dst_mac: [2, 0, 0, 0, 0, 6],
+        };
+        let mut s = Sender {
+            ifname: "gen0".into(),
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            cpu: 0,
+            other_ports: vec![port2],
+        };
+        let mut p = Profile::new(Family::Ipv4, "60");
+        let mut b = Profile::new(Family::Ipv4, "60");
+        b.port = Some(2);
+        p.mix.push(b.clone());
+        let g = p.check().unwrap().gen_options(&s, None, 1.0).unwrap();
+        assert_eq!(
+            (g.ifname.as_str(), g.frame.src_mac),
+            ("gen0", [2, 0, 0, 0, 0, 1])
+        );
+        assert_eq!(g.mix[0].out_ifname.as_deref(), Some("gen1"));
+        assert_eq!(g.mix[0].frame.dst_mac, [2, 0, 0, 0, 0, 6]);
+        assert_eq!(g.ports(), ["gen0", "gen1"]);
+        // Port 2 alone: the generator runs there, nothing redirected.
+        let g = b.check().unwrap().gen_options(&s, None, 1.0).unwrap();
+        assert_eq!(
+            (g.ifname.as_str(), g.frame.dst_mac),
+            ("gen1", [2, 0, 0, 0, 0, 6])
+        );
+        // Port 2 first, a part on port 1: that part is the redirected one.
+        let mut c = b.clone();
+        c.mix.push(Profile::new(Family::Ipv4, "60"));
+        let g = c.check().unwrap().gen_options(&s, None, 1.0).unwrap();
+        assert_eq!(g.mix[0].out_ifname.as_deref(), Some("gen0"));
+        s.other_ports.clear();
+        let e = p.check().unwrap().gen_options(&s, None, 1.0).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("port 2: this generator has 1 port(s)"),
+            "{e}"
+        );
+        b.port = Some(3);
+        let e = b.check().unwrap_err();
+        assert_eq!(e.field, "port");
+        assert!(e.reason.contains("1 or 2"), "{e}");
     }
 }
 

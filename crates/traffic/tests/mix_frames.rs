@@ -42,6 +42,7 @@ fn part(src: &str, dst: &str, len: &str, l4: Proto, weight: u32) -> GenPart {
         tcp: (l4 == Proto::Tcp).then(|| TcpRun::phase(TcpPhase::Data, 0)),
         weight,
         rate_pps: None,
+        out_ifname: None,
     }
 }
 

@@ -411,6 +411,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut say: impl FnMut(&Phase)) -> Resul
                 src_mac: parse_mac("the lab's generator MAC", mac::GEN)?,
                 dst_mac: parse_mac("the lab's DUT MAC", mac::DUT_IN)?,
                 cpu: 0,
+                other_ports: Vec::new(),
             },
             routes4: o.routes4,
         };
