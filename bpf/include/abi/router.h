@@ -135,7 +135,7 @@ struct punt_policy {
  * reason they pass for: none of these, they are for the router
  * (R_PASS_LOCAL); */
 #define NH_UNREACHABLE 32 /* an unreachable, prohibit or blackhole route (R_PASS_NO_ROUTE) */
-#define NH_ONLINK      64 /* main's connected network, to a host without a neighbour entry
+#define NH_ONLINK      64 /* a connected network, to a host without a neighbour entry
 			   * here (R_PASS_NO_NEIGH) */
 #define NH_UNSUPPORTED 128 /* a route the fast path does not carry (R_PASS_KERNEL_ROUTE) */
 

@@ -708,3 +708,40 @@ fn rules_with_selectors_route_as_the_kernel_routes() {
     assert_eq!(reasons["pass_no_route"]["packets"], 2, "{reasons}");
     assert_eq!(reasons["drop_blackhole"]["packets"], 2, "{reasons}");
 }
+
+/// A tenant's table with a connected network of its own (`ip route add
+/// 198.19.0.0/24 dev dut1 table 100`), main's taken away so that only the
+/// tenant's table reaches the receiver: its hosts with a neighbour entry
+/// get entries in the table's FIB, as main's do, and the frames to them
+/// are forwarded in XDP, byte for byte as the kernel forwards them (they
+/// were the kernel's: a connected route of a table other than main).
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_tenants_connected_hosts_are_reached_as_the_kernel_reaches_them() {
+    const CLAB: &str = "lrt-diffc";
+    let _down = Down(CLAB);
+    let rules = [
+        "route add 198.19.0.0/24 dev dut1 table 100",
+        "-6 route add 2001:2:0:8000::/64 dev dut1 table 100",
+        "route del 198.19.0.0/24 dev dut1 table main",
+        "-6 route del 2001:2:0:8000::/64 dev dut1 table main",
+        "rule add pref 100 iif dut0 lookup 100",
+        "-6 rule add pref 100 iif dut0 lookup 100",
+    ];
+    let to_receiver = vec![udp6("2001:2:0:8000::1", 64, 18)];
+    let reasons = through_table_100(CLAB, &rules, to_receiver);
+    // Table 100's transit frames (4), and the receiver by its connected
+    // network in table 100, both families.
+    assert_eq!(reasons["forwarded"]["packets"], 6, "{reasons}");
+    assert_eq!(reasons["pass_no_route"]["packets"], 2, "{reasons}");
+    assert!(
+        reasons["pass_kernel_route"]["packets"]
+            .as_u64()
+            .unwrap_or(0)
+            == 0,
+        "{reasons}"
+    );
+}

@@ -444,6 +444,11 @@ fn vrfs_in_the_vm() {
         udp("2001:db8:10::1", "2001:db8:100::9", 64, 18, blue),
         // Blue's miss falls through to main: out of dut1, untagged.
         udp("10.0.10.1", "198.19.10.1", 64, 18, blue),
+        // A host on each tenant's connected network: its own entry in the
+        // tenant's table, out of the tenant's VLAN.
+        udp("10.0.10.1", "10.1.30.1", 64, 18, red),
+        udp("10.0.10.1", "10.1.30.1", 64, 18, blue),
+        udp("2001:db8:10::1", "2001:db8:30::1", 64, 18, red),
     ];
     let n = forwarded.len() as u64;
     let mut frames = forwarded;

@@ -1091,14 +1091,13 @@ impl<D: Dataplane> Mirror<D> {
     /// What a candidate's next hop is now: an object's gateway or group,
     /// the kernel's if the object is unknown or not one the fast path
     /// takes.
-    fn resolve(&self, k: NhKey, main: bool) -> NhKey {
+    fn resolve(&self, k: NhKey) -> NhKey {
         let (id, mtu) = match k {
             NhKey::Object { id, mtu } => (id, mtu),
-            // Main's connected hosts with a neighbour entry have entries
-            // of their own (Mirror::attached); other tables' are the
-            // kernel's.
-            NhKey::Device { .. } if main => return NhKey::OnLink,
-            NhKey::Device { .. } => return NhKey::Unsupported,
+            // A connected network's hosts with a neighbour entry have
+            // entries of their own (Mirror::attached), in every table;
+            // the rest are the kernel's to resolve.
+            NhKey::Device { .. } => return NhKey::OnLink,
             k => return k,
         };
         let gateway = |o: Option<&NhObject>| match o {
@@ -1495,20 +1494,23 @@ impl<D: Dataplane> Mirror<D> {
         out
     }
 
-    /// The next hop of host `a`'s own entry: the host itself, when the
-    /// route the kernel takes to it (the longest prefix holding it) is a
-    /// connected network out of the interface its neighbour entry is on.
-    /// The kernel then sends to the neighbour's MAC, and so does the fast
-    /// path; a route through a gateway over it, or no usable neighbour,
-    /// and the host has no entry of its own.
-    fn attached<K: PerFamily>(&self, a: K) -> Option<NhKey> {
+    /// The next hop of host `a`'s own entry in `table`: the host itself,
+    /// when the route the kernel takes to it there (the longest prefix
+    /// holding it) is a connected network out of the interface its
+    /// neighbour entry is on; with that network's length, which a view's
+    /// `suppress_prefixlength` judges. The kernel then sends to the
+    /// neighbour's MAC, and so does the fast path; a route through a
+    /// gateway over it, or no usable neighbour, and the host has no entry
+    /// of its own. (A tenant's table, or a VRF's, holds its own connected
+    /// networks: their hosts get entries in its FIB.)
+    fn attached<K: PerFamily>(&self, a: K, table: u32) -> Option<(NhKey, u8)> {
         let ip = ip_of(a);
         if !self.neighbours.is_host(ip) {
             return None;
         }
-        match K::of(&self.families).routes.covering(a, TABLE_MAIN)? {
-            NhKey::Device { oif, mtu } if self.neighbours.mac(&(oif, ip)).is_some() => {
-                Some(NhKey::Gateway { oif, gw: ip, mtu })
+        match K::of(&self.families).routes.covering(a, table)? {
+            (NhKey::Device { oif, mtu }, len) if self.neighbours.mac(&(oif, ip)).is_some() => {
+                Some((NhKey::Gateway { oif, gw: ip, mtu }, len))
             }
             _ => None,
         }
@@ -1568,13 +1570,13 @@ impl<D: Dataplane> Mirror<D> {
     /// network, or come between them and it).
     fn sync<K: PerFamily>(&mut self, key: (K, u8)) -> Result<()> {
         let host = if key.1 == K::BITS {
-            self.attached(key.0)
+            self.attached(key.0, TABLE_MAIN).map(|h| h.0)
         } else {
             None
         };
         let best = host
             .or_else(|| K::of(&self.families).routes.best(&key, TABLE_MAIN))
-            .map(|k| self.resolve(k, true));
+            .map(|k| self.resolve(k));
         let id = best.map(|k| self.nexthop_id(&k)).transpose()?;
         let family = K::of_mut(&mut self.families);
         match install(&mut self.dp, 0, &mut family.fib, &mut self.counts, key, id)? {
@@ -1609,7 +1611,12 @@ impl<D: Dataplane> Mirror<D> {
             return Ok(());
         };
         self.dp.open_table(K::BITS == 128, slot)?;
-        let keys = K::of(&self.families).routes.prefixes_in(view.table);
+        let mut keys = K::of(&self.families).routes.prefixes_in(view.table);
+        // And the entries of its connected networks' hosts.
+        let hosts = self.neighbours.hosts_within((K::from_u128(0), 0));
+        keys.extend(hosts.into_iter().map(|a| (a, K::BITS)));
+        keys.sort_unstable();
+        keys.dedup();
         let mut rows = Vec::with_capacity(keys.len());
         for &key in &keys {
             if let Some(id) = self.view_nexthop(key, view)? {
@@ -1636,17 +1643,23 @@ impl<D: Dataplane> Mirror<D> {
     /// has no route for it: its route in that table, the local table's
     /// over it; a route through gateways the view refuses a throw.
     fn view_nexthop<K: PerFamily>(&mut self, key: (K, u8), view: View) -> Result<Option<u32>> {
-        let best = K::of(&self.families)
-            .routes
-            .best(&key, view.table)
-            .map(|k| self.resolve(k, false))
-            .map(|k| match k {
-                NhKey::Gateway { .. } | NhKey::Group(_) if view.refuses(key.1) => NhKey::Throw,
-                k => match view.suppress_group {
-                    Some(g) => self.suppressed_by_group(k, g),
-                    None => k,
-                },
-            });
+        // A host's own entry, as in main: refused by the length of the
+        // connected network the kernel finds it in.
+        let host = match key.1 == K::BITS {
+            true => self.attached(key.0, view.table),
+            false => None,
+        };
+        let (found, len) = match host {
+            Some((k, len)) => (Some(k), len),
+            None => (K::of(&self.families).routes.best(&key, view.table), key.1),
+        };
+        let best = found.map(|k| self.resolve(k)).map(|k| match k {
+            NhKey::Gateway { .. } | NhKey::Group(_) if view.refuses(len) => NhKey::Throw,
+            k => match view.suppress_group {
+                Some(g) => self.suppressed_by_group(k, g),
+                None => k,
+            },
+        });
         best.map(|k| self.nexthop_id(&k)).transpose()
     }
 

@@ -144,11 +144,11 @@ impl<K: Key> RouteTable<K> {
     }
 
     /// The next hop of the longest prefix holding `a` that has a route in
-    /// `table` (or local).
-    pub fn covering(&self, a: K, table: u32) -> Option<NhKey> {
+    /// `table` (or local), and that prefix's length.
+    pub fn covering(&self, a: K, table: u32) -> Option<(NhKey, u8)> {
         (0..=K::BITS)
             .rev()
-            .find_map(|len| self.best(&(a.mask(len), len), table))
+            .find_map(|len| Some((self.best(&(a.mask(len), len), table)?, len)))
     }
 
     /// The prefixes with a route in `table` or the local table.
@@ -293,7 +293,7 @@ mod tests {
         assert_eq!(t.best(&k, 254), Some(gw(2, "10.0.0.3")));
         t.update(k, cand(254, 10, NhKey::Kernel), true);
         assert_eq!(t.best(&k, 254), Some(gw(2, "10.0.0.1")));
-        assert_eq!(t.covering(0xc612_0505, 254), Some(gw(2, "10.0.0.1")));
+        assert_eq!(t.covering(0xc612_0505, 254), Some((gw(2, "10.0.0.1"), 16)));
         assert_eq!(t.covering(0xc613_0505, 254), None);
         // Another table's routes: its own, local's over them; main's not.
         t.update(k, cand(100, 1, gw(2, "10.9.0.1")), false);
@@ -363,7 +363,7 @@ mod tests {
         t.update((7 << 8, 24), cand(254, 0, gw(2, "10.0.0.1")), true);
         assert_eq!(t.best(&(7 << 8, 24), 254), Some(gw(3, "10.0.0.2")));
         t.update((1 << 30, 8), cand(254, 0, gw(2, "10.0.0.1")), false);
-        assert_eq!(t.covering((1 << 30) + 5, 254), Some(gw(2, "10.0.0.1")));
+        assert_eq!(t.covering((1 << 30) + 5, 254), Some((gw(2, "10.0.0.1"), 8)));
     }
 
     #[test]
