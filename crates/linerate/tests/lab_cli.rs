@@ -32,13 +32,20 @@ fn netns_list() -> String {
 }
 
 fn ping(ns: &str, v6: bool, to: &str) -> bool {
-    let mut args = vec![
-        "netns", "exec", ns, "ping", "-c", "2", "-i", "0.2", "-W", "2",
-    ];
-    if v6 {
-        args.push("-6");
+    match v6 {
+        true => ping_with(ns, &["-6", to]),
+        false => ping_with(ns, &[to]),
     }
-    args.push(to);
+}
+
+/// Two pings from namespace `ns`, `args` ending in the address.
+fn ping_with(ns: &str, args: &[&str]) -> bool {
+    let args: Vec<&str> = [
+        "netns", "exec", ns, "ping", "-c", "2", "-i", "0.2", "-W", "2",
+    ]
+    .into_iter()
+    .chain(args.iter().copied())
+    .collect();
     Command::new("ip")
         .args(&args)
         .output()
@@ -178,26 +185,7 @@ fn a_second_port_carries_what_is_sent_from_its_addresses() {
     let _down = Down(name);
     let said = ok(&["lab", "up", "--name", name, "--gen-ports", "2"]);
     assert!(said.contains("second port: gen1 -> dut2"), "{said}");
-    let from = |src: &str, to: &str| {
-        Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                "lrt-ports2-gen",
-                "ping",
-                "-c",
-                "2",
-                "-i",
-                "0.2",
-                "-W",
-                "2",
-            ])
-            .args(["-I", src, to])
-            .output()
-            .unwrap()
-            .status
-            .success()
-    };
+    let from = |src: &str, to: &str| ping_with("lrt-ports2-gen", &["-I", src, to]);
     assert!(
         from("198.18.128.1", "198.19.0.1"),
         "IPv4 by the second port"
