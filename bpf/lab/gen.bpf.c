@@ -545,6 +545,10 @@ int lab_gen(struct xdp_md *ctx)
 	 * (The kernel puts the frame's start back for the next run.) */
 	if (act == XDP_TX && c->vlan_tag && !vlan_tag_push(ctx, c->vlan_tag))
 		return XDP_ABORTED;
+	/* A part of a second port: out of it (live frames redirect as they
+	 * transmit, flushed at the batch's end). */
+	if (act == XDP_TX && c->out_ifindex)
+		return bpf_redirect(c->out_ifindex, 0);
 	return act;
 }
 
