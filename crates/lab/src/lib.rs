@@ -86,6 +86,31 @@ impl Lab {
         ))
     }
 
+    /// What `linerate lab up` says of it: what it made (or that it was
+    /// up), its second port, and the checksums its ends send.
+    pub fn said_at_up(&self, outcome: &UpOutcome) -> String {
+        let name = &self.spec().name;
+        if *outcome == UpOutcome::AlreadyUp {
+            return format!("lab {name} is already up; nothing changed (--force rebuilds it)\n");
+        }
+        let (ns, i) = (self.namespaces(), self.interfaces());
+        let mut s = format!("lab {name} up: {} -> {} -> {}\n", ns.gen, ns.dut, ns.recv);
+        if self.spec().gen_ports > 1 {
+            s += &format!(
+                "second port: {} -> {} ({}, {})\n",
+                i.gen_port2,
+                i.dut_port2,
+                topology::addr::GEN_PORT2_NET_V4,
+                topology::addr::GEN_PORT2_NET_V6
+            );
+        }
+        s + &format!(
+            "checksums complete on the wire: transmit checksum offload off on {} and {} \
+             (a veth would hand a local socket's partial checksum on)\n",
+            i.gen, i.recv
+        )
+    }
+
     pub fn spec(&self) -> &LabSpec {
         &self.record.spec
     }

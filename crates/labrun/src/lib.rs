@@ -450,7 +450,7 @@ fn local_run(
         .transpose()?;
     let fast_path_before = fast_path_counts(&ns.dut, def)?;
     let mut probes = match sc.probes {
-        true => Some(probes::Probes::start(&ns, lab.spec().gen_ports)?),
+        true => Some(probes::Probes::start(&ns, sc.probes_port)?),
         false => None,
     };
     let watch = probes.as_mut().map(|p| p.watch(sc.seconds)).transpose()?;

@@ -6,8 +6,9 @@
 //! from the control plane and from the traffic the router must carry
 //! (docs/policing.md). The receiver hands BGP's segments to its
 //! namespace's kernel (bpf/lab/recv.bpf.c, `bgp_segment`). In a lab with a
-//! second generator port the probes use it: their packets then queue
-//! behind none of the generator's, and what they lose is the DUT's doing.
+//! second generator port they use it unless told otherwise
+//! (`probes_port`): a port the flood does not take, so that their packets
+//! queue behind none of its frames, and what they lose is the DUT's doing.
 use anyhow::{bail, Context, Result};
 use linerate_host::daemon::Daemon;
 use linerate_lab::topology::{addr, Namespaces};
@@ -19,6 +20,8 @@ use std::time::{Duration, Instant};
 /// What the probes saw during one run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ProbeRecord {
+    /// The generator side's address they ran from (its port's).
+    pub from: String,
     /// Echo requests sent to the DUT's address, and the replies.
     pub pings_sent: u64,
     pub pings_answered: u64,
@@ -60,12 +63,15 @@ const SESSION: &str = "probe";
 
 /// One end's configuration: the session to `peer` (`peer_as`) from `local`
 /// (`local_as`), one hop away through the DUT (TTL 2), no routes either
-/// way.
-fn bird_config(local: &str, local_as: u32, peer: &str, peer_as: u32) -> String {
+/// way. One end is passive: with both connecting at once, BGP's collision
+/// resolution closed one of two connections after the session was up,
+/// which a run saw as the session going down.
+fn bird_config(local: &str, local_as: u32, peer: &str, peer_as: u32, passive: bool) -> String {
+    let passive = if passive { "  passive on;\n" } else { "" };
     format!(
         "router id {local};\nprotocol device {{}}\n\
          protocol bgp {SESSION} {{\n  local {local} as {local_as};\n  neighbor {peer} as {peer_as};\n  \
-         multihop 2;\n  hold time 3;\n  keepalive time 1;\n  connect retry time 1;\n  \
+         multihop 2;\n  hold time 3;\n  keepalive time 1;\n  connect retry time 1;\n{passive}  \
          ipv4 {{ import none; export none; }};\n}}\n"
     )
 }
@@ -121,10 +127,10 @@ fn established_since(line: &str) -> Option<String> {
 }
 
 impl Probes {
-    /// Both ends started and the session established; from the
-    /// generator's second port if the lab has one (`gen_ports`).
-    pub fn start(ns: &Namespaces, gen_ports: u32) -> Result<Probes> {
-        let (gen_addr, dut_addr) = match gen_ports {
+    /// Both ends started and the session established, from the
+    /// generator's port `port` (1 or 2, a lab's second).
+    pub fn start(ns: &Namespaces, port: u32) -> Result<Probes> {
+        let (gen_addr, dut_addr) = match port {
             1 => (addr::GEN_V4, addr::DUT_IN_V4),
             _ => (addr::GEN_PORT2_V4, addr::DUT_PORT2_V4),
         };
@@ -135,13 +141,13 @@ impl Probes {
             &ns.gen,
             dir.path(),
             "gen",
-            bird_config(gen_addr, 65101, addr::RECV_V4, 65102),
+            bird_config(gen_addr, 65101, addr::RECV_V4, 65102, false),
         )?;
         let recv = Bird::start(
             &ns.recv,
             dir.path(),
             "recv",
-            bird_config(addr::RECV_V4, 65102, gen_addr, 65101),
+            bird_config(addr::RECV_V4, 65102, gen_addr, 65101, true),
         )?;
         let mut p = Probes {
             gen_ns: ns.gen.clone(),
@@ -204,6 +210,7 @@ impl Probes {
         let line = self.gen.session()?;
         let now = established_since(&line);
         Ok(ProbeRecord {
+            from: self.gen_addr.to_string(),
             pings_sent: sent,
             pings_answered: answered,
             bgp_up: w.since.is_some() && now == w.since,
@@ -249,8 +256,11 @@ mod tests {
             Some((50, 0))
         );
         assert_eq!(ping_counts("ping: connect: Network is unreachable\n"), None);
-        let c = bird_config(addr::GEN_V4, 65101, addr::RECV_V4, 65102);
+        let c = bird_config(addr::GEN_V4, 65101, addr::RECV_V4, 65102, false);
         assert!(c.contains("neighbor 198.19.0.1 as 65102;"), "{c}");
         assert!(c.contains("multihop 2;"), "{c}");
+        assert!(!c.contains("passive"), "{c}");
+        let c = bird_config(addr::RECV_V4, 65102, addr::GEN_V4, 65101, true);
+        assert!(c.contains("  passive on;\n"), "{c}");
     }
 }

@@ -103,6 +103,9 @@ pub struct Measure {
     /// every run (crate::probes); overload, the local lab.
     #[serde(default)]
     pub probes: bool,
+    /// The generator's port the probes use (default: the lab's last, so
+    /// the second where there are two).
+    pub probes_port: Option<u32>,
 }
 
 impl Measure {
@@ -140,6 +143,7 @@ impl Default for Measure {
             duration_sum: None,
             receiver: ReceiverMode::Count,
             probes: false,
+            probes_port: None,
         }
     }
 }
@@ -375,6 +379,8 @@ pub struct Scenario {
     pub receiver: ReceiverMode,
     /// The router's ping and a BGP session through it during each run.
     pub probes: bool,
+    /// The generator's port they use (1 or 2).
+    pub probes_port: u32,
     pub lab_name: String,
     pub gen_cpu: usize,
     pub dut_cpu: Option<usize>,
@@ -638,6 +644,16 @@ impl Scenario {
             .map_err(|e| err(0..0, e.field, e.reason))?;
         check_vlans(&duts, &profiles).map_err(|e| anyhow!("{source}: {e}"))?;
         check_ports(spec.gen_ports, &duts, &profiles).map_err(|e| anyhow!("{source}: {e}"))?;
+        let probes_port = m.probes_port.unwrap_or(spec.gen_ports);
+        if m.probes_port.is_some() && !m.probes {
+            bail!("{source}: measure.probes_port: for the probes: set probes = true");
+        }
+        if !(1..=spec.gen_ports).contains(&probes_port) {
+            bail!(
+                "{source}: measure.probes_port: {probes_port}, and the lab's generator has {} port(s) into the DUT (lab.gen_ports)",
+                spec.gen_ports
+            );
+        }
         if let Some(h) = &hosts {
             check_remote_lab(source, lab, h, &duts, &|name| {
                 origin(&dut_lines, source, name)
@@ -674,6 +690,7 @@ impl Scenario {
             duration_sum,
             receiver: m.receiver,
             probes: m.probes,
+            probes_port,
             lab_name,
             gen_cpu,
             dut_cpu: lab.dut_cpu,
@@ -1066,6 +1083,24 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.field, "profiles");
         assert!(e.reason.contains("port: 2"), "{e}");
+        // The probes: the last port by default, or the one named.
+        let probes = |extra: &str| {
+            Scenario::parse(
+                "s.toml",
+                &format!(
+                    "duts = [\"linux\"]\n[lab]\ngen_ports = 2\n[measure]\nprobes = true\n{extra}"
+                ),
+            )
+        };
+        assert_eq!(probes("").unwrap().probes_port, 2);
+        assert_eq!(probes("probes_port = 1\n").unwrap().probes_port, 1);
+        let e = probes("probes_port = 3\n").unwrap_err().to_string();
+        assert!(
+            e.contains("measure.probes_port: 3, and the lab's generator has 2 port(s)"),
+            "{e}"
+        );
+        let e = err("duts = [\"linux\"]\n[measure]\nprobes_port = 1\n");
+        assert!(e.contains("measure.probes_port: for the probes"), "{e}");
     }
 
     /// Trunks and tags agree across the scenario, VLAN ids in range; the

@@ -1,7 +1,7 @@
 //! `linerate lab ...`
 use crate::cli::{LabCmd, StatusArgs, UpArgs};
 use anyhow::Result;
-use linerate_lab::{Lab, LabSpec, UpOutcome};
+use linerate_lab::{Lab, LabSpec};
 
 pub fn run(cmd: LabCmd) -> Result<()> {
     match cmd {
@@ -34,36 +34,7 @@ fn spec(a: &UpArgs) -> Result<LabSpec> {
 
 fn up(a: UpArgs) -> Result<()> {
     let (lab, outcome) = Lab::up(&spec(&a)?, a.force)?;
-    let ns = lab.namespaces();
-    match outcome {
-        UpOutcome::AlreadyUp => {
-            println!(
-                "lab {} is already up; nothing changed (--force rebuilds it)",
-                a.name.name
-            );
-        }
-        UpOutcome::Built => {
-            println!(
-                "lab {} up: {} -> {} -> {}",
-                a.name.name, ns.gen, ns.dut, ns.recv
-            );
-            let i = lab.interfaces();
-            if a.gen_ports > 1 {
-                println!(
-                    "second port: {} -> {} ({}, {})",
-                    i.gen_port2,
-                    i.dut_port2,
-                    linerate_lab::topology::addr::GEN_PORT2_NET_V4,
-                    linerate_lab::topology::addr::GEN_PORT2_NET_V6
-                );
-            }
-            println!(
-                "checksums complete on the wire: transmit checksum offload off on {} and {} \
-                 (a veth would hand a local socket's partial checksum on)",
-                i.gen, i.recv
-            );
-        }
-    }
+    print!("{}", lab.said_at_up(&outcome));
     lab.persist();
     Ok(())
 }

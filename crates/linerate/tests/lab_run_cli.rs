@@ -1040,3 +1040,36 @@ fn a_second_port_carries_a_tenant_chosen_by_its_interface() {
     }
     assert!(!netns_list().contains(name), "the lab was left behind");
 }
+
+/// The probes from the second generator port: the DUT's address on that
+/// port answers every ping, and the BGP session through the DUT, between
+/// the port's address and the receiver's, is established before the run
+/// and stays so through it, under the generator's traffic on the first
+/// port.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn the_probes_run_from_the_second_port() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let name = "lrt-probes2";
+    let _down = Down(name);
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_scenario(
+        name,
+        &dir,
+        "repeat = 1\nduts = [\"linerate\"]\nprofiles = [\"paced\"]\n[lab]\ngen_ports = 2\n\
+         [measure]\nseconds = 3\nprobes = true\n\
+         [profile.paced]\nfamily = \"ipv4\"\nlen = \"60\"\nrate = \"100k\"\n",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = &r["runs"][0]["probes"];
+    let sent = p["pings_sent"].as_u64().unwrap();
+    assert!(sent >= 20, "{p}");
+    assert_eq!(p["pings_answered"], sent, "{p}");
+    assert_eq!(p["bgp_up"], true, "{p}");
+    assert_eq!(p["from"], "198.18.128.1", "{p}");
+    assert!(!netns_list().contains(name), "the lab was left behind");
+}
