@@ -28,12 +28,18 @@ fn finding<'a>(all: &'a [Value], scope: &str, check: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no {scope} {check} in {all:?}"))
 }
 
+/// Every lab's DUT port is dut0, and its NAPI threads are told apart by
+/// name only (`napi/dut0-*`), which pgrep sees across namespaces: one lab
+/// at a time, or the oracle counts another test's thread.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 #[cfg_attr(
     not(feature = "privileged"),
     ignore = "needs root: --features privileged"
 )]
 fn what_tune_reads_is_what_the_dut_has() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _down = common::lab::up(LAB);
     let sysctl = |key: &str| in_dut(&["sysctl", "-n", key]).trim().to_string();
     let all = tune();
@@ -130,6 +136,7 @@ fn what_tune_reads_is_what_the_dut_has() {
     ignore = "needs root: --features privileged"
 )]
 fn a_fix_then_its_revert_leaves_every_value_as_it_was() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _down = common::lab::up(LAB_FIX);
     let ns = format!("{LAB_FIX}-dut");
     let run = |args: &[&str]| common::lab::run_in(&ns, args);
@@ -197,6 +204,7 @@ fn ethtool_feature(iface: &str, feature: &str) -> String {
     ignore = "needs root: --features privileged"
 )]
 fn what_tune_asks_the_driver_is_what_ethtool_says() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let _down = common::lab::up(LAB_DRIVER);
     let ns = format!("{LAB_DRIVER}-dut");
     let tune = || -> Vec<Value> {
