@@ -192,58 +192,33 @@ fn routes_and_neighbours(spec: &LabSpec) -> Result<()> {
 fn second_port_routes(spec: &LabSpec) -> Result<()> {
     let ns = spec.namespaces();
     let i = Interfaces::default();
-    ip(
-        Some(&ns.dut),
-        &[
-            "route",
-            "add",
-            addr::GEN_PORT2_NET_V4,
-            "via",
-            addr::GEN_PORT2_V4,
-        ],
-    )?;
-    ip(
-        Some(&ns.dut),
-        &[
-            "route",
-            "add",
-            addr::GEN_PORT2_NET_V6,
-            "via",
-            addr::GEN_PORT2_V6,
-        ],
-    )?;
-    for (family, net, recv, via) in [
+    let table = SECOND_PORT_TABLE.to_string();
+    for (family, net, gen, recv, via) in [
         (
             "-4",
             addr::GEN_PORT2_NET_V4,
+            addr::GEN_PORT2_V4,
             addr::RECV_NET_V4,
             addr::DUT_PORT2_V4,
         ),
         (
             "-6",
             addr::GEN_PORT2_NET_V6,
+            addr::GEN_PORT2_V6,
             addr::RECV_NET_V6,
             addr::DUT_PORT2_V6,
         ),
     ] {
-        let table = SECOND_PORT_TABLE.to_string();
+        ip(Some(&ns.dut), &[family, "route", "add", net, "via", gen])?;
         ip(
             Some(&ns.gen),
             &[family, "rule", "add", "from", net, "lookup", &table],
         )?;
+        let dev = i.gen_port2.as_str();
         ip(
             Some(&ns.gen),
             &[
-                family,
-                "route",
-                "add",
-                recv,
-                "via",
-                via,
-                "dev",
-                &i.gen_port2,
-                "table",
-                &table,
+                family, "route", "add", recv, "via", via, "dev", dev, "table", &table,
             ],
         )?;
     }

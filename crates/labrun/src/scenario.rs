@@ -957,8 +957,8 @@ fn check_ports(
     profiles: &[(String, Profile)],
 ) -> std::result::Result<(), String> {
     for (name, p) in profiles {
-        let ports = std::iter::once(p).chain(&p.mix).filter_map(|p| p.port);
-        if let Some(port) = ports.clone().find(|&n| n > gen_ports) {
+        let mut ports = std::iter::once(p).chain(&p.mix).filter_map(|p| p.port);
+        if let Some(port) = ports.find(|&n| n > gen_ports) {
             return Err(format!(
                 "profile.{name}: port: {port}, and the lab's generator has {gen_ports} port(s) into the DUT (set lab.gen_ports = {port})"
             ));

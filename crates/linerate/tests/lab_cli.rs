@@ -212,12 +212,15 @@ fn a_second_port_carries_what_is_sent_from_its_addresses() {
     assert_eq!(s["links"].as_array().unwrap().len(), 6, "{s}");
     assert_eq!(s["interfaces"]["dut_port2"], "dut2");
     assert!(rx(&s, "dut_port2") >= 4, "{s}");
-    // The first port still carries the rest; the second only its own.
+    // The first port still carries the rest; the second only its own
+    // (and the odd IPv6 link-local frame: fewer than the ten pings).
     let before = (rx(&s, "dut_in"), rx(&s, "dut_port2"));
-    assert!(ping("lrt-ports2-gen", false, "198.19.0.1"));
+    for _ in 0..5 {
+        assert!(ping("lrt-ports2-gen", false, "198.19.0.1"));
+    }
     let s = status();
-    assert!(rx(&s, "dut_in") >= before.0 + 2, "{s}");
-    assert!(rx(&s, "dut_port2") < before.1 + 2, "{s}");
+    assert!(rx(&s, "dut_in") >= before.0 + 10, "{s}");
+    assert!(rx(&s, "dut_port2") < before.1 + 10, "{s}");
     assert_eq!(
         s["napi_threads"].as_array().unwrap().len(),
         2,
