@@ -113,6 +113,14 @@ struct nat_way6 {
  * stage's tables have as many sets each (16 MiB each). */
 #define CT4_SETS_MAX (1 << 21)
 #define CT6_SETS_MAX (1 << 19)
+/* A connection's set is the low fw_state.ct_bits bits of the top
+ * CT_SET_BITS_TOP bits of its hash: the sets the fast path uses are the
+ * first 2^ct_bits of the table, a span the control plane widens and
+ * narrows with the connections the table holds (a table far larger than
+ * its connections scatters them over pages the TLB cannot hold), and
+ * widened by a bit, a set's connections stay in it or move to the one
+ * 2^ct_bits further. */
+#define CT_SET_BITS_TOP 21
 
 /* One record of ct_keeper's batch (router/router.bpf.c). */
 struct ct_keep {

@@ -79,8 +79,10 @@ struct fw_state {
 	 * others want its set (0: none: the least recent goes). Written by the
 	 * control plane, which knows the tick's length. */
 	__u32 ct_idle;
-	/* Bits of a connection's hash that pick its set: [ipv6], each table
-	 * holding 2 << bits ways (sized at load, from nf_conntrack_max;
+	/* Bits of a connection's hash that pick its set: [ipv6], the sets in
+	 * use the first 1 << bits of the family's tables (sized at load, from
+	 * nf_conntrack_max), fitted by the control plane to the connections
+	 * they hold (abi/conntrack.h, CT_SET_BITS_TOP;
 	 * crates/dataplane/src/ct_cache.rs). */
 	__u8 ct_bits[2];
 	__u8 pad[2];

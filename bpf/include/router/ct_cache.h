@@ -94,9 +94,19 @@ static __always_inline int ct_key4_of(const struct ct_packet *p, struct ct_key4 
 	return from_a;
 }
 
-/* The set of IPv4 connection `k`: its two words multiplied, folded, top
- * `bits` bits (fw_state.ct_bits). crates/dataplane/src/ct_cache.rs computes
- * the same. */
+_Static_assert(CT4_SETS_MAX == 1 << CT_SET_BITS_TOP && CT6_SETS_MAX < CT4_SETS_MAX,
+	       "a set is found among the top CT_SET_BITS_TOP bits of its hash");
+
+/* The set of hash `h` among the first 2^`bits` (see CT_SET_BITS_TOP). */
+static __always_inline __u32 ct_span(__u64 h, __u32 bits)
+{
+	return (__u32)(h >> (64 - CT_SET_BITS_TOP)) & ((1u << bits) - 1);
+}
+
+/* The set of IPv4 connection `k`: its two words multiplied, folded, the
+ * low `bits` bits (fw_state.ct_bits) of the top CT_SET_BITS_TOP
+ * (abi/conntrack.h). crates/dataplane/src/ct_cache.rs computes the
+ * same. */
 static __always_inline __u32 ct_set4(const struct ct_key4 *k, __u32 bits)
 {
 	__u64 h = (k->ab * 0x9e3779b97f4a7c15ull) ^
@@ -104,12 +114,12 @@ static __always_inline __u32 ct_set4(const struct ct_key4 *k, __u32 bits)
 
 	h ^= h >> 29;
 	h *= 0xff51afd7ed558ccdull;
-	return h >> (64 - bits);
+	return ct_span(h, bits);
 }
 
 /* The set of IPv6 connection `k`: its five words multiplied in pairs and
- * folded, top `bits` bits. crates/dataplane/src/ct_cache.rs computes the
- * same. */
+ * folded, `bits` bits as ct_set4's. crates/dataplane/src/ct_cache.rs
+ * computes the same. */
 static __always_inline __u32 ct_set6(const struct ct_flow_key *k, __u32 bits)
 {
 	const __u64 *w = (const __u64 *)k;
@@ -118,7 +128,7 @@ static __always_inline __u32 ct_set6(const struct ct_flow_key *k, __u32 bits)
 
 	h ^= h >> 29;
 	h *= 0xff51afd7ed558ccdull;
-	return h >> (64 - bits);
+	return ct_span(h, bits);
 }
 
 /* The NAT stage's ways (abi/conntrack.h, router/nat.h), keyed by a direction's tuple:

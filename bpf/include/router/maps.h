@@ -139,7 +139,7 @@ struct {
 } ct_cache6 SEC(".maps");
 
 /* The NAT stage's ways (abi/conntrack.h), as many sets as the connection
- * cache's of the family (fw_state.ct_bits). */
+ * cache's of the family, as many in use (fw_state.ct_bits). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, CT4_SETS_MAX * CT_CACHE_WAYS);

@@ -7,6 +7,7 @@
 //! prometheus-client crate: the Prometheus text format (0.0.4), or
 //! OpenMetrics when the scraper asks for it.
 use anyhow::{anyhow, Result};
+use linerate_dataplane::ct_cache::CacheSpan;
 use linerate_dataplane::layout::{RouterCounters, REASONS, R_BRIDGED, R_FORWARDED, R_PASSES};
 use linerate_firewall::tcp_carry::CarryCounts;
 use linerate_fwfollow::thread::FwNews;
@@ -47,6 +48,8 @@ pub struct Published {
     pub firewall: Option<Result<FwNews, String>>,
     /// The marking of TCP connections to carry (None: no stateful stage).
     pub tcp_carry: Option<Arc<CarryCounts>>,
+    /// The connection cache's spans of sets (None: no stateful stage).
+    pub ct_span: Option<Arc<CacheSpan>>,
 }
 
 /// One FIB: family, routing table (`main`, or its number), prefixes,
@@ -93,6 +96,45 @@ fn encode_tcp_carry(
         "linerate_tcp_carry_refused",
         "Marks conntrack refused for another reason (logged once).",
         [(vec![], counter(c.refused.load(Relaxed)))],
+    )
+}
+
+/// The connection cache's spans: nothing without the stateful stage.
+fn encode_ct_span(
+    enc: &mut DescriptorEncoder,
+    c: Option<&CacheSpan>,
+) -> Result<(), std::fmt::Error> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let Some(c) = c else { return Ok(()) };
+    let by_family = |v: &[std::sync::atomic::AtomicU32; 2]| {
+        ["ipv4", "ipv6"]
+            .into_iter()
+            .zip(v)
+            .map(|(f, n)| {
+                (
+                    vec![("family", f.to_string())],
+                    gauge(n.load(Relaxed) as i64),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    family(
+        enc,
+        "linerate_ct_cache_sets",
+        "Sets of two ways the connection cache (and the NAT stage's ways) use now, fitted to the connections they hold.",
+        by_family(&c.sets),
+    )?;
+    family(
+        enc,
+        "linerate_ct_cache_sets_max",
+        "Sets the tables have room for (sized at start from nf_conntrack_max).",
+        by_family(&c.most),
+    )?;
+    family(
+        enc,
+        "linerate_ct_cache_refits",
+        "Times a family's span of sets was widened or narrowed.",
+        [(vec![], counter(c.refits.load(Relaxed)))],
     )
 }
 
@@ -377,6 +419,7 @@ impl RouterCollector {
             news.map(|n| (vec![], ConstGauge::new(n.took.as_secs_f64()))),
         )?;
         encode_tcp_carry(enc, p.tcp_carry.as_deref())?;
+        encode_ct_span(enc, p.ct_span.as_deref())?;
         let Ok(Some(rec)) = linerate_dataplane::record::read_firewall(&self.record) else {
             return Ok(());
         };

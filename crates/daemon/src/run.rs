@@ -332,7 +332,7 @@ fn start_firewall(
     }
     let ct_thread = if ct_on {
         tracing::info!(
-            "the stateful firewall's connection cache: {}, sized for nf_conntrack_max {}",
+            "the stateful firewall's connection cache: {}; sized for nf_conntrack_max {}",
             ct_maps.describe(),
             linerate_dataplane::ct_cache::CtMaps::conntrack_max_now()
         );
@@ -340,6 +340,7 @@ fn start_firewall(
         let t = linerate_firewall::conntrack::CtThread::start(ct_maps, opts.carry_tcp)?;
         if let Ok(mut p) = opts.status.lock() {
             p.tcp_carry = Some(t.carry_counts());
+            p.ct_span = Some(t.span());
         }
         Some(t)
     } else {

@@ -6,8 +6,8 @@
 //! conntrack's destroy events is the firewall's (linerate_firewall::conntrack).
 use crate::layout::{
     CtFlowKey, CtKeep, CtSlot, CtWay4, FwState, NatWay4, NatWay6, CT4_SETS_MAX, CT6_SETS_MAX,
-    CT_CACHE_WAYS, CT_KEEP_BATCH, CT_KEEP_GONE, CT_KEEP_KEPT, FW_CT_CHECKSUM, FW_CT_ON,
-    FW_CT_TCP_LIBERAL,
+    CT_CACHE_WAYS, CT_KEEP_BATCH, CT_KEEP_GONE, CT_KEEP_KEPT, CT_SET_BITS_TOP, FW_CT_CHECKSUM,
+    FW_CT_ON, FW_CT_TCP_LIBERAL,
 };
 use anyhow::{Context, Result};
 use libbpf_rs::MapCore;
@@ -15,8 +15,10 @@ use linerate_bpf::layout::Pod;
 use linerate_bpf::maps::MappedArray;
 use linerate_bpf::test_run::{self, XdpAction};
 use std::mem::offset_of;
+use std::ops::Range;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use linerate_netlink::ctnetlink::End;
@@ -68,11 +70,12 @@ pub fn nat_key_of(src: &End, dst: &End, l4proto: u8, ipv6: bool) -> CtFlowKey {
     }
 }
 
-/// The final mix of both families' set hashes: the top `bits` bits.
+/// The final mix of both families' set hashes: the low `bits` bits of its
+/// top CT_SET_BITS_TOP (ct_span).
 fn fold(mut h: u64, bits: u32) -> u32 {
     h ^= h >> 29;
     h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    (h >> (64 - bits)) as u32
+    ((h >> (64 - CT_SET_BITS_TOP)) as u32) & ((1u32 << bits) - 1)
 }
 
 /// The set of connection `k` in the fast path's cache of its family
@@ -103,17 +106,77 @@ pub fn set_of(k: &CtFlowKey, bits: [u32; 2]) -> u32 {
 /// conntrack yet).
 const CONNTRACK_MAX_DEFAULT: u64 = 262_144;
 
+/// The fewest sets a family's tables have, and use, `[ipv6]`: 256 KiB of
+/// IPv4 connections' ways, 64 KiB of IPv6 ones'.
+pub const LEAST_SETS: [usize; 2] = [1 << 12, 1 << 10];
+
 /// The sets of the fast path's connection caches, `[ipv6]`, for a
 /// conntrack table of `conntrack_max` entries: IPv4's the power of two at
 /// or above it (its ways at most half full when the table is full of
 /// IPv4 connections), IPv6's (whose ways take twice the bytes) a quarter
-/// of that; 4096 and 1024 at least, CT4_SETS_MAX and CT6_SETS_MAX at
-/// most.
+/// of that; [`LEAST_SETS`] at least, CT4_SETS_MAX and CT6_SETS_MAX at
+/// most. What the tables have room for: how many of them the fast path
+/// uses follows the connections they hold ([`CtMaps::fit`]).
 pub fn cache_sets(conntrack_max: Option<u64>) -> [usize; 2] {
     let max = conntrack_max.unwrap_or(CONNTRACK_MAX_DEFAULT).max(1) as usize;
-    let v4 = max.next_power_of_two().clamp(1 << 12, CT4_SETS_MAX);
-    [v4, (v4 / 4).clamp(1 << 10, CT6_SETS_MAX)]
+    let v4 = max.next_power_of_two().clamp(LEAST_SETS[0], CT4_SETS_MAX);
+    [v4, (v4 / 4).clamp(LEAST_SETS[1], CT6_SETS_MAX)]
 }
+
+/// The share of a family's ways in use above which its span of sets
+/// widens, and the share the span is fitted to at most: with two ways a
+/// set, a quarter of them in use leaves about 3% of its connections with
+/// no way in their set (found in the kernel's table on each packet), an
+/// eighth 1%.
+const WIDEN_ABOVE: f64 = 0.25;
+/// ... below which it narrows (a sixteenth: a span fitted stays between).
+const NARROW_BELOW: f64 = 1.0 / 16.0;
+/// ... at and above which the span is taken for too narrow to show how
+/// many connections want it (those that found no way are not in it):
+/// widened eightfold at least.
+const CROWDED: f64 = 0.75;
+
+/// The bits of sets a family's tables should span, spanning `bits` now
+/// with `in_use` of their ways in use (the fuller of the family's two
+/// tables), within `least` and `most`: widened until at most a quarter
+/// would be in use, narrowed where under a sixteenth are until between an
+/// eighth and a quarter would be, else left. Every set the fast path does
+/// not use is memory it does not touch: a table sized for
+/// nf_conntrack_max holding far fewer connections scatters each over a
+/// page of its own, a TLB miss on every packet (docs/firewall-stateful.md,
+/// "The connection cache's span").
+pub fn fitted_bits(bits: u32, in_use: f64, least: u32, most: u32) -> u32 {
+    let mut b = bits;
+    let mut share = in_use;
+    if in_use > WIDEN_ABOVE {
+        while share > WIDEN_ABOVE {
+            share /= 2.0;
+            b += 1;
+        }
+        if in_use >= CROWDED {
+            b = b.max(bits + 3);
+        }
+    } else if in_use < NARROW_BELOW {
+        while b > least && share * 2.0 <= WIDEN_ABOVE {
+            share *= 2.0;
+            b -= 1;
+        }
+    }
+    b.clamp(least, most.max(least))
+}
+
+/// How many sets a family's tables span now, `[ipv6]`, and how often the
+/// spans changed: for the metrics.
+#[derive(Debug, Default)]
+pub struct CacheSpan {
+    pub sets: [AtomicU32; 2],
+    /// What the tables have room for (sized at load).
+    pub most: [AtomicU32; 2],
+    pub refits: AtomicU64,
+}
+
+/// Sets sampled to tell how full a span is (all of a smaller one).
+const SAMPLED_SETS: u32 = 4096;
 
 /// The tables of ways the control plane keeps: each family's connection
 /// cache (a connection by its canonical key) and the NAT stage's (a
@@ -148,7 +211,11 @@ impl Table {
 
     /// The table of `key`'s family.
     fn of(key: &CtFlowKey, nat: bool) -> Table {
-        match (nat, key.ipv6 != 0) {
+        Table::of_family(key.ipv6 != 0, nat)
+    }
+
+    fn of_family(ipv6: bool, nat: bool) -> Table {
+        match (nat, ipv6) {
             (false, false) => Table::Ct4,
             (false, true) => Table::Ct6,
             (true, false) => Table::Nat4,
@@ -322,6 +389,18 @@ pub struct Swept {
     /// Connections forgotten: the kernel's entry was gone or not carried
     /// any more.
     pub forgotten: u64,
+    /// Ways emptied for being outside their set (the span changed): their
+    /// connections are kept again by their next packets.
+    pub moved: u64,
+}
+
+impl Swept {
+    fn add(&mut self, o: Swept) {
+        self.entries += o.entries;
+        self.refreshed += o.refreshed;
+        self.forgotten += o.forgotten;
+        self.moved += o.moved;
+    }
 }
 
 /// How long a connection keeps its way after its last packet while
@@ -366,8 +445,13 @@ pub struct CtMaps {
     clock: OwnedFd,
     /// The tables, by [`Table`].
     cache: [MappedArray; 4],
-    /// Each family's sets' bits (fw_state.ct_bits).
+    /// Each family's tables' sets, in bits: what they have room for.
+    table_bits: [u32; 2],
+    /// ... the sets the fast path uses (fw_state.ct_bits: [`CtMaps::fit`]).
     bits: [u32; 2],
+    /// ... the most it has used since the sets above were last emptied.
+    used_bits: [u32; 2],
+    span: Arc<CacheSpan>,
     /// fw_state, for its ct_flags and ct_idle words.
     state: MappedArray,
     /// The kernel's HZ: the length of the jiffies `seen` counts.
@@ -410,11 +494,27 @@ impl CtMaps {
             nat_bits4,
             nat_bits6
         );
+        // The span the connections the kernel holds now would want, each
+        // perhaps NAT'd (two ways).
+        let count = sysctl("nf_conntrack_count").unwrap_or(0) as f64;
+        let table_bits = [bits4, bits6];
+        let least = LEAST_SETS.map(|s| s.trailing_zeros());
+        let bits: [u32; 2] = std::array::from_fn(|f| {
+            fitted_bits(
+                least[f],
+                count / (1u64 << least[f]) as f64,
+                least[f],
+                table_bits[f],
+            )
+        });
         let mut m = CtMaps {
             keeper: fd("ct_keeper")?,
             clock: fd("ct_clock")?,
             cache: [v4, v6, nat4, nat6],
-            bits: [bits4, bits6],
+            table_bits,
+            bits,
+            used_bits: bits,
+            span: Arc::new(CacheSpan::default()),
             state: MappedArray::open(&linerate_bpf::loader::map(obj, "fw_state")?)?,
             hz: 0,
             offers: libbpf_rs::MapHandle::try_from(&linerate_bpf::loader::map(obj, "ct_offers")?)
@@ -425,15 +525,95 @@ impl CtMaps {
             .word(0, offset_of!(FwState, ct_idle))
             .store((KEEP_WAY_FOR.as_secs() * m.hz) as u32, Ordering::Release);
         // Before FW_CT_ON (publish_flags), which the fast path reads first.
-        m.state
-            .write_bytes(0, offset_of!(FwState, ct_bits), &[bits4 as u8, bits6 as u8]);
+        for f in 0..2 {
+            m.span.most[f].store(1 << table_bits[f], Ordering::Relaxed);
+            m.publish_bits(f, bits[f]);
+        }
         Ok(m)
     }
 
     /// How many connections of each family the cache has ways for,
     /// `[ipv6]`.
     pub fn ways(&self) -> [u64; 2] {
-        self.bits.map(|b| (CT_CACHE_WAYS as u64) << b)
+        self.table_bits.map(|b| (CT_CACHE_WAYS as u64) << b)
+    }
+
+    /// How many sets of each family's tables the fast path uses now,
+    /// `[ipv6]`.
+    pub fn sets_used(&self) -> [u32; 2] {
+        self.bits.map(|b| 1 << b)
+    }
+
+    /// The spans as the metrics read them.
+    pub fn span(&self) -> Arc<CacheSpan> {
+        self.span.clone()
+    }
+
+    /// Makes the first 2^`bits` sets family `f`'s span (fw_state.ct_bits).
+    fn publish_bits(&mut self, f: usize, bits: u32) {
+        self.bits[f] = bits;
+        self.state
+            .write_bytes(0, offset_of!(FwState, ct_bits) + f, &[bits as u8]);
+        self.span.sets[f].store(1 << bits, Ordering::Relaxed);
+    }
+
+    /// The share of `table`'s ways in use within the span: every set of a
+    /// small one, else SAMPLED_SETS spread evenly over it.
+    fn in_use(&self, table: Table) -> f64 {
+        let sets = 1u32 << self.bits[table.ipv6() as usize];
+        let step = (sets / SAMPLED_SETS).max(1);
+        let t = &self.cache[table as usize];
+        let (mut ways, mut used) = (0u64, 0u64);
+        for set in (0..sets).step_by(step as usize) {
+            for w in 0..CT_CACHE_WAYS as u32 {
+                ways += 1;
+                used += (t.byte(set * CT_CACHE_WAYS as u32 + w, table.proto_offset()) != 0) as u64;
+            }
+        }
+        used as f64 / ways.max(1) as f64
+    }
+
+    /// Fits each family's span of sets to the ways in use in it
+    /// ([`fitted_bits`]), the spans changed, `(ipv6, from, to)` in bits.
+    /// Widened, the sets past the old span are emptied first (of what a
+    /// packet judged by an older span may have left there), then the span
+    /// published; either way, the ways then outside their set (half of
+    /// them, or the narrowed-off ones) go as a sweep's would, their kernel
+    /// timeouts set first (`since`, `timeouts`: see [`CtMaps::sweep`]).
+    /// Their connections' next packets find them in the kernel's table and
+    /// keep them in their sets again: the fast path carries them
+    /// throughout.
+    pub fn fit(&mut self, since: u64, timeouts: &Timeouts) -> Result<Vec<(bool, u32, u32)>> {
+        let mut changed = Vec::new();
+        for (f, least) in LEAST_SETS.map(|s| s.trailing_zeros()).into_iter().enumerate() {
+            let in_use = [false, true]
+                .map(|nat| self.in_use(Table::of_family(f == 1, nat)))
+                .into_iter()
+                .fold(0.0, f64::max);
+            let (old, new) = (
+                self.bits[f],
+                fitted_bits(self.bits[f], in_use, least, self.table_bits[f]),
+            );
+            if new == old {
+                continue;
+            }
+            if new > old && self.used_bits[f] > old {
+                let past = 1 << old..1 << new.min(self.used_bits[f]);
+                self.walk(f == 1, past, since, timeouts, Walk::Empty)?;
+            }
+            self.publish_bits(f, new);
+            self.used_bits[f] = self.used_bits[f].max(new);
+            self.walk(
+                f == 1,
+                0..1 << old.max(new),
+                since,
+                timeouts,
+                Walk::Misplaced,
+            )?;
+            self.span.refits.fetch_add(1, Ordering::Relaxed);
+            changed.push((f == 1, old, new));
+        }
+        Ok(changed)
     }
 
     /// What the cache is: its ways and memory (the NAT stage's with it).
@@ -443,8 +623,9 @@ impl CtMaps {
             .iter()
             .map(|t| self.ways()[t.ipv6() as usize] * t.way_bytes() as u64)
             .sum();
+        let [s4, s6] = self.sets_used();
         format!(
-            "ways for {v4} IPv4 and {v6} IPv6 connections, and as many directions of NAT'd ones ({} MiB)",
+            "ways for {v4} IPv4 and {v6} IPv6 connections, and as many directions of NAT'd ones ({} MiB); {s4} and {s6} sets of two ways in use now, fitted to the connections they hold",
             bytes >> 20
         )
     }
@@ -613,70 +794,115 @@ impl CtMaps {
     }
 
     /// One sweep (see the module's comment): timeouts set for the
-    /// connections carried since jiffy `since`, every one checked. The
-    /// jiffy it began at.
+    /// connections carried since jiffy `since`, every one in the spans
+    /// checked, and a way outside its set (kept by a packet judged by an
+    /// older span) emptied. The jiffy it began at.
     pub fn sweep(&self, since: u64, timeouts: &Timeouts) -> Result<(Swept, u64)> {
         let now = self.clock()?.0;
         let mut s = Swept::default();
-        let mut batch: Vec<(Table, u32, CtKeep)> = Vec::with_capacity(CT_KEEP_BATCH);
-        let flush = |batch: &mut Vec<(Table, u32, CtKeep)>, s: &mut Swept| -> Result<()> {
+        for ipv6 in [false, true] {
+            let sets = 1 << self.bits[ipv6 as usize];
+            s.add(self.walk(ipv6, 0..sets, since, timeouts, Walk::All)?);
+        }
+        Ok((s, now))
+    }
+
+    /// Walks the ways of family `ipv6`'s two tables in `sets` (see
+    /// [`Walk`]), the kernel's entries of those it takes checked by
+    /// ct_keeper in batches, their timeouts set if carried since jiffy
+    /// `since`: a way whose entry is gone, or not carried any more, or
+    /// outside its set, is emptied.
+    fn walk(
+        &self,
+        ipv6: bool,
+        sets: Range<u32>,
+        since: u64,
+        timeouts: &Timeouts,
+        what: Walk,
+    ) -> Result<Swept> {
+        let now = self.clock()?.0;
+        let mut s = Swept::default();
+        // (table, way, outside its set, record)
+        let mut batch: Vec<(Table, u32, bool, CtKeep)> = Vec::with_capacity(CT_KEEP_BATCH);
+        let flush = |batch: &mut Vec<(Table, u32, bool, CtKeep)>, s: &mut Swept| -> Result<()> {
             if batch.is_empty() {
                 return Ok(());
             }
-            let mut records: Vec<CtKeep> = batch.iter().map(|b| b.2).collect();
+            let mut records: Vec<CtKeep> = batch.iter().map(|b| b.3).collect();
             if !self.keep(&mut records)? {
                 anyhow::bail!("ct_keeper did not run (no conntrack kfuncs)");
             }
-            for ((table, i, _), r) in batch.iter().zip(&records) {
-                match r.result {
-                    CT_KEEP_GONE => {
-                        s.forgotten += self.clear(*table, *i, &r.key) as u64;
-                    }
-                    CT_KEEP_KEPT if r.timeout_ms != 0 => s.refreshed += 1,
-                    _ => {}
+            for ((table, i, misplaced, _), r) in batch.iter().zip(&records) {
+                if r.result == CT_KEEP_KEPT && r.timeout_ms != 0 {
+                    s.refreshed += 1;
+                }
+                if *misplaced {
+                    s.moved += self.clear(*table, *i, &r.key) as u64;
+                } else if r.result == CT_KEEP_GONE {
+                    s.forgotten += self.clear(*table, *i, &r.key) as u64;
                 }
             }
             batch.clear();
             Ok(())
         };
-        let ways = self.ways().map(|w| w as u32);
-        for (table, i) in Table::ALL
-            .into_iter()
-            .flat_map(|t| (0..ways[t.ipv6() as usize]).map(move |i| (t, i)))
-        {
-            // An empty way by its protocol byte alone: most are, and the
-            // tables run to 448 MiB.
-            if self.cache[table as usize].byte(i, table.proto_offset()) == 0 {
-                continue;
-            }
-            let slot = self.way(table, i);
-            if slot.key.l4proto == 0 || slot.seq & 1 == 1 {
-                continue;
-            }
-            s.entries += 1;
-            batch.push((
-                table,
-                i,
-                CtKeep {
-                    key: slot.key,
-                    timeout_ms: keep_request(
-                        slot.seen.at(now),
-                        now,
-                        since,
-                        self.hz,
-                        timeouts.of(slot.key.l4proto),
-                    ),
-                    nat: table.nat() as u8,
-                    ..Default::default()
-                },
-            ));
-            if batch.len() == CT_KEEP_BATCH {
-                flush(&mut batch, &mut s)?;
+        let ways = sets.start * CT_CACHE_WAYS as u32..sets.end * CT_CACHE_WAYS as u32;
+        for table in [false, true].map(|nat| Table::of_family(ipv6, nat)) {
+            for i in ways.clone() {
+                // An empty way by its protocol byte alone: most are, and the
+                // tables run to 448 MiB.
+                if self.cache[table as usize].byte(i, table.proto_offset()) == 0 {
+                    continue;
+                }
+                let slot = self.way(table, i);
+                if slot.key.l4proto == 0 || slot.seq & 1 == 1 {
+                    continue;
+                }
+                if what == Walk::Empty {
+                    s.moved += self.clear(table, i, &slot.key) as u64;
+                    continue;
+                }
+                let misplaced = set_of(&slot.key, self.bits) != i / CT_CACHE_WAYS as u32;
+                if what == Walk::Misplaced && !misplaced {
+                    continue;
+                }
+                s.entries += 1;
+                batch.push((
+                    table,
+                    i,
+                    misplaced,
+                    CtKeep {
+                        key: slot.key,
+                        timeout_ms: keep_request(
+                            slot.seen.at(now),
+                            now,
+                            since,
+                            self.hz,
+                            timeouts.of(slot.key.l4proto),
+                        ),
+                        nat: table.nat() as u8,
+                        ..Default::default()
+                    },
+                ));
+                if batch.len() == CT_KEEP_BATCH {
+                    flush(&mut batch, &mut s)?;
+                }
             }
         }
         flush(&mut batch, &mut s)?;
-        Ok((s, now))
+        Ok(s)
     }
+}
+
+/// Which ways a walk takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    /// Every one: checked against the kernel's entry (a sweep).
+    All,
+    /// Those outside their set.
+    Misplaced,
+    /// Every one, emptied unchecked (sets past the span, which the fast
+    /// path does not read).
+    Empty,
 }
 
 #[cfg(test)]
@@ -725,22 +951,64 @@ mod tests {
         );
     }
 
-    /// A set is the top bits of one hash: a bigger table splits each set in
-    /// two, and the families hash apart.
+    /// A set is the low bits of the top CT_SET_BITS_TOP of one hash: a
+    /// span widened by a bit leaves a set's connections in it or moves
+    /// them 2^bits further, and the families hash apart.
     #[test]
-    fn a_connections_set_is_the_top_bits_of_its_hash() {
-        let (k, _) = key_of(
-            &end([10, 0, 0, 2], 4000),
-            &end([10, 0, 0, 1], 53),
-            17,
-            false,
-        );
-        let (s10, s11) = (set_of(&k, [10, 10]), set_of(&k, [11, 10]));
-        assert!(s10 < 1 << 10 && s11 < 1 << 11);
-        assert_eq!(s11 >> 1, s10);
-        let mut k6 = k;
-        k6.ipv6 = 1;
-        assert_eq!(set_of(&k6, [10, 12]) >> 2, set_of(&k6, [20, 10]));
+    fn a_wider_span_splits_each_set_in_two() {
+        let mut moved = [0; 2];
+        for port in 4000..4400 {
+            let (k, _) = key_of(
+                &end([10, 0, 0, 2], port),
+                &end([10, 0, 0, 1], 53),
+                17,
+                false,
+            );
+            let (s10, s11) = (set_of(&k, [10, 10]), set_of(&k, [11, 10]));
+            assert!(s10 < 1 << 10 && s11 < 1 << 11);
+            assert!(s11 == s10 || s11 == s10 + (1 << 10), "{s10} {s11}");
+            moved[(s11 != s10) as usize] += 1;
+            let top = set_of(&k, [CT_SET_BITS_TOP, 10]);
+            assert_eq!(top & ((1 << 10) - 1), s10);
+            let mut k6 = k;
+            k6.ipv6 = 1;
+            assert_eq!(set_of(&k6, [10, 12]) & 0xff, set_of(&k6, [20, 8]));
+        }
+        // About half move: the new bit is a hash bit like the others.
+        assert!(moved.iter().all(|&n| n > 150), "{moved:?}");
+    }
+
+    /// The span widens past a quarter of its ways in use to at most a
+    /// quarter, eightfold at least when crowded; narrows under a sixteenth
+    /// to between an eighth and a quarter; never past its bounds.
+    #[test]
+    fn a_span_is_fitted_to_the_ways_in_use() {
+        let f = |bits, in_use| fitted_bits(bits, in_use, 12, 21);
+        assert_eq!(f(14, 0.2), 14, "between: left");
+        assert_eq!(f(14, 0.07), 14);
+        assert_eq!(f(14, 0.26), 15);
+        assert_eq!(f(14, 0.6), 16);
+        assert_eq!(f(14, 0.74), 16);
+        assert_eq!(f(14, 0.8), 17, "crowded: eightfold");
+        assert_eq!(f(14, 1.0), 17);
+        assert_eq!(f(20, 1.0), 21, "no wider than the tables");
+        assert_eq!(f(16, 0.05), 14, "to 0.2: between an eighth and a quarter");
+        assert_eq!(f(16, 0.03), 13, "to 0.24");
+        assert_eq!(f(16, 0.01), 12, "the least");
+        assert_eq!(f(16, 0.0), 12);
+        assert_eq!(f(20, 0.002), 14, "0.002 * 2^6 = 0.128");
+        // Fitted, a span stays: widened to at most a quarter, narrowed to
+        // over an eighth, both inside the band it is left in.
+        for bits in 12..21 {
+            for i in 0..=100 {
+                let in_use = i as f64 / 100.0;
+                let b = f(bits, in_use);
+                let then = in_use * (1u64 << bits) as f64 / (1u64 << b) as f64;
+                if b != bits && b > 12 && b < 21 {
+                    assert_eq!(f(b, then), b, "{bits} {in_use} -> {b} ({then})");
+                }
+            }
+        }
     }
 
     /// An IPv4 NAT way keeps the low half of the jiffies: read back as

@@ -462,6 +462,9 @@ pub const CT_KEEP_BATCH: usize = 64;
 pub const CT4_SETS_MAX: usize = 1 << 21;
 pub const CT6_SETS_MAX: usize = 1 << 19;
 pub const CT_CACHE_WAYS: usize = 2;
+/// A connection's set: the low `ct_bits` bits of the top this many of its
+/// hash.
+pub const CT_SET_BITS_TOP: u32 = 21;
 pub const CT_KEEP_GONE: u8 = 1;
 pub const CT_KEEP_KEPT: u8 = 2;
 pub const FW_ACCEPT: u8 = 1;
@@ -491,7 +494,8 @@ pub struct FwState {
     /// Jiffies a connection's cache way is kept for after its last packet
     /// while others want its set.
     pub ct_idle: u32,
-    /// Bits of a connection's hash that pick its set, `[ipv6]`.
+    /// Bits of a connection's hash that pick its set, `[ipv6]`: the sets
+    /// in use (crate::ct_cache, `CtMaps::fit`).
     pub ct_bits: [u8; 2],
     pub pad: [u8; 2],
     /// `[generation & 1][ipv6]`.

@@ -22,6 +22,9 @@
 //!   the fast path does not carry. The sweep bounds how long an entry can
 //!   outlive the kernel's when events were lost (ENOBUFS sweeps at once).
 //!
+//! Each second it also fits the span of sets the fast path uses to the
+//! connections the tables hold (linerate_dataplane::ct_cache, `CtMaps::fit`).
+//!
 //! The kernel's timeout is thus kept from the fast path's `seen` times: a
 //! flow that stops expires on the kernel's schedule, to the sweep's
 //! precision.
@@ -31,7 +34,9 @@
 use crate::tcp_carry::{mark, CarryCounts, Marker};
 use anyhow::{Context, Result};
 use linerate_bpf::layout::Pod;
-use linerate_dataplane::ct_cache::{key_of, nat_key_of, sysctl, sysctl_flags, CtMaps, Timeouts};
+use linerate_dataplane::ct_cache::{
+    key_of, nat_key_of, sysctl, sysctl_flags, CacheSpan, CtMaps, Timeouts,
+};
 use linerate_dataplane::layout::{CtFlowKey, FW_CT_ON, FW_CT_TCP_CARRY};
 use linerate_netlink::ctnetlink::{destroyed, NFNLGRP_CONNTRACK_DESTROY};
 use std::cell::RefCell;
@@ -53,12 +58,18 @@ pub fn sweep_every(stream: Duration, events: bool) -> Duration {
     (stream / 4).clamp(Duration::from_secs(1), most)
 }
 
+/// How often the spans of the connection cache are fitted: a burst of new
+/// connections past a span's ways is found in the kernel's table packet by
+/// packet until then.
+const FIT_EVERY: Duration = Duration::from_secs(1);
+
 /// The thread that keeps the kernel's entries (see the module's comment);
 /// it ends when dropped.
 pub struct CtThread {
     wake: OwnedFd,
     thread: Option<std::thread::JoinHandle<()>>,
     carry: Arc<CarryCounts>,
+    span: Arc<CacheSpan>,
 }
 
 impl CtThread {
@@ -96,6 +107,7 @@ impl CtThread {
             None
         };
         let counts = carry.clone();
+        let span = maps.span();
         let thread = std::thread::Builder::new()
             .name("linerate-ct".into())
             .spawn(move || keep(maps, events, marks, &counts, their_wake))?;
@@ -103,12 +115,18 @@ impl CtThread {
             wake,
             thread: Some(thread),
             carry,
+            span,
         })
     }
 
     /// What the marking of offered TCP connections has done.
     pub fn carry_counts(&self) -> Arc<CarryCounts> {
         self.carry.clone()
+    }
+
+    /// The connection cache's spans of sets.
+    pub fn span(&self) -> Arc<CacheSpan> {
+        self.span.clone()
     }
 }
 
@@ -124,7 +142,7 @@ impl Drop for CtThread {
 }
 
 fn keep(
-    maps: CtMaps,
+    mut maps: CtMaps,
     events: Option<netlink_sys::Socket>,
     marks: Option<netlink_sys::Socket>,
     counts: &CarryCounts,
@@ -152,6 +170,7 @@ fn keep(
     let mut next = std::time::Instant::now() + every(&timeouts);
     let mut flags = maps.published_flags();
     let mut outgrown = false;
+    let mut next_fit = std::time::Instant::now() + FIT_EVERY;
     loop {
         let fd = |fd: i32| libc::pollfd {
             fd,
@@ -222,6 +241,22 @@ fn keep(
                     }
                 }
             }
+        }
+        if std::time::Instant::now() >= next_fit {
+            match maps.fit(since, &timeouts) {
+                Ok(changed) => {
+                    for (ipv6, from, to) in changed {
+                        tracing::info!(
+                            "the connection cache's {} sets in use: {} -> {} (fitted to the connections it holds)",
+                            if ipv6 { "IPv6" } else { "IPv4" },
+                            1u64 << from,
+                            1u64 << to
+                        );
+                    }
+                }
+                Err(e) => tracing::warn!("fitting the connection cache: {e:#}"),
+            }
+            next_fit = std::time::Instant::now() + FIT_EVERY;
         }
         if std::time::Instant::now() >= next {
             match maps.sweep(since, &timeouts) {

@@ -151,6 +151,15 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// masqueraded too) and the short stream timeout in the DUT, and the
 /// router on it with its firewall published.
 fn stateful_lab(clients: &[&str], masquerade: bool) -> (lab::Down, lab::Router) {
+    stateful_lab_with(clients, masquerade, &[])
+}
+
+/// [`stateful_lab`], the router started with `flags` too.
+fn stateful_lab_with(
+    clients: &[&str],
+    masquerade: bool,
+    flags: &[&str],
+) -> (lab::Down, lab::Router) {
     let down = lab::up(LAB);
     for c in clients {
         run(
@@ -179,7 +188,7 @@ fn stateful_lab(clients: &[&str], masquerade: bool) -> (lab::Down, lab::Router) 
             &format!("net.netfilter.nf_conntrack_udp_timeout_stream={STREAM_TIMEOUT}"),
         ],
     );
-    let router = lab::start_router(LAB);
+    let router = lab::start_router_with(LAB, flags);
     lab::wait_for_firewall(LAB, 1 + masquerade as usize);
     (down, router)
 }
@@ -389,12 +398,13 @@ fn udp_connections_carried(masquerade: bool, then: fn()) {
 const SHARING_CLIENTS: [&str; 4] = ["198.18.1.1", "198.18.1.2", "198.18.1.3", "198.18.1.4"];
 
 /// Three (client address, port) pairs whose connections to SERVER:PORT
-/// fall in one set of the fast path's connection cache as sized for
-/// nf_conntrack_max `max` (conntrack.rs computes the set as
-/// bpf/include/router/ct_judge.h does; a router unit test holds the two equal).
-fn sharing_one_set(max: u64) -> Vec<(std::net::Ipv4Addr, u16)> {
-    use linerate_dataplane::ct_cache::{cache_sets, key_of, set_of, End};
-    let bits = cache_sets(Some(max)).map(|s| s.trailing_zeros());
+/// fall in one set of the fast path's connection cache as it spans its
+/// fewest sets, holding a few connections (ct_cache.rs computes the set
+/// as bpf/include/router/ct_cache.h does; a router unit test holds the two
+/// equal).
+fn sharing_one_set() -> Vec<(std::net::Ipv4Addr, u16)> {
+    use linerate_dataplane::ct_cache::{key_of, set_of, End, LEAST_SETS};
+    let bits = LEAST_SETS.map(|s| s.trailing_zeros());
     let end = |a: std::net::Ipv4Addr, port: u16| {
         let mut addr = [0u8; 16];
         addr[..4].copy_from_slice(&a.octets());
@@ -435,14 +445,7 @@ fn sharing_one_set(max: u64) -> Vec<(std::net::Ipv4Addr, u16)> {
 fn a_connection_its_set_has_no_way_for_keeps_its_kernel_entry() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (_down, _router) = stateful_lab(&SHARING_CLIENTS, false);
-    let max: u64 = run(
-        &ns("dut"),
-        &["cat", "/proc/sys/net/netfilter/nf_conntrack_max"],
-    )
-    .trim()
-    .parse()
-    .unwrap();
-    let chosen = sharing_one_set(max);
+    let chosen = sharing_one_set();
 
     let stop = Arc::new(AtomicBool::new(false));
     let (_push, pushed) = std::sync::mpsc::channel();
@@ -499,6 +502,111 @@ fn a_connection_its_set_has_no_way_for_keeps_its_kernel_entry() {
         "a connection's kernel entry ran out under traffic and was made again"
     );
     assert!(carried > 0);
+}
+
+/// The connection cache spans as many sets as its connections want: a
+/// few connections, its fewest; 1,500 masqueraded ones (3,000 NAT ways:
+/// more than a quarter of the fewest sets' 8,192) widen it to twice that
+/// within seconds, the connections carried throughout, byte for byte,
+/// none found missing or young in the kernel's table once established
+/// (the ways that moved are found there again, established, and kept);
+/// and once conntrack's table is flushed (its destroy events empty the
+/// ways), it narrows to its fewest again.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn the_connection_cache_spans_as_many_sets_as_its_connections_want() {
+    use linerate_dataplane::ct_cache::LEAST_SETS;
+    const METRICS: &str = "127.0.0.1:9419";
+    const SETS: &str = "linerate_ct_cache_sets{family=\"ipv4\"}";
+    const CONNECTIONS: usize = 1500;
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_down, _router) = stateful_lab_with(&SHARING_CLIENTS, true, &["--metrics", METRICS]);
+    let sets = || lab::metric(LAB, METRICS, SETS);
+    let wait_for = |what: &str, want: f64| {
+        let t = Instant::now();
+        while sets() != Some(want) {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "{what}: the span is {:?} sets, not {want}",
+                sets()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_for("a few connections", LEAST_SETS[0] as f64);
+
+    // (One socket a connection: more files than a default soft limit.)
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit with a valid struct.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim), 0);
+        lim.rlim_cur = lim.rlim_max;
+        assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &lim), 0);
+    }
+    assert!(lim.rlim_cur as usize > CONNECTIONS + 100, "{lim:?}");
+    let stop = Arc::new(AtomicBool::new(false));
+    let (_push, pushed) = std::sync::mpsc::channel();
+    let server = echo_server(stop.clone(), pushed);
+    let socks: Vec<UdpSocket> = {
+        let _in = linerate_host::netns::NetnsGuard::enter(&ns("gen")).unwrap();
+        (0..CONNECTIONS)
+            .map(|i| {
+                let c: std::net::Ipv4Addr = SHARING_CLIENTS[i % 4].parse().unwrap();
+                let s = UdpSocket::bind((c, 0)).unwrap();
+                s.connect((SERVER, PORT)).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(500)))
+                    .unwrap();
+                s
+            })
+            .collect()
+    };
+    let start = Instant::now();
+    let mut settled: Option<(u64, u64, u64)> = None;
+    let mut seq = 0u32;
+    // Established and assured after two seconds of both ways; the span
+    // fitted within a second of the ways filling; then three seconds more.
+    while start.elapsed() < Duration::from_secs(9) {
+        for (i, s) in socks.iter().enumerate() {
+            exchange(s, i, seq);
+        }
+        seq += 1;
+        if settled.is_none() && start.elapsed() > Duration::from_secs(4) {
+            settled = Some((
+                counted("pass_ct_none"),
+                counted("pass_ct_young"),
+                counted("forwarded"),
+            ));
+        }
+    }
+    let (none0, young0, fwd0) = settled.unwrap();
+    let (none, young, carried) = (
+        counted("pass_ct_none") - none0,
+        counted("pass_ct_young") - young0,
+        counted("forwarded") - fwd0,
+    );
+    let widened = sets();
+    let rounds_after = seq;
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap();
+    eprintln!(
+        "{CONNECTIONS} connections, {rounds_after} rounds: the span {widened:?} sets; after they settled: carried {carried}, to the kernel for no entry {none}, for a young one {young}"
+    );
+    assert_eq!(widened, Some(2.0 * LEAST_SETS[0] as f64));
+    assert_eq!((none, young), (0, 0));
+    assert!(
+        carried >= 2 * CONNECTIONS as u64,
+        "carried {carried}: not every connection's datagrams and echoes"
+    );
+
+    drop(socks);
+    run(&ns("dut"), &["conntrack", "-F"]);
+    wait_for("the connections gone", LEAST_SETS[0] as f64);
 }
 
 /// A TCP connection from CLIENT (routed both ways, where the default

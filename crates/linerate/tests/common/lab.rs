@@ -136,3 +136,23 @@ pub fn wait_for_firewall(lab: &str, chains: usize) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Series `series` (`name{labels}` as the text format writes it) of the
+/// metrics the router in lab `lab`'s DUT serves at `addr` (its
+/// `--metrics`, in the DUT's namespace); None if not served (yet).
+pub fn metric(lab: &str, addr: &str, series: &str) -> Option<f64> {
+    let (ns, url) = (format!("{lab}-dut"), format!("http://{addr}/metrics"));
+    let body = std::thread::spawn(move || {
+        let _in = linerate_host::netns::NetnsGuard::enter(&ns).ok()?;
+        let agent = ureq::AgentBuilder::new()
+            .timeout(Duration::from_secs(5))
+            .build();
+        agent.get(&url).call().ok()?.into_string().ok()
+    })
+    .join()
+    .unwrap()?;
+    body.lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .find(|(s, _)| *s == series)
+        .and_then(|(_, v)| v.parse().ok())
+}
