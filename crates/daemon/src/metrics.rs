@@ -761,6 +761,7 @@ mod tests {
             p.last_change = Some(Duration::from_micros(1));
             p.fibs = vec![FibStatus::default()];
             p.overflows = vec![("nexthops", 0)];
+            p.ct_span = Some(Default::default());
             p.firewall = Some(Ok(FwNews {
                 refused: [Some("x".into()), None],
                 unclassified: [None, Some("y".into())],

@@ -175,6 +175,12 @@ pub struct CacheSpan {
     pub refits: AtomicU64,
 }
 
+/// How long a span stays before it narrows: a widened span's moved ways
+/// are empty until their connections' next packets keep them again, and
+/// connections quiet for a moment (a generator opening 100,000 in passes)
+/// would otherwise narrow it back at once, and widen it again.
+const NARROW_AFTER: Duration = Duration::from_secs(10);
+
 /// Sets sampled to tell how full a span is (all of a smaller one).
 const SAMPLED_SETS: u32 = 4096;
 
@@ -451,6 +457,8 @@ pub struct CtMaps {
     bits: [u32; 2],
     /// ... the most it has used since the sets above were last emptied.
     used_bits: [u32; 2],
+    /// When each span last changed (or the router started).
+    changed_at: [std::time::Instant; 2],
     span: Arc<CacheSpan>,
     /// fw_state, for its ct_flags and ct_idle words.
     state: MappedArray,
@@ -514,6 +522,7 @@ impl CtMaps {
             table_bits,
             bits,
             used_bits: bits,
+            changed_at: [std::time::Instant::now(); 2],
             span: Arc::new(CacheSpan::default()),
             state: MappedArray::open(&linerate_bpf::loader::map(obj, "fw_state")?)?,
             hz: 0,
@@ -574,7 +583,8 @@ impl CtMaps {
     }
 
     /// Fits each family's span of sets to the ways in use in it
-    /// ([`fitted_bits`]), the spans changed, `(ipv6, from, to)` in bits.
+    /// ([`fitted_bits`]; narrowed only where it has not changed for
+    /// NARROW_AFTER), the spans changed, `(ipv6, from, to)` in bits.
     /// Widened, the sets past the old span are emptied first (of what a
     /// packet judged by an older span may have left there), then the span
     /// published; either way, the ways then outside their set (half of
@@ -585,7 +595,11 @@ impl CtMaps {
     /// throughout.
     pub fn fit(&mut self, since: u64, timeouts: &Timeouts) -> Result<Vec<(bool, u32, u32)>> {
         let mut changed = Vec::new();
-        for (f, least) in LEAST_SETS.map(|s| s.trailing_zeros()).into_iter().enumerate() {
+        for (f, least) in LEAST_SETS
+            .map(|s| s.trailing_zeros())
+            .into_iter()
+            .enumerate()
+        {
             let in_use = [false, true]
                 .map(|nat| self.in_use(Table::of_family(f == 1, nat)))
                 .into_iter()
@@ -594,9 +608,10 @@ impl CtMaps {
                 self.bits[f],
                 fitted_bits(self.bits[f], in_use, least, self.table_bits[f]),
             );
-            if new == old {
+            if new == old || (new < old && self.changed_at[f].elapsed() < NARROW_AFTER) {
                 continue;
             }
+            self.changed_at[f] = std::time::Instant::now();
             if new > old && self.used_bits[f] > old {
                 let past = 1 << old..1 << new.min(self.used_bits[f]);
                 self.walk(f == 1, past, since, timeouts, Walk::Empty)?;
