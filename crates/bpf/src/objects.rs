@@ -21,6 +21,9 @@ pub const REF_FWD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ref_fwd.bpf
 /// The machine's XDP limit: fixed MACs, devmap redirect, program
 /// `ref_redirect` (lab run's xdp-redirect DUT).
 pub const REF_REDIRECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ref_redirect.bpf.o"));
+/// XDP's own cost: every frame passed, program `ref_pass` (lab run's
+/// xdp-pass DUT).
+pub const REF_PASS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ref_pass.bpf.o"));
 /// Verdict cache shapes, programs `fw_key_only`, `fw_lru`, `fw_direct`
 /// (bench firewall-cache).
 pub const FW_CACHE_PROBE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fw_cache_probe.bpf.o"));

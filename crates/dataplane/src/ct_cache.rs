@@ -144,7 +144,7 @@ const CROWDED: f64 = 0.75;
 /// not use is memory it does not touch: a table sized for
 /// nf_conntrack_max holding far fewer connections scatters each over a
 /// page of its own, a TLB miss on every packet (docs/firewall-stateful.md,
-/// "The connection cache's span").
+/// "The span of sets in use").
 pub fn fitted_bits(bits: u32, in_use: f64, least: u32, most: u32) -> u32 {
     let mut b = bits;
     let mut share = in_use;

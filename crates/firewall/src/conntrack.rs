@@ -49,10 +49,10 @@ use std::time::Duration;
 /// entry of a flow carried all along never has less than half of it
 /// left), between a second and 30 s where destroy `events` are followed,
 /// and ten without them (the sweep is then what notices an entry the
-/// kernel deleted). A sweep costs about a microsecond a connection, nearly
-/// all of it the kernel's own lookup (`linerate bench firewall --states`:
-/// a second at a million), so at the kernel's default UDP stream timeout
-/// (120 s) a million connections take 3% of a core, not 10%.
+/// kernel deleted). A sweep costs up to 0.7 us a connection, nearly all
+/// of it the kernel's own lookup (`linerate bench firewall --states`: 0.67
+/// s at a million), so at the kernel's default UDP stream timeout (120 s)
+/// a million connections take 2% of a core, not 7%.
 pub fn sweep_every(stream: Duration, events: bool) -> Duration {
     let most = Duration::from_secs(if events { 30 } else { 10 });
     (stream / 4).clamp(Duration::from_secs(1), most)

@@ -7,9 +7,11 @@
 //! whose peer has an XDP program offers no GSO: the kernel alone forwards
 //! 64 KiB super-segments, the fast path frames); linerate (its
 //! established TCP then goes to the kernel); linerate with `--carry-tcp`;
-//! and the XDP samples' forwarder (xdp_redirect_map: no firewall, every
+//! the XDP samples' forwarder (xdp_redirect_map: no firewall, every
 //! frame from the generator redirected; one way only), what XDP on this
-//! lab's veths allows TCP at all.
+//! lab's veths allows TCP at all; and the kernel behind an XDP program
+//! that passes every frame (`xdp-pass`), what attaching XDP costs the
+//! kernel's path by itself, which linerate passing a segment pays too.
 //! For each: the throughput each way, what the fast path did with the
 //! segments, conntrack's `invalid` count, and whether every connection
 //! left ESTABLISHED once closed.
@@ -90,12 +92,13 @@ fn ruleset(masquerade: bool) -> String {
 }
 
 /// The ways, in the order they take turns.
-const WAYS: [&str; 5] = [
+const WAYS: [&str; 6] = [
     "kernel",
     "kernel, MTU segments",
     "linerate",
     "linerate --carry-tcp",
     "xdp-redirect",
+    "xdp-pass",
 ];
 
 /// What the fast path did with a run's segments (None for the kernel).
@@ -132,9 +135,12 @@ pub struct Summary {
     pub min_gbit_s: f64,
     pub max_gbit_s: f64,
     /// Median of the rounds' ratios to the kernel's run in the same round,
-    /// and to its run with MTU segments.
+    /// to its run with MTU segments, and to the kernel's behind XDP
+    /// passing (`xdp-pass`: for linerate passing, what it adds to what
+    /// attaching XDP costs).
     pub to_kernel: f64,
     pub to_kernel_mtu: f64,
+    pub to_xdp_pass: f64,
     /// Of the segments of established connections (carried or window
     /// checked), the share carried, over all rounds.
     pub carried_share: Option<f64>,
@@ -270,7 +276,7 @@ pub fn run(o: &Options, stop: &AtomicBool, mut progress: impl FnMut(&Run)) -> Re
             for way in WAYS {
                 let routed = way.starts_with("linerate");
                 let mut def = match way {
-                    "xdp-redirect" => builtin_dut("xdp-redirect"),
+                    "xdp-redirect" | "xdp-pass" => builtin_dut(way),
                     _ if routed => builtin_dut("linerate"),
                     _ => builtin_dut("linux"),
                 }
@@ -380,6 +386,7 @@ fn summaries(runs: &[Run]) -> Vec<Summary> {
                 max_gbit_s: d.max(),
                 to_kernel: ratios("kernel"),
                 to_kernel_mtu: ratios("kernel, MTU segments"),
+                to_xdp_pass: ratios("xdp-pass"),
                 carried_share: mine[0]
                     .segments
                     .as_ref()
@@ -429,14 +436,15 @@ impl std::fmt::Display for Report {
         for s in &self.summaries {
             write!(
                 f,
-                "  {:<22} {:<5} {:6.2} Gbit/s ({:.2}-{:.2}), {:.2}x the kernel, {:.2}x with MTU segments",
+                "  {:<22} {:<5} {:6.2} Gbit/s ({:.2}-{:.2}), {:.2}x the kernel, {:.2}x with MTU segments, {:.2}x behind XDP passing",
                 s.way,
                 s.direction,
                 s.median_gbit_s,
                 s.min_gbit_s,
                 s.max_gbit_s,
                 s.to_kernel,
-                s.to_kernel_mtu
+                s.to_kernel_mtu,
+                s.to_xdp_pass
             )?;
             if let Some(c) = s.carried_share {
                 write!(f, ", {:.2}% of established segments carried", c * 100.0)?;

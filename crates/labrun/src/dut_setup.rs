@@ -183,7 +183,14 @@ impl RunningDut {
                 };
                 dut.router = Some(start_linerate(netns, ports, (mode, def.carry_tcp), police)?)
             }
-            Forwarder::XdpFibLookup => dut.router = Some(start_xdp_fib_lookup(netns, ports)?),
+            Forwarder::XdpFibLookup => {
+                let prog = (linerate_bpf::objects::REF_FWD, "ref_fwd");
+                dut.router = Some(start_xdp_everywhere(netns, ports, "xdp-fib-lookup", prog)?)
+            }
+            Forwarder::XdpPass => {
+                let prog = (linerate_bpf::objects::REF_PASS, "ref_pass");
+                dut.router = Some(start_xdp_everywhere(netns, ports, "xdp-pass", prog)?)
+            }
             Forwarder::XdpRedirect => dut.router = Some(start_xdp_redirect(netns, ports)?),
         }
         Ok(dut)
@@ -274,14 +281,21 @@ fn start_linerate(
     })
 }
 
-/// The reference: the XDP samples' forwarder (bpf_fib_lookup, then
-/// bpf_redirect) attached to every DUT port, until told to stop.
-fn start_xdp_fib_lookup(netns: &str, ports: &[String]) -> Result<Forwarding> {
-    use linerate_bpf::{loader, objects};
+/// A reference DUT's one program (`program` of `object`) attached to
+/// every DUT port, until told to stop: `xdp-fib-lookup`, the XDP samples'
+/// forwarder (bpf_fib_lookup, then bpf_redirect); `xdp-pass`, every frame
+/// passed to the kernel.
+fn start_xdp_everywhere(
+    netns: &str,
+    ports: &[String],
+    name: &'static str,
+    (object, program): (&'static [u8], &'static str),
+) -> Result<Forwarding> {
+    use linerate_bpf::loader;
     let ifs = ports.to_vec();
-    in_dut_namespace(netns, "xdp-fib-lookup", move |stop, ready| {
-        let obj = loader::load(objects::REF_FWD, "the xdp-fib-lookup reference")?;
-        let prog = loader::prog(&obj, "ref_fwd")?;
+    in_dut_namespace(netns, name, move |stop, ready| {
+        let obj = loader::load(object, &format!("the {name} reference"))?;
+        let prog = loader::prog(&obj, program)?;
         let _links = ifs
             .iter()
             .map(|i| loader::XdpAttachment::attach(&prog, i, loader::XdpMode::Native))

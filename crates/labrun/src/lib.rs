@@ -434,9 +434,13 @@ fn local_run(
         None
     };
     let program = match (sc.profile, def.forwarder) {
-        (true, Forwarder::Linerate | Forwarder::XdpFibLookup | Forwarder::XdpRedirect) => {
-            Some(profile::xdp_program(&ns.dut, &ifs.dut_in)?)
-        }
+        (
+            true,
+            Forwarder::Linerate
+            | Forwarder::XdpFibLookup
+            | Forwarder::XdpRedirect
+            | Forwarder::XdpPass,
+        ) => Some(profile::xdp_program(&ns.dut, &ifs.dut_in)?),
         _ => None,
     };
     // Its source lines, for the samples that fall in it.

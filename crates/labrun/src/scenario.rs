@@ -184,6 +184,11 @@ pub enum Forwarder {
     /// (bpf/ref/ref_redirect.bpf.c); a report says how far the others are
     /// from it, round by round.
     XdpRedirect,
+    /// The kernel forwards behind an XDP program on each port that passes
+    /// every frame (bpf/ref/ref_pass.bpf.c): what attaching XDP costs the
+    /// kernel's path by itself, the floor of any XDP forwarder's cost for
+    /// what it passes.
+    XdpPass,
 }
 
 /// A DUT configuration: who forwards, plus optional nftables ruleset and
@@ -309,6 +314,7 @@ pub fn builtin_dut(name: &str) -> Option<DutDef> {
         "linerate" => Some(plain(Forwarder::Linerate, None)),
         "xdp-fib-lookup" => Some(plain(Forwarder::XdpFibLookup, None)),
         "xdp-redirect" => Some(plain(Forwarder::XdpRedirect, None)),
+        "xdp-pass" => Some(plain(Forwarder::XdpPass, None)),
         // The same with a full-size IPv4 table (1M routes) in the kernel.
         "linux-1m" => Some(plain(Forwarder::Linux, Some(FULL_TABLE))),
         "xdp-fib-lookup-1m" => Some(plain(Forwarder::XdpFibLookup, Some(FULL_TABLE))),
@@ -347,6 +353,8 @@ pub const BUILTIN_DUTS: &[&str] = &[
     "linux-conntrack",
     "linerate",
     "xdp-fib-lookup",
+    "xdp-redirect",
+    "xdp-pass",
     "linux-1m",
     "xdp-fib-lookup-1m",
     "linerate-1m",
