@@ -299,7 +299,16 @@ static __always_inline enum reason ct_segment(struct xdp_md *ctx, const void *l3
 		if (ct_udp_invalid(ctx, l3, v6, l4, avail, ct_flags & FW_CT_CHECKSUM))
 			kind = R_PASS_CT_INVALID;
 	} else if (l4proto == IPPROTO_TCP) {
-		kind = ct_tcp_kind(ctx, l3, v6, l4, avail, ct_flags & FW_CT_CHECKSUM, tcp_flags);
+		/* With windows checked and nothing to carry them (carry_tcp
+		 * off), the fast path carries no TCP: every segment goes to
+		 * the kernel as it came, with neither the connection's lookup
+		 * nor the checksum's sum here (the kernel does both again). */
+		int carries = ct_flags & (FW_CT_TCP_LIBERAL | FW_CT_TCP_CARRY);
+
+		kind = ct_tcp_kind(ctx, l3, v6, l4, avail, carries && (ct_flags & FW_CT_CHECKSUM),
+				   tcp_flags);
+		if (!kind && !carries)
+			kind = R_PASS_CT_WINDOW;
 	} else {
 		kind = R_PASS_CT_PROTO;
 	}
