@@ -143,6 +143,36 @@ fn exchange(s: &UdpSocket, i: usize, seq: u32) {
     );
 }
 
+/// Rounds of datagrams from every socket of `socks`, echoed, for `time`
+/// (`pause` between rounds): how many rounds, and once all are assured and
+/// carried (four seconds in: the first two seconds' packets go to the
+/// kernel) what went to the kernel for a missing entry, for a young one,
+/// and what the fast path carried.
+fn exchanges(socks: &[UdpSocket], time: Duration, pause: Duration) -> (u32, (u64, u64, u64)) {
+    let counts = || {
+        (
+            counted("pass_ct_none"),
+            counted("pass_ct_young"),
+            counted("forwarded"),
+        )
+    };
+    let start = Instant::now();
+    let mut settled = None;
+    let mut seq = 0u32;
+    while start.elapsed() < time {
+        for (i, s) in socks.iter().enumerate() {
+            exchange(s, i, seq);
+        }
+        seq += 1;
+        if settled.is_none() && start.elapsed() > Duration::from_secs(4) {
+            settled = Some(counts());
+        }
+        std::thread::sleep(pause);
+    }
+    let ((none0, young0, fwd0), (none, young, fwd)) = (settled.unwrap(), counts());
+    (seq, (none - none0, young - young0, fwd - fwd0))
+}
+
 /// One lab at a time: the tests share its name.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -463,32 +493,12 @@ fn a_connection_its_set_has_no_way_for_keeps_its_kernel_entry() {
             })
             .collect()
     };
-    let start = Instant::now();
-    let mut seq = 0u32;
-    // Once all three are assured and carried (the first two seconds'
-    // packets go to the kernel), what went to the kernel from then on.
-    let mut settled: Option<(u64, u64, u64)> = None;
-    while start.elapsed() < Duration::from_secs(STREAM_TIMEOUT * 5 / 2) {
-        for (i, s) in socks.iter().enumerate() {
-            exchange(s, i, seq);
-        }
-        seq += 1;
-        if settled.is_none() && start.elapsed() > Duration::from_secs(4) {
-            settled = Some((
-                counted("pass_ct_none"),
-                counted("pass_ct_young"),
-                counted("forwarded"),
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let (none0, young0, fwd0) = settled.unwrap();
-    let e = entries();
-    let (none, young, carried) = (
-        counted("pass_ct_none") - none0,
-        counted("pass_ct_young") - young0,
-        counted("forwarded") - fwd0,
+    let (_, (none, young, carried)) = exchanges(
+        &socks,
+        Duration::from_secs(STREAM_TIMEOUT * 5 / 2),
+        Duration::from_millis(20),
     );
+    let e = entries();
     stop.store(true, Ordering::Relaxed);
     server.join().unwrap();
     eprintln!(
@@ -567,32 +577,11 @@ fn the_connection_cache_spans_as_many_sets_as_its_connections_want() {
             })
             .collect()
     };
-    let start = Instant::now();
-    let mut settled: Option<(u64, u64, u64)> = None;
-    let mut seq = 0u32;
     // Established and assured after two seconds of both ways; the span
     // fitted within a second of the ways filling; then three seconds more.
-    while start.elapsed() < Duration::from_secs(9) {
-        for (i, s) in socks.iter().enumerate() {
-            exchange(s, i, seq);
-        }
-        seq += 1;
-        if settled.is_none() && start.elapsed() > Duration::from_secs(4) {
-            settled = Some((
-                counted("pass_ct_none"),
-                counted("pass_ct_young"),
-                counted("forwarded"),
-            ));
-        }
-    }
-    let (none0, young0, fwd0) = settled.unwrap();
-    let (none, young, carried) = (
-        counted("pass_ct_none") - none0,
-        counted("pass_ct_young") - young0,
-        counted("forwarded") - fwd0,
-    );
+    let (rounds_after, (none, young, carried)) =
+        exchanges(&socks, Duration::from_secs(9), Duration::ZERO);
     let widened = sets();
-    let rounds_after = seq;
     stop.store(true, Ordering::Relaxed);
     server.join().unwrap();
     eprintln!(
