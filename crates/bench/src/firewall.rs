@@ -655,10 +655,12 @@ pub fn run(b: &FirewallBench, progress: &mut dyn FnMut(&str)) -> Result<Vec<Case
                 // The span fitted to the connections, as the router's
                 // thread fits it each second, and the connections kept
                 // again in their sets.
+                let mut every: Option<Vec<Vec<u8>>> = None;
                 while !ct.fit(0, &timeouts)?.is_empty() {
-                    let every: Vec<Vec<u8>> =
-                        (0..n).map(|i| connection_frame(net, i, in_mac)).collect();
-                    entries = s.publish_and_learn(c, &every)?;
+                    let every = every.get_or_insert_with(|| {
+                        (0..n).map(|i| connection_frame(net, i, in_mac)).collect()
+                    });
+                    entries = s.publish_and_learn(c, every)?;
                 }
                 drop(all);
                 progress(&format!(

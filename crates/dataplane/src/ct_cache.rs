@@ -108,7 +108,8 @@ const CONNTRACK_MAX_DEFAULT: u64 = 262_144;
 
 /// The fewest sets a family's tables have, and use, `[ipv6]`: 256 KiB of
 /// IPv4 connections' ways, 64 KiB of IPv6 ones'.
-pub const LEAST_SETS: [usize; 2] = [1 << 12, 1 << 10];
+pub const LEAST_SETS: [usize; 2] = [1 << LEAST_BITS[0], 1 << LEAST_BITS[1]];
+const LEAST_BITS: [u32; 2] = [12, 10];
 
 /// The sets of the fast path's connection caches, `[ipv6]`, for a
 /// conntrack table of `conntrack_max` entries: IPv4's the power of two at
@@ -506,14 +507,9 @@ impl CtMaps {
         // perhaps NAT'd (two ways).
         let count = sysctl("nf_conntrack_count").unwrap_or(0) as f64;
         let table_bits = [bits4, bits6];
-        let least = LEAST_SETS.map(|s| s.trailing_zeros());
         let bits: [u32; 2] = std::array::from_fn(|f| {
-            fitted_bits(
-                least[f],
-                count / (1u64 << least[f]) as f64,
-                least[f],
-                table_bits[f],
-            )
+            let least = LEAST_BITS[f];
+            fitted_bits(least, count / (1u64 << least) as f64, least, table_bits[f])
         });
         let mut m = CtMaps {
             keeper: fd("ct_keeper")?,
@@ -595,11 +591,7 @@ impl CtMaps {
     /// throughout.
     pub fn fit(&mut self, since: u64, timeouts: &Timeouts) -> Result<Vec<(bool, u32, u32)>> {
         let mut changed = Vec::new();
-        for (f, least) in LEAST_SETS
-            .map(|s| s.trailing_zeros())
-            .into_iter()
-            .enumerate()
-        {
+        for (f, least) in LEAST_BITS.into_iter().enumerate() {
             let in_use = [false, true]
                 .map(|nat| self.in_use(Table::of_family(f == 1, nat)))
                 .into_iter()
@@ -612,16 +604,17 @@ impl CtMaps {
                 continue;
             }
             self.changed_at[f] = std::time::Instant::now();
+            let now = self.clock()?.0;
             if new > old && self.used_bits[f] > old {
                 let past = 1 << old..1 << new.min(self.used_bits[f]);
-                self.walk(f == 1, past, since, timeouts, Walk::Empty)?;
+                self.walk(f == 1, past, (since, now), timeouts, Walk::Empty)?;
             }
             self.publish_bits(f, new);
             self.used_bits[f] = self.used_bits[f].max(new);
             self.walk(
                 f == 1,
                 0..1 << old.max(new),
-                since,
+                (since, now),
                 timeouts,
                 Walk::Misplaced,
             )?;
@@ -817,7 +810,7 @@ impl CtMaps {
         let mut s = Swept::default();
         for ipv6 in [false, true] {
             let sets = 1 << self.bits[ipv6 as usize];
-            s.add(self.walk(ipv6, 0..sets, since, timeouts, Walk::All)?);
+            s.add(self.walk(ipv6, 0..sets, (since, now), timeouts, Walk::All)?);
         }
         Ok((s, now))
     }
@@ -825,17 +818,16 @@ impl CtMaps {
     /// Walks the ways of family `ipv6`'s two tables in `sets` (see
     /// [`Walk`]), the kernel's entries of those it takes checked by
     /// ct_keeper in batches, their timeouts set if carried since jiffy
-    /// `since`: a way whose entry is gone, or not carried any more, or
-    /// outside its set, is emptied.
+    /// `since` (`now` the clock's jiffy): a way whose entry is gone, or not
+    /// carried any more, or outside its set, is emptied.
     fn walk(
         &self,
         ipv6: bool,
         sets: Range<u32>,
-        since: u64,
+        (since, now): (u64, u64),
         timeouts: &Timeouts,
         what: Walk,
     ) -> Result<Swept> {
-        let now = self.clock()?.0;
         let mut s = Swept::default();
         // (table, way, outside its set, record)
         let mut batch: Vec<(Table, u32, bool, CtKeep)> = Vec::with_capacity(CT_KEEP_BATCH);
