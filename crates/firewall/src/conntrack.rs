@@ -62,6 +62,8 @@ pub fn sweep_every(stream: Duration, events: bool) -> Duration {
 /// connections past a span's ways is found in the kernel's table packet by
 /// packet until then.
 const FIT_EVERY: Duration = Duration::from_secs(1);
+/// How often the conntrack sysctls the fast path follows are read again.
+const SYSCTLS_EVERY: Duration = Duration::from_secs(1);
 
 /// The thread that keeps the kernel's entries (see the module's comment);
 /// it ends when dropped.
@@ -171,6 +173,7 @@ fn keep(
     let mut flags = maps.published_flags();
     let mut outgrown = false;
     let mut next_fit = std::time::Instant::now() + FIT_EVERY;
+    let mut next_sysctls = std::time::Instant::now() + SYSCTLS_EVERY;
     loop {
         let fd = |fd: i32| libc::pollfd {
             fd,
@@ -182,9 +185,14 @@ fn keep(
             fd(events.as_ref().map_or(-1, |s| s.as_raw_fd())),
             fd(ring.as_ref().map_or(-1, |r| r.epoll_fd())),
         ];
-        let wait = next.saturating_duration_since(std::time::Instant::now());
+        let wait = next
+            .min(next_sysctls)
+            .min(next_fit)
+            .saturating_duration_since(std::time::Instant::now());
+        // Rounded up: a wait under a millisecond is not a busy loop.
+        let ms = wait.as_micros().div_ceil(1000).min(1000) as i32;
         // SAFETY: three pollfds (a negative fd is ignored).
-        unsafe { libc::poll(pfd.as_mut_ptr(), 3, wait.as_millis().min(1000) as i32) };
+        unsafe { libc::poll(pfd.as_mut_ptr(), 3, ms) };
         if pfd[0].revents != 0 {
             return;
         }
@@ -198,10 +206,17 @@ fn keep(
                 }
             }
         }
-        // The sysctls the fast path follows, read again each second: a
-        // change is published, and every connection checked against it
-        // at once (TCP windows checked again: no TCP carried any more).
-        if !outgrown && maps.outgrown_by(sysctl("nf_conntrack_max")) {
+        // The sysctls the fast path follows, read again each second (not
+        // at every wake-up: under connection churn the events and offers
+        // wake this thread thousands of times a second, on the router's
+        // core): a change is published, and every connection checked
+        // against it at once (TCP windows checked again: no TCP carried
+        // any more).
+        let read_sysctls = std::time::Instant::now() >= next_sysctls;
+        if read_sysctls {
+            next_sysctls = std::time::Instant::now() + SYSCTLS_EVERY;
+        }
+        if read_sysctls && !outgrown && maps.outgrown_by(sysctl("nf_conntrack_max")) {
             outgrown = true;
             tracing::warn!(
                 "nf_conntrack_max is now {}, more than the stateful firewall's connection cache was sized for at start ({}): connections past it are found in the kernel's table packet by packet; restart linerate route (a takeover forwards throughout) to size it again",
@@ -209,16 +224,18 @@ fn keep(
                 maps.describe()
             );
         }
-        let now_timeouts = Timeouts::now();
-        if now_timeouts != timeouts {
-            maps.publish_timeouts(&now_timeouts);
-            timeouts = now_timeouts;
-        }
-        let now_flags = FW_CT_ON | sysctl_flags() | carry;
-        if now_flags != flags {
-            maps.publish_flags(now_flags);
-            flags = now_flags;
-            next = std::time::Instant::now();
+        if read_sysctls {
+            let now_timeouts = Timeouts::now();
+            if now_timeouts != timeouts {
+                maps.publish_timeouts(&now_timeouts);
+                timeouts = now_timeouts;
+            }
+            let now_flags = FW_CT_ON | sysctl_flags() | carry;
+            if now_flags != flags {
+                maps.publish_flags(now_flags);
+                flags = now_flags;
+                next = std::time::Instant::now();
+            }
         }
         if let (Some(sock), true) = (&events, pfd[1].revents != 0) {
             loop {
