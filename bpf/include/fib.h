@@ -48,6 +48,11 @@
  * (a full table's 330k held prefixes fill 16% of its slots).
  * FIB6_SC_LEVELS is the shape's shortcut_levels. */
 #define FIB6_SC_OFF (2048ull << 20)
+/* Another table's (a tenant's) shortcut: 2^18 pairs, 4 MiB, after its
+ * root (64 MiB) and its pool (28 MiB): crates/bpf/src/fib_arena.rs,
+ * table_layout. */
+#define FIB6_OTHER_SC_DELTA (92ull << 20)
+#define FIB6_OTHER_SC_PAIRS_LOG2 18
 
 /* BPF_MAP_TYPE_ARENA (Linux 6.9), which Debian 12's headers predate. */
 #define FIB_MAP_TYPE_ARENA 33
@@ -136,27 +141,31 @@ static __always_inline __u32 fib6_walk(__u64 base1, __u32 e, __u64 hi, __u64 lo_
 	return e & 1 ? 0 : e >> 1;
 }
 
-/* Address of the shortcut's pair for key `k`, and the tag `k` has there. */
-static __always_inline __u64 fib6_sc_pair(__u64 base, __u64 k)
+/* Address of the pair for key `k` in the shortcut at byte offset `sc` of
+ * 2^log2 pairs, and the tag `k` has there. */
+static __always_inline __u64 fib6_sc_pair(__u64 base, __u64 sc, const int log2, __u64 k)
 {
-	__u64 pair = (k ^ (k >> FIB6_SC_PAIRS_LOG2)) & ((1ull << FIB6_SC_PAIRS_LOG2) - 1);
+	__u64 pair = (k ^ (k >> log2)) & ((1ull << log2) - 1);
 
-	return base + FIB6_SC_OFF + (pair << 4);
+	return base + sc + (pair << 4);
 }
 
-static __always_inline __u32 fib6_sc_tag(__u64 k)
+static __always_inline __u32 fib6_sc_tag(__u64 k, const int log2)
 {
-	return 0x80000000u | (__u32)(k >> FIB6_SC_PAIRS_LOG2);
+	return 0x80000000u | (__u32)(k >> log2);
 }
 
 /* Next-hop id for an IPv6 destination given as its high 64 bits (host byte
  * order) and its low 64 bits as they lie in memory (network order, loaded
- * as one word: swapped only by a walk that reaches them); 0: no route. */
-static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo_be)
+ * as one word: swapped only by a walk that reaches them), in the table
+ * whose root is at byte offset `root` and its shortcut at `sc` (2^log2
+ * pairs); 0: no route. */
+static __always_inline __u32 fib6_lookup_sc(__u64 root, __u64 sc, const int log2, __u64 hi,
+					    __u64 lo_be)
 {
 	__u64 base = fib_arena_base;
 	asm volatile("" :: "r"(&fib_arena));
-	__u32 e = fib_read(base + FIB6_ROOT_OFF + ((hi >> (64 - FIB6_FIRST)) << 2));
+	__u32 e = fib_read(base + root + ((hi >> (64 - FIB6_FIRST)) << 2));
 
 	if (!(e & 1))
 		return e >> 1;
@@ -165,14 +174,14 @@ static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo_be)
 	 * the destination only, so the CPU loads them while the root entry is
 	 * still on its way. */
 	__u64 k48 = hi >> 16;
-	__u64 at48 = fib6_sc_pair(base, k48);
+	__u64 at48 = fib6_sc_pair(base, sc, log2, k48);
 	__u64 a0 = fib_read64(at48), a1 = fib_read64(at48 + 8);
-	__u32 t48 = fib6_sc_tag(k48);
+	__u32 t48 = fib6_sc_tag(k48, log2);
 #if FIB6_SC_LEVELS > 1
 	__u64 k40 = (1ull << 48) | (hi >> 24);
-	__u64 at40 = fib6_sc_pair(base, k40);
+	__u64 at40 = fib6_sc_pair(base, sc, log2, k40);
 	__u64 b0 = fib_read64(at40), b1 = fib_read64(at40 + 8);
-	__u32 t40 = fib6_sc_tag(k40);
+	__u32 t40 = fib6_sc_tag(k40, log2);
 #endif
 
 	/* One walk per level, from whichever slot matched. */
@@ -185,15 +194,24 @@ static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo_be)
 	return fib6_walk(base - 1, e, hi, lo_be, FIB6_FIRST);
 }
 
+/* ... in the main table. */
+static __always_inline __u32 fib6_lookup(__u64 hi, __u64 lo_be)
+{
+	return fib6_lookup_sc(FIB6_ROOT_OFF, FIB6_SC_OFF, FIB6_SC_PAIRS_LOG2, hi, lo_be);
+}
+
 /* ... in another table than main, its root at byte offset `root` of the
- * arena: the walk alone (the shortcut is main's). */
+ * arena (its shortcut after its pool). */
+static __always_inline __u32 fib6_lookup_other(__u64 root, __u64 hi, __u64 lo_be)
+{
+	return fib6_lookup_sc(root, root + FIB6_OTHER_SC_DELTA, FIB6_OTHER_SC_PAIRS_LOG2, hi,
+			      lo_be);
+}
+
+/* ... in any table (main's root is FIB6_ROOT_OFF). */
 static __always_inline __u32 fib6_lookup_at(__u64 root, __u64 hi, __u64 lo_be)
 {
-	__u64 base = fib_arena_base;
-	asm volatile("" :: "r"(&fib_arena));
-	__u32 e = fib_read(base + root + ((hi >> (64 - FIB6_FIRST)) << 2));
-
-	return fib6_walk(base - 1, e, hi, lo_be, FIB6_FIRST);
+	return root == FIB6_ROOT_OFF ? fib6_lookup(hi, lo_be) : fib6_lookup_other(root, hi, lo_be);
 }
 
 #endif

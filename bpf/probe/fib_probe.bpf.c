@@ -2,7 +2,8 @@
 /* Runs the fast path's FIB lookup on a frame's destination and writes the
  * next-hop id (host order) into the 4 bytes after the IP header: the test
  * that holds bpf/include/fib.h and crates/fib to the same layout runs it
- * with BPF_PROG_RUN. */
+ * with BPF_PROG_RUN. The source's first 32 bits name the table: 0 main's,
+ * else its root's offset in the arena in MiB. */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/ip.h>
@@ -26,7 +27,8 @@ int fib_probe(struct xdp_md *ctx)
 		__u32 *out = (void *)(ip + 1);
 		if ((void *)(out + 1) > data_end)
 			return XDP_ABORTED;
-		*out = fib4_lookup(bpf_ntohl(ip->daddr));
+		__u32 mib = bpf_ntohl(ip->saddr), daddr = bpf_ntohl(ip->daddr);
+		*out = mib ? fib4_lookup_at((__u64)mib << 20, daddr) : fib4_lookup(daddr);
 		return XDP_PASS;
 	}
 	if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
@@ -36,7 +38,9 @@ int fib_probe(struct xdp_md *ctx)
 			return XDP_ABORTED;
 		__u32 *d = ip6->daddr.in6_u.u6_addr32;
 		__u64 hi = ((__u64)bpf_ntohl(d[0]) << 32) | bpf_ntohl(d[1]);
-		*out = fib6_lookup(hi, *(const __u64 *)&d[2]);
+		__u32 mib = bpf_ntohl(ip6->saddr.in6_u.u6_addr32[0]);
+		__u64 lo_be = *(const __u64 *)&d[2];
+		*out = mib ? fib6_lookup_at((__u64)mib << 20, hi, lo_be) : fib6_lookup(hi, lo_be);
 		return XDP_PASS;
 	}
 	return XDP_ABORTED;

@@ -237,7 +237,7 @@ __attribute__((noinline)) int fib4_walk_tables(__u64 tables, __u32 daddr)
 	return 0;
 }
 
-/* (The main table's walk takes its shortcut.) */
+/* (Each table's walk takes its shortcut.) */
 __attribute__((noinline)) int fib6_walk_tables(__u64 tables, __u64 hi, __u64 lo_be)
 {
 #pragma unroll
@@ -246,13 +246,21 @@ __attribute__((noinline)) int fib6_walk_tables(__u64 tables, __u64 hi, __u64 lo_
 
 		if (mib == FIB_TABLES_END)
 			break;
-		__u64 root = (__u64)mib << 20;
-		__u32 nh = root == FIB6_ROOT_OFF ? fib6_lookup(hi, lo_be) :
-						   fib6_lookup_at(root, hi, lo_be);
+		__u32 nh = fib6_lookup_at((__u64)mib << 20, hi, lo_be);
 		if (nh && nh != NH_ID_THROW)
 			return nh;
 	}
 	return 0;
+}
+
+/* The lookup of a rule program's IPv6 step: a function of its own,
+ * verified once (global), so that each of the program's steps is a call
+ * rather than a copy of the lookup with its shortcut (the steps are
+ * unrolled: 64 copies would not fit the stack beside the router's frame,
+ * nor the verifier's budget). */
+__attribute__((noinline)) int fib6_lookup_table(__u64 root, __u64 hi, __u64 lo_be)
+{
+	return (int)fib6_lookup_at(root, hi, lo_be);
 }
 
 /* The meta word of a rule key (abi/router.h, RULE_KEY4_WORDS). */
@@ -307,9 +315,7 @@ static __always_inline __u64 rule_off(const struct policy_rule *r, const __u64 *
 /* What a step that matched does: ends the walk (1, its outcome in *out:
  * a next-hop id, POLICY_DROP, POLICY_KERNEL, 0 at the END) or lets it go
  * on (0: a lookup that missed, or a goto, which sets *from to its
- * target). IPv6 looks main up as the other tables, by the walk alone: its
- * shortcut, inlined in every step, would not fit the stack beside the
- * router's frame. */
+ * target). */
 static __always_inline int policy_act(const struct policy_rule *r, const __u64 *w,
 				      __u64 dst_lo_be, const int v6, __u32 *from, __u32 *out)
 {
@@ -321,7 +327,7 @@ static __always_inline int policy_act(const struct policy_rule *r, const __u64 *
 	}
 	if (step == RULE_LOOKUP) {
 		__u64 root = (__u64)r->table_mib << 20;
-		__u32 nh = v6 ? fib6_lookup_at(root, w[1], dst_lo_be) :
+		__u32 nh = v6 ? (__u32)fib6_lookup_table(root, w[1], dst_lo_be) :
 				fib4_lookup_at(root, (__u32)w[0]);
 
 		if (!nh || nh == NH_ID_THROW)

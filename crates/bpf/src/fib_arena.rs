@@ -102,24 +102,40 @@ pub const FIB6_COMPACT: FibLayout = FibLayout {
 /// Where the FIBs of routing tables other than main live (tenants' tables
 /// chosen by policy rules): each a slot of 192 MiB in a part of the arena
 /// no other region uses, the IPv4 root (64 MiB) and its pool (32 MiB),
-/// then the IPv6 root (64 MiB wide, 256 KiB compact) and its pool (32
-/// MiB). Offsets in MiB; slot `i + 1` is at `OTHER_TABLES_MIB[i]` (slot 0
-/// is main's, above).
+/// then the IPv6 root (64 MiB wide, 256 KiB compact), its pool (28 MiB)
+/// and its shortcut (4 MiB, at the root + `FIB6_OTHER_SC_DELTA`). Offsets
+/// in MiB; slot `i + 1` is at `OTHER_TABLES_MIB[i]` (slot 0 is main's,
+/// above).
 pub const OTHER_TABLES_MIB: [usize; 6] = [1216, 1408, 1600, 1792, 2080, 3840];
 const OTHER_TABLE_MIB: usize = 192;
+
+/// Where an IPv6 table's shortcut other than main's lies from its root
+/// (fib.h's `FIB6_OTHER_SC_DELTA`), and its 32-bit words: two of a slot,
+/// two slots a pair, 2^18 pairs (`linerate_fib::trie::OTHER_SHORTCUT_PAIRS_LOG2`,
+/// held to it by crates/fib/tests/bpf_contract.rs).
+const OTHER_SHORTCUT_DELTA: usize = 92 * MIB;
+pub const OTHER_SHORTCUT_WORDS: usize = 4 << 18;
 
 /// The FIB slots: main's and the others'.
 pub const TABLE_SLOTS: usize = 1 + OTHER_TABLES_MIB.len();
 
 /// Where table slot `slot`'s FIB of a family lives: `main` for slot 0
-/// (FIB4, FIB6, FIB6_COMPACT), a slot of `OTHER_TABLES_MIB` otherwise, its
-/// pool of 32 MiB and no shortcut (`linerate_fib::Shape::other_table`).
+/// (FIB4, FIB6, FIB6_COMPACT), a slot of `OTHER_TABLES_MIB` otherwise
+/// (`linerate_fib::Shape::other_table`).
 pub fn table_layout(main: FibLayout, ipv6: bool, slot: usize) -> FibLayout {
     if slot == 0 {
         return main;
     }
     let base = OTHER_TABLES_MIB[slot - 1] * MIB + if ipv6 { OTHER_TABLE_MIB / 2 * MIB } else { 0 };
-    let pool = 32 * MIB;
+    let (pool, shortcut) = if ipv6 {
+        let shortcut = Region {
+            offset: base + OTHER_SHORTCUT_DELTA,
+            entries: OTHER_SHORTCUT_WORDS,
+        };
+        (OTHER_SHORTCUT_DELTA - 64 * MIB, shortcut)
+    } else {
+        (32 * MIB, NO_SHORTCUT)
+    };
     FibLayout {
         root: Region {
             offset: base,
@@ -130,7 +146,7 @@ pub fn table_layout(main: FibLayout, ipv6: bool, slot: usize) -> FibLayout {
             entries: pool / 4,
         },
         stride: main.stride,
-        shortcut: NO_SHORTCUT,
+        shortcut,
     }
 }
 
@@ -349,16 +365,21 @@ mod tests {
             for (main, ipv6) in [(FIB4, false), (FIB6, true), (FIB6_COMPACT, true)] {
                 let l = table_layout(main, ipv6, slot);
                 let base = OTHER_TABLES_MIB[slot - 1] * MIB;
-                for r in [l.root, l.groups] {
+                for r in [l.root, l.groups, l.shortcut] {
                     assert!(
-                        r.offset >= base
-                            && r.offset + r.entries * 4 <= base + OTHER_TABLE_MIB * MIB
+                        r.offset + r.entries * 4 <= base + OTHER_TABLE_MIB * MIB
+                            && (r.offset >= base || r.entries == 0)
                     );
                 }
-                assert_eq!(l.groups.entries, (32 * MIB / 4), "a pool of 32 MiB");
+                let pool = if ipv6 { 28 * MIB } else { 32 * MIB };
+                assert_eq!(l.groups.entries * 4, pool);
+                assert_eq!(l.shortcut.entries * 4, if ipv6 { 4 * MIB } else { 0 });
                 if main != FIB6_COMPACT {
                     region(l.root, format!("slot {slot} root {ipv6}"));
                     region(l.groups, format!("slot {slot} groups {ipv6}"));
+                    if ipv6 {
+                        region(l.shortcut, format!("slot {slot} shortcut"));
+                    }
                 }
             }
         }

@@ -400,16 +400,18 @@ impl FastPath {
     }
 
     /// Readies table slot `slot` (not main's) for a table of the family:
-    /// its root's pages are given their memory, so that a lookup there
-    /// never reads a page nobody wrote (crate::fib_arena's populate).
+    /// its root's pages and its shortcut's (IPv6, 4 MiB) are given their
+    /// memory, so that a lookup there never reads a page nobody wrote
+    /// (crate::fib_arena's populate).
     pub fn open_table(&self, ipv6: bool, slot: usize) {
         let main = match (ipv6, self.ipv6) {
             (false, _) => fib_arena::FIB4,
             (true, Ipv6Layout::Wide) => fib_arena::FIB6,
             (true, Ipv6Layout::Compact) => fib_arena::FIB6_COMPACT,
         };
-        self.arena
-            .populate(fib_arena::table_layout(main, ipv6, slot).root);
+        let layout = fib_arena::table_layout(main, ipv6, slot);
+        self.arena.populate(layout.root);
+        self.arena.populate(layout.shortcut);
     }
 
     /// Copies a whole main table into the arena (an empty fast path).

@@ -125,17 +125,31 @@ impl Shape {
 
     /// The shape of a routing table other than main (a tenant's, chosen
     /// by a policy rule): the same levels, so the fast path's walk reads
-    /// it, no shortcut (main's), and a pool of 32 MiB: 2^15 groups of 256
-    /// entries (a full IPv4 table takes about 10k), 2^19 of 16.
+    /// it, in 32 MiB: IPv4 a pool of 2^15 groups of 256 entries (a full
+    /// table takes about 10k); IPv6 a pool of 28 MiB and a shortcut of its
+    /// own in the other 4 ([`OTHER_SHORTCUT_PAIRS_LOG2`]: its /48s cost a
+    /// tenant's lookup what they cost main's, two reads instead of five).
     pub fn other_table(self) -> Shape {
+        if self.shortcut == 0 {
+            return Shape {
+                groups: (32 << 20) / (4u32 << self.stride),
+                ..self
+            };
+        }
+        let shortcut_bytes = (shortcut::WAYS * shortcut::WORDS * 4) << OTHER_SHORTCUT_PAIRS_LOG2;
         Shape {
-            groups: (32 << 20) / (4u32 << self.stride),
-            shortcut: 0,
-            shortcut_levels: 0,
+            groups: ((32 << 20) - shortcut_bytes as u32) / (4u32 << self.stride),
+            shortcut: OTHER_SHORTCUT_PAIRS_LOG2,
             ..self
         }
     }
 }
+
+/// log2 of the slot pairs of an IPv6 table's shortcut other than main's:
+/// the fewest that keep a tag in 31 bits (4 MiB). A tenant's pool of 28
+/// MiB links at most 28k groups of 256 (wide) below bit 48, a twentieth of
+/// its 2^19 slots.
+pub const OTHER_SHORTCUT_PAIRS_LOG2: u8 = shortcut::MIN_PAIRS_LOG2;
 
 /// The IPv6 table's layout, a trade between reads per lookup and memory
 /// (FreeBSD lets one pick a FIB algorithm per family the same way).

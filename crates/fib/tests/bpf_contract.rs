@@ -2,27 +2,30 @@
 //! match the shapes, and the BPF lookup (run with BPF_PROG_RUN on frames)
 //! gives the Rust lookup's answer for every address, after a bulk load,
 //! after changes pushed to the arena as the writes they returned, and once
-//! every route is removed again. Needs root.
+//! every route is removed again; in main's table and in another's (a
+//! tenant's, its shape `Shape::other_table`). Needs root.
 use linerate_bpf::fib_arena::{self, FibArena, FibLayout};
 use linerate_bpf::{loader, objects, test_run};
 use linerate_fib::{shortcut, synthetic, Fib, Key, Shape, Table, Write};
 use std::os::fd::AsFd;
 
-/// A UDP frame to `a`: what the probe reads is the destination.
-fn frame_v4(a: u32) -> Vec<u8> {
+/// A UDP frame to `a`: what the probe reads is the destination, and
+/// (the source's first 32 bits) the table: `mib`, its root's offset in
+/// the arena in MiB, 0 for main's.
+fn frame_v4(a: u32, mib: u32) -> Vec<u8> {
     let mut f = Vec::new();
     etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
-        .ipv4([0; 4], a.to_be_bytes(), 64)
+        .ipv4(mib.to_be_bytes(), a.to_be_bytes(), 64)
         .udp(0, 0)
         .write(&mut f, &[])
         .unwrap();
     f
 }
 
-fn frame_v6(a: u128) -> Vec<u8> {
+fn frame_v6(a: u128, mib: u32) -> Vec<u8> {
     let mut f = Vec::new();
     etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
-        .ipv6([0; 16], a.to_be_bytes(), 64)
+        .ipv6(((mib as u128) << 96).to_be_bytes(), a.to_be_bytes(), 64)
         .udp(0, 0)
         .write(&mut f, &[])
         .unwrap();
@@ -54,9 +57,17 @@ fn check<K: Key>(
     shape: Shape,
     layout: FibLayout,
     routes: Vec<(K, u8, u32)>,
-    frame: fn(K) -> Vec<u8>,
+    frame: fn(K, u32) -> Vec<u8>,
     at: usize,
 ) {
+    // Main's table is named 0 (the lookup the router makes for it), the
+    // others by their root.
+    let mib = if layout.root.offset == main_layout::<K>(layout).root.offset {
+        0
+    } else {
+        fib_arena::root_mib(layout) as u32
+    };
+    let frame = move |k: K| frame(k, mib);
     // The arena regions fib.h reads hold exactly the shape's tables.
     assert_eq!(layout.root.entries, 1 << shape.first, "root entries");
     assert_eq!(layout.stride, shape.stride, "stride");
@@ -84,7 +95,7 @@ fn check<K: Key>(
     };
     agree(&fib, "after the bulk load");
     if shape.shortcut != 0 {
-        shortcut_is_read(&obj, &arena, layout, &fib, frame, at);
+        shortcut_is_read(&obj, &arena, layout, &fib, &frame, at);
     }
     // Changes: withdraw a third of the loaded routes, announce the rest;
     // each change's writes go to the arena one by one.
@@ -129,7 +140,7 @@ fn shortcut_is_read<K: Key>(
     arena: &FibArena,
     layout: FibLayout,
     fib: &Fib<K>,
-    frame: fn(K) -> Vec<u8>,
+    frame: impl Fn(K) -> Vec<u8>,
     at: usize,
 ) {
     let (p, words) = (fib.shape().shortcut, fib.shortcut());
@@ -188,10 +199,10 @@ fn ipv4_bpf_lookup_matches() {
     );
 }
 
-/// 20000 generated IPv6 routes plus host routes, which make the deepest
+/// `n` generated IPv6 routes plus host routes, which make the deepest
 /// paths (13 group reads wide, 28 compact).
-fn ipv6_routes() -> Vec<(u128, u8, u32)> {
-    let mut routes = synthetic::ipv6(20_000, 64, 3);
+fn ipv6_routes(n: usize) -> Vec<(u128, u8, u32)> {
+    let mut routes = synthetic::ipv6(n, 64, 3);
     routes.extend(
         routes
             .clone()
@@ -212,7 +223,7 @@ fn ipv6_bpf_lookup_matches() {
         objects::FIB_PROBE,
         Shape::IPV6,
         fib_arena::FIB6,
-        ipv6_routes(),
+        ipv6_routes(20_000),
         frame_v6,
         54,
     );
@@ -228,7 +239,50 @@ fn ipv6_compact_bpf_lookup_matches() {
         objects::FIB_PROBE_FIB6_COMPACT,
         Shape::IPV6_COMPACT,
         fib_arena::FIB6_COMPACT,
-        ipv6_routes(),
+        ipv6_routes(20_000),
+        frame_v6,
+        54,
+    );
+}
+
+/// The main layout of a table's family and layout (slot 0's).
+fn main_layout<K: Key>(layout: FibLayout) -> FibLayout {
+    match (K::BITS, layout.stride) {
+        (32, _) => fib_arena::FIB4,
+        (_, 8) => fib_arena::FIB6,
+        _ => fib_arena::FIB6_COMPACT,
+    }
+}
+
+/// Another table than main (slot 2: its root, pool and, for IPv6, its own
+/// shortcut where fib_arena's table_layout puts them), each layout.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn other_tables_bpf_lookup_matches() {
+    check::<u32>(
+        objects::FIB_PROBE,
+        Shape::IPV4.other_table(),
+        fib_arena::table_layout(fib_arena::FIB4, false, 2),
+        synthetic::ipv4(20_000, 64, 5),
+        frame_v4,
+        34,
+    );
+    check::<u128>(
+        objects::FIB_PROBE,
+        Shape::IPV6.other_table(),
+        fib_arena::table_layout(fib_arena::FIB6, true, 2),
+        ipv6_routes(5_000),
+        frame_v6,
+        54,
+    );
+    check::<u128>(
+        objects::FIB_PROBE_FIB6_COMPACT,
+        Shape::IPV6_COMPACT.other_table(),
+        fib_arena::table_layout(fib_arena::FIB6_COMPACT, true, 2),
+        ipv6_routes(5_000),
         frame_v6,
         54,
     );
