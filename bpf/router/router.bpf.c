@@ -253,15 +253,6 @@ __attribute__((noinline)) int fib6_walk_tables(__u64 tables, __u64 hi, __u64 lo_
 	return 0;
 }
 
-/* The lookup of a rule program's IPv6 step: a function of its own,
- * verified once (global), so that each of the program's steps is a call
- * rather than a copy of the lookup with its shortcut (the steps are
- * unrolled: 64 copies would not fit the stack beside the router's frame,
- * nor the verifier's budget). */
-__attribute__((noinline)) int fib6_lookup_table(__u64 root, __u64 hi, __u64 lo_be)
-{
-	return (int)fib6_lookup_at(root, hi, lo_be);
-}
 
 /* The meta word of a rule key (abi/router.h, RULE_KEY4_WORDS). */
 static __always_inline __u64 rule_meta(__u32 iif, __u8 tos, __u8 proto)
@@ -315,7 +306,8 @@ static __always_inline __u64 rule_off(const struct policy_rule *r, const __u64 *
 /* What a step that matched does: ends the walk (1, its outcome in *out:
  * a next-hop id, POLICY_DROP, POLICY_KERNEL, 0 at the END) or lets it go
  * on (0: a lookup that missed, or a goto, which sets *from to its
- * target). */
+ * target). IPv6 looks its tables up by the walk alone (fib.h,
+ * fib6_walk_at). */
 static __always_inline int policy_act(const struct policy_rule *r, const __u64 *w,
 				      __u64 dst_lo_be, const int v6, __u32 *from, __u32 *out)
 {
@@ -327,7 +319,7 @@ static __always_inline int policy_act(const struct policy_rule *r, const __u64 *
 	}
 	if (step == RULE_LOOKUP) {
 		__u64 root = (__u64)r->table_mib << 20;
-		__u32 nh = v6 ? (__u32)fib6_lookup_table(root, w[1], dst_lo_be) :
+		__u32 nh = v6 ? fib6_walk_at(root, w[1], dst_lo_be) :
 				fib4_lookup_at(root, (__u32)w[0]);
 
 		if (!nh || nh == NH_ID_THROW)
