@@ -650,3 +650,65 @@ fn a_long_access_list_is_judged_in_the_program_as_the_evaluator_judges() {
     drop(fp);
     drop(pair);
 }
+
+/// The classifier's walk meets at most `FWC_MAX_STEPS` (32) terms: a key
+/// that meets 32 is judged in the program, one that meets 33 is the
+/// kernel's (`pass_fw_kernel`), in the program and the model alike, and
+/// the kernel gives it the verdict. Each jump to `sub` is one term met by
+/// the frame sent (its `return`; a chain's end is no term: the chain is
+/// laid out in place); the counted accept after the jumps two more.
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn a_walk_past_its_steps_is_the_kernels_in_the_program_and_the_model() {
+    let (pair, fp) = linerate_testkit::plane::scratch_pair("fwdeep", "fwd");
+    let (if0, if1) = (pair.if0, pair.if1);
+    let names = BTreeMap::from([(if0, "fwd0".to_string()), (if1, "fwd1".to_string())]);
+    let flags = IFACE_FORWARD4 | IFACE_FIREWALL4;
+    let mut model = routed(&fp, (if0, if1), flags, (0, 0), (0x2001_0db8u128 << 96, 32));
+    let mut maps = fp.fw_maps().unwrap();
+    let mut udp = vec![0u8; 8];
+    udp[0..2].copy_from_slice(&4000u16.to_be_bytes());
+    udp[2..4].copy_from_slice(&7000u16.to_be_bytes());
+    udp[4..6].copy_from_slice(&8u16.to_be_bytes());
+    for (generation, jumps, want) in [(1, 30, "forwarded"), (2, 31, "pass_fw_kernel")] {
+        let mut text = String::from(
+            "flush ruleset\ntable ip deep {\n chain sub {\n  ip saddr 198.18.0.0/16 return\n  udp dport 7001 drop\n }\n chain f {\n  type filter hook forward priority 0; policy drop;\n",
+        );
+        for _ in 0..jumps {
+            text.push_str("  udp dport 7000-7099 jump sub\n");
+        }
+        text.push_str("  ip daddr 198.19.0.0/16 counter accept\n }\n}\n");
+        let path = std::env::temp_dir().join(format!("lrt-fwdeep-{}.nft", std::process::id()));
+        std::fs::write(&path, &text).unwrap();
+        let loaded = linerate_host::cmd::in_netns(&pair.ns, "nft", &["-f", path.to_str().unwrap()]);
+        std::fs::remove_file(&path).unwrap();
+        loaded.unwrap();
+        let ruleset = linerate_firewall::read_current().unwrap();
+        let (c, why) = Compiled::new(generation, &ruleset, names.clone(), false);
+        assert_eq!(why, [None, None]);
+        assert!(c.families[0].as_ref().unwrap().classifier.is_ok());
+        compile::publish(&mut maps, &c);
+        compile::publish(model.fw_mut(), &c);
+        let f = ipv4_frame([198, 18, 0, 1], [198, 19, 0, 1], 17, &udp);
+        // Twice: judged by the classifier, then by the cache it filled.
+        for _ in 0..2 {
+            let (action, reason, _) = program_verdict(&fp, if0, &f);
+            let m = model.run(&f, if0);
+            assert_eq!((action, reason), (m.action, m.reason), "{jumps} jumps");
+            assert_eq!(reason, want, "{jumps} jumps");
+        }
+        // Either way the kernel's verdict is the evaluator's: accepted.
+        let p = packet_of(&f, if0, if1, &names);
+        let filter = &c.families[0].as_ref().unwrap().filter;
+        assert_eq!(judge(filter, &p).verdict, Verdict::Accept);
+        assert!(
+            program_misses(&maps).is_empty(),
+            "the classifier judged the key ({jumps} jumps)"
+        );
+    }
+    drop(fp);
+    drop(pair);
+}
