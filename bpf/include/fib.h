@@ -208,18 +208,56 @@ static __always_inline __u32 fib6_lookup_other(__u64 root, __u64 hi, __u64 lo_be
 			      lo_be);
 }
 
-/* ... in any table by the walk alone, without a shortcut: for the rule
- * program's steps, where the lookup is inlined in each of them (a
- * shortcut's probe and walks in every step would not fit the stack beside
- * the router's frame, and a call apiece cost more than the shortcut saves
- * them: `linerate bench fastpath --family ipv6 --rule-steps 10`). */
-static __always_inline __u32 fib6_walk_at(__u64 root, __u64 hi, __u64 lo_be)
+/* The walk from a link `e` read at bit `from`, a value (FIB6_FIRST or a
+ * shortcut level), not a constant: one unrolled walk whose levels before
+ * `from` are skipped, where fib6_walk is a copy a level. */
+static __always_inline __u32 fib6_walk_from(__u64 base1, __u32 e, __u64 hi, __u64 lo_be,
+					    __u32 from)
+{
+#pragma unroll
+	for (int start = FIB6_FIRST; start < 128; start += FIB6_STRIDE) {
+		if (start < 48 && start < from)
+			continue;
+		if (!(e & 1))
+			return e >> 1;
+		__u64 word = start < 64 ? hi : fib6_low_bits(lo_be);
+		__u32 chunk = (word >> (64 - FIB6_STRIDE - (start & 63))) & ((1u << FIB6_STRIDE) - 1);
+		e = fib_step(base1, e, chunk << 2);
+	}
+	return e & 1 ? 0 : e >> 1;
+}
+
+/* ... in any table, for the rule program's steps, where the lookup is
+ * inlined in each of them: its shortcut's /48 probed as fib6_lookup_sc
+ * probes it, then one walk from the level it gave (a walk a level, as
+ * fib6_lookup_sc has, or the compact layout's /40 probe too, would not
+ * fit the stack beside the router's frame; a call apiece cost more than
+ * the shortcut saves them). */
+static __always_inline __u32 fib6_lookup_step(__u64 root, __u64 hi, __u64 lo_be)
 {
 	__u64 base = fib_arena_base;
 	asm volatile("" :: "r"(&fib_arena));
 	__u32 e = fib_read(base + root + ((hi >> (64 - FIB6_FIRST)) << 2));
 
-	return fib6_walk(base - 1, e, hi, lo_be, FIB6_FIRST);
+	if (!(e & 1))
+		return e >> 1;
+	int main = root == FIB6_ROOT_OFF;
+	__u64 sc = main ? FIB6_SC_OFF : root + FIB6_OTHER_SC_DELTA;
+	__u32 log2 = main ? FIB6_SC_PAIRS_LOG2 : FIB6_OTHER_SC_PAIRS_LOG2;
+	__u64 k48 = hi >> 16;
+	__u64 at48 = base + sc + (((k48 ^ (k48 >> log2)) & ((1ull << log2) - 1)) << 4);
+	__u64 a0 = fib_read64(at48), a1 = fib_read64(at48 + 8);
+	__u32 t48 = 0x80000000u | (__u32)(k48 >> log2);
+	__u32 from = FIB6_FIRST;
+
+	if ((__u32)(a0 >> 32) == t48) {
+		e = (__u32)a0;
+		from = 48;
+	} else if ((__u32)(a1 >> 32) == t48) {
+		e = (__u32)a1;
+		from = 48;
+	}
+	return fib6_walk_from(base - 1, e, hi, lo_be, from);
 }
 
 /* ... in any table (main's root is FIB6_ROOT_OFF). */

@@ -307,7 +307,7 @@ static __always_inline __u64 rule_off(const struct policy_rule *r, const __u64 *
  * a next-hop id, POLICY_DROP, POLICY_KERNEL, 0 at the END) or lets it go
  * on (0: a lookup that missed, or a goto, which sets *from to its
  * target). IPv6 looks its tables up by the walk alone (fib.h,
- * fib6_walk_at). */
+ * fib6_lookup_step). */
 static __always_inline int policy_act(const struct policy_rule *r, const __u64 *w,
 				      __u64 dst_lo_be, const int v6, __u32 *from, __u32 *out)
 {
@@ -319,7 +319,7 @@ static __always_inline int policy_act(const struct policy_rule *r, const __u64 *
 	}
 	if (step == RULE_LOOKUP) {
 		__u64 root = (__u64)r->table_mib << 20;
-		__u32 nh = v6 ? fib6_walk_at(root, w[1], dst_lo_be) :
+		__u32 nh = v6 ? fib6_lookup_step(root, w[1], dst_lo_be) :
 				fib4_lookup_at(root, (__u32)w[0]);
 
 		if (!nh || nh == NH_ID_THROW)

@@ -12,20 +12,25 @@ use std::os::fd::AsFd;
 /// A UDP frame to `a`: what the probe reads is the destination, and
 /// (the source's first 32 bits) the table: `mib`, its root's offset in
 /// the arena in MiB, 0 for main's.
-fn frame_v4(a: u32, mib: u32) -> Vec<u8> {
+fn frame_v4(a: u32, mib: u64) -> Vec<u8> {
     let mut f = Vec::new();
     etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
-        .ipv4(mib.to_be_bytes(), a.to_be_bytes(), 64)
+        .ipv4((mib as u32).to_be_bytes(), a.to_be_bytes(), 64)
         .udp(0, 0)
         .write(&mut f, &[])
         .unwrap();
     f
 }
 
-fn frame_v6(a: u128, mib: u32) -> Vec<u8> {
+/// A rule step's lookup (fib6_lookup_step), where `mib` has this bit;
+/// the router's without it.
+const STEP: u64 = 1 << 32;
+
+fn frame_v6(a: u128, mib: u64) -> Vec<u8> {
     let mut f = Vec::new();
+    let src = ((mib as u128 & 0xffff_ffff) << 96) | ((mib as u128 >> 32) << 64);
     etherparse::PacketBuilder::ethernet2([0; 6], [0; 6])
-        .ipv6(((mib as u128) << 96).to_be_bytes(), a.to_be_bytes(), 64)
+        .ipv6(src.to_be_bytes(), a.to_be_bytes(), 64)
         .udp(0, 0)
         .write(&mut f, &[])
         .unwrap();
@@ -57,17 +62,22 @@ fn check<K: Key>(
     shape: Shape,
     layout: FibLayout,
     routes: Vec<(K, u8, u32)>,
-    frame: fn(K, u32) -> Vec<u8>,
+    frame: fn(K, u64) -> Vec<u8>,
     at: usize,
 ) {
     // Main's table is named 0 (the lookup the router makes for it), the
-    // others by their root.
+    // others by their root; IPv6 is looked up both as the router looks a
+    // table up and as a rule step does.
     let mib = if layout.root.offset == main_layout::<K>(layout).root.offset {
         0
     } else {
-        fib_arena::root_mib(layout) as u32
+        fib_arena::root_mib(layout) as u64
     };
-    let frame = move |k: K| frame(k, mib);
+    let hows = if K::BITS == 128 {
+        vec![mib, mib | STEP]
+    } else {
+        vec![mib]
+    };
     // The arena regions fib.h reads hold exactly the shape's tables.
     assert_eq!(layout.root.entries, 1 << shape.first, "root entries");
     assert_eq!(layout.stride, shape.stride, "stride");
@@ -85,17 +95,22 @@ fn check<K: Key>(
     arena.fill(layout, fib.root(), fib.groups(), fib.shortcut());
     let keys = synthetic::lookup_keys(&routes, 3000, 7);
     let agree = |fib: &Fib<K>, what: &str| {
-        for &k in &keys {
-            assert_eq!(
-                bpf_lookup(&obj, &frame(k), at),
-                fib.lookup(k).unwrap_or(0),
-                "{what}: {k:?}"
-            );
+        for &how in &hows {
+            for &k in &keys {
+                assert_eq!(
+                    bpf_lookup(&obj, &frame(k, how), at),
+                    fib.lookup(k).unwrap_or(0),
+                    "{what}: {k:?} ({how:x})"
+                );
+            }
         }
     };
     agree(&fib, "after the bulk load");
     if shape.shortcut != 0 {
-        shortcut_is_read(&obj, &arena, layout, &fib, &frame, at);
+        let levels = shape.shortcut_levels as usize;
+        shortcut_is_read(&obj, &arena, layout, &fib, |k| frame(k, mib), levels, at);
+        // A rule step probes the /48 alone.
+        shortcut_is_read(&obj, &arena, layout, &fib, |k| frame(k, mib | STEP), 1, at);
     }
     // Changes: withdraw a third of the loaded routes, announce the rest;
     // each change's writes go to the arena one by one.
@@ -126,7 +141,9 @@ fn check<K: Key>(
     }
     assert!(fib.is_empty());
     for &k in keys.iter().take(200) {
-        assert_eq!(bpf_lookup(&obj, &frame(k), at), 0, "emptied: {k:?}");
+        for &how in &hows {
+            assert_eq!(bpf_lookup(&obj, &frame(k, how), at), 0, "emptied: {k:?}");
+        }
     }
 }
 
@@ -134,25 +151,26 @@ fn check<K: Key>(
 /// a next hop planted in a held prefix's slot (a /48, or a /40 probed with
 /// an address whose /48 is not held) is what the C lookup answers for an
 /// address under that prefix, and putting the entry back restores the
-/// table's answer. 20 slots of each level the shape holds.
+/// table's answer. 20 slots of each of the first `levels` levels (those
+/// the lookup probes).
 fn shortcut_is_read<K: Key>(
     obj: &libbpf_rs::Object,
     arena: &FibArena,
     layout: FibLayout,
     fib: &Fib<K>,
     frame: impl Fn(K) -> Vec<u8>,
+    levels: usize,
     at: usize,
 ) {
     let (p, words) = (fib.shape().shortcut, fib.shortcut());
     assert_eq!(layout.shortcut.entries, words.len(), "shortcut words");
-    let levels = fib.shape().shortcut_levels as usize;
     let mut checked = vec![0usize; levels];
     for (slot, w) in words.chunks_exact(2).enumerate() {
         if w[1] == 0 {
             continue;
         }
         let (level, top) = shortcut::prefix_of(shortcut::key_of(slot / shortcut::WAYS, w[1], p));
-        if checked[level] == 20 {
+        if level >= levels || checked[level] == 20 {
             continue;
         }
         // An address under the prefix that no deeper held prefix covers.
