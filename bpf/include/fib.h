@@ -124,19 +124,27 @@ static __always_inline __u64 fib6_low_bits(__u64 lo_be)
 	return ((__u64)bpf_ntohl((__u32)lo_be) << 32) | bpf_ntohl((__u32)(lo_be >> 32));
 }
 
+/* One level of a walk: the entry after link `e` for the FIB6_STRIDE bits
+ * of the destination from bit `start` (a constant). */
+static __always_inline __u32 fib6_level(__u64 base1, __u32 e, __u64 hi, __u64 lo_be,
+					const int start)
+{
+	__u64 word = start < 64 ? hi : fib6_low_bits(lo_be);
+	__u32 chunk = (word >> (64 - FIB6_STRIDE - (start & 63))) & ((1u << FIB6_STRIDE) - 1);
+
+	return fib_step(base1, e, chunk << 2);
+}
+
 /* The walk from a link `e` read at bit `from` (a constant, so the loop
  * unrolls) to a next hop. */
 static __always_inline __u32 fib6_walk(__u64 base1, __u32 e, __u64 hi, __u64 lo_be,
 				       const int from)
 {
-	/* Each level reads the next FIB6_STRIDE bits. */
 #pragma unroll
 	for (int start = from; start < 128; start += FIB6_STRIDE) {
 		if (!(e & 1))
 			return e >> 1;
-		__u64 word = start < 64 ? hi : fib6_low_bits(lo_be);
-		__u32 chunk = (word >> (64 - FIB6_STRIDE - (start & 63))) & ((1u << FIB6_STRIDE) - 1);
-		e = fib_step(base1, e, chunk << 2);
+		e = fib6_level(base1, e, hi, lo_be, start);
 	}
 	return e & 1 ? 0 : e >> 1;
 }
@@ -220,9 +228,7 @@ static __always_inline __u32 fib6_walk_from(__u64 base1, __u32 e, __u64 hi, __u6
 			continue;
 		if (!(e & 1))
 			return e >> 1;
-		__u64 word = start < 64 ? hi : fib6_low_bits(lo_be);
-		__u32 chunk = (word >> (64 - FIB6_STRIDE - (start & 63))) & ((1u << FIB6_STRIDE) - 1);
-		e = fib_step(base1, e, chunk << 2);
+		e = fib6_level(base1, e, hi, lo_be, start);
 	}
 	return e & 1 ? 0 : e >> 1;
 }
