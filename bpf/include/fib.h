@@ -151,14 +151,14 @@ static __always_inline __u32 fib6_walk(__u64 base1, __u32 e, __u64 hi, __u64 lo_
 
 /* Address of the pair for key `k` in the shortcut at byte offset `sc` of
  * 2^log2 pairs, and the tag `k` has there. */
-static __always_inline __u64 fib6_sc_pair(__u64 base, __u64 sc, const int log2, __u64 k)
+static __always_inline __u64 fib6_sc_pair(__u64 base, __u64 sc, __u32 log2, __u64 k)
 {
 	__u64 pair = (k ^ (k >> log2)) & ((1ull << log2) - 1);
 
 	return base + sc + (pair << 4);
 }
 
-static __always_inline __u32 fib6_sc_tag(__u64 k, const int log2)
+static __always_inline __u32 fib6_sc_tag(__u64 k, __u32 log2)
 {
 	return 0x80000000u | (__u32)(k >> log2);
 }
@@ -251,9 +251,9 @@ static __always_inline __u32 fib6_lookup_step(__u64 root, __u64 hi, __u64 lo_be)
 	__u64 sc = main ? FIB6_SC_OFF : root + FIB6_OTHER_SC_DELTA;
 	__u32 log2 = main ? FIB6_SC_PAIRS_LOG2 : FIB6_OTHER_SC_PAIRS_LOG2;
 	__u64 k48 = hi >> 16;
-	__u64 at48 = base + sc + (((k48 ^ (k48 >> log2)) & ((1ull << log2) - 1)) << 4);
+	__u64 at48 = fib6_sc_pair(base, sc, log2, k48);
 	__u64 a0 = fib_read64(at48), a1 = fib_read64(at48 + 8);
-	__u32 t48 = 0x80000000u | (__u32)(k48 >> log2);
+	__u32 t48 = fib6_sc_tag(k48, log2);
 	__u32 from = FIB6_FIRST;
 
 	if ((__u32)(a0 >> 32) == t48) {

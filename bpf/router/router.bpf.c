@@ -253,7 +253,6 @@ __attribute__((noinline)) int fib6_walk_tables(__u64 tables, __u64 hi, __u64 lo_
 	return 0;
 }
 
-
 /* The meta word of a rule key (abi/router.h, RULE_KEY4_WORDS). */
 static __always_inline __u64 rule_meta(__u32 iif, __u8 tos, __u8 proto)
 {
@@ -306,7 +305,7 @@ static __always_inline __u64 rule_off(const struct policy_rule *r, const __u64 *
 /* What a step that matched does: ends the walk (1, its outcome in *out:
  * a next-hop id, POLICY_DROP, POLICY_KERNEL, 0 at the END) or lets it go
  * on (0: a lookup that missed, or a goto, which sets *from to its
- * target). IPv6 looks its tables up by the walk alone (fib.h,
+ * target). IPv6's lookup is the one a step can inline (fib.h,
  * fib6_lookup_step). */
 static __always_inline int policy_act(const struct policy_rule *r, const __u64 *w,
 				      __u64 dst_lo_be, const int v6, __u32 *from, __u32 *out)

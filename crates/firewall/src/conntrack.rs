@@ -212,9 +212,10 @@ fn keep(
         // core): a change is published, and every connection checked
         // against it at once (TCP windows checked again: no TCP carried
         // any more).
-        let read_sysctls = std::time::Instant::now() >= next_sysctls;
+        let now = std::time::Instant::now();
+        let read_sysctls = now >= next_sysctls;
         if read_sysctls {
-            next_sysctls = std::time::Instant::now() + SYSCTLS_EVERY;
+            next_sysctls = now + SYSCTLS_EVERY;
         }
         if read_sysctls && !outgrown && maps.outgrown_by(sysctl("nf_conntrack_max")) {
             outgrown = true;

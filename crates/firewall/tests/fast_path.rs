@@ -235,6 +235,16 @@ fn judged_as_the_evaluator(
     }
 }
 
+/// Loads nftables text `text` into namespace `ns` with `nft -f` (through
+/// a file of its own, `tag` naming it).
+fn nft_file(ns: &str, tag: &str, text: &str) {
+    let path = std::env::temp_dir().join(format!("lrt-{tag}-{}.nft", std::process::id()));
+    std::fs::write(&path, text).unwrap();
+    let loaded = linerate_host::cmd::in_netns(ns, "nft", &["-f", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    loaded.unwrap();
+}
+
 /// The program and a model beside it, routing the IPv4 and IPv6
 /// prefixes given out of `if1` (one resolved next hop), frames arriving
 /// on `if0`; interface flags `flags` on both.
@@ -286,11 +296,7 @@ fn the_program_judges_by_the_cache_as_the_model_and_the_evaluator() {
     let (pair, fp) = linerate_testkit::plane::scratch_pair("fw", "fwt");
     let (if0, if1) = (pair.if0, pair.if1);
     let names = BTreeMap::from([(if0, "fwt0".to_string()), (if1, "fwt1".to_string())]);
-    let path = std::env::temp_dir().join(format!("lrt-fw-{}.nft", std::process::id()));
-    std::fs::write(&path, RULESET).unwrap();
-    let loaded = linerate_host::cmd::in_netns(&pair.ns, "nft", &["-f", path.to_str().unwrap()]);
-    std::fs::remove_file(&path).unwrap();
-    loaded.unwrap();
+    nft_file(&pair.ns, "fw", RULESET);
     let ruleset = linerate_firewall::read_current().unwrap();
     let (c, why) = Compiled::new(1, &ruleset, names.clone(), false);
     assert_eq!(why, [None, None]);
@@ -508,11 +514,7 @@ table inet t {
     }
 }
 "#;
-    let path = std::env::temp_dir().join(format!("lrt-fwsets-{}.nft", std::process::id()));
-    std::fs::write(&path, ruleset).unwrap();
-    let loaded = linerate_host::cmd::in_netns(&pair.ns, "nft", &["-f", path.to_str().unwrap()]);
-    std::fs::remove_file(&path).unwrap();
-    loaded.unwrap();
+    nft_file(&pair.ns, "fwsets", ruleset);
     let from_json = linerate_firewall::read_current().unwrap();
     let from_netlink = linerate_firewall::read::read_current_with(&|t, s| {
         linerate_netlink::nft_elements::dump(t, s)
@@ -582,11 +584,7 @@ fn a_long_access_list_is_judged_in_the_program_as_the_evaluator_judges() {
         ));
     }
     text.push_str("  ip daddr 198.19.0.0/16 counter accept\n }\n}\n");
-    let path = std::env::temp_dir().join(format!("lrt-fwacl-{}.nft", std::process::id()));
-    std::fs::write(&path, &text).unwrap();
-    let loaded = linerate_host::cmd::in_netns(&pair.ns, "nft", &["-f", path.to_str().unwrap()]);
-    std::fs::remove_file(&path).unwrap();
-    loaded.unwrap();
+    nft_file(&pair.ns, "fwacl", &text);
     let ruleset = linerate_firewall::read_current().unwrap();
     let (c, why) = Compiled::new(1, &ruleset, names.clone(), false);
     assert_eq!(why, [None, None]);
@@ -681,11 +679,7 @@ fn a_walk_past_its_steps_is_the_kernels_in_the_program_and_the_model() {
             text.push_str("  udp dport 7000-7099 jump sub\n");
         }
         text.push_str("  ip daddr 198.19.0.0/16 counter accept\n }\n}\n");
-        let path = std::env::temp_dir().join(format!("lrt-fwdeep-{}.nft", std::process::id()));
-        std::fs::write(&path, &text).unwrap();
-        let loaded = linerate_host::cmd::in_netns(&pair.ns, "nft", &["-f", path.to_str().unwrap()]);
-        std::fs::remove_file(&path).unwrap();
-        loaded.unwrap();
+        nft_file(&pair.ns, "fwdeep", &text);
         let ruleset = linerate_firewall::read_current().unwrap();
         let (c, why) = Compiled::new(generation, &ruleset, names.clone(), false);
         assert_eq!(why, [None, None]);
