@@ -44,6 +44,7 @@
 
 #include "csum.h"
 #include "kernel.h"
+#include "parse.h"
 #include "router/ct_cache.h"
 #include "router/maps.h"
 
@@ -325,7 +326,7 @@ static __always_inline enum reason ct_segment(struct xdp_md *ctx, const void *l3
  * verified once (global), where inlined its paths would multiply those of
  * everything after it in the program, for each family (ct_miss4,
  * ct_miss6). The packet's headers at their fixed places (the IP header
- * after the Ethernet header, the transport header after a fixed IP
+ * after the Ethernet header and a VLAN device's tag, frame_l3_off; the transport header after a fixed IP
  * header: options and IPv6's extension headers went to the kernel
  * before); `l4proto` its protocol. The answer packed (the verifier sees one
  * value, not one path per answer). With FW_CT_TCP_CARRY, an established
@@ -343,7 +344,9 @@ static __always_inline int ct_miss(struct xdp_md *ctx, __u8 l4proto, const int v
 		return R_PASS_CT_OFF << 8;
 	__u32 ct_flags = st->ct_flags, ct_idle = st->ct_idle, bits = st->ct_bits[v6];
 	__u32 timeout_ms = st->ct_timeout_ms[l4proto == IPPROTO_TCP];
-	const __u8 *l3 = data + ETH_HLEN;
+	if (data + ETH_HLEN > end)
+		return R_PASS_CT_INVALID << 8;
+	const __u8 *l3 = data + frame_l3_off(data);
 	const __u8 *l4 = l3 + (v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
 	if (l4 + 4 > end)
 		return R_PASS_CT_INVALID << 8;

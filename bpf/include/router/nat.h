@@ -41,6 +41,7 @@
 #include <bpf/bpf_helpers.h>
 
 #include "kernel.h"
+#include "parse.h"
 #include "router/maps.h"
 #include "router/ct_judge.h"
 
@@ -86,14 +87,16 @@ static __always_inline __u16 nat_csum16(__u16 sum, const __u32 *from, const __u3
 	return nat_csum_fold((__u32)s);
 }
 
-/* The frame's packet (its headers at their fixed places, checked for 4
+/* The frame's packet (its headers at their places, frame_l3_off, checked for 4
  * transport bytes), its protocol `l4proto`; 0 past the frame. */
 static __always_inline int nat_packet(struct xdp_md *ctx, __u8 l4proto, const int v6,
 				      struct ct_packet *p)
 {
 	const __u8 *data = (const __u8 *)(long)ctx->data;
 	const __u8 *end = (const __u8 *)(long)ctx->data_end;
-	const __u8 *l3 = data + ETH_HLEN;
+	if (data + ETH_HLEN > end)
+		return 0;
+	const __u8 *l3 = data + frame_l3_off(data);
 	const __u8 *l4 = l3 + (v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
 
 	if (l4 + 4 > end)
@@ -396,7 +399,7 @@ __attribute__((noinline)) int nat_kernel6(struct xdp_md *ctx, __u32 arg)
 /* ct_segment as a function of its own for each family, verified once
  * (global): its packet checks, inlined before the route lookup, would
  * leave each path's packet pointers with a range of their own for the
- * verifier to follow through the rest. The headers at their fixed places;
+ * verifier to follow through the rest. The headers at their places;
  * `arg` the IP payload's bytes, and the protocol in bits 16-23. Its
  * reason, and the TCP flags in bits 8-15. */
 static __always_inline int ct_segment_of(struct xdp_md *ctx, __u32 arg, const int v6)
@@ -409,7 +412,9 @@ static __always_inline int ct_segment_of(struct xdp_md *ctx, __u32 arg, const in
 
 	if (!st)
 		return R_PASS_CT_OFF;
-	const __u8 *l3 = data + ETH_HLEN;
+	if (data + ETH_HLEN > end)
+		return R_PASS_CT_INVALID;
+	const __u8 *l3 = data + frame_l3_off(data);
 	const __u8 *l4 = l3 + (v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
 	if (l4 > end)
 		return R_PASS_CT_INVALID;
@@ -538,17 +543,19 @@ static __always_inline void nat_manip(void *l3, const int v6, __u8 *l4, __u16 *c
 /* Rewrites a forwarded frame (`v6`: IPv6) as the kernel would between
  * prerouting and postrouting: the destination, the TTL or hop limit, the
  * source, each where its CPU's `ct_scratch.nat` says; the frame's headers
- * at their fixed places. 0 if they run past it. */
+ * at their places (frame_l3_off). 0 if they run past it. */
 static __always_inline int nat_rewrite_of(struct xdp_md *ctx, __u8 l4proto, const int v6)
 {
 	__u8 *data = (__u8 *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
 	__u32 zero = 0;
 	struct ct_scratch *sc = bpf_map_lookup_elem(&ct_scratch, &zero);
-	__u8 *l3 = data + ETH_HLEN;
-	__u8 *l4 = l3 + (v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
 
-	if (!sc || (void *)(l4 + 4) > end)
+	if (!sc || (void *)(data + ETH_HLEN) > end)
+		return 0;
+	__u8 *l3 = data + frame_l3_off(data);
+	__u8 *l4 = l3 + (v6 ? sizeof(struct ipv6hdr) : sizeof(struct iphdr));
+	if ((void *)(l4 + 4) > end)
 		return 0;
 	__u16 *check = nat_l4_check(l4, l4proto, end);
 	if (!check)

@@ -14,6 +14,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
 
+#include "parse.h"
 #include "router/maps.h"
 
 /* The limits, written whole by the control plane; all zero (no limit)
@@ -53,20 +54,23 @@ static __always_inline int punt_routing_port(__u8 proto, __u16 sport, __u16 dpor
 
 /* What a frame is to the router where its reason cannot tell: neighbour
  * discovery (PUNT_NEIGHBOUR), a routing or link protocol (PUNT_CONTROL),
- * ICMP (PUNT_ICMP), else `other`. Read from the headers as they come:
- * IPv6's first next header, an IPv4 fragment's ports only in its first. */
+ * ICMP (PUNT_ICMP), else `other`. Read from the headers as they come,
+ * after a VLAN tag: IPv6's first next header, an IPv4 fragment's ports
+ * only in its first. */
 static __always_inline __u32 punt_content(struct xdp_md *ctx, __u32 other)
 {
-	void *data = (void *)(long)ctx->data;
+	const __u8 *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
 	const __u8 *l4;
 	__u8 proto;
 	int mcast, ports = 1;
 
-	if ((void *)(eth + 1) > data_end)
+	if ((void *)(data + ETH_HLEN) > data_end)
 		return other;
-	__u16 type = bpf_ntohs(eth->h_proto);
+	const __u8 *l3 = data + frame_l3_off(data);
+	if ((void *)l3 > data_end)
+		return other;
+	__u16 type = bpf_ntohs(*(const __be16 *)(l3 - 2));
 
 	if (type == ETH_P_ARP)
 		return PUNT_NEIGHBOUR;
@@ -74,7 +78,7 @@ static __always_inline __u32 punt_content(struct xdp_md *ctx, __u32 other)
 	if (type < ETH_P_802_3_MIN || type == PUNT_ETH_P_SLOW || type == PUNT_ETH_P_LLDP)
 		return PUNT_CONTROL;
 	if (type == ETH_P_IP) {
-		struct iphdr *ip = (void *)(eth + 1);
+		const struct iphdr *ip = (const void *)l3;
 
 		if ((void *)(ip + 1) > data_end)
 			return other;
@@ -83,7 +87,7 @@ static __always_inline __u32 punt_content(struct xdp_md *ctx, __u32 other)
 		mcast = (bpf_ntohl(ip->daddr) >> 28) == 0xe;
 		ports = !(ip->frag_off & bpf_htons(0x1fff));
 	} else if (type == ETH_P_IPV6) {
-		struct ipv6hdr *ip6 = (void *)(eth + 1);
+		const struct ipv6hdr *ip6 = (const void *)l3;
 
 		if ((void *)(ip6 + 1) > data_end)
 			return other;

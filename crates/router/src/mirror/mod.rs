@@ -838,7 +838,8 @@ impl<D: Dataplane> Mirror<D> {
             tables6: words[1].flatten().unwrap_or_else(|| tables_word(&[])),
             bridging: 0,
             vlans: 0,
-            pad: [0; 2],
+            tag_len: 0,
+            pad: 0,
         }
     }
 
