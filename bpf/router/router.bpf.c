@@ -876,16 +876,27 @@ struct {
 	.values = { [0] = (void *)&router_vlan },
 };
 
+/* Whether a frame arriving on port `ifc` is for its VLAN devices: tagged,
+ * and not on a bridge's port without VLAN devices (which hands its tagged
+ * frames to the bridge, as untagged ones). */
+static __always_inline int for_vlan_devices(const struct ethhdr *eth, const struct iface *ifc)
+{
+	return (eth->h_proto == bpf_htons(ETH_P_8021Q) || eth->h_proto == bpf_htons(ETH_P_8021AD)) &&
+	       (ifc->bridging & (BRIDGE_PORT | BRIDGE_VLAN_DEVICES)) != BRIDGE_PORT;
+}
+
 /* A frame on one of the router's ports, routed as the port, or, tagged,
  * as the VLAN device its port and tag name (vlan_do_receive; counted as the
- * device counts it, without the tag), by `router_vlan` (`vlan`). The tag
- * stays where it is: a frame for the kernel goes as it came, and one sent
- * out of a VLAN device has its tag rewritten in place (send). A tag no
- * device of the port's holds (the kernel drops its frame), a priority tag
- * and a second tag are the kernel's; on a bridge's port every tagged frame
- * takes the bridge's way, as untagged ones do. The VLAN devices' entries
- * are in `ifaces` too, past the ports'. The multi-buffer program leaves
- * tagged frames to the kernel: its stack has no room for the tag's key. */
+ * device counts it, without the tag), by `router_vlan` (`vlan`), to which
+ * `router` hands such frames before it does anything else. The tag stays
+ * where it is: a frame for the kernel goes as it came, and one sent out of
+ * a VLAN device has its tag rewritten in place (send). A tag no device of
+ * the port's holds (the kernel drops its frame), a priority tag and a
+ * second tag are the kernel's; so are the tagged frames of a bridge's port
+ * with VLAN devices (the kernel hands them to the devices first). The VLAN
+ * devices' entries are in `ifaces` too, past the ports'. The multi-buffer
+ * program leaves tagged frames to the kernel: its stack has no room for
+ * the tag's key. */
 static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf, const int vlan)
 {
 	void *data = (void *)(long)ctx->data;
@@ -894,40 +905,37 @@ static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf, c
 	 * a multi-buffer frame). */
 	__u64 linear = data_end - data;
 	__u64 len = multibuf ? bpf_xdp_get_buff_len(ctx) : linear;
-	__u32 slot = ctx->ingress_ifindex < ROUTER_IFACES ? ctx->ingress_ifindex : 0;
-	struct router_counters *c = bpf_map_lookup_elem(&router_stats, &slot);
+	/* (Read once: each read is three loads, xdp_buff to its queue to its
+	 * device.) */
+	__u32 ingress = ctx->ingress_ifindex;
+	__u32 slot = ingress < ROUTER_IFACES ? ingress : 0;
 	struct iface *ifc = bpf_map_lookup_elem(&ifaces, &slot);
 	struct ethhdr *eth = data;
 
-	/* (Counted by the first program a frame meets.) */
-	if (!vlan) {
-		__u32 rxq = slot * ROUTER_RXQ + (ctx->rx_queue_index < ROUTER_RXQ ?
-							 ctx->rx_queue_index :
-							 ROUTER_RXQ - 1);
-		__u64 *on_queue = bpf_map_lookup_elem(&router_rxq, &rxq);
+	/* (Handed over first: what `router` did before it, router_vlan would
+	 * do again. It checks and counts the frame itself.) */
+	if (!vlan && !multibuf && (void *)(eth + 1) <= data_end && ifc && for_vlan_devices(eth, ifc))
+		bpf_tail_call(ctx, &vlan_program, 0);
 
-		if (on_queue)
-			(*on_queue)++;
-	}
+	struct router_counters *c = bpf_map_lookup_elem(&router_stats, &slot);
+	__u32 rxq = slot * ROUTER_RXQ +
+		    (ctx->rx_queue_index < ROUTER_RXQ ? ctx->rx_queue_index : ROUTER_RXQ - 1);
+	__u64 *on_queue = bpf_map_lookup_elem(&router_rxq, &rxq);
+
+	if (on_queue)
+		(*on_queue)++;
 
 	if ((void *)(eth + 1) > data_end)
 		return HEADERS_CUT();
-	if (!ifc || ifc->ifindex != ctx->ingress_ifindex)
+	if (!ifc || ifc->ifindex != ingress)
 		return PASS(R_PASS_NOT_OURS);
-	/* A bridge's port hands tagged frames to the bridge, as untagged ones,
-	 * unless VLAN devices on it may take them first (those are the
-	 * kernel's). */
-	if ((eth->h_proto == bpf_htons(ETH_P_8021Q) || eth->h_proto == bpf_htons(ETH_P_8021AD)) &&
-	    (ifc->bridging & (BRIDGE_PORT | BRIDGE_VLAN_DEVICES)) != BRIDGE_PORT) {
+	if (for_vlan_devices(eth, ifc)) {
 		struct vlan_hdr *vh = (void *)(eth + 1);
 
-		if (multibuf || (ifc->bridging & BRIDGE_VLAN_DEVICES))
+		/* (Not router_vlan: the multi-buffer program, or `router` without
+		 * it.) */
+		if (!vlan || (ifc->bridging & BRIDGE_VLAN_DEVICES))
 			return PASS(R_PASS_VLAN);
-		if (!vlan) {
-			bpf_tail_call(ctx, &vlan_program, 0);
-			/* (Only without the program: the loader puts it there.) */
-			return PASS(R_PASS_VLAN);
-		}
 		if ((void *)(vh + 1) > data_end)
 			return HEADERS_CUT();
 		__u32 vid = bpf_ntohs(vh->h_vlan_TCI) & VLAN_VID_MASK;

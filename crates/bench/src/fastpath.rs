@@ -134,6 +134,11 @@ pub struct FastpathResult {
     /// round of another table or of the reference ran beside it.
     pub rounds_ns_per_packet: Vec<f64>,
     pub reference: Reference,
+    /// With `--vlan`: the same fast path without VLAN devices, the frames
+    /// untagged, run beside it in every round (what the tag costs is the
+    /// ratio of the two, round by round).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untagged: Option<Reference>,
     /// Destinations both programs forwarded (the rest are not in the mean).
     pub destinations: usize,
 }
@@ -641,6 +646,31 @@ fn run_family<K: Key>(
         }
         fast_paths.push(pair);
     }
+    // With --vlan, each layout's full table again without VLAN devices:
+    // the untagged frame's cost, measured beside the tagged one's.
+    let mut untagged_paths = Vec::new();
+    if b.vlan {
+        for &layout in &layouts {
+            progress(&format!(
+                "{} routes: loading them into a fast path without VLAN devices ({} layout)",
+                tables[1].len(),
+                layout_name::<K>(layout)
+            ));
+            untagged_paths.push(fast_path(
+                layout,
+                &tables[1],
+                &ports,
+                b.walk_tables,
+                b.rule_steps,
+                b.rp_filter,
+                (b.bridge_port, false),
+            )?);
+        }
+    }
+    let untagged: Vec<libbpf_rs::Program<'_>> = untagged_paths
+        .iter()
+        .map(|fp| fp.program())
+        .collect::<Result<_>>()?;
     let ours: Vec<Vec<libbpf_rs::Program<'_>>> = fast_paths
         .iter()
         .map(|pair| {
@@ -665,7 +695,12 @@ fn run_family<K: Key>(
     // the kernel's XDP dispatcher and removes it again, an RCU grace period
     // (milliseconds) per call. The first program takes the bench's veths,
     // the others veths of their own in the scratch namespace.
-    let progs: Vec<&libbpf_rs::Program<'_>> = ours.iter().flatten().chain(theirs.iter()).collect();
+    let progs: Vec<&libbpf_rs::Program<'_>> = ours
+        .iter()
+        .flatten()
+        .chain(theirs.iter())
+        .chain(untagged.iter())
+        .collect();
     let mut devices = vec![b.ingress.clone(), b.egress.clone()];
     for i in 0..progs.len() - 1 {
         let (a, z) = (format!("lrpark{i}a"), format!("lrpark{i}z"));
@@ -705,7 +740,7 @@ fn run_family<K: Key>(
         for prog in ours.iter().flatten() {
             all &= run(prog, f, &mut out)?.verdict == redirected;
         }
-        for prog in &theirs {
+        for prog in theirs.iter().chain(&untagged) {
             all &= run(prog, plain, &mut out)?.verdict == redirected;
         }
         if all {
@@ -718,6 +753,8 @@ fn run_family<K: Key>(
     // rounds[round][layout][table], reference[round][table]: mean ns.
     let mut ours_ns = vec![vec![[0f64; 2]; layouts.len()]; b.rounds];
     let mut ref_ns = vec![[0f64; 2]; b.rounds];
+    // untagged_ns[round][layout]: the full table's, with --vlan.
+    let mut untagged_ns = vec![vec![0f64; untagged.len()]; b.rounds];
     for round in 0..b.rounds {
         progress(&format!(
             "round {}/{}: {} destinations x {} repetitions",
@@ -735,6 +772,11 @@ fn run_family<K: Key>(
                     ours_ns[round][l][t] += run(&pair[t], f, &mut out)?.duration_ns as f64;
                 }
                 ref_ns[round][t] += run(&theirs[t], plain, &mut out)?.duration_ns as f64;
+                if t == 1 {
+                    for (l, prog) in untagged.iter().enumerate() {
+                        untagged_ns[round][l] += run(prog, plain, &mut out)?.duration_ns as f64;
+                    }
+                }
             }
         }
     }
@@ -760,6 +802,14 @@ fn run_family<K: Key>(
                     ns_per_packet: median(&reference_rounds),
                     rounds_ns_per_packet: reference_rounds.clone(),
                 },
+                untagged: (t == 1 && !untagged.is_empty()).then(|| {
+                    let rounds: Vec<f64> = untagged_ns.iter().map(|r| r[l] / n).collect();
+                    Reference {
+                        name: "linerate, untagged".into(),
+                        ns_per_packet: median(&rounds),
+                        rounds_ns_per_packet: rounds,
+                    }
+                }),
                 destinations: forwarded.len(),
             };
             progress(&format!(
@@ -805,6 +855,18 @@ pub fn summary(results: &[FastpathResult]) -> String {
             full.ns_per_packet / full.reference.ns_per_packet,
             full.routes
         );
+        if let Some(u) = &full.untagged {
+            let tag = round_ratios(&full.rounds_ns_per_packet, &u.rounds_ns_per_packet);
+            out += &format!(
+                "{} layout, {} routes: a tagged frame costs {} an untagged one (median of {} rounds, min-max; {:.1} vs {:.1} ns)\n",
+                full.layout,
+                full.routes,
+                crate::show_ratios(&tag),
+                tag.len(),
+                full.ns_per_packet,
+                u.ns_per_packet
+            );
+        }
     }
     out
 }
