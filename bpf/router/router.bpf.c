@@ -208,14 +208,15 @@ static __always_inline int send(struct xdp_md *ctx, struct ethhdr *eth, struct n
 	 * tag was, or pushed (a helper call, of which a return costs this
 	 * machine's kernel the most: docs/router-measurements.md). */
 	if (n->tag[0] | n->tag[1]) {
+		/* (A frame that came tagged was checked past its IP header.) */
 		if (!tag_len) {
 			/* Cannot fail: XDP keeps headroom. */
 			if (bpf_xdp_adjust_head(ctx, -VLAN_HLEN))
 				return XDP_ABORTED;
 			eth = (void *)(long)ctx->data;
+			if ((void *)eth + ETH_HLEN + VLAN_HLEN > (void *)(long)ctx->data_end)
+				return XDP_ABORTED;
 		}
-		if ((void *)eth + ETH_HLEN + VLAN_HLEN > (void *)(long)ctx->data_end)
-			return XDP_ABORTED;
 		*(__u32 *)((__u8 *)eth + 2 * ETH_ALEN) = *(__u32 *)n->tag;
 	} else if (tag_len) {
 		/* Out of a port: the tag taken off (the MACs are written below). */
@@ -867,10 +868,12 @@ static __always_inline int route_as(struct xdp_md *ctx, struct ethhdr *eth, stru
  * verifier's paths went past its limit; with a pop and a push instead,
  * each a helper call, a tagged frame cost 1.36 times an untagged one.) */
 int router_vlan(struct xdp_md *ctx);
+/* (The key by its size: Debian 12's 6.12 kernel refuses a program array
+ * with BTF types, and libbpf says so before it retries without.) */
 struct {
 	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
 	__uint(max_entries, 1);
-	__type(key, __u32);
+	__uint(key_size, sizeof(__u32));
 	__array(values, int(struct xdp_md *));
 } vlan_program SEC(".maps") = {
 	.values = { [0] = (void *)&router_vlan },
@@ -899,24 +902,30 @@ static __always_inline int for_vlan_devices(const struct ethhdr *eth, const stru
  * the tag's key. */
 static __always_inline int route_frame(struct xdp_md *ctx, const int multibuf, const int vlan)
 {
+	/* (Read once: each read is three loads, xdp_buff to its queue to its
+	 * device.) */
+	__u32 ingress = ctx->ingress_ifindex;
+	__u32 slot = ingress < ROUTER_IFACES ? ingress : 0;
+	struct iface *ifc = bpf_map_lookup_elem(&ifaces, &slot);
+
+	/* (Handed over first: what `router` did before it, router_vlan would
+	 * do again. It checks and counts the frame itself. The 6.12 verifier
+	 * takes packet pointers for stale after a tail call: the ones below
+	 * are read after it.) */
+	if (!vlan && !multibuf) {
+		const struct ethhdr *e = (void *)(long)ctx->data;
+
+		if ((void *)(e + 1) <= (void *)(long)ctx->data_end && ifc &&
+		    for_vlan_devices(e, ifc))
+			bpf_tail_call(ctx, &vlan_program, 0);
+	}
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	/* The first buffer, and the whole frame (more than the first only for
 	 * a multi-buffer frame). */
 	__u64 linear = data_end - data;
 	__u64 len = multibuf ? bpf_xdp_get_buff_len(ctx) : linear;
-	/* (Read once: each read is three loads, xdp_buff to its queue to its
-	 * device.) */
-	__u32 ingress = ctx->ingress_ifindex;
-	__u32 slot = ingress < ROUTER_IFACES ? ingress : 0;
-	struct iface *ifc = bpf_map_lookup_elem(&ifaces, &slot);
 	struct ethhdr *eth = data;
-
-	/* (Handed over first: what `router` did before it, router_vlan would
-	 * do again. It checks and counts the frame itself.) */
-	if (!vlan && !multibuf && (void *)(eth + 1) <= data_end && ifc && for_vlan_devices(eth, ifc))
-		bpf_tail_call(ctx, &vlan_program, 0);
-
 	struct router_counters *c = bpf_map_lookup_elem(&router_stats, &slot);
 	__u32 rxq = slot * ROUTER_RXQ +
 		    (ctx->rx_queue_index < ROUTER_RXQ ? ctx->rx_queue_index : ROUTER_RXQ - 1);
