@@ -1,7 +1,7 @@
 /* A frame's outer VLAN tag taken off and put on, the MACs moved past it:
  * the lab's generator tags what it sends, its receiver takes what a DUT's
- * VLAN device sent. (The router pops and pushes in its own way: it reads
- * the tag's id on the way, bpf/router/router.bpf.c.) */
+ * VLAN device sent. (The router leaves a tag in place and writes the
+ * egress's over it: router_vlan, bpf/router/router.bpf.c.) */
 #ifndef LINERATE_VLAN_TAG_H
 #define LINERATE_VLAN_TAG_H
 
@@ -28,7 +28,8 @@ static __always_inline __u32 vlan_tag_pop(struct xdp_md *ctx)
 	__be16 tpid = *(__be16 *)(p + 2 * ETH_ALEN);
 	if (tpid != bpf_htons(ETH_P_8021Q) && tpid != bpf_htons(ETH_P_8021AD))
 		return 0;
-	/* Word moves, as the router's (bpf/router/router.bpf.c vlan_restore). */
+	/* Word moves: unaligned packet access is the JIT's to do, and bytes
+	 * would spill. */
 	__u64 dst_src = *(__u64 *)p;
 	__u32 src_end = *(__u32 *)(p + 8);
 	__u32 tag = *(__u32 *)(p + 2 * ETH_ALEN);
