@@ -194,6 +194,10 @@ static __always_inline enum reason fit_frame(struct xdp_md *ctx, const struct ne
 	return R_FORWARDED;
 }
 
+_Static_assert(__builtin_offsetof(struct nexthop, dmac) == 8 &&
+		       __builtin_offsetof(struct nexthop, smac) == 14,
+	       "nexthop: the MACs side by side, the destination's 8-byte aligned (send)");
+
 /* Sends the frame (which came with a tag `tag_len` bytes long after its
  * MACs, a constant: 0 or VLAN_HLEN) through next hop `n`. */
 static __always_inline int send(struct xdp_md *ctx, struct ethhdr *eth, struct nexthop *n,
@@ -226,8 +230,10 @@ static __always_inline int send(struct xdp_md *ctx, struct ethhdr *eth, struct n
 		if ((void *)(eth + 1) > (void *)(long)ctx->data_end)
 			return XDP_ABORTED;
 	}
-	__builtin_memcpy(eth->h_dest, n->dmac, ETH_ALEN);
-	__builtin_memcpy(eth->h_source, n->smac, ETH_ALEN);
+	/* The MACs, side by side in the entry as in the frame: two moves (a
+	 * memcpy of each is twelve byte loads and stores). */
+	*(__u64 *)eth = *(const __u64 *)n->dmac;
+	*(__u32 *)((__u8 *)eth + 8) = *(const __u32 *)(n->smac + 2);
 	return bpf_redirect_map(TX_PORTS(multibuf), n->ifindex, XDP_PASS);
 }
 
