@@ -193,12 +193,7 @@ struct iface {
 	__u16 bridging;
 	/* A port with VLAN devices: 1 + its table in vlan_slots (0: none). */
 	__u16 vlans;
-	/* The bytes of tag a frame routed as this interface keeps between its
-	 * MACs and its EtherType: VLAN_HLEN for a VLAN device's entry (its
-	 * frames are routed with their tag in place), 0 for a port's. Read,
-	 * not known, by the verifier: both ways are one path. */
-	__u16 tag_len;
-	__u16 pad;
+	__u16 pad[2];
 };
 
 /* A bridge's port whose frames the fast path bridges: it forwards (STP),

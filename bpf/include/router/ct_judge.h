@@ -325,10 +325,10 @@ static __always_inline enum reason ct_segment(struct xdp_md *ctx, const void *l3
  * (ct_ask_kernel) and kept if it may be carried: a function of its own,
  * verified once (global), where inlined its paths would multiply those of
  * everything after it in the program, for each family (ct_miss4,
- * ct_miss6). The packet's headers at their fixed places (the IP header
- * after the Ethernet header and a VLAN device's tag, frame_l3_off; the transport header after a fixed IP
- * header: options and IPv6's extension headers went to the kernel
- * before); `l4proto` its protocol. The answer packed (the verifier sees one
+ * ct_miss6). The packet's headers at their places (the IP header after
+ * the Ethernet header and a VLAN device's tag, frame_l3_off; the
+ * transport header after a fixed IP header: options and IPv6's extension
+ * headers went to the kernel before); `l4proto` its protocol. The answer packed (the verifier sees one
  * value, not one path per answer). With FW_CT_TCP_CARRY, an established
  * TCP connection whose windows the kernel checks gets its byte too, and
  * its CPU's ct_scratch.offering set (see there). */

@@ -3,7 +3,7 @@
 use crate::fdb;
 use crate::layout::{
     FdbEntry, FdbKey, FdbSlot, Iface, Nexthop, NhGroup, PolicyRule, PuntPolicy, RouterCounters,
-    VlanKey, POLICY_PROGRAMS, POLICY_RULES, ROUTER_IFACES, VLAN_HLEN, VLAN_TABLE_SLOTS,
+    VlanKey, POLICY_PROGRAMS, POLICY_RULES, ROUTER_IFACES, VLAN_TABLE_SLOTS,
 };
 use crate::vlans::{Place, Vlans};
 use anyhow::{bail, Context, Result};
@@ -207,7 +207,6 @@ impl FastPath {
         crate::layout::check_ifindex(ifindex)?;
         let ifc = Iface {
             vlans: self.vlans.table_of(ifindex),
-            tag_len: 0,
             ..*ifc
         };
         maps::write(&loader::map(&self.obj, "ifaces")?, ifindex, &ifc)?;
@@ -238,13 +237,7 @@ impl FastPath {
                 let Some(place) = self.vlans.take(key) else {
                     return Ok(false);
                 };
-                // Its frames keep their tag (abi/router.h, iface.tag_len).
-                let i = Iface {
-                    tag_len: VLAN_HLEN,
-                    vlans: 0,
-                    ..*i
-                };
-                maps::write(&loader::map(&self.obj, "ifaces")?, place.slot, &i)?;
+                maps::write(&loader::map(&self.obj, "ifaces")?, place.slot, i)?;
                 maps::write(&slots, table(&place), &place.slot)?;
                 if place.port_changed {
                     self.write_port_vlans(key.ifindex, place.table)?;

@@ -163,11 +163,7 @@ pub struct Iface {
     /// A port with VLAN devices: 1 + its table in `vlan_slots` (0: none).
     /// The fast path's own (FastPath::write_interface fills it in).
     pub vlans: u16,
-    /// The bytes of tag a frame routed as this interface keeps between its
-    /// MACs and its EtherType: 4 for a VLAN device, 0 for a port. The fast
-    /// path's own (FastPath::write_interface and set_vlan_interface).
-    pub tag_len: u16,
-    pub pad: u16,
+    pub pad: [u16; 2],
 }
 
 /// A bridge's port whose frames for other MACs than the bridge's the fast
@@ -213,8 +209,6 @@ pub const ETH_P_8021AD: u16 = 0x88a8;
 pub const ROUTER_VLANS: usize = 4096;
 pub const ROUTER_VLAN_PORTS: usize = 32;
 pub const VLAN_TABLE_SLOTS: u32 = 8192;
-/// A VLAN tag's bytes (TPID and TCI).
-pub const VLAN_HLEN: u16 = 4;
 
 impl VlanKey {
     pub fn new(ifindex: u32, tpid: u16, vid: u16) -> VlanKey {
@@ -993,7 +987,6 @@ mod tests {
                 ("tables6", offset_of!(Iface, tables6)),
                 ("bridging", offset_of!(Iface, bridging)),
                 ("vlans", offset_of!(Iface, vlans)),
-                ("tag_len", offset_of!(Iface, tag_len)),
                 ("pad", offset_of!(Iface, pad)),
             ],
         );

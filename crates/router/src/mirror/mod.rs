@@ -838,8 +838,7 @@ impl<D: Dataplane> Mirror<D> {
             tables6: words[1].flatten().unwrap_or_else(|| tables_word(&[])),
             bridging: 0,
             vlans: 0,
-            tag_len: 0,
-            pad: 0,
+            pad: [0; 2],
         }
     }
 
