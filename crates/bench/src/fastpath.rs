@@ -139,6 +139,11 @@ pub struct FastpathResult {
     /// ratio of the two, round by round).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub untagged: Option<Reference>,
+    /// With `--vlan`: the untagged frames again, met first by the program
+    /// of the ports with VLAN devices, which hands them to the other:
+    /// what an untagged frame costs on such a port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untagged_on_vlan_port: Option<Reference>,
     /// Destinations both programs forwarded (the rest are not in the mean).
     pub destinations: usize,
 }
@@ -671,6 +676,10 @@ fn run_family<K: Key>(
         .iter()
         .map(|fp| fp.program())
         .collect::<Result<_>>()?;
+    let handed_over: Vec<libbpf_rs::Program<'_>> = untagged_paths
+        .iter()
+        .map(|fp| fp.vlan_program())
+        .collect::<Result<_>>()?;
     let ours: Vec<Vec<libbpf_rs::Program<'_>>> = fast_paths
         .iter()
         .map(|pair| {
@@ -679,7 +688,9 @@ fn run_family<K: Key>(
                     if b.multibuf {
                         fp.multibuf_program()
                     } else {
-                        fp.program()
+                        // With --vlan, the VLAN program: the ingress has
+                        // VLAN devices.
+                        fp.program_for(in_idx)
                     }
                 })
                 .collect()
@@ -700,6 +711,7 @@ fn run_family<K: Key>(
         .flatten()
         .chain(theirs.iter())
         .chain(untagged.iter())
+        .chain(handed_over.iter())
         .collect();
     let mut devices = vec![b.ingress.clone(), b.egress.clone()];
     for i in 0..progs.len() - 1 {
@@ -740,7 +752,7 @@ fn run_family<K: Key>(
         for prog in ours.iter().flatten() {
             all &= run(prog, f, &mut out)?.verdict == redirected;
         }
-        for prog in theirs.iter().chain(&untagged) {
+        for prog in theirs.iter().chain(&untagged).chain(&handed_over) {
             all &= run(prog, plain, &mut out)?.verdict == redirected;
         }
         if all {
@@ -753,8 +765,9 @@ fn run_family<K: Key>(
     // rounds[round][layout][table], reference[round][table]: mean ns.
     let mut ours_ns = vec![vec![[0f64; 2]; layouts.len()]; b.rounds];
     let mut ref_ns = vec![[0f64; 2]; b.rounds];
-    // untagged_ns[round][layout]: the full table's, with --vlan.
-    let mut untagged_ns = vec![vec![0f64; untagged.len()]; b.rounds];
+    // untagged_ns[round][layout]: the full table's, with --vlan, through
+    // `router` and through `router_vlan`.
+    let mut untagged_ns = vec![vec![[0f64; 2]; untagged.len()]; b.rounds];
     for round in 0..b.rounds {
         progress(&format!(
             "round {}/{}: {} destinations x {} repetitions",
@@ -773,8 +786,11 @@ fn run_family<K: Key>(
                 }
                 ref_ns[round][t] += run(&theirs[t], plain, &mut out)?.duration_ns as f64;
                 if t == 1 {
-                    for (l, prog) in untagged.iter().enumerate() {
-                        untagged_ns[round][l] += run(prog, plain, &mut out)?.duration_ns as f64;
+                    for (l, progs) in untagged.iter().zip(&handed_over).enumerate() {
+                        for (e, prog) in [progs.0, progs.1].into_iter().enumerate() {
+                            untagged_ns[round][l][e] +=
+                                run(prog, plain, &mut out)?.duration_ns as f64;
+                        }
                     }
                 }
             }
@@ -802,14 +818,10 @@ fn run_family<K: Key>(
                     ns_per_packet: median(&reference_rounds),
                     rounds_ns_per_packet: reference_rounds.clone(),
                 },
-                untagged: (t == 1 && !untagged.is_empty()).then(|| {
-                    let rounds: Vec<f64> = untagged_ns.iter().map(|r| r[l] / n).collect();
-                    Reference {
-                        name: "linerate, untagged".into(),
-                        ns_per_packet: median(&rounds),
-                        rounds_ns_per_packet: rounds,
-                    }
-                }),
+                untagged: (t == 1 && !untagged.is_empty())
+                    .then(|| untagged_reference(&untagged_ns, l, 0, n)),
+                untagged_on_vlan_port: (t == 1 && !untagged.is_empty())
+                    .then(|| untagged_reference(&untagged_ns, l, 1, n)),
                 destinations: forwarded.len(),
             };
             progress(&format!(
@@ -820,6 +832,21 @@ fn run_family<K: Key>(
         }
     }
     Ok(results)
+}
+
+/// Layout `l`'s untagged frames through entry `e` (0: `router`, 1:
+/// `router_vlan`), their `n` destinations' mean by round.
+fn untagged_reference(untagged_ns: &[Vec<[f64; 2]>], l: usize, e: usize, n: f64) -> Reference {
+    let rounds: Vec<f64> = untagged_ns.iter().map(|r| r[l][e] / n).collect();
+    Reference {
+        name: if e == 0 {
+            "linerate, untagged".into()
+        } else {
+            "linerate, untagged, on a port with VLAN devices".into()
+        },
+        ns_per_packet: median(&rounds),
+        rounds_ns_per_packet: rounds,
+    }
 }
 
 /// Each round's full-table cost over its one-route cost (the two ran side
@@ -864,6 +891,18 @@ pub fn summary(results: &[FastpathResult]) -> String {
                 crate::show_ratios(&tag),
                 tag.len(),
                 full.ns_per_packet,
+                u.ns_per_packet
+            );
+        }
+        if let (Some(u), Some(h)) = (&full.untagged, &full.untagged_on_vlan_port) {
+            let handed = round_ratios(&h.rounds_ns_per_packet, &u.rounds_ns_per_packet);
+            out += &format!(
+                "{} layout, {} routes: an untagged frame on a port with VLAN devices (handed from one program to the other) costs {} one on a port without (median of {} rounds, min-max; {:.1} vs {:.1} ns)\n",
+                full.layout,
+                full.routes,
+                crate::show_ratios(&handed),
+                handed.len(),
+                h.ns_per_packet,
                 u.ns_per_packet
             );
         }

@@ -262,8 +262,9 @@ pub fn run(
         resyncs: 0,
         generation: 0,
         ifindexes,
+        vlan_entry: vec![None; links.len()],
     };
-    let (mut ended, told_to_stop) = router.follow(opts, stop, &offering, &mut on_second)?;
+    let (mut ended, told_to_stop) = router.follow(opts, stop, &offering, &links, &mut on_second)?;
     // The offering thread's copies of the links first: they would keep
     // them attached.
     drop(offering);
@@ -534,6 +535,9 @@ struct Following {
     /// Counts the loop's own reads of what the poller reads.
     generation: u64,
     ifindexes: Vec<u32>,
+    /// Whether each link runs the single-buffer program for ports with
+    /// VLAN devices (None: not yet suited to its port).
+    vlan_entry: Vec<Option<bool>>,
 }
 
 impl Following {
@@ -544,8 +548,10 @@ impl Following {
         opts: &RouteOptions,
         stop: &AtomicBool,
         offering: &Offering,
+        links: &[(XdpAttachment, bool)],
         on_second: &mut impl FnMut(&Second),
     ) -> Result<(Ended, bool)> {
+        self.suit_programs(links);
         while !stop.load(Ordering::Relaxed) {
             match offering.told() {
                 Told::Nothing => {}
@@ -556,6 +562,9 @@ impl Following {
                 }
             }
             let changed = self.apply_kernel_changes()?;
+            if changed {
+                self.suit_programs(links);
+            }
             // iifname and oifname compare the names cached verdicts were
             // judged with.
             if changed && names_of(&self.mirror) != self.fw_names {
@@ -588,6 +597,42 @@ impl Following {
             }
         }
         Ok((Ended::Detached, false))
+    }
+
+    /// Gives each link the single-buffer program its port's frames want
+    /// (FastPath::program_for): the VLAN one once the port has VLAN
+    /// devices, the other once it has none. A link on the multi-buffer
+    /// program keeps it; one that cannot be changed keeps its program,
+    /// which hands the frames that are not its to the other (slower, not
+    /// wrong: said).
+    fn suit_programs(&mut self, links: &[(XdpAttachment, bool)]) {
+        let fp = self.mirror.fast_path();
+        for ((link, multibuf), entry) in links.iter().zip(&mut self.vlan_entry) {
+            let vlan = fp.has_vlan_devices(link.ifindex);
+            if *multibuf || *entry == Some(vlan) {
+                continue;
+            }
+            match fp.program_for(link.ifindex).and_then(|p| link.update(&p)) {
+                Ok(()) => {
+                    if entry.is_some() || vlan {
+                        tracing::info!(
+                            "{}: {}",
+                            link.ifname,
+                            if vlan {
+                                "has VLAN devices: runs the program for tagged frames"
+                            } else {
+                                "has no VLAN device: runs the program for untagged frames"
+                            }
+                        );
+                    }
+                    *entry = Some(vlan);
+                }
+                Err(e) => {
+                    tracing::warn!("{e:#}; its frames take the way of the other program");
+                    *entry = Some(vlan);
+                }
+            }
+        }
     }
 
     /// The kernel's notifications, applied; a full read of its tables
@@ -731,10 +776,10 @@ fn take_over_or_load(opts: &RouteOptions) -> Result<(FastPath, Option<Predecesso
 /// link at a time (each frame meets one program or the other, each with
 /// complete tables); whether each runs the multi-buffer program.
 fn replace_programs(fp: &FastPath, links: &[XdpAttachment]) -> Result<Vec<bool>> {
-    let (single, multi) = (fp.program()?, fp.multibuf_program()?);
+    let multi = fp.multibuf_program()?;
     links
         .iter()
-        .map(|l| l.update_sized(&single, &multi))
+        .map(|l| l.update_sized(&fp.program_for(l.ifindex)?, &multi))
         .collect()
 }
 

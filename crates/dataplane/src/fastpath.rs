@@ -22,6 +22,15 @@ use std::sync::atomic::Ordering;
 /// single-buffer or from multi-buffer programs, not both.
 const TX_PORTS: [&str; 2] = ["tx_ports", "tx_ports_mb"];
 
+/// The program a frame is test-run through (FastPath::run_program).
+enum Entry {
+    Multibuf,
+    /// The single-buffer program its ingress is given.
+    PortsOwn,
+    /// The other single-buffer program.
+    Other,
+}
+
 pub struct FastPath {
     // Drop before `obj`, whose maps they point into.
     arena: FibArena,
@@ -162,9 +171,37 @@ impl FastPath {
         Ok(fib_arena::table_layout(main, K::BITS == 128, slot))
     }
 
-    /// The single-buffer program, for interfaces up to Ethernet's MTU.
+    /// The single-buffer program, for interfaces up to Ethernet's MTU:
+    /// the ports without VLAN devices' (it hands tagged frames for VLAN
+    /// devices to [`FastPath::vlan_program`]).
     pub fn program(&self) -> Result<libbpf_rs::Program<'_>> {
         loader::prog(&self.obj, "router")
+    }
+
+    /// The single-buffer program for the ports with VLAN devices: it
+    /// routes their tagged frames and hands the others to
+    /// [`FastPath::program`].
+    pub fn vlan_program(&self) -> Result<libbpf_rs::Program<'_>> {
+        loader::prog(&self.obj, "router_vlan")
+    }
+
+    /// Whether port `ifindex` has VLAN devices in the fast path.
+    pub fn has_vlan_devices(&self, ifindex: u32) -> bool {
+        self.vlans.table_of(ifindex) != 0
+    }
+
+    /// The single-buffer program port `ifindex` is given: the VLAN one
+    /// where it has VLAN devices (its frames mostly tagged), the other
+    /// elsewhere. Each hands the other the frames that are its, so that
+    /// either is right on any port; the one given spares most of the
+    /// port's frames the hand-over (a tail call, and the second program's
+    /// start: about 4% of a frame's cost, docs/router-measurements.md).
+    pub fn program_for(&self, ifindex: u32) -> Result<libbpf_rs::Program<'_>> {
+        if self.has_vlan_devices(ifindex) {
+            self.vlan_program()
+        } else {
+            self.program()
+        }
     }
 
     /// The same program declared for multi-buffer frames (xdp.frags), for
@@ -177,7 +214,8 @@ impl FastPath {
     /// Attaches the router to `ifname`: the single-buffer program where
     /// the interface takes it, else the multi-buffer one (true).
     pub fn attach(&self, ifname: &str, mode: XdpMode) -> Result<(XdpAttachment, bool)> {
-        XdpAttachment::attach_sized(&self.program()?, &self.multibuf_program()?, ifname, mode)
+        let single = self.program_for(loader::ifindex(ifname)?)?;
+        XdpAttachment::attach_sized(&single, &self.multibuf_program()?, ifname, mode)
     }
 
     /// Declares `ifindex` (in the namespace of the calling thread) one of
@@ -495,32 +533,47 @@ impl FastPath {
 
     /// Runs the program on one frame as if it arrived on `ingress`
     /// (BPF_PROG_RUN, nothing sent): the verdict and the frame as left.
-    /// Frames larger than Ethernet's go to the multi-buffer program (more
-    /// than a page arrives in several buffers), as on an interface whose
-    /// MTU takes them.
+    /// The program is the one the ingress is given
+    /// ([`FastPath::program_for`]); frames larger than Ethernet's go to
+    /// the multi-buffer program (more than a page arrives in several
+    /// buffers), as on an interface whose MTU takes them.
     pub fn run(&self, frame: &[u8], ingress: u32) -> Result<(XdpAction, Vec<u8>)> {
-        self.run_program(
-            frame.len() > SINGLE_BUFFER_MTU as usize + 14,
-            frame,
-            ingress,
-        )
+        self.run_program(Self::entry(frame, Entry::PortsOwn), frame, ingress)
+    }
+
+    /// `single`, or the multi-buffer program for a frame larger than
+    /// Ethernet's.
+    fn entry(frame: &[u8], single: Entry) -> Entry {
+        if frame.len() > SINGLE_BUFFER_MTU as usize + 14 {
+            Entry::Multibuf
+        } else {
+            single
+        }
     }
 
     /// [`FastPath::run`] with the multi-buffer program, whatever the size.
     pub fn run_multibuf(&self, frame: &[u8], ingress: u32) -> Result<(XdpAction, Vec<u8>)> {
-        self.run_program(true, frame, ingress)
+        self.run_program(Entry::Multibuf, frame, ingress)
+    }
+
+    /// [`FastPath::run`] with the frame given first to the other
+    /// single-buffer program than the ingress's own (what a port runs
+    /// before it is given its own): the same verdict by another way in.
+    pub fn run_other_entry(&self, frame: &[u8], ingress: u32) -> Result<(XdpAction, Vec<u8>)> {
+        self.run_program(Self::entry(frame, Entry::Other), frame, ingress)
     }
 
     fn run_program(
         &self,
-        multibuf: bool,
+        entry: Entry,
         frame: &[u8],
         ingress: u32,
     ) -> Result<(XdpAction, Vec<u8>)> {
-        let prog = if multibuf {
-            self.multibuf_program()?
-        } else {
-            self.program()?
+        let prog = match entry {
+            Entry::Multibuf => self.multibuf_program()?,
+            Entry::PortsOwn => self.program_for(ingress)?,
+            Entry::Other if self.has_vlan_devices(ingress) => self.program()?,
+            Entry::Other => self.vlan_program()?,
         };
         let mut out = vec![0u8; frame.len() + 256];
         let r = test_run::run_xdp_on(prog.as_fd(), frame, &mut out, 1, Some(ingress))?;

@@ -294,6 +294,17 @@ fn differential(frames: Vec<Vec<u8>>, expect: Expect) {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    // Both ports have VLAN devices: each is given the program for tagged
+    // frames, which hands it the untagged ones.
+    let t = Instant::now();
+    while programs(&dut) != ["router_vlan", "router_vlan"] {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the ports' programs: {:?}",
+            programs(&dut)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let stats = common::stats_window(&dut, "12");
     let linerate_run = send_corpus(frames);
     let st: Value = serde_json::from_slice(&stats.wait_with_output().unwrap().stdout).unwrap();
@@ -323,6 +334,28 @@ fn differential(frames: Vec<Vec<u8>>, expect: Expect) {
         kernel.len() >= expect.forwarded as usize,
         "the transit frames arrived: {kernel:?}"
     );
+}
+
+/// The names of the XDP programs on dut0 and dut1 of namespace `dut`.
+fn programs(dut: &str) -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["-n", dut, "-j", "-d", "link", "show"])
+        .output()
+        .unwrap();
+    let links: Value = serde_json::from_slice(&out.stdout).unwrap();
+    ["dut0", "dut1"]
+        .iter()
+        .map(|dev| {
+            let l = links
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|l| l["ifname"] == *dev);
+            l.and_then(|l| l["xdp"]["prog"]["name"].as_str())
+                .unwrap_or("none")
+                .to_string()
+        })
+        .collect()
 }
 
 /// The lab, up until dropped.

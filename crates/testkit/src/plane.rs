@@ -155,10 +155,26 @@ impl TestPlane {
     /// The verdict on frame `f` arriving on `ingress`: the model's, which
     /// the program's must equal when it is there.
     pub fn run(&self, f: &[u8], ingress: u32) -> (XdpAction, &'static str, Vec<u8>) {
+        self.run_entered(f, ingress, false)
+    }
+
+    /// [`TestPlane::run`] with the frame given first to the other
+    /// single-buffer program than the ingress's own (FastPath::
+    /// run_other_entry): the same verdict by another way in.
+    pub fn run_other_entry(&self, f: &[u8], ingress: u32) -> (XdpAction, &'static str, Vec<u8>) {
+        self.run_entered(f, ingress, true)
+    }
+
+    fn run_entered(
+        &self,
+        f: &[u8],
+        ingress: u32,
+        other: bool,
+    ) -> (XdpAction, &'static str, Vec<u8>) {
         let v = self.model.run(f, ingress);
         let model = (v.action, v.reason, v.frame);
         if let Some(fp) = &self.real {
-            let program = program_verdict(fp, ingress, f);
+            let program = program_verdict_entered(fp, ingress, f, other);
             assert_eq!(program, model, "the BPF program and the model disagree");
         }
         model
@@ -300,8 +316,24 @@ pub fn program_verdict(
     ingress: u32,
     f: &[u8],
 ) -> (XdpAction, &'static str, Vec<u8>) {
+    program_verdict_entered(fp, ingress, f, false)
+}
+
+/// [`program_verdict`], through the other single-buffer program if
+/// `other`.
+fn program_verdict_entered(
+    fp: &FastPath,
+    ingress: u32,
+    f: &[u8],
+    other: bool,
+) -> (XdpAction, &'static str, Vec<u8>) {
     let before = fp.counters(ingress).unwrap();
-    let (v, out) = fp.run(f, ingress).unwrap();
+    let (v, out) = if other {
+        fp.run_other_entry(f, ingress)
+    } else {
+        fp.run(f, ingress)
+    }
+    .unwrap();
     let after = fp.counters(ingress).unwrap();
     // The counter that moved by this one frame (its packets and bytes;
     // a tagged frame routed as its VLAN device is counted without the
