@@ -660,7 +660,7 @@ pub struct BenchFastpathArgs {
     /// The ingress a bridge's port: what checking a frame's source in the FDB costs a packet
     #[arg(long)]
     pub bridge_port: bool,
-    /// The frames tagged (802.1Q), routed as a VLAN device and sent out of one, beside the same table without VLAN devices on untagged frames: what the tag costs a packet
+    /// The frames tagged (802.1Q), routed as a VLAN device and sent out of one, beside the same table without VLAN devices on untagged frames: what the tag costs a packet, and what an untagged frame costs on a port with VLAN devices
     #[arg(long)]
     pub vlan: bool,
     /// Print JSON.
