@@ -254,6 +254,9 @@ impl FastpathBench {
         if self.routes < 2 {
             bail!("--routes: at least 2 (the one-route case always runs)");
         }
+        if self.vlan && self.multibuf {
+            bail!("--vlan with --multibuf: the multi-buffer program leaves tagged frames to the kernel (docs/vlans-vrfs.md); measure the tag without --multibuf");
+        }
         let bits = if self.ipv6 { 128 } else { 32 };
         if let Some((_, hi)) = self.match_lengths.filter(|&(_, hi)| hi > bits) {
             bail!("--match-lengths: /{hi} is longer than an address of the family ({bits} bits)");

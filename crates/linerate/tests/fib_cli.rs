@@ -183,3 +183,42 @@ fn bench_fastpath_ipv6_measures_both_layouts() {
         assert!(x["destinations"].as_u64().unwrap() > 190, "{x}");
     }
 }
+
+#[test]
+#[cfg_attr(
+    not(feature = "privileged"),
+    ignore = "needs root: --features privileged"
+)]
+fn bench_fastpath_vlan_measures_the_tag_and_the_hand_over() {
+    let _one = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
+    let o = linerate(&[
+        "bench", "fastpath", "--vlan", "--routes", "2000", "--keys", "200", "--repeat", "20",
+        "--rounds", "3", "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let full = &r.as_array().unwrap()[1];
+    assert_eq!(full["routes"], 2000);
+    assert_eq!(full["program"], "router, 802.1Q VLAN in and out");
+    // The untagged frame, through `router` and through `router_vlan`,
+    // round by round beside the tagged one.
+    for (who, name) in [
+        ("untagged", "linerate, untagged"),
+        (
+            "untagged_on_vlan_port",
+            "linerate, untagged, on a port with VLAN devices",
+        ),
+    ] {
+        assert_eq!(full[who]["name"], name, "{full}");
+        let rounds = full[who]["rounds_ns_per_packet"].as_array().unwrap();
+        assert_eq!(rounds.len(), 3, "{full}");
+        assert!(rounds.iter().all(|x| x.as_f64().unwrap() > 0.0), "{full}");
+    }
+    assert!(full["destinations"].as_u64().unwrap() > 190, "{full}");
+    // The multi-buffer program leaves tagged frames to the kernel: refused
+    // before anything is built.
+    let o = linerate(&["bench", "fastpath", "--vlan", "--multibuf"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--vlan with --multibuf"), "{err}");
+}
