@@ -37,6 +37,9 @@ const NH: u32 = 3;
 /// The next hop back out of the ingress, for the frames' source
 /// (--rp-filter).
 const NH_BACK: u32 = 4;
+/// The next hop of the VLAN device's own table with --vlan-pop-push: the
+/// egress port, untagged.
+const NH_POP: u32 = 5;
 /// Kernel routing tables of the reference's one-route and full tables.
 const KERNEL_TABLES: [u32; 2] = [1001, 1002];
 
@@ -87,6 +90,14 @@ pub struct FastpathBench {
     /// and so does the full table without VLAN devices, run beside them:
     /// what the tag costs, round by round.
     pub vlan: bool,
+    /// With `vlan` and a walk of one table: the tag popped and pushed in
+    /// turn instead of rewritten. The VLAN device routes by a table of its
+    /// own (the same routes, out of the egress port untagged: the tag
+    /// popped), the port by its table (out of the egress's VLAN device: a
+    /// tag pushed), and every repetition takes the frame the last one
+    /// left: popped, pushed, popped. Against the untagged frame through the
+    /// port's table alone.
+    pub vlan_pop_push: bool,
 }
 
 /// The tag of `vlan`'s frames and of the VLAN device they are sent out of
@@ -254,6 +265,9 @@ impl FastpathBench {
         if self.routes < 2 {
             bail!("--routes: at least 2 (the one-route case always runs)");
         }
+        if self.vlan_pop_push && (!self.vlan || self.walk_tables != 1) {
+            bail!("--vlan-pop-push: with --vlan and --walk-tables 1 (the port and its VLAN device each route by a table of their own, and so does the untagged frame it is compared with)");
+        }
         if self.vlan && self.multibuf {
             bail!("--vlan with --multibuf: the multi-buffer program leaves tagged frames to the kernel (docs/vlans-vrfs.md); measure the tag without --multibuf");
         }
@@ -278,7 +292,7 @@ fn fast_path<K: Key>(
     walk_tables: usize,
     rule_steps: usize,
     rp_filter: Option<RpFilter>,
-    (bridge_port, vlan): (bool, bool),
+    (bridge_port, vlan, pop_push): (bool, bool, bool),
 ) -> Result<FastPath> {
     let mut fp = FastPath::load_with(layout)?;
     // The scratch namespace forwards both families (run_family).
@@ -371,6 +385,20 @@ fn fast_path<K: Key>(
             flags: ingress.flags | rpf,
             ..ingress
         };
+        // Popping and pushing: the device's own table, in the slot after
+        // the port's.
+        let sub = if pop_push {
+            let own = [FastPath::table_root_mib(ipv6, slot + 1)];
+            let flag = if ipv6 { IFACE_TABLES6 } else { IFACE_TABLES4 };
+            Iface {
+                tables4: tables_word(&own),
+                tables6: tables_word(&own),
+                flags: sub.flags | flag,
+                ..sub
+            }
+        } else {
+            sub
+        };
         let key = linerate_dataplane::layout::VlanKey::new(p.in_idx, 0x8100, 10);
         fp.set_vlan_interface(&key, Some(&sub))?;
     }
@@ -411,6 +439,30 @@ fn fast_path<K: Key>(
             .map_err(|e| anyhow::anyhow!("the source's route: {e}"))?;
     }
     fp.load_fib_at(slot, &fib)?;
+    if vlan && pop_push {
+        // The VLAN device's table: the same routes, out of the egress port
+        // untagged.
+        fp.set_nexthop(
+            NH_POP,
+            &Nexthop {
+                ifindex: p.out_idx,
+                mtu: 1500,
+                flags: NH_VALID | NH_RESOLVED,
+                used: 0,
+                dmac: p.in_mac,
+                smac: p.out_mac,
+                l3: 0,
+                tag: [0; 4],
+            },
+        )?;
+        fp.open_table(ipv6, slot + 1);
+        let popped: Vec<(K, u8, u32)> = table.iter().map(|&(k, l, _)| (k, l, NH_POP)).collect();
+        let mut own: Fib<K> = Fib::new(main.other_table()).without_concurrent_readers();
+        own.bulk_load(&popped).map_err(|e| {
+            anyhow::anyhow!("{} routes in table slot {}: {e}", table.len(), slot + 1)
+        })?;
+        fp.load_fib_at(slot + 1, &own)?;
+    }
     Ok(fp)
 }
 
@@ -649,7 +701,7 @@ fn run_family<K: Key>(
                 b.walk_tables,
                 b.rule_steps,
                 b.rp_filter,
-                (b.bridge_port, b.vlan),
+                (b.bridge_port, b.vlan, b.vlan_pop_push),
             )?);
         }
         fast_paths.push(pair);
@@ -676,7 +728,7 @@ fn run_family<K: Key>(
                     b.walk_tables,
                     b.rule_steps,
                     b.rp_filter,
-                    (b.bridge_port, false),
+                    (b.bridge_port, false, false),
                 )?);
             }
         }
@@ -814,10 +866,11 @@ fn run_family<K: Key>(
             let res = FastpathResult {
                 family: if K::BITS == 32 { "ipv4" } else { "ipv6" },
                 layout: layout_name::<K>(layout),
-                program: match (b.multibuf, b.vlan) {
-                    (true, _) => "router_mb",
-                    (false, true) => "router, 802.1Q VLAN in and out",
-                    (false, false) => "router",
+                program: match (b.multibuf, b.vlan, b.vlan_pop_push) {
+                    (true, _, _) => "router_mb",
+                    (false, true, true) => "router, 802.1Q VLAN popped and pushed in turn",
+                    (false, true, false) => "router, 802.1Q VLAN in and out",
+                    (false, false, _) => "router",
                 },
                 routes: table.len(),
                 ns_per_packet: median(&rounds),
@@ -894,9 +947,14 @@ pub fn summary(results: &[FastpathResult]) -> String {
         if let Some(u) = &full.untagged {
             let tag = round_ratios(&full.rounds_ns_per_packet, &u.rounds_ns_per_packet);
             out += &format!(
-                "{} layout, {} routes: a tagged frame costs {} an untagged one (median of {} rounds, min-max; {:.1} vs {:.1} ns)\n",
+                "{} layout, {} routes: {} costs {} an untagged one (median of {} rounds, min-max; {:.1} vs {:.1} ns)\n",
                 full.layout,
                 full.routes,
+                if full.program.contains("popped") {
+                    "a frame whose tag is popped and pushed in turn"
+                } else {
+                    "a tagged frame"
+                },
                 crate::show_ratios(&tag),
                 tag.len(),
                 full.ns_per_packet,

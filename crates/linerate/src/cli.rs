@@ -663,6 +663,9 @@ pub struct BenchFastpathArgs {
     /// The frames tagged (802.1Q), routed as a VLAN device and sent out of one, beside the same table without VLAN devices on untagged frames: what the tag costs a packet, and what an untagged frame costs on a port with VLAN devices
     #[arg(long)]
     pub vlan: bool,
+    /// With --vlan and --walk-tables 1: the tag popped and pushed in turn instead of rewritten (the VLAN device routes by a table of its own, to the egress port untagged; the port by its table, out of the egress's VLAN device): what a pop or a push costs a packet
+    #[arg(long, requires = "vlan")]
+    pub vlan_pop_push: bool,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

@@ -191,6 +191,7 @@ fn fastpath(a: crate::cli::BenchFastpathArgs) -> Result<()> {
         rp_filter: a.rp_filter,
         bridge_port: a.bridge_port,
         vlan: a.vlan,
+        vlan_pop_push: a.vlan_pop_push,
     };
     let r = linerate_bench::fastpath::run_on_scratch(b, progress(a.json))?;
     print_report(a.json, &r)

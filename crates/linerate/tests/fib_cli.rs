@@ -215,10 +215,53 @@ fn bench_fastpath_vlan_measures_the_tag_and_the_hand_over() {
         assert!(rounds.iter().all(|x| x.as_f64().unwrap() > 0.0), "{full}");
     }
     assert!(full["destinations"].as_u64().unwrap() > 190, "{full}");
-    // The multi-buffer program leaves tagged frames to the kernel: refused
-    // before anything is built.
-    let o = linerate(&["bench", "fastpath", "--vlan", "--multibuf"]);
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("--vlan with --multibuf"), "{err}");
+    // The multi-buffer program leaves tagged frames to the kernel, and
+    // popping and pushing needs the tables of their own: refused before
+    // anything is built.
+    for (args, said) in [
+        (vec!["--vlan", "--multibuf"], "--vlan with --multibuf"),
+        (
+            vec!["--vlan", "--vlan-pop-push"],
+            "--vlan-pop-push: with --vlan and --walk-tables 1",
+        ),
+    ] {
+        let o = linerate(&[&["bench", "fastpath"][..], &args].concat());
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(said), "{args:?}: {err}");
+    }
+    // Popped and pushed in turn: every destination forwarded (each
+    // repetition takes the frame the last left, tagged then not).
+    let o = linerate(&[
+        "bench",
+        "fastpath",
+        "--vlan",
+        "--vlan-pop-push",
+        "--walk-tables",
+        "1",
+        "--routes",
+        "2000",
+        "--keys",
+        "200",
+        "--repeat",
+        "20",
+        "--rounds",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let full = &r.as_array().unwrap()[1];
+    assert_eq!(
+        full["program"],
+        "router, 802.1Q VLAN popped and pushed in turn"
+    );
+    assert_eq!(
+        full["untagged"]["rounds_ns_per_packet"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(full["destinations"].as_u64().unwrap() > 190, "{full}");
 }
