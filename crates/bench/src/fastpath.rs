@@ -415,19 +415,27 @@ fn fast_path<K: Key>(
             tag: [0; 4],
         },
     )?;
-    fp.set_nexthop(
-        NH,
-        &Nexthop {
-            ifindex: p.out_idx,
-            mtu: 1500,
-            flags: NH_VALID | NH_RESOLVED,
-            used: 0,
-            dmac: p.in_mac,
-            smac: p.out_mac,
-            l3: if vlan { BENCH_VLAN_OUT } else { 0 },
-            tag: if vlan { BENCH_TAG } else { [0; 4] },
-        },
-    )?;
+    // Out of the egress port, untagged; with --vlan out of its VLAN device.
+    let out_untagged = Nexthop {
+        ifindex: p.out_idx,
+        mtu: 1500,
+        flags: NH_VALID | NH_RESOLVED,
+        used: 0,
+        dmac: p.in_mac,
+        smac: p.out_mac,
+        l3: 0,
+        tag: [0; 4],
+    };
+    let out = if vlan {
+        Nexthop {
+            l3: BENCH_VLAN_OUT,
+            tag: BENCH_TAG,
+            ..out_untagged
+        }
+    } else {
+        out_untagged
+    };
+    fp.set_nexthop(NH, &out)?;
     let main = shape_of::<K>(layout);
     let shape = if slot == 0 { main } else { main.other_table() };
     let mut fib: Fib<K> = Fib::new(shape).without_concurrent_readers();
@@ -442,19 +450,7 @@ fn fast_path<K: Key>(
     if vlan && pop_push {
         // The VLAN device's table: the same routes, out of the egress port
         // untagged.
-        fp.set_nexthop(
-            NH_POP,
-            &Nexthop {
-                ifindex: p.out_idx,
-                mtu: 1500,
-                flags: NH_VALID | NH_RESOLVED,
-                used: 0,
-                dmac: p.in_mac,
-                smac: p.out_mac,
-                l3: 0,
-                tag: [0; 4],
-            },
-        )?;
+        fp.set_nexthop(NH_POP, &out_untagged)?;
         fp.open_table(ipv6, slot + 1);
         let popped: Vec<(K, u8, u32)> = table.iter().map(|&(k, l, _)| (k, l, NH_POP)).collect();
         let mut own: Fib<K> = Fib::new(main.other_table()).without_concurrent_readers();
